@@ -1,10 +1,7 @@
 """Concepts: sparse dictionaries learned on a layer's activations, or loaded from SAELens.
 
-``c = actviz.concepts.train(data, "layer3", model=model, n_concepts=2048, k=16)`` learns a
-TopK sparse autoencoder; ``c.encode``, ``c.decode``, ``c.maps(capture, "layer3")``,
-``c.save(folder)`` / ``actviz.concepts.load(folder)`` (SAELens format);
-``actviz.edits.concept(c, [i])`` removes concept ``i`` during a capture; ``scan_concepts`` and
-``top_heatmaps`` find where concepts fire. Details in :mod:`actviz.analysis.concepts`.
+``actviz.concepts.train(data, "layer3", model=model)``, ``load(folder)``, ``scan_concepts``;
+details in :mod:`actviz.analysis.concepts`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The public plugin API of actviz (version :data:`API_VERSION`).
 
-A plugin is a package declaring ``[project.entry-points."actviz.plugins"]`` with
-``name = "pkg.module:plugin"``, where ``plugin`` is a :class:`Plugin` listing its
-contributions: :class:`LayerView` (another way to show a layer), :class:`InputOpener`,
-:class:`ModelOpener` (``needs_trust`` before unpickling) and :class:`WindowFeature` (built with
-the window's :class:`WindowHost`, as the built-in features are).
-
-Everything a plugin may use is here; the Qt-side names (:class:`WindowHost`,
-:class:`Feature`, :class:`FeatureBase`, :class:`Session`) are imported on first use so that
-``import actviz.plugins`` stays Qt-free. Plugins are loaded only by the window and by CLI
-commands that use a contribution, never by ``import actviz``.
+A plugin package declares ``[project.entry-points."actviz.plugins"]`` naming a
+:class:`Plugin` of contributions (:class:`LayerView`, :class:`InputOpener`,
+:class:`ModelOpener`, :class:`WindowFeature`). Qt-side names are imported on first use, so
+``import actviz.plugins`` stays Qt-free; only the window and CLI commands load plugins.
 """
 
 from __future__ import annotations
@@ -41,49 +35,20 @@ SESSION_EVENTS = (
 )
 
 __all__ = [
-    "API_VERSION",
-    "ENTRY_POINT_GROUP",
-    "SESSION_EVENTS",
-    "Contribution",
-    "Feature",
-    "FeatureBase",
-    "InputOpener",
-    "LayerData",
-    "LayerView",
-    "ModelOpener",
-    "Plugin",
-    "Session",
-    "UntrustedFileError",
-    "ViewContext",
-    "ViewSettings",
-    "WindowFeature",
-    "WindowHost",
-    "load_checkpoint",
-    "paint",
-]
+    "API_VERSION", "ENTRY_POINT_GROUP", "SESSION_EVENTS", "Contribution", "Feature", "FeatureBase",
+    "InputOpener", "LayerData", "LayerView", "ModelOpener", "Plugin", "Session",
+    "UntrustedFileError", "ViewContext", "ViewSettings", "WindowFeature", "WindowHost",
+    "load_checkpoint", "paint"
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class LayerData:
-    """One layer of a run, as the layer panel shows it (read-only numpy arrays, no torch).
+    """One layer of a run as the layer panel shows it (read-only numpy, no torch).
 
-    Attributes
-    ----------
-    name, module_type
-        The layer's qualified name (``named_modules()``) and its class name ("Conv2d").
-    shape
-        The whole output's shape (batch included), None when unknown.
-    kind
-        How the panel shows it: ``"maps"`` (``activation`` is ``(C, H, W)``), ``"bars"``
-        (``(C,)``), ``"heatmap"`` (2-D, e.g. ``(C, L)`` of a Conv1d, tokens x features) or
-        ``"scalar"``.
-    activation
-        The output of the sample shown (the Session's sample), float32.
-    gradient
-        ``|d target / d output|`` of the same sample in the same layout (None without
-        gradients).
-    stats
-        The statistics the Overview lists (``mean``, ``std``, ``min``, ``max``, ...).
+    ``kind`` is ``"maps"`` (``activation`` ``(C, H, W)``), ``"bars"``, ``"heatmap"`` or
+    ``"scalar"``; ``activation`` and ``gradient`` (``|d target / d output|``, None without
+    gradients) are the shown sample's; ``stats`` are the Overview's.
     """
 
     name: str
@@ -97,19 +62,8 @@ class LayerData:
 
 @dataclass(frozen=True)
 class ViewSettings:
-    """The Session's view settings a layer view follows where they apply.
-
-    Attributes
-    ----------
-    colormap
-        The colour map chosen ("auto" or a map name); :meth:`resolved` names the map.
-    normalize
-        ``"channel"`` (each channel its own range) or ``"shared"`` (one range).
-    first_channel, page_size
-        The channel page the layer panel shows: ``page_size`` channels from
-        ``first_channel`` (a view of channels may show the same page).
-    sample
-        The batch element shown.
+    """The Session's view settings a layer view follows: ``colormap`` (:meth:`resolved` names it),
+    ``normalize``, the channel page (``first_channel``, ``page_size``) and ``sample``.
     """
 
     colormap: str = "auto"
@@ -140,23 +94,10 @@ class ViewContext:
 class LayerView:
     """A view of one layer: Qt-free preparation, a widget that paints it.
 
-    Parameters
-    ----------
-    name
-        Unique within the plugin ("correlation").
-    title
-        What the layer panel's menu and the view's dock say ("Channel correlation").
-    prepare
-        ``prepare(layer: LayerData, settings: ViewSettings) -> data``: Qt-free, called for
-        each result the layer's panel shows (and by the exports).
-    widget
-        ``widget(context: ViewContext) -> QWidget`` with a ``set_data(data)`` method; built
-        when the user first opens the view (the only place the plugin imports Qt).
-    picture
-        ``picture(data) -> (H, W, 3) uint8``: what File > Export and ``actviz export`` write
-        as ``<layer>_<name>.png`` (None: the view is not exported).
-    accepts
-        ``accepts(layer: LayerData) -> bool``: the layers the view is offered for (None: all).
+    ``prepare(layer, settings) -> data`` runs for each result shown (and exports);
+    ``widget(context)`` returns a QWidget with ``set_data(data)``, built on first open;
+    ``picture(data) -> (H, W, 3) uint8`` is exported as ``<layer>_<name>.png`` (None: not
+    exported); ``accepts(layer)`` limits the layers offered (None: all).
     """
 
     name: str
@@ -169,20 +110,8 @@ class LayerView:
 
 @dataclass(frozen=True)
 class InputOpener:
-    """Reads input files the built-in openers do not know.
-
-    Parameters
-    ----------
-    name
-        Unique within the plugin ("wav").
-    suffixes
-        File suffixes it opens, lower case with the dot (``(".wav",)``); File > Open input
-        lists them.
-    accepts
-        ``accepts(path: str) -> bool`` for sources a suffix cannot tell (None: suffixes only).
-    open
-        ``open(path: str) -> (inputs, description)``: the tensor (or tuple / dict of tensors)
-        the model takes, and one line for the Model dock ("speech.wav: mono 16000 Hz ...").
+    """Reads input files the built-in openers do not know: by ``suffixes`` (lower case, with the
+    dot) or ``accepts(path)``; ``open(path) -> (inputs, description)``.
     """
 
     name: str
@@ -201,20 +130,9 @@ class InputOpener:
 class ModelOpener:
     """Opens models from files or names the built-in openers do not know.
 
-    Parameters
-    ----------
-    name
-        Unique within the plugin.
-    patterns
-        ``fnmatch`` patterns of the sources it opens (``("*.mylab",)``, ``("lab:*",)``),
-        matched against the whole source and its file name.
-    open
-        ``open(source: str, trust: bool) -> nn.Module``.
-    needs_trust
-        The opener unpickles (runs code from the file): actviz asks the user first, as for
-        a full pickle, and calls ``open`` with ``trust=True`` only after they agreed. An
-        opener that reads checkpoints itself should use :func:`load_checkpoint`, which
-        applies the same rule.
+    ``patterns`` are ``fnmatch`` patterns matched against the source and its file name;
+    ``open(source, trust) -> nn.Module``. With ``needs_trust`` actviz asks the user before calling
+    ``open`` with ``trust=True`` (:func:`load_checkpoint` applies the same rule).
     """
 
     name: str
@@ -245,19 +163,8 @@ Contribution = LayerView | InputOpener | ModelOpener | WindowFeature
 
 @dataclass(frozen=True)
 class Plugin:
-    """What a plugin's entry point names.
-
-    Parameters
-    ----------
-    name
-        The plugin's name (shown in Help > Plugins).
-    version
-        The plugin's own version.
-    api_version
-        The :data:`API_VERSION` it was written for.
-    contributions
-        Its :class:`LayerView`, :class:`InputOpener`, :class:`ModelOpener` and
-        :class:`WindowFeature` s.
+    """What a plugin's entry point names: its ``name``, ``version``, the :data:`API_VERSION` it was
+    written for, and its ``contributions``.
     """
 
     name: str

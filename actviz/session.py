@@ -1,10 +1,8 @@
 """Session files in scripts: ``actviz.session.save(window, "study.actviz")`` and
-``state = actviz.session.load("study.actviz")``.
+``actviz.session.load("study.actviz")``.
 
-A session file holds a whole investigation (model source with its SHA-256, input, settings,
-edits, pins, layout, the current capture) as a zip of JSON and ``.npz``, never a pickle; see
-:mod:`actviz.workspace.session_file`. ``actviz study.actviz`` opens one in the window,
-``actviz report --session study.actviz`` makes a report of it.
+A whole investigation as a zip of JSON and ``.npz``, never a pickle
+(:mod:`actviz.workspace.session_file`).
 """
 
 from __future__ import annotations
@@ -50,39 +48,16 @@ def _state_of(window_or_state: Any) -> SessionState:
 def save(
     window_or_state: Any, path: str | os.PathLike[str], *, pin_captures: bool = True
 ) -> list[str]:
-    """Save a session file.
+    """Save a window's session (or a :class:`SessionState`) to ``path``, atomically.
 
-    Parameters
-    ----------
-    window_or_state
-        The explorer window (anything with a ``session_state()`` method, or whose
-        ``session`` has one) or a :class:`SessionState`.
-    path
-        The file to write (``.actviz``); replaced atomically.
-    pin_captures
-        Keep the pinned results' captures (False: a smaller file; pins keep their labels).
-
-    Returns
-    -------
-    list of str
-        What could not be saved (custom edits, patch edits without a saved source).
-
-    Raises
-    ------
-    SessionFileError
-        When the file cannot be written (an existing file is left as it was).
+    ``pin_captures`` False keeps pins without their captures. Returns what could not be saved;
+    raises ``SessionFileError`` when the file cannot be written.
     """
     return save_state(_state_of(window_or_state), path, pin_captures=pin_captures)
 
 
 def load(path: str | os.PathLike[str]) -> SessionState:
-    """Read a session file into a :class:`SessionState`.
-
-    Check a checkpoint model with :func:`verify_model_source` before opening it again.
-
-    Raises
-    ------
-    SessionFileError
-        One line: a damaged file, a newer format, a pickle or unknown member inside.
+    """Read a session file into a :class:`SessionState` (check a checkpoint model with
+    :func:`verify_model_source` before reopening it); ``SessionFileError`` for a bad file.
     """
     return load_state(path)

@@ -1,8 +1,5 @@
-"""``actviz atlas``: a layer's map of a dataset: ``atlas.png``, ``atlas.npz``, ``atlas.json``.
-
-Scans the folder (through the scan's cache: a folder scanned before with embeddings is not run
-again), projects each image's pooled vector in the layer to 2-D and draws it coloured by class.
-torch is imported inside :func:`run` only, so building the command line stays cheap.
+"""``actviz atlas``: a layer's map of a dataset (``atlas.png``, ``.npz``, ``.json``) through the
+scan's cache. torch is imported inside :func:`run` only, so the parser stays cheap.
 """
 
 from __future__ import annotations

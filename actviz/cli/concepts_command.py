@@ -1,9 +1,5 @@
-"""``actviz concepts train|show``: learn a dictionary on a layer, draw its top concepts.
-
-``actviz concepts train --model M --data DIR --layer L --n 2048 --k 16 --out FOLDER`` writes a
-SAELens folder (``cfg.json`` + ``sae_weights.safetensors``); ``actviz concepts show --concepts
-FOLDER --model M --data DIR --out sheet.png`` scans the data for each concept's top images and
-draws the top concepts with heatmaps. torch is imported inside :func:`run` only.
+"""``actviz concepts train|show``: learn a dictionary on a layer (a SAELens folder), or draw its
+top concepts with heatmaps. torch is imported inside :func:`run` only.
 """
 
 from __future__ import annotations

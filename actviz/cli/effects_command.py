@@ -1,8 +1,5 @@
-"""``actviz effects``: every channel of the given layers ranked by its effect on the target.
-
-Writes ``effects.json`` (every channel's estimate, the exact values of the verified ones, the
-rank correlation) and one bar chart PNG per layer. torch is imported inside :func:`run` only,
-so building the command line stays cheap.
+"""``actviz effects``: every channel of the given layers ranked by its effect on the target
+(``effects.json`` and a bar chart per layer). torch is imported inside :func:`run` only.
 """
 
 from __future__ import annotations

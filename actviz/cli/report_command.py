@@ -1,9 +1,5 @@
-"""``actviz report``: one self-contained HTML report, from a session file or a model and input.
-
-``actviz report --session study.actviz --out report.html`` reports the session's run: its
-saved capture when it has one (no model needed), else the session's model run again on its
-embedded input with its ticked layers, target and edits. ``actviz report --model M --input X
---out report.html`` takes the options of ``actviz export`` instead.
+"""``actviz report``: one self-contained HTML report, from a session file (its saved capture, else
+its model run again) or from a model and input with ``actviz export``'s options.
 """
 
 from __future__ import annotations
@@ -206,8 +202,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
 
 
 def _comparison(state: Any, cap: Any) -> tuple[Any, str]:
-    """The session's comparison (``{"a": run, "b": run, "tol": float}``, a run being
-    ``"current"`` or a pin's label) when both runs have captures; else ``(None, "")``."""
+    """The session's comparison when both runs have captures; else ``(None, "")``."""
     setup = state.comparison or {}
     runs = {"current": cap, **{p.label: p.capture for p in state.pins}}
     a, b = runs.get(setup.get("a")), runs.get(setup.get("b"))

@@ -22,17 +22,8 @@ def _silent(open_model: Opener, args: argparse.Namespace) -> Any:
 
 
 def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
-    """Run ``actviz scan``: cache, one contact sheet per layer, ``scan.json``.
-
-    Parameters
-    ----------
-    args
-        ``--model ... --data DIR [--layers L1,L2] --k 9 --out OUT`` (see ``actviz scan -h``);
-        without ``--layers``, every leaf module is scanned (as ``actviz export`` captures).
-    open_model
-        The CLI's model opener (prints what it opens).
-    say
-        Writes a progress line to stderr.
+    """Run ``actviz scan``: cache, one contact sheet per layer, ``scan.json`` (every leaf without
+    ``--layers``); ``open_model`` is the CLI's opener, ``say`` writes progress to stderr.
     """
     data = existing(args.data)
     layers = layer_names(args.layers or "")
@@ -60,9 +51,7 @@ def _quiet(_msg: str) -> None:
 
 
 def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
-    """``(rank, world)`` after joining the process group torchrun describes in the
-    environment (``WORLD_SIZE`` > 1); None outside one. NCCL with ``--device cuda`` (each rank
-    takes GPU ``LOCAL_RANK``), gloo on the CPU."""
+    """``(rank, world)`` after joining torchrun's process group (NCCL or gloo); None outside one."""
     import os
 
     if int(os.environ.get("WORLD_SIZE", "1")) < 2:

@@ -1,12 +1,8 @@
-"""An opt-in for processes that capture again and again: keep freed memory in the process.
+"""Opt-in allocator tuning for processes that capture repeatedly: keep freed heap in the process.
 
-With glibc's defaults the heap a capture grew is trimmed back to the OS when its tensors are
-freed, so the next capture page-faults it in again (docs/performance.md). Raising glibc's trim
-and mmap thresholds keeps it, but changes the whole process, so :func:`tune_allocator` runs only
-when called (the window does at start); ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first capture
-call it, ``=0`` (or ``ACTVIZ_MALLOC_TUNING=0``) refuses it everywhere.
-:func:`release_freed_memory` (``malloc_trim``) gives kept memory back; the window calls it
-when idle.
+:func:`tune_allocator` raises glibc's trim and mmap thresholds (process-wide, so only when
+called; ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first capture call it, ``=0`` refuses it);
+:func:`release_freed_memory` gives kept memory back. Figures: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -21,21 +17,10 @@ import threading
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ENV",
-    "MARK_BYTES",
-    "MIN_ARENAS",
-    "MMAP_THRESHOLD",
-    "TRIM_THRESHOLD",
-    "arena_max",
-    "heap_in_use_mib",
-    "mark_arena",
-    "release_freed_memory",
-    "rss_anon_mib",
-    "rss_mib",
-    "tune_allocator",
-    "tune_if_asked",
-    "tuned",
-]
+    "ENV", "MARK_BYTES", "MIN_ARENAS", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "arena_max",
+    "heap_in_use_mib", "mark_arena", "release_freed_memory", "rss_anon_mib", "rss_mib",
+    "tune_allocator", "tune_if_asked", "tuned"
+]  # fmt: skip
 
 #: The environment variable: ``1`` tunes at the first capture, ``0`` never tunes.
 ENV = "ACTVIZ_TUNE_ALLOCATOR"
@@ -63,16 +48,9 @@ def _refused() -> bool:
 def tune_allocator() -> bool:
     """Make glibc keep freed memory in this process, so repeated captures do not page-fault.
 
-    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB and sets its
-    arena cap (:func:`arena_max`), for the rest of the process (Linux with glibc only;
-    elsewhere nothing happens). Call it once at the start
-    of an application that captures repeatedly (the actviz window does); a library call never
-    does it by itself. ``ACTVIZ_TUNE_ALLOCATOR=0`` turns it into a no-op.
-
-    Returns
-    -------
-    bool
-        True if the thresholds are (now, or from an earlier call) raised.
+    Raises the mmap threshold to 32 MiB, the trim threshold to 1 GiB and caps arenas
+    (:func:`arena_max`), for the rest of the process (Linux/glibc only). Returns whether the
+    thresholds are raised.
     """
     global _tuned
     if _tuned is not None:
@@ -96,14 +74,10 @@ def tune_allocator() -> bool:
 
 
 def arena_max() -> int:
-    """How many malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core
-    where that is more.
+    """How many malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core.
 
-    One per core (two on two cores) made the window's capture thread share the GUI thread's
-    main arena about every other start (glibc hands a new thread the arenas in turn once the
-    cap is reached): the idle trim then held the GUI thread's arena lock for as long as it
-    took to hand a capture's freed heap back, and a click's first ``malloc`` waited as long
-    (104 ms for ~550 MiB, against 2 ms with an arena of its own; CHANGELOG, #37).
+    Enough that worker threads never share the GUI thread's arena, whose lock the idle trim
+    would otherwise hold while a click waits (CHANGELOG, #37).
     """
     try:
         cores = len(os.sched_getaffinity(0))
@@ -181,12 +155,9 @@ def heap_in_use_mib() -> float | None:
 
 
 def memory_breakdown_mib() -> dict[str, float]:
-    """Where the resident memory is, in MiB: ``rss``; ``files`` (mapped files: the libraries'
-    code and data, memory-mapped weights); ``anonymous`` (the process's own: malloc's heap,
-    Python's object arenas, thread stacks); ``heap_in_use`` and ``heap_free`` (malloc's bytes
-    handed out, and kept free for reuse: what :func:`release_freed_memory` gives back).
-    ``rss_anon`` (``RssAnon``, :func:`rss_anon_mib`). Keys whose source is missing (no /proc,
-    no glibc) are left out."""
+    """Resident memory in MiB: ``rss``, ``files``, ``anonymous``, ``heap_in_use``, ``heap_free``,
+    ``rss_anon``; keys whose source is missing (no /proc, no glibc) are left out.
+    """
     out: dict[str, float] = {}
     try:
         with open("/proc/self/smaps_rollup") as f:
@@ -220,15 +191,10 @@ _TRIM_LOW = 1 * 2**20
 
 
 def mark_arena() -> None:
-    """Leave a small block in the calling thread's malloc arena, for :func:`release_freed_memory`
-    to free (threads that allocate much: the window's workers call it after each job).
+    """Leave a small block in the calling thread's malloc arena for :func:`release_freed_memory`.
 
-    ``malloc_trim`` hands back the free chunks of every arena but not the free top of a
-    thread's arena (glibc trims a thread arena's top only in ``free``, past the trim threshold
-    that :func:`tune_allocator` raised to 1 GiB): up to 64 MiB per worker stayed resident.
-    Freeing a block of that arena with the threshold lowered makes glibc trim its top, with that
-    arena's lock, not the GUI thread's. Nothing happens in an untuned process or where this
-    thread's mark is still there.
+    glibc trims a thread arena's top only in ``free`` past the (raised) trim threshold; freeing
+    this block with the threshold lowered trims it, under that arena's lock, not the GUI's.
     """
     if not _tuned:
         return
@@ -247,12 +213,9 @@ def mark_arena() -> None:
 
 
 def release_freed_memory() -> bool:
-    """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``, and the
-    tops of the arenas :func:`mark_arena` marked).
+    """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena tops).
 
-    Safe from any thread; it takes each arena's lock in turn for a few milliseconds per hundred
-    MiB that arena keeps, so the window calls it off the GUI thread when idle (and no other
-    thread shares the GUI thread's arena: :func:`arena_max`). False where there is no glibc.
+    Safe from any thread (it holds each arena's lock briefly); False where there is no glibc.
     """
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None

@@ -1,14 +1,9 @@
 """Exact activations and gradients from any ``nn.Module``, leaving the model as it was found.
 
-* Values are as they were when the hook fired: references are checked against the tensor's
-  version counter after the forward, and modules whose tensors were written to later get
-  copies (the capture runs again once when such a write is first seen).
-* Gradients come from tensor hooks plus one ``torch.autograd.grad`` call; nothing goes into
-  ``.grad`` and ``register_full_backward_hook`` (breaks on in-place ops, pytorch#61519) is
-  never used. Each hooked module gets its inputs through a fresh autograd node, so
-  ``grad_inputs`` is the gradient through that module only.
-* Every hook is removed in ``finally``; ``training`` flags and buffers are restored even when
-  forward raises.
+Records are references checked against version counters after the forward (copies for modules
+written to later); gradients come from tensor hooks and one ``autograd.grad`` (never
+``register_full_backward_hook``, which breaks on in-place ops); every hook is removed and
+flags and buffers restored in ``finally``.
 """
 
 from __future__ import annotations
@@ -46,16 +41,9 @@ from actviz.core.transfer import to_host
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "Capture",
-    "CaptureCancelled",
-    "CaptureTooLarge",
-    "LayerRecord",
-    "capture",
-    "format_bytes",
-    "leaf_names",
-    "model_device",
-    "resolve_layers",
-]
+    "Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord", "capture", "format_bytes",
+    "leaf_names", "model_device", "resolve_layers"
+]  # fmt: skip
 
 _MAX_ATTEMPTS = 3
 
@@ -80,69 +68,45 @@ def capture(
 ) -> Capture:
     """Run ``model`` on ``inputs`` and record the chosen layers' values and gradients.
 
+    The model is left exactly as found (hooks, ``.grad``, flags, buffers), even when it raises.
+
     Parameters
     ----------
-    model
-        Any ``nn.Module``. It is left exactly as found: no hooks, ``.grad``, ``training`` flags,
-        ``requires_grad`` flags or buffers change, even when its forward raises.
     inputs
-        A tensor (one argument), a tuple/list (positional arguments) or a dict (keyword
-        arguments); each argument may nest lists, tuples and dicts of tensors at any depth. A
-        list of tensors is one argument when the model's forward takes a list
-        (:func:`actviz.core.input_copies.forward_takes_list`, torchvision's detectors): ``[img]``
-        and ``([img],)`` then mean the same. Every tensor is copied with its strides, so the
-        caller's tensors are never modified and never get ``requires_grad`` set.
+        A tensor, a tuple/list (positional arguments) or a dict (keyword arguments), nesting
+        lists, tuples and dicts at any depth; a list of tensors is one argument when the forward
+        takes a list (:func:`actviz.core.input_copies.forward_takes_list`). Tensors are copied,
+        never modified.
     layers
-        Qualified names from ``model.named_modules()``; None records every leaf module.
+        Names from ``model.named_modules()``; None records every leaf module.
     target
-        What the gradients are of (see :func:`actviz.core.targets.resolve_target`). None: the
-        single output value if there is one element; each row's top-1 logit, summed, for a
-        2-D ``(N, C)`` output; the top detection's score for a detector (a list of dicts with
-        ``boxes``/``scores``/``labels``); the top class's logit summed over its pixels for a
-        segmenter (a dict with an ``"out"`` map); else the sum of all elements. An int ``k``:
-        class ``k`` (``out[:, k].sum()``, or ``out[k]`` for a 1-D output; over its pixels for
-        a segmenter), or detection ``k`` of image 0 for a detector. A callable
-        ``f(output) -> scalar tensor`` for anything else. For other tuple/dict/dataclass
-        outputs the first tensor is used, and a warning names it. An empty output has no
-        default: ``ValueError``.
+        What the gradients are of (:func:`actviz.core.targets.resolve_target`): None for the
+        output's default (top-1 logit, top detection, top segmentation class, or the sum), an
+        int class or detection, or a callable ``f(output) -> scalar tensor``.
     gradients
-        False runs forward only, under ``no_grad``; every gradient field is then None.
+        False runs forward only, under ``no_grad``.
     input_grads
-        False: no gradient with respect to inputs, neither the model's (``cap.input_grads``
-        is None) nor each layer's (``grad_inputs`` is None). The backward pass then stops at
-        the earliest recorded output instead of running back to the input: Grad-CAM at a
-        late layer costs about what a bare forward plus its short backward costs.
-        ``grad_output`` is unchanged.
+        False: no gradient with respect to inputs (``cap.input_grads`` and ``grad_inputs`` None),
+        so the backward stops at the earliest recorded output.
     mode
-        ``"eval"`` (default: BatchNorm statistics and dropout untouched) or ``"train"``.
+        ``"eval"`` (default) or ``"train"``.
     keep_inputs
         Record each layer's inputs too (shared with the producing layer's output when possible).
     max_bytes
-        Refuse (``CaptureTooLarge``) once the recorded tensors would exceed this many bytes.
+        Raise ``CaptureTooLarge`` once the records would exceed this many bytes.
     should_stop
-        Polled before every module call; returning True raises ``CaptureCancelled``.
+        Polled before every module call; True raises ``CaptureCancelled``.
     keep_on_device
-        Leave the records on the model's device (CUDA...) instead of copying each to the CPU,
-        so a display can reduce them there and copy once per frame. ``cap.output`` and
-        ``cap.input_grads`` are on the CPU either way.
+        Leave the records on the model's device; ``cap.output`` and ``cap.input_grads`` are on
+        the CPU either way.
     edits
-        ``{layer: edit or [edits]}`` (:mod:`actviz.edits`: ``ablate``, ``scale``, ``keep``,
-        ``clamp``, ``patch``, or any callable ``f(output) -> output``) applied to those
-        modules' outputs during the forward pass; records, output, target and gradients are
-        the edited network's, and the edited layer's record holds its edited output.
-        Disabled edits are skipped; ``cap.edits`` holds those applied ({} when none).
-
-    Returns
-    -------
-    Capture
-        Records per layer (``cap[name]``, ``cap.calls(name)``), the output, input gradients
-        (the saliency), the target and any warnings.
+        ``{layer: edit or [edits]}`` (:mod:`actviz.edits`) applied during the forward pass; the
+        whole capture is the edited network's. ``cap.edits`` holds those applied.
 
     Raises
     ------
     ValueError
-        Unknown layer names, a bad target, or an invalid ``mode``; ``EditError`` (a
-        ``ValueError``) for an edit that cannot apply (see :mod:`actviz.core.edit_kinds`).
+        Unknown layers, a bad target or ``mode``; ``EditError`` for an edit that cannot apply.
     CaptureCancelled, CaptureTooLarge
         See ``should_stop`` and ``max_bytes``. The model's own exceptions propagate unchanged.
     """
@@ -263,11 +227,7 @@ _NULL = contextlib.nullcontext()
 
 
 def _wrappable(module: nn.Module) -> bool:
-    """Whether the recorder may wrap ``module.forward`` instead of registering two hooks.
-
-    Equivalent to a pre-hook and a forward hook registered last when nothing else hooks the
-    module's output and it is not compiled on its own; it keeps PyTorch's fast call path.
-    """
+    """Whether the recorder may wrap ``module.forward`` (the fast path) instead of two hooks."""
     d = module.__dict__  # dictionary lookups: cheaper than attribute lookups on a Module
     try:
         return not (
@@ -295,9 +255,7 @@ def _global_hooks() -> bool:
 
 
 class _ForwardWrapper:
-    """``module.forward`` replaced by a call through the recorder until :meth:`remove`, set in
-    ``module.__dict__`` directly and removed (or the module's own put back) like a hook handle.
-    """
+    """``module.forward`` replaced by a call through the recorder, removed like a hook handle."""
 
     __slots__ = ("module", "own")
 

@@ -1,9 +1,4 @@
-"""Which dimension of a module's output holds its feature channels: :func:`channel_dim`, and
-the channel count a module's attributes promise.
-
-A rule about modules and shapes, not about edits: edits, effects, scans and the display all
-call it for their channel axis, so it lives apart from the edits that first needed it.
-"""
+"""Which dimension of a module's output holds its feature channels."""
 
 from __future__ import annotations
 
@@ -27,42 +22,17 @@ _CHANNEL_FIRST = (
 
 
 def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
-    """The dimension holding the feature channels of ``module``'s output.
+    """The dimension holding the feature channels of ``module``'s output (non-negative).
 
-    Parameters
-    ----------
-    module
-        The module that produced the output (None: decided from the shape alone).
-    output
-        The output tensor itself (best: its shape settles what the module suggests), or only
-        its number of dimensions (the rule below without the shape checks).
+    ``output`` is the tensor (its shape settles what the module suggests) or only its ``ndim``.
+    First match wins:
 
-    Returns
-    -------
-    int
-        A non-negative dimension: ``1`` for channel-first ``(N, C, ...)`` outputs, ``ndim - 1``
-        for channels-last ones; ``0`` for outputs with fewer than 2 dimensions.
-
-    Notes
-    -----
-    The rule, first match wins:
-
-    1. Channel-first modules (convolutions, BatchNorm/InstanceNorm, GroupNorm, 1-D pooling,
-       ``Upsample``): dimension 1.
-    2. With the output tensor, for a 3-D or larger output, the module tells its channel count
-       and where it lies: a ``Linear`` (``out_features``) or a ``LayerNorm`` / ``RMSNorm``
-       over the last dimension on a 4-D ``(N, H, W, C)`` input puts channels last; a module
-       with ``output_fmt`` ``"NHWC"`` (timm's patch embeddings) too; otherwise the first of
-       ``out_dim``, ``dim``, ``embed_dim``, ``num_features``, ``out_channels``,
-       ``out_features``, ``hidden_size`` (timm's Swin blocks, stages and patch merging, most
-       transformer blocks) or else the channel count of the module's last layer that has one
-       (a block ending in a ``Linear`` or a convolution) which matches exactly one of
-       dimension 1 and the last dimension decides.
-    3. Otherwise the shape: the last dimension of a 3-D ``(N, T, D)`` sequence, dimension 1 of
-       anything else (``(N, C)``, ``(N, C, H, W)``).
-
-    Edits take ``Edit.dim`` to override this choice; effects, scans and the display call this
-    function for their channel axis.
+    1. Channel-first modules (convolutions, norms over channels, 1-D pooling, ``Upsample``): 1.
+    2. For a 3-D or larger output, the module's channel count (``Linear.out_features``,
+       ``LayerNorm`` over the last dimension, ``output_fmt="NHWC"``, ``out_dim``/``dim``/
+       ``embed_dim``/``num_features``/``hidden_size``..., else its last layer's) when it matches
+       exactly one of dimension 1 and the last dimension.
+    3. The shape: the last dimension of ``(N, T, D)``, dimension 1 of anything else; 0 below 2-D.
     """
     ndim = output if isinstance(output, int) else output.ndim
     if ndim < 2:

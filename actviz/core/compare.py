@@ -1,11 +1,7 @@
 """Compare two runs layer by layer: ``actviz.compare(cap_a, cap_b)``.
 
-Every layer call both captures recorded with same-shaped outputs gets, in float64 over the
-whole batch of the first output tensor: ``cosine`` (1.0 when both are zero, 0.0 when one is),
-``rel_l2`` = ``|a - b| / |b|`` (run B is the reference; ``inf`` when only B is zero),
-``max_abs``, and ``cka`` (linear CKA over the batch, Kornblith et al. 2019; None for a batch
-of one or no variance). ``first_divergence`` is the first call in run A's execution order
-whose ``rel_l2`` exceeds ``tol``; layers of different shapes go to ``Comparison.skipped``.
+Per layer call with same-shaped outputs, in float64: ``cosine``, ``rel_l2`` (``|a - b| / |b|``,
+B is the reference), ``max_abs`` and linear ``cka`` (None for a batch of one).
 """
 
 from __future__ import annotations
@@ -147,8 +143,7 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
 
 
 def _first_divergence(cap_a: Capture, diffs: list[LayerDiff], tol: float) -> LayerDiff | None:
-    """The diverging call that finished first in run A (a reused module's calls are
-    interleaved with the others, so grouping by layer would name a later call)."""
+    """The diverging call that finished first in run A (not the first layer: calls interleave)."""
     diverged = [d for d in diffs if d.rel_l2 > tol]
     seqs = [cap_a.records[d.name][d.call_index].seq for d in diverged]
     if not diverged or any(s is None for s in seqs):  # records without their order: layer order
@@ -167,24 +162,15 @@ def compare(
 
     Parameters
     ----------
-    cap_a, cap_b
-        Two captures (:func:`actviz.capture`) of models with the same layer names: an edited
-        and an unedited run, two inputs, two checkpoints of one architecture.
     tol
-        ``first_divergence`` is the first layer whose ``rel_l2`` exceeds it.
+        ``first_divergence`` is the first layer (in A's order) whose ``rel_l2`` exceeds it.
     layers
         Only these layers (each must be in both captures); None: every layer both recorded.
-
-    Returns
-    -------
-    Comparison
-        One :class:`LayerDiff` per common layer and call (in run A's order), the output's,
-        the first divergence, and the layer calls skipped for a shape mismatch.
 
     Raises
     ------
     ValueError
-        A layer asked for that one of the captures lacks, or a negative ``tol``.
+        A layer one capture lacks, or a negative ``tol``.
     """
     if not (isinstance(tol, (int, float)) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0, not {tol!r}")

@@ -1,10 +1,4 @@
-"""Applying edits during the forward pass: :class:`EditHooks`, the forward hooks of one capture
-attempt, and the one-edit appliers they hold (index and factor tensors made once per capture).
-
-How an edit changes an output (never in place, connected in the autograd graph, on the
-module's channel axis) is described in :mod:`actviz.core.edit_kinds`; this module is that
-description's code, kept apart from the edits' constructors and checks.
-"""
+"""The forward hooks that apply edits during one capture attempt (:class:`EditHooks`)."""
 
 from __future__ import annotations
 
@@ -172,8 +166,7 @@ class _Applied:
 class EditHooks:
     """The forward hooks of one capture attempt: one per edited module, counting its calls.
 
-    Registered before the recorder's hooks, so the recorder sees (and records) the edited
-    output. Made afresh for every attempt, so call counts start at 0.
+    Registered before the recorder's hooks, so records hold the edited output.
     """
 
     def __init__(

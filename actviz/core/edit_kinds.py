@@ -1,18 +1,9 @@
 """What-if edits: change a module's output during a capture (ablate, scale, keep, clamp, patch).
 
-``actviz.capture(model, x, layers, edits={"layer1.0.conv1": ablate([3, 7])})`` reports what
-the edited network does: later layers, records, output, target and gradients all see the edit.
-
-An edit behaves as a plain ``register_forward_hook`` returning the modified output (the tests
-compare to 1e-6): it runs before the recorder's hook, never writes into the module's output
-(a module may return its input or a tensor saved for backward), and stays in the autograd
-graph, so an ablated channel's gradient is exactly zero, not None. Channels are on
-:func:`channel_dim`'s axis; a tuple/dict output has its first tensor edited. Errors are
-``EditError`` (a ``ValueError``), raised before the forward where the module tells enough.
-
-The edit record lives in :mod:`actviz.core.edit_spec`, the hooks in
-:mod:`actviz.core.edit_hooks`, the channel axis in :mod:`actviz.core.channel_axis`; this module
-makes and checks edits and re-exports those names.
+An edit acts as a ``register_forward_hook`` returning a new output: never in place, kept in
+the autograd graph (an ablated channel's gradient is zero, not None), on :func:`channel_dim`'s
+axis. This module makes and checks edits; :mod:`edit_spec` holds the record and
+:mod:`edit_hooks` applies them.
 """
 
 from __future__ import annotations
@@ -30,34 +21,13 @@ from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
 __all__ = [
-    "KINDS",
-    "Edit",
-    "EditError",
-    "EditHooks",
-    "ablate",
-    "channel_dim",
-    "check_edits",
-    "clamp",
-    "concept",
-    "custom",
-    "enabled_edits",
-    "keep",
-    "normalize_edits",
-    "patch",
-    "scale",
-]
+    "KINDS", "Edit", "EditError", "EditHooks", "ablate", "channel_dim", "check_edits", "clamp",
+    "concept", "custom", "enabled_edits", "keep", "normalize_edits", "patch", "scale"
+]  # fmt: skip
 
 
 def ablate(channels: Any = None, *, call: int | None = None) -> Edit:
-    """Set ``channels`` (None: all) of the output to zero.
-
-    Parameters
-    ----------
-    channels
-        An int or a sequence of ints; None: the whole output.
-    call
-        None: every call of the module; ``k``: only its ``k``-th call.
-    """
+    """Set ``channels`` (an int, ints, or None: all) to zero; ``call`` k: only the k-th call."""
     return Edit("ablate", channels=channels, call=call)
 
 
@@ -107,15 +77,9 @@ def custom(fn: Callable[[Any], Any], *, call: int | None = None) -> Edit:
 
 
 def normalize_edits(edits: Any) -> dict[str, tuple[Edit, ...]]:
-    """``{layer: Edit | callable | [Edit | callable, ...]}`` as ``{layer: (Edit, ...)}``.
+    """``{layer: Edit | callable | [...]}`` as ``{layer: (Edit, ...)}`` (callables: :func:`custom`).
 
-    None (or an empty mapping) gives ``{}``. Callables become :func:`custom` edits. Disabled
-    edits are kept (see :func:`enabled_edits`).
-
-    Raises
-    ------
-    EditError
-        For anything else.
+    Raises ``EditError`` for anything else.
     """
     if edits is None:
         return {}
@@ -155,13 +119,8 @@ def enabled_edits(edits: Mapping[str, tuple[Edit, ...]]) -> dict[str, tuple[Edit
 
 
 def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit, ...]]) -> None:
-    """Everything about ``edits`` that can be checked before the forward runs.
-
-    Raises
-    ------
-    EditError
-        A layer not in ``modules`` (with close matches), a channel at or beyond a count the
-        module's attributes give, a patch source without the layer (or the call) edited.
+    """Check ``edits`` before the forward runs; raises ``EditError`` for an unknown layer, a channel
+    beyond the module's count, or a patch source without the layer.
     """
     for name, items in edits.items():
         if name not in modules:

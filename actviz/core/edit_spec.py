@@ -1,10 +1,4 @@
-"""One edit, as a record: :class:`Edit` (its kind, channels and parameters, checked when it is
-made, and its text for the Edits panel), :class:`EditError` and :data:`KINDS`.
-
-Kept apart from the constructors (:mod:`actviz.core.edit_kinds`) and from how edits are
-applied (:mod:`actviz.core.edit_hooks`) so both can read the record without importing each
-other.
-"""
+"""One edit as a record: :class:`Edit`, :class:`EditError`, :data:`KINDS`."""
 
 from __future__ import annotations
 
@@ -63,37 +57,14 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Edit:
-    """One change to a module's output; make them with :func:`ablate`, :func:`scale`,
-    :func:`keep`, :func:`clamp`, :func:`patch`, :func:`custom` or :func:`concept`.
+    """One change to a module's output; make them with :func:`ablate`, :func:`scale`, :func:`keep`,
+    :func:`clamp`, :func:`patch`, :func:`custom` or :func:`concept`.
 
-    Attributes
-    ----------
-    kind
-        ``"ablate"`` | ``"scale"`` | ``"keep"`` | ``"clamp"`` | ``"patch"`` | ``"custom"`` |
-        ``"concept"``.
-    channels
-        The channels edited (sorted as given, no duplicates); None: every channel. For
-        ``concept``: the concepts (indices into the dictionary).
-    factor
-        ``scale``'s factor; ``concept``'s scale of the concepts' contribution (0: removed).
-    min, max
-        ``clamp``'s bounds (either may be None).
-    source
-        ``patch``'s source run: the same layer's output (same call) in that capture.
-    fn
-        ``custom``'s callable ``f(output) -> output`` (None back: output unchanged).
-    call
-        None: every call of the module; ``k``: only its ``k``-th call (0 = first).
-    enabled
-        The window's on/off box: a capture skips disabled edits.
-    dim
-        The channel dimension; None: 1 for ``(N, C, ...)``, the last for ``(N, T, D)``
-        (see :func:`channel_dim`).
-    concepts
-        ``concept``'s dictionary (:class:`actviz.analysis.concepts.Concepts`, or anything with
-        ``d_in``, ``d_sae`` and ``contribution(x, indices)``).
-
-    Equality compares every field, ``source``, ``fn`` and ``concepts`` by identity.
+    ``channels`` are sorted as given without duplicates (None: all; for ``concept``: concept
+    indices); ``factor`` is ``scale``'s factor or ``concept``'s scale; ``min``/``max`` are
+    ``clamp``'s bounds; ``source`` is ``patch``'s run; ``fn`` is ``custom``'s callable; ``call``
+    None edits every call, ``k`` only the k-th; ``dim`` overrides :func:`channel_dim`.
+    Equality compares ``source``, ``fn`` and ``concepts`` by identity.
     """
 
     kind: str

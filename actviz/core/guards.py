@@ -46,27 +46,11 @@ def forward_hooks(modules: Iterable[nn.Module], hook: Callable[..., Any]) -> Ite
 
 
 class ModelState:
-    """Training flags, ``inplace`` flags and buffers, saved before a capture, put back after.
+    """Training flags, ``inplace`` flags and buffers, saved before a capture and put back after.
 
-    During a capture torch.nn's in-place modules from ``inplace_from`` on run out of place: same
-    values, and the tensor a record holds stays intact without a copy (earlier ones rarely consume
-    a record, and switching them costs an allocation each; the recorder's version checks catch the
-    rest). Modes are switched with the model's own ``train()`` / ``eval()`` (a model may override
-    them) and restored module by module, so mixed modes come back as they were.
-
-    Parameters
-    ----------
-    model
-        The model.
-    out_of_place
-        Switch torch.nn's in-place modules out of place in :meth:`apply`.
-    modules
-        ``list(model.modules())`` when the caller has walked the model already.
-    inplace_from
-        Position in ``modules`` of the first module to switch out of place.
-    inplace_positions
-        Positions in ``modules`` of every torch.nn module with an ``inplace`` attribute, when
-        the caller knows them (:attr:`actviz.core.plan.ModelPlan.inplace`).
+    With ``out_of_place`` torch.nn's in-place modules from position ``inplace_from`` on run out of
+    place, so records stay intact without copies. Modes are switched with the model's own
+    ``train()``/``eval()`` and restored module by module.
     """
 
     def __init__(
@@ -140,11 +124,7 @@ KEEP_COPIES_BYTES = 64 * 2**20
 
 
 class _Group:
-    """Contiguous buffers on one device, saved as bytes into one flat copy.
-
-    On the CPU one ``bytes.join`` over memoryviews saves them and another, compared with ``==``,
-    checks them (cheaper than ``torch.cat``); other devices use ``torch.cat`` and ``torch.equal``.
-    """
+    """Contiguous buffers on one device, saved as one flat byte copy."""
 
     __slots__ = ("chunks", "members", "saved", "saved_bytes", "scratch", "views", "windows")
 
@@ -203,13 +183,7 @@ class _Group:
 
 
 class _SavedBuffers:
-    """A model's buffers, saved before a capture and put back after it.
-
-    Contiguous buffers are saved as one byte join per device and written back only if a second
-    join finds them changed (eval captures change none): two joins and a compare rather than a
-    copy per buffer. The byte views are kept weakly per model for its next capture. Other buffers
-    are cloned one by one; inference tensors are left out (nothing else can write them).
-    """
+    """A model's buffers, saved before a capture (one byte join if contiguous), put back after."""
 
     __slots__ = ("busy", "groups", "key", "loose", "ptrs", "tensors")
 
@@ -378,12 +352,9 @@ _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str,
 
 
 class UnregisteredCheck:
-    """:class:`UnregisteredModules` on a model's first capture only, the verdict reused after.
+    """:class:`UnregisteredModules` on a model's first capture only (its global hook is slow).
 
-    Its global hook sends every call through PyTorch's slow path, and how a model holds its
-    modules does not change, so it watches the first capture (again when the module set changes
-    or ``watch`` asks). An unregistered module run only for some inputs is reported when a
-    watched capture first runs it.
+    Watches again when the module set changes or ``watch`` asks.
     """
 
     def __init__(

@@ -1,10 +1,7 @@
 """What a capture hands the model: its own copies of the caller's inputs, at any depth.
 
-``inputs`` may be a tensor, a tuple/list of positional arguments or a dict of keyword arguments,
-and each argument may itself nest lists, tuples and dicts of tensors (detection models take a
-list of images). Every tensor is copied with its strides kept, so the caller's tensors are never
-written nor given ``requires_grad``, and the model computes on the same memory layout as
-without actviz. Input gradients come back in the caller's structure.
+Tensors are copied with strides kept, so the caller's are never written nor given
+``requires_grad``; input gradients come back in the caller's structure.
 """
 
 from __future__ import annotations
@@ -53,17 +50,9 @@ def forward_takes_list(model: nn.Module) -> bool:
 class PreparedInputs:
     """The model's arguments and what the capture keeps of them.
 
-    Attributes
-    ----------
-    args, kwargs
-        What the model is called with: fresh copies, so in-place writes stay inside them.
-    leaves
-        One entry per tensor of the inputs, in structure order: the tensor whose gradient is
-        that input's saliency, or None (integer tensors, or no input gradients asked for).
-    copies
-        The inputs as given, every tensor replaced by an untouched copy (the caller's structure).
-    pairs
-        ``(tensor handed to the model, its kept copy)`` for every tensor, at every depth.
+    ``args``/``kwargs`` are fresh copies; ``leaves`` holds per input tensor the tensor whose
+    gradient is its saliency (or None); ``copies`` is the inputs with untouched copies;
+    ``pairs`` is ``(tensor handed to the model, its kept copy)`` for every tensor.
     """
 
     args: tuple
@@ -80,25 +69,10 @@ def prepare_inputs(
     gradients: bool = True,
     device: torch.device | None = None,
 ) -> PreparedInputs:
-    """Copy ``inputs`` for one capture; see :func:`actviz.core.capture.capture` for the forms.
+    """Copy ``inputs`` for one capture (forms as for :func:`actviz.core.capture.capture`).
 
-    Parameters
-    ----------
-    inputs
-        A tensor (one argument), a tuple/list (positional arguments) or a dict (keyword
-        arguments); a list is one argument instead when ``model``'s forward takes a list
-        (:func:`forward_takes_list`) and the list holds tensors.
-    model
-        The model, to tell a list of images from a list of arguments.
-    gradients
-        Give every floating tensor a leaf whose gradient is its saliency.
-    device
-        Move tensors there (the model's device) before copying.
-
-    Raises
-    ------
-    TypeError
-        For anything else at the top level.
+    ``gradients`` gives every floating tensor a saliency leaf; ``device`` moves tensors there.
+    Raises ``TypeError`` for anything else at the top level.
     """
     leaves: list[torch.Tensor | None] = []
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []

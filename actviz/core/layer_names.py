@@ -1,9 +1,5 @@
-"""Naming the layers of a model: :func:`leaf_names` (the modules without children) and
-:func:`resolve_layers` (checking names against ``model.named_modules()``, with close matches
-suggested for an unknown one).
-
-The one rule every part of actviz applies to a layer name (captures, edits, scans, the CLI),
-kept apart from the capture itself.
+"""Naming a model's layers, the one rule for captures, edits, scans and the CLI: :func:`leaf_names`
+and :func:`resolve_layers` (with close matches for an unknown name).
 """
 
 from __future__ import annotations
@@ -35,26 +31,9 @@ def resolve_layers(
     layers: Sequence[str] | str | None,
     modules: dict[str, nn.Module] | None = None,
 ) -> list[str]:
-    """Check ``layers`` against ``model.named_modules()``.
+    """Check ``layers`` (None: every leaf) against ``model.named_modules()``; deduplicated.
 
-    Parameters
-    ----------
-    model
-        The model.
-    layers
-        Qualified names; None means every leaf module.
-    modules
-        ``dict(model.named_modules())`` when the caller has it already.
-
-    Returns
-    -------
-    list of str
-        The names, deduplicated, in the order given.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name, naming it and suggesting close matches.
+    Raises ``ValueError`` for an unknown name, suggesting close matches.
     """
     if modules is None:
         plan, _modules = model_plan(model)

@@ -1,10 +1,6 @@
-"""What a capture needs to know about a model's module tree, walked once and reused.
+"""A model's module tree as a capture needs it, walked once and reused.
 
-Walking ``named_modules()`` costs a frame and a string per module, and the tree rarely
-changes, so the walk is kept per model and checked before use by comparing every module's
-child dictionary (one C-level comparison each). A child deleted and put back under its name is
-missed; that only reorders leaves, and the recorder's version checks keep values exact. A plan
-holds only weak references, so it never keeps a model alive.
+Kept per model (weakly) and checked before use by comparing every module's child dict.
 """
 
 from __future__ import annotations
@@ -20,17 +16,8 @@ __all__ = ["ModelPlan", "is_leaf", "model_plan"]
 class ModelPlan:
     """The module tree of one model as a capture uses it.
 
-    Attributes
-    ----------
-    names
-        The names of ``model.named_modules()``, in its order.
-    index
-        ``name -> position`` in :attr:`names`.
-    leaves
-        Positions of the modules without children.
-    inplace
-        Positions of torch.nn's modules with an ``inplace`` attribute (whether each one is in
-        place is read at every capture: a user may flip it).
+    ``names`` of ``named_modules()`` in order, ``index`` (name -> position), ``leaves``, and
+    ``inplace`` (positions of torch.nn modules with an ``inplace`` attribute, read every capture).
     """
 
     __slots__ = ("_children", "_refs", "index", "inplace", "leaves", "names")

@@ -1,13 +1,8 @@
-"""Warm memory for large CPU records, reused from one capture to the next.
+"""Warm memory for large CPU records, reused from one capture to the next, per model.
 
-A capture keeps every record alive, so glibc hands the heap back to the OS when they are freed
-and the next forward faults its pages in again. Changing glibc's thresholds
-(:func:`actviz.tune_allocator`) fixes that process-wide, which a library call must not do; this
-module fixes it per model instead, only for models whose captures were seen to fault
-(:func:`observe`). First :data:`HEAP_PIN` keeps the highest large record alive, so glibc cannot
-trim the heap below it (Linux/glibc ``[heap]`` only); where that is not enough, large records
-are copied into buffers of :data:`POOL`, reused once every tensor on them is gone (so a record
-is never overwritten while readable). :func:`release_memory` gives everything back.
+For models whose captures were seen to fault (:func:`observe`), :data:`HEAP_PIN` keeps the
+highest large record alive so glibc cannot trim the heap; else records go into reused
+buffers of :data:`POOL`. :func:`release_memory` gives everything back.
 """
 
 from __future__ import annotations
@@ -26,19 +21,9 @@ from actviz.core import allocator
 from actviz.core.structures import iter_tensors
 
 __all__ = [
-    "HEAP_PIN",
-    "HeapPin",
-    "MAX_KEEP",
-    "MIN_BYTES",
-    "MIN_KEEP",
-    "POOL",
-    "RecordPool",
-    "minor_faults",
-    "observe",
-    "pinned",
-    "release_memory",
-    "wanted",
-]
+    "HEAP_PIN", "HeapPin", "MAX_KEEP", "MIN_BYTES", "MIN_KEEP", "POOL", "RecordPool",
+    "minor_faults", "observe", "pinned", "release_memory", "wanted"
+]  # fmt: skip
 
 #: Records smaller than this stay references: small blocks come from glibc's bins, warm.
 MIN_BYTES = 128 * 1024
@@ -167,11 +152,8 @@ POOL = RecordPool()
 
 
 class HeapPin:
-    """One past record's storage kept alive at the top of glibc's main heap, so the freed records
-    below it stay warm in malloc's free lists instead of going back to the OS.
-
-    Only storages inside ``[heap]`` count (glibc trims nothing else). The pin only rises, so the
-    region records are made in never shrinks under the next forward.
+    """One past record's storage kept alive at the top of glibc's main heap, so freed records below
+    it stay in malloc's free lists; the pin only rises.
     """
 
     def __init__(self) -> None:
@@ -252,11 +234,8 @@ _VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary
 
 
 def wanted(model: Any) -> bool:
-    """Whether a capture of ``model`` should copy its large records into :data:`POOL`.
-
-    Never where glibc keeps freed memory already (:func:`actviz.tune_allocator`); otherwise only
-    for a model whose captures were seen to fault (:func:`observe`), since elsewhere a copy only
-    adds work.
+    """Whether a capture of ``model`` should copy its large records into :data:`POOL`: only for a
+    model seen to fault (:func:`observe`) in a process whose allocator is not tuned.
     """
     return _state(model) == _COPY
 

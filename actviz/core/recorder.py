@@ -1,7 +1,5 @@
-"""The hooks of a capture: snapshots of values, taps for gradients, and their bookkeeping.
-
-See :mod:`actviz.core.capture` for why values are referenced or copied and how gradients reach
-the records exactly, in-place operations included.
+"""The hooks of a capture: value snapshots, gradient taps and their bookkeeping (why:
+:mod:`actviz.core.capture`).
 """
 
 from __future__ import annotations
@@ -19,13 +17,8 @@ from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import clone_keep_layout, iter_tensors, map_tensors
 
 __all__ = [
-    "DISCOVERED_INPLACE",
-    "NEEDS_COPY",
-    "NEEDS_GRAD_HOOK",
-    "Recorder",
-    "Retry",
-    "format_bytes",
-]
+    "DISCOVERED_INPLACE", "NEEDS_COPY", "NEEDS_GRAD_HOOK", "Recorder", "Retry", "format_bytes"
+]  # fmt: skip
 
 # Modules found (at run time) to modify their input in place although they have no
 # ``inplace=True`` attribute; they get a cloned input next time. Weak, so models can be freed.
@@ -104,12 +97,9 @@ class Recorder:
 
     # -- values
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
-        """The value of ``t`` now, shared with any earlier snapshot of the same tensor version.
-
-        With :attr:`pool` on, large dense CPU tensors are copied into pooled memory; otherwise a copy
-        only for modules known to see their tensors changed later and for views of a larger storage
-        (a reference would pin all of it), else a reference checked after the forward
-        (:meth:`stale_owners`).
+        """The value of ``t`` now, shared with earlier snapshots of the same tensor version: pooled
+        memory for large CPU tensors with :attr:`pool`, a copy for modules known to write later and
+        for views, else a reference checked after the forward (:meth:`stale_owners`).
         """
         entry = self._snaps.get(id(t))
         version = t._version

@@ -13,12 +13,8 @@ from actviz.core.structures import first_tensor
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
 __all__ = [
-    "INFERENCE_WEIGHTS_WARNING",
-    "Capture",
-    "CaptureCancelled",
-    "CaptureTooLarge",
-    "LayerRecord",
-]
+    "INFERENCE_WEIGHTS_WARNING", "Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord"
+]  # fmt: skip
 
 
 class CaptureCancelled(RuntimeError):
@@ -31,35 +27,12 @@ class CaptureTooLarge(RuntimeError):
 
 @dataclass
 class LayerRecord:
-    """One call of one hooked module.
+    """One call of one hooked module; tensors are detached CPU snapshots taken when it ran.
 
-    All tensors are detached CPU tensors holding the values at the moment the module ran.
-
-    Attributes
-    ----------
-    name
-        Qualified name from ``named_modules()`` ("" is the model itself).
-    call_index
-        0 for the module's first call in the forward pass, 1 for the second, ...
-    module_type
-        Class name, e.g. ``"Conv2d"``.
-    inputs
-        Positional inputs, each a tensor or a structure of them (see
-        :mod:`actviz.core.structures`) with its tensors snapshotted; other values as given.
-    output
-        The module's output: a tensor, or its structure (tuple, namedtuple, dict, ``OrderedDict``,
-        ``ModelOutput``, dataclass...) rebuilt with the same types and tensors snapshotted;
-        values that are neither (an ``ImageList``, a ``Cache``) are kept as they were.
-    grad_output
-        d target / d output, same structure as ``output``; None without gradients.
-    grad_inputs
-        d target / d each positional input, through this module only; None entries where no
-        gradient exists (non-float inputs, inputs that do not require grad). None without
-        gradients or with ``capture(..., input_grads=False)``.
-    seq
-        Position of this call among every recorded call of the capture, in the order the
-        calls finished (a child before its parent, a reused module's calls interleaved with
-        the others); None for records not made by a capture.
+    ``call_index`` counts the module's calls (0 first); ``inputs``/``output`` keep their structure
+    (:mod:`actviz.core.structures`); ``grad_output`` and ``grad_inputs`` (through this module
+    only) are None without gradients; ``seq`` is the order calls finished in (None outside a
+    capture).
     """
 
     name: str

@@ -1,10 +1,8 @@
-"""The one walker over the nested inputs and outputs of models, types kept.
+"""The one walker over nested model inputs and outputs, types kept.
 
-Built on PyTorch's pytree (which Hugging Face ``ModelOutput`` classes register with), plus
-dataclasses and unregistered mappings (``BatchEncoding``). Rebuilding keeps container types
-(``cap.output.logits`` still works); anything else is a leaf. Every walk in actviz goes through
-:func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors` or :func:`named_tensors`, so all
-agree on which tensors a structure holds and in which order.
+PyTorch's pytree plus dataclasses and unregistered mappings; every walk in actviz goes
+through :func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors` or
+:func:`named_tensors`, so all agree on which tensors a structure holds.
 """
 
 from __future__ import annotations
@@ -83,14 +81,7 @@ def _remake_mapping(obj: Any, items: dict) -> Any:
 
 
 def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
-    """Yield every tensor inside ``obj``, depth first, in the containers' order.
-
-    Parameters
-    ----------
-    obj
-        A tensor, or any nesting of pytree containers (tuple, list, dict, namedtuple,
-        ``ModelOutput``...), dataclasses and mappings that may hold tensors.
-    """
+    """Yield every tensor inside ``obj`` (pytree containers, dataclasses, mappings), depth first."""
     if isinstance(obj, _Tensor):
         yield obj
         return

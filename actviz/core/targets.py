@@ -1,15 +1,7 @@
-"""Targets: what a capture's gradients are of, for every kind of output, and how users name them.
+"""Targets: what a capture's gradients are of, and how users name them.
 
-One place decides this for the API, the command line and the window:
-
-* :func:`resolve_target` turns ``capture``'s ``target`` argument into the scalar to
-  differentiate. The default depends on the output: a classifier's top-1 logit, a detector's
-  top detection score (a list of dicts with ``boxes``/``scores``/``labels``), a segmenter's
-  top class summed over its pixels (a dict with an ``"out"`` map), a language model's
-  next-token logit at the last position (``logits`` of shape (N, T, V), as Hugging Face
-  ``ModelOutput``s hold them), else the sum of the output.
-* :func:`parse_target` turns what a user typed (``"207"``, ``"golden retriever"``,
-  ``"detection 3"``, a token's text, an entry of :func:`target_choices`) into that argument.
+:func:`resolve_target` turns ``capture``'s ``target`` into the scalar to differentiate;
+:func:`parse_target` turns typed text into that argument. One rule for API, CLI and window.
 """
 
 from __future__ import annotations
@@ -25,18 +17,9 @@ import torch
 from actviz.core.structures import named_tensors
 
 __all__ = [
-    "AUTO_TARGET_TEXT",
-    "Target",
-    "check_target",
-    "detections",
-    "fixed_default",
-    "name_token",
-    "parse_target",
-    "resolve_target",
-    "sequence_logits",
-    "target_choices",
-    "token_phrase",
-]
+    "AUTO_TARGET_TEXT", "Target", "check_target", "detections", "fixed_default", "name_token",
+    "parse_target", "resolve_target", "sequence_logits", "target_choices", "token_phrase"
+]  # fmt: skip
 
 #: The first entry of the target selector: no explicit target, the output's default.
 AUTO_TARGET_TEXT = "auto (top-1)"
@@ -46,19 +29,8 @@ _CALLABLE_HINT = "pass a callable target that picks a scalar, target=lambda outp
 
 @dataclass(frozen=True)
 class Target:
-    """The scalar a capture differentiates, and how it is described.
-
-    Attributes
-    ----------
-    value
-        0-d tensor, part of the autograd graph of the output.
-    index
-        The class it belongs to, when there is one: the class for a classifier or segmenter,
-        the detected label for a detection (index into the model's categories).
-    description
-        One line for people, e.g. ``"class 7"`` or ``"score of detection 0: label 18"``.
-    warning
-        Set when the output holds several tensors and the default picked one of them.
+    """The scalar a capture differentiates (``value``), its class ``index`` when there is one, a
+    one-line ``description``, and a ``warning`` when the default picked one of several tensors.
     """
 
     value: torch.Tensor
@@ -84,22 +56,9 @@ def detections(output: Any) -> list[Mapping[str, torch.Tensor]] | None:
 def resolve_target(output: Any, target: Any) -> Target:
     """Turn ``target`` into the scalar to differentiate; see :func:`actviz.core.capture.capture`.
 
-    Parameters
-    ----------
-    output
-        The model's output, still attached to the autograd graph.
-    target
-        None (the output's default), an int, or a callable ``f(output) -> scalar tensor``.
-        An int is a class for classifiers and segmenters and a detection (of image 0) for
-        detectors.
-
-    Raises
-    ------
-    ValueError
-        An empty output (no default exists), an index out of range, a non-float output, or a
-        callable that does not return one element.
-    TypeError
-        A target of another type.
+    Defaults by output: top-1 logit, top detection score, top segmentation class over its pixels,
+    a language model's next-token logit, else the sum. Raises ``ValueError`` (empty or non-float
+    output, index out of range, callable not giving one element) or ``TypeError``.
     """
     if callable(target) and not isinstance(target, (int, torch.Tensor)):
         value = target(output)
@@ -150,9 +109,7 @@ def resolve_target(output: Any, target: Any) -> Target:
 
 
 def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]:
-    """``(path, tensor, tensors, segmentation, logits)`` of a structured output: the tensor
-    the default target reads and where it is. A detector's output gives ``tensor`` None and
-    its detections as ``tensors``."""
+    """``(path, tensor, tensors, segmentation, logits)``: the default target's reading."""
     dets = detections(output)
     if dets is not None:
         return "", None, dets, False, None
@@ -208,8 +165,7 @@ def name_token(description: str, index: int, text: str) -> str:
 
 
 def _next_token(output: Any) -> bool:
-    """Whether (N, T, V) logits predict the next token: not for Hugging Face's masked-LM and
-    token-classification outputs, which score each position itself."""
+    """Whether (N, T, V) logits predict the next token (not masked-LM or token tagging)."""
     name = type(output).__name__
     return "MaskedLM" not in name and "TokenClassifier" not in name
 
@@ -241,8 +197,8 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])`` for the top-1 of a one-row float output, read through numpy (ties and NaN
-    as ``torch.argmax``: cheaper than tensor ops on cold caches); None where numpy cannot read it.
+    """``(k, out[0, k])`` for the top-1 of a one-row float output via numpy (ties and NaN
+    as ``torch.argmax``), or None.
     """
     try:
         row = out.numpy()[0]
@@ -284,11 +240,8 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
 
 
 def fixed_default(output: Any) -> int | None:
-    """The int target that picks the scalar the default target of ``output`` picks, or None
-    where no int does (detector, segmenter, several rows, a single value).
-
-    The window holds its auto target to this, read from the unedited run, so edits that change
-    the top-1 do not move the target.
+    """The int target picking what ``output``'s default target picks, or None where no int does; the
+    window holds its auto target to it so edits that change the top-1 do not move the target.
     """
     if isinstance(output, torch.Tensor):
         out = output
@@ -347,9 +300,7 @@ def _class_target(out: torch.Tensor, k: int) -> tuple[torch.Tensor, int | None, 
 
 
 def _segmentation_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
-    """A class's logit summed over the pixels predicted as that class (default: the class
-    predicted at the most pixels).
-    """
+    """A class's logit summed over its predicted pixels (default: the most predicted class)."""
     n_classes = out.shape[1]
     predicted = out.detach().argmax(dim=1)  # (N, H, W)
     counts = torch.bincount(predicted.flatten(), minlength=n_classes)
@@ -409,27 +360,10 @@ def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None
 
 
 def check_target(target: Any, output: Any) -> None:
-    """Refuse a target that no run could use, where it is set rather than at run time.
+    """Refuse a target that no run could use, where it is set (the rule of :func:`resolve_target`).
 
-    The same rule as :func:`resolve_target` (one path: it is called on a detached output), so
-    the message is the one a run would fail with.
-
-    Parameters
-    ----------
-    target
-        What :func:`parse_target` returned (None: the output's default; always fine).
-    output
-        The model's last output (any structure a capture returns: logits, a Hugging Face
-        output, a detector's list, a segmentation map), or the number of classes when no
-        output is known yet (e.g. the length of the model's categories).
-
-    Raises
-    ------
-    ValueError
-        A class, token or detection index out of range ("target class 999 is out of range:
-        the output has 8 classes"), or an output that takes no index target.
-    TypeError
-        A target of a type :func:`resolve_target` refuses.
+    ``output`` is the last output, or the number of classes when none is known yet. Raises
+    ``ValueError`` for an index out of range or ``TypeError`` for a refused type.
     """
     if target is None:
         return
@@ -451,16 +385,9 @@ def parse_target(
 ) -> int | None:
     """Turn a typed target into ``capture``'s ``target`` (None = the output's default).
 
-    Accepts ``""`` / ``"auto..."``, an integer, an entry of :func:`target_choices`,
-    ``"detection 3"``, a class name from ``categories`` (exact, then case-insensitive, then the
-    only one containing the text), or, with a ``tokenizer`` and no categories, a token's text
-    (a vocabulary entry or text encoding to one token; quote to keep spaces: ``"' world'"``).
-
-    Raises
-    ------
-    ValueError
-        Unknown or ambiguous class name (with the closest names), text that is not one
-        token, or a name given for a model without categories or tokenizer.
+    Accepts ``""``/``"auto..."``, an integer, a :func:`target_choices` entry, ``"detection 3"``,
+    a class name (exact, case-insensitive, then unique substring) or, with a ``tokenizer``, a
+    token's text. Raises ``ValueError`` for unknown, ambiguous or unusable text.
     """
     if text is None:
         return None
@@ -517,22 +444,7 @@ def _token_id(text: str, tokenizer: Any) -> int:
 
 
 def target_choices(categories: Sequence[str] | None = None, output: Any = None) -> list[str]:
-    """Entries of a target selector; each parses back with :func:`parse_target`.
-
-    Parameters
-    ----------
-    categories
-        Class names, when known.
-    output
-        The last output of the model (optional). For a detector the entries are its
-        detections in image 0, ``"score of detection i: label L (name), score"``; otherwise
-        ``"index: name"`` per category.
-
-    Returns
-    -------
-    list of str
-        :data:`AUTO_TARGET_TEXT` first.
-    """
+    """Entries of a target selector, :data:`AUTO_TARGET_TEXT` first; each parses back."""
     dets = detections(output)
     if dets is None:
         return [AUTO_TARGET_TEXT, *(f"{i}: {name}" for i, name in enumerate(categories or []))]

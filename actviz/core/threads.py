@@ -1,11 +1,7 @@
 """torch's intra-op thread count (held for a block, or chosen by trying) and background priority.
 
-``torch.set_num_threads`` sets the calling thread's count and what new threads start with, so
-both tools here put it back. Under libgomp each thread running parallel ops keeps its own
-OpenMP team, and more team threads than cores make every region wake sleepers: helper threads
-run torch on one thread and the app keeps its GUI thread to one
-(:func:`parallel_in_workers_only`). :class:`ThreadTuner` tries two counts for a scan and keeps
-the faster. Scans in the window run niced, their loaders from :mod:`actviz.data.fork_server`.
+Helper threads run torch on one thread and the GUI keeps one (too many OpenMP team threads
+wake sleepers): :func:`parallel_in_workers_only`. :class:`ThreadTuner` picks a scan's count.
 """
 
 from __future__ import annotations
@@ -25,16 +21,10 @@ import torch
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "BACKGROUND_NICE",
-    "ThreadTuner",
-    "available_cores",
-    "background_loader_init",
-    "lower_process_priority",
-    "lower_thread_priority",
-    "parallel_in_workers_only",
-    "torch_threads",
-    "worker_threads",
-]
+    "BACKGROUND_NICE", "ThreadTuner", "available_cores", "background_loader_init",
+    "lower_process_priority", "lower_thread_priority", "parallel_in_workers_only", "torch_threads",
+    "worker_threads"
+]  # fmt: skip
 
 #: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest).
 BACKGROUND_NICE = 10
@@ -69,11 +59,8 @@ def worker_threads() -> int | None:
 
 
 def parallel_in_workers_only() -> Callable[[], None]:
-    """Run torch on one thread on the calling (GUI) thread, and the window's worker jobs at the
-    count it had; returns a function that undoes both.
-
-    A parallel op on the GUI thread would give it an OpenMP team for good and slow every capture
-    after it. The app's process calls this at start; ``actviz.explore`` leaves a script's threads.
+    """Run torch single-threaded on the calling (GUI) thread and the worker jobs at the previous
+    count (an OpenMP team on the GUI thread slows every later capture); returns the undo.
     """
     global _worker_threads
     before = torch.get_num_threads()
@@ -94,18 +81,9 @@ _lowered: dict[int, int] = {}
 
 
 def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
-    """Lower the calling thread's CPU priority, once per thread and for good (Linux, where
-    priority is per thread).
+    """Lower the calling thread's CPU priority for good (Linux); threads it starts inherit it.
 
-    An unprivileged process cannot raise it again: call this on threads kept for background
-    work (the window's scan worker: every scan calls it, a thread the pool starts anew is
-    lowered on its first scan). Threads it starts later (torch's) inherit it.
-
-    Returns
-    -------
-    bool
-        Whether the thread runs lowered (False elsewhere than on Linux, where a thread's
-        priority cannot be set alone, or when the OS refuses).
+    Returns whether it runs lowered.
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -159,22 +137,8 @@ def available_cores() -> int:
 class ThreadTuner:
     """Tries two intra-op thread counts on a scan's first batches and keeps the faster.
 
-    Call :meth:`batch_done` after every batch (with the images it held) and :meth:`restore`
-    when the scan ends. Batches are timed from one call to the next, so the time spent waiting
-    for the loader counts: that wait is what too many threads cause.
-
-    Parameters
-    ----------
-    workers
-        DataLoader worker processes beside the model.
-    batches
-        Batches the scan will run; tuning needs :data:`WARMUP` + 2 x :data:`TRIAL` + 1 of them.
-    device
-        Where the model runs; only a CPU model is tuned.
-    cores
-        Cores available (default: :func:`available_cores`).
-    clock
-        Seconds, monotonic (tests pass their own).
+    Call :meth:`batch_done` after every batch and :meth:`restore` at the end; batches are timed
+    from call to call, so loader waits count. Only a CPU model is tuned.
     """
 
     #: Batches left out before timing starts (worker start-up, first-call costs).

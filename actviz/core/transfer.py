@@ -1,10 +1,7 @@
 """Records to the host: every device tensor copied once, in one transfer per device and dtype.
 
-Copying records one by one costs a synchronising transfer each, and a tensor that is one
-module's output and the next one's input would cross twice. Each distinct tensor is packed into
-one device buffer per dtype, the buffer crosses once, and host records are views into it. From
-CUDA it crosses chunk by chunk through a small page-locked staging buffer
-(:data:`STAGING_BYTES`): much faster than pageable copies, and records never hold pinned memory.
+CUDA buffers cross through a small pinned staging buffer (:data:`STAGING_BYTES`); host
+records are views into the copy.
 """
 
 from __future__ import annotations
@@ -20,18 +17,7 @@ DIRECT_BYTES = 1 << 20
 
 
 def to_host(tensors: Iterable[torch.Tensor]) -> dict[int, torch.Tensor]:
-    """Host copies of ``tensors`` not on the CPU, keyed by ``id`` of the device tensor.
-
-    Parameters
-    ----------
-    tensors
-        Tensors, possibly repeated; those on the CPU are left out of the answer.
-
-    Returns
-    -------
-    dict
-        ``id(device tensor) -> CPU tensor`` with the same shape, dtype and values (contiguous).
-    """
+    """``id(device tensor) -> contiguous CPU copy`` for the tensors not on the CPU."""
     groups: dict[tuple[torch.device, torch.dtype], dict[int, torch.Tensor]] = {}
     for t in tensors:
         if t.device.type != "cpu":

@@ -15,11 +15,8 @@ __all__ = ["ModuleNode", "ModuleTree", "ParamInfo", "module_tree"]
 
 
 class ParamInfo:
-    """A parameter or buffer of one module (its own, not its children's).
-
-    ``norm`` (the L2 norm) is read from the tensor when first asked for, not when the tree is
-    built: the tree is built on the GUI thread at every model switch, and a norm walks every
-    weight (seconds for a large checkpoint) while only the details pane of one module shows it.
+    """A parameter or buffer of one module (its own); ``norm`` is computed on first read, as walking
+    every weight at each model switch would stall the GUI thread.
     """
 
     __slots__ = ("name", "shape", "dtype", "requires_grad", "_norm", "_tensor")
@@ -146,21 +143,8 @@ def _norm(t: torch.Tensor) -> float:
 
 
 def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
-    """Build the module tree of ``model``.
-
-    Parameters
-    ----------
-    model
-        Any ``nn.Module`` (TorchScript modules too: their tree shows even though their layers
-        cannot be hooked).
-    capture
-        A :class:`~actviz.core.capture.Capture` of this model; fills ``output_shape`` and
-        ``calls`` for the layers it recorded.
-
-    Returns
-    -------
-    ModuleTree
-        One node per ``named_modules()`` entry, root (name ``""``) first.
+    """The module tree of ``model`` (TorchScript too): one node per ``named_modules()`` entry, root
+    first; a ``capture`` of this model fills ``output_shape`` and ``calls``.
     """
     named = list(model.named_modules())
     ids = {id(m): name for name, m in named}
@@ -209,8 +193,7 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
 
 
 def _type_name(module: nn.Module) -> str:
-    """The class name a user wrote: a TorchScript module's ``original_name`` (``Conv2d``), not
-    ``RecursiveScriptModule`` for every row of the tree."""
+    """The class name the user wrote (a TorchScript module's ``original_name``)."""
     if isinstance(module, torch.jit.ScriptModule):
         original = getattr(module, "original_name", None)
         if isinstance(original, str) and original:

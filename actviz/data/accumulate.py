@@ -1,15 +1,9 @@
 """Per-layer running figures of a dataset scan, merged one batch at a time.
 
-Per channel: the ``k`` largest per-image maxima (with image index and ``(y, x)``), and the
-running mean, spread and positive count. Each batch is reduced in the forward hook and merged
-with one ``lexsort`` over the candidates of the channels that gain an entry, so memory is
-``O(k x C)`` and nothing loops over channels or images in Python; numpy, not torch, because
-the merge is many small operations.
-
-Definitions (what :class:`~actviz.data.Scan` reports): the per-image value is the map's
-maximum (first in row-major order); ``mean`` / ``std`` are over images of the spatial mean
-(population std); ``frac_positive`` is the share of images whose maximum is above zero. Ties
-go to the image that comes first.
+Per channel: the ``k`` largest per-image maxima (image, ``(y, x)``), and the running mean,
+spread and positive count, merged with one ``lexsort`` per batch (``O(k x C)`` memory, no
+Python loop over channels). Per-image value: the map's maximum (first in row-major order);
+``mean``/``std`` over images of the spatial mean; ties go to the earlier image.
 """
 
 from __future__ import annotations
@@ -98,8 +92,8 @@ def _without_nan(t: torch.Tensor) -> torch.Tensor:
 
 
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """The maximum of each map of ``flat`` ``(B, C, L)`` and where it first occurs, in one numpy
-    pass (torch's is far slower on the CPU); NaN never hides a real maximum.
+    """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position (one numpy pass; NaN
+    never hides a real maximum).
     """
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):
@@ -151,25 +145,9 @@ def pool(t: torch.Tensor, axis: int = 1) -> np.ndarray:
 
 
 def reduce_output(t: torch.Tensor, embed_axis: int | None = None) -> Reduced:
-    """Reduce a layer's batch output ``(B, C, ...)`` to per-image, per-channel figures.
-
-    Two vectorised passes over the maps run per batch: the maximum with its position, and
-    the mean.
-
-    Parameters
-    ----------
-    t
-        The layer output: ``(B, C)`` or ``(B, C, *spatial)``.
-    embed_axis
-        Also pool each image's vector along this channel axis (see :func:`pool`); None: no
-        embedding. With 1 the spatial means already computed are the embedding (no extra
-        pass over the maps); another axis costs one more mean.
-
-    Returns
-    -------
-    Reduced
-        Maxima and spatial means, and where each maximum is for 1-D and 2-D maps (none for
-        ``(B, C)`` layers and maps of more than 2 dimensions).
+    """Reduce a layer's batch output ``(B, C, ...)`` to per-image, per-channel maxima (with their
+    1-D/2-D position) and spatial means; ``embed_axis`` also pools each image's vector
+    (:func:`pool`) along that axis.
     """
     reduced = _reduce(t.detach())
     if embed_axis is not None:
@@ -204,15 +182,7 @@ def _reduce(t: torch.Tensor) -> Reduced:
 
 
 class LayerState:
-    """The running figures of one layer: top-k per channel and per-channel statistics.
-
-    Parameters
-    ----------
-    k
-        Entries kept per channel.
-    channels
-        Channel count (known from the first batch when None).
-    """
+    """The running figures of one layer: top-``k`` per channel and per-channel statistics."""
 
     def __init__(self, k: int, channels: int | None = None) -> None:
         self.k = int(k)

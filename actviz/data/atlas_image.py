@@ -61,25 +61,10 @@ def splat_dots(
     dot: int = 3,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Draw points as ``dot`` x ``dot`` squares into an ``(height, width, 4)`` uint8 RGBA
-    image (transparent where no point is); later points cover earlier ones.
+    """Draw points as ``dot`` x ``dot`` squares into an ``(height, width, 4)`` uint8 RGBA image.
 
-    A few numpy assignments for any number of points (50,000 in about a millisecond): what
-    :func:`atlas_image` draws with, and a fast way for a window to paint a large scatter as
-    one image per frame.
-
-    Parameters
-    ----------
-    x, y
-        ``(N,)`` pixel coordinates (column, row; rounded); points outside are left out.
-    rgba
-        ``(N, 4)`` or ``(N, 3)`` uint8 colours (3 columns: opaque).
-    width, height
-        The image size.
-    dot
-        Side of each square in pixels.
-    out
-        An image to draw into (reused between frames); None: a new transparent one.
+    Later points cover earlier ones; points outside are left out; ``rgba`` may be ``(N, 3)``
+    (opaque). ``out`` is an image to draw into again. A few numpy assignments for any count.
     """
     width, height = int(width), int(height)
     if out is None:
@@ -134,34 +119,11 @@ def atlas_image(
     colour_bar: tuple[float, float, np.ndarray] | None = None,
     selected: np.ndarray | Sequence[int] | None = None,
 ) -> Image.Image:
-    """Draw 2-D ``coords`` as dots, coloured by ``labels`` (indices into ``class_names``;
-    -1 or no labels: grey), with a legend of the classes and their counts.
+    """Draw 2-D ``coords`` as dots coloured by ``labels`` (-1 or none: grey), with a class legend.
 
-    Parameters
-    ----------
-    coords
-        ``(N, 2)`` (only the first two columns are drawn).
-    labels, class_names
-        Each point's class and the class names.
-    title
-        A line above the plot.
-    size
-        ``(width, height)`` of the picture in pixels.
-    marker
-        ``(2,)`` a point to mark with a ring (e.g. the current input), or None.
-    dot
-        Side of each dot in pixels; None: larger for fewer points (5 up to 2,000, 4 up to
-        20,000, else 3).
-    rgb
-        ``(N, 3)`` uint8 colours of the dots instead of the class colours (a window's
-        colouring by prediction or a channel).
-    legend
-        ``(name, rgb, count)`` entries listed instead of the classes.
-    colour_bar
-        ``(low, high, palette)``: a vertical bar of the ``(P, 3)`` palette from ``low`` (at
-        the bottom) to ``high``, where the legend goes.
-    selected
-        Rows drawn with a black frame (a selection).
+    ``marker`` rings a point; ``dot`` defaults larger for fewer points; ``rgb`` colours and
+    ``legend`` entries replace the class colours and legend; ``colour_bar`` ``(low, high,
+    palette)`` goes where the legend goes; ``selected`` rows get a black frame.
     """
     coords = np.asarray(coords, dtype=np.float64)
     if coords.ndim != 2 or coords.shape[1] < 2:

@@ -1,10 +1,7 @@
 """The dataset atlas: a layer's pooled vectors of every scanned image, laid out as a 2-D map.
 
-Numpy only (UMAP through the optional ``umap-learn``), no Qt, no shared state, so a window may
-call anything here from a worker thread. :func:`build_atlas` makes an :class:`Atlas` of one
-scanned layer (coordinates, classes, predictions, a live input's place and neighbours). The
-projection lives in :mod:`actviz.data.atlas_projection`, the search and selection maths in
-:mod:`actviz.data.atlas_vectors`; their names are importable from here.
+Numpy only, no Qt, no shared state (safe on a worker thread). Projection:
+:mod:`atlas_projection`; search and selection maths: :mod:`atlas_vectors`.
 """
 
 from __future__ import annotations
@@ -35,23 +32,10 @@ from actviz.data.atlas_vectors import (
 )
 
 __all__ = [
-    "METHODS",
-    "NO_ATLAS_NOTE",
-    "UMAP_FIT_MAX",
-    "Atlas",
-    "ChannelSplit",
-    "ExactNeighbours",
-    "Projection",
-    "build_atlas",
-    "cache_umap_compiles",
-    "cosine_top",
-    "points_in_polygon",
-    "project",
-    "query_vector",
-    "row_norms",
-    "separating_channels",
-    "umap_available",
-]
+    "METHODS", "NO_ATLAS_NOTE", "UMAP_FIT_MAX", "Atlas", "ChannelSplit", "ExactNeighbours",
+    "Projection", "build_atlas", "cache_umap_compiles", "cosine_top", "points_in_polygon",
+    "project", "query_vector", "row_norms", "separating_channels", "umap_available"
+]  # fmt: skip
 
 #: How a scan's warning begins when it was made without embeddings because they were over
 #: the memory budget (the window's scans then still find every channel's top images).
@@ -63,24 +47,10 @@ NO_ATLAS_NOTE = "No atlas for this scan"
 
 @dataclass(frozen=True)
 class Atlas:
-    """One layer's map of a scanned dataset (made by :func:`build_atlas`; read-only arrays).
+    """One layer's map of a scanned dataset (read-only arrays).
 
-    Rows are the images that have a vector in the layer (``embeddings.indices`` gives each
-    one's position in the data).
-
-    Attributes
-    ----------
-    scan
-        The :class:`~actviz.data.scan_result.Scan`.
-    layer
-        The mapped layer.
-    embeddings
-        Its :class:`~actviz.data.scan_result.Embeddings`.
-    projection
-        The fitted :class:`Projection` (``.coords``: each row's place).
-    predictions
-        ``(M,)`` each row's predicted class (the argmax of the ``logits`` layer's vector),
-        or None when no logits layer was given.
+    Rows are the images with a vector in the layer (``embeddings.indices``); ``projection.coords``
+    places them; ``predictions`` is each row's argmax of the ``logits`` layer, or None.
     """
 
     scan: Any
@@ -131,21 +101,10 @@ def build_atlas(
     seed: int = 0,
     logits: str | None = None,
 ) -> Atlas:
-    """Fit a map of ``layer`` over a scan recorded with embeddings.
+    """Fit a map of ``layer`` over a scan recorded with embeddings (no model: fine on a worker).
 
-    Pure computation on the scan's arrays (no model, no Qt): a window runs it on a worker.
-
-    Parameters
-    ----------
-    scan
-        A :class:`~actviz.data.scan_result.Scan` with embeddings for ``layer`` (and ``logits``).
-    layer
-        The layer to map.
-    method, dims, seed
-        As for :func:`project`.
-    logits
-        A scanned layer whose vector is the model's class scores (its classifier, e.g.
-        ``"fc"``), for :attr:`Atlas.predictions`; None: no predictions.
+    ``method``, ``dims``, ``seed`` as for :func:`project`; ``logits`` names the classifier layer
+    for :attr:`Atlas.predictions`.
     """
     emb = scan.embeddings(layer)
     projection = project(emb.vectors, method=method, dims=dims, seed=seed)

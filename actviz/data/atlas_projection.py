@@ -1,10 +1,5 @@
-"""The atlas's projection: fitting a layer's pooled vectors to a few dimensions (:func:`project`:
-PCA, exact, or UMAP through the optional ``umap-learn``) and placing new vectors with the same
-fit (:class:`Projection`), with UMAP's exact neighbour search and its compile cache.
-
-Numpy only, no Qt, no state shared between calls. Kept apart from the vector search
-(:mod:`actviz.data.atlas_vectors`) and the map (:mod:`actviz.data.atlas_map`): the concept
-directions project with it too.
+"""The atlas's projection: fitting pooled vectors to a few dimensions (:func:`project`: exact PCA
+or UMAP) and placing new vectors with the same fit (:class:`Projection`). Numpy only, no Qt.
 """
 
 from __future__ import annotations
@@ -19,13 +14,8 @@ import torch
 from actviz.data.atlas_vectors import _chunks, _rows, frozen
 
 __all__ = [
-    "METHODS",
-    "ExactNeighbours",
-    "Projection",
-    "cache_umap_compiles",
-    "project",
-    "umap_available",
-]
+    "METHODS", "ExactNeighbours", "Projection", "cache_umap_compiles", "project", "umap_available"
+]  # fmt: skip
 
 #: Projection methods :func:`project` knows.
 METHODS = ("pca", "umap")
@@ -54,23 +44,8 @@ def umap_available() -> bool:
 
 @dataclass(frozen=True)
 class Projection:
-    """A fitted projection of pooled vectors to a few dimensions.
-
-    Attributes
-    ----------
-    method
-        ``"pca"`` or ``"umap"``.
-    coords
-        ``(N, dims)`` float64: where the fitted vectors land.
-    mean
-        ``(D,)`` the fitted vectors' mean (PCA; None for UMAP).
-    components
-        ``(dims, D)`` orthonormal principal axes, largest variance first, each signed so that
-        its largest loading is positive (PCA; None for UMAP).
-    explained
-        ``(dims,)`` share of the total variance along each axis (PCA; None for UMAP).
-    seed
-        The seed the fit used.
+    """A fitted projection of pooled vectors (``method`` ``"pca"`` or ``"umap"``): ``coords``
+    ``(N, dims)``; for PCA also ``mean``, sign-fixed ``components`` and ``explained`` variance.
     """
 
     method: str
@@ -127,43 +102,19 @@ class Projection:
 def project(
     vectors: Any, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
 ) -> Projection:
-    """Fit a projection of ``vectors`` to ``dims`` dimensions and place them.
+    """Fit a projection of ``vectors`` ``(N, D)`` to ``dims`` dimensions and place them.
 
-    Parameters
-    ----------
-    vectors
-        ``(N, D)`` (e.g. :attr:`Embeddings.vectors <actviz.data.scan_result.Embeddings.vectors>`,
-        float16 is fine: it is converted a few thousand rows at a time).
-    method
-        ``"pca"``: the exact principal components (an eigendecomposition of the ``D x D``
-        covariance, or of the ``N x N`` Gram matrix when ``N < D``, in float64; the same axes
-        as an SVD of the centred vectors). ``"umap"``: UMAP (the ``actviz[atlas]`` extra,
-        ``umap-learn``), its neighbour count capped below ``N``, 200 epochs, vectors wider
-        than 50 values narrowed by PCA to 50 first (``pca_dims=0`` in ``options``: not);
-        numba's compiled code is kept on disk (:func:`cache_umap_compiles`), so only the
-        first fit on a machine waits for the compile. Over :data:`UMAP_FIT_MAX` vectors it
-        is fitted on a seeded sample of that many and the rest are placed by its transform
-        (``Projection.fitted_on``).
-    dims
-        Output dimensions.
-    seed
-        UMAP's random state (PCA is deterministic).
-    options
-        Passed to ``umap.UMAP`` (e.g. ``n_neighbors``, ``min_dist``, ``n_epochs``), except
-        ``pca_dims`` (the width PCA narrows the vectors to first; 0: none).
-
-    Returns
-    -------
-    Projection
-        ``.coords`` ``(N, dims)`` and ``.transform(new)``.
+    ``"pca"``: exact principal components in float64. ``"umap"`` (``actviz[atlas]``): vectors
+    wider than 50 narrowed by PCA first (``options["pca_dims"]``), numba compiles cached on disk,
+    fitted on a seeded sample of :data:`UMAP_FIT_MAX` when larger; other ``options`` go to
+    ``umap.UMAP``.
 
     Raises
     ------
     ValueError
-        An unknown method, ``dims`` below 1 or above what the vectors allow, NaN in the
-        vectors.
+        An unknown method, ``dims`` out of range, NaN in the vectors.
     ImportError
-        ``"umap"`` without ``umap-learn`` installed.
+        ``"umap"`` without ``umap-learn``.
     """
     if method not in METHODS:
         raise ValueError(f"unknown projection method {method!r} (known: {', '.join(METHODS)})")
@@ -263,9 +214,7 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
 
 
 def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
-    """UMAP fitted on :data:`UMAP_FIT_MAX` of the vectors of ``a`` (a seeded sample, in data
-    order), the others placed by its ``transform`` a chunk at a time (``a`` may be a memory
-    map: only the sample and one chunk are in memory as float32)."""
+    """UMAP fitted on a seeded sample of :data:`UMAP_FIT_MAX` rows, the rest placed after."""
     n = a.shape[0]
     sample = np.sort(np.random.default_rng(seed).choice(n, UMAP_FIT_MAX, replace=False))
     fit = _umap(np.asarray(a[sample]), dims, seed, options)
@@ -281,15 +230,8 @@ def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) 
 
 
 class ExactNeighbours:
-    """Exact Euclidean nearest neighbours among fitted vectors, in the shape umap-learn asks
-    of its search index (``query(x, k) -> (indices, distances)``): what :func:`project`
-    gives UMAP instead of pynndescent's approximate search for up to
-    :data:`UMAP_EXACT_MAX` vectors, for the fit and to place new points.
-
-    Parameters
-    ----------
-    data
-        ``(N, D)`` the fitted vectors.
+    """Exact Euclidean nearest neighbours among fitted ``data``, with umap-learn's search-index
+    interface (``query(x, k) -> (indices, distances)``), for up to :data:`UMAP_EXACT_MAX` vectors.
     """
 
     #: umap reads it to pick its search's epsilon (angular trees: cosine-like metrics).
@@ -322,11 +264,8 @@ class ExactNeighbours:
 
 
 def cache_umap_compiles() -> int:
-    """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
-    (none on a second call).
-
-    Most of umap's numba functions are not ``cache=True``, so every process's first fit compiles
-    them again (tens of seconds). Caching changes no result; only closures are still compiled.
+    """Have numba cache umap-learn's compiled functions on disk (saves each process's first-fit
+    compile); returns how many it turned on.
     """
     import sys
 
@@ -355,11 +294,7 @@ def cache_umap_compiles() -> int:
 
 
 def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest eigenvalues and unit eigenvectors (columns) of the PSD matrix ``c``.
-
-    Block subspace iteration to a residual below ``1e-11 x trace(c)`` for a few axes of a wide
-    matrix (``eigh`` is slow under load with several BLAS threads); else, or unconverged, ``eigh``.
-    """
+    """The ``k`` largest eigenpairs of PSD ``c`` (subspace iteration, else ``eigh``)."""
     d = c.shape[0]
     if d > 64 and 4 * k <= d:
         width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]

@@ -1,11 +1,5 @@
-"""The exact maths on a layer's pooled vectors of a scan: row norms, the cosine
-nearest-neighbour search (:func:`cosine_top`) and its query (:func:`query_vector`), the lasso
-(:func:`points_in_polygon`) and the channels that set a selection apart
-(:func:`separating_channels`).
-
-Numpy only, chunk by chunk (float16 vectors of many images stay float16). Kept apart from the
-map's projection (:mod:`actviz.data.atlas_projection`): a scan's neighbours and a selection's
-channels need no map.
+"""Exact maths on a scan's pooled vectors: row norms, cosine search (:func:`cosine_top`), the
+lasso (:func:`points_in_polygon`) and separating channels. Numpy only, chunk by chunk.
 """
 
 from __future__ import annotations
@@ -20,13 +14,9 @@ import torch
 from actviz.data.accumulate import pool
 
 __all__ = [
-    "ChannelSplit",
-    "cosine_top",
-    "points_in_polygon",
-    "query_vector",
-    "row_norms",
-    "separating_channels",
-]
+    "ChannelSplit", "cosine_top", "points_in_polygon", "query_vector", "row_norms",
+    "separating_channels"
+]  # fmt: skip
 
 #: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
 #: the float64 working copy stays a few MB.
@@ -74,23 +64,7 @@ def cosine_top(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` rows of ``vectors`` most cosine-similar to ``query``, exactly, best first.
 
-    Ties go to the earlier row; a zero vector (row or query) has similarity 0 to everything.
-
-    Parameters
-    ----------
-    vectors
-        ``(N, D)``.
-    query
-        ``(D,)``.
-    k
-        Rows wanted (all of them when fewer).
-    norms
-        ``row_norms(vectors)`` when already known (saves a pass).
-
-    Returns
-    -------
-    rows, similarities
-        ``(min(k, N),)`` int64 row indices and float64 cosine similarities.
+    Ties go to the earlier row; a zero vector has similarity 0. Returns ``(rows, similarities)``.
     """
     a = _rows(vectors)
     q = np.asarray(query.detach().cpu().numpy() if isinstance(query, torch.Tensor) else query)
@@ -151,17 +125,8 @@ def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
 
 
 def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
-    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (a lasso drawn on the map).
-
-    Even-odd rule (a self-crossing lasso leaves out what it wraps twice); the polygon closes
-    itself from its last vertex to its first. Points exactly on an edge may fall either way.
-
-    Parameters
-    ----------
-    points
-        ``(N, 2)`` (only the first two columns are used).
-    polygon
-        ``(K, 2)`` vertices in order; fewer than 3: nothing is inside.
+    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (even-odd rule, closed automatically;
+    fewer than 3 vertices: none).
     """
     p = np.asarray(points, dtype=np.float64)
     if p.ndim != 2 or p.shape[1] < 2:
@@ -194,16 +159,8 @@ def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChannelSplit:
-    """One channel's difference between a selection of images and the rest.
-
-    Attributes
-    ----------
-    channel
-        The channel (a column of the vectors).
-    score
-        ``(mean_in - mean_out) / pooled std``: how many standard deviations apart.
-    mean_in, mean_out
-        Its mean over the selected images and over the others.
+    """One channel's difference between a selection and the rest: ``score`` is
+    ``(mean_in - mean_out) / pooled std``.
     """
 
     channel: int
@@ -215,17 +172,8 @@ class ChannelSplit:
 def separating_channels(
     vectors: Any, selected: Sequence[int] | np.ndarray, k: int = 10
 ) -> tuple[ChannelSplit, ...]:
-    """The ``k`` channels whose mean activation sets ``selected`` apart from the other rows
-    most (largest ``|score|``, see :class:`ChannelSplit`), strongest first.
-
-    Parameters
-    ----------
-    vectors
-        ``(N, C)`` pooled vectors (per image, each channel's mean activation).
-    selected
-        Row indices, or an ``(N,)`` boolean mask.
-    k
-        Channels wanted.
+    """The ``k`` channels of ``vectors`` ``(N, C)`` that set ``selected`` (indices or mask) apart
+    most (largest ``|score|``), strongest first.
     """
     a = _rows(vectors)
     n, c = a.shape

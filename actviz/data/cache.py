@@ -1,12 +1,8 @@
 """Where scans are saved between runs, so reopening is instant and a scan resumes or grows.
 
-One folder per (weights fingerprint, preprocessing, data identity) in the user's cache; per
-layer a ``<layer>.log`` of items done (appended before the state), an optional ``<layer>.f16``
-of pooled embeddings (one row per log line), and the running state in a two-slot state file
-(``state.0.bin`` / ``state.1.bin``, written in turn with a sequence number and checksum:
-cheaper per batch than renaming a new ``.npz``). A killed process loses at most one batch;
-log lines the state does not cover are ignored. Changed or vanished items, or other weights,
-make the layer's cache unused.
+One folder per (weights, preprocessing, data); per layer a ``.log`` of items done, optional
+``.f16`` embeddings and a checksummed two-slot state file. A killed process loses at most one
+batch; changed items or weights make the layer's cache unused.
 """
 
 from __future__ import annotations
@@ -65,8 +61,7 @@ def weights_fingerprint(model: nn.Module) -> str:
 
 
 def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
-    """The value of tensor ``name`` that accelerate offloaded (its module's hook's weights
-    map, one tensor at a time); an empty tensor when it cannot be found."""
+    """The value of tensor ``name`` accelerate offloaded; an empty tensor when not found."""
     owner, _, leaf = name.rpartition(".")
     try:
         module = model.get_submodule(owner)
@@ -173,8 +168,7 @@ def _read_slot(path: Path) -> tuple[int, dict[str, np.ndarray]] | None:
 
 
 def _pack(arrays: dict[str, np.ndarray]) -> bytes:
-    """A JSON index (name, kind, shape, byte offset), then every array's bytes as float64 or
-    int64 (little-endian), each copied once."""
+    """A JSON index, then every array's little-endian float64 or int64 bytes."""
     index, chunks = [], []
     offset = 0
     for name, a in arrays.items():
@@ -291,10 +285,7 @@ class LayerCache:
     def _load_rows(
         self, arrays: dict[str, np.ndarray], lines: int, index_of_log: np.ndarray, n: int
     ) -> tuple[np.ndarray | None, int | None] | None:
-        """The saved embedding rows, by data index; None when they cannot be used.
-
-        ``embed_dim`` -1: no image had given a vector yet (its rows are all NaN, none written).
-        """
+        """The saved embedding rows by data index; None when they cannot be used."""
         dim = int(arrays["embed_dim"])
         if dim < 0:
             self.rows = 0
@@ -364,12 +355,9 @@ class LayerCache:
         log_of_index: np.ndarray,
         embedding: tuple[int, int] | None = None,
     ) -> None:
-        """Append ``new_lines`` to the log and put the state in the store (the caller writes the
-        store once for all layers: :meth:`ScanStore.write`).
-
-        ``log_of_index`` must already cover every data index the state holds. ``embedding``:
-        ``(values per image, channel axis)`` with rows saved by :meth:`save_rows`; None: the saved
-        rows no longer cover the log.
+        """Append ``new_lines`` to the log and put the state in the store (written once for all
+        layers by :meth:`ScanStore.write`); ``embedding`` None marks saved rows as no longer
+        covering the log.
         """
         if self._log is None:
             self.store.make_folder()

@@ -1,11 +1,7 @@
-"""One dataset scan over the ranks of a ``torch.distributed`` process group (gloo or NCCL).
+"""One dataset scan over the ranks of a ``torch.distributed`` process group.
 
-Rank ``r`` scans items ``r, r + world, ...`` (``DistributedSampler(shuffle=False)`` without its
-padding duplicates) with its own loaders and cache folder (keyed by ``rank/world``, so a killed
-rank resumes its shard). Rank 0 gathers the partials and merges them exactly: top-k of every
-rank's top-k, moments by Chan et al.'s parallel merge, embeddings by data index. Progress is a
-counter in the group's store; a failing rank writes its error there and every rank raises
-:class:`RankFailed` with it.
+Rank ``r`` scans items ``r, r + world, ...`` with its own cache (so it resumes); rank 0 merges
+exactly. A failing rank's error reaches every rank as :class:`RankFailed`.
 """
 
 from __future__ import annotations
@@ -163,13 +159,8 @@ class ShardContext:
 
 
 def shard_context(distributed: bool | None = None) -> ShardContext | None:
-    """This process's shard context when it runs in an initialised process group of more than
-    one rank (and ``distributed`` is not False); None otherwise.
-
-    Raises
-    ------
-    ValueError
-        ``distributed=True`` without an initialised process group.
+    """This process's shard context in an initialised group of several ranks (unless
+    ``distributed`` is False), else None; ``ValueError`` for ``distributed=True`` without a group.
     """
     if distributed is False:
         return None
@@ -215,11 +206,8 @@ def run_sharded(
     cached: bool,
     warnings: list[str],
 ) -> Any:
-    """Scan this rank's shard of ``pending`` with ``run(indices, progress, should_stop)``, merge
-    every rank's figures on rank 0, and return ``result(from_cache, threads)``.
-
-    ``cached``: this rank's layers all came from its cache. ``warnings`` gets every rank's on
-    rank 0.
+    """Scan this rank's shard of ``pending`` with ``run``, merge every rank's figures on rank 0, and
+    return ``result(from_cache, threads)``.
     """
     mine = np.intersect1d(pending, ctx.shard(n))
     ctx.already = sum(ctx.all_gather(int(len(ctx.shard(n)) - len(mine))))

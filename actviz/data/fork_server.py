@@ -1,12 +1,8 @@
-"""Where a background scan's DataLoader worker processes come from: a small fork server.
+"""Where a background scan's DataLoader workers come from: a small fork server.
 
-Forking from the window stalls its GUI thread (the page tables of the whole process are
-copied), so a background scan's loaders are forked by a server process started once per
-session by ``vfork`` + ``exec``, which preloads torch and actviz's data sources. Unlike the
-standard ``forkserver`` it never re-runs the caller's ``__main__`` (a script without a
-``__main__`` guard would open a window per loader) and keeps its own preload list. Whatever
-cannot go to the server (unpicklable dataset, ``__main__`` classes, no ``forkserver``) falls
-back to plain fork.
+Forking from the window stalls its GUI thread, so loaders fork from a server started once by
+``vfork`` + ``exec`` that preloads torch; unlike ``forkserver`` it never re-runs ``__main__``.
+What cannot go to the server falls back to plain fork.
 """
 
 from __future__ import annotations
@@ -55,12 +51,7 @@ if _available:
     from multiprocessing import popen_forkserver
 
     class _Popen(popen_forkserver.Popen):
-        """Starts one process through :data:`_SERVER`, without the caller's ``__main__``.
-
-        The launch is the standard library's (Python 3.9-3.13 send the same two pickles to
-        the server: the preparation data, then the process object), with two differences:
-        the preparation data names no main module to import, and the server is ours.
-        """
+        """Starts one process through :data:`_SERVER`, naming no main module."""
 
         def _launch(self, process_obj: Any) -> None:
             prep_data = spawn.get_preparation_data(process_obj._name)
@@ -107,21 +98,8 @@ else:  # pragma: no cover - Windows, frozen apps
 
 
 def loader_context(dataset: Any) -> Any | None:
-    """The context to start ``dataset``'s loader processes from the fork server, or None.
-
-    None (the DataLoader's default, fork) when the platform has no ``forkserver``, when the
-    dataset does not pickle (a lambda in its transform, say) or when its pickle refers to
-    ``__main__`` (the loaders do not import it). The check pickles the dataset once; the
-    DataLoader pickles it again for each loader.
-
-    Parameters
-    ----------
-    dataset
-        What the DataLoader will read (sent whole to every loader process).
-
-    Returns
-    -------
-    LoaderContext or None
+    """The context to start ``dataset``'s loaders from the fork server, or None (plain fork) when
+    there is no ``forkserver`` or the dataset does not pickle without ``__main__``.
     """
     if _CONTEXT is None:
         return None

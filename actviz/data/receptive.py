@@ -1,11 +1,7 @@
 """Where a channel's top images fire: receptive fields and the crops the window and CLI show.
 
-:func:`receptive_box` maps a position of a layer's map to the input pixels it depends on:
-analytically when the layer is reached through a plain chain of convolutions, pools and
-pointwise modules (each module eating the previous one's output), else from the input support
-of the gradient at that position (any model). :func:`top_views` re-runs the model (through
-:func:`actviz.capture`) on a channel's top-k images only and crops each around the receptive
-field of its maximum, with the channel's activation over the crop.
+:func:`receptive_box`: analytic through plain conv/pool chains, else from the input gradient's
+support; :func:`top_views` re-runs the model on the top images only and crops around each maximum.
 """
 
 from __future__ import annotations
@@ -76,23 +72,11 @@ def _window(module: nn.Module) -> tuple[tuple[int, int], ...]:
 
 @dataclass(frozen=True)
 class ReceptiveField:
-    """How one layer's positions map to input pixels, computed once per (model, layer, shape).
+    """How one layer's positions map to input pixels, per (model, layer, shape).
 
-    Attributes
-    ----------
-    input_hw
-        ``(H, W)`` of the input.
-    map_hw
-        ``(h, w)`` of the layer's map, or None for a layer without a 2-D map.
-    chain
-        Per conv/pool on the way, ``(kernel, stride, padding, dilation)`` pairs, first module
-        first; None when the layer is not reached through a plain chain (gradient method).
-    method
-        ``"analytic"``: exact boxes from the chain; ``"gradient"``: the input support of the
-        gradient at one position (on an input three times larger, so that no border cuts it),
-        shifted by the layer's stride for the others (exact for convolutions without strides,
-        within a pixel or two of the true support otherwise; :func:`receptive_box` measures
-        each position exactly).
+    ``chain`` holds each conv/pool's ``(kernel, stride, padding, dilation)`` (None off a plain
+    chain); ``method`` is ``"analytic"`` (exact) or ``"gradient"`` (one position's gradient
+    support, shifted by the stride for the others).
     """
 
     input_hw: tuple[int, int]
@@ -137,11 +121,7 @@ class ReceptiveField:
         )
 
     def _template(self) -> tuple | None:
-        """The gradient support of one position, measured once and shifted for the others.
-
-        Measured at the centre of an input three times larger, so the border does not cut it; None
-        where the model does not take that input (each position is then measured on its own).
-        """
+        """The gradient support of one position (measured on a 3x input), shifted for the others."""
         cached = self._cache.get("template", False)
         if cached is not False:
             return cached
@@ -280,29 +260,11 @@ def receptive_box(
     *,
     method: str = "auto",
 ) -> tuple[int, int, int, int]:
-    """The input pixels a position of a layer's map depends on.
+    """The input pixels ``(y0, y1, x0, x1)`` (half-open, clipped) that ``location`` of ``layer``'s
+    map depends on (None: the whole input).
 
-    Parameters
-    ----------
-    model
-        ``nn.Module``, :class:`~actviz.io.models.loaded_model.LoadedModel` or model source.
-    layer
-        Qualified module name.
-    input_shape
-        ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)`` of the model input.
-    location
-        ``(y, x)`` in the layer's map; None (a layer without a map): the whole input.
-    method
-        ``"auto"`` (analytic for a plain conv/pool chain, else gradient), ``"analytic"``
-        (raises ValueError when the layer is not reached through a chain) or ``"gradient"``
-        (the input support of the gradient of the layer's value at ``location``, over a
-        few random inputs: works for any model).
-
-    Returns
-    -------
-    tuple of int
-        ``(y0, y1, x0, x1)``: rows ``y0 <= y < y1`` and columns ``x0 <= x < x1``, clipped to
-        the input.
+    ``method``: ``"analytic"`` (a plain chain, else ``ValueError``), ``"gradient"`` (any model)
+    or ``"auto"``.
     """
     rf = receptive_field(model, layer, input_shape)
     if method == "gradient" or (method == "auto" and rf.chain is None):
@@ -322,9 +284,7 @@ def receptive_box(
 def _gradient_box(
     net: nn.Module, layer: str, shape: tuple[int, ...], location: tuple[int, int]
 ) -> tuple[int, int, int, int]:
-    """Bounding box of the input pixels with a nonzero gradient of the map at ``location``,
-    over a few random inputs (a ReLU passes gradient only where active).
-    """
+    """Bounding box of the input pixels where the map at ``location`` has a gradient."""
     module = dict(net.named_modules())[layer]
     params = next(net.parameters(), None)
     dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
@@ -357,19 +317,9 @@ def _gradient_box(
 
 @dataclass(frozen=True)
 class TopView:
-    """One of a channel's top images, cropped around where the channel fires most.
-
-    Attributes
-    ----------
-    entry
-        The :class:`~actviz.data.TopEntry` shown.
-    image
-        ``(size, size, 3)`` uint8 crop of the input as the model sees it (after resize and
-        crop, before normalisation) around the receptive field of the maximum.
-    heat
-        ``(size, size)`` float32: the channel's activation over the crop (bilinear).
-    box
-        The crop in input pixels, ``(y0, y1, x0, x1)`` half-open.
+    """One of a channel's top images cropped around its maximum's receptive field: ``image``
+    ``(size, size, 3)`` uint8 as the model sees it, ``heat`` the channel's activation over it,
+    ``box`` the crop in input pixels.
     """
 
     entry: TopEntry
@@ -446,30 +396,11 @@ def top_views(
     data: Any = None,
     transform: Any = None,
 ) -> tuple[TopView, ...]:
-    """Crops of a channel's top images around the receptive field of each maximum.
+    """Crops of a channel's top images around the receptive field of each maximum, best first.
 
-    Parameters
-    ----------
-    model
-        The scanned model (``nn.Module``, ``LoadedModel`` or source); a ``LoadedModel``'s
-        preprocessing must be the scan's.
-    scan
-        The result of :func:`actviz.scan`.
-    layer, channel
-        Which channel.
-    size
-        Side of every crop in pixels.
-    data
-        The scanned tensor or dataset when the scan's sources are sample indices.
-    transform
-        The ``transform`` the scan was given, if any (the crops must see the same input).
-
-    Returns
-    -------
-    tuple of TopView
-        Best first, as :meth:`Scan.top`. The model is run once, through
-        :func:`actviz.capture`, on these images only. An image gone or unreadable since the
-        scan gets a grey view whose ``missing`` says why.
+    The model (whose preprocessing must be the scan's) runs once on these images only. ``data``
+    is the scanned tensor or dataset when sources are indices; ``transform`` the scan's. A missing
+    image gets a grey view saying why.
     """
     from PIL import Image
 

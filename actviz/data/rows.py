@@ -1,11 +1,8 @@
 """A scan's per-image rows (embeddings) on disk instead of in memory.
 
-A million images of a 512-channel layer is 1 GB of float16, so a scan with ``embeddings_dir``
-writes ``<dir>/<layer>.f16`` (raw little-endian ``(N, D)`` float16, NaN rows for no vector)
-with ``os.pwrite`` (through the page cache, not this process's memory) and reads it back as a
-read-only ``np.memmap``; ``rows.json`` lets :func:`open_rows` reopen them. A distributed scan
-writes per-rank shards that rank 0 interleaves in :data:`BLOCK_BYTES` blocks, so the folder
-must be reachable by every rank.
+``<dir>/<layer>.f16`` is raw ``(N, D)`` float16 (NaN rows: no vector), written with
+``os.pwrite`` and read back as a read-only memmap; ``rows.json`` reopens them. Distributed
+shards are interleaved by rank 0, so every rank must reach the folder.
 """
 
 from __future__ import annotations

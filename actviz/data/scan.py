@@ -1,11 +1,8 @@
-"""``actviz.scan``: run a model over a dataset and keep, per channel, the images that excite it most.
+"""``actviz.scan``: run a model over a dataset and keep, per channel, the images that excite it
+most.
 
-Data comes through a ``DataLoader``; the model runs under ``no_grad`` with one hook per layer
-that reduces the output at once (:mod:`actviz.data.accumulate`), so no activation outlives its
-batch. The state is saved after each batch (:mod:`actviz.data.cache`): a stopped scan resumes
-and a grown folder scans only new images. With loader workers oversubscribing the cores, the
-first batches try fewer torch threads (:mod:`actviz.core.threads`). Per-layer bookkeeping is in
-:mod:`actviz.data.scan_layers`, sizing in :mod:`actviz.data.scan_sizing` (re-exported here).
+One hook per layer reduces each batch at once (:mod:`accumulate`); state is saved per batch
+(:mod:`cache`), so scans resume and grow.
 """
 
 from __future__ import annotations
@@ -75,64 +72,41 @@ def scan(
     Parameters
     ----------
     model
-        An ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` (its preprocessing
-        is used: the same as a single run's) or a model source (``"demo"``, ``"resnet18"``, a file).
+        An ``nn.Module``, a ``LoadedModel`` (its preprocessing is used) or a model source.
     data
-        A folder of images (recursive; an ImageFolder layout gives ``class_names``), a list
-        of image paths, an ``(N, C, H, W)`` tensor or array, a ``.pt``/``.npy`` file of N
-        samples, or any ``torch.utils.data.Dataset`` (items: a tensor or PIL image, or a
-        tuple/dict whose first element is one).
-    layers
-        Qualified module names (``model.named_modules()``).
-    k
-        Images kept per channel.
+        A folder of images (ImageFolder gives ``class_names``), image paths, an ``(N, C, H, W)``
+        tensor or array, a ``.pt``/``.npy`` file, or any ``Dataset``.
     batch_size
-        Images per forward pass; None: as many as fit :data:`ACTIVATION_BUDGET` (measured on
-        one image), at most :data:`MAX_BATCH`.
+        None: as many as fit :data:`ACTIVATION_BUDGET`, at most :data:`MAX_BATCH`.
     transform
         Replaces the model's preprocessing: PIL image -> ``(C, H, W)`` tensor.
     progress
-        ``progress(done, total, images_per_s)``, on the calling thread, once per batch.
+        ``progress(done, total, images_per_s)``, once per batch.
     should_stop
-        Polled once per batch; when it returns True the scan saves what it has and raises
-        :class:`ScanCancelled` (a later scan of the same model and data resumes).
+        Polled per batch; True saves and raises :class:`ScanCancelled` (a later scan resumes).
     cache
-        True: save under the user's cache directory (keyed by the weights, the preprocessing,
-        the layer and the data) and reuse what is saved; False: neither; a string: cache a
-        ``Dataset`` (which has no identity of its own) under this name.
+        True: reuse the user's cache; False: none; a string: the cache name of a ``Dataset``.
     num_workers
-        DataLoader worker processes; None: ``min(2, cores)`` for image files, else 0. With
-        workers the scan may keep fewer torch threads if faster (``Scan.threads``).
+        Loader processes; None: ``min(2, cores)`` for image files, else 0.
     background
-        Leave room for interactive work (the window sets it): loaders run niced, forked by
-        :mod:`actviz.data.fork_server`, and one core is left free by default.
+        Leave room for interactive work: loaders niced and forked by the fork server.
     embeddings
-        Also record each image's pooled vector (:func:`actviz.data.accumulate.pool`) for
-        every scanned layer (True) or those listed; :meth:`Scan.embeddings` returns them.
-        ``N x channels x 2`` bytes (float16; see :func:`estimate_memory`).
+        Also record each image's pooled vector for all (True) or the listed layers.
     memory_budget
-        Bytes the embeddings may take; a scan that would need more is refused before any
-        image runs (:class:`ScanTooLarge`). None: no limit.
+        Refuse (:class:`ScanTooLarge`) embeddings larger than this many bytes before running.
     distributed
-        None: inside a ``torch.distributed`` group of several ranks, one shard per rank,
-        merged on rank 0 (:mod:`actviz.data.distributed`; every rank calls with the same
-        arguments); False: all in this process; True: require a group.
+        None: one shard per rank inside a process group; False: this process; True: require one.
     embeddings_dir
-        Keep the embeddings memory-mapped in this folder (:mod:`actviz.data.rows`) instead of
-        in memory; every rank of a distributed scan must reach it.
+        Keep embeddings memory-mapped in this folder (:mod:`actviz.data.rows`).
 
     Raises
     ------
-    actviz.io.errors.InputError
-        Missing folder or file, no images, samples that do not fit the model.
+    InputError
+        Missing data, no images, or samples that do not fit the model.
     ValueError
-        Unknown layer names, ``k < 1``, or ``embeddings`` naming a layer not scanned.
-    ScanCancelled
-        ``should_stop()`` returned True.
-    ScanTooLarge
-        The embeddings would take more than ``memory_budget``.
-    actviz.data.distributed.RankFailed
-        In a distributed scan, another rank failed (its error is the message).
+        Unknown layers, ``k < 1``, or ``embeddings`` naming a layer not scanned.
+    ScanCancelled, ScanTooLarge, RankFailed
+        See ``should_stop``, ``memory_budget`` and ``distributed``.
     """
     if int(k) < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -222,8 +196,7 @@ def scan(
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
-    """Each item's class index: its folder in an ImageFolder layout, or a dataset's
-    ``targets``; None when the data gives no classes."""
+    """Each item's class index (ImageFolder folder or ``targets``); None without classes."""
     n = len(items.sources)
     if items.class_names is not None and items.files:
         where = {name: i for i, name in enumerate(items.class_names)}

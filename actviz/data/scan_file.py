@@ -1,9 +1,5 @@
-"""A finished scan in one folder, reopened without the model or the data (a million images).
-
-:func:`save_scan` writes ``scan.json``, ``scan.npz`` (top-k arrays and statistics) and each
-embedding layer's ``<layer>.f16`` rows (:mod:`actviz.data.rows`); :func:`open_scan` returns the
-:class:`~actviz.data.scan_result.Scan` with its rows memory-mapped, so opening reads a few MB.
-No pickle (``allow_pickle=False``, the rest JSON): a folder from someone else cannot run code.
+"""A finished scan in one folder, reopened without the model or the data: ``scan.json``,
+``scan.npz`` and memory-mapped ``<layer>.f16`` rows. No pickle, so a shared folder runs no code.
 """
 
 from __future__ import annotations

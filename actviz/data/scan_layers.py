@@ -1,9 +1,5 @@
-"""One layer during a scan: :class:`_LayerRun` (its running top-k state, what is done or
-skipped, its embedding rows and cache lines) and :class:`_Group` (layers merged as one state
-so a batch is merged once for all of them).
-
-The bookkeeping of :func:`actviz.data.scan.scan`, kept apart from the loop that feeds it and
-from sizing the scan (:mod:`actviz.data.scan_sizing`).
+"""One layer during a scan: :class:`_LayerRun` (top-k state, progress, embedding rows, cache
+lines) and :class:`_Group` (layers merged as one state per batch).
 """
 
 from __future__ import annotations
@@ -117,8 +113,7 @@ class _LayerRun:
         reason: str = "",
         lines: list[str] | None = None,
     ) -> None:
-        """``indices`` are done; ``lines``: their log lines when already made (a group's
-        layers share them)."""
+        """Mark ``indices`` done, with their log ``lines`` when already made."""
         self.done[indices] = True
         if self.cache is None:
             return  # the log lines and their numbers only serve the cache
@@ -153,10 +148,7 @@ def log_lines(indices: np.ndarray, kind: str, data: ScanData, reason: str = "") 
 
 
 class _Group:
-    """Layers merged as one state, since a merge costs a few dozen array operations whatever the
-    channel count. Formed of layers with the same images done; dissolved (each layer copying its
-    part) the first time a member does not fire or has part of a batch done.
-    """
+    """Layers merged as one state (one merge per batch), until they diverge."""
 
     def __init__(self, runs: list[_LayerRun], reduced: dict[str, Reduced]) -> None:
         self.runs = runs
@@ -195,8 +187,7 @@ class _Group:
 
 
 def _joinable(runs: list[_LayerRun], reduced: dict[str, Reduced], indices: np.ndarray) -> list:
-    """The layers that can form a group at this batch: fired, none of it done, the same
-    images done before (the first such layer's) and as many counted."""
+    """The layers that can form a group at this batch (fired, same images done before)."""
     fired = [r for r in runs if r.name in reduced and not r.done[indices].any()]
     if not fired:
         return []

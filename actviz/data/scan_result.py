@@ -13,25 +13,14 @@ from actviz.core.records import CaptureTooLarge
 from actviz.data.atlas_vectors import frozen
 
 __all__ = [
-    "ChannelStats",
-    "Embeddings",
-    "LayerResult",
-    "Neighbour",
-    "Scan",
-    "ScanCancelled",
-    "ScanMemory",
-    "ScanTooLarge",
-    "TopEntry",
-]
+    "ChannelStats", "Embeddings", "LayerResult", "Neighbour", "Scan", "ScanCancelled", "ScanMemory",
+    "ScanTooLarge", "TopEntry"
+]  # fmt: skip
 
 
 class ScanCancelled(Exception):
-    """``should_stop()`` returned True: what was scanned is saved; a later scan resumes.
-
-    Attributes
-    ----------
-    partial
-        The result so far (a :class:`Scan` over the images scanned), or None.
+    """``should_stop()`` returned True: what was scanned is saved (``partial``, or None); a later
+    scan resumes.
     """
 
     def __init__(self, message: str = "scan cancelled", partial: Scan | None = None) -> None:
@@ -40,26 +29,15 @@ class ScanCancelled(Exception):
 
 
 class ScanTooLarge(CaptureTooLarge):
-    """A scan's per-image records (its embeddings) would take more than the memory budget.
-
-    Raised before any image runs; the message says how much was needed and what to change.
-    A kind of :class:`~actviz.core.records.CaptureTooLarge`, so code that reports a refused
-    capture reports this the same way.
+    """A scan's embeddings would exceed the memory budget; raised before any image runs. A
+    :class:`~actviz.core.records.CaptureTooLarge`, so it is reported the same way.
     """
 
 
 @dataclass(frozen=True)
 class ScanMemory:
-    """What a scan will hold in memory for its embeddings, known before it starts.
-
-    Attributes
-    ----------
-    images
-        Items of the data (each gets a row, read or not).
-    widths
-        Per layer recording embeddings: values per image (its channel count).
-    embedding_bytes
-        ``images x sum(widths) x 2`` (float16).
+    """What a scan will hold for its embeddings, known before it starts: ``images``, per-layer
+    ``widths`` and ``embedding_bytes`` (float16).
     """
 
     images: int
@@ -81,17 +59,7 @@ class ScanMemory:
 
 @dataclass(frozen=True)
 class Neighbour:
-    """One image near a query in a layer's space.
-
-    Attributes
-    ----------
-    index
-        Position of the image in the data.
-    source
-        Its path, or the sample index.
-    similarity
-        Cosine similarity of its pooled vector and the query's (1: same direction).
-    """
+    """One image near a query: its ``index`` in the data, ``source``, and cosine ``similarity``."""
 
     index: int
     source: str | int
@@ -100,30 +68,11 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class Embeddings:
-    """Each scanned image's pooled vector in one layer (see :func:`actviz.data.accumulate.pool`).
+    """Each scanned image's pooled vector in one layer (:func:`actviz.data.accumulate.pool`).
 
-    Rows are the images that have a vector (unreadable items, and images whose vector is all
-    NaN, are left out), in data order.
-
-    Attributes
-    ----------
-    layer
-        The layer.
-    vectors
-        ``(M, D)`` float16, read-only: per image, the mean of each channel over its positions
-        (tokens for ``(N, T, D)`` outputs).
-    indices
-        ``(M,)`` position of each row's image in the data.
-    sources
-        Each row's image path (or sample index).
-    labels
-        ``(M,)`` class index of each row (into ``class_names``; -1 where unknown), or None when
-        the data has no classes.
-    class_names
-        The data's class names, or None.
-    axis
-        The dimension of the layer's output the channels were taken from (1, or 2 for
-        ``(N, T, D)`` sequences); a single capture is pooled along the same one.
+    Rows are the images with a vector, in data order: ``vectors`` ``(M, D)`` float16 read-only,
+    ``indices`` into the data, ``sources``, ``labels`` (-1 unknown; None without classes), and
+    ``axis``, the channel dimension pooled along (a capture is pooled the same way).
     """
 
     layer: str
@@ -140,19 +89,8 @@ class Embeddings:
 
 @dataclass(frozen=True)
 class TopEntry:
-    """One of a channel's top images.
-
-    Attributes
-    ----------
-    source
-        The image path, or the sample index for tensors and datasets.
-    index
-        Position of the image in the data (files sorted by path).
-    value
-        The channel's maximum over the image.
-    location
-        ``(y, x)`` of that maximum in the layer's map (``(0, x)`` for 1-D maps); None for
-        layers without a spatial map.
+    """One of a channel's top images: ``source``, its ``index`` in the data, the channel's maximum
+    ``value`` and its ``(y, x)`` ``location`` (None without a spatial map).
     """
 
     source: str | int
@@ -163,17 +101,8 @@ class TopEntry:
 
 @dataclass(frozen=True)
 class ChannelStats:
-    """Per-channel figures over the scanned images, float64 arrays of shape ``(C,)``.
-
-    Attributes
-    ----------
-    mean, std
-        Mean and (population) standard deviation over images of the channel's per-image
-        spatial mean.
-    frac_positive
-        Fraction of images where the channel is above zero somewhere (per-image maximum > 0).
-    count
-        Images these figures are over.
+    """Per-channel float64 figures over the scanned images: ``mean``/``std`` of the per-image
+    spatial mean, ``frac_positive`` (per-image maximum > 0), over ``count`` images.
     """
 
     mean: np.ndarray
@@ -199,8 +128,7 @@ _BLOCK_VALUES = 1 << 22
 
 
 def _rows_with_vectors(full: np.ndarray) -> np.ndarray:
-    """Indices of the rows of ``full`` that are not all NaN, read a block of rows at a time
-    (``full`` may be a memory map of a million rows: no ``N x D`` temporary)."""
+    """Indices of the rows of ``full`` that are not all NaN, a block of rows at a time."""
     if not full.size:
         return np.zeros(0, np.int64)
     step = max(1, _BLOCK_VALUES // max(1, full.shape[1]))
@@ -216,29 +144,8 @@ def _rows_with_vectors(full: np.ndarray) -> np.ndarray:
 class Scan:
     """A dataset scan: per layer and channel, the images that excite it most, and statistics.
 
-    Attributes
-    ----------
-    layers
-        The scanned layers, in the order asked.
-    k
-        Entries per channel (fewer when fewer images were scanned).
-    count
-        Images scanned (readable ones).
-    skipped
-        ``(source, reason)`` of the items that could not be read.
-    sources
-        Every item of the data, in data order (paths, or sample indices).
-    class_names
-        Class folder names of an ImageFolder layout (or ``dataset.classes``), else None.
-    from_cache
-        True when everything came from the cache (nothing had to be run).
-    cache_path
-        The folder the scan is saved in; None when not cached.
-    warnings
-        Things the user should know (a layer that never ran, ...).
-    threads
-        CPU threads the model's forward passes ran with by the end of the scan (tried and
-        chosen, see :mod:`actviz.core.threads`); None when nothing was run.
+    ``skipped`` lists unreadable items with the reason; ``sources`` is every item in data order;
+    ``from_cache`` is True when nothing had to run; ``threads`` the torch threads chosen.
     """
 
     layers: tuple[str, ...]
@@ -278,14 +185,8 @@ class Scan:
         return self._layer(layer).spatial
 
     def top(self, layer: str, channel: int) -> tuple[TopEntry, ...]:
-        """The channel's top images, best first (ties: the earlier image first).
-
-        Raises
-        ------
-        KeyError
-            A layer that was not scanned.
-        IndexError
-            A channel out of range.
+        """The channel's top images, best first; ``KeyError``/``IndexError`` for a bad
+        layer/channel.
         """
         res = self._layer(layer)
         c = res.values.shape[0]
@@ -319,12 +220,8 @@ class Scan:
         return tuple(name for name in self.layers if name in self.pooled)
 
     def embeddings(self, layer: str) -> Embeddings:
-        """Each scanned image's pooled vector in ``layer`` (see :class:`Embeddings`).
-
-        Raises
-        ------
-        KeyError
-            A layer that was not scanned, or scanned without ``embeddings``.
+        """Each scanned image's pooled vector in ``layer``; ``KeyError`` when not scanned with
+        embeddings.
         """
         memo = self._memo.get(("embeddings", layer))
         if memo is not None:
@@ -352,28 +249,11 @@ class Scan:
         return out
 
     def neighbours(self, layer: str, query: Any, k: int = 9) -> tuple[Neighbour, ...]:
-        """The ``k`` images whose pooled vectors in ``layer`` are most similar to ``query``.
+        """The ``k`` images whose pooled vectors in ``layer`` are most cosine-similar to ``query``.
 
-        Exact cosine similarity against every scanned image, best first (ties: the earlier
-        image first). Safe to call from a worker thread.
-
-        Parameters
-        ----------
-        layer
-            A layer scanned with embeddings.
-        query
-            A vector ``(D,)``; a capture of the model on one input
-            (:func:`actviz.capture`, holding ``layer``), one of its records, or the layer's
-            output tensor for one input: pooled the way the scan pooled its images.
-        k
-            How many images (fewer when fewer were scanned).
-
-        Raises
-        ------
-        KeyError
-            ``layer`` has no embeddings, or a capture does not hold it.
-        ValueError
-            A vector of another length than the layer's.
+        ``query`` is a vector, or a capture, record or output of one input (pooled as the scan
+        pooled). Exact, best first, safe from a worker thread. ``KeyError`` without embeddings,
+        ``ValueError`` for a wrong length.
         """
         from actviz.data.atlas_map import cosine_top, query_vector, row_norms
 

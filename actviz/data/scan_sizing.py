@@ -1,9 +1,6 @@
-"""Sizing a scan before it runs: what its embeddings will hold (:func:`estimate_memory`), the
-batch size from one probing forward pass (:func:`choose_batch_size`) and the loader's worker
-processes (:func:`default_workers`).
-
-Kept apart from the scan's loop (:mod:`actviz.data.scan`, which re-exports these names):
-concept training sizes its own passes with the same rules.
+"""Sizing a scan before it runs: embedding memory (:func:`estimate_memory`), batch size
+(:func:`choose_batch_size`) and loader workers (:func:`default_workers`); concept training
+uses the same rules.
 """
 
 from __future__ import annotations
@@ -25,12 +22,8 @@ from actviz.data.scan_result import ScanMemory
 from actviz.data.sources import ModelSpec, ScanData, open_data, resolve_model
 
 __all__ = [
-    "ACTIVATION_BUDGET",
-    "MAX_BATCH",
-    "choose_batch_size",
-    "default_workers",
-    "estimate_memory",
-]
+    "ACTIVATION_BUDGET", "MAX_BATCH", "choose_batch_size", "default_workers", "estimate_memory"
+]  # fmt: skip
 
 #: Bytes of layer outputs one batch may produce when the batch size is chosen automatically.
 ACTIVATION_BUDGET = 256 << 20
@@ -61,21 +54,8 @@ def estimate_memory(
     embeddings: bool | Sequence[str] = True,
     transform: Callable[..., Any] | None = None,
 ) -> ScanMemory:
-    """What a scan with ``embeddings`` will hold for them, before it starts.
-
-    Lists the data and runs the model once on its first readable item to learn each layer's
-    width (the model's training flags are restored after). For a window's worker thread:
-    it runs the model, so not at the same time as another job on the same model.
-
-    Parameters
-    ----------
-    model, data, layers, embeddings, transform
-        As for :func:`scan`.
-
-    Returns
-    -------
-    ScanMemory
-        Per layer the values per image, and the bytes (``images x values x 2``).
+    """What a scan with ``embeddings`` will hold for them, learnt by running the model once on the
+    first readable item (flags restored; not while another job uses the model).
     """
     spec = resolve_model(model, transform)
     names = resolve_layers(spec.model, layers)
@@ -87,8 +67,7 @@ def estimate_memory(
 def _estimate(
     spec: ModelSpec, items: ScanData, names: list[str], store: ScanStore | None
 ) -> tuple[ScanMemory, int | None]:
-    """Widths from the cache where it has them, else from one forward pass of one item; and
-    that pass's output bytes (for the batch size), None when none ran."""
+    """Widths (cached, else from one forward pass) and that pass's output bytes (None: none ran)."""
     widths: dict[str, int] = {}
     for name in names:
         saved = store.get(name) if store is not None else None
@@ -133,9 +112,7 @@ def _batch_for(total: int) -> int:
 def _probe_forward(
     net: nn.Module, sample: torch.Tensor, names: Sequence[str]
 ) -> tuple[int, dict[str, int]]:
-    """One forward pass of ``sample`` in eval mode (training flags restored after): the bytes
-    of every module's tensor output, and the embedding width of each of ``names`` (layers that
-    do not run or give no tensor with a channel dimension are left out)."""
+    """One eval-mode forward of ``sample``: every tensor output's bytes and ``names``' widths."""
     total = 0
     widths: dict[str, int] = {}
     wanted = {id(m): name for name, m in net.named_modules() if name in set(names)}

@@ -1,8 +1,5 @@
-"""Writing a scan to disk: one contact sheet PNG per layer and ``scan.json``.
-
-A contact sheet shows, for every channel of a layer (numbered; dead channels marked), its top-k
-images cropped around the receptive field of each maximum, best first, the same crops the
-window's top-k grid shows (:mod:`actviz.data.receptive`). No Qt here.
+"""Writing a scan to disk (no Qt): per layer a contact sheet PNG of each channel's top-k crops (the
+window's own crops), and ``scan.json``.
 """
 
 from __future__ import annotations
@@ -63,20 +60,9 @@ def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[lis
 def contact_sheet(
     model: Any, scan: Scan, layer: str, *, tile: int = 48, data: Any = None
 ) -> Image.Image:
-    """One picture of a layer's scan: per channel (numbered) its top-k crops, best first.
+    """One picture of a layer's scan: per channel (numbered) its top-k crops of side ``tile``.
 
-    Parameters
-    ----------
-    model
-        The scanned model (``nn.Module``, ``LoadedModel`` or source).
-    scan
-        The result of :func:`actviz.scan`.
-    layer
-        A scanned layer.
-    tile
-        Side of one crop in pixels.
-    data
-        The scanned tensor or dataset when the sources are sample indices (else blank tiles).
+    ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles).
     """
     crops = _crops(model, scan, layer, tile, data)
     channels = len(crops)

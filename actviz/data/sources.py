@@ -1,10 +1,7 @@
-"""What a scan reads: a folder of images, a list of paths, N samples in a tensor or file, or any
-``torch.utils.data.Dataset``, each turned into a dataset of preprocessed ``(C, H, W)`` tensors.
+"""What a scan reads, as a dataset of preprocessed ``(C, H, W)`` tensors.
 
-Images go through exactly the preprocessing of a single run (:func:`actviz.io.input_images._from_image`
-with the model's transforms and expected input), so a channel's top images in a scan and the
-same image opened alone give the same activations. An unreadable item is not fatal: the
-dataset yields ``None`` with the reason, and the scan counts it as skipped.
+Images go through exactly a single run's preprocessing, so scan and single run give the same
+activations. An unreadable item yields ``None`` with the reason and is counted as skipped.
 """
 
 from __future__ import annotations
@@ -28,14 +25,7 @@ from actviz.io.input_tensors import _TENSOR_FORMATS, _fit_tensor, _read_tensor_f
 from actviz.io.loaded_input import ExpectedInput, expected_input
 from actviz.io.models.checkpoints import sniff_format
 
-__all__ = [
-    "IMAGE_SUFFIXES",
-    "ModelSpec",
-    "ScanData",
-    "collate",
-    "open_data",
-    "resolve_model",
-]
+__all__ = ["IMAGE_SUFFIXES", "ModelSpec", "ScanData", "collate", "open_data", "resolve_model"]
 
 #: File suffixes a folder scan picks up (case-insensitive).
 IMAGE_SUFFIXES = frozenset(
@@ -55,16 +45,8 @@ class ModelSpec:
 
 
 def resolve_model(model: Any, transform: Callable[..., Any] | None = None) -> ModelSpec:
-    """Accept an ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` or a model
-    source.
-
-    Parameters
-    ----------
-    model
-        Module, loaded model (its transforms and input size are used) or anything
-        :func:`actviz.io.models.loading.open_model` opens (``"demo"``, ``"resnet18"``, a file...).
-    transform
-        Replaces the model's own preprocessing: a callable PIL image -> ``(C, H, W)`` tensor.
+    """An ``nn.Module``, ``LoadedModel`` or model source, opened; ``transform`` replaces the model's
+    preprocessing (PIL image -> ``(C, H, W)``).
     """
     from actviz.io.models.loaded_model import LoadedModel
     from actviz.io.models.loading import open_model
@@ -98,22 +80,9 @@ def preprocessing_id(spec: ModelSpec) -> str:
 
 @dataclass
 class ScanData:
-    """Resolved data of a scan.
-
-    Attributes
-    ----------
-    sources
-        Per item: the absolute image path (files) or the sample index.
-    signatures
-        Per item: what identifies its content (``size:mtime_ns`` of a file; ``""`` otherwise).
-    class_names
-        Folder names of an ImageFolder layout, ``dataset.classes``, or None.
-    identity
-        What the data is for the cache key (folder path, tensor hash...), None: not cacheable.
-    dataset
-        Items ``i -> (i, tensor (C, H, W) | None, reason)``.
-    files
-        True when items are read from files (worth worker processes).
+    """Resolved data of a scan: per item ``sources`` and content ``signatures``, ``class_names``,
+    the cache ``identity`` (None: not cacheable), the ``dataset`` (``i -> (i, tensor | None,
+    reason)``) and whether items are ``files``.
     """
 
     sources: tuple[str | int, ...]
@@ -267,13 +236,7 @@ def _tensor_hash(t: torch.Tensor) -> str:
 
 
 def open_data(data: Any, spec: ModelSpec) -> ScanData:
-    """Resolve ``data`` for a scan with the model ``spec``.
-
-    Raises
-    ------
-    InputError
-        A missing folder or file, a folder without images, samples that do not fit the model.
-    """
+    """Resolve ``data`` for a scan with the model ``spec``; ``InputError`` when missing or unfit."""
     exp = spec.expected
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)

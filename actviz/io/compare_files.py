@@ -1,11 +1,7 @@
 """Writing a comparison of two runs: ``compare.json`` and one difference PNG per layer.
 
-``actviz compare`` runs two models (or one) on two inputs (or one), compares them with
-:func:`actviz.compare` and writes :func:`write_comparison`'s files. The pictures come from
-:func:`actviz.display.difference.prepare_difference` (run A minus run B, symmetric about 0, in
-the diverging :data:`~actviz.display.difference.DIFFERENCE_CMAP`): ``diff_<layer>.png`` with
-channel numbers and a colour bar, and for maps ``diff_<layer>_1x.png``, one pixel per value,
-exactly the pixels of the window's difference panel.
+Pictures come from :func:`actviz.display.difference.prepare_difference` (A minus B, symmetric
+about 0); ``diff_<layer>_1x.png`` has exactly the window's difference-panel pixels.
 """
 
 from __future__ import annotations
@@ -40,27 +36,10 @@ def write_comparison(
     categories: Sequence[str] | None = None,
     runs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Path]:
-    """Write ``compare.json`` and the difference PNGs of every compared layer.
+    """Write ``compare.json`` and the difference PNGs (A minus B) of every compared layer.
 
-    Parameters
-    ----------
-    cap_a, cap_b
-        Run A and run B (the reference): pictures show A minus B.
-    out_dir
-        Folder (created if missing).
-    comparison
-        :func:`actviz.compare` of the two (computed with ``tol`` when None).
-    normalize
-        Mosaic normalisation of the pictures (``"channel"`` or ``"shared"``).
-    categories
-        Class names for the predictions in ``compare.json``.
-    runs
-        ``{"a": {...}, "b": {...}}``: what each run was (model, input), recorded as is.
-
-    Returns
-    -------
-    list of Path
-        The files written, ``compare.json`` last.
+    ``comparison`` is computed with ``tol`` when None; ``runs`` (``{"a": {...}, "b": {...}}``)
+    is recorded as is. Returns the files written, ``compare.json`` last.
     """
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")

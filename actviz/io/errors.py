@@ -1,8 +1,4 @@
-"""Errors raised by actviz when a model or an input cannot be opened.
-
-Every message is a single readable line that names the file (or source string) and the
-cause, so the CLI can print it as is and the GUI can show it in a dialog.
-"""
+"""Errors for a model or input that cannot be opened: one line naming source and cause."""
 
 from __future__ import annotations
 
@@ -11,15 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "ActvizError",
-    "ModelLoadError",
-    "ArchitectureNeededError",
-    "UntrustedFileError",
-    "TrustNeededError",
-    "InputError",
-    "ModelFileAsInputError",
-    "WriteError",
-]
+    "ActvizError", "ModelLoadError", "ArchitectureNeededError", "UntrustedFileError",
+    "TrustNeededError", "InputError", "ModelFileAsInputError", "WriteError"
+]  # fmt: skip
 
 
 class ActvizError(Exception):
@@ -33,16 +23,8 @@ class ModelLoadError(ActvizError):
 class ArchitectureNeededError(ModelLoadError):
     """A file holds only weights and their architecture could not be told for sure.
 
-    Parameters
-    ----------
-    message
-        The one-line message (names the file, the best matches and how to pass ``arch``).
-    path
-        The weights file.
-    candidates
-        Architectures that fit best, best first (:class:`actviz.io.models.arch_guess.ArchGuess`);
-        empty when none is close. A caller asks the user to pick one and opens the file again
-        with ``arch=candidate.name``.
+    ``candidates`` are the best-fitting :class:`~actviz.io.models.arch_guess.ArchGuess` (best
+    first, possibly empty); open again with ``arch=candidate.name``.
     """
 
     def __init__(
@@ -55,15 +37,7 @@ class ArchitectureNeededError(ModelLoadError):
 
 
 class UntrustedFileError(ActvizError):
-    """Opening the file would execute code stored in it (a full pickle).
-
-    Parameters
-    ----------
-    path
-        The file that needs trusting.
-    detail
-        What the file references that needs real unpickling (e.g. a class name).
-    """
+    """Opening ``path`` would execute code stored in it (a full pickle); ``detail`` says what."""
 
     def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:
         self.path = os.fspath(path)
@@ -78,18 +52,8 @@ class UntrustedFileError(ActvizError):
 
 
 class TrustNeededError(UntrustedFileError):
-    """A model folder (or a cached hub model) ships Python code that opening it would run.
-
-    Hugging Face models whose ``config.json`` has an ``auto_map`` (``trust_remote_code``)
-    are built by code stored beside the weights. It is a kind of :class:`UntrustedFileError`,
-    so every caller that asks before unpickling asks here too.
-
-    Parameters
-    ----------
-    path
-        The model folder.
-    detail
-        Which code would run (e.g. ``"modeling_tiny.TinyForCausalLM"``).
+    """A model folder (or cached hub model) ships Python code that opening it would run
+    (``auto_map``, ``trust_remote_code``); an :class:`UntrustedFileError`, so callers ask once.
     """
 
     def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:

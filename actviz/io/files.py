@@ -1,9 +1,6 @@
-"""Writing a file in one step: a temporary file beside it, renamed over it when complete.
-
-Reports and session files are written this way so a failed write leaves the old file as it
-was. ``tempfile.mkstemp`` makes its file readable by its owner only (0600); the finished file
-gets the mode a new file would get (``0666`` less the umask) or, when it replaces a file, that
-file's mode, so a report meant to be shared can be read by others.
+"""Writing a file in one step: a temporary file beside it, renamed over it when complete, so a
+failed write leaves the old file. The result gets the mode a new file (or the replaced one)
+would have, not ``mkstemp``'s 0600.
 """
 
 from __future__ import annotations
@@ -38,19 +35,7 @@ def _umask() -> int:
 
 
 def new_file_mode(path: str | os.PathLike[str]) -> int:
-    """The permission bits ``path`` should get when written: its own when it exists, else
-    those of a newly created file (``0o666`` less the process's umask).
-
-    Parameters
-    ----------
-    path
-        The file about to be written.
-
-    Returns
-    -------
-    int
-        Permission bits for :func:`os.chmod`.
-    """
+    """Permission bits for writing ``path``: its own if it exists, else ``0o666`` less the umask."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
@@ -61,26 +46,10 @@ def new_file_mode(path: str | os.PathLike[str]) -> int:
 def atomic_write(
     path: str | os.PathLike[str], mode: str = "wb", encoding: str | None = None
 ) -> Iterator[IO[Any]]:
-    """Open a temporary file beside ``path``; when the block ends without an error it is
-    given ``path``'s mode (:func:`new_file_mode`) and renamed over ``path``, else removed.
+    """Yield a temporary file beside ``path``, renamed over it (with :func:`new_file_mode`) when the
+    block succeeds, else removed.
 
-    Parameters
-    ----------
-    path
-        The file to write (its folder must exist).
-    mode, encoding
-        As for :func:`open` (``"wb"`` or ``"w"``).
-
-    Yields
-    ------
-    IO
-        The open temporary file.
-
-    Raises
-    ------
-    WriteError
-        ``path`` is a folder, its folder is missing, or writing failed (disk full, no
-        permission); one line naming ``path``, never the temporary file.
+    Raises ``WriteError`` naming ``path`` (a folder, a missing folder, a failed write).
     """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
@@ -110,18 +79,7 @@ def atomic_write(
 
 
 def check_out_folder(path: str | os.PathLike[str]) -> Path:
-    """Refuse an export folder that is an existing file, with a one-line reason.
-
-    Parameters
-    ----------
-    path
-        The folder to export into (made when missing).
-
-    Raises
-    ------
-    WriteError
-        ``path`` is a file.
-    """
+    """Refuse (``WriteError``) an export folder that is an existing file."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise WriteError(
@@ -136,19 +94,8 @@ def check_out_folder(path: str | os.PathLike[str]) -> Path:
 
 
 def check_out_file(path: str | os.PathLike[str], example: str = "report.html") -> Path:
-    """Refuse an output file that is an existing folder, with a one-line reason.
-
-    Parameters
-    ----------
-    path
-        The file to write.
-    example
-        The file name suggested inside that folder.
-
-    Raises
-    ------
-    WriteError
-        ``path`` is a folder.
+    """Refuse (``WriteError``) an output file that is an existing folder, suggesting ``example`` in
+    it.
     """
     path = Path(path)
     if path.is_dir():

@@ -1,12 +1,8 @@
-"""Opening model inputs: images, tensor files (.pt/.npy/.npz) and seeded random tensors.
+"""Opening model inputs: images, tensor files, seeded random tensors and text.
 
-``open_input`` turns a source into exactly what the model's forward takes (a tensor, a tuple,
-a dict, or a list of images for models that take one) and keeps an image as the model sees it
-(before normalisation) for overlays. Channels and size come from the
-:class:`~actviz.io.models.loaded_model.LoadedModel` and the first convolution, so grayscale and
-RGB convert, and a wrong rank or channel count is refused saying why. Images live in
-:mod:`actviz.io.input_images`, tensors and ``random:`` in :mod:`actviz.io.input_tensors`,
-records in :mod:`actviz.io.loaded_input`; this module dispatches and opens text.
+:func:`open_input` gives exactly what the forward takes, fitted to the model (channels, size,
+rank refused with a reason), and the image as the model sees it for overlays. Images:
+:mod:`input_images`; tensors and ``random:``: :mod:`input_tensors`; this module dispatches.
 """
 
 from __future__ import annotations
@@ -42,13 +38,9 @@ if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
-    "LoadedInput",
-    "ExpectedInput",
-    "expected_input",
-    "forward_takes_list",
-    "open_input",
-    "load_input",
-]
+    "LoadedInput", "ExpectedInput", "expected_input", "forward_takes_list", "open_input",
+    "load_input"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -83,38 +75,23 @@ def open_input(
     Parameters
     ----------
     source
-        ``"text:Some words"`` for a model with a tokenizer (a Hugging Face model folder):
-        the value is the ``{"input_ids", "attention_mask"}`` dict and ``tokens`` holds the
-        token strings. Or a path to an image (PNG, JPEG, BMP, TIFF, WebP, ...; any PIL mode
-        including grayscale, palette, RGBA and 16-bit), a tensor file (``.pt`` with a tensor, a
-        tuple/list of tensors or a dict of tensors; ``.npy``; ``.npz``), a spec such as
-        ``"random:1x3x224x224"`` (optionally ``"random:1x3x224x224:SEED"``; plain
-        ``"random"`` uses the model's expected shape), or an in-memory tensor, numpy array
-        or PIL image.
+        ``"text:Some words"`` (a model with a tokenizer); an image path (any PIL mode); a tensor
+        file (``.pt``, ``.npy``, ``.npz``); ``"random:1x3x224x224[:SEED]"`` or ``"random"`` (the
+        model's shape); or an in-memory tensor, array or PIL image.
     model
-        The model the input is for (used to adapt channels and check shapes), or the
-        :class:`~actviz.io.models.loaded_model.LoadedModel` (then also ``loaded_model``).
+        The model (or a :class:`~actviz.io.models.loaded_model.LoadedModel`).
     loaded_model
-        Result of :func:`actviz.io.models.loading.open_model`: its transforms (torchvision weights,
-        demo) preprocess images; its input size sets the resize target.
+        Its transforms preprocess images and its input size sets the resize target.
     size
-        ``(H, W)`` (or one int for square) to resize images to when the model does not say.
+        ``(H, W)`` (or an int) to resize images to when the model does not say.
     as_list
-        Give the model a list of ``(C, H, W)`` images (one per batch element) instead of an
-        ``(N, C, H, W)`` batch, as torchvision's detectors take. None (default) decides from
-        the model: :func:`forward_takes_list` (its forward's first argument is annotated as a
-        list). A tensor file holding a tuple/list of tensors is then that one list.
-
-    Returns
-    -------
-    LoadedInput
-        ``value`` sits on the model's device; floating values have the model's dtype.
+        Give a list of ``(C, H, W)`` images instead of a batch (torchvision detectors); None
+        decides by :func:`forward_takes_list`.
 
     Raises
     ------
     InputError
-        Missing or unreadable file, or data that does not fit the model; the message
-        names the file and what was expected.
+        Missing or unreadable file, or data that does not fit the model.
     """
     if model is not None and not isinstance(model, nn.Module) and hasattr(model, "model"):
         # open_input(src, model=loaded): what open_model returned, not the module.
@@ -254,11 +231,8 @@ def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -
 
 
 def token_strings(tokenizer: Any, ids: list[int]) -> list[str]:
-    """One readable string per token id, for axis labels.
-
-    Each id is decoded on its own (``" world"``, not byte-level ``"Ġworld"``); where that gives
-    nothing readable (an empty string, or a lone part of a multi-byte character) the
-    tokenizer's own token string is used.
+    """One readable string per token id for axis labels
+    (:func:`~actviz.display.logit_lens.token_texts`'s rule).
     """
     raw = tokenizer.convert_ids_to_tokens(ids)
     out = []

@@ -1,10 +1,7 @@
-"""Whether an input fits a model, and the model's natural default input when it does not.
+"""Whether an input fits a model, and the model's default input when it does not.
 
-Opening another model keeps the current input only when the new model can take it: a text
-model needs token ids (``text:...``), an image model a float image with its number of channels
-(and its size, for models with a fixed one, such as vision transformers). Nothing here runs the
-model: the checks read its first convolution, its tokenizer and what its loader recorded
-(:func:`actviz.io.input_files.expected_input`), so they are instant on the GUI thread.
+Reads the first convolution, tokenizer and loader record without running the model, so it is
+instant on the GUI thread.
 """
 
 from __future__ import annotations
@@ -71,25 +68,10 @@ def _fixed_size(model: nn.Module) -> tuple[int, int] | None:
 def input_misfit(
     loaded_model: Any, value: Any, source: str = "", *, model: nn.Module | None = None
 ) -> str | None:
-    """Why ``value`` (opened from ``source``) cannot go to the model; None when it can.
+    """Why ``value`` (opened from ``source``) cannot go to the model, as a short reason; None when
+    it can.
 
-    An image file fits any model of 2-D images (it is read again with the model's own
-    transforms), not a video or volume model; a tensor must have the model's rank, channels
-    and, for a fixed-size model, its size.
-
-    Parameters
-    ----------
-    loaded_model
-        What :func:`actviz.io.models.loading.open_model` returned (or None for a bare module).
-    value, source
-        The current input and where it came from (``""`` for one made in memory).
-    model
-        The module (default: ``loaded_model.model``).
-
-    Returns
-    -------
-    str or None
-        A short reason, e.g. ``"it reads text"``.
+    An image file fits any 2-D image model; a tensor must match rank, channels and a fixed size.
     """
     model = model if model is not None else getattr(loaded_model, "model", None)
     kind = input_kind(value, source)
@@ -119,9 +101,8 @@ def input_misfit(
 def natural_input_source(
     loaded_model: Any, samples: Sequence[str | Path] = (), *, model: nn.Module | None = None
 ) -> str | None:
-    """The input a model is shown with when the current one does not fit it: a prompt for a text
-    model, the first bundled sample for a 3-channel image model, a random tensor for another
-    convolutional model; None when nothing is known of its input.
+    """The input a model is shown with when the current one does not fit: a text prompt, a bundled
+    image sample or a random tensor; None when nothing is known of its input.
     """
     model = model if model is not None else getattr(loaded_model, "model", None)
     if reads_text(loaded_model):

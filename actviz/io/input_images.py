@@ -1,9 +1,6 @@
-"""Images as model inputs: opening a picture file (:func:`_open_image`), turning any PIL mode
-into floats, fitting its channels to the model, and :func:`_from_image` (the model's own
-preprocessing, or a plain resize, plus the picture as the model sees it for overlays).
-
-Used by :func:`actviz.io.input_files.open_input` and by a dataset scan's sources, so an image
-in a scan and the same image opened alone go through the same steps.
+"""Images as model inputs: opening a file, any PIL mode to floats, channels fitted to the model,
+and :func:`_from_image` (the model's preprocessing plus the picture it sees). Shared with scans,
+so an image gives the same input in both.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Tensors as model inputs: reading tensor files (.pt, .npy, .npz, .safetensors), refusing
-what is not an input (a checkpoint, Python objects, keyword or positional inputs the forward
-does not take), fitting a tensor to the model (:func:`_fit_tensor`) and seeded ``random:``
-tensors.
-
-Used by :func:`actviz.io.input_files.open_input` and by a dataset scan's sources; kept apart
-from the images and the dispatch over sources because these rules are about tensors alone.
+"""Tensors as model inputs: reading tensor files, refusing what is not an input, fitting a tensor
+to the model (:func:`_fit_tensor`) and seeded ``random:`` tensors.
 """
 
 from __future__ import annotations
@@ -134,8 +129,7 @@ _WEIGHT_KEY = re.compile(
 
 
 def _model_weights(obj: dict[str, Any]) -> str:
-    """What model weights ``obj`` holds, e.g. "model weights (a state_dict of 122 tensors,
-    e.g. conv1.weight)"; "" when it does not look like a checkpoint."""
+    """What model weights ``obj`` holds, in words; "" when it is no checkpoint."""
     try:
         found, where = extract_weights(obj, "")
     except ModelLoadError:

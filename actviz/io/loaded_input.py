@@ -1,9 +1,5 @@
-"""What an opened input is and what a model expects of one: :class:`LoadedInput` (the value
-for the forward, with its picture and caption), :class:`ExpectedInput` and
-:func:`expected_input` (read from the model's first convolution and its metadata).
-
-The records every opener (images, tensor files, random, text; a dataset scan's sources)
-makes or reads, kept apart so each opener's module can use them without the others.
+"""What an opened input is (:class:`LoadedInput`) and what a model expects (:class:`ExpectedInput`,
+:func:`expected_input`): the records every opener shares.
 """
 
 from __future__ import annotations
@@ -26,23 +22,10 @@ __all__ = ["ExpectedInput", "LoadedInput", "expected_input"]
 class LoadedInput:
     """An input ready for the model, plus what the UI needs to show it.
 
-    Attributes
-    ----------
-    value
-        Tensor, tuple of tensors (positional inputs), dict of tensors (keyword inputs), or a
-        list of ``(C, H, W)`` tensors (one list argument, for models that take a list).
-    source
-        The source as given (file path, ``random:...`` spec, or a description).
-    kind
-        ``"image"``, ``"tensor"`` or ``"random"``.
-    image
-        ``(H, W, 3)`` uint8 RGB of the first sample as the model sees it (after resize and
-        crop, before normalisation), for overlays; None when the input is not image-like.
-    description
-        One line for status bars, e.g. ``"cat.png: RGB 640x480 -> 1x3x224x224 (...)"``.
-    tokens
-        For ``"text"`` inputs: one readable string per position of ``input_ids[0]`` (axis
-        labels of token views); None otherwise.
+    ``value`` is a tensor, tuple, dict or list of images; ``kind`` ``"image"``, ``"tensor"``,
+    ``"random"`` or ``"text"``; ``image`` the first sample as the model sees it before
+    normalisation (None if not image-like); ``description`` one status line; ``tokens`` a text
+    input's token strings.
     """
 
     value: Any
@@ -55,20 +38,8 @@ class LoadedInput:
 
 @dataclass
 class ExpectedInput:
-    """What is known about the model's input.
-
-    Attributes
-    ----------
-    channels
-        Input channels, from the first convolution or the recorded input shape.
-    spatial_dims
-        1, 2 or 3 for Conv1d/2d/3d inputs; None when unknown.
-    layer
-        How the evidence is named in messages, e.g. ``"first layer conv1: Conv2d(3, 64, ...)"``.
-    size
-        ``(H, W)`` expected by the model, when known.
-    dtype, device
-        Of the model's first floating parameter (float inputs are cast to them).
+    """What is known about the model's input: ``channels``, ``spatial_dims`` (1-3), ``layer`` (the
+    evidence, for messages), ``size`` ``(H, W)``, and the first parameter's ``dtype``/``device``.
     """
 
     channels: int | None = None
@@ -94,20 +65,7 @@ def _first_conv(model: nn.Module) -> tuple[str, nn.Module] | None:
 def expected_input(
     model: nn.Module | None = None, loaded_model: LoadedModel | None = None
 ) -> ExpectedInput:
-    """Read what a model expects as input from its first convolution and its metadata.
-
-    Parameters
-    ----------
-    model
-        The module (taken from ``loaded_model`` when not given).
-    loaded_model
-        Result of :func:`actviz.io.models.loading.open_model`, for input size and recorded shape.
-
-    Returns
-    -------
-    ExpectedInput
-        Fields are None where nothing can be told.
-    """
+    """What a model expects as input, from its first convolution and ``loaded_model``'s metadata."""
     if model is None and loaded_model is not None:
         model = loaded_model.model
     exp = ExpectedInput()

@@ -1,15 +1,13 @@
 """Test your models and extensions in the actviz window: a driver and a pytest plugin.
 
-``pip install actviz`` registers the plugin with pytest; with pytest-qt installed, any test
-can ask for the ``actviz_window`` fixture::
+With pytest-qt installed, any test can ask for the ``actviz_window`` fixture::
 
     def test_conv1_is_shown(actviz_window):
         win = actviz_window(MyNet().eval(), torch.randn(1, 3, 32, 32), ["conv1"])
         win.run_and_wait()
         pixels = win.shown_pixels("conv1")  # (H, W, 4) uint8, as painted
 
-See :class:`WindowDriver` and :mod:`actviz.testing.checks`. Only the driver needs Qt:
-``from actviz.testing import assert_no_hooks`` does not import it.
+Only the driver needs Qt: ``from actviz.testing import assert_no_hooks`` does not import it.
 """
 
 from __future__ import annotations
@@ -35,13 +33,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "RUN_TIMEOUT_MS",
-    "Prediction",
-    "ProcessState",
-    "WindowDriver",
-    "assert_no_hooks",
-    "hooks_left",
-    "leaked_widgets",
-    "painted_pixels",
-    "top_level_widgets",
-]
+    "RUN_TIMEOUT_MS", "Prediction", "ProcessState", "WindowDriver", "assert_no_hooks", "hooks_left",
+    "leaked_widgets", "painted_pixels", "top_level_widgets"
+]  # fmt: skip

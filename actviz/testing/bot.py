@@ -1,8 +1,5 @@
-"""What the driver needs of pytest-qt's ``qtbot``, for a driver made without one.
-
-``WindowDriver(actviz.explore(model, x, block=False))`` in a script or a plain test has no
-``qtbot``; :class:`EventBot` waits and clicks with Qt alone (``QEventLoop``, ``QTest``), and
-fails the same way (``TimeoutError``).
+"""What the driver needs of pytest-qt's ``qtbot``, for a driver made without one: :class:`EventBot`
+waits and clicks with Qt alone and fails the same way (``TimeoutError``).
 """
 
 from __future__ import annotations

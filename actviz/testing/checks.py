@@ -1,9 +1,5 @@
-"""What a test must leave as it found it: model hooks, top-level widgets, process-wide state.
-
-The functions here are what :mod:`actviz.testing.plugin` runs when an ``actviz_window`` test
-ends; a test may call them itself. Only :func:`leaked_widgets` and :func:`top_level_widgets`
-touch Qt, and import it when called, so ``from actviz.testing import assert_no_hooks`` works
-in tests that never build a widget.
+"""What a test must leave as it found it: model hooks, top-level widgets, process-wide state (the
+plugin's end-of-test checks). Only the widget checks import Qt, when called.
 """
 
 from __future__ import annotations
@@ -39,19 +35,7 @@ _GLOBAL_HOOKS = (
 
 
 def hooks_left(model: torch.nn.Module) -> list[str]:
-    """Describe every hook still registered on ``model`` or any of its submodules.
-
-    Parameters
-    ----------
-    model
-        The model to inspect.
-
-    Returns
-    -------
-    list of str
-        One line per non-empty hook dictionary (``"conv1 still has _forward_hooks: ..."``);
-        empty when the model is clean.
-    """
+    """One line per non-empty hook dictionary left on ``model`` or its submodules."""
     found = []
     for name, module in model.named_modules():
         for attr in HOOK_ATTRS:
@@ -75,16 +59,8 @@ def _global_hook_count() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ProcessState:
-    """Process-wide settings a library call must not change behind its caller's back.
-
-    Attributes
-    ----------
-    switch_interval
-        ``sys.getswitchinterval()``.
-    torch_threads
-        ``torch.get_num_threads()``.
-    global_hooks
-        How many module hooks torch runs for every module (``register_module_*_hook``).
+    """Process-wide settings a library call must not change: the switch interval, torch's thread
+    count and the number of global module hooks.
     """
 
     switch_interval: float
@@ -210,21 +186,10 @@ def top_level_widgets() -> frozenset[int]:
 
 
 def leaked_widgets(before: Collection[int]) -> list[QWidget]:
-    """Top-level widgets alive now that were not in ``before`` (see :func:`top_level_widgets`).
+    """Top-level widgets alive now that were not in ``before`` (addresses), visible or hidden.
 
-    Posted deletions are run first and unreachable Python objects collected: a closed window
-    and everything parented to it go with it, and widgets that only a dead Python object held
-    (pyqtgraph's parentless "Plot Options" menus, owned by their plot items) go with it.
-
-    Parameters
-    ----------
-    before
-        Addresses of the top-level widgets that existed before the test built anything.
-
-    Returns
-    -------
-    list of QWidget
-        The widgets left behind, visible or hidden.
+    Posted deletions run and garbage is collected first, so widgets only a dead Python object
+    held (pyqtgraph's parentless menus) are gone.
     """
     import gc
 
@@ -264,12 +229,6 @@ def describe_widget(widget: QWidget) -> str:
 
 
 __all__ = [
-    "HOOK_ATTRS",
-    "ProcessState",
-    "assert_no_hooks",
-    "describe_widget",
-    "flush_deletes",
-    "hooks_left",
-    "leaked_widgets",
-    "top_level_widgets",
-]
+    "HOOK_ATTRS", "ProcessState", "assert_no_hooks", "describe_widget", "flush_deletes",
+    "hooks_left", "leaked_widgets", "top_level_widgets"
+]  # fmt: skip

@@ -1,11 +1,8 @@
 """A driver for the actviz window in tests: what a user does, in one call each.
 
-:class:`WindowDriver` wraps a shown :class:`~actviz.ui.window.main_window.MainWindow` (its
-``window``) and a pytest-qt ``qtbot``. It ticks layers, runs and waits, reads what a panel
-paints, right-clicks tiles, resizes and opens docks the way a user would, so tests of the
-window, of features attached to it and of a user's own models read the same. The
-``actviz_window`` fixture of :mod:`actviz.testing.plugin` builds drivers and checks, when the
-test ends, that nothing was left behind.
+:class:`WindowDriver` wraps a shown window and a pytest-qt ``qtbot``: it ticks layers, runs and
+waits, reads painted pixels, clicks, resizes and opens docks as a user would. The
+``actviz_window`` fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks.
 """
 
 from __future__ import annotations
@@ -44,19 +41,8 @@ UI_TIMEOUT_MS = 5_000
 
 
 def painted_pixels(item: Any) -> np.ndarray:
-    """The RGBA pixels a pyqtgraph ``ImageItem`` paints (levels and colour table applied).
-
-    Parameters
-    ----------
-    item
-        A ``pyqtgraph.ImageItem``, or a canvas with one as its ``image`` attribute (an
-        :class:`~actviz.ui.panels.canvas.ImageCanvas`).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(H, W, 4)`` uint8, one pixel per image pixel, rows top-down: the QImage the item
-        renders and Qt scales onto the screen.
+    """The ``(H, W, 4)`` uint8 pixels a pyqtgraph ``ImageItem`` (or a canvas's ``image``) paints,
+    levels and colour table applied, rows top-down.
     """
     import pyqtgraph as pg
 
@@ -74,16 +60,8 @@ def painted_pixels(item: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Prediction:
-    """One of the model's answers as the window shows it (the prediction panel's rows).
-
-    Attributes
-    ----------
-    index
-        The class index (a detector: the detection's label; a language model: the token id).
-    label
-        Its name: the class name when the model has them, else ``"class 3"``-like text.
-    probability
-        Softmax probability in [0, 1] (a detector: the detection's score).
+    """One of the model's answers as the prediction panel shows it: class ``index`` (a detection's
+    label, a token id), its ``label`` and ``probability`` (a detection's score).
     """
 
     index: int
@@ -94,28 +72,9 @@ class Prediction:
 class WindowDriver:
     """Drive one actviz window as a user would, from a test.
 
-    Each feature has a driver of its own here (``win.live``, ``win.compare``, ...:
-    :mod:`actviz.testing.feature_drivers`).
-
-    Parameters
-    ----------
-    window
-        The window (shown), e.g. from ``actviz.explore(model, x, block=False)``.
-    qtbot
-        pytest-qt's bot of the test; None: Qt alone (:class:`~actviz.testing.bot.EventBot`).
-
-    Attributes
-    ----------
-    window
-        The :class:`~actviz.ui.window.main_window.MainWindow` driven (None after
-        :meth:`delete`).
-    qtbot
-        The test's qtbot.
-    session
-        The window's session (None after :meth:`delete`).
-    models
-        Every model given to the driver (:meth:`set_model`); the ``actviz_window`` fixture
-        checks each has no hook left when the test ends.
+    Each feature has its own driver here (``win.live``, ``win.compare``, ...). ``qtbot`` None uses
+    Qt alone (:class:`~actviz.testing.bot.EventBot`). ``window`` and ``session`` are None after
+    :meth:`delete`; ``models`` are checked for hooks when the ``actviz_window`` test ends.
     """
 
     def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
@@ -171,7 +130,8 @@ class WindowDriver:
     ) -> RunResult:
         """Start a run now, wait for its ``run_finished`` and return the result shown.
 
-        ``flush``: put the result on every panel at once. ``start=False``: wait for the run already due.
+        ``flush``: put the result on every panel at once. ``start=False``: wait for the run already
+        due.
         """
         with self.expect_run(timeout_ms, flush=flush):
             if start:
@@ -181,14 +141,8 @@ class WindowDriver:
         return result
 
     def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> bool:
-        """Wait until nothing runs (run, load, export, a feature's job), no run is due and
-        every display step is done, then put the result on every panel (``window.script.wait_idle``).
-
-        Returns
-        -------
-        bool
-            True when idle; False when ``timeout_ms`` passed first (``assert
-            win.wait_idle()`` fails a test there).
+        """Wait until nothing runs or is due and every display step is done, then show the result on
+        every panel; False when ``timeout_ms`` passed first.
         """
         return self.window.script.wait_idle(timeout_ms)
 
@@ -334,14 +288,8 @@ class WindowDriver:
         return self.settle()
 
     def settle(self, timeout_ms: int = UI_TIMEOUT_MS) -> bool:
-        """Wait until the layout has settled after a resize (or a dock shown): the window's,
-        its docks' and its panels' geometry unchanged over consecutive event-loop passes, no
-        deferred display step left and every panel showing the latest result.
-
-        Returns
-        -------
-        bool
-            True once settled; False when ``timeout_ms`` passed first.
+        """Wait until the layout has settled after a resize or a dock shown (geometry unchanged over
+        consecutive passes, no deferred step, panels current); False on timeout.
         """
         w = self.window
         deadline = time.perf_counter() + timeout_ms / 1000

@@ -1,10 +1,7 @@
 """Per-feature drivers: the few verbs a test needs for one feature of the window.
 
-Each is reached from the window's driver by the feature's name (``win.live``,
-``win.compare``, ``win.dataset``, ``win.effects``, ``win.whatif``, ``win.tokens``,
-``win.sessions``), so a test reads ``win.live.configure(max_fps=1000)`` or
-``win.dataset.scan_and_wait(spec)`` instead of reaching into ``window.features["live"]``.
-What a driver does not cover is one step away: its ``feature`` is the feature itself.
+Reached by the feature's name (``win.live.configure(max_fps=1000)``), so tests do not reach
+into ``window.features``; a driver's ``feature`` is the feature itself.
 """
 
 from __future__ import annotations
@@ -19,29 +16,14 @@ JOB_TIMEOUT_MS = 60_000
 SHOW_TIMEOUT_MS = 5_000
 
 __all__ = [
-    "CompareDriver",
-    "DatasetDriver",
-    "EffectsDriver",
-    "FeatureDriver",
-    "LiveDriver",
-    "SessionsDriver",
-    "TokensDriver",
-    "WhatIfDriver",
-]
+    "CompareDriver", "DatasetDriver", "EffectsDriver", "FeatureDriver", "LiveDriver",
+    "SessionsDriver", "TokensDriver", "WhatIfDriver"
+]  # fmt: skip
 
 
 class FeatureDriver:
-    """Drive one feature of a window (the base of the per-feature drivers).
-
-    Parameters
-    ----------
-    driver
-        The window's :class:`~actviz.testing.WindowDriver`.
-
-    Attributes
-    ----------
-    name
-        The feature's name in ``window.features``.
+    """Drive the feature ``name`` of the window's :class:`~actviz.testing.WindowDriver` (the base of
+    feature drivers).
     """
 
     name = ""

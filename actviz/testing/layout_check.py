@@ -1,9 +1,6 @@
 """A layout check of a shown actviz window: is everything on screen readable and whole?
 
-:func:`layout_problems` returns what a user would see cut: images or colour bars outside their
-canvas, labels, buttons and table cells whose text does not fit (without "…" or a tooltip),
-docks scrolling sideways, mosaic tiles under :data:`MIN_TILE_PX` without a page control, and
-views marked :data:`FILL_PROPERTY` whose images leave most of the view blank::
+:func:`layout_problems` lists what a user would see cut::
 
     problems = layout_problems(window)
     assert not problems, "\\n".join(map(str, problems))
@@ -47,31 +44,14 @@ MIN_FILL = 0.4
 MAX_FILL_ASPECT = 3.0
 
 __all__ = [
-    "FILL_PROPERTY",
-    "MIN_FILL",
-    "MIN_TILE_PX",
-    "LayoutProblem",
-    "layout_problems",
-    "widget_path",
-]
+    "FILL_PROPERTY", "MIN_FILL", "MIN_TILE_PX", "LayoutProblem", "layout_problems", "widget_path"
+]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class LayoutProblem:
-    """One thing cut off or squeezed.
-
-    Attributes
-    ----------
-    kind
-        "image", "colour bar", "scene", "clipped", "label", "button", "dock scroll bar" (a
-        dock's content scrolls sideways), "view scroll bar" (a list, table or tree in a dock
-        does), "page scroll bar" (a tab's page does), "cell" (a table cell shortened
-        without a tooltip), "tiles" or "blank" (images across a view to be filled, each
-        covering under :data:`MIN_FILL` of its canvas).
-    widget
-        Where: the widget's path from its dock, panel or tab (see :func:`widget_path`).
-    detail
-        What is cut, with the sizes measured.
+    """One thing cut off or squeezed: its ``kind`` ("image", "label", "cell", "tiles", "blank", a
+    scroll bar...), the ``widget`` path (:func:`widget_path`) and the ``detail`` with sizes.
     """
 
     kind: str
@@ -119,18 +99,7 @@ def _showing(widget: QWidget) -> bool:
 
 
 def layout_problems(window: QWidget) -> list[LayoutProblem]:
-    """Everything cut off, clipped or squeezed among ``window``'s visible widgets.
-
-    Parameters
-    ----------
-    window
-        A shown window (its layouts settled: process the events after a resize first).
-
-    Returns
-    -------
-    list of LayoutProblem
-        Empty when every visible image, colour bar, label, button, dock and mosaic is whole.
-    """
+    """Everything cut off, clipped or squeezed among a shown, settled ``window``'s widgets."""
     problems: list[LayoutProblem] = []
     problems += _canvas_problems(window)
     problems += _label_problems(window)
@@ -207,9 +176,7 @@ def _canvas_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _clipped_by(widget: QWidget) -> str:
-    """How ``widget`` is cut by an ancestor ("" when it is not): wholly inside each parent,
-    and sideways inside the viewport of the scroll area it scrolls in (up and down it may
-    scroll out of view)."""
+    """How ``widget`` is cut by an ancestor or its scroll area's viewport ("" when whole)."""
     child: QWidget = widget
     parent = widget.parentWidget()
     while parent is not None and not parent.isWindow():
@@ -356,8 +323,7 @@ def _dock_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _cell_problems(window: QWidget) -> list[LayoutProblem]:
-    """Table cells in view whose text is wider than their column (drawn shortened) with no
-    tooltip saying it whole."""
+    """Table cells in view drawn shortened without a tooltip saying them whole."""
     out = []
     for table in window.findChildren(QTableView):
         if not _showing(table) or table.model() is None:
@@ -397,8 +363,7 @@ def _cell_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _page_problems(window: QWidget) -> list[LayoutProblem]:
-    """A tab's page (a resizable scroll area outside the docks) scrolling sideways: whatever
-    lies right of its viewport is out of view, cut at the edge."""
+    """A tab's page scrolling sideways (what lies right of its viewport is cut)."""
     out = []
     for area in window.findChildren(QScrollArea):
         if not _showing(area) or not area.widgetResizable() or _in_dock(area):
@@ -426,10 +391,7 @@ def _in_dock(widget: QWidget) -> bool:
 
 
 def _tile_problems(window: QWidget) -> list[LayoutProblem]:
-    """Mosaics whose tiles are under :data:`MIN_TILE_PX` on screen and narrower than the
-    maps they show, with no page control. A map narrower than the tile is drawn at least
-    pixel for pixel (a 16 px map in a 31 px tile is enlarged): nothing is lost, so small
-    tiles of small maps are whole."""
+    """Mosaics with tiles under :data:`MIN_TILE_PX` showing larger maps, with no page control."""
     from actviz.ui.panels.feature_map import LayerPanel
 
     out = []
@@ -459,12 +421,7 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _blank_problems(window: QWidget) -> list[LayoutProblem]:
-    """Images in a view to be filled (:data:`FILL_PROPERTY`) laid out across the view's
-    shorter side (side by side in a view taller than wide, one above the other in a wider one),
-    each covering under :data:`MIN_FILL` of its canvas: the bands left along the view's longer
-    side are room spent on nothing, which the other arrangement would give the images. A
-    single image, or images already laid along the longer side, leave what bands their shape
-    must."""
+    """Images in a fill view laid across its shorter side, each under :data:`MIN_FILL` of it."""
     from actviz.ui.panels.canvas import ImageCanvas
 
     views = [w for w in window.findChildren(QWidget) if w.property(FILL_PROPERTY) is True]

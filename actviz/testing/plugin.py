@@ -1,16 +1,9 @@
 """The actviz pytest plugin: the ``actviz_window`` fixture and its leak checks.
 
-Installed with actviz (a ``pytest11`` entry point; needs pytest-qt)::
-
-    def test_my_model(actviz_window):
-        win = actviz_window(MyNet().eval(), torch.randn(1, 3, 32, 32), ["conv1"])
-        win.run_and_wait()
-        assert win.shown_pixels("conv1").shape[2] == 4
-
-At teardown the windows are closed, and the test errors if it left a top-level widget, a hook
-on a shown model (or a new global hook), or a changed switch interval or torch thread count.
-``@pytest.mark.actviz_allow_leaks`` turns all checks off, ``("widgets")``, ``("hooks")`` or
-``("process")`` named ones. A failed test is not checked again.
+At teardown windows are closed, and the test errors if it left a top-level widget, a hook on a
+shown model, a new global hook, or a changed switch interval or thread count.
+``@pytest.mark.actviz_allow_leaks`` (optionally ``"widgets"``, ``"hooks"``, ``"process"``)
+turns checks off.
 """
 
 from __future__ import annotations
@@ -130,13 +123,8 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
 
 
 def feature_classes(features: Sequence[Any]) -> list[Any]:
-    """The feature classes ``features`` names: each a default feature's name ("live",
-    "compare", ...) or a feature class (passed as it is); in the order given.
-
-    Raises
-    ------
-    ValueError
-        For a name no default feature has (the message lists the names there are).
+    """The feature classes ``features`` names (default feature names or classes), in order;
+    ``ValueError`` for an unknown name.
     """
     from actviz.ui.window.features import default_features
 
@@ -198,15 +186,12 @@ def leftovers(
 
 @pytest.fixture
 def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) -> Any:
-    """Give a factory of :class:`~actviz.testing.WindowDriver` s over shown actviz windows.
+    """A factory of :class:`~actviz.testing.WindowDriver` s over shown actviz windows.
 
-    ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720),
-    debounce_ms=20, auto_run=False, settings=None, show=True, plugins=None, features=None,
-    **window_kwargs)`` builds a ``MainWindow`` with only the ``features`` named (None: all;
-    ``[]``: none) on a scratch settings file, sized and shown, with ``plugins`` loaded
-    (contributions, ``"pkg.mod:plugin"`` strings, installed names or ``"installed"``), showing
-    ``model`` on ``inputs``. Nothing runs until
-    :meth:`~actviz.testing.WindowDriver.run_and_wait`. Leak checks follow at teardown.
+    ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720), debounce_ms=20,
+    auto_run=False, settings=None, show=True, plugins=None, features=None, **window_kwargs)``
+    builds a window with only ``features`` (None: all) on scratch settings. Nothing runs until
+    :meth:`~actviz.testing.WindowDriver.run_and_wait`.
     """
     from actviz.testing.checks import ProcessState, top_level_widgets
 
@@ -215,39 +200,26 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     drivers: list = []
     request.node.stash[_DRIVERS] = drivers
     yield window_factory(qtbot, tmp_path, drivers)
-    problems = leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node))
-    if problems and not request.node.stash.get(_CALL_FAILED, False):
-        pytest.fail(
-            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
-            + "\n  ".join(problems),
-            pytrace=False,
-        )
+    _fail_on(request, leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node)))
 
 
 @pytest.fixture
 def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
-    """Fail a test that builds its own widgets if it leaves top-level widgets behind or changes
-    the switch interval or torch's thread count (``actviz_window``'s checks less the hooks)::
-
-        @pytest.fixture(autouse=True)
-        def _leaks(actviz_leak_check):
-            yield
-
-    ``@pytest.mark.actviz_allow_leaks`` opts a test out.
+    """Fail a test that builds its own widgets and leaks top-level widgets or changes process
+    settings (``actviz_window``'s checks less hooks); opt out with ``actviz_allow_leaks``.
     """
-    from actviz.testing.checks import ProcessState, describe_widget, leaked_widgets
-    from actviz.testing.checks import top_level_widgets as tops
+    from actviz.testing.checks import ProcessState, top_level_widgets
 
-    state_before, widgets_before = ProcessState.now(), tops()
+    state_before, widgets_before = ProcessState.now(), top_level_widgets()
     yield
-    allowed = allowed_leaks(request.node)
-    problems = []
-    if "process" not in allowed:
-        problems.extend(ProcessState.now().changes_since(state_before))
-    if "widgets" not in allowed:
-        problems.extend(
-            f"top-level widget left: {describe_widget(w)}" for w in leaked_widgets(widgets_before)
-        )
+    _fail_on(
+        request,
+        leftovers([], widgets_before, state_before, {"hooks"} | allowed_leaks(request.node)),
+    )
+
+
+def _fail_on(request: pytest.FixtureRequest, problems: list[str]) -> None:
+    """Fail the test for what it left behind, unless its call failed already."""
     if problems and not request.node.stash.get(_CALL_FAILED, False):
         pytest.fail(
             "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "

@@ -1,12 +1,8 @@
 """Seeded random user actions on a real actviz window, with checks after each one.
 
-:class:`StressDriver` acts on a window through real input events only
-(:mod:`actviz.testing.stress_actions`), combining the features, many while a run is in flight.
-After every action it checks for uncaught exceptions, critical Qt messages and GUI blocks over
-``block_limit_ms``; when idle, that no shown model holds a hook, a wrapped ``forward`` or
-changed flags; every ``sample_every`` actions, object counts and memory. Steps are recorded
-(:attr:`StressReport.steps`) so ``run(steps=...)`` replays them, which is how
-:mod:`actviz.testing.stress_cases` shrinks a failure (one process per case)::
+Real input events only; after each action: exceptions, critical Qt messages, GUI blocks; when
+idle, hooks and flags left on models; periodically objects and memory. Recorded steps replay
+(``run(steps=...)``), which is how :mod:`stress_cases` shrinks a failure::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
     assert not report.exceptions, report.describe()
@@ -101,17 +97,8 @@ WEIGHTS = {
 
 @dataclasses.dataclass(frozen=True)
 class ModelSetup:
-    """How the stress driver shows a model in a window.
-
-    Attributes
-    ----------
-    name
-        Shown in reports.
-    open
-        ``open(window)``: shows the model and its input in ``window`` (may load in the
-        background: the driver waits for the window to be idle afterwards).
-    layers
-        Unused (kept for callers that name layers); the actions pick what the window shows.
+    """How the stress driver shows a model: ``name`` for reports, ``open(window)`` to show it (may
+    load in the background), ``layers`` unused (kept for callers).
     """
 
     name: str
@@ -131,11 +118,8 @@ def demo_model() -> ModelSetup:
 def module_model(
     name: str, model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None = None
 ) -> ModelSetup:
-    """An in-memory model (e.g. a random-init ``torchvision.models.resnet18()``) and its input,
-    shown as a script does (``window.script.set_model`` / ``set_input``).
-
-    The same model object is shown in every window the driver opens, so a hook left by one
-    window is found by the next check.
+    """An in-memory model and its input, shown as a script does; the same object in every window, so
+    a hook one window leaves is found by the next check.
     """
 
     def open_module(window: Any) -> None:
@@ -155,8 +139,7 @@ def dropped_model(name: str, path: str | Path) -> ModelSetup:
 
 
 def _untimed(probe: Any, work: Callable[[], None]) -> None:
-    """Do ``work`` with the GUI lag ``probe`` paused: the driver's own (filling every panel, off
-    screen too, for later actions; the window fills them as they scroll in), not the window's."""
+    """Do ``work`` with the GUI lag ``probe`` paused (the driver's own work is not the window's)."""
     timing = probe is not None and probe.timer.isActive()
     if timing:
         probe.stop()
@@ -168,29 +151,9 @@ def _untimed(probe: Any, work: Callable[[], None]) -> None:
 class StressDriver(UserActions):
     """Perform seeded random user actions on actviz windows and check after each.
 
-    Parameters
-    ----------
-    setup
-        The model the window opens with (:func:`demo_model`, :func:`module_model`, ...).
-    seed
-        Seed of the actions.
-    folder
-        A scratch folder: the window's settings, saves, exports and the images scanned.
-    sample_every
-        Actions between checkpoints (objects counted, memory read).
-    size
-        The first window's size.
-    switches
-        Models the "switch model" action opens, by name (none: it does nothing).
-    checkpoint
-        The model file the Open model dialog is given (None: "demo").
-    block_limit_ms
-        A GUI-thread block longer than this is a finding.
-    hang_s
-        A GUI thread silent this long dumps every stack and ends the process
-        (``faulthandler``): for case processes only.
-    log_path
-        A JSON-lines file each step is appended to before it runs (known up to a crash).
+    ``folder`` is scratch space; ``sample_every`` actions between checkpoints; ``switches`` the
+    models "switch model" opens; ``block_limit_ms`` a finding's GUI block; ``hang_s`` dumps
+    stacks and ends the process (case processes only); ``log_path`` gets each step before it runs.
     """
 
     def __init__(
@@ -408,8 +371,7 @@ class StressDriver(UserActions):
                 f.write(json.dumps(entry) + "\n")
 
     def _watchdog(self) -> Callable[[], None]:
-        """Re-arm ``faulthandler``'s hang timer from the GUI thread every 100 ms (with
-        ``hang_s``); returns what stops it."""
+        """Re-arm faulthandler's hang timer from the GUI thread; returns what stops it."""
         if self.hang_s is None:
             return lambda: None
         from PySide6.QtCore import QTimer
@@ -568,22 +530,7 @@ class StressDriver(UserActions):
 
 
 __all__ = [
-    "BLOCK_LIMIT_MS",
-    "BOUNDED_TYPES",
-    "FLAT_TYPES",
-    "SIZES",
-    "Failure",
-    "ModelSetup",
-    "Sample",
-    "StressDriver",
-    "StressReport",
-    "count_objects",
-    "demo_model",
-    "dropped_model",
-    "heap_in_use_mib",
-    "hooks_left",
-    "model_leftovers",
-    "model_state",
-    "module_model",
-    "rss_mib",
-]
+    "BLOCK_LIMIT_MS", "BOUNDED_TYPES", "FLAT_TYPES", "SIZES", "Failure", "ModelSetup", "Sample",
+    "StressDriver", "StressReport", "count_objects", "demo_model", "dropped_model",
+    "heap_in_use_mib", "hooks_left", "model_leftovers", "model_state", "module_model", "rss_mib"
+]  # fmt: skip

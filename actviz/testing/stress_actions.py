@@ -1,11 +1,8 @@
 """What the stress driver does to the window, as a user does it: real input events only.
 
-:class:`UserActions` is mixed into :class:`actviz.testing.stress.StressDriver`. Each action is
-``act_NAME(params) -> str``: it picks its target among what the window shows now from uniform
-numbers in ``params["r"]`` and writes what it picked back into ``params``, so a replay clicks
-the same thing without the random generator. Clicks, key presses, menu actions, combo steps
-and file drops go through ``QTest`` and Qt events; modal dialogs are answered by
-:class:`DialogAnswerer` and file pickers return scratch paths, so no ``exec`` blocks.
+Each ``act_NAME(params) -> str`` picks its target from uniform numbers in ``params["r"]`` and
+writes its pick back, so a replay clicks the same thing. Modal dialogs and file pickers are
+answered without blocking.
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ class UserActions:
             self._context_menu_event(widget, QPoint(pos) if pos is not None else None)
 
     def _context_menu_event(self, widget: Any, pos: Any) -> None:
-        """What the platform sends after a right click where no menu popped up from the
-        mouse press itself (a widget with a custom context menu waits for this event)."""
+        """The context-menu event the platform sends after a right click that popped no menu."""
         from PySide6.QtGui import QContextMenuEvent
         from PySide6.QtWidgets import QApplication
 

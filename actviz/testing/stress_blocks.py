@@ -1,11 +1,7 @@
-"""Where the GUI thread was when it blocked: a sampler beside the stress driver's lag probe.
+"""Where the GUI thread was when it blocked: a stack sampler beside the lag probe.
 
-The lag probe (:class:`actviz.bench.ui_bench.LagProbe`) says *how long* the GUI thread served
-no event; it cannot say what it was doing, because it only runs once the block is over. A
-:class:`BlockSampler` thread looks at the probe every few milliseconds and, while a timeout is
-overdue by more than ``after_ms``, samples the GUI thread's stack (with ``faulthandler``).
-Each block keeps the actviz frame seen most often, with the stack that led to it: what to
-make faster or move off the GUI thread.
+While the probe's timeout is overdue by ``after_ms``, :class:`BlockSampler` samples the GUI
+thread's stack; each block keeps its most frequent actviz frame and the stack to it.
 """
 
 from __future__ import annotations
@@ -27,17 +23,7 @@ _FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')
 
 
 class BlockSampler:
-    """Samples the GUI thread's stack while ``probe`` is overdue (see the module docs).
-
-    Parameters
-    ----------
-    probe
-        The running lag probe (its ``_last`` timeout time, ``None`` while stopped).
-    after_ms
-        A timeout overdue by more than this is a block being sampled.
-    every_ms
-        Time between samples.
-    """
+    """Samples the GUI thread's stack while ``probe`` is overdue by ``after_ms``."""
 
     def __init__(self, probe: Any, *, after_ms: float = 40.0, every_ms: float = 5.0) -> None:
         self.probe = probe
@@ -77,9 +63,8 @@ class BlockSampler:
         return stacks[where] + beside
 
     def _loop(self) -> None:
-        # faulthandler reads the stacks as a crash report does, without making frame objects
-        # of the running thread: ``sys._current_frames()`` from this thread segfaulted the GUI
-        # thread in paintEvent three times in 180 actions (Python 3.11).
+        # faulthandler reads stacks without making frame objects of the running thread
+        # (``sys._current_frames()`` from here can crash the GUI thread).
         with tempfile.TemporaryFile("w+") as out:
             while not self._stop.wait(self.every_s):
                 last = getattr(self.probe, "_last", None)
@@ -103,8 +88,7 @@ class BlockSampler:
 
 
 def _gui_stack(dump: str, ident: int | None) -> list[str]:
-    """The GUI thread's actviz frames in a faulthandler dump, innermost first: the first as
-    ``"actviz/...py:line in function"``, the others as function names."""
+    """The GUI thread's actviz frames in a faulthandler dump, innermost first."""
     found: list[str] = []
     inside = False
     for line in dump.splitlines():
@@ -124,9 +108,7 @@ def _gui_stack(dump: str, ident: int | None) -> list[str]:
 
 
 def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
-    """The innermost frame (``"file.py:line in function"``) of each thread but the GUI thread,
-    the sampler and the driver's own, in a faulthandler dump, threads waiting in ``threading``
-    left out; at most ``most`` of them."""
+    """The innermost frame of up to ``most`` other busy threads in a faulthandler dump."""
     found: list[str] = []
     inside = False
     for line in dump.splitlines():
@@ -145,8 +127,7 @@ def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
 
 
 def _is(header: str, ident: int | None) -> bool:
-    """Whether a dump's thread header (``Thread 0x7f... (most recent call first):``) is
-    thread ``ident``'s."""
+    """Whether a dump's thread header is thread ``ident``'s."""
     word = next((w for w in header.split() if w.startswith("0x")), "")
     try:
         return ident is not None and int(word, 16) == ident

@@ -1,9 +1,6 @@
 """Stress cases, each in a process of its own; a failure shrunk to its shortest action list.
 
-A case is a starting model (``demo``, ``resnet18``, ``gpt2``, ``checkpoint``), a seed and a
-number of actions. :func:`run_case` runs it in a child process under ``faulthandler``, so a
-segfault counts as a crash and a GUI thread silent for ``hang_s`` as a hang, each with its
-stack and steps. :func:`shrink` delta-debugs the steps::
+A segfault counts as a crash and a silent GUI thread as a hang::
 
     python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink
 """
@@ -248,8 +245,7 @@ def _died(
 
 
 def _stack(stderr: str, limit: int = 6000) -> str:
-    """The part of a child's stderr worth reading: from faulthandler's report (or the last
-    traceback) on, cut to ``limit`` characters."""
+    """A child's stderr from faulthandler's report (or last traceback) on, cut to ``limit``."""
     for marker in ("Fatal Python error", "Timeout (", "Traceback (most recent call last)"):
         at = stderr.rfind(marker) if marker.startswith("Traceback") else stderr.find(marker)
         if at >= 0:
@@ -375,17 +371,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
-    "CASES",
-    "HANG_S",
-    "case_setups",
-    "finding_key",
-    "main",
-    "run_case",
-    "save_checkpoint",
-    "save_tiny_gpt2",
-    "shrink",
-    "shrink_failure",
-]
+    "CASES", "HANG_S", "case_setups", "finding_key", "main", "run_case", "save_checkpoint",
+    "save_tiny_gpt2", "shrink", "shrink_failure"
+]  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

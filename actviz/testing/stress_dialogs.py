@@ -1,10 +1,5 @@
-"""Modal dialogs and popped-up menus answered as a person would, for the stress driver.
-
-:class:`DialogAnswerer` clicks a button of the modal dialog or an item of the menu shown now
-(from a timer, which also fires inside their own ``exec``); :class:`FilePickers` replaces the
-``QFileDialog`` / ``QInputDialog`` static getters by a choice in the scratch folder. The
-driver's current action says how (``params["answer"]``: accept or reject; ``params["items"]``:
-which menu items).
+"""Modal dialogs, menus and file pickers answered as a person would, for the stress driver
+(``params["answer"]`` accepts or rejects; ``params["items"]`` picks menu items).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What a stress run found: its report, the checks' findings, memory and object counts.
-
-Shared by :mod:`actviz.testing.stress` (the driver, in the process that drives the window)
-and :mod:`actviz.testing.stress_cases` (which runs each case in a process of its own and reads
-its report back as JSON).
+"""What a stress run found: its report, findings, memory and object counts (shared by the driver
+and :mod:`actviz.testing.stress_cases`, which reads it back as JSON).
 """
 
 from __future__ import annotations
@@ -47,10 +44,9 @@ class Sample:
 
     @property
     def heap_counted_mib(self) -> float | None:
-        """The heap in use counted fully, in MiB: malloc's bytes handed out (its mmapped
-        blocks too; torch's CPU tensors and numpy's arrays come from malloc) plus Python's
-        object heap (pymalloc's blocks in use, mapped outside malloc). None where either
-        figure is missing."""
+        """The heap in use in MiB: malloc's bytes handed out plus pymalloc's blocks in use; None
+        where either is missing.
+        """
         python = (self.breakdown or {}).get("python_heap")
         if self.heap_mib is None or python is None:
             return None
@@ -58,10 +54,9 @@ class Sample:
 
     @property
     def rss_anon_over_heap(self) -> float | None:
-        """Resident anonymous memory (``RssAnon``: RSS less the mapped libraries and files)
-        over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory is in
-        use; above it, memory freed but kept (malloc's free lists, pymalloc's part-empty
-        arenas) or outside both heaps (thread stacks, the libraries' ``.bss`` and own mmaps)."""
+        """``RssAnon`` over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory
+        is in use; above it, memory freed but kept or outside both heaps.
+        """
         anon = (self.breakdown or {}).get("rss_anon")
         heap = self.heap_counted_mib
         if anon is None or not heap:
@@ -83,46 +78,10 @@ class Failure:
 class StressReport:
     """What a stress run did and found.
 
-    Attributes
-    ----------
-    model, seed
-        The model's name and the seed of the actions.
-    actions
-        How many actions were performed.
-    action_counts
-        How many of each kind.
-    exceptions
-        Unhandled exceptions and Qt critical messages (with the actions before them).
-    leaked_hooks
-        Hooks, wrapped forwards or changed flags found on the model while the window was idle.
-    stuck
-        Waits for the window to become idle that timed out.
-    errors_shown
-        Distinct error messages the window showed (runs, exports, loads that failed): not
-        crashes, but an action a user may take should not cause them.
-    max_block_ms
-        The longest the GUI thread did not serve a 5 ms timer (ms), over the run.
-    samples
-        Live object counts and resident memory at each checkpoint.
-    widgets_left
-        Top-level widgets alive after the last window was closed and deleted.
-    seconds
-        Wall time of the run.
-    windows_kept
-        Closed windows found still alive after ``deleteLater`` and a collection, with what
-        held them.
-    worst_blocks
-        The longest GUI-thread blocks, ``(ms, "index:action")``, longest first: the action
-        during (or just after) which the 5 ms timer was late the most.
-    blocks
-        GUI-thread blocks over ``block_limit_ms``, one per action that caused one.
-    crashes, hangs
-        The process died (a signal: a segfault) or its GUI did not return for the hang limit;
-        filled by :mod:`actviz.testing.stress_cases` from the case's process, with the stack
-        faulthandler printed.
-    steps
-        Every action performed, as ``(name, params)``: replaying them (``StressDriver.run(
-        steps=...)``) does the same again without the random generator.
+    ``exceptions`` (with the actions before them), ``leaked_hooks``, ``stuck`` waits,
+    ``errors_shown``, ``crashes`` and ``hangs`` are findings; ``max_block_ms``, ``worst_blocks``
+    and ``blocks`` time the GUI thread's 5 ms timer; ``samples`` hold object counts and memory;
+    ``widgets_left`` and ``windows_kept`` what outlived the windows; ``steps`` replay the run.
     """
 
     model: str
@@ -177,19 +136,15 @@ class StressReport:
         return self.samples[-1].heap_mib - self.samples[1].heap_mib  # type: ignore[operator]
 
     def _after_warm_up(self) -> tuple[Sample, ...]:
-        """The checkpoints after the warm-up: from :data:`WARM_UP_ACTIONS` on (the first
-        pages, docks, tabs and torch's caches are made in the first few hundred actions), or
-        from the second on where fewer than three are that late (a short run)."""
+        """The checkpoints after the warm-up (:data:`WARM_UP_ACTIONS`), or from the second on."""
         late = tuple(s for s in self.samples[1:] if s.action >= WARM_UP_ACTIONS)
         return late if len(late) >= 3 else self.samples[1:]
 
     @property
     def rss_growth_per_1k_mib(self) -> float:
-        """How fast resident memory grew after the warm-up, in MiB per 1,000 actions: the
-        median of the slopes between every two checkpoints (:meth:`_after_warm_up`; Theil-Sen).
-        A checkpoint's RSS holds what is shown at that moment (one with a large input's capture
-        is hundreds of MiB above its neighbours); the median follows the trend, not that one
-        state, where a least-squares line (:attr:`rss_growth_per_1k_ls_mib`) tilts with it."""
+        """Resident memory growth after warm-up in MiB per 1,000 actions: the Theil-Sen median slope
+        over checkpoints, which follows the trend rather than one large shown capture.
+        """
         return _median_per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
 
     @property
@@ -339,8 +294,7 @@ def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str
 
 
 class _Catcher:
-    """Collects exceptions that reach ``sys.excepthook`` / ``threading.excepthook`` and Qt's
-    critical and fatal messages, while installed."""
+    """Collects uncaught exceptions and Qt critical/fatal messages while installed."""
 
     def __init__(self) -> None:
         self.found: list[str] = []

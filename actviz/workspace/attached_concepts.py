@@ -1,10 +1,7 @@
 """Dictionaries attached to a session's layers (no Qt): :class:`AttachedConcepts`.
 
-A dictionary trained in the window or opened from a SAELens folder is attached to the layer
-it reads (``session.set_concepts(layer, attached)``); the user's names for its concepts and
-whether the layer's panel shows concepts instead of channels go with it, and so does a
-concept scan (top images) when one was made. Session files keep the folder, the names and
-the choice (not the weights: the folder holds them).
+Session files keep the folder, the concept names and whether concepts are shown, not the
+weights (the folder holds them).
 """
 
 from __future__ import annotations
@@ -19,22 +16,9 @@ __all__ = ["AttachedConcepts"]
 
 @dataclass(frozen=True, eq=False)
 class AttachedConcepts:
-    """A dictionary on one layer of the session.
-
-    Attributes
-    ----------
-    concepts
-        The :class:`actviz.concepts.Concepts`.
-    folder
-        The SAELens folder it was saved in or opened from ("" when it is in memory only).
-    names
-        ``{concept: name}`` the user gave.
-    shown
-        Whether the layer's panel shows concepts (else channels).
-    scan
-        A :class:`actviz.concepts.ConceptScan` of the dictionary (top images), or None.
-    data
-        The data folder it was trained on (or scanned), "" when unknown.
+    """A dictionary on one layer of the session: the ``concepts``, the SAELens ``folder`` ("" in
+    memory only), the user's ``names``, whether the panel ``shown`` concepts, a concept ``scan``
+    (or None) and the ``data`` folder it came from.
     """
 
     concepts: Any

@@ -20,13 +20,7 @@ DEFAULT_MEMORY_BUDGET = 1 << 30
 
 
 def parse_bytes(text: str) -> int:
-    """``"1073741824"``, ``"512MiB"``, ``"2 GiB"``, ``"1.5G"`` -> bytes.
-
-    Raises
-    ------
-    ValueError
-        For text that is not a size.
-    """
+    """``"1073741824"``, ``"512MiB"``, ``"2 GiB"``, ``"1.5G"`` -> bytes (else ``ValueError``)."""
     units = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     s = text.strip().lower().replace(" ", "")
     for suffix in ("ib", "b"):

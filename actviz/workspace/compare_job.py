@@ -1,9 +1,5 @@
-"""What a comparison runs off the GUI thread, and what it hands back (no Qt).
-
-A :class:`CompareRequest` is a snapshot taken on the GUI thread; :func:`compare_job` runs on the
-window's capture worker (run B may hook the window's own model), reads or captures run B, and
-compares, diffs and sets predictions side by side. The :class:`CompareOutcome` holds numpy
-pictures and figures only: no capture outlives the job.
+"""What a comparison runs off the GUI thread (no Qt): :func:`compare_job` on the capture worker
+reads or captures run B and compares; :class:`CompareOutcome` holds no capture.
 """
 
 from __future__ import annotations
@@ -22,16 +18,9 @@ from actviz.display.prepared import DisplaySpec, PreparedLayer
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PIN",
-    "INPUT",
-    "MODEL",
-    "CompareOutcome",
-    "CompareRequest",
-    "LayersMismatch",
-    "compare_job",
-    "layer_mismatch",
-    "with_magnitude",
-]
+    "PIN", "INPUT", "MODEL", "CompareOutcome", "CompareRequest", "LayersMismatch", "compare_job",
+    "layer_mismatch", "with_magnitude"
+]  # fmt: skip
 
 #: Where run B comes from.
 PIN, INPUT, MODEL = "pin", "input", "model"
@@ -46,32 +35,10 @@ class LayersMismatch(ValueError):
 class CompareRequest:
     """Everything a comparison needs, taken on the GUI thread.
 
-    Attributes
-    ----------
-    cap_a
-        Run A's capture (the latest result's).
-    mode
-        :data:`PIN`, :data:`INPUT` or :data:`MODEL`.
-    spec
-        How the difference mosaics are made (layers, normalisation, sample, pages).
-    cap_b
-        :data:`PIN`: the pinned result's capture.
-    model
-        :data:`INPUT`: the window's model (run A's); :data:`MODEL`: the second model.
-    input_source
-        :data:`INPUT`: what ``input_loader`` opens for run B (a file, ``random:...``).
-    input_loader
-        :data:`INPUT`: the window's input loader (``(source, *, model, loaded_model)``).
-    loaded_model
-        :data:`INPUT`: the window's ``LoadedModel`` (its transforms size the input).
-    input_as_list
-        The model takes its images as one list.
-    inputs
-        :data:`MODEL`: the inputs the second model runs on (run A's).
-    categories, target
-        Names of the output classes and run A's target class, for the predictions.
-    max_bytes
-        The memory budget of run B's capture.
+    ``mode`` is :data:`PIN` (``cap_b`` the pinned capture), :data:`INPUT` (run B is ``model`` on
+    ``input_source`` opened by ``input_loader`` with ``loaded_model``) or :data:`MODEL` (``model``
+    is the second model, run on ``inputs``). ``spec`` makes the difference mosaics;
+    ``max_bytes`` bounds run B's capture.
     """
 
     cap_a: Any
@@ -91,21 +58,9 @@ class CompareRequest:
 
 @dataclass(frozen=True)
 class CompareOutcome:
-    """A finished comparison: figures and pictures, no capture.
-
-    Attributes
-    ----------
-    comparison
-        :class:`actviz.core.compare.Comparison` of A and B.
-    differences
-        ``{layer: PreparedLayer}`` of A - B (diverging, symmetric), in depth order.
-    predictions
-        :class:`actviz.display.difference.PredictionChange` (its ``message`` says why it has
-        no rows when the outputs are not class scores).
-    input_description
-        :data:`INPUT`: how the input B reads (``"star.png · tensor (1, 3, 64, 64)"``).
-    nbytes
-        Bytes run B's capture held while it was compared (freed since).
+    """A finished comparison, no capture: the ``comparison``, ``differences`` (A - B per layer, in
+    depth order), ``predictions``, :data:`INPUT`'s ``input_description``, and the ``nbytes`` run
+    B's capture held.
     """
 
     comparison: Any
@@ -164,12 +119,8 @@ def compare_job(
 ) -> CompareOutcome:
     """Read or capture run B, compare it with run A, prepare the differences (worker thread).
 
-    Raises
-    ------
-    LayersMismatch
-        Run B has not run A's layers (another architecture) or none in common.
-    ValueError, ModelLoadError, InputError, CaptureTooLarge, CaptureCancelled
-        As the input loader, the capture and the comparison raise them.
+    Raises :class:`LayersMismatch` when B has none of A's layers, else what the loader, capture and
+    comparison raise.
     """
     from actviz.core.compare import compare
     from actviz.display.difference import prediction_change, prepare_difference

@@ -1,8 +1,5 @@
-"""Which layers a fresh model gets ticked: :func:`default_layers` (each block's output and the
-head; a text model's transformer blocks) and its walks over the module tree.
-
-A rule about models, not about the session's state: the session calls it when a model is
-opened, the tests and the text-model views call it on trees of their own.
+"""Which layers a fresh model gets ticked (:func:`default_layers`), and its walks over the module
+tree.
 """
 
 from __future__ import annotations
@@ -25,11 +22,8 @@ DEFAULT_BLOCK_LIMIT = 48
 def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
     """A few interesting layers to tick on a fresh model: each block's output, plus the head.
 
-    Blocks are non-container modules with children, found through ``Sequential`` / ``ModuleList``
-    / ``ModuleDict``; models of leaves only get leaves (convolutions first). At most ``limit``,
-    spread evenly, the last leaf kept. A single wrapper gets its outermost ``ModuleList``'s blocks;
-    a text model (first module an embedding) every transformer block (:func:`_text_blocks`, up to
-    :data:`DEFAULT_BLOCK_LIMIT`) plus the head.
+    At most ``limit``, spread evenly, the last leaf kept; a text model gets every transformer
+    block (up to :data:`DEFAULT_BLOCK_LIMIT`).
     """
     text_blocks = _text_blocks(tree)
     if text_blocks:
@@ -62,16 +56,13 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
 
 
 def _in_tree_order(tree: ModuleTree, names: list[str]) -> list[str]:
-    """``names`` without repeats in tree order, so panels appear top to bottom as the data
-    flows."""
+    """``names`` without repeats, in tree order."""
     order = {node.name: i for i, node in enumerate(tree.nodes)}
     return sorted(dict.fromkeys(names), key=order.__getitem__)
 
 
 def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> list[str]:
-    """The names ``pick(node)`` gives for the modules with children, from the root down:
-    a list (maybe empty) is taken and that module's children are not walked, None walks
-    into them."""
+    """Names ``pick(node)`` gives for modules with children, top down (None: walk into them)."""
     blocks: list[str] = []
 
     def walk(name: str) -> None:
@@ -90,10 +81,7 @@ def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> l
 
 
 def _text_blocks(tree: ModuleTree) -> list[str]:
-    """The blocks of a text model: the children of its outermost lists of blocks
-    (``transformer.h``, ``encoder.layer``; an encoder-decoder's two), when its first module
-    is an embedding table (token ids come in); [] for any other model. Lists inside a block
-    (a mixture of experts) are parts of it, not blocks."""
+    """A text model's blocks (children of its outermost block lists); [] for other models."""
     leaves = tree.leaves()
     if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
         return []
@@ -101,8 +89,7 @@ def _text_blocks(tree: ModuleTree) -> list[str]:
 
 
 def _listed_blocks(tree: ModuleTree) -> list[str]:
-    """The children with children of the outermost ``ModuleList``s (a transformer's
-    ``encoder.layer``, a Hugging Face CNN's ``encoder.stages``)."""
+    """The children with children of the outermost ``ModuleList``s."""
 
     def pick(node: Any) -> list[str] | None:
         inner = [c for c in node.children if not tree[c].is_leaf]

@@ -1,10 +1,6 @@
-"""How the feature maps are shown, without widgets: :class:`DisplaySettings`, the part of
-the :class:`~actviz.workspace.session_state.Session` that holds the colour map, the normalisation,
-the Grad-CAM layer and each layer's mosaic pages and channel order.
-
-A collaborator the session owns (``session.display_settings``): these settings change together, are
-announced through one event (``view_changed(what)``) and are reset together with the model;
-the session forwards its old attribute and setter names here.
+"""How feature maps are shown, without widgets: :class:`DisplaySettings` (colour map,
+normalisation, Grad-CAM layer, mosaic pages and channel orders), owned by the session,
+announced through ``view_changed(what)`` and reset with the model.
 """
 
 from __future__ import annotations

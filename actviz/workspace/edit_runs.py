@@ -1,10 +1,7 @@
 """An edited run's two captures: the edited one and the unedited one of the same input.
 
-:func:`capture_pair` runs on the worker thread (inside
-:func:`actviz.workspace.run_request.run_job`). The unedited capture is taken from the session's
-:class:`~actviz.workspace.edits_board.BaselineCache` while the model, the input, the layers, the
-target and the input-gradient choice stay the same, so toggling an edit costs one forward and
-backward, and switching every edit off shows the very capture seen before the edits.
+The unedited capture is cached (:class:`~actviz.workspace.edits_board.BaselineCache`) while
+model, input, layers and target stay, so toggling an edit costs one forward and backward.
 """
 
 from __future__ import annotations
@@ -33,14 +30,9 @@ def capture_pair(
     should_stop: Callable[[], bool] | None = None,
     max_bytes: int | None = None,
 ) -> tuple[Capture, Capture | None]:
-    """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one of the
-    same input (None without edits).
-
-    The unedited capture comes from ``cache`` when it matches (model, input, layers, target,
-    ``input_grads``), else is made and cached; without edits a cached one is returned only with
-    ``reuse`` (edits all off). With ``target`` None the edited run is held to the unedited default
-    class (:func:`~actviz.core.targets.fixed_default`). Raises what
-    :func:`actviz.core.capture.capture` raises.
+    """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one (None
+    without edits; a cached one with ``reuse``). With ``target`` None the edited run is held to
+    the unedited default class (:func:`~actviz.core.targets.fixed_default`).
     """
     from actviz.core.capture import capture
 

@@ -1,10 +1,5 @@
-"""The window's edits, without widgets: an ordered list of (layer, edit) the user can toggle,
-change and remove (:class:`EditBoard`), and the unedited capture kept for the same input
-(:class:`BaselineCache`).
-
-Edits are frozen :class:`actviz.edits.Edit` objects: changing one (on/off, its factor) replaces
-it in the board by a new one. The board gives a run the edits in the shape
-``actviz.capture(edits=...)`` takes (:meth:`EditBoard.request_edits`).
+"""The window's edits, without widgets: :class:`EditBoard` (an ordered, toggleable list of
+frozen edits) and :class:`BaselineCache` (the unedited capture of the same input).
 """
 
 from __future__ import annotations
@@ -71,18 +66,8 @@ def with_value(edit: Edit, value: float) -> Edit:
 
 
 class EditBoard:
-    """The edits of one session, in the order they were made, all of one model.
-
-    Parameters
-    ----------
-    on_change
-        Called (no arguments) after every change.
-
-    Attributes
-    ----------
-    model
-        The model the edits are of (:meth:`reset` sets it; None: any, unchecked).
-    """
+    """The edits of one session in the order made, all of one model (``model``, set by
+    :meth:`reset`; None: unchecked); ``on_change()`` after every change."""
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._entries: list[EditEntry] = []

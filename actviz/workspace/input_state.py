@@ -1,9 +1,5 @@
-"""A session's input, without widgets: :class:`InputState` (the value and how to show it),
-:func:`describe_value` (its caption when made in memory) and :func:`input_problem` (the one
-gate saying whether an input fits the session's model).
-
-Kept apart from :class:`~actviz.workspace.session_state.Session` because they are rules about
-inputs and models (what fits, how it is named) rather than the session's state.
+"""A session's input, without widgets: :class:`InputState`, :func:`describe_value` and
+:func:`input_problem` (whether an input fits the session's model).
 """
 
 from __future__ import annotations
@@ -31,11 +27,8 @@ class InputState:
 
 
 def input_problem(session: Any, value: Any = None, source: str | None = None) -> str:
-    """Why an input cannot run on ``session``'s model ("" when it can): the one gate every run,
-    live frame, export, report, effect and scan goes through.
-
-    ``value`` and ``source`` default to the input held (live sequences pass ``"frames"``, scans
-    ``"images"``). A model given in memory is not checked: nothing is known of what it reads.
+    """Why an input cannot run on ``session``'s model ("" when it can): the one gate for runs, live
+    frames, exports, reports, effects and scans. A model given in memory is not checked.
     """
     from actviz.io.input_fit import input_misfit, reads_text
 

@@ -1,9 +1,5 @@
-"""Pinned results: captures the user keeps beside the latest one (no Qt).
-
-The window keeps only the latest result; every earlier capture is freed as soon as a newer one
-is shown, live frames included. A pinned result stays, with its capture, until it is unpinned or
-another model is opened, and can be shown again in the panels. Pins count towards the memory
-the window holds, and a pin that would take the total over the memory budget is refused.
+"""Pinned results: captures kept beside the latest one (no Qt) until unpinned or another model
+opens. Pins count towards the memory budget; one that would exceed it is refused.
 """
 
 from __future__ import annotations
@@ -39,13 +35,7 @@ class Pin:
 
 
 class PinBoard:
-    """The pinned results of one session, oldest first.
-
-    Parameters
-    ----------
-    on_change
-        Called (no arguments) after every change.
-    """
+    """The pinned results of one session, oldest first; ``on_change()`` after every change."""
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._pins: list[Pin] = []
@@ -62,13 +52,7 @@ class PinBoard:
         return next((p for p in self._pins if p.result is result), None)
 
     def pin(self, result: RunResult, label: str, *, budget: int | None = None) -> Pin:
-        """Keep ``result``; pinning it again returns the existing pin.
-
-        Raises
-        ------
-        PinRefused
-            When the pins plus ``result`` would hold more than ``budget`` bytes.
-        """
+        """Keep ``result`` (again: the existing pin); ``PinRefused`` beyond ``budget`` bytes."""
         existing = self.find(result)
         if existing is not None:
             return existing

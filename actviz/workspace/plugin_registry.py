@@ -1,10 +1,7 @@
 """Plugins found, loaded and kept apart: the Qt-free side of :mod:`actviz.plugins`.
 
-:class:`PluginRegistry` loads the ``actviz.plugins`` entry points, refuses other API versions
-and keeps a :class:`PluginRecord` per plugin. Every call into a plugin goes through
-:meth:`PluginRegistry.guard`: an exception is reported once and the plugin disabled for the
-session, so the rest goes on. An opener that raises failed on that file only, and stays
-enabled. Only the window and ``actviz export`` load plugins.
+Every call into a plugin goes through :meth:`PluginRegistry.guard`: an exception is reported
+once and the plugin disabled for the session (an opener that raises stays enabled).
 """
 
 from __future__ import annotations
@@ -38,14 +35,9 @@ log = logging.getLogger(__name__)
 NO_PLUGINS_ENV = "ACTVIZ_NO_PLUGINS"
 
 __all__ = [
-    "NO_PLUGINS_ENV",
-    "PluginRecord",
-    "PluginRegistry",
-    "installed_plugins",
-    "layer_data",
-    "plugins_off_by_env",
-    "view_settings",
-]
+    "NO_PLUGINS_ENV", "PluginRecord", "PluginRegistry", "installed_plugins", "layer_data",
+    "plugins_off_by_env", "view_settings"
+]  # fmt: skip
 
 
 def installed_plugins(*, off: bool = False) -> PluginRegistry:
@@ -105,14 +97,8 @@ class PluginRecord:
 
 
 class PluginRegistry:
-    """The plugins of one window or one command (see the module docs).
-
-    Attributes
-    ----------
-    records
-        Every plugin found, in the order found.
-    failure_listeners
-        Called with a :class:`PluginRecord` once when it fails (the window's banner).
+    """The plugins of one window or command: ``records`` in the order found, and
+    ``failure_listeners`` called once per failing plugin.
     """
 
     def __init__(self) -> None:
@@ -370,10 +356,9 @@ class PluginRegistry:
         *,
         only: Iterable[str] | None = None,
     ) -> list[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]]:
-        """Writers for :func:`actviz.io.export.capture_export.export_capture`'s ``layer_writers``:
-        each layer view with a ``picture`` writes ``<layer>_<view>.png`` for the layers it
-        accepts; ``views``: only these ``(layer, view name)`` pairs (the window's);
-        ``only``: only the views of these names."""
+        """Writers for ``export_capture``'s ``layer_writers``: each view with a ``picture`` writes
+        ``<layer>_<view>.png``, limited to ``views`` pairs or ``only`` these view names.
+        """
         chosen = None if views is None else set(views)
         names = None if only is None else set(only)
         writers = []

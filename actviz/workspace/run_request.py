@@ -1,9 +1,6 @@
-"""A run's request and its job: :class:`RunRequest` (the snapshot of a session a run needs,
-taken on the GUI thread), :func:`request_of` (takes it) and :func:`run_job` (what the worker
-thread executes: capture, then :func:`actviz.display.prepare.prepare`).
-
-Kept apart from :class:`~actviz.workspace.session_state.Session` because past the snapshot a
-run never sees the session again: it runs on another thread, on numpy and tensors only.
+"""A run's request and its job: :class:`RunRequest` (taken on the GUI thread by
+:func:`request_of`) and :func:`run_job` (capture and prepare on the worker, never touching the
+session again).
 """
 
 from __future__ import annotations
@@ -27,38 +24,11 @@ from actviz.workspace.edits_board import BaselineCache
 class RunRequest:
     """A snapshot of everything a run needs, taken on the GUI thread.
 
-    Attributes
-    ----------
-    layers
-        Layers with a panel (the ticked ones), in module-tree order.
-    extra_layers
-        Layers captured only for Grad-CAM (not shown as panels).
-    channel_pages
-        ``{layer: first channel}`` of the mosaic page shown, for layers with more channels
-        than one mosaic holds (:data:`MAX_MOSAIC_CHANNELS`); absent layers show page 0.
-    sample
-        The batch element the pictures show (see :class:`~actviz.display.prepared.DisplaySpec`).
-    page_channels
-        ``{layer: channels per mosaic page}``, chosen by the window from its panels' widths.
-    channel_orders
-        ``{layer: ChannelOrder}``: layers whose tiles are in an order of their own (sorted
-        by effect); ``channel_pages`` then names a channel of the page in that order.
-    colormap
-        The colour-map choice ("auto" makes signed mosaics symmetric about 0).
-    input_grads
-        Differentiate back to the input (for saliency); False stops the backward at the
-        earliest captured layer (``capture(input_grads=False)``), as when no saliency is shown.
-    input_as_list
-        The model takes its images as one list (live frames are converted to it).
-    edits
-        ``{layer: (Edit, ...)}`` applied during the forward (``capture(edits=)``; the
-        window's Edits dock, live frames too).
-    baseline_cache
-        Where the unedited capture of the latest input is kept (the session's); an edited
-        run's result carries it as ``baseline`` (before/after, differences).
-    reuse_baseline
-        Without edits switched on, show the cached unedited capture instead of a new one
-        (the user has edits, all off: the run seen before them, exactly).
+    ``layers`` have panels (``extra_layers`` are for Grad-CAM only); ``channel_pages``,
+    ``page_channels``, ``channel_orders``, ``colormap`` and ``sample`` are as in
+    :class:`~actviz.display.prepared.DisplaySpec`. ``input_grads`` False stops the backward at
+    the earliest layer (no saliency). ``edits`` apply during the forward; ``baseline_cache``
+    keeps the unedited capture, shown again with ``reuse_baseline`` when every edit is off.
     """
 
     model: nn.Module
@@ -116,11 +86,8 @@ def run_job(
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Capture ``request.model`` on ``request.inputs`` and prepare every panel's arrays
-    (the exact variant of :func:`actviz.display.prepare.prepare`).
-
-    Runs on the worker thread. Raises the model's own exceptions, ``CaptureCancelled`` when
-    ``should_stop()`` turns True, and ``ValueError`` for bad layer names or targets.
+    """Capture ``request.model`` on ``request.inputs`` and prepare every panel (exact variant), on
+    the worker thread; raises what the capture raises.
     """
     from actviz.core.capture import capture
 
@@ -180,9 +147,7 @@ def run_job(
 
 
 def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
-    """The target line of an edited run held to the unedited top-1 (``top-1 logit before the
-    edits (class 4): star``, not a class the user chose); None to keep ``text``.
-    """
+    """The target line of an edited run held to the unedited top-1; None to keep ``text``."""
     from actviz.core.targets import auto_description
 
     index = cap.target_index

@@ -97,45 +97,12 @@ _CONCEPTS_MEMBER = "concepts.npz"
 class SessionState:
     """Everything a session file holds (see the module docstring).
 
-    Attributes
-    ----------
-    model, input
-        How to open the model again and the embedded input (None: none was open).
-    model_weights
-        The model's ``state_dict()`` when opening it again gives other weights (a random
-        init, model code: :attr:`actviz.io.models.loaded_model.LoadedModel.kind` ``"code"``), else
-        None.
-    ticked
-        Ticked layers, in tree order.
-    target
-        The target class/token index (None: the model's default).
-    categories
-        The model's class names (so a report from the saved capture names classes without
-        opening the model).
-    colormap, normalize, gradcam_layer, sample, input_as_list
-        The display settings of the same names in the window's session.
-    channel_pages, page_channels
-        ``{layer: first channel}`` of the mosaic pages shown and ``{layer: channels per page}``.
-    channel_view
-        The channel opened large: ``{"layer": str, "channel": int, ...}`` (None: none).
-    edits
-        ``{layer: (Edit, ...)}``; a patch edit's ``source`` is one of ``pins``' captures.
-    pins
-        Pinned results, oldest first.
-    comparison
-        The comparison set-up (JSON: which runs, tolerance, ...), as the window describes it.
-    scan_key
-        The cache key of the dataset scan shown (:mod:`actviz.data.cache`), or None.
-    layout
-        The window layout (Qt's ``saveState()`` bytes), opaque here.
-    capture
-        The current run's capture: opening the session shows its arrays without running.
-    settings
-        Any other JSON-able setting a feature keeps (its own key).
-    actviz_version, torch_version, format_version
-        Filled in when saved: who wrote the file.
-    warnings
-        What loading could not restore (filled by :func:`load_state`).
+    ``model`` and ``input`` say how to reopen them; ``model_weights`` is the ``state_dict()`` when
+    reopening would give other weights (random init, model code). Display settings (``colormap``,
+    ``normalize``, ``gradcam_layer``, ``sample``, pages, ``channel_view``) mirror the session's;
+    ``categories`` let a report name classes without the model. ``edits`` may patch from ``pins``'
+    captures; ``capture`` is the current run (shown without running); ``layout`` is Qt's opaque
+    state; ``settings`` hold features' JSON; versions are filled on save and ``warnings`` on load.
     """
 
     model: ModelSource | None = None
@@ -308,27 +275,10 @@ def pin_capture_bytes(state: SessionState) -> int:
 def save_state(
     state: SessionState, path: str | os.PathLike[str], *, pin_captures: bool = True
 ) -> list[str]:
-    """Write ``state`` to the session file ``path``, atomically.
+    """Write ``state`` to ``path`` atomically (an old file stays as it was on failure:
+    ``SessionFileError``).
 
-    Parameters
-    ----------
-    state
-        What to save.
-    path
-        The file (``.actviz`` is the usual suffix); replaced only once the new file is
-        complete.
-    pin_captures
-        Save the pins' captures (False: only their labels; patch edits from them are lost).
-
-    Returns
-    -------
-    list of str
-        What was left out (custom edits, patch edits without a saved source), one line each.
-
-    Raises
-    ------
-    SessionFileError
-        The file cannot be written (the old file, if any, is left as it was).
+    ``pin_captures`` False saves only pin labels. Returns what was left out, one line each.
     """
     path = Path(path)
     manifest, members, warnings = _members(state, pin_captures)

@@ -31,25 +31,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ModelSource:
-    """How the model was opened (what :func:`actviz.io.models.loading.open_model` took).
-
-    Attributes
-    ----------
-    source
-        The source string: a torchvision name, ``timm:NAME``, a Hugging Face folder or hub
-        id, a checkpoint path, ``file.py:Class``, ``"demo"``.
-    kind
-        :attr:`actviz.io.models.loaded_model.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``,
-        ...).
-    name
-        The display name.
-    arch, weights
-        ``open_model``'s arguments of the same names.
-    trust
-        Whether the model needed ``trust=True`` when saved (opening it again asks anew).
-    sha256, size
-        The checkpoint file's SHA-256 and byte count when the model came from one file
-        (None otherwise): :func:`verify_model_source` compares them.
+    """How the model was opened: ``source``, ``kind`` and ``name`` as the loaded model had them, and
+    ``open_model``'s ``arch``/``weights``/``trust`` (reopening asks for trust anew). ``sha256`` and
+    ``size`` of a single checkpoint file are checked by :func:`verify_model_source`.
     """
 
     source: str
@@ -69,22 +53,9 @@ class ModelSource:
 
 @dataclass(frozen=True)
 class InputSource:
-    """The input, embedded: the tensors themselves, so the session opens without the file.
-
-    Attributes
-    ----------
-    value
-        What the model was given: a tensor, a tuple/list of tensors or a dict of tensors.
-    source
-        Where it came from (a path, ``random:...``, ``text:...``): shown, not reopened.
-    kind
-        ``"image"``, ``"tensor"``, ``"random"``, ``"text"``.
-    image
-        ``(H, W, 3)`` uint8 picture for overlays, or None.
-    description
-        The status-bar line.
-    tokens
-        Token strings of a text input.
+    """The input, embedded (tensors themselves, so the session opens without the file): ``value``,
+    its ``source`` (shown, not reopened), ``kind``, overlay ``image``, ``description`` and
+    ``tokens``.
     """
 
     value: Any = field(repr=False)
@@ -209,17 +180,8 @@ def open_model_source(
 
 @dataclass(frozen=True)
 class ModelCheck:
-    """What :func:`verify_model_source` found.
-
-    Attributes
-    ----------
-    status
-        ``"ok"`` (the same file, or nothing to check), ``"changed"`` (its SHA-256 differs:
-        the window names it and lets the user continue) or ``"missing"`` (ask to locate it).
-    message
-        One line for the user ("" when ok).
-    path
-        The checkpoint file (None when the model did not come from one).
+    """What :func:`verify_model_source` found: ``status`` ``"ok"``, ``"changed"`` (SHA-256 differs)
+    or ``"missing"``, a one-line ``message`` and the checkpoint ``path``.
     """
 
     status: str

@@ -1,9 +1,5 @@
-"""The target of a session's runs: :class:`TargetChoice`, the class the user chose or, with
-none chosen, the auto target held for the input (the unedited run's top-1).
-
-A collaborator the :class:`~actviz.workspace.session_state.Session` owns (``session.targets``):
-the rules that choose, parse, check and hold a target in one place, apart from the session's
-other state; the session forwards its old names (``target``, ``set_target``, ``run_target``…).
+"""The target of a session's runs: :class:`TargetChoice`, the user's class or else the auto target
+held for the input (the unedited run's top-1), owned by the session as ``session.targets``.
 """
 
 from __future__ import annotations
@@ -80,8 +76,7 @@ class TargetChoice:
         return target
 
     def _target_reference(self) -> Any:
-        """What a target is checked against: the last output, else the number of classes or
-        tokens known from the model (None: nothing is known yet)."""
+        """What a target is checked against: the last output, else the class count, or None."""
         result = self._owner.result
         if result is not None and result.capture is not None:
             return result.capture.output

@@ -1,8 +1,5 @@
-"""What a run needs for the sequence views: token strings, patch layout, attention, lens, and
-the input embedding a text input's saliency is read at.
-
-Called by :func:`actviz.workspace.run_request.request_of` on the GUI thread; the walk over
-the model's modules happens once per model (cached weakly), not once per run.
+"""What a run needs for sequence views (tokens, patch layout, attention, lens, the input embedding
+for saliency), read on the GUI thread with the module walk cached per model.
 """
 
 from __future__ import annotations
@@ -51,10 +48,9 @@ def model_sequences(model: nn.Module) -> ModelSequences:
 
 
 def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
-    """The :class:`~actviz.workspace.session_state.RunRequest` fields of the sequence views:
-    ``tokens``, ``layout``, ``tokenizer``, ``attention`` and ``extra_layers`` (the blocks the
-    logit lens reads, and for token ids the input embedding, whose output and gradient make
-    the per-token saliency, captured beside the ticked layers)."""
+    """The run request's sequence-view fields: ``tokens``, ``layout``, ``tokenizer``, ``attention``
+    and ``extra_layers`` (the lens's blocks and the input embedding for saliency).
+    """
     model = session.model
     info = model_sequences(model)
     tokens = session.input.tokens if session.input is not None else None

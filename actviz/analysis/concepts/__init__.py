@@ -1,11 +1,8 @@
 """Concepts: sparse dictionaries (sparse autoencoders) on a layer's activations (Qt-free).
 
-``c = actviz.concepts.train(data, "layer3", model=model, n_concepts=2048, k=16)`` learns a TopK
-dictionary; ``c.save`` / ``actviz.concepts.load`` use the SAELens folder format (published
-dictionaries load too). ``actviz.edits.concept(c, [i])`` removes a concept during a capture;
-:func:`scan_concepts`, :func:`concept_effects` and :func:`concept_atlas` find top images, rank
-by effect and lay concepts out. Names are imported on first use, so the CLI's parser is built
-without torch.
+:func:`train` learns one; ``save``/:func:`load` use the SAELens folder format;
+``actviz.edits.concept`` removes a concept during a capture. Names are imported on first use,
+so the CLI's parser is built without torch.
 """
 
 from __future__ import annotations
@@ -14,23 +11,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_BUDGET",
-    "ConceptScan",
-    "Concepts",
-    "HookPoint",
-    "TrainCancelled",
-    "TrainProgress",
-    "concept_atlas",
-    "concept_effects",
-    "concept_estimate_from_capture",
-    "load",
-    "resolve_hook",
-    "scan_concepts",
-    "similar_concepts",
-    "top_heatmaps",
-    "train",
-]
+    "ARCHITECTURES", "DEFAULT_BUDGET", "ConceptScan", "Concepts", "HookPoint", "TrainCancelled",
+    "TrainProgress", "concept_atlas", "concept_effects", "concept_estimate_from_capture", "load",
+    "resolve_hook", "scan_concepts", "similar_concepts", "top_heatmaps", "train"
+]  # fmt: skip
 
 _WHERE = {
     "ARCHITECTURES": "dictionary",

@@ -1,9 +1,5 @@
-"""A concept scan: per concept of a dictionary, the dataset images where it fires most.
-
-:func:`scan_concepts` encodes every position of the layer and reduces each concept with the
-channel scan's :class:`actviz.data.accumulate.LayerState` (memory ``O(k x concepts)``), also
-counting how often each fires. :func:`top_heatmaps` reruns a concept's top images with its map
-upsampled onto them. Results are cached per model, data, dictionary, layer and ``k``.
+"""A concept scan: per concept, the dataset images where it fires most, through the channel scan's
+:class:`~actviz.data.accumulate.LayerState`; cached per model, data, dictionary, layer and ``k``.
 """
 
 from __future__ import annotations
@@ -33,31 +29,11 @@ _ROWS = 8192
 
 @dataclass(frozen=True, eq=False)
 class ConceptScan:
-    """Per concept: its top images, and how often it fires. Numpy arrays, frozen.
+    """Per concept: its top images and how often it fires (frozen numpy arrays).
 
-    Attributes
-    ----------
-    layer
-        The module scanned.
-    k
-        Images kept per concept.
-    count
-        Images scanned.
-    sources
-        Per data index: the image path or sample index.
-    values, indices, locations
-        ``(d_sae, k)`` per-image maxima, data indices (empty slots hold a huge index) and
-        ``(d_sae, k, 2)`` their ``(y, x)`` in the layer's map.
-    image_rate
-        ``(d_sae,)`` share of images where the concept fires somewhere.
-    position_rate
-        ``(d_sae,)`` share of all vectors (positions x images) where it fires.
-    mean
-        ``(d_sae,)`` mean over images of the concept's spatial mean.
-    spatial
-        The layer's map shape.
-    from_cache, cache_path
-        Whether it was read from the cache, and the file.
+    ``values``, ``indices`` and ``locations`` are ``(d_sae, k[, 2])`` per-image maxima, data
+    indices (empty slots: a huge index) and ``(y, x)``; ``image_rate`` and ``position_rate`` are
+    the shares of images and of vectors where it fires; ``mean`` the mean spatial mean.
     """
 
     layer: str
@@ -165,22 +141,10 @@ def scan_concepts(
     should_stop: Callable[[], bool] | None = None,
     cache: bool = True,
 ) -> ConceptScan:
-    """Scan ``data`` for each concept's top ``k`` images (see the module doc).
+    """Scan ``data`` (as :func:`actviz.scan` takes it) for each concept's top ``k`` images.
 
-    Parameters
-    ----------
-    model, data
-        As :func:`actviz.scan` takes them.
-    concepts
-        The dictionary.
-    layer
-        The module it reads (None: its ``hook_name``, mapped onto ``model``).
-    k
-        Images kept per concept.
-    progress
-        ``progress(done, total)`` per batch.
-    cache
-        Read and write the result beside the channel scan's cache of this model and data.
+    ``layer`` defaults to the dictionary's ``hook_name``; ``cache`` keeps the result beside the
+    channel scan's cache.
     """
     from actviz.data.sources import open_data, resolve_model
 
@@ -269,11 +233,8 @@ def top_heatmaps(
     *,
     data: Any = None,
 ) -> list[tuple[TopEntry, np.ndarray, np.ndarray]]:
-    """Concept ``concept``'s top images: per entry the picture ``(H, W, 3)`` uint8 and where
-    the concept fires on it, ``(H, W)`` float32 in ``[0, 1]`` (its map over the image,
-    bilinearly upsampled, divided by the concept's best value in the scan).
-
-    ``data``: the scanned tensor or dataset when the sources are sample indices.
+    """A concept's top images: per entry the ``(H, W, 3)`` uint8 picture and its map over it,
+    float32 in ``[0, 1]`` (upsampled, divided by the concept's best scan value).
     """
     from torch.nn import functional as F
 

@@ -1,15 +1,9 @@
 """A sparse dictionary of concepts (:class:`Concepts`) and its SAELens folder format.
 
-It encodes a layer's activation vector ``x`` (``d_in``) into ``d_sae`` sparse concept
-activations ``z`` and decodes ``x_hat = z @ W_dec + b_dec``, with SAELens's definitions so a
-published dictionary encodes here as there::
+Encodes with SAELens's definitions, so published dictionaries behave the same::
 
     pre = (x - b_dec * apply_b_dec_to_input) @ W_enc + b_enc
-    standard: z = relu(pre)
-    topk:     the k largest of pre, relu'd, the rest 0
-    jumprelu: z = relu(pre) where pre > threshold, else 0
-
-A folder holds ``cfg.json`` and ``sae_weights.safetensors``.
+    standard: relu(pre); topk: the k largest relu'd; jumprelu: relu(pre) where pre > threshold
 """
 
 from __future__ import annotations
@@ -40,12 +34,7 @@ _ONEDNN = {"ok": True}
 
 
 def _onednn_linear(x: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor) -> torch.Tensor | None:
-    """``x @ w_t.T + bias`` through oneDNN, or None where it cannot run.
-
-    On the CPU, torch's float32 ``addmm`` goes to MKL, which on AMD processors runs about
-    half as fast as oneDNN's own kernels and whose OpenMP threads spin on a busy machine.
-    Only for no-grad float32 CPU work (maps): results agree with ``addmm`` to rounding.
-    """
+    """``x @ w_t.T + bias`` through oneDNN (no-grad float32 CPU), or None where it cannot run."""
     if not _ONEDNN["ok"] or x.device.type != "cpu" or x.dtype != torch.float32:
         return None
     op = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
@@ -68,35 +57,12 @@ def _weight(t: Any, name: str) -> torch.Tensor:
 
 @dataclass(frozen=True, eq=False)
 class Concepts:
-    """A learned (or loaded) sparse dictionary on one layer. Immutable once made.
+    """A learned (or loaded) sparse dictionary on one layer; immutable (do not write the weights).
 
-    Attributes
-    ----------
-    W_enc, W_dec, b_enc, b_dec
-        ``(d_in, d_sae)``, ``(d_sae, d_in)`` (row ``i`` is concept ``i``'s direction),
-        ``(d_sae,)``, ``(d_in,)``; float32 on the CPU. Do not write into them.
-    architecture
-        ``"standard"`` (ReLU), ``"topk"`` or ``"jumprelu"``.
-    hook_name
-        Where the vectors come from: a module name of our own, or a SAELens hook point
-        (:func:`actviz.analysis.concepts.hooks.resolve_hook`).
-    k
-        Active concepts per vector for ``topk``; None otherwise.
-    threshold
-        ``(d_sae,)`` per-concept thresholds of ``jumprelu``; None otherwise.
-    apply_b_dec_to_input
-        Subtract ``b_dec`` from ``x`` before encoding (SAELens's flag).
-    heldout_fvu
-        Fraction of variance unexplained on the vectors training held out; None when loaded
-        from a folder that does not say.
-    l0
-        Mean active concepts per held-out vector (None: unknown).
-    dead_fraction
-        Share of concepts that never fired on the last training epoch (None: unknown).
-    info
-        What training recorded (vectors seen, epochs, seed, seconds, ...).
-    cfg
-        The rest of the folder's ``cfg.json``, written back on :meth:`save`.
+    ``W_dec`` row ``i`` is concept ``i``'s direction; ``architecture`` is ``"standard"``,
+    ``"topk"`` (with ``k``) or ``"jumprelu"`` (with ``threshold``); ``hook_name`` is a module name
+    or SAELens hook point. ``heldout_fvu``, ``l0`` and ``dead_fraction`` are training's figures
+    (None: unknown); ``info`` what training recorded; ``cfg`` the rest of ``cfg.json``.
     """
 
     W_enc: torch.Tensor
@@ -213,8 +179,7 @@ class Concepts:
         return got
 
     def _encoder_rows(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """``W_enc.T`` contiguous ``(d_sae, d_in)`` (the layout oneDNN's linear takes), made
-        once per device and dtype."""
+        """``W_enc.T`` contiguous (oneDNN's layout), made once per device and dtype."""
         placed = self._placed  # type: ignore[attr-defined]
         key = ("W_enc.T", device, dtype)
         got = placed.get(key)
@@ -316,25 +281,11 @@ class Concepts:
         call: int = 0,
         model: Any = None,
     ) -> torch.Tensor:
-        """Where each concept fires for one input of ``capture``.
+        """Where each concept fires for sample ``index`` of ``capture`` (``layer`` default: the
+        hook).
 
-        Parameters
-        ----------
-        capture
-            An :class:`actviz.core.records.Capture` that recorded the layer.
-        layer
-            The captured layer; None: :attr:`hook_name` (mapped to a module of ``model`` when
-            given, see :func:`~actviz.analysis.concepts.hooks.resolve_hook`).
-        index
-            The sample of the batch.
-        call
-            The module's call (0: its first).
-
-        Returns
-        -------
-        torch.Tensor
-            ``(d_sae, H, W)`` for a conv layer, ``(d_sae, T)`` for a sequence, ``(d_sae,)``
-            for an ``(N, C)`` layer; float32 on the record's device.
+        ``(d_sae, H, W)`` for a conv layer, ``(d_sae, T)`` for a sequence, ``(d_sae,)`` for ``(N,
+        C)``; float32 on the record's device.
         """
         return self.maps_and_peaks(capture, layer, index=index, call=call, model=model)[0]
 
@@ -460,17 +411,8 @@ def _architecture(cfg: Mapping[str, Any]) -> str:
 def load(folder: str | os.PathLike) -> Concepts:
     """Read a dictionary from a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``).
 
-    Reads what :meth:`Concepts.save` writes and the standard (ReLU), topk and jumprelu
-    folders SAELens writes (its older ``activation_fn_kwargs`` and newer ``k`` / ``metadata``
-    layouts; ``threshold`` or ``log_threshold``).
-
-    Raises
-    ------
-    FileNotFoundError
-        The folder or one of its two files is missing.
-    ValueError
-        An architecture or activation normalisation this reader does not handle, or weights
-        that do not fit the config.
+    Reads standard, topk and jumprelu folders in SAELens's older and newer layouts. Raises
+    ``FileNotFoundError`` for a missing file, ``ValueError`` for what it does not handle.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -491,14 +433,8 @@ def load(folder: str | os.PathLike) -> Concepts:
 def from_parts(
     cfg: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], *, where: str = "dictionary"
 ) -> Concepts:
-    """A dictionary from a ``cfg.json``'s contents and its weights (what :func:`load` reads
-    from a folder; a session file keeps the same two parts).
-
-    Raises
-    ------
-    ValueError
-        An architecture or normalisation this reader does not handle, missing weights, or
-        weights that do not fit the config (``where`` names the source in the message).
+    """A dictionary from a ``cfg.json``'s contents and its weights (``ValueError`` when they do not
+    fit; ``where`` names the source).
     """
     arch = _architecture(cfg)
     norm = cfg.get("normalize_activations")

@@ -1,9 +1,5 @@
-"""Concepts placed by their decoder directions: a 2-D map of a dictionary, and its neighbours.
-
-A concept is a direction of the layer's space (its decoder row ``d_i``), so concepts that
-point the same way sit together: :func:`concept_atlas` lays out the unit directions with the
-atlas's own projection (:func:`actviz.data.atlas_map.project`, PCA or UMAP), and
-:func:`similar_concepts` lists the concepts whose directions are closest (cosine).
+"""Concepts placed by their decoder directions: :func:`concept_atlas` (the atlas's projection of
+the unit directions) and :func:`similar_concepts` (closest by cosine).
 """
 
 from __future__ import annotations
@@ -29,21 +25,8 @@ def unit_directions(concepts: Concepts) -> np.ndarray:
 def concept_atlas(
     concepts: Concepts, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
 ) -> Projection:
-    """Lay out the concepts of ``concepts`` by their unit decoder directions.
-
-    Parameters
-    ----------
-    concepts
-        The dictionary.
-    method, dims, seed, options
-        As for :func:`actviz.data.atlas_map.project` (``"pca"``: exact; ``"umap"``: the
-        ``atlas`` extra).
-
-    Returns
-    -------
-    Projection
-        ``.coords`` ``(d_sae, dims)``: row ``i`` is concept ``i``'s place; ``.transform(v)``
-        places any direction of the layer (unit-normalise it first to compare).
+    """Lay out the concepts by their unit decoder directions (arguments as
+    :func:`actviz.data.atlas_map.project`); ``coords`` row ``i`` is concept ``i``'s place.
     """
     return project(unit_directions(concepts), method=method, dims=dims, seed=seed, **options)
 

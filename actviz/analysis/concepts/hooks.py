@@ -1,9 +1,6 @@
-"""Where a dictionary reads its vectors: a module's output or input, from a ``hook_name``.
-
-Our dictionaries name a module (its output). SAELens's residual-stream hook points map onto a
-block: ``blocks.N.hook_resid_pre`` is block N's input, ``hook_resid_post`` its output
-(``hook_resid_mid`` is refused). Block N is found under the usual names (``transformer.h.N``,
-``model.layers.N``, ``gpt_neox.layers.N``, ``encoder.layer.N``, ``blocks.N``, ...), any prefix.
+"""Where a dictionary reads its vectors, from a ``hook_name``: a module's output, or SAELens's
+``blocks.N.hook_resid_pre``/``hook_resid_post`` (block N's input/output, found under the usual
+block names).
 """
 
 from __future__ import annotations
@@ -33,16 +30,7 @@ _BLOCK_LISTS = (
 
 @dataclass(frozen=True)
 class HookPoint:
-    """A module and which side of it holds the vectors.
-
-    Attributes
-    ----------
-    module
-        Qualified name from ``named_modules()``.
-    side
-        ``"output"`` (what a capture's record holds as ``output``) or ``"input"`` (its first
-        positional input).
-    """
+    """A module and which ``side`` of it (``"output"``, ``"input"``) holds the vectors."""
 
     module: str
     side: str = "output"
@@ -58,13 +46,7 @@ def _block_list(model: nn.Module) -> str | None:
 
 
 def resolve_hook(model: nn.Module, hook_name: str) -> HookPoint:
-    """The module (and side) that ``hook_name`` reads in ``model``.
-
-    Raises
-    ------
-    ValueError
-        No such module, or a residual hook whose blocks cannot be found in ``model``.
-    """
+    """The module and side ``hook_name`` reads in ``model``; ``ValueError`` when none is found."""
     modules = dict(model.named_modules())
     if hook_name in modules:
         return HookPoint(hook_name, "output")

@@ -1,9 +1,5 @@
-"""Effects of a mix of layers, some ranked by channels and some by concepts (no Qt).
-
-A layer whose panel shows a dictionary's concepts is ranked by concepts. :func:`estimate_layers`
-estimates such a mix from one capture, :func:`verify_layers` adds exact effects, and
-:func:`unit_edit` ablates or keeps a layer's top units. The result is a :class:`UnitEffects`
-whose ``dictionaries`` name the layers ranked by concepts.
+"""Effects of a mix of layers, some ranked by channels and some by concepts (no Qt):
+:func:`estimate_layers`, :func:`verify_layers`, :func:`unit_edit`, giving :class:`UnitEffects`.
 """
 
 from __future__ import annotations
@@ -35,13 +31,7 @@ __all__ = ["UnitEffects", "estimate_layers", "unit_edit", "unit_name", "verify_l
 
 @dataclass(frozen=True)
 class UnitEffects(Effects):
-    """Effects whose layers in :attr:`dictionaries` are ranked by concepts.
-
-    Attributes
-    ----------
-    dictionaries
-        ``{layer: Concepts}``: those layers' "channels" are the dictionary's concepts.
-    """
+    """Effects whose layers in ``dictionaries`` (``{layer: Concepts}``) are ranked by concepts."""
 
     dictionaries: Mapping[str, Concepts] = field(default_factory=dict, repr=False, compare=False)
 
@@ -57,8 +47,7 @@ def unit_name(eff: Effects | None, layer: str) -> str:
 
 
 def _channel_estimates(model: Any, cap: Any, layers: list[str], target: Any) -> Effects:
-    """The channels' estimates; layers without float channels (an index output, a tuple of
-    scalars) are left out, the rest ranked."""
+    """The channels' estimates, ranked; layers without float channels left out."""
     try:
         return estimate_from_capture(model, cap, layers, target=target)
     except ValueError:
@@ -83,18 +72,9 @@ def estimate_layers(
     *,
     target: Any = None,
 ) -> Effects:
-    """Estimated effects of ``layers`` from a capture with gradients: the channels of each,
-    or the concepts of those in ``dictionaries`` (every concept removed in turn).
-
-    Without a dictionary among ``layers`` this is
-    :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` (layers without float
-    channels left out); else a :class:`UnitEffects` in the order of ``layers``.
-
-    Raises
-    ------
-    ValueError
-        A capture without gradients, no layer that can be ranked, or a dictionary whose
-        vectors do not fit its layer.
+    """Estimated effects of ``layers`` from a capture with gradients: channels, or the concepts of
+    layers in ``dictionaries``. ``ValueError`` without gradients, rankable layers or fitting
+    vectors.
     """
     start = time.perf_counter()
     dicts = {n: d for n, d in (dictionaries or {}).items() if n in layers}

@@ -1,11 +1,8 @@
 """Which concepts matter: a dictionary's concepts ranked by their effect on the target.
 
-As :mod:`actviz.analysis.effects.channel_effects` does for channels: removing concept ``i``
-turns ``x`` into ``x - (1 - s) z_i d_i`` (``actviz.edits.concept``), and the effect is
-``target(edited) - target(clean)``. The estimate is first-order from one capture with
-gradients (one matrix product for every concept); exact runs ``batch`` concepts per forward
-pass. Results are :class:`~actviz.analysis.effects.effect_results.Effects` whose "channels"
-are the concepts.
+As channel effects do for channels: removing concept ``i`` turns ``x`` into
+``x - (1 - s) z_i d_i``; estimates are first-order from one capture, exact runs ``batch``
+concepts per forward. Results are :class:`~actviz.analysis.effects.effect_results.Effects`.
 """
 
 from __future__ import annotations
@@ -62,31 +59,10 @@ def concept_estimate_from_capture(
     *,
     scale: float = 0.0,
 ) -> Effects:
-    """Estimated effects of every concept of ``concepts`` on ``layer`` from a capture with
-    gradients (runs nothing: a live frame's capture will do).
+    """Estimated effects of every concept on ``layer`` from a capture with gradients (runs nothing).
 
-    Parameters
-    ----------
-    model
-        The captured model (its module decides the channel axis).
-    cap
-        ``actviz.capture(model, inputs, [layer, ...], target=target)`` with gradients.
-    concepts
-        A dictionary of ``layer``'s output vectors.
-    layer
-        The layer the dictionary reads (its output).
-    scale
-        0 removes the concept; ``s`` keeps ``s`` times it.
-
-    Returns
-    -------
-    Effects
-        One layer, ``d_sae`` "channels" (the concepts), ``method="estimate"``.
-
-    Raises
-    ------
-    ValueError
-        A capture without gradients or without the layer, or vectors of another width.
+    ``scale`` 0 removes a concept. Returns one-layer :class:`Effects` with ``d_sae`` "channels";
+    ``ValueError`` without gradients, the layer, or matching width.
     """
     start = time.perf_counter()
     if not cap.gradients:
@@ -190,10 +166,8 @@ def run_concepts_exact(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> tuple[list[float], int, float]:
-    """The target with each concept of ``chosen`` removed (or scaled), ``batch`` per pass.
-
-    Returns the target per concept, the forward passes run and their seconds. The model is
-    left as found (eval mode during the passes, buffers and hooks put back).
+    """The target with each concept of ``chosen`` removed (or scaled), ``batch`` per pass:
+    ``(values, forwards, seconds)``. The model is left as found.
     """
     modules = dict(model.named_modules())
     module = modules[layer]
@@ -268,32 +242,18 @@ def concept_effects(
 
     Parameters
     ----------
-    model, inputs, target
-        As for :func:`actviz.capture`.
-    concepts, layer
-        The dictionary and the layer whose output it reads.
     method
-        ``"estimate"`` (every concept, from one capture with gradients) or ``"exact"``
-        (those, plus the true change for ``which``).
+        ``"estimate"`` (one capture with gradients) or ``"exact"`` (plus true ``which``).
     which
-        Concepts to verify: None, the 16 with the largest ``|estimate|``; an int ``k``, the
-        top ``k``; indices; ``"all"``.
+        None: the 16 largest ``|estimate|``; ``k``: the top ``k``; indices; ``"all"``.
     scale
         0 removes each concept; ``s`` keeps ``s`` times it.
     batch
-        Concepts per exact forward pass (default 16; 1 for a model whose output does not keep
-        the batch in dimension 0).
+        Concepts per exact pass (1 for outputs without the batch in dimension 0).
     edits
-        What-if edits applied to every run (the effects are measured on top of them).
+        What-if edits applied to every run.
     progress, should_stop
-        ``progress(done, total)`` after each exact pass; ``should_stop()`` True cancels
-        (``CaptureCancelled``).
-
-    Returns
-    -------
-    Effects
-        One layer whose "channels" are the concepts: ``.top(layer, k)``, ``.exact(layer)``,
-        ``.rank_correlation(layer)``, ``.to_dict()``.
+        ``progress(done, total)`` per exact pass; ``should_stop()`` cancels.
     """
     if method not in ("estimate", "exact"):
         raise ValueError(f"method must be 'estimate' or 'exact', not {method!r}")

@@ -1,10 +1,5 @@
-"""The safetensors file format, read and written without the ``safetensors`` package.
-
-The format is 8 bytes of little-endian header length, a JSON header (per tensor its ``dtype``,
-``shape`` and ``data_offsets`` into the byte buffer that follows, plus an optional
-``__metadata__`` of strings) and the raw little-endian bytes. SAELens folders keep their
-weights in one such file; reading and writing it here keeps ``safetensors`` an optional
-dependency (it is in the ``hf`` and test extras only).
+"""The safetensors format, read and written without the ``safetensors`` package (an optional
+dependency): an 8-byte header length, a JSON header and the raw little-endian bytes.
 """
 
 from __future__ import annotations
@@ -67,12 +62,8 @@ def write_tensors(
 
 
 def read_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors of a safetensors file (CPU, their stored dtype) and its metadata.
-
-    Raises
-    ------
-    ValueError
-        The file is not a safetensors file (bad header, offsets outside the file).
+    """The tensors (CPU, stored dtype) and metadata of a safetensors file; ``ValueError`` if it is
+    none.
     """
     data = Path(path).read_bytes()
     if len(data) < 8:

@@ -1,9 +1,5 @@
-"""What the window shows of a dictionary for one input (no Qt).
-
-:func:`concept_tiles` makes a layer panel's concept page (the concepts most active for this
-input, by peak, through the one mosaic rule :func:`actviz.display.mosaic.mosaic`);
-:func:`concept_picture` draws a concept's map over the input; :func:`concept_effect` measures
-the prediction with a concept removed or scaled.
+"""What the window shows of a dictionary for one input (no Qt): a panel's concept page
+(:func:`concept_tiles`), a concept's map over the input, and its effect on the prediction.
 """
 
 from __future__ import annotations
@@ -20,14 +16,9 @@ from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
 
 __all__ = [
-    "ConceptEffect",
-    "ConceptTiles",
-    "ORDER_LABEL",
-    "concept_effect",
-    "concept_label",
-    "concept_picture",
-    "concept_tiles",
-]
+    "ConceptEffect", "ConceptTiles", "ORDER_LABEL", "concept_effect", "concept_label",
+    "concept_picture", "concept_tiles"
+]  # fmt: skip
 
 #: What the page read-out calls the concepts' order.
 ORDER_LABEL = "most active"
@@ -43,22 +34,8 @@ def concept_label(concept: int, names: Mapping[int, str] | None = None) -> str:
 class ConceptTiles:
     """One layer's concepts for one input, as a panel shows them.
 
-    Attributes
-    ----------
-    layer
-        The layer.
-    view
-        ``"maps"`` view of every concept's map, ``(d_sae, H, W)`` (a sequence: ``(d_sae, 1,
-        T)``); read-outs and the concept view read it.
-    mosaic
-        The tiles: the first ``page`` concepts of :attr:`order`, each labelled with its number.
-    order
-        Concept numbers, most active first (peak value over the map); only the concepts that
-        fire on this input, or the first few when none does.
-    peaks
-        ``(d_sae,)`` each concept's largest value on this input.
-    active
-        How many concepts fire somewhere on this input.
+    ``view`` holds every concept's map; ``mosaic`` tiles the first ``page`` of ``order`` (firing
+    concepts, most active first); ``peaks`` each concept's largest value; ``active`` how many fire.
     """
 
     layer: str
@@ -87,23 +64,9 @@ def concept_tiles(
     page: int = 64,
     normalize: str = "channel",
 ) -> ConceptTiles:
-    """The concept page of ``layer`` for sample ``sample`` of ``capture``.
+    """The concept page of ``layer`` for ``sample`` of ``capture`` (at most ``page`` tiles).
 
-    Parameters
-    ----------
-    concepts
-        The dictionary attached to the layer (it reads the layer's output).
-    capture
-        A capture that recorded ``layer``.
-    page
-        Tiles shown at most.
-    normalize
-        The mosaic's normalisation (``"channel"``: each tile its own range).
-
-    Raises
-    ------
-    ValueError
-        The layer was not captured, or its vectors do not have the dictionary's width.
+    ``ValueError`` when the layer was not captured or its width is not the dictionary's.
     """
     got, top = concepts.maps_and_peaks(capture, layer, index=sample)
     maps = _as_maps(got)
@@ -138,10 +101,9 @@ def concept_tiles(
 def concept_picture(
     image: np.ndarray | None, concept_map: np.ndarray, *, size: int = 256
 ) -> np.ndarray:
-    """``(H, W, 3)`` uint8: where the concept fires, over the input picture (the map scaled to
-    its own peak, blended in the overlay colours as the window's saliency and Grad-CAM are:
-    :func:`actviz.display.colormaps.overlay`), or on a grey ``size``-pixel square when there is
-    no picture."""
+    """``(H, W, 3)`` uint8: the concept's map (scaled to its peak) blended over the input picture as
+    saliency is, or on a grey ``size``-pixel square without a picture.
+    """
     from actviz.display.colormaps import overlay
 
     heat = np.asarray(concept_map, dtype=np.float32)
@@ -159,18 +121,8 @@ def concept_picture(
 
 @dataclass(frozen=True)
 class ConceptEffect:
-    """The prediction with and without a concept.
-
-    Attributes
-    ----------
-    target
-        The class followed (the unedited run's top class unless one was given).
-    p_before, p_after
-        Its probability without and with the edit.
-    logit_before, logit_after
-        Its logit.
-    top_after
-        The top class with the edit.
+    """The ``target`` class's probability and logit without and with a concept edit, and the
+    top class with it.
     """
 
     target: int

@@ -1,11 +1,8 @@
 """Training a sparse dictionary on a layer's activation vectors: :func:`train`.
 
-TopK by default (Gao et al. 2024; BatchTopK and ReLU + L1 as options): inputs scaled to unit
-spread (folded back into the biases at the end), Adam on the reconstruction error, decoder
-rows kept at unit norm, dead concepts resampled from badly reconstructed vectors (not in the
-last fifth, so every concept left is trained), and a fixed seed gives the same dictionary.
-TopK steps skip autograd and touch only the ``k`` active concepts per vector (sparse
-products); :mod:`actviz.bench.concepts_bench` has the figures.
+TopK by default (BatchTopK and ReLU + L1 as options): Adam on vectors scaled to unit spread,
+unit-norm decoder rows, dead concepts resampled; a fixed seed gives the same dictionary.
+Figures: :mod:`actviz.bench.concepts_bench`.
 """
 
 from __future__ import annotations
@@ -43,23 +40,8 @@ class TrainCancelled(Exception):
 
 @dataclass(frozen=True)
 class TrainProgress:
-    """Where training is, for a progress line or a dialog.
-
-    Attributes
-    ----------
-    stage
-        ``"collect"`` (streaming the data through the model) or ``"train"``.
-    done, total
-        Items streamed of the data's, or steps taken of all epochs'.
-    vectors
-        Vectors seen while collecting; vectors trained on so far while training.
-    fvu
-        Fraction of variance unexplained on the recent training batches (None while
-        collecting).
-    eta_s
-        Seconds left in this stage (None: unknown yet).
-    epoch
-        The current epoch (0 while collecting).
+    """Where training is: ``stage`` ``"collect"`` or ``"train"``, ``done``/``total`` items or steps,
+    ``vectors`` seen, recent ``fvu``, ``eta_s`` and ``epoch`` (None or 0 where unknown).
     """
 
     stage: str
@@ -189,50 +171,29 @@ def train(
     Parameters
     ----------
     source
-        A tensor of vectors ``(..., d)``; an iterable of them (streamed, sampled within
-        ``memory_budget``); or, with ``model``, data as :func:`actviz.scan` takes it, streamed
-        through the model (each spatial position or token is a vector).
+        A tensor of vectors ``(..., d)``, an iterable of them, or with ``model`` data as
+        :func:`actviz.scan` takes it (each position or token is a vector).
     layer
-        The module whose output is learned (a ``blocks.N.hook_resid_pre|post`` name reads a
-        block's input or output). Recorded as the dictionary's ``hook_name``.
-    model
-        The model to stream ``source`` through (a module, a loaded model, or a model source).
+        The module whose output is learned (``blocks.N.hook_resid_pre|post`` reads a block's
+        input or output); the dictionary's ``hook_name``.
     n_concepts
-        Dictionary size; None: 8 x the vectors' width.
+        None: 8 x the vectors' width.
     k
-        Active concepts per vector (``topk``), or per vector on average over a batch
-        (``batchtopk``).
+        Active concepts per vector (``topk``), or on average per batch (``batchtopk``).
     architecture
-        ``"topk"``, ``"batchtopk"`` (saved as ``jumprelu`` with the threshold it learned, as
-        SAELens saves it) or ``"relu"`` (``standard``, with an ``l1`` penalty).
-    l1
-        The L1 coefficient of ``relu`` training (on vectors scaled to unit spread).
-    epochs, batch_size, lr
-        Passes over the kept vectors, vectors per step, Adam's learning rate.
+        ``"topk"``, ``"batchtopk"`` (saved as ``jumprelu``) or ``"relu"`` (with ``l1``).
     seed
-        Fixes the initial dictionary, the sample kept, the order and every resampling draw.
+        Fixes initialisation, sample, order and resampling.
     memory_budget
-        Bytes the kept vectors may take (default :data:`DEFAULT_BUDGET`): a stream larger
-        than that is sampled uniformly, never held whole.
+        Bytes the kept vectors may take; a larger stream is sampled uniformly.
     holdout
-        Share of the vectors (streamed: of the images) kept out of training for
-        :attr:`Concepts.heldout_fvu`.
+        Share kept out of training for :attr:`Concepts.heldout_fvu`.
     resample
         Resample dead concepts during the first four fifths of training.
-    progress
-        Called with a :class:`TrainProgress` while collecting and training.
     should_stop
-        Polled once per batch; True raises :class:`TrainCancelled`.
+        Polled per batch; True raises :class:`TrainCancelled`.
     data_batch_size, num_workers, transform
-        For streaming data through ``model`` (images per forward pass, loader processes,
-        the preprocessing).
-    device
-        Where to train (default: the CPU).
-
-    Returns
-    -------
-    Concepts
-        With ``heldout_fvu``, ``l0`` and ``dead_fraction`` measured, and ``info``.
+        For streaming data through ``model``.
     """
     if architecture not in _TRAINED:
         raise ValueError(f"architecture must be one of {', '.join(_TRAINED)}, not {architecture!r}")

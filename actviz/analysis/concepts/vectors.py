@@ -1,9 +1,5 @@
-"""Activation vectors of a layer: from a tensor, a capture, or a dataset streamed through a model.
-
-Each position (or token) is a vector along :func:`actviz.core.edit_kinds.channel_dim`'s axis.
-Streaming never holds the dataset's vectors: they go into a bounded :class:`Reservoir`
-(Vitter's algorithm R), and every ``holdout_every``-th image feeds a second one training never
-sees.
+"""Activation vectors of a layer (each position or token on :func:`channel_dim`'s axis) from a
+tensor, a capture, or a dataset streamed into a bounded :class:`Reservoir` (with a held-out one).
 """
 
 from __future__ import annotations
@@ -23,14 +19,9 @@ from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.structures import first_tensor
 
 __all__ = [
-    "Reservoir",
-    "StreamStats",
-    "layer_tensor",
-    "StreamCancelled",
-    "collect",
-    "stream_batches",
-    "to_vectors",
-]
+    "Reservoir", "StreamStats", "layer_tensor", "StreamCancelled", "collect", "stream_batches",
+    "to_vectors"
+]  # fmt: skip
 
 
 def to_vectors(
@@ -86,17 +77,10 @@ def layer_tensor(
 
 
 class Reservoir:
-    """A uniform sample of the vectors offered, within ``nbytes`` (algorithm R).
+    """A uniform sample of the vectors offered, within ``nbytes`` (algorithm R, seeded by
+    ``generator``).
 
-    Parameters
-    ----------
-    nbytes
-        Bytes the float32 buffer may take; its capacity (``nbytes // (4 d)`` vectors, at
-        least 1) is set by the first offer, which tells ``d``. The buffer grows (doubling)
-        as vectors come, up to the capacity, so a small stream takes little; while it grows
-        the old buffer and the new one live together for a moment (at most 1.5 x ``nbytes``).
-    generator
-        Draws which vectors replace which (seeded: the same stream gives the same sample).
+    The buffer grows by doubling up to its capacity, set by the first offer's width.
     """
 
     def __init__(self, nbytes: int, generator: torch.Generator) -> None:
@@ -188,12 +172,8 @@ def stream_batches(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Iterable[tuple[np.ndarray, torch.Tensor, int]]:
-    """Run ``data`` through ``model``; per batch, yield ``(data indices, layer tensor, its
-    channel axis)``.
-
-    The layer's value is taken in a forward hook (its output, or its input for a
-    ``blocks.N.hook_resid_pre`` name) and copied, so a later in-place op cannot change it;
-    nothing else of the forward is kept. ``progress(done, total)`` after each batch.
+    """Run ``data`` through ``model``, yielding per batch ``(data indices, layer tensor, channel
+    axis)``; the layer's value is copied in its hook, so later in-place ops cannot change it.
     """
     from torch.utils.data import DataLoader
 

@@ -1,9 +1,7 @@
 """What a channel is set to when its effect is measured: zero, a dataset mean, another run.
 
-One object answers both halves of :mod:`actviz.analysis.effects.channel_effects`: the estimate asks
-for the baseline of one recorded call (:meth:`Baseline.single`), the exact pass for the baseline of
-a batch of ``b`` repeated samples (:meth:`Baseline.batched`). Both come from the same values, so
-estimate and exact always measure the replacement by the same thing.
+One object serves the estimate (:meth:`Baseline.single`) and the exact pass
+(:meth:`Baseline.batched`) from the same values, so both measure the same replacement.
 """
 
 from __future__ import annotations
@@ -22,16 +20,8 @@ __all__ = ["Baseline", "resolve_baseline"]
 
 
 class Baseline:
-    """A resolved baseline: ``kind`` is ``"zero"``, ``"mean"`` or ``"patch"``.
-
-    Attributes
-    ----------
-    kind
-        ``"zero"``: every position of the channel set to 0. ``"mean"``: set to a per-channel
-        value (a scan's channel mean, or a ``{layer: (C,) array}`` given directly).
-        ``"patch"``: set to the same layer's output (same call) in another run's capture.
-    description
-        One line for people (``"zero"``, ``"channel mean over 120 scanned images"``, ...).
+    """A resolved baseline: ``"zero"``, ``"mean"`` (a per-channel value) or ``"patch"`` (another
+    run's output at the same layer and call), with a one-line ``description``.
     """
 
     def __init__(
@@ -137,20 +127,8 @@ class Baseline:
 
 
 def resolve_baseline(baseline: Any) -> Baseline:
-    """Turn ``effects``'s ``baseline`` argument into a :class:`Baseline`.
-
-    Parameters
-    ----------
-    baseline
-        ``"zero"``; a :class:`~actviz.data.scan_result.Scan` (each channel's mean over the scanned
-        images, ``scan.stats(layer).mean``); a mapping ``{layer: (C,) array}`` of per-channel
-        values; or a :class:`~actviz.core.records.Capture` of another run (patching: each
-        channel set to that run's activation, position by position).
-
-    Raises
-    ------
-    TypeError
-        For anything else.
+    """``effects``'s ``baseline`` as a :class:`Baseline`: ``"zero"``, a Scan (channel means), a
+    ``{layer: (C,) array}`` mapping, or another run's Capture (patching); ``TypeError`` otherwise.
     """
     if isinstance(baseline, Baseline):
         return baseline

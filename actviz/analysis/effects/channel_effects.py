@@ -1,13 +1,9 @@
 """Which channels matter: every channel ranked by its effect on the target.
 
-The effect of channel ``c`` is ``target(c replaced by a baseline) - target(clean)``: negative
-when the channel supports the target. ``estimate`` is the first-order change
-(attribution patching, ``sum((b - a) * dT/da)``) from one capture with gradients, for every
-channel at once; ``exact`` measures chosen channels by batched ablations
-(:mod:`actviz.analysis.effects.exact`). Baselines are in :mod:`actviz.analysis.effects.baseline`;
-channels are the edits' channels (:func:`actviz.core.edit_kinds.channel_dim`). The target's
-choices are fixed on the clean run, so estimate and exact measure the same quantity.
-:func:`effects` and :func:`verify` take ``progress`` / ``should_stop`` for worker threads.
+The effect of channel ``c`` is ``target(c replaced by a baseline) - target(clean)``.
+``estimate`` is first-order (attribution patching) from one capture with gradients; ``exact``
+measures chosen channels by batched ablations. The target's choices are fixed on the clean
+run, so both measure the same quantity.
 """
 
 from __future__ import annotations
@@ -38,11 +34,7 @@ from actviz.core.edit_kinds import channel_dim
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
-__all__ = [
-    "effects",
-    "estimate_from_capture",
-    "verify",
-]
+__all__ = ["effects", "estimate_from_capture", "verify"]
 
 METHODS = ("estimate", "exact")
 
@@ -105,28 +97,11 @@ def estimate_from_capture(
     *,
     target: Any = None,
 ) -> Effects:
-    """Estimated effects of every channel of ``layers`` from a capture with gradients.
+    """Estimated effects of every channel of ``layers`` from a capture with gradients (runs
+    nothing).
 
-    Runs nothing: live mode can call it on each frame's capture.
-
-    Parameters
-    ----------
-    model
-        The captured model (its modules decide the channel dimension).
-    cap
-        ``actviz.capture(model, inputs, layers, target=target)`` (gradients on; any options).
-    layers
-        Layers of ``cap``; None: every layer it recorded.
-    baseline
-        See :func:`effects`.
-    target
-        The ``target`` the capture was made with (so that :func:`verify` measures the same).
-
-    Raises
-    ------
-    ValueError
-        A capture without gradients, a layer it did not record, a layer without float
-        channels, or a baseline that does not fit a layer.
+    ``target`` is the one the capture used, so :func:`verify` measures the same. ``ValueError``
+    without gradients, for a layer not recorded or without float channels, or a misfit baseline.
     """
     start = time.perf_counter()
     if not cap.gradients:
@@ -204,28 +179,10 @@ def verify(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Effects:
-    """``eff`` with the exact effects of ``channels`` added (earlier exact values are kept).
+    """``eff`` with the exact effects of ``channels`` added (earlier exact values kept).
 
-    Parameters
-    ----------
-    model
-        The model ``eff`` was estimated on, unchanged since.
-    eff
-        From :func:`effects` or :func:`estimate_from_capture`.
-    channels
-        See :func:`effects`.
-    inputs
-        The clean run's inputs; None: those the capture kept (``Capture.inputs``).
-    batch, progress, should_stop
-        See :func:`effects`.
-
-    Raises
-    ------
-    ValueError
-        ``eff`` without its run (made by hand), a channel out of range, or an output
-        without the batch in dimension 0 (use ``batch=1``).
-    actviz.core.records.CaptureCancelled
-        ``should_stop()`` returned True.
+    ``inputs`` default to those the capture kept. ``ValueError`` for ``eff`` without its run, a
+    channel out of range, or an output without the batch first (use ``batch=1``).
     """
     start = time.perf_counter()
     ctx = eff.context
@@ -285,40 +242,23 @@ def effects(
 
     Parameters
     ----------
-    model, inputs, layers, target
-        As for :func:`actviz.capture` (``layers``: qualified module names).
     baseline
-        What a channel is replaced by: ``"zero"``; a :class:`~actviz.data.scan_result.Scan` of
-        these layers (each channel's mean over the scanned images); a dict ``{layer: (C,)
-        array}`` of per-channel values; or a :class:`~actviz.core.records.Capture` of another
-        run recording these layers (patching: that run's activation, position by position).
+        What a channel is replaced by: ``"zero"``, a Scan (channel means), a ``{layer: (C,)
+        array}`` dict, or another run's Capture (patching).
     method
-        ``"estimate"``: first-order estimates of every channel from one capture with
-        gradients. ``"exact"``: those, plus the true change for ``channels``.
+        ``"estimate"`` (every channel, one capture) or ``"exact"`` (plus true changes).
     channels
-        The channels to verify (``method="exact"``): None, the top 16 of each layer by
-        ``|estimate|``; an int ``k``, the top ``k``; a list of channels for every layer; a
-        dict ``{layer: channels}``; ``"all"``.
+        To verify: None, the top 16 per layer; ``k``; a list; ``{layer: channels}``; ``"all"``.
     batch
-        Channels measured per forward pass (the input repeated that many times); default 16.
-        Use 1 for a model whose output does not keep the batch in dimension 0.
-    progress
-        ``progress(done, total)``: channels verified so far, after each exact forward pass.
-    should_stop
-        Polled during the capture (before every module) and before each exact pass; True
-        raises ``CaptureCancelled``.
-
-    Returns
-    -------
-    Effects
-        Frozen: ``.top(layer, k)``, ``.table()``, ``.rank_correlation(layer)``, ``.to_dict()``.
+        Channels per forward pass (default 16; 1 for outputs without the batch first).
+    progress, should_stop
+        ``progress(done, total)`` after each exact pass; ``should_stop()`` raises
+        ``CaptureCancelled``.
 
     Raises
     ------
     ValueError
         Unknown layers or method, a bad target, a baseline that does not fit a layer.
-    actviz.core.records.CaptureCancelled
-        ``should_stop()`` returned True.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")

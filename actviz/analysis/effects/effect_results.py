@@ -47,24 +47,9 @@ def frozen(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LayerEffects:
-    """One layer's effects (read-only arrays, one entry per channel).
-
-    Attributes
-    ----------
-    layer
-        Qualified module name.
-    estimate
-        ``(C,)`` float64: the first-order change of the target per channel.
-    exact
-        ``(C,)`` float64: the true change where ``verified``, NaN elsewhere.
-    verified
-        ``(C,)`` bool: channels whose exact effect was measured.
-    channel_dim
-        The dimension of the layer's output holding the channels.
-    shape
-        The output's shape (first call).
-    calls
-        How many times the module ran in the forward pass (its effects sum over calls).
+    """One layer's effects, one read-only entry per channel: ``estimate`` and ``exact`` (NaN where
+    not ``verified``) float64, the ``channel_dim``, the output ``shape``, and ``calls`` (effects
+    sum over calls).
     """
 
     layer: str
@@ -125,23 +110,8 @@ class RunContext:
 class Effects:
     """The result of :func:`effects`: per layer and channel, estimated (and exact) effects.
 
-    Attributes
-    ----------
-    layers
-        The layers, in the order asked.
-    results
-        ``{layer: LayerEffects}`` (read-only).
-    method
-        ``"estimate"``, or ``"exact"`` once channels were verified.
-    baseline
-        What channels were set to, in words.
-    target_value, target_description, target_index
-        The clean run's target, what it is, and its class (or token, or detected label) when
-        it has one.
-    warnings
-        Things to know (a layer the target does not depend on, ...).
-    elapsed_s
-        Seconds in total; ``exact_s`` of them on exact passes, in ``forwards`` forward passes.
+    ``method`` becomes ``"exact"`` once channels were verified; ``target_*`` describe the clean
+    run's target; ``elapsed_s`` in total, ``exact_s`` of it over ``forwards`` exact passes.
     """
 
     layers: tuple[str, ...]
@@ -182,16 +152,8 @@ class Effects:
     def top(
         self, layer: str, k: int = DEFAULT_VERIFY, by: str = "estimate"
     ) -> tuple[EffectRow, ...]:
-        """The ``k`` channels of ``layer`` with the largest ``|effect|``, largest first.
-
-        Parameters
-        ----------
-        layer
-            A layer of these effects.
-        k
-            How many.
-        by
-            ``"estimate"`` or ``"exact"`` (verified channels first).
+        """The ``k`` channels of ``layer`` with the largest ``|effect|`` ``by`` estimate or exact
+        (verified first).
         """
         res = self[layer]
         return tuple(res.row(int(c)) for c in res.order(by)[: max(0, int(k))])

@@ -1,9 +1,6 @@
-"""Bar charts of channel effects (PIL, no Qt): what ``actviz effects`` writes per layer.
-
-The colours say the sign the same way everywhere (the window's panel imports them): a channel
-whose replacement lowers the target supports it (:data:`SUPPORTS_RGB`), one whose replacement
-raises it works against it (:data:`OPPOSES_RGB`). Exact values, where verified, stand beside
-their estimate in a darker shade of the same colour.
+"""Bar charts of channel effects (PIL, no Qt), as ``actviz effects`` writes them. Colours say the
+sign everywhere: :data:`SUPPORTS_RGB` when replacing lowers the target, :data:`OPPOSES_RGB`
+when it raises it; exact values in a darker shade beside their estimate.
 """
 
 from __future__ import annotations

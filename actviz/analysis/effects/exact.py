@@ -1,13 +1,8 @@
 """Exact channel effects in batches: one forward pass measures up to ``batch`` channels.
 
-The input is repeated ``b`` times; sample ``i`` has its own channel set to the baseline by a
-forward hook that builds a new tensor (``torch.where``), never writing into the module's
-output. Runs under ``no_grad`` in eval mode, buffers put back.
-
-For a single-sample input, the modules before the first edited one run once and its output is
-repeated ``b`` times there (earlier tensors broadcast, which is exact since all samples share
-them). Code that does not broadcast fails or returns the wrong rows; that batch and every later
-one then run with the whole input repeated.
+The input is repeated; sample ``i`` has its channel set to the baseline by a hook that builds a
+new tensor. For a single-sample input the modules before the first edit run once and broadcast;
+if that fails, later batches repeat the whole input.
 """
 
 from __future__ import annotations
@@ -37,17 +32,8 @@ log = logging.getLogger(__name__)
 class TargetReader:
     """The target of each sample of a batched output, with the clean run's choices kept.
 
-    For an ``int`` or default target the target is linear in the output once its choices (the
-    top-1 class of each row, the pixels of a segmenter's class, the last position's token) are
-    made, so the clean run's gradient with respect to the output holds it exactly: a sample's
-    target is ``sum(weights * its rows)``. A callable target is called on each sample's rows.
-
-    Parameters
-    ----------
-    clean
-        The model output of the clean run (a capture's ``output``).
-    target
-        What was passed to the capture: None, an int, or a callable.
+    An int or default target is linear in the output once chosen, so the clean gradient gives it
+    exactly; a callable target is called per sample.
     """
 
     def __init__(self, clean: Any, target: Any) -> None:
@@ -241,29 +227,10 @@ def run_exact(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> tuple[list[float], int, float]:
-    """The target with each ``(layer, channel)`` of ``jobs`` set to the baseline.
+    """The target with each ``(layer, channel)`` of ``jobs`` set to the baseline, ``batch`` per
+    pass.
 
-    Parameters
-    ----------
-    model, inputs
-        As for :func:`actviz.capture` (the inputs of the clean run).
-    jobs
-        ``(layer, channel)`` pairs, measured in this order, ``batch`` per forward pass.
-    baseline, reader
-        What a channel is set to; how each sample's target is read.
-    batch
-        Samples per forward pass.
-    edits
-        What-if edits the clean run had (``Capture.edits``), applied to every sample first.
-    progress
-        ``progress(done, total)`` after each forward pass.
-    should_stop
-        Polled before each forward pass; True raises ``CaptureCancelled``.
-
-    Returns
-    -------
-    values, forwards, seconds
-        The target per job, the forward passes run and their time.
+    ``edits`` are the clean run's. Returns ``(values, forwards, seconds)``.
     """
     modules = dict(model.named_modules())
     hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}

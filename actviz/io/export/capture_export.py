@@ -1,10 +1,8 @@
-"""Writing a capture to disk: readable PNGs, raw arrays and a summary.json.
+"""Writing a capture to disk: readable PNGs, raw arrays and a summary.json (no Qt).
 
-Per layer: activation and |gradient| mosaics, their one-pixel-per-value ``_1x.png`` (exactly the
-window's pixels) and the raw ``.npz``, all prepared by :func:`actviz.display.prepare.prepare`,
-the window's own path. For the model: saliency and Grad-CAM (per token for text) and
-``summary.json`` (shapes, statistics, prediction, target, edits, warnings, files). No Qt: the
-GUI and the CLI both call :func:`export_capture`.
+Per layer: mosaics, their one-pixel-per-value ``_1x.png`` and the raw ``.npz``, all prepared
+by the window's own :func:`actviz.display.prepare.prepare`; saliency, Grad-CAM and
+``summary.json`` for the model.
 """
 
 from __future__ import annotations
@@ -37,13 +35,9 @@ from actviz.io.export.typeset import attribution_images, layer_page_images, safe
 from actviz.io.files import check_out_folder
 
 __all__ = [
-    "export_capture",
-    "prepare_export",
-    "target_record",
-    "with_input_embedding",
-    "write_pages",
-    "write_token_saliency",
-]
+    "export_capture", "prepare_export", "target_record", "with_input_embedding", "write_pages",
+    "write_token_saliency"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -142,59 +136,29 @@ def export_capture(
     token_saliency: TokenSaliency | None = None,
     layer_writers: Sequence[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]] = (),
 ) -> list[Path]:
-    """Write everything about ``cap`` to ``out_dir``.
+    """Write everything about ``cap`` to ``out_dir``; returns every file written, summary.json last.
 
     Parameters
     ----------
-    cap
-        The capture.
-    out_dir
-        Folder to write into (created if missing).
     image
         ``(H, W, 3)`` uint8 input image for the saliency and Grad-CAM overlays.
-    categories
-        Class names for the prediction in summary.json.
-    model_name, input_name
-        Recorded in summary.json (``input_name``: the file of the frame that ran, e.g.
-        ``"frame_007.png"``, not the opened input's when a sequence plays).
-    input_path
-        The input's full path, recorded as ``"input_path"`` ("" when not a file).
-    frame
-        Index of the frame in its sequence (0 = first; also ``"frame_number"`` from 1, as the
-        window shows it); None: not a sequence.
-    perturbation
-        Every perturbation applied to the input with its value, recorded as
-        ``"perturbation"`` (``{}``: the input as opened), e.g. ``{"noise": 0.2}``.
-    cmap
-        Colormap of the feature-map PNGs; "auto": per layer, as the window chooses.
-    normalize
-        ``"channel"`` (each tile its own min..max) or ``"shared"`` normalisation of the
-        feature-map mosaics (|gradient| mosaics always share one range).
+    model_name, input_name, input_path, frame, perturbation
+        Recorded in summary.json (``input_name``: the frame that ran; ``frame`` from 0, None
+        outside a sequence).
+    cmap, normalize
+        As the window paints: "auto" chooses per layer; ``"channel"`` or ``"shared"``
+        (|gradient| mosaics always share one range).
     gradcam_layer
-        Layer for Grad-CAM; default: the last captured layer with a spatial output.
-    layers
-        Subset of ``cap.names`` to write (default all).
-    progress
-        Called as ``progress(done, total, what)`` while writing.
+        Default: the last captured layer with a spatial output.
     source
-        How the model and input were opened, for ``reproduce.py``
-        (:mod:`actviz.io.export.reproduce`); None: the script says the model is unknown.
-    tokens, model, tokenizer, logit_lens, layout
-        Sequence views (:mod:`actviz.io.export.token_export`): token strings, the model (patch
-        layout, attention maps, logit lens), the tokenizer, and a lens and layout computed
-        already (the window passes no model: its worker may be using it).
-    token_saliency
-        A text input's saliency per token computed already; else computed with ``model``
-        when the capture has the input embedding's gradient
-        (:func:`actviz.display.attribution.token_saliency`).
+        How the model and input were opened, for ``reproduce.py``.
+    tokens, model, tokenizer, logit_lens, layout, token_saliency
+        Sequence views (:mod:`actviz.io.export.token_export`); what is passed computed already
+        is not recomputed.
     layer_writers
-        More pictures per layer (plugins' layer views):
-        ``write(out, base, prepared_layer, spec) -> files written``.
-
-    Returns
-    -------
-    list of Path
-        Every file written, summary.json last.
+        Plugins' layer views: ``write(out, base, prepared_layer, spec) -> files written``.
+    progress
+        Called as ``progress(done, total, what)``.
     """
     out = check_out_folder(out_dir)
     names = list(layers) if layers is not None else list(cap.names)
@@ -329,14 +293,9 @@ def prepare_export(
     layout: Any = None,
     token_saliency: TokenSaliency | None = None,
 ) -> tuple[Capture, RunResult]:
-    """The capture (with its sequence inputs) and its preparation for export and the HTML
-    report: the window's own path (exact variant) for layers ``names`` (see
-    :func:`export_capture` for the arguments).
+    """The capture and its preparation (the window's exact path) for export and the report.
 
-    Raises
-    ------
-    ValueError
-        An unknown normalisation or colour map.
+    Raises ``ValueError`` for an unknown normalisation or colour map.
     """
     # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
     if normalize not in ("channel", "shared"):
@@ -368,9 +327,8 @@ def prepare_export(
 def target_record(
     cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    """What ``summary.json`` says of the target: index, name, the window's sentence, value, and
-    ``chosen``: ``"top prediction"`` (the output's default), ``"picked"``, ``"custom"`` or
-    ``"none"``.
+    """What ``summary.json`` says of the target: index, name, sentence, value and ``chosen``
+    (``"top prediction"``, ``"picked"``, ``"custom"`` or ``"none"``).
     """
     index = cap.target_index
     kind = prepared.prediction_kind

@@ -1,10 +1,7 @@
 """An HTML report of a run: one self-contained file anyone can open, without actviz or the model.
 
-It holds the model summary, input, predictions, every layer's panels, saliency, statistics,
-comparisons, scan sheets, further figures, edits and ``reproduce.py``; every picture is made by
-the export's own functions (:mod:`actviz.io.export.typeset`), so its pixels are the export's.
-Pictures are embedded PNGs, CSS is inline, there is no script, and a Content-Security-Policy
-forbids network requests. No Qt here.
+Pictures are the export's own (:mod:`actviz.io.export.typeset`), embedded as PNGs; CSS is
+inline, no script, and a Content-Security-Policy forbids network requests.
 """
 
 from __future__ import annotations
@@ -54,17 +51,8 @@ ProgressFn = Callable[[int, int, str], None]
 
 @dataclass(frozen=True)
 class ReportInfo:
-    """What :func:`write_report` wrote.
-
-    Attributes
-    ----------
-    path
-        The HTML file.
-    nbytes
-        Its size in bytes.
-    panels
-        ``(id, title)`` of every embedded picture, in page order (``"features:<layer>"``,
-        ``"grad:<layer>"``, ``"saliency"``, ``"gradcam"``, ``"input"``, ...).
+    """What :func:`write_report` wrote: ``path``, its size ``nbytes``, and ``panels``, the
+    ``(id, title)`` of every embedded picture in page order (``"features:<layer>"``, ...).
     """
 
     path: Path
@@ -116,46 +104,28 @@ def write_report(
     notes: Sequence[str] = (),
     progress: ProgressFn | None = None,
 ) -> ReportInfo:
-    """Write one self-contained HTML report of ``cap`` to ``path``.
+    """Write one self-contained HTML report of ``cap`` to ``path`` (atomically).
 
     Parameters
     ----------
-    cap
-        The capture (its edits are listed; with ``baseline`` the prediction is shown before
-        and after them).
-    path
-        The ``.html`` file (written atomically).
     image, categories, model_name, input_name, cmap, normalize, gradcam_layer, layers, source
-        As :func:`actviz.io.export.capture_export.export_capture` takes them: the same pictures
-        result.
+        As :func:`~actviz.io.export.capture_export.export_capture` takes them.
     model
-        The model (an ``nn.Module`` or a ``LoadedModel``) for the summary (parameters,
-        dtypes) and for sequence views; None: the summary comes from the capture.
+        An ``nn.Module`` or ``LoadedModel`` for the summary and sequence views.
     baseline
-        The unedited capture of the same input (the window's before/after).
+        The unedited capture of the same input (before/after predictions).
     comparison, comparison_label
-        A :class:`actviz.core.compare.Comparison` of this run with another (its chart), and a
-        sentence saying which runs.
+        A :class:`~actviz.core.compare.Comparison` with another run, and which runs.
     scan_sheets
-        ``{layer: contact sheet}`` of a dataset scan's top-k images
-        (:func:`actviz.data.sheet.contact_sheet`).
+        ``{layer: contact sheet}`` of a dataset scan.
     figures
-        Further ``(title, picture)`` pairs shown at the time: channel effects,
-        visualisations.
+        Further ``(title, picture)`` pairs (channel effects, visualisations).
     tokens, tokenizer, layout, token_saliency
-        A text input's tokens, its tokenizer, a ViT's patch layout and a text input's saliency
-        per token computed already (as export takes them).
-    title
-        The page title (default: "actviz report: <model>").
+        As export takes them.
     notes
-        Lines shown under the title (e.g. a session's warnings).
+        Lines shown under the title.
     progress
         Called as ``progress(done, total, what)``.
-
-    Returns
-    -------
-    ReportInfo
-        The file, its size and the panels embedded.
     """
     out = Path(path)
     names = list(layers) if layers is not None else list(cap.names)
@@ -318,9 +288,7 @@ CARRIED_INPUT_BYTES = 32 * 2**20
 
 
 def _reproduce_files(page: Page, cap: Capture, source: RunSource | None) -> None:
-    """The files reproduce.py reads that only a report can carry: the input tensors, when
-    the input has no file to reopen (the script read ``reproduce_inputs.pt``, which the
-    report did not hold), as a link that saves them."""
+    """A link saving the input tensors when the input has no file for reproduce.py to reopen."""
     if source is not None and source.input is not None:
         return
     buf = io.BytesIO()
@@ -345,10 +313,7 @@ def _reproduce_files(page: Page, cap: Capture, source: RunSource | None) -> None
 
 
 def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
-    """``cap`` with its input gradient, for the saliency: a window's run skips it while no
-    saliency is on screen (the Overview never shown), and the report then had none. Taken
-    again with the run's target and edits; ``cap`` as it is when that cannot be had or
-    would differ (another target resolved, a failure)."""
+    """``cap`` with its input gradient (re-taken when missing and reproducible), for saliency."""
     from actviz.core.targets import fixed_default
 
     if cap.input_grads is not None or not cap.gradients or cap.inputs is None:
@@ -369,16 +334,10 @@ def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
 
 
 def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
-    """:func:`write_report` of a prepared run as the window shows it
-    (:class:`actviz.display.prepared.RunResult`): its capture, input image, panels (layers),
-    colour map, normalisation, Grad-CAM layer, class names and, for an edited run, the
-    unedited one. ``kwargs`` adds or overrides :func:`write_report`'s arguments (``model``,
-    ``model_name``, ``source``, ``comparison``, ``figures``, ...).
+    """:func:`write_report` of a :class:`~actviz.display.prepared.RunResult` as the window shows it.
 
-    Raises
-    ------
-    ValueError
-        When the result holds no capture (it was freed).
+    ``kwargs`` add or override :func:`write_report`'s arguments. ``ValueError`` when the result
+    holds no capture.
     """
     if result.capture is None:
         raise ValueError("this result holds no capture to report")

@@ -1,11 +1,8 @@
 """``reproduce.py``: a short script, written into every export, that rebuilds the run.
 
-It uses only the public API (``open_model``, ``actviz.load_input``, ``actviz.capture``,
-``actviz.edits``) and saves the same per-layer ``.npz`` arrays as the export into a folder of
-its own, so the two compare file by file (``python reproduce.py OUT``). What a name cannot
-rebuild is saved beside it: input tensors without a source, the weights of a randomly
-initialised model, a patch edit's source input. A custom edit is imported by qualified name
-when importable; otherwise the script defines a stand-in that raises, naming the layer.
+It uses only the public API and saves the same ``.npz`` arrays, so the two compare file by
+file. What a name cannot rebuild (source-less inputs, random weights, a patch source) is saved
+beside it; a custom edit that cannot be imported gets a stand-in that raises.
 """
 
 from __future__ import annotations
@@ -22,14 +19,9 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture
 
 __all__ = [
-    "SCRIPT_NAME",
-    "RunSource",
-    "compare_script",
-    "reproduce_script",
-    "run_source",
-    "write_compare_reproduce",
-    "write_reproduce",
-]
+    "SCRIPT_NAME", "RunSource", "compare_script", "reproduce_script", "run_source",
+    "write_compare_reproduce", "write_reproduce"
+]  # fmt: skip
 
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"
@@ -37,27 +29,12 @@ SCRIPT_NAME = "reproduce.py"
 
 @dataclass(frozen=True)
 class RunSource:
-    """How a run's model and input were opened (what the script needs to open them again).
+    """How a run's model and input were opened, so the script can open them again.
 
-    Attributes
-    ----------
-    model
-        What :func:`actviz.io.models.loading.open_model` took: a torchvision name, a file,
-        ``file.py:Class``, ``package.module:factory``, ``"demo"``. None: unknown (the script
-        then says so and stops).
-    arch, weights, trust, device
-        ``open_model``'s arguments of the same names.
-    input
-        What :func:`actviz.load_input` took (an image or tensor file, ``random:...``); None:
-        the export saves the input tensors for the script.
-    list_input
-        ``load_input``'s ``as_list``.
-    target
-        The target as given to :func:`actviz.capture` (None: its default), if it is an int,
-        a str or None; a callable target cannot be written (the script says so).
-    state
-        The model's ``state_dict()`` when its weights cannot be reopened (random init): saved
-        beside the script and loaded by it.
+    ``model`` and ``arch``/``weights``/``trust``/``device`` as :func:`open_model` took them (None:
+    unknown); ``input`` and ``list_input`` as :func:`actviz.load_input` took them (None: tensors
+    saved); ``target`` an int, str or None (callables cannot be written); ``state`` the weights to
+    save when they cannot be reopened.
     """
 
     model: str | None = None
@@ -193,8 +170,7 @@ def _open_lines(
     tag: str = "",
     same_model_as: str | None = None,
 ) -> list[str]:
-    """Lines that open ``loaded{tag}``, ``model{tag}`` and the input ``x{tag}`` (the model
-    of tag ``same_model_as`` again when given)."""
+    """Lines opening ``loaded{tag}``, ``model{tag}`` and input ``x{tag}``."""
     lines: list[str] = []
     model_var, loaded_var, x_var = f"model{tag}", f"loaded{tag}", f"x{tag}"
     if same_model_as is not None:
@@ -225,21 +201,10 @@ def reproduce_script(
     files: Mapping[str, str],
     saved: Mapping[str, str] | None = None,
 ) -> str:
-    """The text of ``reproduce.py`` for ``cap``.
+    """The text of ``reproduce.py`` for ``cap`` (its edits, gradients and mode are rebuilt).
 
-    Parameters
-    ----------
-    cap
-        The exported capture (its ``edits``, ``gradients``, ``mode`` are rebuilt).
-    source
-        How model and input were opened.
-    layers
-        The layers whose arrays the export wrote.
-    files
-        ``{layer: npz file name}`` as the export named them.
-    saved
-        What :func:`write_reproduce` saved beside the script: ``"inputs"``, ``"weights"``,
-        ``"patch<i>"`` -> file name.
+    ``files`` is ``{layer: npz name}`` as exported; ``saved`` maps ``"inputs"``, ``"weights"``,
+    ``"patch<i>"`` to what :func:`write_reproduce` saved beside the script.
     """
     source = source or RunSource()
     saved = dict(saved or {})

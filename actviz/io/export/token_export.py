@@ -1,9 +1,5 @@
-"""Export of the sequence views: token heat maps, attention maps, rollout, logit lens.
-
-Called by :func:`actviz.io.export.capture_export.export_capture` with the window's own prepared
-result, so the files show the window's arrays, colour maps and levels: ``{layer}_tokens.png`` /
-``.npz`` per token layer, ``attention_{layer}.png`` and ``attention.npz``, ``rollout.png`` /
-``.npy`` (vision transformers) and ``logit_lens.json`` (language models).
+"""Export of the sequence views (token heat maps, attention, rollout, logit lens) from the
+window's own prepared result, so files show the window's arrays, maps and levels.
 """
 
 from __future__ import annotations
@@ -51,8 +47,7 @@ def _short(label: str) -> str:
 
 
 def _cell(count: int, least: int) -> int:
-    """Pixels per cell: short sides grow to about 240 px (40 px cells at most), long ones
-    shrink to :data:`_MAX_SIDE`."""
+    """Pixels per cell: short sides grow to about 240 px, long ones shrink to :data:`_MAX_SIDE`."""
     count = max(count, 1)
     return max(least, min(max(_CELL, 240 // count), 40, _MAX_SIDE // count))
 
@@ -66,10 +61,9 @@ def sequence_inputs(
     tokenizer: Any = None,
     layout: Any = None,
 ) -> tuple[Any, DisplaySpec]:
-    """``cap`` and ``spec`` ready for the sequence views: the spec gets the token strings,
-    the patch layout (``layout``, else the model's) and the tokenizer; with a model and no attention recorded yet,
-    a copy of ``cap`` gets them (:func:`~actviz.display.attention.capture_attention` on the
-    capture's own inputs; ``cap`` itself is not changed)."""
+    """``cap`` and ``spec`` ready for the sequence views: the spec gets tokens, patch layout and
+    tokenizer; with a model and no attention yet, a copy of ``cap`` gets it recorded.
+    """
     from actviz.display.attention import capture_attention
     from actviz.display.token_maps import sequence_layout
 
@@ -163,13 +157,7 @@ def heat_png(
 def write_sequence_views(
     result: RunResult, out: Path, names: Sequence[str]
 ) -> tuple[list[Path], dict]:
-    """Write the sequence views of ``result`` (see the module docstring) into ``out``.
-
-    Returns
-    -------
-    (list of Path, dict)
-        The files written and their entry for ``summary.json`` (empty when there is none).
-    """
+    """The sequence views of ``result`` written into ``out``: ``(files, summary.json entry)``."""
     written: list[Path] = []
     summary: dict[str, Any] = {}
     tokens = result.spec.tokens

@@ -1,8 +1,5 @@
-"""Typesetting a capture's pictures: mosaics with titles, colour bars and channel numbers,
-bar charts, heat maps over the input, a text input's saliency strip (PIL only, no Qt).
-
-The same pictures go to files (:mod:`actviz.io.export.capture_export`) and into the HTML report
-(:mod:`actviz.io.export.report`).
+"""Typesetting a capture's pictures (PIL only, no Qt): titled mosaics with colour bars and
+channel numbers, bar charts, heat maps, saliency strips; for files and the HTML report alike.
 """
 
 from __future__ import annotations
@@ -30,15 +27,9 @@ from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.display.repage import symmetric_for
 
 __all__ = [
-    "EXPORT_PAGE_CHANNELS",
-    "attribution_images",
-    "channel_pages",
-    "layer_page_images",
-    "pick_gradcam_layer",
-    "render_layer_png",
-    "safe_name",
-    "token_saliency_picture",
-]
+    "EXPORT_PAGE_CHANNELS", "attribution_images", "channel_pages", "layer_page_images",
+    "pick_gradcam_layer", "render_layer_png", "safe_name", "token_saliency_picture"
+]  # fmt: skip
 
 _BG = (255, 255, 255)
 _INK = (30, 30, 30)
@@ -70,8 +61,7 @@ def _text_w(draw: ImageDraw.ImageDraw, text: str, font: Any) -> int:
 def _fit_title(
     draw: ImageDraw.ImageDraw, title: str, font: Any, body_w: int, margin: int
 ) -> tuple[int, str]:
-    """The picture's width (the body's, widened so the title fits, at least 320 px) and the
-    title to draw: whole, or cut with "…" past :data:`_MAX_TITLE_PX`."""
+    """The picture's width (widened for the title, min 320 px) and the title, cut if long."""
     width = max(
         body_w + 2 * margin, 320, min(_text_w(draw, title, font), _MAX_TITLE_PX) + 2 * margin
     )
@@ -193,12 +183,10 @@ def render_layer_png(
     first_channel: int = 0,
     symmetric: bool | None = None,
 ) -> Image.Image:
-    """Render one layer output (or gradient, with ``magnitude=True``) as a readable image.
+    """Render one layer output (or ``|gradient|`` with ``magnitude=True``) as a readable image.
 
-    Maps become a channel mosaic with numbers and a colour bar (see :func:`channel_pages`), 1-D
-    outputs a bar chart, sequences a heat map, scalars one bar. ``tensor`` may be a prepared
-    :class:`~actviz.display.layer_views.LayerView`; ``cmap="auto"`` and ``symmetric=None`` choose
-    as the window does.
+    Maps: a numbered mosaic with a colour bar; 1-D: bars; sequences: a heat map. ``tensor`` may be a
+    prepared ``LayerView``; ``cmap="auto"`` and ``symmetric=None`` choose as the window does.
     """
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     if magnitude and not isinstance(tensor, LayerView):
@@ -356,9 +344,8 @@ def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> I
 def attribution_images(
     cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
 ) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
-    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture, as export
-    writes them and the report embeds them: ``({name: (picture, values)}, notes)``, ``notes``
-    holding ``gradcam_layer`` or ``gradcam_error`` and ``saliency_of`` for a text input.
+    """The saliency, Grad-CAM and rollout pictures of a prepared capture, as export writes them:
+    ``({name: (picture, values)}, notes)``.
     """
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}

@@ -1,10 +1,7 @@
 """Guessing the architecture of a bare state_dict from its key names and tensor shapes.
 
-Key names and shapes, compared with each known architecture's signature (key -> shape),
-usually identify the network exactly, even close relatives (ResNet-18 vs 34, ViT-B/16 vs B/32).
-Signatures are built on the ``meta`` device without initialisers and cached; only families
-whose key patterns overlap the checkpoint's are built in full. torchvision always; timm when
-installed, restricted to :data:`TIMM_SHORTLIST` (building all of timm takes minutes).
+Signatures (key -> shape) are built on the ``meta`` device and cached; torchvision always,
+timm when installed (restricted to :data:`TIMM_SHORTLIST`).
 """
 
 from __future__ import annotations
@@ -24,13 +21,9 @@ from actviz.io.models import zoo
 from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 
 __all__ = [
-    "ArchGuess",
-    "guess_architecture",
-    "compare_architecture",
-    "confident_guess",
-    "signature",
-    "ZOOS",
-]
+    "ArchGuess", "guess_architecture", "compare_architecture", "confident_guess", "signature",
+    "ZOOS"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -100,35 +93,11 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True)
 class ArchGuess:
-    """How well one architecture fits a state_dict.
+    """How well one architecture (``name``, as ``open_model(arch=...)`` takes it) fits a state_dict.
 
-    Attributes
-    ----------
-    name
-        The architecture, as ``open_model(arch=...)`` takes it: a torchvision name
-        (``"resnet18"``) or ``"timm/<name>"``.
-    score
-        In [0, 1]: 1.0 only when every key and shape match; 0.99 when they match once the
-        classifier head has ``num_classes`` outputs; at most 0.98 when the weights would not
-        load.
-    matched
-        Checkpoint tensors whose key and shape both match the architecture.
-    keys_matched
-        Checkpoint keys the architecture has, whatever their shape.
-    tensors
-        Tensors in the checkpoint (entries outside ``prefix`` included).
-    expected
-        Tensors the architecture has (with ``num_classes`` applied).
-    prefix
-        Wrapper prefix removed from the checkpoint keys (``"module."``, ``"model."``), or "".
-    num_classes
-        Classifier size the checkpoint needs when it differs from the architecture's default,
-        else None.
-    reason
-        Why, in a few words: ``"all 122 tensors match"``, ``"head has 10 classes instead of
-        1000; all other tensors match"``, ``"118 of 122 tensors match, 4 differ in shape ..."``.
-    zoo
-        ``"torchvision"`` or ``"timm"``.
+    ``score`` is 1.0 when every key and shape match, 0.99 when only the head's ``num_classes``
+    differs, at most 0.98 when the weights would not load. ``prefix`` is the wrapper prefix
+    removed; ``reason`` says why in a few words; ``zoo`` is ``"torchvision"`` or ``"timm"``.
     """
 
     name: str
@@ -187,11 +156,7 @@ def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
 
 
 class _SkipInit(TorchFunctionMode):
-    """Make random initialisers no-ops: only shapes are read, and on ``meta`` they cost most.
-
-    A torch function mode is per thread, so a model built at the same time on another thread
-    is initialised normally.
-    """
+    """Make random initialisers no-ops on this thread: only shapes are read."""
 
     _skipped = _skipped_initialisers()
 
@@ -237,19 +202,8 @@ def _signature(name: str, num_classes: int | None) -> _Signature | None:
 
 
 def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shape] | None:
-    """The state_dict signature (key -> shape) of an architecture, built without weights.
-
-    Parameters
-    ----------
-    name
-        A torchvision name or ``"timm/<name>"``.
-    num_classes
-        Classifier size, when not the default.
-
-    Returns
-    -------
-    Mapping or None
-        Read-only key -> shape mapping, cached per process; None when it cannot be built.
+    """The cached, read-only state_dict signature (key -> shape) of an architecture; None if it
+    cannot be built.
     """
     sig = _signature(name, num_classes)
     return None if sig is None else sig.shapes
@@ -265,8 +219,7 @@ _SIZE_WORDS = frozenset(
 
 
 def _stem(name: str) -> str:
-    """A model name without its sizes: ``fasterrcnn_mobilenet_v3_large_320_fpn`` ->
-    ``fasterrcnn_mobilenet_v_fpn``, ``resnet50`` -> ``resnet``, ``vgg16_bn`` -> ``vgg_bn``."""
+    """A model name without its sizes (``resnet50`` -> ``resnet``, ``vgg16_bn`` -> ``vgg_bn``)."""
     parts = ("".join(c for c in part if not c.isdigit()) for part in name.split("_"))
     return "_".join(p for p in parts if p and p not in _SIZE_WORDS)
 
@@ -331,8 +284,7 @@ def _family_overlap(patterns: frozenset[str], family: tuple[str, ...]) -> float:
 
 
 def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
-    """Architectures of the families whose representative's key patterns overlap the
-    checkpoint's, best overlap first, at most the zoo's limit."""
+    """Architectures of families whose key patterns overlap the checkpoint's, best first."""
     families = _FAMILIES[zoo_name]()
     ranked = []
     for names in families.values():
@@ -451,20 +403,7 @@ def _zoo_of(name: str) -> str:
 
 
 def compare_architecture(state_dict: Mapping[str, Any], name: str) -> ArchGuess | None:
-    """Score one named architecture against a state_dict.
-
-    Parameters
-    ----------
-    state_dict
-        Checkpoint weights (tensors or anything with a ``shape``), prefixes not stripped.
-    name
-        A torchvision name or ``"timm/<name>"``.
-
-    Returns
-    -------
-    ArchGuess or None
-        None when the architecture cannot be built (unknown name, timm missing).
-    """
+    """Score one named architecture against a state_dict; None when it cannot be built."""
     return _compare(name, _zoo_of(name), _checkpoint_shapes(state_dict))
 
 
@@ -473,23 +412,9 @@ def guess_architecture(
 ) -> list[ArchGuess]:
     """Rank the known architectures by how well their keys and shapes fit a state_dict.
 
-    Parameters
-    ----------
-    state_dict
-        Checkpoint weights (tensors or anything with a ``shape``); wrapper prefixes such as
-        ``module.``, ``model.`` and ``_orig_mod.`` are allowed.
-    top
-        How many guesses to return at most.
-    zoos
-        Which model zoos to search (see :data:`ZOOS`), in order of preference; a zoo that is
-        not installed is skipped, and a later zoo is searched only when no architecture of
-        the earlier ones fits.
-
-    Returns
-    -------
-    list of ArchGuess
-        Best first (ties: the zoo listed first, then the name); only guesses scoring at least
-        :data:`MIN_SCORE`, so a state_dict of an unknown network gives an empty list.
+    Wrapper prefixes (``module.``, ``model.``, ``_orig_mod.``) are allowed. ``zoos`` are searched
+    in order, a later one only when nothing earlier fits. Only guesses scoring at least
+    :data:`MIN_SCORE`, best first.
     """
     ckpt = _checkpoint_shapes(state_dict)
     if not ckpt:
@@ -513,8 +438,7 @@ def guess_architecture(
 
 
 def _without_twins(guesses: list[ArchGuess]) -> list[ArchGuess]:
-    """Drop a later zoo's copy of an architecture already listed (timm's ``resnet18`` has
-    torchvision's very keys and shapes): it adds a name, not a choice."""
+    """Drop a later zoo's copy of an architecture already listed."""
     kept: list[ArchGuess] = []
     seen: dict[frozenset, str] = {}
     for guess in guesses:
@@ -529,20 +453,7 @@ def _without_twins(guesses: list[ArchGuess]) -> list[ArchGuess]:
 
 
 def confident_guess(guesses: Iterable[ArchGuess]) -> ArchGuess | None:
-    """The guess to use without asking: the best one, if it loads and nothing ties with it.
-
-    Parameters
-    ----------
-    guesses
-        Guesses as :func:`guess_architecture` ranks them.
-
-    Returns
-    -------
-    ArchGuess or None
-        None when the best guess would not load, or another architecture from the same zoo
-        fits equally well (the user must choose). Equal fits from a later zoo (timm's copy of
-        a torchvision network) do not count: the preferred zoo's one is used.
-    """
+    """The guess to use without asking: the best, if it loads and none in its zoo ties."""
     ranked = list(guesses)
     if not ranked or not ranked[0].fits:
         return None

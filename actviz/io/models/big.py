@@ -1,9 +1,6 @@
 """Models larger than one device: placement over GPUs, CPU and disk with ``accelerate``
-(the optional extra ``actviz[big]``, imported only when asked for).
-
-Hugging Face models are placed by ``from_pretrained(device_map=...)``; other modules after they
-are built (``infer_auto_device_map`` + ``dispatch_model``). accelerate's hooks live in
-``module.forward``; captures wrap that forward and put it back, so placement is untouched.
+(``actviz[big]``, imported only when asked for). Captures wrap accelerate's forward and put it
+back, so placement is untouched.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Reading checkpoint files safely: format sniffing, guarded unpickling, state_dict fitting.
-
-The format of a file is decided from its content, not its extension: users rename files
-freely (``.pth``, ``.bin``, ``.ckpt`` all hold the same zip written by ``torch.save``).
-Pickled data is always read with ``torch.load(weights_only=True)`` first; only a caller
-that has the user's explicit consent (``trust=True``) may fall back to full unpickling.
+"""Reading checkpoint files safely: format sniffing (by content, not extension), guarded
+unpickling (``weights_only=True`` first; full unpickling only with ``trust=True``) and
+state_dict fitting.
 """
 
 from __future__ import annotations
@@ -26,17 +23,9 @@ from torch import nn
 from actviz.io.errors import ModelLoadError, UntrustedFileError
 
 __all__ = [
-    "FileFormat",
-    "sniff_format",
-    "torch_load_guarded",
-    "extract_weights",
-    "drop_compile_prefix",
-    "best_prefix",
-    "fit_state_dict",
-    "apply_state_dict",
-    "export_needs_trust",
-    "one_line",
-]
+    "FileFormat", "sniff_format", "torch_load_guarded", "extract_weights", "drop_compile_prefix",
+    "best_prefix", "fit_state_dict", "apply_state_dict", "export_needs_trust", "one_line"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +53,7 @@ _SAFETENSORS_MAX_HEADER = 100_000_000
 
 
 def one_line(exc: BaseException | str, limit: int = 300) -> str:
-    """Reduce an exception message to one short line for user-facing errors.
-
-    Parameters
-    ----------
-    exc
-        Exception or message text.
-    limit
-        Maximum number of characters kept.
-
-    Returns
-    -------
-    str
-        The first non-empty line, without ANSI escapes, truncated to ``limit``.
-    """
+    """The first non-empty line of ``exc`` without ANSI escapes, cut to ``limit`` characters."""
     text = str(exc) if not isinstance(exc, str) else exc
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -90,18 +66,7 @@ def one_line(exc: BaseException | str, limit: int = 300) -> str:
 
 
 def sniff_format(path: str | os.PathLike[str]) -> str:
-    """Tell a file's format from its first bytes (and, for zips, its member names).
-
-    Parameters
-    ----------
-    path
-        File to inspect.
-
-    Returns
-    -------
-    str
-        One of the :class:`FileFormat` constants.
-    """
+    """A file's :class:`FileFormat`, from its first bytes (and a zip's member names)."""
     path = Path(path)
     size = path.stat().st_size
     if size == 0:
@@ -166,27 +131,10 @@ def _unsafe_detail(exc: BaseException) -> str:
 
 
 def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> Any:
-    """``torch.load`` a file on CPU, unpickling arbitrary objects only when trusted.
+    """``torch.load`` a file on CPU; full unpickling only with ``trust``.
 
-    Parameters
-    ----------
-    path
-        A ``torch.save`` file (zip or legacy pickle).
-    trust
-        Allow full unpickling (which runs code stored in the file) when the restricted
-        ``weights_only=True`` loader refuses the file.
-
-    Returns
-    -------
-    Any
-        The unpickled object.
-
-    Raises
-    ------
-    UntrustedFileError
-        The file needs full unpickling and ``trust`` is False.
-    ModelLoadError
-        The file is empty, truncated or otherwise unreadable.
+    Raises ``UntrustedFileError`` when the file needs it untrusted, ``ModelLoadError`` when
+    unreadable.
     """
     path = os.fspath(path)
     try:
@@ -211,9 +159,7 @@ def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> 
 
 
 def _load_trusted(path: str) -> Any:
-    """Fully unpickle ``path``, looking for the classes' modules beside it and in the working
-    folder too (the console script's ``sys.path`` starts at its own folder).
-    """
+    """Fully unpickle ``path``, finding classes beside it and in the working folder."""
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except ModuleNotFoundError as exc:
@@ -265,21 +211,10 @@ def _missing_class_text(path: str, exc: AttributeError) -> str:
 
 
 def export_needs_trust(path: str | os.PathLike[str]) -> str:
-    """Check whether ``torch.export.load`` would unpickle arbitrary objects from a .pt2 file.
+    """Why ``torch.export.load`` would unpickle arbitrary objects from a .pt2 file ("" if it would
+    not).
 
-    ``torch.export.load`` reads tensors stored as raw bytes safely, but payloads flagged
-    ``use_pickle`` go through ``torch.load(weights_only=False)`` and opaque constants
-    through ``pickle.loads``. Those payloads are checked here with the restricted loader.
-
-    Parameters
-    ----------
-    path
-        A ``torch.export.save`` archive.
-
-    Returns
-    -------
-    str
-        "" when the archive only holds plain tensors, else why it needs trusting.
+    Its ``use_pickle`` payloads and opaque constants are checked with the restricted loader.
     """
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
@@ -347,27 +282,10 @@ def _is_state_dict(obj: Any) -> bool:
 
 
 def extract_weights(obj: Any, path: str) -> tuple[nn.Module | dict[str, torch.Tensor], str]:
-    """Find the model (or its state_dict) inside whatever a checkpoint file held.
+    """Find the module or state_dict inside a checkpoint (training dicts, Lightning).
 
-    Parameters
-    ----------
-    obj
-        The unpickled content: a module, a state_dict, or a training dict such as
-        ``{"state_dict": ...}``, ``{"model_state_dict": ...}``, ``{"model": ...}`` or a
-        Lightning checkpoint.
-    path
-        File name, for error messages.
-
-    Returns
-    -------
-    tuple
-        ``(module_or_state_dict, where)`` where ``where`` is the key path it was found
-        under ("" for the top level, e.g. "['state_dict']").
-
-    Raises
-    ------
-    ModelLoadError
-        Nothing that looks like a model or weights is inside.
+    Returns ``(found, where)`` with the key path (``"['state_dict']"``, "" at the top); raises
+    ``ModelLoadError`` when nothing looks like weights.
     """
     found = _search_weights(obj, depth=0)
     if found is not None:
@@ -409,18 +327,7 @@ def _drop_compile_prefix(key: str) -> str:
 
 
 def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Remove torch.compile's ``_orig_mod`` path segment from every key.
-
-    Parameters
-    ----------
-    state_dict
-        Checkpoint weights.
-
-    Returns
-    -------
-    tuple
-        ``(cleaned_state_dict, notes)``; notes say whether the segment was removed.
-    """
+    """Remove torch.compile's ``_orig_mod`` segment from every key: ``(state_dict, notes)``."""
     cleaned = {_drop_compile_prefix(key): value for key, value in state_dict.items()}
     notes: list[str] = []
     if len(cleaned) < len(state_dict):
@@ -431,24 +338,8 @@ def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], 
 
 
 def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> tuple[str, int]:
-    """Find the wrapper prefix whose removal lines the most keys up with ``model_keys``.
-
-    Prefixes up to three path segments deep are tried (``module.``, ``model.``,
-    ``model.backbone.``, ...); no prefix wins ties, then the shortest prefix, so models whose
-    own keys start with ``model.`` keep them.
-
-    Parameters
-    ----------
-    keys
-        Checkpoint keys (``_orig_mod`` already dropped).
-    model_keys
-        Keys of the target model's ``state_dict()``.
-
-    Returns
-    -------
-    tuple
-        ``(prefix, matches)``: the prefix ("" for none, else ending in ".") and how many keys
-        match the model once it is removed.
+    """``(prefix, matches)``: the wrapper prefix (up to three segments) whose removal lines the most
+    keys up with ``model_keys``; ties go to no prefix, then the shortest.
     """
     keys = list(keys)
     scores: dict[str, int] = {"": sum(1 for k in keys if k in model_keys)}
@@ -467,24 +358,8 @@ def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> t
 def fit_state_dict(
     state_dict: Mapping[str, torch.Tensor], model_keys: set[str] | list[str]
 ) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Strip wrapper prefixes so checkpoint keys line up with the model's keys.
-
-    Handles ``_orig_mod.`` (torch.compile), ``module.`` (DataParallel / DDP) and Lightning's
-    ``model.`` (or any other attribute name the training wrapper used): see
-    :func:`best_prefix`.
-
-    Parameters
-    ----------
-    state_dict
-        Checkpoint weights.
-    model_keys
-        Keys of the target model's ``state_dict()``.
-
-    Returns
-    -------
-    tuple
-        ``(fitted_state_dict, notes)``; notes say which prefix was removed and which
-        entries outside it were ignored.
+    """Strip wrapper prefixes (``_orig_mod.``, ``module.``, ``model.``...) so keys match the
+    model's: ``(state_dict, notes)``.
     """
     cleaned, notes = drop_compile_prefix(state_dict)
     best, _ = best_prefix(cleaned, set(model_keys))
@@ -512,28 +387,9 @@ def _listing(items: list[str], limit: int = 3) -> str:
 def apply_state_dict(
     model: nn.Module, state_dict: Mapping[str, torch.Tensor], path: str, arch_label: str
 ) -> list[str]:
-    """Load fitted weights into ``model`` strictly, explaining any mismatch.
+    """Load fitted weights into ``model`` strictly; returns notes on stripped prefixes.
 
-    Parameters
-    ----------
-    model
-        The freshly built architecture.
-    state_dict
-        Checkpoint weights (prefixes not yet stripped).
-    path
-        Checkpoint file, for messages.
-    arch_label
-        How the architecture is named in messages (e.g. "resnet18").
-
-    Returns
-    -------
-    list of str
-        Notes about the prefixes that were stripped.
-
-    Raises
-    ------
-    ModelLoadError
-        Missing keys, unexpected keys or shape mismatches, with a few of each listed.
+    Raises ``ModelLoadError`` listing missing, unexpected and mis-shaped keys.
     """
     target = model.state_dict()
     fitted, notes = fit_state_dict(state_dict, target.keys())

@@ -1,14 +1,8 @@
-"""The bundled demo model: a small CNN trained by the project on shapes it draws itself.
+"""The bundled demo model: a small CNN trained on shapes it draws itself, fully offline.
 
-``actviz`` with no arguments opens this model on one of its sample images, fully offline.
-Everything here is plain torch / numpy / PIL (no Qt): the weights and the sample PNGs live in
-the ``actviz.resources`` package (``resources/demo`` in the repository) and are located with
-:mod:`importlib.resources`, so they are found after a regular (non-editable) install too.
-
-The same image generator serves the training script (``tools/train_demo.py``) and the tests:
-each image is one coloured shape (random position, size, rotation and colour) on a textured
-background (gradient, stripes, smooth noise), so early feature maps show edges and
-textures while only the object tells the classes apart, which is what makes Grad-CAM land on it.
+Weights and samples live in ``actviz.resources`` (found through :mod:`importlib.resources`).
+Each image is one coloured shape on a textured background, so early maps show edges and
+textures while only the object tells classes apart (Grad-CAM lands on it).
 """
 
 from __future__ import annotations
@@ -30,21 +24,10 @@ from torch import Tensor, nn
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DEMO_CLASSES",
-    "DEMO_INPUT_SIZE",
-    "DEMO_GRADCAM_LAYER",
-    "DemoNet",
-    "GeneratedImage",
-    "build_demo_model",
-    "load_demo_model",
-    "demo_transform",
-    "demo_samples",
-    "demo_sample_boxes",
-    "demo_sample_tensor",
-    "demo_weights_path",
-    "generate_image",
-    "generate_example",
-]
+    "DEMO_CLASSES", "DEMO_INPUT_SIZE", "DEMO_GRADCAM_LAYER", "DemoNet", "GeneratedImage",
+    "build_demo_model", "load_demo_model", "demo_transform", "demo_samples", "demo_sample_boxes",
+    "demo_sample_tensor", "demo_weights_path", "generate_image", "generate_example"
+]  # fmt: skip
 
 #: Class names, index = logit index. The sample files are named ``<class>.png``.
 #: "background" (texture only, no object) is a class of its own: it soaks up the evidence that
@@ -81,15 +64,8 @@ _SUPERSAMPLE = 4
 
 
 class ConvBlock(nn.Module):
-    """``conv -> bn -> relu``: one stage of :class:`DemoNet`.
-
-    Parameters
-    ----------
-    in_channels, out_channels : int
-        Channel counts of the 3x3 convolution (padding 1, so the spatial size is kept).
-    inplace : bool
-        Use an in-place ReLU. The last block does, on purpose: an in-place op overwrites the
-        batch-norm output that a naive forward hook would have kept a reference to.
+    """``conv -> bn -> relu``: one stage of :class:`DemoNet`; the last uses an in-place ReLU on
+    purpose (it overwrites the batch-norm output a naive hook would keep).
     """
 
     def __init__(self, in_channels: int, out_channels: int, *, inplace: bool = False) -> None:
@@ -103,28 +79,8 @@ class ConvBlock(nn.Module):
 
 
 class DemoNet(nn.Module):
-    """Small CNN for the demo: four conv blocks (maps of 64, 32, 16 and 8 pixels), GAP, ``fc``.
-
-    Module tree::
-
-        features            Sequential
-          block1            ConvBlock(3 -> 16)    64x64
-          pool1             MaxPool2d             32x32
-          block2            ConvBlock(16 -> 32)   32x32
-          pool2             MaxPool2d             16x16
-          block3            ConvBlock(32 -> 64)   16x16
-          pool3             MaxPool2d              8x8
-          block4            ConvBlock(64 -> 64, in-place ReLU)  8x8
-        pool                AdaptiveAvgPool2d(1)
-        flatten             Flatten
-        fc                  Linear(64 -> len(DEMO_CLASSES))
-
-    Parameters
-    ----------
-    num_classes : int
-        Number of output logits.
-    widths : tuple of int
-        Output channels of the four conv blocks.
+    """Small CNN for the demo: four ``ConvBlock``s (3 -> 16 -> 32 -> 64 -> 64, max-pooled between;
+    maps of 64, 32, 16 and 8 pixels; the last with an in-place ReLU), global average pool, ``fc``.
     """
 
     def __init__(
@@ -154,13 +110,7 @@ class DemoNet(nn.Module):
 
 
 def build_demo_model() -> DemoNet:
-    """Return a freshly initialised :class:`DemoNet` (random weights, train mode).
-
-    Returns
-    -------
-    DemoNet
-        The demo architecture for ``len(DEMO_CLASSES)`` classes.
-    """
+    """A freshly initialised :class:`DemoNet` (random weights, train mode)."""
     return DemoNet(num_classes=len(DEMO_CLASSES))
 
 
@@ -169,28 +119,13 @@ def _resource_dir() -> Traversable:
 
 
 def demo_weights_path() -> Traversable:
-    """Return the location of the bundled weight file (a float32 ``state_dict``).
-
-    Returns
-    -------
-    importlib.resources.abc.Traversable
-        ``actviz.resources/demo/demo_cnn.pt``; a real path for normal installs.
-    """
+    """The bundled float32 ``state_dict`` file (``actviz.resources/demo/demo_cnn.pt``)."""
     return _resource_dir() / _WEIGHTS_NAME
 
 
 def load_demo_model() -> DemoNet:
-    """Build :class:`DemoNet` and load the bundled trained weights.
-
-    Returns
-    -------
-    DemoNet
-        The trained model, in eval mode, on the CPU.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the weight file is missing from the installed resources.
+    """The trained :class:`DemoNet` in eval mode on the CPU (``FileNotFoundError`` without its
+    weights).
     """
     weights = demo_weights_path()
     if not weights.is_file():
@@ -207,17 +142,8 @@ def load_demo_model() -> DemoNet:
 
 
 def demo_transform(image: Image.Image) -> Tensor:
-    """Turn a PIL image into the demo model's input.
-
-    Parameters
-    ----------
-    image : PIL.Image.Image
-        Any mode and size; converted to RGB and resized (bilinear) to :data:`DEMO_INPUT_SIZE`.
-
-    Returns
-    -------
-    torch.Tensor
-        ``(3, H, W)`` float32 in [0, 1] (the model was trained without mean/std normalisation).
+    """A PIL image as the demo's ``(3, H, W)`` float32 input in [0, 1] (RGB, resized; no
+    normalisation).
     """
     h, w = DEMO_INPUT_SIZE
     image = image.convert("RGB")
@@ -228,15 +154,7 @@ def demo_transform(image: Image.Image) -> Tensor:
 
 
 def demo_samples() -> list[pathlib.Path]:
-    """Return the bundled sample images, sorted by name.
-
-    Each file is named after its true class (``circle.png``, ``star.png``, ...).
-
-    Returns
-    -------
-    list of pathlib.Path
-        Paths of the sample PNGs (empty if the resources are missing).
-    """
+    """The bundled sample PNGs, named after their class, sorted (empty without resources)."""
     samples = _resource_dir() / _SAMPLES_DIR
     if not samples.is_dir():
         return []
@@ -247,13 +165,8 @@ def demo_samples() -> list[pathlib.Path]:
 
 
 def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
-    """Return the object bounding box of each sample, as written by the training script.
-
-    Returns
-    -------
-    dict
-        ``file name -> (x0, y0, x1, y1)`` in input pixels, ``x1``/``y1`` exclusive; None for
-        the "background" sample, which has no object.
+    """``file name -> (x0, y0, x1, y1)`` object box of each sample (exclusive ends; None:
+    background).
     """
     boxes = _resource_dir() / _SAMPLES_DIR / _BOXES_NAME
     data = json.loads(boxes.read_text(encoding="utf-8"))
@@ -261,25 +174,9 @@ def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
 
 
 def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
-    """Load one bundled sample, ready for the demo model and for display.
-
-    Parameters
-    ----------
-    name : str, optional
-        Sample file name (``"star.png"``) or stem / class name (``"star"``). ``None`` picks the
-        first sample.
-
-    Returns
-    -------
-    x : torch.Tensor
-        ``(1, 3, H, W)`` float32 in [0, 1].
-    rgb : numpy.ndarray
-        ``(H, W, 3)`` uint8, the same pixels for overlays.
-
-    Raises
-    ------
-    FileNotFoundError
-        If there are no samples, or none matches ``name``.
+    """One bundled sample (file name, stem or class; None: the first) as ``(x, rgb)``: a
+    ``(1, 3, H, W)`` float32 tensor in [0, 1] and the same pixels as uint8.
+    ``FileNotFoundError`` when none matches.
     """
     samples = demo_samples()
     if not samples:
@@ -303,22 +200,8 @@ def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
 
 @dataclass
 class GeneratedImage:
-    """One generated example.
-
-    Attributes
-    ----------
-    image : PIL.Image.Image
-        RGB image of :data:`DEMO_INPUT_SIZE`.
-    label : int
-        Index into :data:`DEMO_CLASSES`.
-    mask : numpy.ndarray
-        ``(H, W)`` bool, pixels where the object covers at least half the pixel (all False for
-        the "background" class).
-    box : tuple of int or None
-        ``(x0, y0, x1, y1)`` bounding box of ``mask`` (``x1``, ``y1`` exclusive); None when
-        there is no object.
-    center : tuple of float
-        ``(cx, cy)`` where the shape was placed, in pixels.
+    """One generated example: the RGB ``image``, its ``label`` index, the object's ``mask`` (pixels
+    at least half covered), its ``box`` (exclusive ends; None for background) and ``center``.
     """
 
     image: Image.Image
@@ -416,27 +299,10 @@ def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
 def generate_example(
     cls: str | int, rng: np.random.Generator, *, min_offset: float = 0.0
 ) -> GeneratedImage:
-    """Draw one example of class ``cls`` with its mask and bounding box.
+    """Draw one example of class ``cls`` (name or index) with its mask and bounding box.
 
-    Parameters
-    ----------
-    cls : str or int
-        Class name from :data:`DEMO_CLASSES`, or its index.
-    rng : numpy.random.Generator
-        Source of every random choice (position, size, rotation, colours, texture, noise).
-    min_offset : float
-        Minimum distance in pixels between the object's centre and the image centre; the
-        bundled samples use it to keep objects off-centre.
-
-    Returns
-    -------
-    GeneratedImage
-        Image, label, mask and box.
-
-    Raises
-    ------
-    ValueError
-        If ``cls`` is not a demo class.
+    ``min_offset`` keeps the object's centre that far from the image centre. ``ValueError`` for
+    an unknown class.
     """
     if isinstance(cls, str):
         if cls not in DEMO_CLASSES:
@@ -489,18 +355,5 @@ def generate_example(
 
 
 def generate_image(cls: str | int, rng: np.random.Generator) -> Image.Image:
-    """Draw one RGB image of class ``cls`` (see :func:`generate_example` for details).
-
-    Parameters
-    ----------
-    cls : str or int
-        Class name from :data:`DEMO_CLASSES`, or its index.
-    rng : numpy.random.Generator
-        Source of randomness.
-
-    Returns
-    -------
-    PIL.Image.Image
-        RGB image of :data:`DEMO_INPUT_SIZE`.
-    """
+    """One RGB image of class ``cls`` (see :func:`generate_example`)."""
     return generate_example(cls, rng).image

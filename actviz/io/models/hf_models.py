@@ -1,9 +1,7 @@
 """Hugging Face transformers models: a ``save_pretrained`` folder, or a hub id already cached.
 
-Nothing downloads (``local_files_only=True``); folders with their own code (``auto_map``) need
-``trust=True``. Models load with eager attention, so attention probabilities exist as tensors
-to capture (with ``output_attentions``), agreeing with SDPA to float rounding; ``use_cache`` is
-off. transformers is imported only when such a model is opened (``pip install actviz[hf]``).
+Nothing downloads; own code (``auto_map``) needs ``trust=True``. Eager attention, so attention
+probabilities exist to capture; ``use_cache`` off. transformers is imported only when needed.
 """
 
 from __future__ import annotations
@@ -24,14 +22,9 @@ from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
 
 __all__ = [
-    "HFModel",
-    "ProcessorTransform",
-    "cached_hub_folder",
-    "is_model_folder",
-    "looks_like_hub_id",
-    "open_hf",
-    "task_of",
-]
+    "HFModel", "ProcessorTransform", "cached_hub_folder", "is_model_folder", "looks_like_hub_id",
+    "open_hf", "task_of"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -57,26 +50,9 @@ _INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
 
 @dataclass
 class HFModel:
-    """A transformers model with what its folder says about feeding it.
-
-    Attributes
-    ----------
-    model
-        The module (eval mode is set by the caller).
-    name
-        Display name, e.g. ``"tiny-gpt2 (GPT2LMHeadModel)"``.
-    folder
-        The folder the files were read from (a snapshot folder for hub ids).
-    task
-        ``"causal-lm"``, ``"classifier"``, ``"vision"`` or None (see :func:`task_of`).
-    tokenizer, processor
-        The folder's tokenizer / image processor, when it has one.
-    categories
-        Class names of a classifier (``config.id2label``).
-    transforms, input_size
-        Image preprocessing through the image processor, when there is one.
-    warnings
-        Things the user should be told.
+    """A transformers model with what its folder says about feeding it: ``task`` (:func:`task_of`),
+    ``tokenizer``/``processor``, ``categories`` (``config.id2label``), image ``transforms`` and
+    ``input_size``, and ``warnings``.
     """
 
     model: nn.Module
@@ -133,13 +109,8 @@ def hub_cache_dir() -> str:
 
 
 def task_of(class_name: str) -> str | None:
-    """What a transformers class does, from its name (``GPT2LMHeadModel`` -> ``"causal-lm"``).
-
-    Returns
-    -------
-    str or None
-        ``"causal-lm"`` (next-token prediction), ``"classifier"`` (one label per input),
-        ``"vision"`` (an image model without a classification head) or None.
+    """What a transformers class does, from its name: ``"causal-lm"``, ``"classifier"``,
+    ``"vision"`` (no classification head) or None.
     """
     if class_name.endswith(("ForCausalLM", "LMHeadModel")):
         return "causal-lm"
@@ -223,8 +194,7 @@ def _weights_file(folder: Path, src: str) -> str:
 
 @contextlib.contextmanager
 def _no_progress_bar() -> Iterator[None]:
-    """transformers' own "Loading weights" bar off for the block: actviz says what it opens
-    in its own words (the status bar, the CLI's one line), and the bar cluttered stderr."""
+    """transformers' own loading bar off for the block (actviz reports in its own words)."""
     from transformers.utils import logging as hf_logging
 
     was_on = hf_logging.is_progress_bar_enabled()
@@ -360,23 +330,10 @@ def _categories(model: nn.Module, task: str | None) -> list[str] | None:
 
 
 def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFModel:
-    """Open a transformers model from a local folder or a hub id in the local cache.
+    """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache.
 
-    Parameters
-    ----------
-    src
-        The source as the user gave it (a folder, or a hub id such as ``"org/name"``).
-    folder
-        The folder to read; None: ``src`` is a hub id, looked up in the local cache.
-    trust
-        Allow the folder's own Python code (``trust_remote_code``) to run.
-
-    Raises
-    ------
-    ModelLoadError
-        transformers missing, a hub id not in the cache, no weights, an unknown class.
-    TrustNeededError
-        The model needs its own code and ``trust`` is False.
+    Raises ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
+    ``TrustNeededError`` (own code without ``trust``).
     """
     transformers = _import_transformers(src)
     if folder is None:

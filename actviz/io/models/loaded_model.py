@@ -17,46 +17,13 @@ from actviz.io.models.arch_guess import ArchGuess
 
 @dataclass
 class LoadedModel:
-    """A model ready to explore, with what is known about how to feed it.
+    """A model ready to explore (eval mode, on its device), with what is known about feeding it.
 
-    Attributes
-    ----------
-    model
-        The module, in eval mode, on the requested device.
-    name
-        Short display name (e.g. ``"resnet18"``, ``"model.pt (resnet18)"``).
-    source
-        The source string as given.
-    kind
-        ``"demo"``, ``"torchvision"``, ``"timm"``, ``"hf"`` (Hugging Face transformers),
-        ``"code"``, ``"module"``, ``"state_dict"``, ``"safetensors"``, ``"torchscript"``,
-        ``"export"`` or ``"pickle"``.
-    categories
-        Class names indexed like the output logits, when known.
-    transforms
-        Preprocessing callable (PIL image or tensor -> tensor (C, H, W)), when known.
-    input_size
-        ``(height, width)`` the model expects, when known.
-    warnings
-        Things the user should be told (random weights, no hooks in TorchScript, ...).
-    input_shape
-        Full input shape when the file records it (``torch.export`` programs), else None.
-    arch_guesses
-        When the architecture of a weights-only file was guessed: the ranked guesses, the
-        one used first; empty otherwise.
-    task
-        What the model does, when known: ``"causal-lm"`` (next-token logits), ``"classifier"``,
-        ``"vision"`` (an image model without a classification head), else None. (``kind``
-        above says where the model came from.)
-    tokenizer
-        The Hugging Face tokenizer of the model folder, when it has one: ``text:`` inputs
-        need it (:func:`actviz.io.input_files.open_input`).
-    processor
-        The Hugging Face image processor of the model folder, when it has one (``transforms``
-        then applies it).
-    weights_from
-        Where in a checkpoint the weights were taken from, when not the top level (e.g.
-        ``"['state_dict_ema'] (EMA)"``); "" otherwise.
+    ``kind`` says where it came from (``"demo"``, ``"torchvision"``, ``"timm"``, ``"hf"``,
+    ``"code"``, ``"state_dict"``, ...), ``task`` what it does (``"causal-lm"``, ``"classifier"``,
+    ``"vision"``). ``categories``, ``transforms``, ``input_size``, ``input_shape``, ``tokenizer``
+    and ``processor`` are set when known; ``arch_guesses`` holds a guessed architecture's ranking;
+    ``weights_from`` the checkpoint key path when not the top level; ``warnings`` what to tell.
     """
 
     model: nn.Module
@@ -98,15 +65,7 @@ ACCEPTED_FORMS = (
 
 
 def unknown_name_message(name: str, what: str) -> str:
-    """The one-line error for a name that is no known model, with the closest known names.
-
-    Parameters
-    ----------
-    name
-        What the user typed.
-    what
-        ``"model"`` (a source) or ``"architecture"`` (``arch=``).
-    """
+    """The one-line error for an unknown ``what`` (model or architecture), with close names."""
     lowered = name.lower()
     torchvision = zoo.torchvision_names()
     known = list(dict.fromkeys([*torchvision, *timm_models.timm_names()]))

@@ -1,12 +1,8 @@
 """Opening a model from whatever the user names: the demo, a torchvision name, code, or a file.
 
-``open_model`` is the one entry point (CLI, GUI, scripts): the model in eval mode on the
-device, with its preprocessing, labels and warnings. Sources, in the order tried: ``"demo"``;
-an existing file (format read from its content; architecture from ``arch=`` or guessed by
-:mod:`actviz.io.models.arch_guess`; a pickled module needs ``trust=True``); a
-``save_pretrained`` folder (:mod:`actviz.io.models.hf_models`); ``"timm:NAME"``;
-``"file.py:Name"`` / ``"pkg.mod:name"``; a torchvision name, else a timm name; a Hugging Face
-hub id in the local cache.
+:func:`open_model` is the one entry point (CLI, GUI, scripts). Sources, in the order tried:
+``"demo"``, a file (format from its content), a ``save_pretrained`` folder, ``"timm:NAME"``,
+``"file.py:Name"``/``"pkg.mod:name"``, a torchvision or timm name, a cached hub id.
 """
 
 from __future__ import annotations
@@ -39,18 +35,7 @@ _MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pt2", ".pkl
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """Check that ``device`` exists on this machine.
-
-    Parameters
-    ----------
-    device
-        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a ``torch.device``; None means CPU.
-
-    Raises
-    ------
-    ModelLoadError
-        Unknown device string, or an accelerator that is not available.
-    """
+    """Check that ``device`` (None: CPU) exists here; else ``ModelLoadError``."""
     try:
         dev = torch.device(device if device is not None else "cpu")
     except (RuntimeError, TypeError) as exc:
@@ -109,52 +94,35 @@ def open_model(
     max_memory: dict | None = None,
     offload_folder: str | os.PathLike[str] | None = None,
 ) -> LoadedModel:
-    """Open a model from a name, code reference or file.
+    """Open a model from a name, code reference or file, in eval mode on ``device``.
 
     Parameters
     ----------
     source
-        ``"demo"``; a torchvision model name; ``"timm:NAME"`` (or a bare timm name);
-        ``"file.py:Class"`` or ``"pkg.mod:factory"``; a checkpoint file (state_dict,
-        training dict, Lightning ckpt, safetensors, TorchScript, torch.export ``.pt2``,
-        pickled module); a Hugging Face model folder or a hub id already in the local
-        cache; or an ``nn.Module``.
+        ``"demo"``; a torchvision name; ``"timm:NAME"``; ``"file.py:Class"`` or
+        ``"pkg.mod:factory"``; a checkpoint file (state_dict, training dict, Lightning,
+        safetensors, TorchScript, ``.pt2``, pickled module); a Hugging Face folder or cached hub
+        id; or an ``nn.Module``.
     arch
-        Architecture for files that hold only weights: a torchvision name, ``timm:NAME`` or a
-        ``file.py:Class`` / ``pkg.mod:factory`` reference (given the checkpoint's number of
-        classes when only the head differs).
+        The architecture for weights-only files (a name or code reference).
     weights
         For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
     trust
-        Allow files that run code when unpickled (whole pickled modules, training dicts
-        holding Python objects), and Hugging Face models that ship their own code. Only for
-        files from a trusted source.
-    device
-        Where the model goes (``"cpu"`` by default).
+        Allow files that run code when unpickled, and models that ship their own code.
     guess
-        For weights without ``arch``: guess the architecture from the key names and shapes
-        and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
+        For weights without ``arch``: use the architecture when exactly one fits.
     device_map, max_memory, offload_folder
-        Place a model larger than one device with ``accelerate`` (``actviz[big]``,
-        :mod:`actviz.io.models.big`): ``device_map="auto"`` or a dict, ``max_memory`` per
-        device (``{0: "10GiB", "cpu": "30GiB"}``), the folder for what goes to disk.
+        Place a model larger than one device with ``accelerate`` (:mod:`actviz.io.models.big`);
         ``device`` is then ignored.
-
-    Returns
-    -------
-    LoadedModel
-        The model is in eval mode on ``device``.
 
     Raises
     ------
     ModelLoadError
-        Any failure; the message names the source and the cause.
+        Any failure, naming the source and the cause.
     ArchitectureNeededError
-        Weights without ``arch`` whose architecture is not certain; its ``candidates`` are
-        the best guesses, to offer the user.
+        Weights whose architecture is uncertain; ``candidates`` are the best guesses.
     UntrustedFileError
-        The file needs ``trust=True`` (:class:`~actviz.io.errors.TrustNeededError`, a
-        subclass, for a model folder's own code).
+        The file needs ``trust=True``.
     """
     from actviz.io.models import big
 

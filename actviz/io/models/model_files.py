@@ -154,12 +154,7 @@ def _guess_arch(
 def _build_arch(
     arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
 ) -> tuple[LoadedModel, ArchGuess | None]:
-    """Build ``arch`` randomly initialised; for zoo names, sized for the checkpoint's head.
-
-    A relative ``file.py:Class`` is looked for in the working folder, then in ``beside`` (the
-    checkpoint's folder). Returns the model and, for zoo names, how the weights compare with
-    it.
-    """
+    """Build ``arch`` randomly initialised (zoo names sized for the head) and how weights fit."""
     # Before code references: "timm:NAME" has the form of "package.module:name".
     timm_name = timm_models.resolve_name(arch, bare=False)
     if timm_name is None:
@@ -186,8 +181,7 @@ def _build_arch(
 
 
 def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
-    """``ref`` itself, or the same file name beside the checkpoint when the working folder
-    has none: the window is often started from a launcher, whose working folder is home."""
+    """``ref``, or the same file beside the checkpoint when the working folder has none."""
     target = Path(ref.target)
     if not ref.is_file or beside is None or target.is_absolute() or target.is_file():
         return ref

@@ -1,9 +1,6 @@
-"""timm models by name: name forms, timm's own preprocessing, pretrained weights from the cache.
-
-``timm:NAME``, ``timm/NAME`` or a bare ``NAME`` no torchvision model has are all ``timm/NAME``
-inside (:data:`actviz.io.models.zoo.TIMM_PREFIX`). Preprocessing is timm's own, wrapped in
-:class:`TimmTransform` so it gets a PIL image and its normalisation can be undone for overlays.
-timm is imported only here, when asked for.
+"""timm models by name (``timm:NAME``, ``timm/NAME`` or a bare name torchvision lacks), with
+timm's own preprocessing (:class:`TimmTransform`) and cached pretrained weights. timm is
+imported only here.
 """
 
 from __future__ import annotations
@@ -27,15 +24,9 @@ from actviz.io.models.zoo import (
 )
 
 __all__ = [
-    "TimmTransform",
-    "build_timm",
-    "data_transform",
-    "imagenet_categories",
-    "rank_matches",
-    "resolve_name",
-    "timm_available",
-    "timm_names",
-]
+    "TimmTransform", "build_timm", "data_transform", "imagenet_categories", "rank_matches",
+    "resolve_name", "timm_available", "timm_names"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -68,25 +59,10 @@ _PART_BREAKS = "_.-/:"
 
 
 def rank_matches(query: str, names: Sequence[str]) -> list[str]:
-    """The names that contain ``query`` (any case), best match first.
+    """The ``names`` containing ``query`` (any case), best first.
 
-    Exact names come first, then names that start with the query, then those where one of
-    their ``_``-separated parts starts with it, then any other name containing it; within
-    each group the given order is kept. Searching ``resnet18`` thus lists ``resnet18`` and
-    ``resnet18d`` before ``legacy_seresnet18``, and ``vit_tiny`` lists every
-    ``vit_tiny_*`` before ``convit_tiny``. An empty query keeps every name, in order.
-
-    Parameters
-    ----------
-    query
-        What the user typed in a search box (surrounding space ignored).
-    names
-        The names to search, in the order to keep within a group (e.g. sorted).
-
-    Returns
-    -------
-    list of str
-        The matching names, best first.
+    Exact names, then prefixes, then a ``_``-part prefix, then any match; the given order within
+    each group. An empty query keeps every name.
     """
     key = query.strip().lower()
     if not key:
@@ -112,21 +88,8 @@ def rank_matches(query: str, names: Sequence[str]) -> list[str]:
 
 
 def resolve_name(text: str, *, bare: bool = True) -> str | None:
-    """The canonical ``timm/NAME`` for a name the user typed, or None when it is no timm name.
-
-    Parameters
-    ----------
-    text
-        ``timm:NAME``, ``timm/NAME`` (a pretrained tag such as ``.augreg_in21k`` is allowed)
-        or, with ``bare``, a plain ``NAME`` that timm knows.
-    bare
-        Also accept names without a prefix (callers check torchvision names first).
-
-    Raises
-    ------
-    ModelLoadError
-        A prefixed name while timm is not installed, or one timm does not know (with the
-        closest names).
+    """The canonical ``timm/NAME`` for typed text (``timm:NAME``, ``timm/NAME``, or with ``bare`` a
+    plain name), or None. ``ModelLoadError`` for a prefixed name timm lacks or without timm.
     """
     lowered = text.strip().lower()
     for prefix in _PREFIXES:
@@ -154,16 +117,8 @@ def _is_timm_model(name: str) -> bool:
 
 
 class TimmTransform:
-    """timm's eval transform for a model, as actviz preprocessing: PIL image -> ``(C, H, W)``.
-
-    Attributes
-    ----------
-    transform
-        What :func:`timm.data.create_transform` built from the model's data config.
-    config
-        That data config (``input_size``, ``interpolation``, ``mean``, ``std``, ``crop_pct``).
-    mean, std, crop_size, resize_size
-        Read like a torchvision preset's, to undo the normalisation and describe the steps.
+    """timm's eval transform as actviz preprocessing (PIL image -> ``(C, H, W)``), with its data
+    ``config`` and torchvision-style ``mean``, ``std``, ``crop_size`` and ``resize_size``.
     """
 
     def __init__(self, transform: Any, config: dict[str, Any]) -> None:
@@ -235,21 +190,8 @@ def _cached_weights(model: nn.Module) -> str | None:
 def build_timm(name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None) -> ZooModel:
     """Build a timm model with its preprocessing, pretrained when the weights are at hand.
 
-    Parameters
-    ----------
-    name
-        ``timm/NAME`` (see :func:`resolve_name`).
-    weights
-        ``"DEFAULT"``: pretrained weights from the Hugging Face cache, else downloaded when
-        the network answers and ``ACTVIZ_OFFLINE`` is not set, else random weights with a
-        warning. None / ``"none"`` / ``"random"``: random initialisation.
-    num_classes
-        Classifier size (random init only), for checkpoints with a retrained head.
-
-    Returns
-    -------
-    ZooModel
-        ``weights_name`` says where pretrained weights came from (None: random init).
+    ``weights="DEFAULT"``: cached, else downloaded when online (not ``ACTVIZ_OFFLINE``), else
+    random with a warning. ``num_classes`` needs random init.
     """
     wanted = not (
         weights is None

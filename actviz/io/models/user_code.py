@@ -1,7 +1,5 @@
-"""Building a model from code the user named: ``path/file.py:Name`` or ``pkg.module:name``.
-
-Importing runs that code, which is the point: the user asked for it by name. Nothing here
-imports a file the user did not name.
+"""Building a model from code the user named (``path/file.py:Name``, ``pkg.module:name``); nothing
+else is imported.
 """
 
 from __future__ import annotations
@@ -39,13 +37,7 @@ class CodeRef:
 
 
 def parse_code_ref(source: str) -> CodeRef | None:
-    """Parse ``file.py:Name`` / ``package.module:factory``; None when it is not that shape.
-
-    Parameters
-    ----------
-    source
-        The user's source string.
-    """
+    """Parse ``file.py:Name`` / ``package.module:factory``; else None."""
     target, sep, attr = source.rpartition(":")
     if not sep or not target or not _DOTTED.match(attr):
         return None
@@ -127,20 +119,8 @@ def _import_module(name: str) -> Any:
 
 
 def build_from_code(ref: CodeRef) -> nn.Module:
-    """Import the referenced code and return the model it names.
-
-    The attribute may be an ``nn.Module`` subclass or a factory function (called with no
-    arguments), or an ``nn.Module`` instance (used as is).
-
-    Parameters
-    ----------
-    ref
-        Parsed reference.
-
-    Raises
-    ------
-    ModelLoadError
-        File/module/attribute missing, constructor failing, or a result that is not a module.
+    """The model a code reference names: an ``nn.Module`` subclass or factory (called without
+    arguments) or an instance. ``ModelLoadError`` when missing, failing, or not a module.
     """
     if ref.is_file:
         path = Path(ref.target)

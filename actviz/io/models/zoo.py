@@ -1,9 +1,5 @@
-"""torchvision models by name: weights resolution, cache check, offline fallback.
-
-Pretrained weights come through torchvision's own download path (``torch.hub`` cache,
-progress bar on stderr). Before any download the cache is checked and the network probed
-with a short timeout, so a machine without network falls back to random weights at once
-instead of hanging on a socket.
+"""torchvision models by name: weights resolution, cache check, offline fallback (the network is
+probed with a short timeout, so an offline machine gets random weights at once).
 """
 
 from __future__ import annotations
@@ -26,17 +22,9 @@ from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import one_line
 
 __all__ = [
-    "OFFLINE_ENV",
-    "ZooModel",
-    "torchvision_names",
-    "resolve_weights",
-    "cached_weights_file",
-    "network_available",
-    "TIMM_PREFIX",
-    "construct",
-    "build_torchvision",
-    "weights_meta",
-]
+    "OFFLINE_ENV", "ZooModel", "torchvision_names", "resolve_weights", "cached_weights_file",
+    "network_available", "TIMM_PREFIX", "construct", "build_torchvision", "weights_meta"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -71,25 +59,10 @@ def _offline_by_env() -> bool:
 
 
 def resolve_weights(name: str, weights: Any) -> Any:
-    """Turn the ``weights=`` argument into a torchvision ``WeightsEnum`` member or None.
+    """``weights=`` as a torchvision ``WeightsEnum`` member, or None for random init.
 
-    Parameters
-    ----------
-    name
-        torchvision model name.
-    weights
-        ``"DEFAULT"``, a member name (``"IMAGENET1K_V2"``), a full name
-        (``"ResNet50_Weights.IMAGENET1K_V2"``), a ``WeightsEnum`` member, or None /
-        ``"random"`` / ``"none"`` for random initialisation.
-
-    Returns
-    -------
-    WeightsEnum member or None
-
-    Raises
-    ------
-    ModelLoadError
-        Unknown weights name; the message lists the available ones.
+    Takes ``"DEFAULT"``, a member name, a full name, a member, or None/``"random"``/``"none"``;
+    ``ModelLoadError`` lists the available ones.
     """
     from torchvision.models import get_model_weights
 
@@ -118,19 +91,8 @@ def resolve_weights(name: str, weights: Any) -> Any:
 def weights_meta(
     weights: Any,
 ) -> tuple[list[str] | None, Callable[..., Any] | None, tuple[int, int] | None]:
-    """Categories, preprocessing transform and input size from a weights enum member.
-
-    All of it lives in the enum itself, so nothing is downloaded.
-
-    Parameters
-    ----------
-    weights
-        A torchvision ``WeightsEnum`` member, or None.
-
-    Returns
-    -------
-    tuple
-        ``(categories, transforms, input_size)``; each None where unknown.
+    """``(categories, transforms, input_size)`` from a weights enum member (None where unknown); no
+    download.
     """
     if weights is None:
         return None, None, None
@@ -151,14 +113,8 @@ def cached_weights_file(weights: Any) -> Path:
 
 
 def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """Probe whether ``host:443`` is reachable, honouring ``ACTVIZ_OFFLINE``.
-
-    Parameters
-    ----------
-    host
-        Host the weights would come from.
-    timeout
-        Seconds before giving up; keeps a dead network from hanging the caller.
+    """Whether ``host:443`` answers within ``timeout`` seconds (False when ``ACTVIZ_OFFLINE`` is
+    set).
     """
     if _offline_by_env():
         return False
@@ -175,19 +131,9 @@ TIMM_PREFIX = "timm/"
 
 
 def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
-    """Build an architecture with random weights, without downloading anything.
+    """Build an architecture (torchvision or ``timm/<name>``) with random weights, no download.
 
-    Parameters
-    ----------
-    name
-        A torchvision model name, or ``timm/<name>`` for a timm model (timm must be installed).
-    num_classes
-        Size of the classifier head when it differs from the architecture's default.
-
-    Raises
-    ------
-    ModelLoadError
-        timm is asked for but not installed, or the builder rejects ``num_classes``.
+    ``ModelLoadError`` when timm is missing or ``num_classes`` is refused.
     """
     kwargs: dict[str, Any] = {}
     if num_classes is not None:
@@ -222,25 +168,9 @@ def build_torchvision(
 ) -> ZooModel:
     """Build a torchvision model, pretrained when the weights can be had without hanging.
 
-    Parameters
-    ----------
-    name
-        A name from ``torchvision.models.list_models()``.
-    weights
-        See :func:`resolve_weights`. With pretrained weights requested, the cached file is
-        used if present; otherwise they are downloaded when the network answers within a
-        few seconds (and ``ACTVIZ_OFFLINE`` is not set). Failing that the model keeps its
-        random initialisation and a warning says so.
-    num_classes
-        Classifier size for a random-init model whose head was retrained (pretrained
-        weights have a fixed head, so this needs ``weights=None``).
-
-    Returns
-    -------
-    ZooModel
-        Categories/transforms/input size come from the weights enum (the ``DEFAULT`` one
-        when initialised randomly), so they are known even offline; categories are None
-        when ``num_classes`` differs from their count.
+    Cached weights are used, else downloaded if the network answers quickly, else the model stays
+    random with a warning. Metadata comes from the weights enum, so it is known offline;
+    ``num_classes`` needs ``weights=None``.
     """
     from torchvision.models import get_model, get_model_weights
 
