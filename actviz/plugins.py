@@ -35,11 +35,26 @@ SESSION_EVENTS = (
 )
 
 __all__ = [
-    "API_VERSION", "ENTRY_POINT_GROUP", "SESSION_EVENTS", "Contribution", "Feature", "FeatureBase",
-    "InputOpener", "LayerData", "LayerView", "ModelOpener", "Plugin", "Session",
-    "UntrustedFileError", "ViewContext", "ViewSettings", "WindowFeature", "WindowHost",
-    "load_checkpoint", "paint"
-]  # fmt: skip
+    "API_VERSION",
+    "ENTRY_POINT_GROUP",
+    "SESSION_EVENTS",
+    "Contribution",
+    "Feature",
+    "FeatureBase",
+    "InputOpener",
+    "LayerData",
+    "LayerView",
+    "ModelOpener",
+    "Plugin",
+    "Session",
+    "UntrustedFileError",
+    "ViewContext",
+    "ViewSettings",
+    "WindowFeature",
+    "WindowHost",
+    "load_checkpoint",
+    "paint",
+]
 
 
 @dataclass(frozen=True)

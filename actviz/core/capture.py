@@ -41,9 +41,16 @@ from actviz.core.transfer import to_host
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord", "capture", "format_bytes",
-    "leaf_names", "model_device", "resolve_layers"
-]  # fmt: skip
+    "Capture",
+    "CaptureCancelled",
+    "CaptureTooLarge",
+    "LayerRecord",
+    "capture",
+    "format_bytes",
+    "leaf_names",
+    "model_device",
+    "resolve_layers",
+]
 
 _MAX_ATTEMPTS = 3
 

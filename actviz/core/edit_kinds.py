@@ -21,9 +21,22 @@ from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
 __all__ = [
-    "KINDS", "Edit", "EditError", "EditHooks", "ablate", "channel_dim", "check_edits", "clamp",
-    "concept", "custom", "enabled_edits", "keep", "normalize_edits", "patch", "scale"
-]  # fmt: skip
+    "KINDS",
+    "Edit",
+    "EditError",
+    "EditHooks",
+    "ablate",
+    "channel_dim",
+    "check_edits",
+    "clamp",
+    "concept",
+    "custom",
+    "enabled_edits",
+    "keep",
+    "normalize_edits",
+    "patch",
+    "scale",
+]
 
 
 def ablate(channels: Any = None, *, call: int | None = None) -> Edit:

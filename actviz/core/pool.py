@@ -21,9 +21,19 @@ from actviz.core import allocator
 from actviz.core.structures import iter_tensors
 
 __all__ = [
-    "HEAP_PIN", "HeapPin", "MAX_KEEP", "MIN_BYTES", "MIN_KEEP", "POOL", "RecordPool",
-    "minor_faults", "observe", "pinned", "release_memory", "wanted"
-]  # fmt: skip
+    "HEAP_PIN",
+    "HeapPin",
+    "MAX_KEEP",
+    "MIN_BYTES",
+    "MIN_KEEP",
+    "POOL",
+    "RecordPool",
+    "minor_faults",
+    "observe",
+    "pinned",
+    "release_memory",
+    "wanted",
+]
 
 #: Records smaller than this stay references: small blocks come from glibc's bins, warm.
 MIN_BYTES = 128 * 1024

@@ -17,8 +17,13 @@ from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import clone_keep_layout, iter_tensors, map_tensors
 
 __all__ = [
-    "DISCOVERED_INPLACE", "NEEDS_COPY", "NEEDS_GRAD_HOOK", "Recorder", "Retry", "format_bytes"
-]  # fmt: skip
+    "DISCOVERED_INPLACE",
+    "NEEDS_COPY",
+    "NEEDS_GRAD_HOOK",
+    "Recorder",
+    "Retry",
+    "format_bytes",
+]
 
 # Modules found (at run time) to modify their input in place although they have no
 # ``inplace=True`` attribute; they get a cloned input next time. Weak, so models can be freed.

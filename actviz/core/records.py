@@ -13,8 +13,12 @@ from actviz.core.structures import first_tensor
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
 __all__ = [
-    "INFERENCE_WEIGHTS_WARNING", "Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord"
-]  # fmt: skip
+    "INFERENCE_WEIGHTS_WARNING",
+    "Capture",
+    "CaptureCancelled",
+    "CaptureTooLarge",
+    "LayerRecord",
+]
 
 
 class CaptureCancelled(RuntimeError):

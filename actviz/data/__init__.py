@@ -12,9 +12,15 @@ from actviz.data.scan import scan
 from actviz.data.scan_result import ChannelStats, Scan, ScanCancelled, TopEntry
 
 __all__ = [
-    "ChannelStats", "Scan", "ScanCancelled", "TopEntry", "TopView", "receptive_box", "scan",
-    "top_views"
-]  # fmt: skip
+    "ChannelStats",
+    "Scan",
+    "ScanCancelled",
+    "TopEntry",
+    "TopView",
+    "receptive_box",
+    "scan",
+    "top_views",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.data.receptive import TopView, receptive_box, top_views

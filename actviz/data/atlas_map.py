@@ -32,10 +32,23 @@ from actviz.data.atlas_vectors import (
 )
 
 __all__ = [
-    "METHODS", "NO_ATLAS_NOTE", "UMAP_FIT_MAX", "Atlas", "ChannelSplit", "ExactNeighbours",
-    "Projection", "build_atlas", "cache_umap_compiles", "cosine_top", "points_in_polygon",
-    "project", "query_vector", "row_norms", "separating_channels", "umap_available"
-]  # fmt: skip
+    "METHODS",
+    "NO_ATLAS_NOTE",
+    "UMAP_FIT_MAX",
+    "Atlas",
+    "ChannelSplit",
+    "ExactNeighbours",
+    "Projection",
+    "build_atlas",
+    "cache_umap_compiles",
+    "cosine_top",
+    "points_in_polygon",
+    "project",
+    "query_vector",
+    "row_norms",
+    "separating_channels",
+    "umap_available",
+]
 
 #: How a scan's warning begins when it was made without embeddings because they were over
 #: the memory budget (the window's scans then still find every channel's top images).

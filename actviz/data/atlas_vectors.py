@@ -14,9 +14,13 @@ import torch
 from actviz.data.accumulate import pool
 
 __all__ = [
-    "ChannelSplit", "cosine_top", "points_in_polygon", "query_vector", "row_norms",
-    "separating_channels"
-]  # fmt: skip
+    "ChannelSplit",
+    "cosine_top",
+    "points_in_polygon",
+    "query_vector",
+    "row_norms",
+    "separating_channels",
+]
 
 #: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
 #: the float64 working copy stays a few MB.

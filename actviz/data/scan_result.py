@@ -13,9 +13,16 @@ from actviz.core.records import CaptureTooLarge
 from actviz.data.atlas_vectors import frozen
 
 __all__ = [
-    "ChannelStats", "Embeddings", "LayerResult", "Neighbour", "Scan", "ScanCancelled", "ScanMemory",
-    "ScanTooLarge", "TopEntry"
-]  # fmt: skip
+    "ChannelStats",
+    "Embeddings",
+    "LayerResult",
+    "Neighbour",
+    "Scan",
+    "ScanCancelled",
+    "ScanMemory",
+    "ScanTooLarge",
+    "TopEntry",
+]
 
 
 class ScanCancelled(Exception):

@@ -7,9 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "ActvizError", "ModelLoadError", "ArchitectureNeededError", "UntrustedFileError",
-    "TrustNeededError", "InputError", "ModelFileAsInputError", "WriteError"
-]  # fmt: skip
+    "ActvizError",
+    "ModelLoadError",
+    "ArchitectureNeededError",
+    "UntrustedFileError",
+    "TrustNeededError",
+    "InputError",
+    "ModelFileAsInputError",
+    "WriteError",
+]
 
 
 class ActvizError(Exception):

@@ -38,9 +38,13 @@ if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
-    "LoadedInput", "ExpectedInput", "expected_input", "forward_takes_list", "open_input",
-    "load_input"
-]  # fmt: skip
+    "LoadedInput",
+    "ExpectedInput",
+    "expected_input",
+    "forward_takes_list",
+    "open_input",
+    "load_input",
+]
 
 log = logging.getLogger(__name__)
 

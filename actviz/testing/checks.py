@@ -229,6 +229,12 @@ def describe_widget(widget: QWidget) -> str:
 
 
 __all__ = [
-    "HOOK_ATTRS", "ProcessState", "assert_no_hooks", "describe_widget", "flush_deletes",
-    "hooks_left", "leaked_widgets", "top_level_widgets"
-]  # fmt: skip
+    "HOOK_ATTRS",
+    "ProcessState",
+    "assert_no_hooks",
+    "describe_widget",
+    "flush_deletes",
+    "hooks_left",
+    "leaked_widgets",
+    "top_level_widgets",
+]

@@ -16,9 +16,15 @@ JOB_TIMEOUT_MS = 60_000
 SHOW_TIMEOUT_MS = 5_000
 
 __all__ = [
-    "CompareDriver", "DatasetDriver", "EffectsDriver", "FeatureDriver", "LiveDriver",
-    "SessionsDriver", "TokensDriver", "WhatIfDriver"
-]  # fmt: skip
+    "CompareDriver",
+    "DatasetDriver",
+    "EffectsDriver",
+    "FeatureDriver",
+    "LiveDriver",
+    "SessionsDriver",
+    "TokensDriver",
+    "WhatIfDriver",
+]
 
 
 class FeatureDriver:

@@ -44,8 +44,13 @@ MIN_FILL = 0.4
 MAX_FILL_ASPECT = 3.0
 
 __all__ = [
-    "FILL_PROPERTY", "MIN_FILL", "MIN_TILE_PX", "LayoutProblem", "layout_problems", "widget_path"
-]  # fmt: skip
+    "FILL_PROPERTY",
+    "MIN_FILL",
+    "MIN_TILE_PX",
+    "LayoutProblem",
+    "layout_problems",
+    "widget_path",
+]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -530,7 +530,22 @@ class StressDriver(UserActions):
 
 
 __all__ = [
-    "BLOCK_LIMIT_MS", "BOUNDED_TYPES", "FLAT_TYPES", "SIZES", "Failure", "ModelSetup", "Sample",
-    "StressDriver", "StressReport", "count_objects", "demo_model", "dropped_model",
-    "heap_in_use_mib", "hooks_left", "model_leftovers", "model_state", "module_model", "rss_mib"
-]  # fmt: skip
+    "BLOCK_LIMIT_MS",
+    "BOUNDED_TYPES",
+    "FLAT_TYPES",
+    "SIZES",
+    "Failure",
+    "ModelSetup",
+    "Sample",
+    "StressDriver",
+    "StressReport",
+    "count_objects",
+    "demo_model",
+    "dropped_model",
+    "heap_in_use_mib",
+    "hooks_left",
+    "model_leftovers",
+    "model_state",
+    "module_model",
+    "rss_mib",
+]

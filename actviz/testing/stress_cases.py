@@ -371,9 +371,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
-    "CASES", "HANG_S", "case_setups", "finding_key", "main", "run_case", "save_checkpoint",
-    "save_tiny_gpt2", "shrink", "shrink_failure"
-]  # fmt: skip
+    "CASES",
+    "HANG_S",
+    "case_setups",
+    "finding_key",
+    "main",
+    "run_case",
+    "save_checkpoint",
+    "save_tiny_gpt2",
+    "shrink",
+    "shrink_failure",
+]
 
 
 if __name__ == "__main__":  # pragma: no cover

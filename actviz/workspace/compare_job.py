@@ -18,9 +18,16 @@ from actviz.display.prepared import DisplaySpec, PreparedLayer
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PIN", "INPUT", "MODEL", "CompareOutcome", "CompareRequest", "LayersMismatch", "compare_job",
-    "layer_mismatch", "with_magnitude"
-]  # fmt: skip
+    "PIN",
+    "INPUT",
+    "MODEL",
+    "CompareOutcome",
+    "CompareRequest",
+    "LayersMismatch",
+    "compare_job",
+    "layer_mismatch",
+    "with_magnitude",
+]
 
 #: Where run B comes from.
 PIN, INPUT, MODEL = "pin", "input", "model"

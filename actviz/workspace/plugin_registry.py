@@ -35,9 +35,14 @@ log = logging.getLogger(__name__)
 NO_PLUGINS_ENV = "ACTVIZ_NO_PLUGINS"
 
 __all__ = [
-    "NO_PLUGINS_ENV", "PluginRecord", "PluginRegistry", "installed_plugins", "layer_data",
-    "plugins_off_by_env", "view_settings"
-]  # fmt: skip
+    "NO_PLUGINS_ENV",
+    "PluginRecord",
+    "PluginRegistry",
+    "installed_plugins",
+    "layer_data",
+    "plugins_off_by_env",
+    "view_settings",
+]
 
 
 def installed_plugins(*, off: bool = False) -> PluginRegistry:

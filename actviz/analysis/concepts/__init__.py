@@ -11,10 +11,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
-    "ARCHITECTURES", "DEFAULT_BUDGET", "ConceptScan", "Concepts", "HookPoint", "TrainCancelled",
-    "TrainProgress", "concept_atlas", "concept_effects", "concept_estimate_from_capture", "load",
-    "resolve_hook", "scan_concepts", "similar_concepts", "top_heatmaps", "train"
-]  # fmt: skip
+    "ARCHITECTURES",
+    "DEFAULT_BUDGET",
+    "ConceptScan",
+    "Concepts",
+    "HookPoint",
+    "TrainCancelled",
+    "TrainProgress",
+    "concept_atlas",
+    "concept_effects",
+    "concept_estimate_from_capture",
+    "load",
+    "resolve_hook",
+    "scan_concepts",
+    "similar_concepts",
+    "top_heatmaps",
+    "train",
+]
 
 _WHERE = {
     "ARCHITECTURES": "dictionary",

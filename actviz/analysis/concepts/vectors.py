@@ -19,9 +19,14 @@ from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.structures import first_tensor
 
 __all__ = [
-    "Reservoir", "StreamStats", "layer_tensor", "StreamCancelled", "collect", "stream_batches",
-    "to_vectors"
-]  # fmt: skip
+    "Reservoir",
+    "StreamStats",
+    "layer_tensor",
+    "StreamCancelled",
+    "collect",
+    "stream_batches",
+    "to_vectors",
+]
 
 
 def to_vectors(

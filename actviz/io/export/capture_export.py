@@ -35,9 +35,13 @@ from actviz.io.export.typeset import attribution_images, layer_page_images, safe
 from actviz.io.files import check_out_folder
 
 __all__ = [
-    "export_capture", "prepare_export", "target_record", "with_input_embedding", "write_pages",
-    "write_token_saliency"
-]  # fmt: skip
+    "export_capture",
+    "prepare_export",
+    "target_record",
+    "with_input_embedding",
+    "write_pages",
+    "write_token_saliency",
+]
 
 log = logging.getLogger(__name__)
 

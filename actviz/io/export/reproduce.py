@@ -19,9 +19,14 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture
 
 __all__ = [
-    "SCRIPT_NAME", "RunSource", "compare_script", "reproduce_script", "run_source",
-    "write_compare_reproduce", "write_reproduce"
-]  # fmt: skip
+    "SCRIPT_NAME",
+    "RunSource",
+    "compare_script",
+    "reproduce_script",
+    "run_source",
+    "write_compare_reproduce",
+    "write_reproduce",
+]
 
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"

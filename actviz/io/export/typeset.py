@@ -27,9 +27,15 @@ from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.display.repage import symmetric_for
 
 __all__ = [
-    "EXPORT_PAGE_CHANNELS", "attribution_images", "channel_pages", "layer_page_images",
-    "pick_gradcam_layer", "render_layer_png", "safe_name", "token_saliency_picture"
-]  # fmt: skip
+    "EXPORT_PAGE_CHANNELS",
+    "attribution_images",
+    "channel_pages",
+    "layer_page_images",
+    "pick_gradcam_layer",
+    "render_layer_png",
+    "safe_name",
+    "token_saliency_picture",
+]
 
 _BG = (255, 255, 255)
 _INK = (30, 30, 30)

@@ -21,9 +21,13 @@ from actviz.io.models import zoo
 from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 
 __all__ = [
-    "ArchGuess", "guess_architecture", "compare_architecture", "confident_guess", "signature",
-    "ZOOS"
-]  # fmt: skip
+    "ArchGuess",
+    "guess_architecture",
+    "compare_architecture",
+    "confident_guess",
+    "signature",
+    "ZOOS",
+]
 
 log = logging.getLogger(__name__)
 

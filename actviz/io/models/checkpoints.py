@@ -23,9 +23,17 @@ from torch import nn
 from actviz.io.errors import ModelLoadError, UntrustedFileError
 
 __all__ = [
-    "FileFormat", "sniff_format", "torch_load_guarded", "extract_weights", "drop_compile_prefix",
-    "best_prefix", "fit_state_dict", "apply_state_dict", "export_needs_trust", "one_line"
-]  # fmt: skip
+    "FileFormat",
+    "sniff_format",
+    "torch_load_guarded",
+    "extract_weights",
+    "drop_compile_prefix",
+    "best_prefix",
+    "fit_state_dict",
+    "apply_state_dict",
+    "export_needs_trust",
+    "one_line",
+]
 
 log = logging.getLogger(__name__)
 

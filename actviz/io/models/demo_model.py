@@ -24,10 +24,21 @@ from torch import Tensor, nn
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DEMO_CLASSES", "DEMO_INPUT_SIZE", "DEMO_GRADCAM_LAYER", "DemoNet", "GeneratedImage",
-    "build_demo_model", "load_demo_model", "demo_transform", "demo_samples", "demo_sample_boxes",
-    "demo_sample_tensor", "demo_weights_path", "generate_image", "generate_example"
-]  # fmt: skip
+    "DEMO_CLASSES",
+    "DEMO_INPUT_SIZE",
+    "DEMO_GRADCAM_LAYER",
+    "DemoNet",
+    "GeneratedImage",
+    "build_demo_model",
+    "load_demo_model",
+    "demo_transform",
+    "demo_samples",
+    "demo_sample_boxes",
+    "demo_sample_tensor",
+    "demo_weights_path",
+    "generate_image",
+    "generate_example",
+]
 
 #: Class names, index = logit index. The sample files are named ``<class>.png``.
 #: "background" (texture only, no object) is a class of its own: it soaks up the evidence that

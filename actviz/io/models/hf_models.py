@@ -22,9 +22,14 @@ from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
 
 __all__ = [
-    "HFModel", "ProcessorTransform", "cached_hub_folder", "is_model_folder", "looks_like_hub_id",
-    "open_hf", "task_of"
-]  # fmt: skip
+    "HFModel",
+    "ProcessorTransform",
+    "cached_hub_folder",
+    "is_model_folder",
+    "looks_like_hub_id",
+    "open_hf",
+    "task_of",
+]
 
 log = logging.getLogger(__name__)
 

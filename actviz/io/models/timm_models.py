@@ -24,9 +24,15 @@ from actviz.io.models.zoo import (
 )
 
 __all__ = [
-    "TimmTransform", "build_timm", "data_transform", "imagenet_categories", "rank_matches",
-    "resolve_name", "timm_available", "timm_names"
-]  # fmt: skip
+    "TimmTransform",
+    "build_timm",
+    "data_transform",
+    "imagenet_categories",
+    "rank_matches",
+    "resolve_name",
+    "timm_available",
+    "timm_names",
+]
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,17 @@ from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import one_line
 
 __all__ = [
-    "OFFLINE_ENV", "ZooModel", "torchvision_names", "resolve_weights", "cached_weights_file",
-    "network_available", "TIMM_PREFIX", "construct", "build_torchvision", "weights_meta"
-]  # fmt: skip
+    "OFFLINE_ENV",
+    "ZooModel",
+    "torchvision_names",
+    "resolve_weights",
+    "cached_weights_file",
+    "network_available",
+    "TIMM_PREFIX",
+    "construct",
+    "build_torchvision",
+    "weights_meta",
+]
 
 log = logging.getLogger(__name__)
 
