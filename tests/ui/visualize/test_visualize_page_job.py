@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from actviz.ui.host import FeatureJob
-from tests.ui.test_feature_job import _Host, _View
+from tests.ui.test_host_feature_job import _Host, _View
 
 
 @pytest.fixture
