@@ -87,7 +87,7 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
     win.wait_idle()
 
     # The report holds the map with its caption.
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     report = tmp_path / "atlas.html"
     assert sessions.export_report(report, wait=True)
     text = report.read_text()
@@ -100,9 +100,9 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
 
     # A fresh window: the scan comes back from its saved arrays, then the map as it was.
     other = actviz_window(settings=QSettings(str(tmp_path / "b.ini"), QSettings.Format.IniFormat))
-    again = other.feature("atlas")
+    again = other.atlas.feature
     again.view.colour_combo.setCurrentText("Channel")  # to be put back
-    assert other.feature("sessions").open_session(path)
+    assert other.sessions.feature.open_session(path)
     qtbot.waitUntil(lambda: again.atlas is not None and len(again.selection) > 0, timeout=60_000)
     other.wait_idle()
     assert again.atlas.layer == LAYER and again.view.layer_combo.currentText() == LAYER

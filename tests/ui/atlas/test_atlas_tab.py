@@ -40,10 +40,7 @@ def write_classes(folder, per_class: int = 5) -> list[str]:
 
 def _scan(win, folder):
     win.dataset.in_process()  # no loader processes for ten tiny images
-    atlas = win.feature("atlas")
-    with win.qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
-        win.dataset.start(ScanSpec(str(folder), (LAYER, "fc"), 3, batch_size=4))
-    return atlas
+    return win.atlas.scan_and_map(ScanSpec(str(folder), (LAYER, "fc"), 3, batch_size=4), TIMEOUT_MS)
 
 
 def scanned_demo(actviz_window, tmp_path):
@@ -59,7 +56,7 @@ def scanned_demo(actviz_window, tmp_path):
 def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_path):
     win = actviz_window()
     window = win.window
-    atlas_ui = win.feature("atlas")
+    atlas_ui = win.atlas.feature
     assert atlas_ui.view.empty_label.text() == EMPTY_TEXT and atlas_ui.atlas is None
     assert window.files.open_model_source("demo", wait=True)
     assert LAYER in window.session.ticked

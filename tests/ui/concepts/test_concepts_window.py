@@ -48,7 +48,7 @@ def _concepts_opened(actviz_window, tmp_path):
     win = actviz_window(model, _frame(), ["conv1", LAYER], auto_run=True)
     win.run_and_wait()
     c, folder = _trained_dictionary(tmp_path)
-    feature = win.feature("concepts")
+    feature = win.concepts.feature
     feature.ask_folder = lambda *_a: str(folder)
     _menu_action(win, "Data", "Open concepts…").trigger()  # the result shown has conv2
     win.window.display.flush_panel_updates()
@@ -169,7 +169,7 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
         assert torch.equal(getattr(att.concepts, name), getattr(c, name)), name
     assert other.panel(LAYER).tile_unit() == "concept"
     # Reports name the dictionary and the named concept.
-    part = other.feature("concepts").report_part()
+    part = other.concepts.feature.report_part()
     caption = part["figures"][0][0]
     assert str(folder) in caption and '"bright blob"' in caption
 
@@ -204,7 +204,7 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
     # The concept's effect is measured without its own removal (the session's copy of the
     # dictionary counts as the attached one): what the view said before the edit.
     other.window.display.flush_panel_updates()
-    ofeature = other.feature("concepts")
+    ofeature = other.concepts.feature
     ofeature.open_concept(LAYER, second)
     view = ofeature.view
     other.qtbot.waitUntil(lambda: "Removing it" in view.effect_label.text(), timeout=10_000)
@@ -226,7 +226,7 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     win = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
     win.run_and_wait()
     data = _pictures(tmp_path / "pictures", 24)
-    feature = win.feature("concepts")
+    feature = win.concepts.feature
     _menu_action(win, "Data", "Train concepts…").trigger()
     dialog = feature.dialog
     assert dialog is not None and dialog.isVisible()

@@ -35,7 +35,7 @@ def _removed(model, c, concepts):
 def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_path):
     win, model, concepts_feature, _c, _folder = _concepts_opened(actviz_window, tmp_path)
     c = win.session.concepts[LAYER].concepts
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.open_dock("Channels that matter")
     win.effects.wait_estimates()
     cap = win.window.session.result.capture

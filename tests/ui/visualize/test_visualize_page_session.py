@@ -29,7 +29,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert win.window.files.open_model_source("demo", wait=True)
     win.set_input(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)))
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     page = feature.page
     assert feature.session_part() == {}  # no page and the dock closed: nothing kept
     feature.section.set_settings(SETTINGS)
@@ -49,7 +49,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
 
     # A fresh window with other settings: the session puts the page and its settings back.
     other = _window_with_settings(actviz_window, tmp_path, "b.ini")
-    again = other.feature("visualize")
+    again = other.visualize.feature
     again.section.set_settings({"objective": "channel", "steps": 9, "size": 32})
     assert not again.page.dock.isVisible()
     other.sessions.open(path)
