@@ -1,5 +1,6 @@
 """Test helpers are written once: a helper several test files use lives in a conftest or a
-helper module (``tests/helpers.py``, ``tests/ui/qt_helpers.py``, ...), not copied into each.
+helper module (``tests/helpers.py``, ``tests/ui/qt_helpers.py``, ...), not copied into each,
+and not imported from another test file.
 
 Read from the sources' ASTs: every module-level function and class of ``tests/`` but the tests
 themselves.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 from collections import defaultdict
 
 TESTS = pathlib.Path(__file__).parent
@@ -107,3 +109,54 @@ def worker(qtbot):
     assert copied_helpers({"a.py": fixture, "b.py": scoped}) == []
     # Two definitions in one file are that file's business.
     assert copied_helpers({"a.py": fixture + renamed}) == []
+
+
+#: Test files that still import helpers from another test file (``file: module``), to move into
+#: a conftest or a helper module; the list only shrinks.
+KNOWN_TEST_IMPORTS = {
+    "test_ui_structure.py: tests.test_import_graph",
+    "display/test_difference.py: tests.core.test_compare",
+    "data/test_scan_file.py: tests.data.test_atlas",
+    "analysis/test_concept_layer_effects.py: tests.analysis.test_concept_effects",
+    "core/test_edits.py: tests.core.test_capture_side_effects",
+}
+_TEST_MODULE = re.compile(r"^tests(\.\w+)*\.test_\w+$")
+
+
+def imported_test_modules(files: dict[str, str]) -> set[str]:
+    """``"file: module"`` for each test module that a file of ``files`` imports."""
+    found = set()
+    for path, source in files.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            found |= {f"{path}: {m}" for m in modules if _TEST_MODULE.match(m)}
+    return found
+
+
+def test_no_test_file_imports_another_test_file():
+    files = {
+        str(path.relative_to(TESTS)): path.read_text(encoding="utf-8")
+        for path in sorted(TESTS.rglob("*.py"))
+    }
+    found = imported_test_modules(files)
+    assert sorted(found - KNOWN_TEST_IMPORTS) == []
+    assert sorted(KNOWN_TEST_IMPORTS - found) == []  # moved: take it off the list
+    assert not any(entry.startswith("ui/") for entry in found)
+
+
+def test_the_import_check_sees_a_test_module_imported_from_a_test():
+    files = {
+        "ui/a/test_x.py": "from tests.ui.b.test_y import helper\nimport tests.test_z\n",
+        "ui/a/test_w.py": "def f():\n    from tests.ui.b.test_y import helper\n",
+        "ui/b/test_y.py": "from tests.ui.b.windows import helper\nfrom tests.helpers import frame\n",
+    }
+    assert imported_test_modules(files) == {
+        "ui/a/test_x.py: tests.ui.b.test_y",
+        "ui/a/test_x.py: tests.test_z",
+        "ui/a/test_w.py: tests.ui.b.test_y",
+    }

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, QSettings
+from PySide6.QtCore import QPoint, QPointF, QSettings, Qt
 from PySide6.QtGui import QImage
 
 import actviz
 from actviz.data.atlas_image import class_colours
 from actviz.data.atlas_map import points_in_polygon
 from actviz.ui.atlas.view import RasterDots
-from tests.ui.atlas.test_atlas_tab import LAYER, LEFT, scanned_demo
+from tests.ui.atlas.atlas_windows import LAYER, scanned_demo
+
+LEFT = Qt.MouseButton.LeftButton
 
 
 def lasso(qtbot, view, shape: np.ndarray) -> None:

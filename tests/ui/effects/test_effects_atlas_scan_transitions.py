@@ -186,7 +186,7 @@ def _held_scan(win, tmp_path):
     """Start a scan of 16 images on the demo and hold it in its first batch (the model's
     forward waits at a gate); yields the dataset feature and the gate, which is opened and
     unhooked on leaving."""
-    from tests.ui.dataset.test_dataset_scan import Gate, write_folder
+    from tests.ui.dataset.scan_folders import Gate, write_folder
 
     window = win.window
     dataset = _demo_dataset(win)
@@ -223,7 +223,7 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
 
 
 def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, tmp_path):
-    from tests.ui.dataset.test_dataset_scan import write_folder
+    from tests.ui.dataset.scan_folders import write_folder
 
     win = actviz_window()
     window = win.window
