@@ -73,7 +73,7 @@ def test_a_copy_nobody_uses_goes_when_the_window_is_idle_unless_a_job_runs_on_it
 
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    copies = win.concepts.feature.copies
+    copies = win.concepts.copies
     got: list = []
     copies.get(got.append, lambda error: got.append(error))
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
@@ -98,7 +98,7 @@ def test_a_feature_takes_the_copy_another_feature_holds_when_no_job_uses_it(
 ):
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    concepts = win.concepts.feature.copies  # eval copies
+    concepts = win.concepts.copies  # eval copies
     visualize = win.visualize.feature.copy  # the model's own flags (all eval here)
     got: list = []
     concepts.get(got.append, got.append)
@@ -144,7 +144,7 @@ def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_wind
 
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    copies = win.concepts.feature.copies
+    copies = win.concepts.copies
     got: list = []
     copies.get(got.append, got.append)
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
@@ -159,7 +159,7 @@ def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_wind
 def test_the_idle_window_keeps_no_copy_that_no_job_uses(actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    concepts = win.concepts.feature.copies
+    concepts = win.concepts.copies
     visualize = win.visualize.feature.copy
     got: list = []
     concepts.get(got.append, got.append)
@@ -189,7 +189,7 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
         Image.new("RGB", (16, 16), (40 * i, 80, 120)).save(tmp_path / f"{i}.png")
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    scans = win.dataset.feature.scans
+    scans = win.dataset.scans
     scans.num_workers = 0
     made: list = []
     copies = scans._copies  # noqa: SLF001 - what it holds is the point
@@ -213,7 +213,7 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
         assert scans.request_views("conv1", 0)
     assert ready.args[0] == "conv1" and len(ready.args[2]) == 2
     assert scans.views_copy.is_held() and len(made) == 1  # no "views" copy of its own
-    concepts = win.concepts.feature.copies
+    concepts = win.concepts.copies
     submitted = win.window.worker.submitted
     got: list = []
     concepts.get(got.append, got.append)

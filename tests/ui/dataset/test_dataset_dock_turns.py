@@ -27,7 +27,7 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     effects_dock = win.open_dock("Channels that matter")
     win.qtbot.waitUntil(lambda: not effects.estimating(), timeout=60_000)
     effects.view.mark_check.setChecked(True)
-    dataset = win.dataset.feature.dock
+    dataset = win.dataset.dock
     win.open_dock("Dataset")
     w.tabifyDockWidget(effects_dock, dataset)
     dataset.raise_()

@@ -151,8 +151,8 @@ def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
     assert parts["effects"] == {"top": 5, "mark": True, "sort": False}
     other = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     other.window.host.restore_session_parts(parts)
-    assert other.effects.feature.view.top == 5
-    assert other.effects.feature.view.mark_check.isChecked()
+    assert other.effects.view.top == 5
+    assert other.effects.view.mark_check.isChecked()
 
 
 def test_logits_layer_and_verifying_an_edited_run(actviz_window):

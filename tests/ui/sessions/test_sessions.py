@@ -138,7 +138,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     assert (channel_view.name, channel_view.channel) == ("features.block3", 17)
     assert channel_view.isVisibleTo(other.window)
     # The comparison set-up: run B was another input.
-    view = other.compare.feature.view
+    view = other.compare.view
     assert view.source == "input" and view.input_combo.currentText() == "random:1x3x32x32:7"
     assert not [m for m in other.banner_messages() if "rror" in m]
     # The scripting path: actviz.session.save takes the window itself.
@@ -357,7 +357,7 @@ def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, che
 
     # Its own settings: the scan comes back from the session, not from the last folder.
     other = actviz_window(settings=QSettings(str(tmp_path / "b.ini"), QSettings.Format.IniFormat))
-    scans = other.dataset.feature.scans
+    scans = other.dataset.scans
     with other.qtbot.waitSignal(scans.scan_finished, timeout=60_000) as shown:
         assert _sessions(other).open_session(path)
     assert shown.args[0].from_cache and shown.args[0].count == 6
