@@ -38,6 +38,29 @@ def rewrite_zip(src: Path, dst: Path, change: Callable[[dict[str, bytes]], None]
             zf.writestr(name, data)
 
 
+def make_capture(layers: dict[str, list[torch.Tensor]], output: torch.Tensor | None = None):
+    """A hand-made capture: each layer's calls are the tensors given (Conv2d records)."""
+    from actviz.core.records import Capture, LayerRecord
+
+    records = {
+        name: [LayerRecord(name, k, "Conv2d", (), t) for k, t in enumerate(calls)]
+        for name, calls in layers.items()
+    }
+    return Capture(
+        names=list(layers),
+        records=records,
+        output=output,
+        input_grads=None,
+        target_value=None,
+        target_index=None,
+        target_description="",
+        warnings=[],
+        inputs=None,
+        nbytes=0,
+        elapsed_s=0.0,
+    )
+
+
 def seeded_resnet18() -> torch.nn.Module:
     """A random-init ResNet-18 made after ``torch.manual_seed(0)``, in eval mode."""
     import torchvision
