@@ -67,7 +67,7 @@ def test_a_failure_is_logged_and_said_in_red(qtbot, tracked, caplog):
     def work(_stop, _report):
         raise ValueError("no numbers today")
 
-    with caplog.at_level(logging.INFO, logger=__name__):
+    with caplog.at_level(logging.INFO, logger=RecordingHost.__module__):
         _start(job, work, failed="Could not add 2 and 3")
         qtbot.waitUntil(lambda: bool(ended), timeout=5000)
     text = "Could not add 2 and 3: no numbers today"
