@@ -99,6 +99,10 @@ def test_every_default_feature_is_constructed_with_the_host_only():
         assert [p.name for p in required] == ["host"], feature
 
 
+#: Test files at ``tests/ui``'s top that name no module there yet. test_model_copy.py tests
+#: ``ui/worker_copy.py``; the model-copy service that replaces it (issue 38, item 2) renames it
+#: test_private_model.py after ``ui/private_model.py``: drop the entry then.
+LOOSE_TOP_LEVEL_TESTS = {"test_model_copy.py"}
 #: ``ui`` packages whose tests live outside ``tests/ui``, and where.
 UI_PACKAGES_TESTED_ELSEWHERE = {
     # The plugin tests install plugins as pip does (their own conftest) and test the public
@@ -138,6 +142,8 @@ def mirror_problems(ui_root, tests_root) -> list[str]:
             return
         modules = {p.stem for p in ui.glob("*.py") if p.stem != "__init__"}
         for test in sorted(tests.glob("test_*.py")):
+            if test.name in LOOSE_TOP_LEVEL_TESTS:
+                continue
             stem = test.stem.removeprefix("test_")
             if not any(stem == m or stem.startswith(f"{m}_") for m in modules):
                 problems.append(

@@ -389,7 +389,7 @@ class AtlasDriver(FeatureDriver):
 
 
 class ConceptsDriver(FeatureDriver):
-    """Concepts (``win.concepts``): the dictionaries attached, the Concept dock, the copies."""
+    """Concepts (``win.concepts``): the dictionaries attached and the Concept dock."""
 
     name = "concepts"
 
@@ -397,11 +397,6 @@ class ConceptsDriver(FeatureDriver):
     def view(self) -> Any:
         """The Concept dock's view."""
         return self.feature.view
-
-    @property
-    def copies(self) -> Any:
-        """The model copies the Concept dock's jobs run on (a ``WorkerCopy``, eval mode)."""
-        return self.feature.copies
 
     def open_folder(self, folder: Any, layer: str | None = None) -> bool:
         """Attach the concepts saved in ``folder`` (SAELens layout) to ``layer`` (the one they

@@ -121,7 +121,6 @@ def test_the_concepts_driver_attaches_a_folder_and_opens_a_concept(actviz_window
     folder = trained.save(tmp_path / "concepts-conv2")
     assert win.concepts.open_folder(folder)
     assert win.session.concepts["conv2"].concepts.same_as(trained)
-    assert win.concepts.copies.to_eval  # the Concept dock's jobs run on eval copies
     win.window.display.flush_panel_updates()
     assert win.concepts.open_concept("conv2", 1)
     label = win.concepts.view.effect_label

@@ -229,7 +229,7 @@ def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, t
     window = win.window
     assert window.files.open_model_source("demo", wait=True)
     window.session.memory_budget = 1000  # 16 images x 64 values x 2 bytes = 2 KiB: over it
-    dataset, atlas = win.dataset.feature, win.atlas.feature
+    dataset, atlas = win.feature("dataset"), win.feature("atlas")
     dataset.scans.num_workers = 0
     folder = tmp_path / "images"
     write_folder(folder)

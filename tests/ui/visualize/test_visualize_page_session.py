@@ -49,7 +49,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
 
     # A fresh window with other settings: the session puts the page and its settings back.
     other = _window_with_settings(actviz_window, tmp_path, "b.ini")
-    again = other.visualize.feature
+    again = other.feature("visualize")
     again.section.set_settings({"objective": "channel", "steps": 9, "size": 32})
     assert not again.page.dock.isVisible()
     other.sessions.open(path)

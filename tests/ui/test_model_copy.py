@@ -18,7 +18,7 @@ def test_the_copy_is_made_once_for_all_who_wait_and_kept_until_the_weights_chang
 ):
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    feature = win.concepts.feature
+    feature = win.feature("concepts")
     copies = feature.copies  # the Concept dock's jobs share it (eval mode)
     assert isinstance(copies, WorkerCopy) and copies.to_eval
     tiny_cnn.train()
@@ -73,7 +73,7 @@ def test_a_copy_nobody_uses_goes_when_the_window_is_idle_unless_a_job_runs_on_it
 
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    copies = win.concepts.copies
+    copies = win.feature("concepts").copies
     got: list = []
     copies.get(got.append, lambda error: got.append(error))
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
@@ -98,8 +98,8 @@ def test_a_feature_takes_the_copy_another_feature_holds_when_no_job_uses_it(
 ):
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    concepts = win.concepts.copies  # eval copies
-    visualize = win.visualize.feature.copy  # the model's own flags (all eval here)
+    concepts = win.feature("concepts").copies  # eval copies
+    visualize = win.feature("visualize").copy  # the model's own flags (all eval here)
     got: list = []
     concepts.get(got.append, got.append)
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
@@ -144,7 +144,7 @@ def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_wind
 
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    copies = win.concepts.copies
+    copies = win.feature("concepts").copies
     got: list = []
     copies.get(got.append, got.append)
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
@@ -159,8 +159,8 @@ def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_wind
 def test_the_idle_window_keeps_no_copy_that_no_job_uses(actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    concepts = win.concepts.copies
-    visualize = win.visualize.feature.copy
+    concepts = win.feature("concepts").copies
+    visualize = win.feature("visualize").copy
     got: list = []
     concepts.get(got.append, got.append)
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
@@ -189,7 +189,7 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
         Image.new("RGB", (16, 16), (40 * i, 80, 120)).save(tmp_path / f"{i}.png")
     win = actviz_window(tiny_cnn, frame(1), ["conv1"])
     win.run_and_wait()
-    scans = win.dataset.scans
+    scans = win.feature("dataset").scans
     scans.num_workers = 0
     made: list = []
     copies = scans._copies  # noqa: SLF001 - what it holds is the point
@@ -213,7 +213,7 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
         assert scans.request_views("conv1", 0)
     assert ready.args[0] == "conv1" and len(ready.args[2]) == 2
     assert scans.views_copy.is_held() and len(made) == 1  # no "views" copy of its own
-    concepts = win.concepts.copies
+    concepts = win.feature("concepts").copies
     submitted = win.window.worker.submitted
     got: list = []
     concepts.get(got.append, got.append)
