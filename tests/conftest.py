@@ -145,10 +145,9 @@ def isolated_user_state(tmp_path_factory):
 @pytest.fixture(scope="module")
 def resnet() -> torch.nn.Module:
     """ResNet-18 with random weights (seed 0), in eval mode, shared by a test module."""
-    import torchvision
+    from tests.helpers import seeded_resnet18
 
-    torch.manual_seed(0)
-    return torchvision.models.resnet18(weights=None).eval()
+    return seeded_resnet18()
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,49 @@ def rewrite_zip(src: Path, dst: Path, change: Callable[[dict[str, bytes]], None]
             zf.writestr(name, data)
 
 
+def make_capture(layers: dict[str, list[torch.Tensor]], output: torch.Tensor | None = None):
+    """A hand-made capture: each layer's calls are the tensors given (Conv2d records)."""
+    from actviz.core.records import Capture, LayerRecord
+
+    records = {
+        name: [LayerRecord(name, k, "Conv2d", (), t) for k, t in enumerate(calls)]
+        for name, calls in layers.items()
+    }
+    return Capture(
+        names=list(layers),
+        records=records,
+        output=output,
+        input_grads=None,
+        target_value=None,
+        target_index=None,
+        target_description="",
+        warnings=[],
+        inputs=None,
+        nbytes=0,
+        elapsed_s=0.0,
+    )
+
+
+def seeded_resnet18() -> torch.nn.Module:
+    """A random-init ResNet-18 made after ``torch.manual_seed(0)``, in eval mode."""
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+class ConvMean(torch.nn.Module):
+    """A 3x3 conv to ``channels`` channels averaged over space (a model the tests script, save
+    or open; nothing knows its class)."""
+
+    def __init__(self, channels: int = 2) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, channels, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x).mean((2, 3))
+
+
 def noise_picture(size: int = 96, seed: int = 4) -> torch.Tensor:
     """A random ``size`` x ``size`` RGB picture (uint8 noise) as a 1x3xHxW tensor in [0, 1]."""
     image = (np.random.default_rng(seed).random((size, size, 3)) * 255).astype(np.uint8)

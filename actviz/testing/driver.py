@@ -19,12 +19,15 @@ from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import QApplication, QDockWidget, QMenu
 
 from actviz.testing.feature_drivers import (
+    AtlasDriver,
     CompareDriver,
+    ConceptsDriver,
     DatasetDriver,
     EffectsDriver,
     LiveDriver,
     SessionsDriver,
     TokensDriver,
+    VisualizeDriver,
     WhatIfDriver,
 )
 
@@ -220,7 +223,7 @@ class WindowDriver:
 
     # ------------------------------------------------------------------ per-feature drivers
     # (:mod:`actviz.testing.feature_drivers`: live, compare, dataset, effects, whatif, tokens,
-    # sessions)
+    # sessions, visualize, atlas, concepts)
     live = property(LiveDriver)
     compare = property(CompareDriver)
     dataset = property(DatasetDriver)
@@ -228,6 +231,9 @@ class WindowDriver:
     whatif = property(WhatIfDriver)
     tokens = property(TokensDriver)
     sessions = property(SessionsDriver)
+    visualize = property(VisualizeDriver)
+    atlas = property(AtlasDriver)
+    concepts = property(ConceptsDriver)
 
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:

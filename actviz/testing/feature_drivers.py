@@ -1,7 +1,9 @@
 """Per-feature drivers: the few verbs a test needs for one feature of the window.
 
-Reached by the feature's name (``win.live.configure(max_fps=1000)``), so tests do not reach
-into ``window.features``; a driver's ``feature`` is the feature itself.
+Reached by the feature's name (``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
+``win.whatif``, ``win.tokens``, ``win.sessions``, ``win.visualize``, ``win.atlas``,
+``win.concepts``), so tests do not reach into ``window.features``; a driver's ``feature`` is the
+feature itself.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ JOB_TIMEOUT_MS = 60_000
 SHOW_TIMEOUT_MS = 5_000
 
 __all__ = [
+    "AtlasDriver",
     "CompareDriver",
+    "ConceptsDriver",
     "DatasetDriver",
     "EffectsDriver",
     "FeatureDriver",
     "LiveDriver",
     "SessionsDriver",
     "TokensDriver",
+    "VisualizeDriver",
     "WhatIfDriver",
 ]
 
@@ -44,6 +49,16 @@ class FeatureDriver:
     def feature(self) -> Any:
         """The feature itself (KeyError naming the window's features when it has not this)."""
         return self.driver.feature(self.name)
+
+    @property
+    def present(self) -> bool:
+        """Whether the window has this feature (``actviz_window(features=...)`` builds only
+        those it names)."""
+        try:
+            self.feature  # noqa: B018 - looked up for the KeyError
+        except (KeyError, AttributeError):
+            return False
+        return True
 
     @property
     def dock(self) -> Any:
@@ -221,6 +236,11 @@ class EffectsDriver(FeatureDriver):
         assert feature.effects is not None, "no estimates were made"
         return feature.effects
 
+    @property
+    def view(self) -> Any:
+        """The dock's view (its sections per layer, the sort and mark boxes, the top spin)."""
+        return self.feature.view
+
 
 class WhatIfDriver(FeatureDriver):
     """What-if edits (``win.whatif``): add edits, read the edits dock and the change view."""
@@ -287,3 +307,92 @@ class SessionsDriver(FeatureDriver):
         """Open the session file ``path`` and wait until it is shown."""
         opened = self.feature.open_session(path, wait=True)
         assert opened, f"could not open {path}: {self.driver.banner_messages()}"
+
+
+class VisualizeDriver(FeatureDriver):
+    """What channels want (``win.visualize``): its settings, a page of pictures, waiting."""
+
+    name = "visualize"
+
+    @property
+    def section(self) -> Any:
+        """The settings section (objective, steps and size boxes) in the Channel dock."""
+        return self.feature.section
+
+    @property
+    def page(self) -> Any:
+        """The page of pictures (its dock, its job)."""
+        return self.feature.page
+
+    def configure(
+        self, *, size: int | None = None, steps: int | None = None, objective: str | None = None
+    ) -> Any:
+        """Set the section's boxes as a user types them (those given, in this order); returns
+        the section."""
+        section = self.section
+        if objective is not None:
+            section.objective_box.setCurrentText(objective)
+        if size is not None:
+            section.size_spin.setValue(size)
+        if steps is not None:
+            section.steps_spin.setValue(steps)
+        return section
+
+    def visualise_page(self, layer: str, first: int | None = None) -> bool:
+        """Start the pictures of ``layer``'s channels from ``first`` (the panel's page when
+        None), as the tile menu does; whether they started."""
+        return self.feature.visualise_page(layer, first)
+
+    def wait_idle(self, timeout_ms: int = JOB_TIMEOUT_MS) -> None:
+        """Wait until no picture is being made or looked up."""
+        feature = self.feature
+        self.driver.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=timeout_ms)
+
+
+class AtlasDriver(FeatureDriver):
+    """The Atlas tab (``win.atlas``): a scan mapped, its view and selection."""
+
+    name = "atlas"
+
+    @property
+    def fitted(self) -> Any:
+        """The signal sent when a scan's map is made."""
+        return self.feature.fitted
+
+    @property
+    def atlas(self) -> Any:
+        """The map shown (None before a scan is mapped)."""
+        return self.feature.atlas
+
+    @property
+    def view(self) -> Any:
+        """The tab's view (the scatter, the layer and colour boxes, the empty label)."""
+        return self.feature.view
+
+    def scan_and_map(self, spec: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
+        """Scan ``spec`` (a :class:`~actviz.data.scan.ScanSpec`) and wait until the atlas maps
+        it; returns the atlas feature."""
+        feature = self.feature
+        with self.driver.qtbot.waitSignal(feature.fitted, timeout=timeout_ms):
+            self.driver.dataset.start(spec)
+        return feature
+
+
+class ConceptsDriver(FeatureDriver):
+    """Concepts (``win.concepts``): the dictionaries attached and the Concept dock."""
+
+    name = "concepts"
+
+    @property
+    def view(self) -> Any:
+        """The Concept dock's view."""
+        return self.feature.view
+
+    def open_folder(self, folder: Any, layer: str | None = None) -> bool:
+        """Attach the concepts saved in ``folder`` (SAELens layout) to ``layer`` (the one they
+        name when None); whether they were attached."""
+        return self.feature.open_folder(str(folder), layer)
+
+    def open_concept(self, layer: str, concept: int) -> bool:
+        """Open ``concept`` of ``layer`` in the Concept dock, as a click on its tile does."""
+        return self.feature.open_concept(layer, concept)

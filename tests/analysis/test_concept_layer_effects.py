@@ -17,7 +17,7 @@ from actviz.analysis.concepts.layer_effects import (
 )
 from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
 from actviz.analysis.effects.effect_results import Effects
-from tests.analysis.test_concept_effects import LAYER, Net, dictionary, hand_removed
+from tests.analysis.concept_nets import LAYER, Net, dictionary, hand_removed
 
 
 def _captured_net():

@@ -22,11 +22,6 @@ from actviz.core.records import CaptureCancelled
 from actviz.io.models.demo_model import demo_sample_tensor, demo_samples, load_demo_model
 
 
-@pytest.fixture(scope="module")
-def demo() -> nn.Module:
-    return load_demo_model()
-
-
 def _channel_means(model: nn.Module, layer: str, x: torch.Tensor) -> torch.Tensor:
     taken = {}
     module = dict(model.named_modules())[layer]

@@ -8,13 +8,7 @@ from torch import nn
 
 from actviz.analysis.visualize.feature_vis import layer_channels, visualize
 from actviz.analysis.visualize.visualization import VisualizeError
-from actviz.io.models.demo_model import load_demo_model
 from tests.display.seq_models import tiny_bert_encoder
-
-
-@pytest.fixture(scope="module")
-def demo() -> nn.Module:
-    return load_demo_model()
 
 
 def test_a_bare_text_model_is_refused_as_one_without_the_input_size_hint():

@@ -10,18 +10,9 @@ what to do, before the model runs where it can.
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from actviz.cli import main
-
-
-class _Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 2, 3)
-
-    def forward(self, x):
-        return self.conv(x).mean((2, 3))
+from tests.helpers import ConvMean
 
 
 def _errors(err: str) -> list[str]:
@@ -54,7 +45,7 @@ def test_report_out_naming_a_folder(tmp_path, capsys):
 
 def test_export_layers_of_a_torchscript_model(tmp_path, capsys):
     path = tmp_path / "scripted.pt"
-    torch.jit.save(torch.jit.script(_Net().eval()), str(path))
+    torch.jit.save(torch.jit.script(ConvMean().eval()), str(path))
     args = ["export", "-m", str(path), "-i", "random:1x3x8x8", "-l", "conv"]
     assert main([*args, "-o", str(tmp_path / "out")]) == 2
     err = _errors(capsys.readouterr().err)

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
 pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
 pytest.importorskip("tokenizers", reason="needs the hf extra (tokenizers)")
 
-from actviz.cli import main  # noqa: E402
 from tests.io.hf_tiny import save_tiny_gpt2, tiny_tokenizer  # noqa: E402
-
-
-@pytest.fixture
-def cli(monkeypatch, capsys):
-    """Run ``actviz ...`` in this process; returns (exit code, stdout, stderr)."""
-    monkeypatch.setenv("ACTVIZ_OFFLINE", "1")
-    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: None)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 @pytest.fixture(scope="module")

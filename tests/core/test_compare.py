@@ -12,28 +12,8 @@ from torch import nn
 
 import actviz
 from actviz.core.compare import Comparison, compare, layer_diff
-from actviz.core.records import Capture, LayerRecord
 from actviz.edits import ablate
-
-
-def make_capture(layers: dict[str, list[torch.Tensor]], output: torch.Tensor | None = None):
-    records = {
-        name: [LayerRecord(name, k, "Conv2d", (), t) for k, t in enumerate(calls)]
-        for name, calls in layers.items()
-    }
-    return Capture(
-        names=list(layers),
-        records=records,
-        output=output,
-        input_grads=None,
-        target_value=None,
-        target_index=None,
-        target_description="",
-        warnings=[],
-        inputs=None,
-        nbytes=0,
-        elapsed_s=0.0,
-    )
+from tests.helpers import make_capture
 
 
 def np_figures(a: np.ndarray, b: np.ndarray):

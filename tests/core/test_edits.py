@@ -10,7 +10,7 @@ from torch import nn
 import actviz
 from actviz.edits import Edit, EditError, ablate, clamp, custom, keep, normalize_edits, patch, scale
 from tests.conftest import assert_no_hooks
-from tests.core.test_capture_side_effects import assert_same, snapshot
+from tests.core.model_state import assert_same, snapshot
 
 TARGET = 3
 RECORD = ["layer1.0.bn1", "layer1.0.relu", "layer1.1.conv1", "layer2.0.bn2", "fc"]

@@ -83,3 +83,22 @@ def one_torch_thread():
     """Tiny convolutions on a shared, loaded machine: one thread avoids thread-sync stalls."""
     with torch_threads(1):
         yield
+
+
+class FakeUMAP:
+    """A stand-in for umap.UMAP (umap-learn is not installed in CI; its fits take minutes):
+    the first ``n_components`` columns, scaled, and what it was given."""
+
+    seen: list = []
+
+    def __init__(self, n_components=2, random_state=None, **options):
+        self.k, self.options = n_components, options
+        FakeUMAP.seen.append(self)
+
+    def fit_transform(self, x):
+        self.fitted = x
+        self._raw_data = x
+        return 2.0 * x[:, : self.k]
+
+    def transform(self, x):
+        return 2.0 * x[:, : self.k]

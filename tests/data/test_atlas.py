@@ -8,7 +8,7 @@ import pytest
 import actviz
 from actviz.data import scan
 from actviz.data.atlas_map import cosine_top, project, separating_channels, umap_available
-from tests.data.conftest import tiny_net
+from tests.data.conftest import FakeUMAP, tiny_net
 
 
 def _clustered(n: int = 300, d: int = 24, seed: int = 0) -> np.ndarray:
@@ -211,36 +211,17 @@ def test_points_in_a_lasso_are_those_inside_its_shape():
         points_in_polygon(np.zeros(3), tri)
 
 
-class _FakeUMAP:
-    """A stand-in for umap.UMAP (umap-learn is not installed in CI; its fits take minutes):
-    the first ``n_components`` columns, scaled, and what it was given."""
-
-    seen: list = []
-
-    def __init__(self, n_components=2, random_state=None, **options):
-        self.k, self.options = n_components, options
-        _FakeUMAP.seen.append(self)
-
-    def fit_transform(self, x):
-        self.fitted = x
-        self._raw_data = x
-        return 2.0 * x[:, : self.k]
-
-    def transform(self, x):
-        return 2.0 * x[:, : self.k]
-
-
 def test_umap_narrows_wide_vectors_by_pca_and_places_new_ones_through_it(monkeypatch):
     import sys
     import types
 
     fake = types.ModuleType("umap")
-    fake.UMAP = _FakeUMAP
+    fake.UMAP = FakeUMAP
     monkeypatch.setitem(sys.modules, "umap", fake)
-    _FakeUMAP.seen.clear()
+    FakeUMAP.seen.clear()
     x = _clustered(300, 64)
     p = project(x, "umap", seed=3)
-    model = _FakeUMAP.seen[-1]
+    model = FakeUMAP.seen[-1]
     # 64 values go through PCA to 50, with 200 epochs unless asked otherwise.
     assert model.fitted.shape == (300, 50) and model.fitted.dtype == np.float32
     assert model.options["n_epochs"] == 200 and model.options["n_neighbors"] == 15
@@ -261,12 +242,11 @@ def test_umap_narrows_wide_vectors_by_pca_and_places_new_ones_through_it(monkeyp
         p.transform(new[:, :50])
     # Narrow vectors, or pca_dims=0, go in as they are; options reach umap.
     project(x[:, :20], "umap", n_epochs=50)
-    assert _FakeUMAP.seen[-1].fitted.shape == (300, 20)
-    assert _FakeUMAP.seen[-1].options["n_epochs"] == 50
+    assert FakeUMAP.seen[-1].fitted.shape == (300, 20)
+    assert FakeUMAP.seen[-1].options["n_epochs"] == 50
     q = project(x, "umap", pca_dims=0)
     assert (
-        _FakeUMAP.seen[-1].fitted.shape == (300, 64)
-        and "pca_dims" not in _FakeUMAP.seen[-1].options
+        FakeUMAP.seen[-1].fitted.shape == (300, 64) and "pca_dims" not in FakeUMAP.seen[-1].options
     )
     np.testing.assert_allclose(q.transform(new), 2 * new[:, :2], rtol=1e-6)
 
@@ -278,26 +258,26 @@ def test_umap_of_many_vectors_fits_a_sample_and_places_the_rest(monkeypatch, tmp
     from actviz.data import atlas_projection as atlas
 
     fake = types.ModuleType("umap")
-    fake.UMAP = _FakeUMAP
+    fake.UMAP = FakeUMAP
     monkeypatch.setitem(sys.modules, "umap", fake)
     monkeypatch.setattr(atlas, "UMAP_FIT_MAX", 100)
     monkeypatch.setattr(atlas, "_PLACE_CHUNK", 64)
-    _FakeUMAP.seen.clear()
+    FakeUMAP.seen.clear()
     x = _clustered(500, 8).astype(np.float16)
     rows = np.memmap(tmp_path / "rows.f16", dtype="<f2", mode="w+", shape=x.shape)
     rows[:] = x
     p = project(rows, "umap", seed=5)
-    model = _FakeUMAP.seen[-1]
-    assert len(_FakeUMAP.seen) == 1 and model.fitted.shape == (100, 8)  # fitted on 100 only
+    model = FakeUMAP.seen[-1]
+    assert len(FakeUMAP.seen) == 1 and model.fitted.shape == (100, 8)  # fitted on 100 only
     assert p.fitted_on == 100 and p.coords.shape == (500, 2)
     # Every point is where the fit puts it: sampled ones by the fit, others by its transform.
     np.testing.assert_allclose(p.coords, 2 * x[:, :2].astype(np.float64), rtol=1e-3)
     # The sample is seeded: the same fit again, another with another seed.
     again = project(rows, "umap", seed=5)
-    np.testing.assert_array_equal(_FakeUMAP.seen[-1].fitted, model.fitted)
+    np.testing.assert_array_equal(FakeUMAP.seen[-1].fitted, model.fitted)
     assert again.fitted_on == 100
     project(rows, "umap", seed=6)
-    assert not np.array_equal(_FakeUMAP.seen[-1].fitted, model.fitted)
+    assert not np.array_equal(FakeUMAP.seen[-1].fitted, model.fitted)
     assert project(rows[:100], "umap").fitted_on is None  # at the limit: every vector
 
 

@@ -125,10 +125,10 @@ def test_the_scale_bench_umap_child_maps_every_point_fitting_a_sample(monkeypatc
 
     from actviz.bench.scale_bench import _umap_child
     from actviz.data import atlas_projection as atlas
-    from tests.data.test_atlas import _FakeUMAP
+    from tests.data.conftest import FakeUMAP
 
     fake = types.ModuleType("umap")
-    fake.UMAP = _FakeUMAP
+    fake.UMAP = FakeUMAP
     monkeypatch.setitem(sys.modules, "umap", fake)
     monkeypatch.setattr(atlas, "UMAP_FIT_MAX", 50)
     rows = tmp_path / "rows"
@@ -145,4 +145,4 @@ def test_the_scale_bench_umap_child_maps_every_point_fitting_a_sample(monkeypatc
     )
     save_scan(a, rows)
     got = _umap_child(rows)
-    assert got["fitted_on"] == 50 and _FakeUMAP.seen[-1].fitted.shape[0] == 50
+    assert got["fitted_on"] == 50 and FakeUMAP.seen[-1].fitted.shape[0] == 50

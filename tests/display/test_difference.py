@@ -14,7 +14,7 @@ from actviz.display.mosaic import mosaic
 from actviz.display.prepared import DisplaySpec
 from actviz.display.repage import with_page
 from actviz.edits import ablate
-from tests.core.test_compare import make_capture
+from tests.helpers import make_capture
 
 
 @pytest.fixture

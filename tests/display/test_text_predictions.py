@@ -16,18 +16,9 @@ from actviz.display.prepared import DisplaySpec
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tests.io.hf_tiny import LABELS, tiny_tokenizer  # noqa: E402
+from tests.io.hf_tiny import LABELS, gpt2_over, tiny_tokenizer  # noqa: E402
 
 TEXT = "the cat sat on the"
-
-
-def _gpt2(tok):
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=2, n_head=2,
-        bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
-    return transformers.GPT2LMHeadModel(config).eval()
 
 
 def _run(model, tok, layers, categories=None):
@@ -45,7 +36,7 @@ def _run(model, tok, layers, categories=None):
 
 def test_a_causal_lm_shows_the_next_token_top5_with_texts_and_probabilities():
     tok = tiny_tokenizer(bert=False)
-    model = _gpt2(tok)
+    model = gpt2_over(tok)
     ids, cap, result = _run(model, tok, ["lm_head"])
     with torch.no_grad():
         probs = torch.softmax(model(input_ids=ids).logits[0, -1].double(), dim=0)
@@ -65,7 +56,7 @@ def test_a_causal_lm_shows_the_next_token_top5_with_texts_and_probabilities():
 
 def test_an_explicit_token_target_is_named_by_its_text():
     tok = tiny_tokenizer(bert=False)
-    model = _gpt2(tok)
+    model = gpt2_over(tok)
     ids = tok(TEXT, return_tensors="pt")["input_ids"]
     mat = tok.convert_tokens_to_ids("mat")
     cap = capture(model, {"input_ids": ids}, ["lm_head"], target=mat)
@@ -75,7 +66,7 @@ def test_an_explicit_token_target_is_named_by_its_text():
 
 def test_without_a_tokenizer_tokens_keep_their_ids():
     tok = tiny_tokenizer(bert=False)
-    model = _gpt2(tok)
+    model = gpt2_over(tok)
     ids = tok(TEXT, return_tensors="pt")["input_ids"]
     cap = capture(model, {"input_ids": ids}, ["lm_head"])
     result = prepare(cap, DisplaySpec(layers=("lm_head",)), model=model)
@@ -125,7 +116,7 @@ def test_before_and_after_predictions_of_a_language_model_name_next_tokens():
     from actviz.display.difference import prediction_change
 
     tok = tiny_tokenizer(bert=False)
-    model = _gpt2(tok)
+    model = gpt2_over(tok)
     a = tok(TEXT, return_tensors="pt")["input_ids"]
     b = tok("a dog sat on the", return_tensors="pt")["input_ids"]
     with torch.no_grad():

@@ -80,6 +80,12 @@ def tiny_ref() -> nn.Module:
 
 
 @pytest.fixture
+def rgb_model() -> nn.Module:
+    """A TinyNet (3 input channels) as built, in eval mode."""
+    return tiny_namespace()["TinyNet"]().eval()
+
+
+@pytest.fixture
 def fixed_input() -> torch.Tensor:
     """A deterministic 1x3x32x32 input."""
     return torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(7))

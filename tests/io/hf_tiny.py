@@ -10,6 +10,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
@@ -42,15 +43,22 @@ def tiny_tokenizer(bert: bool) -> transformers.PreTrainedTokenizerFast:
     )
 
 
-def save_tiny_gpt2(folder: Path) -> Path:
-    """A 2-layer GPT-2 (width 16) and its tokenizer, written with save_pretrained."""
-    tok = tiny_tokenizer(bert=False)
+def gpt2_over(tok: Any, *, n_positions: int = 32, n_layer: int = 2) -> torch.nn.Module:
+    """A GPT-2 LM (width 16, 2 heads, ``n_layer`` blocks) over ``tok``'s vocabulary, made after
+    ``torch.manual_seed(0)``, in eval mode."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=2, n_head=2,
+        vocab_size=len(tok), n_positions=n_positions, n_embd=16, n_layer=n_layer, n_head=2,
         bos_token_id=None, eos_token_id=None,
     )  # fmt: skip
-    transformers.GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def save_tiny_gpt2(folder: Path, n_layer: int = 2) -> Path:
+    """A GPT-2 of ``n_layer`` blocks (width 16) and its tokenizer, written with
+    save_pretrained."""
+    tok = tiny_tokenizer(bert=False)
+    gpt2_over(tok, n_layer=n_layer).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 

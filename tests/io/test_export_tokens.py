@@ -20,7 +20,7 @@ from actviz.io.export.token_export import heat_png
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tests.io.hf_tiny import tiny_tokenizer  # noqa: E402
+from tests.io.hf_tiny import gpt2_over, tiny_tokenizer  # noqa: E402
 
 TEXT = "the cat sat on the"
 LAYERS = ["transformer.wte", "transformer.h.1"]
@@ -32,12 +32,7 @@ def gpt2():
     TEXT."""
     logging.getLogger("transformers").setLevel(logging.ERROR)
     tok = tiny_tokenizer(bert=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=16, n_embd=16, n_layer=2, n_head=2,
-        bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
-    model = transformers.GPT2LMHeadModel(config).eval()
+    model = gpt2_over(tok, n_positions=16)
     ids = tok(TEXT, return_tensors="pt")["input_ids"]
     return model, tok, ids
 

@@ -13,12 +13,6 @@ from torch import nn
 
 from actviz.io.errors import InputError
 from actviz.io.input_files import open_input
-from tests.io.conftest import tiny_namespace
-
-
-@pytest.fixture
-def rgb_model() -> nn.Module:
-    return tiny_namespace()["TinyNet"]().eval()
 
 
 def test_dict_of_numbers_is_refused(tmp_path, rgb_model):

@@ -31,11 +31,6 @@ def r18_loaded() -> LoadedModel:
 
 
 @pytest.fixture
-def rgb_model() -> nn.Module:
-    return tiny_namespace()["TinyNet"]().eval()
-
-
-@pytest.fixture
 def gray_model() -> nn.Module:
     return tiny_namespace()["GrayNet"]().eval()
 

@@ -8,19 +8,10 @@ from __future__ import annotations
 import re
 
 import torch
-from torch import nn
 
 import actviz
 from actviz.io.export.report import write_report
-
-
-class _Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 2, 3)
-
-    def forward(self, x):
-        return self.conv(x).mean((2, 3))
+from tests.helpers import ConvMean
 
 
 def _section(html: str, anchor: str) -> str:
@@ -31,7 +22,7 @@ def _section(html: str, anchor: str) -> str:
 
 def test_report_of_a_torchscript_run(tmp_path):
     torch.manual_seed(0)
-    scripted = torch.jit.script(_Net().eval())
+    scripted = torch.jit.script(ConvMean().eval())
     cap = actviz.capture(scripted, torch.rand(1, 3, 6, 6), ["conv"])
     assert cap.names == [] and cap.warnings
     out = tmp_path / "r.html"
@@ -49,7 +40,7 @@ def test_report_of_a_torchscript_run(tmp_path):
 
 def test_a_report_with_layers_keeps_its_tables(tmp_path):
     torch.manual_seed(0)
-    cap = actviz.capture(_Net().eval(), torch.rand(1, 3, 6, 6), ["conv"])
+    cap = actviz.capture(ConvMean().eval(), torch.rand(1, 3, 6, 6), ["conv"])
     out = tmp_path / "r.html"
     write_report(cap, out)
     html = out.read_text()

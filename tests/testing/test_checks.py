@@ -133,7 +133,7 @@ def test_the_driver_ablates_from_the_tile_menu_and_opens_docks(actviz_window):
     assert action.text() == "Ablate ch 1"
     assert not np.abs(win.window.session.result.layers["conv2"].view.data[1]).any()
     assert win.window.session.result.layers["conv2"].view.data[0].any()
-    whatif = win.feature("whatif")
+    whatif = win.whatif.feature
     assert whatif.dock.isVisible()
     dock = win.open_dock("Model")
     assert dock.isVisible()

@@ -86,3 +86,52 @@ def test_the_sessions_driver_saves_and_opens_a_session(actviz_window, tmp_path):
     other.sessions.open(path)
     assert other.session.ticked == win.session.ticked
     assert torch.equal(other.session.input.value, frame(2))
+
+
+def test_a_driver_says_whether_its_feature_is_built(actviz_window):
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], features=["live"])
+    assert win.live.present and not win.compare.present and not win.visualize.present
+    assert all(
+        getattr(actviz_window(features=[]), name).present is False
+        for name in ("live", "compare", "dataset", "effects", "whatif", "tokens", "sessions")
+    )
+
+
+def test_the_visualize_driver_sets_the_boxes_and_makes_a_page(actviz_window):
+    win = actviz_window(seeded_tiny_cnn(), frame(1), LAYERS, features=["visualize"])
+    win.run_and_wait()
+    section = win.visualize.configure(size=16, steps=2)
+    assert section is win.visualize.feature.section
+    assert (section.size_spin.value(), section.steps_spin.value()) == (16, 2)
+    win.window.session.set_page_channels("conv2", 6)  # the panel shows all 6
+    assert win.visualize.visualise_page("conv2", 0)
+    win.visualize.wait_idle()
+    page = win.visualize.page
+    assert page.channels == (0, 1, 2, 3, 4, 5)
+    assert page.dock.message.text().startswith("6 channels at 2 steps, 16 px;")
+
+
+def test_the_concepts_driver_attaches_a_folder_and_opens_a_concept(actviz_window, tmp_path):
+    import actviz
+
+    win = actviz_window(seeded_tiny_cnn(), frame(1), LAYERS, features=["concepts"])
+    win.run_and_wait()
+    vectors = torch.randn(600, 6, generator=torch.Generator().manual_seed(1)).abs()
+    trained = actviz.concepts.train(vectors, "conv2", n_concepts=8, k=2, epochs=1, batch_size=128)
+    folder = trained.save(tmp_path / "concepts-conv2")
+    assert win.concepts.open_folder(folder)
+    assert win.session.concepts["conv2"].concepts.same_as(trained)
+    win.window.display.flush_panel_updates()
+    assert win.concepts.open_concept("conv2", 1)
+    label = win.concepts.view.effect_label
+    win.qtbot.waitUntil(lambda: "Removing it" in label.text(), timeout=10_000)
+
+
+def test_the_effects_driver_opens_the_dock_and_returns_the_estimates(actviz_window):
+    win = actviz_window(seeded_tiny_cnn(), frame(1), LAYERS, features=["effects"])
+    win.run_and_wait()
+    assert win.effects.feature.effects is None  # nothing is estimated while the dock is closed
+    estimates = win.effects.open()
+    assert estimates is win.effects.feature.effects
+    assert win.effects.dock.isVisible()
+    assert set(win.effects.view.sections) == set(LAYERS)

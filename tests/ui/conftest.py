@@ -40,12 +40,21 @@ def small_conv_window(actviz_window):
 
 
 @pytest.fixture
-def resnet() -> torch.nn.Module:
-    """A random-init ResNet-18 (seed 0) in eval mode."""
-    import torchvision
+def worker(qtbot):
+    """A capture :class:`~actviz.ui.worker.Worker` of its own, shut down after the test."""
+    from actviz.ui.worker import Worker
 
-    torch.manual_seed(0)
-    return torchvision.models.resnet18(weights=None).eval()
+    w = Worker()
+    yield w
+    w.shutdown()
+
+
+@pytest.fixture
+def resnet() -> torch.nn.Module:
+    """A random-init ResNet-18 (seed 0) in eval mode, one per test (a window may change it)."""
+    from tests.helpers import seeded_resnet18
+
+    return seeded_resnet18()
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QCoreApplication
+from PySide6.QtGui import QImage
 
 
 def process_events(rounds: int = 6) -> None:
@@ -27,3 +29,13 @@ def show_widget(qtbot: Any, widget: Any, width: int = 560, height: int = 260) ->
 def wait_not_busy(qtbot: Any, thing: Any, timeout_ms: int = 60_000) -> None:
     """Wait until ``thing.is_busy()`` (a page, a feature) says it is done."""
     qtbot.waitUntil(lambda: not thing.is_busy(), timeout=timeout_ms)
+
+
+def rgba_array(qimage: QImage) -> np.ndarray:
+    """``qimage``'s pixels as an ``(H, W, 4)`` uint8 RGBA array (a copy: the QImage's memory
+    goes with it)."""
+    image = qimage.convertToFormat(QImage.Format.Format_RGBA8888)
+    height, width = image.height(), image.width()
+    data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
+    rows = data.reshape(height, image.bytesPerLine())[:, : width * 4]
+    return rows.reshape(height, width, 4).copy()

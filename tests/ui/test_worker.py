@@ -15,13 +15,6 @@ from actviz.ui.worker import Staged, Worker
 from actviz.workspace.session_state import RunRequest, run_job
 
 
-@pytest.fixture
-def worker(qtbot):
-    w = Worker()
-    yield w
-    w.shutdown()
-
-
 def ends(*jobs, into=None, start=0):
     """Every end (and ``staged``) the jobs emit, in order, appended to ``into`` (a new list by
     default): ``(start + index of the job, signal, *args)``."""

@@ -9,6 +9,11 @@ from typing import Any
 import torch
 from torch import nn
 
+#: The TinyCNN's layers the window tests tick.
+TINY_LAYERS = ["conv1", "conv2", "fc"]
+#: The window's size in the window tests that open one on it.
+SIZE = (1400, 900)
+
 
 class TinyCNN(nn.Module):
     """conv1 (4 ch, 16x16) -> relu -> conv2 (6 ch, 8x8) -> pool -> flatten -> fc (5 classes)."""

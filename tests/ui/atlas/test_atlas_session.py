@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, QSettings
+from PySide6.QtCore import QPoint, QPointF, QSettings, Qt
 from PySide6.QtGui import QImage
 
 import actviz
 from actviz.data.atlas_image import class_colours
 from actviz.data.atlas_map import points_in_polygon
 from actviz.ui.atlas.view import RasterDots
-from tests.ui.atlas.test_atlas_tab import LAYER, LEFT, scanned_demo
+from tests.ui.atlas.atlas_windows import LAYER, scanned_demo
+
+LEFT = Qt.MouseButton.LeftButton
 
 
 def lasso(qtbot, view, shape: np.ndarray) -> None:
@@ -87,7 +89,7 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
     win.wait_idle()
 
     # The report holds the map with its caption.
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     report = tmp_path / "atlas.html"
     assert sessions.export_report(report, wait=True)
     text = report.read_text()
@@ -100,9 +102,9 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
 
     # A fresh window: the scan comes back from its saved arrays, then the map as it was.
     other = actviz_window(settings=QSettings(str(tmp_path / "b.ini"), QSettings.Format.IniFormat))
-    again = other.feature("atlas")
+    again = other.atlas.feature
     again.view.colour_combo.setCurrentText("Channel")  # to be put back
-    assert other.feature("sessions").open_session(path)
+    assert other.sessions.feature.open_session(path)
     qtbot.waitUntil(lambda: again.atlas is not None and len(again.selection) > 0, timeout=60_000)
     other.wait_idle()
     assert again.atlas.layer == LAYER and again.view.layer_combo.currentText() == LAYER

@@ -9,7 +9,6 @@ written in tmp_path; the model is the bundled demo.
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 
 from actviz.data.atlas_map import project, query_vector, separating_channels
@@ -17,55 +16,22 @@ from actviz.io.models.demo_model import DEMO_CLASSES
 from actviz.ui.atlas.colours import colouring, model_labels
 from actviz.ui.atlas.feature import classifier_layer
 from actviz.ui.atlas.view import EMPTY_TEXT
-from actviz.ui.dataset.dialog import ScanSpec
+from tests.ui.atlas.atlas_windows import LAYER, TIMEOUT_MS, scan_into_atlas, write_classes
 from tests.ui.tiny_models import TinyCNN
 
 LEFT = Qt.MouseButton.LeftButton
-TIMEOUT_MS = 30_000
-LAYER = "features.block2"
-
-
-def write_classes(folder, per_class: int = 5) -> list[str]:
-    """Two class folders of 24x24 PNGs: bright reddish ones and dark bluish ones."""
-    rng = np.random.default_rng(0)
-    names = list(DEMO_CLASSES[:2])
-    for c, (name, base) in enumerate(zip(names, ((230, 40, 40), (20, 30, 120)), strict=True)):
-        (folder / name).mkdir(parents=True)
-        for i in range(per_class):
-            noise = rng.integers(-20, 20, (24, 24, 3))
-            pixels = np.clip(np.array(base) + noise + 4 * i * (1 - 2 * c), 0, 255)
-            Image.fromarray(pixels.astype(np.uint8)).save(folder / name / f"{name}{i}.png")
-    return names
-
-
-def _scan(win, folder):
-    win.dataset.in_process()  # no loader processes for ten tiny images
-    atlas = win.feature("atlas")
-    with win.qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
-        win.dataset.start(ScanSpec(str(folder), (LAYER, "fc"), 3, batch_size=4))
-    return atlas
-
-
-def scanned_demo(actviz_window, tmp_path):
-    """A window on the demo with the ten class images of :func:`write_classes` scanned and
-    mapped; returns the driver and the atlas feature."""
-    win = actviz_window()
-    assert win.window.files.open_model_source("demo", wait=True)
-    folder = tmp_path / "images"
-    write_classes(folder)
-    return win, _scan(win, folder)
 
 
 def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_path):
     win = actviz_window()
     window = win.window
-    atlas_ui = win.feature("atlas")
+    atlas_ui = win.atlas.feature
     assert atlas_ui.view.empty_label.text() == EMPTY_TEXT and atlas_ui.atlas is None
     assert window.files.open_model_source("demo", wait=True)
     assert LAYER in window.session.ticked
     folder = tmp_path / "images"
     write_classes(folder)
-    _scan(win, folder)
+    scan_into_atlas(win, folder)
     scan = window.session.scan
     assert scan is win.dataset.scan and scan.count == 10
     assert set(scan.embedding_layers) == {LAYER, "fc"}

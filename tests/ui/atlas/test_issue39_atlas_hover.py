@@ -8,7 +8,7 @@ from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QToolTip
 
 from actviz.ui.atlas.view import HOVER_HINT
-from tests.ui.atlas.test_atlas_tab import scanned_demo
+from tests.ui.atlas.atlas_windows import scanned_demo
 
 
 def test_the_hover_thumbnail_stays_while_the_pointer_rests(qtbot, actviz_window, tmp_path):

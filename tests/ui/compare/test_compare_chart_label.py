@@ -21,7 +21,7 @@ def test_the_divergence_name_clears_the_points(actviz_window):
         win.whatif.add_edit("relu", ablate([0, 1]))
         w.runs.run()
     win.open_dock("Edits")
-    compare = win.feature("compare")
+    compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):
         assert w.pins_ui.compare_with_pin(pin)
     w.host.show_tab(compare.page)

@@ -31,7 +31,7 @@ def test_a_comparison_of_a_text_model_holds_the_ticked_layers_only(actviz_window
     with win.expect_run():
         win.whatif.add_edit("bert.encoder.layer.0", ablate([1]))
         w.runs.run()
-    compare = win.feature("compare")
+    compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):
         assert w.pins_ui.compare_with_pin(pin)
     names = [d.name for d in compare.outcome.comparison.layers]

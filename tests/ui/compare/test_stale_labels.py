@@ -17,7 +17,7 @@ def _win(actviz_window, layers=("conv1", "conv2", "fc")):
 def test_clear_all_edits_takes_the_difference_caption_away(actviz_window):
     win = _win(actviz_window)
     win.run_and_wait()
-    whatif = win.feature("whatif")
+    whatif = win.whatif.feature
     with win.expect_run():
         whatif.add_edit("conv1", ablate([0]))
         win.window.runs.run()
@@ -39,7 +39,7 @@ def test_the_compare_tab_says_another_model_only_after_a_comparison(actviz_windo
     from actviz.ui.compare.feature import FIRST_NOTE
 
     win = _win(actviz_window)
-    compare = win.feature("compare")
+    compare = win.compare.feature
     assert compare.view.message() == FIRST_NOTE
     win.set_model(TinyCNN().eval(), layers=["conv1"])  # nothing was compared
     assert compare.view.message() == FIRST_NOTE
@@ -73,7 +73,7 @@ def test_the_layers_placeholder_follows_model_ticks_input_and_run(actviz_window)
 def test_the_live_status_is_cleared_when_live_mode_is_off(actviz_window):
     win = _win(actviz_window)
     win.run_and_wait()
-    live = win.feature("live")
+    live = win.live.feature
     live.dock.show()
     with win.expect_run():
         live.controller.update_perturbation(noise=0.3)

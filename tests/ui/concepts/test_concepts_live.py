@@ -15,13 +15,13 @@ from actviz.display import repage
 from actviz.display.mosaic import mosaic
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
-from tests.ui.concepts.test_concepts_window import LAYER, _concepts_opened
+from tests.ui.concepts.concepts_windows import LAYER, concepts_opened
 
 
 def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     actviz_window, tmp_path, monkeypatch
 ):
-    win, model, feature, _c, _folder = _concepts_opened(actviz_window, tmp_path)
+    win, model, feature, _c, _folder = concepts_opened(actviz_window, tmp_path)
     window = win.window
     att = win.session.concepts[LAYER]
     asked: list[object] = []

@@ -16,43 +16,13 @@ import actviz
 from actviz.analysis.concepts.tiles import ORDER_LABEL
 from actviz.display.colormaps import indexed_table
 from actviz.display.mosaic import ChannelOrder, mosaic
+from tests.helpers import frame
+from tests.ui.concepts.concepts_windows import (
+    LAYER,
+    concepts_opened,
+    menu_action,
+)
 from tests.ui.tiny_models import TinyCNN
-
-LAYER = "conv2"  # 6 channels of 8x8 on a 16x16 input
-
-
-def _frame(seed: int = 0) -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
-def _trained_dictionary(tmp_path):
-    """A 12-concept TopK dictionary (k = 2) of conv2's 6-value vectors, trained on random
-    vectors (fast) and written as a SAELens folder."""
-    vectors = torch.randn(3000, 6, generator=torch.Generator().manual_seed(1)).abs()
-    c = actviz.concepts.train(vectors, LAYER, n_concepts=12, k=2, epochs=2, batch_size=256)
-    folder = c.save(tmp_path / "concepts-conv2")
-    return actviz.concepts.load(folder), folder
-
-
-def _menu_action(win, menu: str, text: str):
-    for action in win.window.host.menu(menu).actions():
-        if action.text().replace("&", "") == text:
-            return action
-    raise AssertionError(f"no {text!r} in the {menu} menu")
-
-
-def _concepts_opened(actviz_window, tmp_path):
-    torch.manual_seed(0)
-    model = TinyCNN().eval()
-    # Auto-run on: an edit re-runs as it does for a user.
-    win = actviz_window(model, _frame(), ["conv1", LAYER], auto_run=True)
-    win.run_and_wait()
-    c, folder = _trained_dictionary(tmp_path)
-    feature = win.feature("concepts")
-    feature.ask_folder = lambda *_a: str(folder)
-    _menu_action(win, "Data", "Open concepts…").trigger()  # the result shown has conv2
-    win.window.display.flush_panel_updates()
-    return win, model, feature, c, folder
 
 
 def _painted_equals(win, m):
@@ -73,7 +43,7 @@ def _click_concept_tile(win, concept: int) -> None:
 
 
 def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
-    win, model, feature, c, folder = _concepts_opened(actviz_window, tmp_path)
+    win, model, feature, c, folder = concepts_opened(actviz_window, tmp_path)
     session = win.session
     assert session.concepts[LAYER].folder == str(folder)
     panel = win.panel(LAYER)
@@ -118,11 +88,11 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     handle = model.conv2.register_forward_hook(hook)
     try:
         with torch.no_grad():
-            by_hand = model(_frame())
+            by_hand = model(frame(0))
     finally:
         handle.remove()
     with torch.no_grad():
-        plain = model(_frame())
+        plain = model(frame(0))
     assert not torch.allclose(by_hand, plain, atol=1e-4)  # the concept mattered
     torch.testing.assert_close(edited, by_hand, atol=1e-5, rtol=0)
     # The effect the view said before the edit is the same change, in probabilities.
@@ -148,7 +118,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
 
 
 def test_session_keeps_the_dictionary(actviz_window, tmp_path):
-    win, _model, feature, c, folder = _concepts_opened(actviz_window, tmp_path)
+    win, _model, feature, c, folder = concepts_opened(actviz_window, tmp_path)
     first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]
     feature.open_concept(LAYER, first)
     feature.view.name_edit.setText("bright blob")
@@ -158,7 +128,7 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
     win.sessions.save(path)
 
     torch.manual_seed(0)
-    other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
+    other = actviz_window(TinyCNN().eval(), frame(0), ["conv1", LAYER])
     assert other.session.concepts == {}
     other.sessions.open(path)
     other.wait_idle()
@@ -169,13 +139,13 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
         assert torch.equal(getattr(att.concepts, name), getattr(c, name)), name
     assert other.panel(LAYER).tile_unit() == "concept"
     # Reports name the dictionary and the named concept.
-    part = other.feature("concepts").report_part()
+    part = other.concepts.feature.report_part()
     caption = part["figures"][0][0]
     assert str(folder) in caption and '"bright blob"' in caption
 
 
 def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
-    win, _model, feature, c, folder = _concepts_opened(actviz_window, tmp_path)
+    win, _model, feature, c, folder = concepts_opened(actviz_window, tmp_path)
     second = win.panel(LAYER).activation_slot.mosaic.tile_channels[1]
     feature.open_concept(LAYER, second)
     win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
@@ -187,7 +157,7 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
     win.sessions.save(path)
 
     torch.manual_seed(0)
-    other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
+    other = actviz_window(TinyCNN().eval(), frame(0), ["conv1", LAYER])
     other.sessions.open(path)
     other.wait_idle()
     entries = list(other.session.edits)
@@ -204,7 +174,7 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
     # The concept's effect is measured without its own removal (the session's copy of the
     # dictionary counts as the attached one): what the view said before the edit.
     other.window.display.flush_panel_updates()
-    ofeature = other.feature("concepts")
+    ofeature = other.concepts.feature
     ofeature.open_concept(LAYER, second)
     view = ofeature.view
     other.qtbot.waitUntil(lambda: "Removing it" in view.effect_label.text(), timeout=10_000)
@@ -223,11 +193,11 @@ def _pictures(folder, n: int, seed: int = 0):
 
 def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     torch.manual_seed(0)
-    win = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
+    win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", LAYER])
     win.run_and_wait()
     data = _pictures(tmp_path / "pictures", 24)
-    feature = win.feature("concepts")
-    _menu_action(win, "Data", "Train concepts…").trigger()
+    feature = win.concepts.feature
+    menu_action(win, "Data", "Train concepts…").trigger()
     dialog = feature.dialog
     assert dialog is not None and dialog.isVisible()
     dialog.layer_combo.setCurrentText(LAYER)

@@ -23,11 +23,11 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     win = actviz_window(model, x, LAYERS, size=(1400, 900))
     win.run_and_wait()
     w = win.window
-    effects = win.feature("effects")
+    effects = win.effects.feature
     effects_dock = win.open_dock("Channels that matter")
     win.qtbot.waitUntil(lambda: not effects.estimating(), timeout=60_000)
     effects.view.mark_check.setChecked(True)
-    dataset = win.feature("dataset").dock
+    dataset = win.dataset.dock
     win.open_dock("Dataset")
     w.tabifyDockWidget(effects_dock, dataset)
     dataset.raise_()

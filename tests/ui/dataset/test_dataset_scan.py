@@ -11,7 +11,6 @@ import threading
 
 import numpy as np
 import torch
-from PIL import Image
 from PySide6.QtCore import Qt
 from torch import nn
 
@@ -23,26 +22,11 @@ from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.dataset.dock import format_eta, progress_text, skipped_text
 from actviz.ui.dataset.scans import eta_seconds, model_bytes
 from actviz.ui.dataset.topk import HEAT_ALPHA, tile_pictures
+from tests.ui.dataset.scan_folders import IMAGES, TIMEOUT_MS, Gate, write_folder
 
 LEFT = Qt.MouseButton.LeftButton
-TIMEOUT_MS = 30_000
 LAYER = "features.block2"
-IMAGES = 16
 BATCH = 4
-
-
-def write_folder(folder, count: int = IMAGES, *, broken: bool = False):
-    """``count`` random 24x24 PNGs (sorted names), and an unreadable ``broken.png``."""
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    paths = []
-    for i in range(count):
-        path = folder / f"img{i:02d}.png"
-        Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(path)
-        paths.append(path)
-    if broken:
-        (folder / "broken.png").write_bytes(b"not a png at all")
-    return paths
 
 
 def _progress(win) -> list[tuple[int, int]]:
@@ -139,26 +123,6 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     window.commands.reset_layout_action.trigger()
     assert not dock.isVisible()
     assert window.dockWidgetArea(dock) == Qt.DockWidgetArea.RightDockWidgetArea
-
-
-class Gate:
-    """A forward pre-hook that holds the scan's first batch until the test opens the gate.
-
-    Registered on the window's model, it travels with the scan's copy (the user's own hooks
-    do; capture's do not) and holds only there: the window's own runs pass.
-    """
-
-    def __init__(self, original: nn.Module) -> None:
-        self.original = original
-        self.entered = threading.Event()
-        self.open = threading.Event()
-        self.active = True
-
-    def __call__(self, module, args) -> None:
-        # The scan's one-image probe (the widths of its embeddings) passes; batches wait.
-        if self.active and module is not self.original and args[0].shape[0] > 1:
-            self.entered.set()
-            assert self.open.wait(TIMEOUT_MS / 1000)
 
 
 def _gated_folder(window, tmp_path):

@@ -41,7 +41,7 @@ def _demo_dataset(win):
     """The demo opened in ``win``; returns its dataset feature, scanning without loader
     processes."""
     assert win.window.files.open_model_source("demo", wait=True)
-    dataset = win.feature("dataset")
+    dataset = win.dataset.feature
     dataset.scans.num_workers = 0
     return dataset
 
@@ -52,7 +52,7 @@ def _demo_with_atlas(win, qtbot, tmp_path):
     assert window.files.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     _write_images(folder)
-    dataset, atlas = win.feature("dataset"), win.feature("atlas")
+    dataset, atlas = win.dataset.feature, win.atlas.feature
     dataset.scans.num_workers = 0
     with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, batch_size=4))
@@ -63,7 +63,7 @@ def _demo_with_atlas(win, qtbot, tmp_path):
 def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.open_dock("Channels that matter")
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
     assert feature.effects is not None and set(feature.view.sections) == set(LAYERS)
@@ -149,7 +149,7 @@ def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
     win.run_and_wait()
     folder = tmp_path / "images"
     _write_images(folder)
-    dataset = win.feature("dataset")
+    dataset = win.dataset.feature
     dataset.scans.num_workers = 0
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(folder), ("fc",), 3, batch_size=4))
@@ -186,7 +186,7 @@ def _held_scan(win, tmp_path):
     """Start a scan of 16 images on the demo and hold it in its first batch (the model's
     forward waits at a gate); yields the dataset feature and the gate, which is opened and
     unhooked on leaving."""
-    from tests.ui.dataset.test_dataset_scan import Gate, write_folder
+    from tests.ui.dataset.scan_folders import Gate, write_folder
 
     window = win.window
     dataset = _demo_dataset(win)
@@ -223,7 +223,7 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
 
 
 def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, tmp_path):
-    from tests.ui.dataset.test_dataset_scan import write_folder
+    from tests.ui.dataset.scan_folders import write_folder
 
     win = actviz_window()
     window = win.window
@@ -252,7 +252,7 @@ def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, t
 def test_channels_without_effect_get_no_bar(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(3), [*LAYERS, "fc"])
     win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.open_dock("Channels that matter")
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
     eff = feature.effects
@@ -291,7 +291,7 @@ def test_opened_under_the_dataset_dock_its_bars_show(actviz_window, qtbot, tmp_p
     qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
     win.wait_idle()
     win.run_and_wait()
-    dataset, feature = win.feature("dataset"), win.feature("effects")
+    dataset, feature = win.dataset.feature, win.effects.feature
     dataset.scans.num_workers = 0
     folder = tmp_path / "images"
     _write_images(folder, 4)
@@ -376,7 +376,7 @@ def test_a_map_fitted_before_shows_at_once_behind_a_slow_fit(
 
 def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tmp_path):
     win = actviz_window()
-    atlas = win.feature("atlas")
+    atlas = win.atlas.feature
     with _held_scan(win, tmp_path) as (dataset, gate):
         with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
             dataset.cancel()
@@ -394,7 +394,7 @@ def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window)
 
     win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.open_dock("Channels that matter")
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
     assert feature.verify()
@@ -424,7 +424,7 @@ def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window)
 
 def test_a_folder_of_one_image_reads_as_one(actviz_window, qtbot, tmp_path):
     win = actviz_window()
-    atlas_ui = win.feature("atlas")
+    atlas_ui = win.atlas.feature
     dataset = _demo_dataset(win)
     folder = tmp_path / "one"
     _write_images(folder, 1)
@@ -444,7 +444,7 @@ def test_a_text_model_is_told_a_scan_needs_images(actviz_window, qtbot, tmp_path
     win = actviz_window()
     window = win.window
     assert window.files.open_model_source(str(folder), wait=True)
-    dataset = win.feature("dataset")
+    dataset = win.dataset.feature
     dataset.scans.num_workers = 0
     images = tmp_path / "images"
     _write_images(images, 2)
@@ -467,7 +467,7 @@ def test_a_new_map_forgets_the_image_pointed_at_on_the_map_before(actviz_window,
     # Another scan (of other images): the line named an image of the scan before.
     other = tmp_path / "other"
     _write_images(other, 3)
-    dataset = win.feature("dataset")
+    dataset = win.dataset.feature
     with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(other), (DEMO_LAYER,), 3, 4))
     assert atlas.atlas.scan.count == 3
@@ -483,7 +483,7 @@ def test_an_image_gone_since_the_scan_leaves_the_other_top_images(actviz_window,
     qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
     win.wait_idle()
     win.run_and_wait()
-    dataset = win.feature("dataset")
+    dataset = win.dataset.feature
     dataset.scans.num_workers = 0
     folder = tmp_path / "a_folder_with_a_rather_long_name_of_many_words_that_goes_on"
     _write_images(folder, 6)

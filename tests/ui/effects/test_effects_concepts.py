@@ -12,7 +12,8 @@ from PySide6.QtCore import QPoint, Qt
 from actviz.analysis.concepts.ranking import concept_estimate_from_capture
 from actviz.analysis.effects.channel_effects import estimate_from_capture
 from actviz.ui.effects.view import BarRow
-from tests.ui.concepts.test_concepts_window import LAYER, _concepts_opened, _frame
+from tests.helpers import frame
+from tests.ui.concepts.concepts_windows import LAYER, concepts_opened
 
 
 def _removed(model, c, concepts):
@@ -27,15 +28,15 @@ def _removed(model, c, concepts):
     handle = model.conv2.register_forward_hook(hook)
     try:
         with torch.no_grad():
-            return model(_frame())
+            return model(frame(0))
     finally:
         handle.remove()
 
 
 def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_path):
-    win, model, concepts_feature, _c, _folder = _concepts_opened(actviz_window, tmp_path)
+    win, model, concepts_feature, _c, _folder = concepts_opened(actviz_window, tmp_path)
     c = win.session.concepts[LAYER].concepts
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.open_dock("Channels that matter")
     win.effects.wait_estimates()
     cap = win.window.session.result.capture

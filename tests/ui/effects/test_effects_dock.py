@@ -19,7 +19,7 @@ def _tiny_with_effects(actviz_window):
     model = seeded_tiny_cnn()
     win = actviz_window(model, frame(3), LAYERS)
     result = win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     assert feature.effects is None  # nothing is estimated while the dock is closed
     win.effects.open()  # the estimates made (asserted)
     return win, model, result, feature
@@ -144,22 +144,22 @@ def test_live_frames_update_the_estimates(actviz_window):
 
 def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
-    feature = win.feature("effects")
+    feature = win.effects.feature
     feature.view.top_spin.setValue(5)
     feature.view.mark_check.setChecked(True)
     parts = win.window.host.session_parts()
     assert parts["effects"] == {"top": 5, "mark": True, "sort": False}
     other = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     other.window.host.restore_session_parts(parts)
-    assert other.feature("effects").view.top == 5
-    assert other.feature("effects").view.mark_check.isChecked()
+    assert other.effects.view.top == 5
+    assert other.effects.view.mark_check.isChecked()
 
 
 def test_logits_layer_and_verifying_an_edited_run(actviz_window):
     model = seeded_tiny_cnn()
     win = actviz_window(model, frame(3), ["conv2", "fc"])
     result = win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.effects.open()  # the estimates made (asserted)
     # fc's channels are the logits: zeroing the target's logit changes the target by -logit,
     # and no other logit moves it.
@@ -197,7 +197,7 @@ def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
     figures = parts["figures"]()
     captions = [caption for caption, _ in figures]
     assert captions == [f"Channels that matter: {layer}" for layer in feature.effects.results]
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     out = tmp_path / "report.html"
     assert sessions.export_report(out, wait=True)
     assert "Channels that matter: conv1" in out.read_text()

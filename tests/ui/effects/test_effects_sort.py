@@ -36,7 +36,7 @@ def _wide_with_effects(actviz_window):
     # tile menu, the difference view).
     win = actviz_window(model, frame(3), ["conv2"], features=["effects", "live", "whatif"])
     win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.effects.open()  # the estimates made (asserted)
     return win, model, feature
 
@@ -160,7 +160,7 @@ def test_a_session_keeps_the_sorting(actviz_window):
     assert parts["effects"]["sort"] is True
     other = actviz_window(Wide().eval(), frame(3), ["conv2"])
     other.window.host.restore_session_parts(parts)
-    theirs = other.feature("effects")
+    theirs = other.effects.feature
     assert theirs.view.sort_check.isChecked()
     # Sorted without opening the dock: the estimates are made for the sorting.
     other.run_and_wait()
@@ -238,7 +238,7 @@ def test_measuring_with_the_dock_closed_estimates_first(actviz_window):
     model = Wide().eval()
     win = actviz_window(model, frame(3), ["conv2"])
     result = win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     assert feature.effects is None and not feature.dock.isVisible()
     channel = win.panel("conv2").activation_slot.mosaic.tile_channels[1]
     win.context_action("conv2", channel, f"Measure the effect of ch {channel}")

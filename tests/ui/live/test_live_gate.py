@@ -28,7 +28,7 @@ def _text_window(actviz_window, tmp_path):
 def test_a_float_tensor_on_a_text_model_is_refused_by_live_frames_too(actviz_window, tmp_path):
     win = _text_window(actviz_window, tmp_path)
     w = win.window
-    live = win.feature("live")
+    live = win.live.feature
     win.open_dock("Live")
     errors, messages = [], []
     w.worker.job_submitted.connect(lambda job: job.failed.connect(errors.append))
@@ -55,7 +55,7 @@ def test_pictures_from_a_folder_are_refused_for_a_text_model(actviz_window, tmp_
         Image.fromarray(pixels).save(folder / f"f{i}.png")
     win = _text_window(actviz_window, tmp_path)
     w = win.window
-    live = win.feature("live")
+    live = win.live.feature
     errors, messages = [], []
     w.worker.job_submitted.connect(lambda job: job.failed.connect(errors.append))
     live.controller.message.connect(messages.append)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.panels.style import format_value
+from tests.ui.qt_helpers import rgba_array
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2"]
@@ -22,14 +22,7 @@ def _pixels(widget) -> np.ndarray:
     image = QApplication.primaryScreen().grabWindow(widget.window().winId()).toImage()
     top_left = widget.mapTo(widget.window(), widget.rect().topLeft())
     rect = widget.rect().translated(top_left)
-    return _array(image.copy(rect))
-
-
-def _array(image: QImage) -> np.ndarray:
-    image = image.convertToFormat(QImage.Format.Format_RGBA8888)
-    data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
-    rows = data.reshape(image.height(), image.bytesPerLine())[:, : image.width() * 4]
-    return rows.reshape(image.height(), image.width(), 4).copy()
+    return rgba_array(image.copy(rect))
 
 
 def _window(qtbot, actviz_window, frames: torch.Tensor):
@@ -37,7 +30,7 @@ def _window(qtbot, actviz_window, frames: torch.Tensor):
     win = actviz_window(TinyCNN().eval(), frames[:1].clone(), LAYERS, size=(1200, 800))
     win.run_and_wait()
     window = win.window
-    live = window.features["live"].configure(max_fps=1000)
+    live = win.live.configure(max_fps=1000)
     live.set_source(TensorFrames(frames, "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=RUN_TIMEOUT_MS)
     return window, live
@@ -77,7 +70,7 @@ def test_live_frames_on_screen_are_what_the_scene_paints_and_the_hover_reads_the
     canvas = panel.activation_slot.image_canvas
     # On screen (painted by the light path) == painted again by the scene, pixel for pixel.
     shown = _pixels(canvas.viewport())
-    np.testing.assert_array_equal(shown, _array(canvas.viewport().grab().toImage()))
+    np.testing.assert_array_equal(shown, rgba_array(canvas.viewport().grab().toImage()))
     # The hover read-out names the tile's channel and reads the frame shown.
     m = panel.activation_slot.mosaic
     y0, x0 = m.tile_origin(4)

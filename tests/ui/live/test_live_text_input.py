@@ -20,7 +20,7 @@ def test_perturbations_are_off_for_token_ids_and_back_for_images(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
     dock = win.open_dock("Live")
-    live = win.feature("live")
+    live = win.live.feature
     w.script.set_model(tiny_bert(), layers=["classifier"])
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)},

@@ -66,7 +66,7 @@ def test_a_report_started_during_a_run_never_captures_beside_it(actviz_window, t
     win.set_model(model, layers=["blocks.0", "blocks.1"])
     win.set_input(torch.randn(1, 3, 32, 32))
     win.run_and_wait()
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     out = tmp_path / "report.html"
     probe.most = probe.calls = 0
     # A run in flight, the report asked meanwhile, then another run: all on one model.
@@ -101,7 +101,7 @@ def test_a_report_started_during_live_playback_never_captures_beside_a_frame(
     probe.most = probe.calls = 0
     live.play()
     win.qtbot.waitUntil(lambda: live.frames_shown >= 2, timeout=RUN_TIMEOUT_MS)
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     out = tmp_path / "live.html"
     with win.qtbot.waitSignal(sessions.report_written, timeout=120_000):
         assert sessions.export_report(out)

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtGui
 
 from actviz.ui.panels.canvas import ClickableImageItem, ImageCanvas
-
-
-def _rgba_pixels(qimage: QtGui.QImage) -> np.ndarray:
-    image = qimage.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
-    height, width = image.height(), image.width()
-    data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
-    rows = data.reshape(height, image.bytesPerLine())[:, : width * 4]
-    return rows.reshape(height, width, 4).copy()  # the QImage's memory goes with it
+from tests.ui.qt_helpers import rgba_array
 
 
 def test_a_small_picture_renders_the_pixels_pyqtgraph_would(qtbot):
@@ -27,9 +19,9 @@ def test_a_small_picture_renders_the_pixels_pyqtgraph_would(qtbot):
         item.setImage(picture, autoLevels=False, levels=(0.0, 255.0))
         item.lut = np.zeros((256, 4), np.uint8)  # a 2-D image's table: ignored for pictures
         assert item._render_rgb()  # noqa: SLF001
-        fast = _rgba_pixels(item.qimage)
+        fast = rgba_array(item.qimage)
         pg.ImageItem.render(item)  # pyqtgraph's own path, on the same item
-        np.testing.assert_array_equal(fast, _rgba_pixels(item.qimage))
+        np.testing.assert_array_equal(fast, rgba_array(item.qimage))
         np.testing.assert_array_equal(fast[..., :3], picture[..., :3])
 
 
@@ -49,4 +41,4 @@ def test_the_input_preview_shows_a_live_sized_frame_exactly(qtbot):
     frame = np.random.default_rng(5).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     canvas.set_image(frame, (0.0, 255.0))
     canvas.grab()  # paint: renders the item
-    np.testing.assert_array_equal(_rgba_pixels(canvas.image.qimage)[..., :3], frame)
+    np.testing.assert_array_equal(rgba_array(canvas.image.qimage)[..., :3], frame)

@@ -18,7 +18,7 @@ def test_the_channel_view_names_the_layers_edits(actviz_window):
     view = w.host.channel_view
     assert w.display.open_channel("conv2", 1)
     assert not view.edit_label.isVisible()
-    whatif = win.feature("whatif")
+    whatif = win.whatif.feature
     with win.expect_run():
         whatif.add_edit("conv2", ablate([1]))
         w.runs.run()

@@ -43,13 +43,13 @@ def _known(problem: LayoutProblem) -> bool:
 
 def _settle_with_compare(win) -> None:
     window = win.window
-    compare = window.features.get("compare")
+    compare = win.compare if win.compare.present else None
     for _ in range(2):
         win.settle()
         win.qtbot.waitUntil(lambda: not window.pending_work(), timeout=RUN_TIMEOUT_MS)
         window.display.flush_panel_updates()
         if compare is not None and compare.page.isVisible():  # painted while it is shown
-            win.qtbot.waitUntil(lambda: not compare.diff_panels_pending(), timeout=RUN_TIMEOUT_MS)
+            compare.wait_diff_panels(RUN_TIMEOUT_MS)
     win.settle()
 
 
@@ -233,14 +233,14 @@ def test_the_check_finds_a_cut_label_and_a_dock_scroll_bar(actviz_window, tiny_c
 def test_the_atlas_tab_holds_over_sizes_and_docks(scanned, demo_resources, actviz_window, tmp_path):
     """The Atlas tab at every size and dock set: its message before a scan, and the map of a
     ten-image scan (with its legend, the input's nearest images and the dataset dock's table)."""
-    from tests.ui.atlas.test_atlas_tab import _scan, write_classes
+    from tests.ui.atlas.atlas_windows import scan_into_atlas, write_classes
 
     win = _demo_run_window(actviz_window)
-    atlas = win.feature("atlas")
+    atlas = win.atlas.feature
     if scanned:
         folder = tmp_path / "images"
         write_classes(folder)
-        _scan(win, folder)
+        scan_into_atlas(win, folder)
         assert atlas.atlas is not None and atlas.view.dots.count() == 10
     new, known = walk(
         win,

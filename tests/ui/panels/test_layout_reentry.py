@@ -122,7 +122,7 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
     session.tick_type("Conv2d")  # the tree's "Tick all Conv2d modules"
     win.run_and_wait()
     assert len(window.host.layer_panels) >= 20  # the default ticks and every Conv2d
-    effects = win.feature("effects")
+    effects = win.effects.feature
     first = next(iter(window.host.layer_panels))
     for docks in (False, True):
         if docks:

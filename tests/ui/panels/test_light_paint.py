@@ -8,19 +8,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.tile_grid import LABEL_MIN_TILE_PX
-
-
-def _pixels(qimage: QtGui.QImage) -> np.ndarray:
-    image = qimage.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
-    height, width = image.height(), image.width()
-    data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
-    rows = data.reshape(height, image.bytesPerLine())[:, : width * 4]
-    return rows.reshape(height, width, 4).copy()
-
-
-def _settle(rounds: int = 6) -> None:
-    for _ in range(rounds):
-        QtWidgets.QApplication.processEvents()
+from tests.ui.qt_helpers import process_events, rgba_array
 
 
 def _mosaic(seed: int, rows: int = 2, cols: int = 3, tile: int = 8, pad: int = 1) -> np.ndarray:
@@ -43,7 +31,7 @@ def _canvas(qtbot, size: tuple[int, int] = (420, 300)) -> ImageCanvas:
     canvas.set_image(_mosaic(0), (0.0, 1.0))
     canvas.set_tiles(2, 3, 8, 8, 1, 6, 10)
     canvas.set_marks([QtCore.QRectF(9, 0, 8, 8)])
-    _settle()
+    process_events()
     canvas.grab()
     return canvas
 
@@ -67,8 +55,8 @@ def test_new_pixels_are_painted_without_the_scene_as_the_scene_paints_them(qtbot
     # ... is what the scene paints there (the whole viewport through the scene).
     scene = viewport.grab().toImage()
     x0, y0, w, h = pending.x(), pending.y(), pending.width(), pending.height()
-    a = _pixels(mine)[y0 : y0 + h, x0 : x0 + w]
-    b = _pixels(scene)[y0 : y0 + h, x0 : x0 + w]
+    a = rgba_array(mine)[y0 : y0 + h, x0 : x0 + w]
+    b = rgba_array(scene)[y0 : y0 + h, x0 : x0 + w]
     np.testing.assert_array_equal(a, b)
     # The new frame's pixels, its gaps, a mark and the channel numbers are in it.
     assert len({tuple(p) for p in a.reshape(-1, 4)}) > 50
@@ -94,7 +82,7 @@ def test_a_new_shape_or_a_hidden_canvas_goes_through_the_scene(qtbot):
     assert light.pending is None and canvas.image._renderRequired  # noqa: SLF001
     canvas.show()
     qtbot.waitExposed(canvas)
-    grabbed = _pixels(canvas.grab().toImage())
+    grabbed = rgba_array(canvas.grab().toImage())
     assert grabbed.shape[0] > 0 and not canvas.image._renderRequired  # noqa: SLF001
 
 
@@ -105,12 +93,12 @@ def test_a_view_moved_before_the_paint_is_painted_by_the_scene(qtbot):
     canvas.set_image(_mosaic(4), (0.0, 1.0))
     assert light.pending is not None
     canvas.view.scaleBy((0.5, 0.5))  # zoomed in before the new pixels were painted
-    _settle()
+    process_events()
     assert light.painted == before  # the scene painted the frame and the zoom together
     # A new frame in the moved view is painted light again, where the scene paints it.
     canvas.set_image(_mosaic(5), (0.0, 1.0))
     qtbot.waitUntil(lambda: light.painted > before, timeout=2000)
     screen = QtWidgets.QApplication.primaryScreen().grabWindow(canvas.winId()).toImage()
     viewport = canvas.viewport()
-    shown = _pixels(screen.copy(viewport.geometry()))
-    np.testing.assert_array_equal(shown, _pixels(viewport.grab().toImage()))
+    shown = rgba_array(screen.copy(viewport.geometry()))
+    np.testing.assert_array_equal(shown, rgba_array(viewport.grab().toImage()))

@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
 
     app = ensure_app()
     window = MainWindow(settings=QSettings(sys.argv[1], QSettings.Format.IniFormat))
-    sessions = window.features["sessions"]
+    sessions = window.session_store
     sessions.autosave = True  # as the app does
 
     def wait(cond, seconds=60):
@@ -62,7 +62,7 @@ def test_a_killed_window_reopens_at_its_last_autosave(actviz_window, tmp_path):
 
     store = QSettings(str(ini), QSettings.Format.IniFormat)
     win = actviz_window(settings=store)
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     assert sessions.kept.path.is_file() and sessions.can_offer_restore()
     sessions.ask_restore = lambda *_: True
     assert sessions.offer_restore()

@@ -58,7 +58,7 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
     monkeypatch.setattr(
         sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
     )
-    reports = win.feature("sessions")
+    reports = win.sessions.feature
     with win.qtbot.waitSignal(reports.report_written, timeout=60_000):
         reports.report_action.trigger()
     assert window.exports.export_all(tmp_path / "e", wait=True)

@@ -45,7 +45,7 @@ def test_describe_session_file(tmp_path):
 def test_the_restore_question_names_the_session(actviz_window, tmp_path):
     settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
     win = actviz_window(settings=settings)
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     save_state(_saved_state(), sessions.kept.path)
     asked = []
     sessions.ask_restore = lambda _parent, text: asked.append(text) or False

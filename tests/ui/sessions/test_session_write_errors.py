@@ -13,7 +13,7 @@ from tests.ui.conftest import small_conv_window
 
 def test_saving_a_session_to_a_folder_or_a_missing_folder(actviz_window, tmp_path):
     win = small_conv_window(actviz_window)
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     assert not sessions.save_session(tmp_path, wait=True)
     text = win.banner_messages()[-1]
     assert text == f"Could not save the session: {tmp_path}: is a folder; give a file name"
@@ -31,7 +31,7 @@ def test_saving_a_session_to_a_folder_or_a_missing_folder(actviz_window, tmp_pat
 
 def test_a_written_report_clears_the_last_reports_failure(actviz_window, tmp_path):
     win = small_conv_window(actviz_window)
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     win.window.host.show_warning("a session note", "session")
     assert not sessions.export_report(tmp_path, wait=True)
     assert any(
@@ -49,6 +49,6 @@ def test_a_session_that_does_not_open_has_a_short_status(actviz_window, tmp_path
     win = small_conv_window(actviz_window)
     bad = tmp_path / "notes.actviz"
     bad.write_text("hello")
-    assert not win.feature("sessions").open_session(bad, wait=True)
+    assert not win.sessions.feature.open_session(bad, wait=True)
     assert any(t.startswith("Could not open the session:") for t in win.banner_messages())
     assert win.status_text() == "The session notes.actviz was not opened: see the message above"

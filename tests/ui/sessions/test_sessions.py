@@ -43,7 +43,7 @@ def _inputs():
 
 
 def _sessions(win):
-    return win.feature("sessions")
+    return win.sessions.feature
 
 
 def _open_model(win, path):
@@ -69,7 +69,7 @@ def _investigation(win, checkpoint):
     s.edits.add("features.block1", patch(first.capture, [0, 2]), "pin")
     s.set_channel_page("features.block3", 16)
     result = win.run_and_wait()
-    compare = win.feature("compare")
+    compare = win.compare.feature
     compare.view.set_source("input")
     compare.view.input_combo.setEditText("random:1x3x32x32:7")
     return result
@@ -138,7 +138,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     assert (channel_view.name, channel_view.channel) == ("features.block3", 17)
     assert channel_view.isVisibleTo(other.window)
     # The comparison set-up: run B was another input.
-    view = other.feature("compare").view
+    view = other.compare.view
     assert view.source == "input" and view.input_combo.currentText() == "random:1x3x32x32:7"
     assert not [m for m in other.banner_messages() if "rror" in m]
     # The scripting path: actviz.session.save takes the window itself.
@@ -296,7 +296,7 @@ def test_export_report_writes_one_html_file(actviz_window, checkpoint, tmp_path)
     assert "features.block3" in text and "data:image/png;base64," in text
     assert 'id="comparison"' not in text  # none shown
     # The comparison shown goes into the report too, with the pin it compared with.
-    compare = win.feature("compare")
+    compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):
         assert compare.compare_with_pin(list(win.session.pins)[0])
     assert sessions.export_report(out, wait=True)
@@ -342,7 +342,7 @@ def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, che
     _open_model(win, checkpoint)
     win.set_input(_inputs()[0])
     win.run_and_wait()
-    dataset = win.feature("dataset")
+    dataset = win.dataset.feature
     dataset.scans.num_workers = 0
     with win.qtbot.waitSignal(dataset.scans.scan_finished, timeout=60_000):
         dataset.start(ScanSpec(str(folder), ("features.block2",), 3, 3))
@@ -357,7 +357,7 @@ def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, che
 
     # Its own settings: the scan comes back from the session, not from the last folder.
     other = actviz_window(settings=QSettings(str(tmp_path / "b.ini"), QSettings.Format.IniFormat))
-    scans = other.feature("dataset").scans
+    scans = other.dataset.scans
     with other.qtbot.waitSignal(scans.scan_finished, timeout=60_000) as shown:
         assert _sessions(other).open_session(path)
     assert shown.args[0].from_cache and shown.args[0].count == 6
@@ -429,7 +429,7 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
 
 
 def _sessions_of(window):
-    return window.features["sessions"]
+    return window.session_store  # the window of run_app, with no driver
 
 
 def _dock(win, title):

@@ -5,8 +5,6 @@ feature refreshing every panel (effects' outlines) built the ones still waiting 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtTest import QTest
@@ -19,25 +17,11 @@ from actviz.ui.window import display_steps
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tests.io.hf_tiny import tiny_tokenizer  # noqa: E402
+from tests.io.hf_tiny import save_tiny_gpt2  # noqa: E402
 from tests.ui.turns import TurnCounter  # noqa: E402
 
 LOAD_MS = 60_000
 BLOCKS = 12
-
-
-def _save_gpt2(folder: Path) -> Path:
-    import torch
-
-    tok = tiny_tokenizer(bert=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=BLOCKS, n_head=2,
-        bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
-    transformers.GPT2LMHeadModel(config).eval().save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 def _built_boxes(monkeypatch: pytest.MonkeyPatch) -> TurnCounter:
@@ -58,7 +42,7 @@ def _settle(w) -> None:
 
 @pytest.fixture
 def gpt2_window(actviz_window, tmp_path):
-    folder = _save_gpt2(tmp_path / "gpt2")
+    folder = save_tiny_gpt2(tmp_path / "gpt2", n_layer=BLOCKS)
     win = actviz_window(auto_run=True)
     w = win.window
     win.resize(1200, 800)

@@ -18,9 +18,8 @@ STEPS = 300
 def test_the_page_says_its_steps_and_time_left(actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    feature.section.size_spin.setValue(16)
-    feature.section.steps_spin.setValue(4096)
+    feature = win.visualize.feature
+    win.visualize.configure(size=16, steps=4096)
     page = feature.page
     win.open_dock("What channels want")
     assert feature.visualise_page("conv2", 0)
@@ -42,10 +41,9 @@ def test_the_page_says_its_steps_and_time_left(actviz_window, tiny_cnn):
 def test_the_channel_view_shows_the_picture_the_page_made(actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    section, page = feature.section, feature.page
-    section.size_spin.setValue(16)
-    section.steps_spin.setValue(STEPS)
+    feature = win.visualize.feature
+    page = feature.page
+    section = win.visualize.configure(size=16, steps=STEPS)
     assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     win.qtbot.mouseClick(section.button, LEFT)

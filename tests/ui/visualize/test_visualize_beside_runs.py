@@ -12,10 +12,8 @@ from tests.ui.conftest import frame
 def test_a_run_during_what_it_wants_leaves_it_running_and_it_finishes(actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    section = feature.section
-    section.size_spin.setValue(16)
-    section.steps_spin.setValue(4096)
+    feature = win.visualize.feature
+    section = win.visualize.configure(size=16, steps=4096)
     assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     section.button.click()
@@ -53,10 +51,8 @@ def test_a_channel_without_a_picture_says_what_the_button_does_with_which_settin
     # The row was a bare button under the maps: nothing said what it makes or how.
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    section = feature.section
-    section.size_spin.setValue(16)
-    section.steps_spin.setValue(40)
+    feature = win.visualize.feature
+    section = win.visualize.configure(size=16, steps=40)
     assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     text = section.message.text()

@@ -12,7 +12,7 @@ def test_random_weights_get_no_reopening_command_line_and_say_why(actviz_window,
     window = win.window
     assert window.files.open_model_source("squeezenet1_1", weights="none", wait=True)
     win.models.append(window.session.model)
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     feature.section.steps_spin.setValue(1)
     feature.section.size_spin.setValue(16)
     window.session.set_page_channels("features.0", 2)

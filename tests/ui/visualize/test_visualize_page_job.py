@@ -9,14 +9,14 @@ import threading
 import pytest
 
 from actviz.ui.host import FeatureJob
-from tests.ui.test_feature_job import _Host, _View
+from tests.ui.host_doubles import RecordingHost, RecordingView
 
 
 @pytest.fixture
 def own_worker(qtbot):
     from actviz.ui.worker import Worker
 
-    host, view = _Host(), _View()
+    host, view = RecordingHost(), RecordingView()
     worker = Worker(host)
     done = {"n": 0}
     ended: list[tuple[str, object]] = []

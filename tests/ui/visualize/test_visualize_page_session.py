@@ -29,7 +29,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert win.window.files.open_model_source("demo", wait=True)
     win.set_input(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)))
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     page = feature.page
     assert feature.session_part() == {}  # no page and the dock closed: nothing kept
     feature.section.set_settings(VisualizeSettings(**SETTINGS))

@@ -11,7 +11,7 @@ def test_a_linear_layers_page_holds_its_outputs_and_the_message_counts_right(
 ):
     win = actviz_window(tiny_cnn, frame(3), ["conv2", "fc"])
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     section, page = feature.section, feature.page
     section.steps_spin.setValue(2)
     section.size_spin.setValue(16)
@@ -41,7 +41,7 @@ def test_a_page_holds_at_most_max_page_channels_and_pages_on(actviz_window, tiny
     monkeypatch.setattr(page_module, "MAX_PAGE", 4)
     win = actviz_window(tiny_cnn, frame(3), ["conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     feature.section.steps_spin.setValue(2)
     feature.section.size_spin.setValue(16)
     win.window.session.set_page_channels("conv2", 6)  # the panel shows all 6
@@ -62,7 +62,7 @@ def test_a_layer_without_a_panel_gets_a_full_page_and_no_model_says_open_one(
     # no page size): it got a page of one channel, "ch 0-0".
     win = actviz_window(tiny_cnn, frame(3), ["conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     feature.section.steps_spin.setValue(2)
     feature.section.size_spin.setValue(16)
     assert feature.visualise_page("conv1")
@@ -72,6 +72,6 @@ def test_a_layer_without_a_panel_gets_a_full_page_and_no_model_says_open_one(
 
 def test_visualise_selected_without_a_model_asks_for_one(actviz_window):
     win = actviz_window()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     assert not feature.visualise_selected()
     assert any("Open a model" in m for m in win.banner_messages()), win.banner_messages()

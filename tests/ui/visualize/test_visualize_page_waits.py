@@ -12,10 +12,8 @@ from tests.ui.conftest import frame
 def test_a_page_asked_for_during_a_run_says_it_waits_then_synthesises(actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    section = feature.section
-    section.size_spin.setValue(16)
-    section.steps_spin.setValue(2)
+    feature = win.visualize.feature
+    win.visualize.configure(size=16, steps=2)
     dock = feature.page.dock
     # A run that holds the capture worker until the gate opens (a slow model's run).
     gate = threading.Event()
@@ -44,10 +42,9 @@ def test_what_it_wants_cancel_button_leaves_the_page_running(actviz_window, tiny
     # The channel view's Cancel stopped the What channels want page too (Esc stops both).
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    section, page = feature.section, feature.page
-    section.size_spin.setValue(16)
-    section.steps_spin.setValue(4096)
+    feature = win.visualize.feature
+    page = feature.page
+    section = win.visualize.configure(size=16, steps=4096)
     assert feature.visualise_page("conv2", 0)
     win.qtbot.waitUntil(lambda: page.job.progress[0] >= 1, timeout=60_000)
     assert win.window.display.open_channel("conv2", 1)
@@ -69,9 +66,8 @@ def test_closing_the_dock_stops_its_synthesis_and_keeps_the_tiles_done(actviz_wi
     # window with nothing on screen saying what ran), as live mode's dock does not.
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    feature.section.size_spin.setValue(16)
-    feature.section.steps_spin.setValue(4096)
+    feature = win.visualize.feature
+    win.visualize.configure(size=16, steps=4096)
     page = feature.page
     assert feature.visualise_page("conv2", 0)
     win.qtbot.waitUntil(lambda: page.job.progress[0] >= 1, timeout=60_000)
@@ -97,9 +93,8 @@ def test_the_page_runs_at_what_it_wants_priority_and_gives_way_to_runs(
 
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("visualize")
-    feature.section.size_spin.setValue(16)
-    feature.section.steps_spin.setValue(4096)
+    feature = win.visualize.feature
+    win.visualize.configure(size=16, steps=4096)
     page = feature.page
     gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen: list[int] = []

@@ -13,7 +13,7 @@ def test_a_text_models_page_says_why_in_words_and_shows_no_pending_tiles(actviz_
     layer = "encoder.layer.0.output"
     win = actviz_window(bert, {"input_ids": torch.randint(0, 50, (1, 6))}, [layer])
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     dock = feature.page.dock
     assert feature.visualise_page(layer)
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)

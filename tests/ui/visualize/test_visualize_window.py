@@ -17,7 +17,7 @@ SETTINGS = {"objective": "channel", "steps": 6, "size": 24}
 def _visualize_opened(actviz_window, tiny_cnn, channel=2):
     win = actviz_window(tiny_cnn, frame(3), LAYERS)
     win.run_and_wait()
-    feature = win.feature("visualize")
+    feature = win.visualize.feature
     section = feature.section
     section.objective_box.setCurrentText(SETTINGS["objective"])
     section.steps_spin.setValue(SETTINGS["steps"])

@@ -34,7 +34,7 @@ def test_two_pins_in_one_second_save(actviz_window, tmp_path, monkeypatch):
     second = window.pins_ui.pin_result()
     assert first is not None and second is not None and first is not second
     assert second.label == first.label + " (2)"
-    sessions = win.feature("sessions")
+    sessions = win.sessions.feature
     sessions.ask_pin_captures = lambda *_: True  # the user keeps the pins' captures
     path = tmp_path / "two.actviz"
     assert sessions.save_session(path, wait=True) and path.is_file()
@@ -76,7 +76,7 @@ def test_every_command_with_a_failing_backend(actviz_window, demo_resources, tmp
     for name in ("question", "warning", "information", "critical"):
         monkeypatch.setattr(QMessageBox, name, lambda *a, **k: QMessageBox.StandardButton.No)
     monkeypatch.setattr(QMessageBox, "exec", lambda self: QMessageBox.StandardButton.No)
-    win.feature("sessions").ask_pin_captures = lambda *_: None  # the user cancels
+    win.sessions.feature.ask_pin_captures = lambda *_: None  # the user cancels
     commands = [(path, a) for m in window.menuBar().actions() for path, a in _leaves(m.menu())]
     for bar in window.findChildren(QToolBar):
         commands += [(f"toolbar > {a.text()}", a) for a in bar.actions() if a.text()]

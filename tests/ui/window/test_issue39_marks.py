@@ -18,7 +18,7 @@ def test_unticking_the_marks_and_closing_the_dock_clears_the_outlines(actviz_win
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2"])
     win.run_and_wait()
-    feature = win.feature("effects")
+    feature = win.effects.feature
     dock = win.open_dock("Channels that matter")
     win.qtbot.waitUntil(lambda: not feature.estimating() and feature.effects is not None)
     box = feature.view.mark_check

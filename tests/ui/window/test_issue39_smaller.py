@@ -96,7 +96,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
     monkeypatch.setattr(
         sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
     )
-    reports = win.feature("sessions")
+    reports = win.sessions.feature
     with win.qtbot.waitSignal(reports.report_written, timeout=60_000):
         reports.report_action.trigger()  # File > Export report...
     text = out.read_text()

@@ -33,7 +33,7 @@ def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
     win = actviz_window(model, frame(3), LAYERS)
     clean = win.run_and_wait()
     assert clean.target_index == CLEAN
-    feature = win.feature("effects")
+    feature = win.effects.feature
     win.open_dock("Channels that matter")
     win.effects.wait_estimates()
     section = feature.view.sections["conv2"]
@@ -50,7 +50,7 @@ def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
     assert f"class {CLEAN}" in header and f"class {FLIPPED}" not in header, header
     assert "before the edits" in header
     assert edited.target_index == CLEAN
-    whatif = win.feature("whatif")
+    whatif = win.whatif.feature
     assert whatif.change_view.target_row().index == CLEAN
     assert whatif.dock.summary.text().startswith(f"Target class {CLEAN}")
     win.effects.wait_estimates()

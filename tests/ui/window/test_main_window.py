@@ -25,14 +25,9 @@ from actviz.ui.window.settings import AppSettings
 from tests.core.seed_models import SeedMLP
 from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
-from tests.ui.tiny_models import TinyCNN, seeded_tiny_cnn  # noqa: F401 - an arch string names it here
+from tests.ui.tiny_models import SIZE, TINY_LAYERS, TinyCNN, seeded_tiny_cnn  # noqa: F401 - an arch string names it here
 
 LEFT = Qt.MouseButton.LeftButton
-
-
-TINY_LAYERS = ["conv1", "conv2", "fc"]
-#: The window's size in these tests.
-SIZE = (1400, 900)
 
 
 # -------------------------------------------------------------------------------- basics

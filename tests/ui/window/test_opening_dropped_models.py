@@ -5,29 +5,20 @@ read as an input and refused ("is a model file (torchscript), not an input")."""
 from __future__ import annotations
 
 import torch
-from torch import nn
 
+from tests.helpers import ConvMean
 from tests.ui.conftest import LOAD_TIMEOUT_MS, frame
-
-
-class _Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3)
-
-    def forward(self, x):
-        return self.conv(x).mean((2, 3))
 
 
 def _dropped_net_window(actviz_window):
     torch.manual_seed(0)
-    return actviz_window(_Net().eval(), frame(0), layers=["conv"])
+    return actviz_window(ConvMean(4).eval(), frame(0), layers=["conv"])
 
 
 def test_a_dropped_torchscript_pt_opens_as_the_model(qtbot, actviz_window, tmp_path):
     win = _dropped_net_window(actviz_window)
     path = tmp_path / "scripted.pt"
-    torch.jit.save(torch.jit.script(_Net().eval()), str(path))
+    torch.jit.save(torch.jit.script(ConvMean(4).eval()), str(path))
     with qtbot.waitSignal(win.window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         win.window.files.open_dropped(path)
     assert win.session.model_name == "scripted.pt (TorchScript)"
@@ -37,10 +28,10 @@ def test_a_dropped_torchscript_pt_opens_as_the_model(qtbot, actviz_window, tmp_p
 def test_a_dropped_state_dict_pt_is_opened_as_the_model(qtbot, actviz_window, tmp_path):
     win = _dropped_net_window(actviz_window)
     path = tmp_path / "weights.pt"
-    torch.save(_Net().state_dict(), path)
+    torch.save(ConvMean(4).state_dict(), path)
     with qtbot.waitSignal(win.window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as blocker:
         win.window.files.open_dropped(path)
-    # Opened as a model: the window asks for its architecture (nothing knows _Net).
+    # Opened as a model: the window asks for its architecture (nothing knows ConvMean).
     assert "holds only weights" in blocker.args[0]
     assert not any("not an input" in t for t in win.banner_messages())
 

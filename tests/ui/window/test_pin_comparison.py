@@ -29,7 +29,7 @@ def test_the_pinned_results_menu_compares_only_with_the_compare_feature(actviz_w
         assert _compare_entries(window) == [pin.label]
         assert window.pins_ui.compare_with_pin(pin)
         win.wait_idle()
-        assert window.features["compare"].outcome is not None
+        assert win.compare.feature.outcome is not None
     else:
         assert "compare" not in window.features
         assert _compare_entries(window) == []

@@ -20,8 +20,7 @@ from actviz.io.models.loaded_model import LoadedModel
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
-from tests.ui.tiny_models import TinyCNN, seeded_tiny_cnn
-from tests.ui.window.test_main_window import SIZE, TINY_LAYERS
+from tests.ui.tiny_models import SIZE, TINY_LAYERS, TinyCNN, seeded_tiny_cnn
 
 
 def _loaded(source: str, model: torch.nn.Module | None = None, **extra) -> LoadedModel:

@@ -7,47 +7,14 @@ import logging
 import threading
 
 import pytest
-from PySide6.QtCore import QObject
 
 from actviz.ui.host import FeatureJob
-from actviz.ui.worker import Worker
-
-
-class _Host(QObject):
-    """The part of the window a FeatureJob uses: its worker, refresh_busy, show_status."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.worker = Worker(self)
-        self.statuses: list[str] = []
-        self.shown: list[str] = []
-
-    def refresh_busy(self, text: str = "") -> None:
-        self.statuses.append(text)
-
-    def show_status(self, text: str) -> None:
-        self.shown.append(text)
-
-
-class _View:
-    def __init__(self) -> None:
-        self.busy: list[bool] = []
-        self.messages: list[tuple[str, bool]] = []
-        self.steps: list[tuple[int, int]] = []
-
-    def set_busy(self, busy: bool) -> None:
-        self.busy.append(busy)
-
-    def set_message(self, text: str, *, error: bool = False) -> None:
-        self.messages.append((text, error))
-
-    def set_progress(self, done: int, total: int) -> None:
-        self.steps.append((done, total))
+from tests.ui.host_doubles import RecordingHost, RecordingView
 
 
 @pytest.fixture
 def tracked(qtbot):
-    host, view = _Host(), _View()
+    host, view = RecordingHost(), RecordingView()
     ended: list[tuple[str, object, object]] = []
     job = FeatureJob(
         host,
@@ -100,7 +67,7 @@ def test_a_failure_is_logged_and_said_in_red(qtbot, tracked, caplog):
     def work(_stop, _report):
         raise ValueError("no numbers today")
 
-    with caplog.at_level(logging.INFO, logger=__name__):
+    with caplog.at_level(logging.INFO, logger=RecordingHost.__module__):
         _start(job, work, failed="Could not add 2 and 3")
         qtbot.waitUntil(lambda: bool(ended), timeout=5000)
     text = "Could not add 2 and 3: no numbers today"

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from actviz.core.capture import CaptureCancelled
-from actviz.ui.worker import Job, Staged, Worker
-
-
-@pytest.fixture
-def worker(qtbot):
-    w = Worker()
-    yield w
-    w.shutdown()
+from actviz.ui.worker import Job, Staged
 
 
 def record(job: Job) -> list[tuple]:
