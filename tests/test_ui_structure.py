@@ -99,10 +99,8 @@ def test_every_default_feature_is_constructed_with_the_host_only():
         assert [p.name for p in required] == ["host"], feature
 
 
-#: Test files at ``tests/ui``'s top that name no module there yet. test_model_copy.py tests
-#: ``ui/worker_copy.py``; the model-copy service that replaces it (issue 38, item 2) renames it
-#: test_private_model.py after ``ui/private_model.py``: drop the entry then.
-LOOSE_TOP_LEVEL_TESTS = {"test_model_copy.py"}
+#: Test files at ``tests/ui``'s top that name no module there (none).
+LOOSE_TOP_LEVEL_TESTS: set[str] = set()
 #: ``ui`` packages whose tests live outside ``tests/ui``, and where.
 UI_PACKAGES_TESTED_ELSEWHERE = {
     # The plugin tests install plugins as pip does (their own conftest) and test the public
