@@ -76,7 +76,7 @@ class _GradientStrip(pg.GraphicsWidget):
 
 
 #: Least pixels between two labelled values of a colour bar.
-TICK_SPACING_PX = 40
+TICK_SPACING_PX = 32
 _TICK_LENGTH = 4
 
 
