@@ -186,8 +186,10 @@ class StressDriver(UserActions):
         self.probe: Any = None  # the GUI lag probe while a run goes on
         self.params: dict[str, Any] = {}
         self.recent: list[str] = []
+        self._acting = "(opening the window)"  # the action under way, or the last one
         self.counts: Counter[str] = Counter()
-        self.errors_shown: set[str] = set()
+        #: Each error the window showed, with the action it first followed ("i:label").
+        self.errors_shown: dict[str, str] = {}
         self.steps: list[tuple[str, dict[str, Any]]] = []
         self.dialogs_answered = 0  # file pickers and input dialogs answered
         # Every model a window showed (weakly) and its flags when first seen idle.
@@ -295,6 +297,7 @@ class StressDriver(UserActions):
                     self._log({"i": i, "name": name, "params": params})
                     sampler.take()  # what was sampled before this action is not its own
                     mark = len(probe.lags)
+                    self._acting = f"{i}:{name}"
                     try:
                         text = self.actions[name](params)
                     except Exception:  # noqa: BLE001 - a valid action raising is a finding
@@ -313,6 +316,7 @@ class StressDriver(UserActions):
                     )
                     self.counts[name] += 1
                     self.recent = [*self.recent[-11:], f"{i}:{text}"]
+                    self._acting = self.recent[-1]
                     self.spin(float(params.get("spin", 0.0)))
                     if params.get("settle"):  # a short look: long jobs go on under the next
                         self.settle(SHORT_SETTLE_S)
@@ -350,7 +354,9 @@ class StressDriver(UserActions):
             exceptions=tuple(exceptions),
             leaked_hooks=tuple(leaks),
             stuck=tuple(self._stuck),
-            errors_shown=tuple(sorted(self.errors_shown)),
+            errors_shown=tuple(
+                f"{text} (first after action {after})" for text, after in self.errors_shown.items()
+            ),
             max_block_ms=probe.peak * 1e3,
             samples=tuple(samples),
             widgets_left=widgets,
@@ -393,6 +399,9 @@ class StressDriver(UserActions):
 
         return stop
 
+    def _error_shown(self, text: str) -> None:
+        self.errors_shown.setdefault(text, self._acting)
+
     # ------------------------------------------------------------------ window life
     def open_window(self) -> None:
         """Open a fresh window on the model and wait until it shows a result."""
@@ -405,10 +414,13 @@ class StressDriver(UserActions):
         window.resize(*self.size)
         window.show()
         window.activateWindow()
-        window.run_failed.connect(lambda text: self.errors_shown.add(f"run: {text}"))
-        window.export_failed.connect(lambda text: self.errors_shown.add(f"export: {text}"))
-        window.model_load_failed.connect(lambda text: self.errors_shown.add(f"model: {text}"))
-        window.input_load_failed.connect(lambda text: self.errors_shown.add(f"input: {text}"))
+        for kind, signal in (
+            ("run", window.run_failed),
+            ("export", window.export_failed),
+            ("model", window.model_load_failed),
+            ("input", window.input_load_failed),
+        ):
+            signal.connect(lambda text, kind=kind: self._error_shown(f"{kind}: {text}"))
         self.window = window
         self.setup.open(window)
         self._wait(lambda: window.session.model is not None and not window.is_loading())

@@ -412,7 +412,8 @@ class UserActions:
 
     def act_inject_failure(self, p: dict[str, Any]) -> str:
         """A synthetic failure (tests of the driver): an exception raised in a Qt slot
-        (``kind`` "exception"), a segfault ("crash") or a GUI that never returns ("hang")."""
+        (``kind`` "exception"), a segfault ("crash"), a GUI that never returns ("hang") or a
+        failed run the window reports ("shown")."""
         from PySide6.QtCore import QTimer
 
         kind = p.get("kind", "exception")
@@ -423,6 +424,9 @@ class UserActions:
         if kind == "hang":
             while True:
                 time.sleep(0.1)
+        if kind == "shown":
+            self.window.run_failed.emit("injected run failure")
+            return "inject shown"
 
         def fail() -> None:
             raise RuntimeError("injected failure")

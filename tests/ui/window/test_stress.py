@@ -87,6 +87,15 @@ def test_a_failure_shrinks_to_the_step_that_causes_it(qapp, tmp_path):
     assert [finding_key(f) for f in again.findings()] == ["exception RuntimeError"]
 
 
+def test_an_error_the_window_shows_names_the_action_it_followed(qapp, tmp_path):
+    driver = StressDriver(_tiny_setup(), seed=4, folder=tmp_path / "0", sample_every=100)
+    driver.weights = {n: (1.0 if n in QUICK else 0.0) for n in driver.actions}
+    report = driver.run(6, inject={3: {"kind": "shown"}})
+    assert report.errors_shown == (
+        "run: injected run failure (first after action 3:inject_failure)",
+    )
+
+
 def test_shrink_keeps_the_steps_a_failure_needs_together():
     steps = [(f"s{i}", {}) for i in range(20)]
     tried = []
