@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRectF, Signal
+from PySide6.QtCore import QEvent, QObject, QRectF, QSignalBlocker, Signal
 from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
@@ -181,13 +181,10 @@ class AtlasFeature(FeatureBase, QObject):
         ):
             saved = None
         spin = self.view.channel_spin
-        spin.blockSignals(True)
-        try:
+        with QSignalBlocker(spin):
             spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
             if saved is not None and as_int(saved.get("channel")) is not None:
                 spin.setValue(int(saved["channel"]))
-        finally:
-            spin.blockSignals(False)
         self.view.set_coords(atlas.coords, self._colouring())
         # The image last pointed at was a dot of the map before (another layer's, scan's).
         self.view.hover_label.setText(HOVER_HINT)

@@ -65,10 +65,8 @@ class LayerPanel(PanelBase):
         self._tile_unit = ""
         self._build_edit_bar()
 
-        row = QtWidgets.QHBoxLayout()
+        row = style.bare_box(spacing=6)
         self._sides = row
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(6)
         self.activation_slot = ViewSlot("activation", style.BAR_POSITIVE)
         self.gradient_slot = ViewSlot("|gradient|", style.BAR_GRADIENT, gradient=True)
         self.activation_slot.resized.connect(self._on_activation_resized)
@@ -76,10 +74,8 @@ class LayerPanel(PanelBase):
         row.addWidget(self.activation_slot, 1)
         row.addWidget(self.gradient_slot, 1)
         self.content.addLayout(row, 1)
-        bottom = QtWidgets.QHBoxLayout()
+        bottom = style.bare_box(spacing=2)
         self._readouts = bottom
-        bottom.setContentsMargins(0, 0, 0, 0)
-        bottom.setSpacing(2)
         self.status_label = style.readout_label()
         bottom.addWidget(self.edit_badge)
         bottom.addWidget(self.status_label, 1)
@@ -105,9 +101,7 @@ class LayerPanel(PanelBase):
         assert isinstance(outer, QtWidgets.QBoxLayout)
         position = outer.indexOf(self.title_label)
         outer.removeWidget(self.title_label)
-        layout = QtWidgets.QHBoxLayout()
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
+        layout = style.bare_box(spacing=6)
         layout.addWidget(self.title_label, 1)
         outer.insertLayout(position, layout)
         # The badge goes on the read-out line: beside the title it would squeeze a long name.
