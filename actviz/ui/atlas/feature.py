@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRectF, QSignalBlocker, Signal
+from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Signal
 from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
@@ -100,8 +100,8 @@ class AtlasFeature(FeatureBase, QObject):
         # The map answers the plot's own tooltip event (else it hides the thumbnail).
         v.plot.viewport().installEventFilter(self)
         v.clicked.connect(self._open_row)
-        v.rect_selected.connect(self._on_rect)
-        v.lasso_selected.connect(self._on_lasso)
+        v.rect_selected.connect(lambda rect: self.select_rows(v.rows_in(rect)))
+        v.lasso_selected.connect(lambda shape: self.select_rows(v.rows_in_shape(shape)))
         v.nearest_strip.activated_row.connect(self._open_row)
         v.selection_strip.activated_row.connect(self._open_row)
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
@@ -310,12 +310,6 @@ class AtlasFeature(FeatureBase, QObject):
     def _open_row(self, row: int) -> None:
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):
             self.host.open_input_source(self.source(row), remember=False)
-
-    def _on_rect(self, rect: QRectF) -> None:
-        self.select_rows(self.view.rows_in(rect))
-
-    def _on_lasso(self, shape: np.ndarray) -> None:
-        self.select_rows(self.view.rows_in_shape(shape))
 
     def select_rows(self, rows: Any) -> tuple[Any, ...]:
         """Select map rows ``rows``: their thumbnails and the channels that set them apart

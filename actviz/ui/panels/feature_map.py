@@ -84,7 +84,7 @@ class LayerPanel(PanelBase):
         bottom.addWidget(self.page_bar)
         self.content.addLayout(bottom)
         self._narrow = False
-        self._arrange = DeferredCall(self, self._arrange_to_width)
+        self._arrange = DeferredCall(self, lambda: self._set_narrow(self.width() < NARROW_PANEL_PX))
 
         for slot in (self.activation_slot, self.gradient_slot):
             slot.hovered.connect(self._on_slot_hovered)
@@ -221,9 +221,6 @@ class LayerPanel(PanelBase):
         super().resizeEvent(event)
         # After this layout pass: the arrangement changes the panel's height-for-width.
         self._arrange.request()
-
-    def _arrange_to_width(self) -> None:
-        self._set_narrow(self.width() < NARROW_PANEL_PX)
 
     def _set_narrow(self, narrow: bool) -> None:
         """Sides and read-outs side by side in a wide panel, one above the other in a narrow one."""
