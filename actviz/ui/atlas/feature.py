@@ -237,8 +237,7 @@ class AtlasFeature(FeatureBase, QObject):
             return
         self._result_pending = False
         atlas = self.atlas
-        result = self.session.result
-        capture = getattr(result, "capture", None) if result is not None else None
+        capture = getattr(self.session.result, "capture", None)
         if atlas is None:
             return
         if capture is None:

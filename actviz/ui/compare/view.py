@@ -152,14 +152,8 @@ class CompareView(QtWidgets.QWidget):
         self._fit_bar(parent.width() if parent is not None else event.size().width())
 
     def _fit_bar(self, width: int) -> None:
-        needed = (
-            self._bar_label.minimumSizeHint().width()
-            + self.source_combo.minimumSizeHint().width()
-            + self.source_stack.minimumSizeHint().width()
-            + self.compare_button.minimumSizeHint().width()
-            + 4 * 6
-            + 24
-        )
+        parts = (self._bar_label, self.source_combo, self.source_stack, self.compare_button)
+        needed = sum(w.minimumSizeHint().width() for w in parts) + 4 * 6 + 24
         # The chart above the predictions (not beside them) where both would not fit across.
         across = width >= NARROW_TAB_PX
         wanted = QtCore.Qt.Orientation.Horizontal if across else QtCore.Qt.Orientation.Vertical
