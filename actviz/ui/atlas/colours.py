@@ -4,7 +4,7 @@ correctness or one channel's mean activation."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,9 +40,7 @@ class Colouring:
 
 
 def model_labels(
-    labels: np.ndarray | None,
-    class_names: Sequence[str] | None,
-    categories: Sequence[str] | None,
+    labels: np.ndarray | None, class_names: Sequence[str] | None, categories: Sequence[str] | None
 ) -> np.ndarray | None:
     """The folder's labels as the model's class indices (matched by name; -1: not a class of
     the model), so a prediction can be compared with them; None when either is unknown."""
@@ -58,12 +56,17 @@ def _by_category(values: np.ndarray, names: Sequence[str], note_missing: str) ->
     palette = np.concatenate([class_colours(n), GREY[None]], axis=0)
     index = np.where(values >= 0, values, n).astype(np.int64)
     counts = np.bincount(index, minlength=n + 1)
-    legend = tuple(
-        (names[i] if i < len(names) else str(i), tuple(int(v) for v in palette[i]), int(counts[i]))
-        for i in range(n)
+    legend = _legend([names[i] if i < len(names) else str(i) for i in range(n)], palette, counts)
+    return Colouring(index, palette, legend, note="" if legend else note_missing)
+
+
+def _legend(names: Sequence[str], palette: np.ndarray, counts: np.ndarray) -> tuple:
+    """The legend rows of the colours ``palette[i]`` named ``names[i]`` that dots have."""
+    return tuple(
+        (name, tuple(int(v) for v in palette[i]), int(counts[i]))
+        for i, name in enumerate(names)
         if counts[i]
     )
-    return Colouring(index, palette, legend, note="" if legend else note_missing)
 
 
 def colouring(
@@ -85,34 +88,25 @@ def colouring(
     grey = Colouring(np.zeros(count, np.int64), GREY[None])
     if mode == "Class":
         if labels is None:
-            return Colouring(grey.index, grey.palette, note="The folder has no class folders.")
+            return replace(grey, note="The folder has no class folders.")
         return _by_category(np.asarray(labels), list(class_names or ()), "No classes.")
     if mode == "Prediction":
         if predictions is None:
-            return Colouring(
-                grey.index, grey.palette, note="No classifier layer in the scan: no predictions."
-            )
+            return replace(grey, note="No classifier layer in the scan: no predictions.")
         return _by_category(np.asarray(predictions), list(categories or ()), "No predictions.")
     if mode == "Correct":
         truth = model_labels(labels, class_names, categories)
         if predictions is None or truth is None:
-            return Colouring(
-                grey.index,
-                grey.palette,
+            return replace(
+                grey,
                 note="Needs class folders named like the model's classes and a classifier layer.",
             )
         known = truth >= 0
         right = known & (np.asarray(predictions) == truth)
         index = np.where(known, np.where(right, 0, 1), 2).astype(np.int64)
         palette = np.stack([_RIGHT, _WRONG, GREY])
-        counts = np.bincount(index, minlength=3)
         names = ("correct", "wrong", "class unknown to the model")
-        legend = tuple(
-            (names[i], tuple(int(v) for v in palette[i]), int(counts[i]))
-            for i in range(3)
-            if counts[i]
-        )
-        return Colouring(index, palette, legend)
+        return Colouring(index, palette, _legend(names, palette, np.bincount(index, minlength=3)))
     if mode == "Channel":
         if channel_values is None:
             return grey

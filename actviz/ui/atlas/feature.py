@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRectF, Signal
+from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Signal
 from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
@@ -100,8 +100,8 @@ class AtlasFeature(FeatureBase, QObject):
         # The map answers the plot's own tooltip event (else it hides the thumbnail).
         v.plot.viewport().installEventFilter(self)
         v.clicked.connect(self._open_row)
-        v.rect_selected.connect(self._on_rect)
-        v.lasso_selected.connect(self._on_lasso)
+        v.rect_selected.connect(lambda rect: self.select_rows(v.rows_in(rect)))
+        v.lasso_selected.connect(lambda shape: self.select_rows(v.rows_in_shape(shape)))
         v.nearest_strip.activated_row.connect(self._open_row)
         v.selection_strip.activated_row.connect(self._open_row)
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
@@ -181,13 +181,10 @@ class AtlasFeature(FeatureBase, QObject):
         ):
             saved = None
         spin = self.view.channel_spin
-        spin.blockSignals(True)
-        try:
+        with QSignalBlocker(spin):
             spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
             if saved is not None and as_int(saved.get("channel")) is not None:
                 spin.setValue(int(saved["channel"]))
-        finally:
-            spin.blockSignals(False)
         self.view.set_coords(atlas.coords, self._colouring())
         # The image last pointed at was a dot of the map before (another layer's, scan's).
         self.view.hover_label.setText(HOVER_HINT)
@@ -240,8 +237,7 @@ class AtlasFeature(FeatureBase, QObject):
             return
         self._result_pending = False
         atlas = self.atlas
-        result = self.session.result
-        capture = getattr(result, "capture", None) if result is not None else None
+        capture = getattr(self.session.result, "capture", None)
         if atlas is None:
             return
         if capture is None:
@@ -313,12 +309,6 @@ class AtlasFeature(FeatureBase, QObject):
     def _open_row(self, row: int) -> None:
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):
             self.host.open_input_source(self.source(row), remember=False)
-
-    def _on_rect(self, rect: QRectF) -> None:
-        self.select_rows(self.view.rows_in(rect))
-
-    def _on_lasso(self, shape: np.ndarray) -> None:
-        self.select_rows(self.view.rows_in_shape(shape))
 
     def select_rows(self, rows: Any) -> tuple[Any, ...]:
         """Select map rows ``rows``: their thumbnails and the channels that set them apart

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from PySide6.QtCore import QSignalBlocker
 
 __all__ = ["apply_choices", "as_int", "made_of", "rows_of", "rows_of_indices", "saved_map"]
 
@@ -41,11 +42,8 @@ def apply_choices(view: Any, saved: dict[str, Any]) -> None:
         view.set_choices(view.method_combo, methods, method)
     colour = saved.get("colour")
     if isinstance(colour, str) and view.colour_combo.findText(colour) >= 0:
-        view.colour_combo.blockSignals(True)
-        try:
+        with QSignalBlocker(view.colour_combo):
             view.colour_combo.setCurrentText(colour)
-        finally:
-            view.colour_combo.blockSignals(False)
         view.channel_spin.setEnabled(colour == "Channel")
 
 

@@ -3,21 +3,20 @@ strips (nearest images, the selection)."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QIcon, QImage, QPixmap
+from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, QSize, Qt, Signal
+from PySide6.QtGui import QIcon, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QScrollArea,
     QSpinBox,
     QSplitter,
     QStackedWidget,
@@ -110,15 +109,10 @@ class AtlasView(QWidget):
         super().__init__(parent)
         self.coords = np.zeros((0, 2), np.float64)
         # A small window scrolls the tab (a tab's minimum size is every tab's).
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        root = QVBoxLayout(self)
-        root.setContentsMargins(0, 0, 0, 0)
-        root.addWidget(scroll)
+        root = style.bare_box(self, vertical=True)
         # Below its layout's least size the tab scrolls: no widget is squeezed.
         content = QWidget()
-        scroll.setWidget(content)
+        root.addWidget(style.scroll_area(content, frameless=True))
         outer = QVBoxLayout(content)
         bar = QHBoxLayout()
         self.layer_combo = QComboBox()
@@ -135,21 +129,14 @@ class AtlasView(QWidget):
         self.channel_spin.setPrefix("ch ")
         self.channel_spin.setEnabled(False)
         # Tool buttons: a push button's least width (80 px) would widen the tab's second row.
-        self.select_button = _text_button("Select")
-        self.select_button.setCheckable(True)
-        self.select_button.setToolTip(
-            "Drag a rectangle on the map to select images (off: drag pans)"
+        self.select_button = _text_button(
+            "Select", "Drag a rectangle on the map to select images (off: drag pans)"
         )
-        self.lasso_button = _text_button("Lasso")
-        self.lasso_button.setCheckable(True)
-        self.lasso_button.setToolTip(
-            "Draw a free shape around images on the map to select them (off: drag pans)"
+        self.lasso_button = _text_button(
+            "Lasso", "Draw a free shape around images on the map to select them (off: drag pans)"
         )
         # Tooltips, not captions, and the status on its own line: narrow windows fit.
-        self.layer_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.layer_combo.setMinimumContentsLength(12)
+        style.fit_combo(self.layer_combo, 12)
         # Two short rows rather than one long one: the tab's minimum width stays small.
         bar.addWidget(self.layer_combo)
         bar.addWidget(self.method_combo)
@@ -165,16 +152,14 @@ class AtlasView(QWidget):
         outer.addWidget(self.status_label)
 
         self.stack = QStackedWidget()
-        self.empty_label = QLabel(EMPTY_TEXT)
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         # Wrapped: a long reason (a scan's memory note) must not widen the window.
-        self.empty_label.setWordWrap(True)
+        self.empty_label = _wrapped(EMPTY_TEXT)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.empty_label)
 
         split = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(0, 0, 0, 0)
+        lv = style.bare_box(left, vertical=True)
         self.box = SelectBox()
         self.plot = pg.PlotWidget(viewBox=self.box, background=style.PLOT_BACKGROUND)
         style.style_plot(self.plot.getPlotItem())  # no menus, which would outlive the window
@@ -196,13 +181,11 @@ class AtlasView(QWidget):
         for item in (self.dots, self.selected_dots, self.neighbour_dots, self.marker):
             self.plot.addItem(item)
         lv.addWidget(self.plot, 1)
-        self.legend_label = QLabel("")
-        self.legend_label.setWordWrap(True)
+        self.legend_label = _wrapped("")
         self.legend_label.setTextFormat(Qt.TextFormat.RichText)
         lv.addWidget(self.legend_label)
         self.colour_bar = QWidget()
-        cb = QHBoxLayout(self.colour_bar)
-        cb.setContentsMargins(0, 0, 0, 0)
+        cb = style.bare_box(self.colour_bar)
         self.bar_low = QLabel("")
         self.bar_image = QLabel()
         self.bar_image.setFixedHeight(12)
@@ -216,27 +199,24 @@ class AtlasView(QWidget):
         split.addWidget(left)
 
         right = QWidget()
-        rv = QVBoxLayout(right)
-        rv.setContentsMargins(0, 0, 0, 0)
-        self.hover_label = QLabel(HOVER_HINT)
-        self.hover_label.setWordWrap(True)
-        rv.addWidget(self.hover_label)
-        self.nearest_title = QLabel("Nearest in the dataset")
+        rv = style.bare_box(right, vertical=True)
+        self.hover_label = _wrapped(HOVER_HINT)
         # Wrapped: it names the layer, and unwrapped its width held the strips' column wide.
-        self.nearest_title.setWordWrap(True)
-        rv.addWidget(self.nearest_title)
+        self.nearest_title = _wrapped("Nearest in the dataset")
         self.nearest_strip = ThumbStrip()
-        rv.addWidget(self.nearest_strip, 1)
-        self.selection_title = QLabel(SELECTION_HINT)
-        self.selection_title.setWordWrap(True)
-        rv.addWidget(self.selection_title)
+        self.selection_title = _wrapped(SELECTION_HINT)
         self.selection_strip = ThumbStrip()
-        rv.addWidget(self.selection_strip, 1)
-        channels_title = QLabel("Channels that set the selection apart (click: its channel view)")
-        channels_title.setWordWrap(True)
-        rv.addWidget(channels_title)
         self.channel_list = QListWidget()
-        rv.addWidget(self.channel_list, 1)
+        for widget in (
+            self.hover_label,
+            self.nearest_title,
+            self.nearest_strip,
+            self.selection_title,
+            self.selection_strip,
+            _wrapped("Channels that set the selection apart (click: its channel view)"),
+            self.channel_list,
+        ):
+            rv.addWidget(widget, 0 if isinstance(widget, QLabel) else 1)
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
@@ -287,14 +267,11 @@ class AtlasView(QWidget):
 
     def set_choices(self, combo: QComboBox, items: Sequence[str], current: str | None) -> None:
         """Fill a combo without announcing it (the owner decides what to rebuild)."""
-        combo.blockSignals(True)
-        try:
+        with QSignalBlocker(combo):
             combo.clear()
             combo.addItems(list(items))
             if current in items:
                 combo.setCurrentIndex(list(items).index(current))
-        finally:
-            combo.blockSignals(False)
 
     def set_coords(self, coords: np.ndarray, colours: Colouring) -> None:
         """Put the dots at ``coords`` (M, 2) in ``colours``; the marks of the map before
@@ -315,7 +292,7 @@ class AtlasView(QWidget):
         if colours.legend:
             self.legend_label.setText(
                 "  ".join(
-                    f'<span style="color: rgb{rgb}">&#9632;</span> {_escape(name)} ({count})'
+                    f'<span style="color: rgb{rgb}">&#9632;</span> {html.escape(name, quote=False)} ({count})'
                     for name, rgb, count in colours.legend
                 )
             )
@@ -323,9 +300,7 @@ class AtlasView(QWidget):
             self.legend_label.setText(colours.note)
         if colours.scale is not None:
             lo, hi = colours.scale
-            row = np.ascontiguousarray(colours.palette[None, :, :3].astype(np.uint8))
-            image = QImage(row.data, row.shape[1], 1, row.shape[1] * 3, QImage.Format.Format_RGB888)
-            self.bar_image.setPixmap(QPixmap.fromImage(image.copy()))
+            self.bar_image.setPixmap(style.rgb_pixmap(colours.palette[None, :, :3]))
             self.bar_low.setText(f"{lo:.3g}")
             self.bar_high.setText(f"{hi:.3g}")
             self.colour_bar.show()
@@ -433,14 +408,18 @@ class AtlasView(QWidget):
         )
 
 
-def _text_button(text: str) -> QToolButton:
+def _text_button(text: str, tip: str) -> QToolButton:
     """A checkable button showing ``text``, as narrow as its text."""
     button = QToolButton()
     button.setText(text)
+    button.setToolTip(tip)
     button.setCheckable(True)
     button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
     return button
 
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _wrapped(text: str) -> QLabel:
+    """A word-wrapped label (its text never widens the tab)."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    return label

@@ -105,16 +105,8 @@ class SimilarityChart(PlotPanel):
         layer and call, in its (depth) order."""
         diffs: Sequence[Any] = tuple(comparison.layers)
         first = comparison.first_divergence
-        divergence = None
-        if first is not None:
-            divergence = next(
-                (
-                    i
-                    for i, d in enumerate(diffs)
-                    if d.name == first.name and d.call_index == first.call_index
-                ),
-                None,
-            )
+        at = (first.name, first.call_index) if first is not None else None
+        divergence = next((i for i, d in enumerate(diffs) if (d.name, d.call_index) == at), None)
         self.set_values(
             [d.name for d in diffs],
             [d.cosine for d in diffs],

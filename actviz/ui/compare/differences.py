@@ -109,9 +109,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         if stand_in is not None:
             grid = self.grid
             row, column, _, _ = grid.getItemPosition(grid.indexOf(stand_in))
-            grid.removeWidget(stand_in)
-            stand_in.setParent(None)
-            stand_in.deleteLater()
+            self._discard(stand_in)
             grid.addWidget(panel, row, column)
             panel.setVisible(True)  # now: a hidden widget takes no room in the layout
             self.cells[name] = panel
@@ -134,10 +132,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         ones are made when first painted)."""
         order = list(order)
         for name in [n for n in self.panels if n not in order]:
-            panel = self.panels.pop(name)
-            self.grid.removeWidget(panel)
-            panel.setParent(None)
-            panel.deleteLater()
+            self._discard(self.panels.pop(name))
         cells: dict[str, QtWidgets.QWidget] = {}
         for name in order:
             cell = self.panels.get(name)
@@ -146,14 +141,17 @@ class DifferenceArea(QtWidgets.QScrollArea):
             cells[name] = cell if cell is not None else _StandIn(name)
         for name, cell in self.cells.items():
             if isinstance(cell, _StandIn) and cells.get(name) is not cell:
-                self.grid.removeWidget(cell)
-                cell.setParent(None)
-                cell.deleteLater()
+                self._discard(cell)
         self.panels = {n: self.panels[n] for n in order if n in self.panels}
         changed = list(cells.items()) != list(self.cells.items())
         self.cells = cells
         if changed or order != self._order or self.columns() != self._columns_now:
             self._place(order)
+
+    def _discard(self, widget: QtWidgets.QWidget) -> None:
+        self.grid.removeWidget(widget)
+        widget.setParent(None)
+        widget.deleteLater()
 
     def columns(self) -> int:
         return 2 if self.viewport().width() >= TWO_COLUMNS_PX else 1

@@ -12,15 +12,9 @@ import weakref
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import (
-    QFileDialog,
-)
+from PySide6.QtWidgets import QFileDialog
 
-from actviz.ui.background_loads import (
-    IMAGE_FILTER,
-    TENSOR_FILTER,
-    describe_error,
-)
+from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER, describe_error
 from actviz.ui.compare.diff_painter import DiffPainter
 from actviz.ui.compare.model_b import ModelB
 from actviz.ui.compare.run_b import describe_outcome, request_for, restore_setup, setup_of

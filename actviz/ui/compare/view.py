@@ -61,14 +61,8 @@ class CompareView(QtWidgets.QWidget):
             empty_text="no comparison yet",
         )
         # The pane scrolls rather than holding the splitter open to the table's height.
-        predictions_scroll = QtWidgets.QScrollArea()
-        predictions_scroll.setWidgetResizable(True)
-        predictions_scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        predictions_scroll.setHorizontalScrollBarPolicy(
-            QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff
-        )
+        predictions_scroll = style.scroll_area(self.predictions, frameless=True, wrap=True)
         predictions_scroll.setMinimumWidth(260)
-        predictions_scroll.setWidget(self.predictions)
         self.top_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.top_splitter.addWidget(self.chart)
         self.top_splitter.addWidget(predictions_scroll)
@@ -107,19 +101,13 @@ class CompareView(QtWidgets.QWidget):
         )
 
         self.pin_combo = QtWidgets.QComboBox()
-        self.pin_combo.setSizeAdjustPolicy(
-            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.pin_combo.setMinimumContentsLength(10)
+        style.fit_combo(self.pin_combo, 10)
         self.pin_combo.setToolTip("Pin results with Run > Pin this result (Ctrl+P)")
         self.source_stack.addWidget(self._page(self.pin_combo))
 
         self.input_combo = QtWidgets.QComboBox()
         self.input_combo.setEditable(True)
-        self.input_combo.setMinimumContentsLength(10)
-        self.input_combo.setSizeAdjustPolicy(
-            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
+        style.fit_combo(self.input_combo, 10)
         self.input_combo.lineEdit().setPlaceholderText("image / tensor file or random:SEED")
         self.input_combo.setToolTip(
             "A sample, a recent input, a file path, or random:1x3x224x224:SEED "
@@ -164,14 +152,8 @@ class CompareView(QtWidgets.QWidget):
         self._fit_bar(parent.width() if parent is not None else event.size().width())
 
     def _fit_bar(self, width: int) -> None:
-        needed = (
-            self._bar_label.minimumSizeHint().width()
-            + self.source_combo.minimumSizeHint().width()
-            + self.source_stack.minimumSizeHint().width()
-            + self.compare_button.minimumSizeHint().width()
-            + 4 * 6
-            + 24
-        )
+        parts = (self._bar_label, self.source_combo, self.source_stack, self.compare_button)
+        needed = sum(w.minimumSizeHint().width() for w in parts) + 4 * 6 + 24
         # The chart above the predictions (not beside them) where both would not fit across.
         across = width >= NARROW_TAB_PX
         wanted = QtCore.Qt.Orientation.Horizontal if across else QtCore.Qt.Orientation.Vertical
@@ -191,9 +173,7 @@ class CompareView(QtWidgets.QWidget):
     def _page(*widgets: QtWidgets.QWidget, stretch: int = -1) -> QtWidgets.QWidget:
         """One row of ``widgets``; widget ``stretch`` (by index) takes the room left."""
         page = QtWidgets.QWidget()
-        row = QtWidgets.QHBoxLayout(page)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(4)
+        row = style.bare_box(page, spacing=4)
         stretch %= len(widgets)
         for i, widget in enumerate(widgets):
             row.addWidget(widget, 1 if i == stretch else 0)
@@ -218,16 +198,14 @@ class CompareView(QtWidgets.QWidget):
         """List the pinned results (newest last); ``current`` stays chosen."""
         combo = self.pin_combo
         keep = combo.currentIndex() if current is None else current
-        combo.blockSignals(True)
-        combo.clear()
-        if labels:
-            combo.addItems(list(labels))
-            combo.setCurrentIndex(keep if 0 <= keep < len(labels) else len(labels) - 1)
-            combo.setEnabled(True)
-        else:
-            combo.addItem("no pinned result (Ctrl+P pins the one shown)")
-            combo.setEnabled(False)
-        combo.blockSignals(False)
+        with QtCore.QSignalBlocker(combo):
+            combo.clear()
+            if labels:
+                combo.addItems(list(labels))
+                combo.setCurrentIndex(keep if 0 <= keep < len(labels) else len(labels) - 1)
+            else:
+                combo.addItem("no pinned result (Ctrl+P pins the one shown)")
+            combo.setEnabled(bool(labels))
 
     def set_input_choices(self, sources: Sequence[str]) -> None:
         """Offer ``sources`` (samples, recent inputs) in the input B box; its text stays."""

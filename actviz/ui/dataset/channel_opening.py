@@ -59,10 +59,9 @@ class ChannelOpening:
 
     def _open_top_image(self, layer: str, channel: int) -> bool:
         """No input yet: open the channel's best image (then run); False when there is none."""
-        scan = self.scans.scan
-        if scan is None or layer not in tuple(scan.layers):
+        if not self.scans.covers(layer):
             return False
-        top = scan.top(layer, channel)
+        top = self.scans.scan.top(layer, channel)
         if not top or not isinstance(top[0].source, str):
             return False
         self.awaiting_input = True
@@ -90,9 +89,8 @@ class ChannelOpening:
         shape = getattr(prepared, "shape", None)
         what = f" (its output is {tuple(shape)})" if shape else ""
         text = f"{layer} ch {channel} has no maps to open large{what}."
-        scan = self.scans.scan
-        if scan is not None and layer in tuple(scan.layers):
-            top = scan.top(layer, channel)[:TOP_NAMED]
+        if self.scans.covers(layer):
+            top = self.scans.scan.top(layer, channel)[:TOP_NAMED]
             if top:
                 named = ", ".join(
                     f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top

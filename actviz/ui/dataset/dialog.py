@@ -115,10 +115,8 @@ class ScanDialog(QDialog):
         for name in order:
             item = QListWidgetItem(name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(
-                Qt.CheckState.Checked if name in ticked_set else Qt.CheckState.Unchecked
-            )
             self.layer_list.addItem(item)
+        self.set_checked(ticked_set)
 
     def checked_layers(self) -> list[str]:
         """The checked layers, in list order (the window's ticked ones first)."""

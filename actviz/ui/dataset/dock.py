@@ -9,7 +9,6 @@ from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QComboBox,
     QDockWidget,
     QHBoxLayout,
     QLabel,
@@ -99,9 +98,7 @@ class DatasetDock(QDockWidget):
         top.addWidget(self.scan_button)
         layout.addLayout(top)
         self.progress_box = QWidget()
-        row = QVBoxLayout(self.progress_box)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(1)
+        row = style.bare_box(self.progress_box, spacing=1, vertical=True)
         bar_row = QHBoxLayout()
         self.progress_bar = style.ProgressBar()
         self.progress_bar.setRange(0, 0)
@@ -126,10 +123,7 @@ class DatasetDock(QDockWidget):
         layer_row.addWidget(QLabel("Layer"))
         # Long names shortened in the middle, whole on hover; never widening the dock.
         self.layer_combo = MiddleElidedComboBox()
-        self.layer_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.layer_combo.setMinimumContentsLength(10)
+        style.fit_combo(self.layer_combo, 10)
         self.layer_combo.currentTextChanged.connect(self._on_layer_changed)
         layer_row.addWidget(self.layer_combo, 1)
         layout.addLayout(layer_row)

@@ -40,13 +40,12 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        window = host
         self.host = host
-        self.session = window.session
+        self.session = host.session
         self.scans = DatasetScans(host, self)
         self.dialog: ScanDialog | None = None
         # The last folder and k, kept with the window's settings for the next start.
-        self._store = window.settings.store
+        self._store = host.settings.store
         self._last_folder = str(self._store.value(FOLDER_KEY, "") or "")
         self._last_k = _as_int(self._store.value(K_KEY, DEFAULT_K), DEFAULT_K)
         # Whether the scan under way was asked for (Scan…), not a saved one shown on opening.
@@ -293,15 +292,19 @@ class DatasetScanUI(FeatureBase, QObject):
     def show_saved(self) -> Job | None:
         """Show the last folder's saved scan for the session's model without running anything;
         returns the job (None: nothing to show)."""
-        folder = self._last_folder
         text = str(self._store.value(LAYERS_KEY, "") or "")
         layers = tuple(n for n in text.split(",") if n)
+        return self._peek(self._last_folder, layers, self._last_k) if self._last_folder else None
+
+    def _peek(self, folder: str, layers: tuple[str, ...], k: int) -> Job | None:
+        """Show the saved scan of ``layers`` in ``folder`` (None: a folder or layers that are
+        gone, nothing shown)."""
         tree = self.session.tree
-        if not folder or not layers or tree is None or not Path(folder).is_dir():
+        if not layers or tree is None or not Path(folder).is_dir():
             return None
         if any(name not in tree for name in layers):
             return None
-        return self.scans.peek(ScanSpec(folder, layers, self._last_k))
+        return self.scans.peek(ScanSpec(folder, layers, k))
 
     def session_part(self) -> dict[str, Any]:
         """What a session file keeps of the scan shown: its cache key (the folder of its
@@ -336,12 +339,7 @@ class DatasetScanUI(FeatureBase, QObject):
         if not isinstance(saved, dict):
             return None
         folder, layers = str(saved.get("folder", "")), tuple(saved.get("layers") or ())
-        tree = self.session.tree
-        if not layers or tree is None or any(n not in tree for n in layers):
-            return None
-        if not Path(folder).is_dir():
-            return None
-        return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
+        return self._peek(folder, layers, _as_int(saved.get("k"), DEFAULT_K))
 
     def _on_channel_changed(self, layer: str, channel: int) -> None:
         if channel < 0 or not self.scans.covers(layer):

@@ -101,11 +101,7 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
     def _value(self, key: str, row: int) -> float:
         f = self.figures
         assert f is not None
-        if key == "channel":
-            return float(row)
-        if key == "dead":
-            return float(f.dead[row])
-        return float(getattr(f, key)[row])
+        return float(row) if key == "channel" else float(getattr(f, key)[row])
 
     def data(self, index: QtCore.QModelIndex, role: int = _Qt.ItemDataRole.DisplayRole) -> Any:
         f = self.figures

@@ -99,24 +99,18 @@ class TopKGrid(QtWidgets.QWidget):
         for view, picture in zip(self.views, tile_pictures(self.views), strict=True):
             entry = view.entry
             name = source_name(entry.source)
-            item = QtWidgets.QListWidgetItem(
-                QtGui.QIcon(
-                    style.rgb_pixmap(picture, TILE_PX, smooth=False)
-                ),  # scaled down to the icon size
-                f"{style.format_value(entry.value)}\n{name}",
-            )
+            # Scaled down to the icon size.
+            icon = QtGui.QIcon(style.rgb_pixmap(picture, TILE_PX, smooth=False))
+            item = QtWidgets.QListWidgetItem(icon, f"{style.format_value(entry.value)}\n{name}")
             item.setData(SOURCE_ROLE, entry.source)
-            where = (
-                ""
-                if entry.location is None
-                else f" at (y={entry.location[0]}, x={entry.location[1]})"
-            )
+            at = entry.location
+            where = "" if at is None else f" at (y={at[0]}, x={at[1]})"
             missing = getattr(view, "missing", "")
             if missing:  # grey: its file is gone or changed since the scan; nothing to open
                 item.setFlags(item.flags() & ~QtCore.Qt.ItemFlag.ItemIsEnabled)
             item.setToolTip(
                 f"{entry.source}\nmax {style.format_value(entry.value)}{where}\n"
-                + (missing if missing else "click: open as input")
+                + (missing or "click: open as input")
             )
             item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
             self.tiles.addItem(item)

@@ -151,10 +151,9 @@ class EffectsFeature(FeatureBase, QObject):
         top = setup.get("top")
         if isinstance(top, int) and not isinstance(top, bool):
             self.view.top_spin.setValue(top)
-        if isinstance(setup.get("mark"), bool):
-            self.view.mark_check.setChecked(setup["mark"])
-        if isinstance(setup.get("sort"), bool):
-            self.view.sort_check.setChecked(setup["sort"])
+        for key, check in (("mark", self.view.mark_check), ("sort", self.view.sort_check)):
+            if isinstance(setup.get(key), bool):
+                check.setChecked(setup[key])
 
     def shutdown(self) -> None:
         """The window closes: let go of the session's events."""
@@ -179,19 +178,14 @@ class EffectsFeature(FeatureBase, QObject):
         why, when it cannot). Nothing starts when the effects shown are of that result."""
         if self.closed:
             return False
-        result = self.session.result
-        if self._source is not None and result is not None and self._source() is result:
+        if self.shows_result():
             return True
+        result = self.session.result
         self._source = weakref.ref(result) if result is not None else None
         try:
             model, cap, layers, target, dicts = _what_to_estimate(self.session, result)
         except ValueError as exc:
-            self.effects = None
-            self._source = None  # asked again, it says why again
-            self._estimate = None
-            self.estimates.drop()
-            self.view.set_sections([])
-            self.view.set_message(str(exc), error=True)
+            self._clear(str(exc), error=True)  # asked again, it says why again
             return False
         if self.effects is None:
             self.view.set_message("Ranking the channels…")
@@ -399,6 +393,15 @@ class EffectsFeature(FeatureBase, QObject):
         self.view.set_sections([])
         self.view.set_message(describe_error(error), error=True)
 
+    def _clear(self, message: str, error: bool = False) -> None:
+        """Hold and show no effects (and make none), saying ``message``."""
+        self.effects = None
+        self._source = None
+        self._estimate = None
+        self.estimates.drop()
+        self.view.set_sections([])
+        self.view.set_message(message, error=error)
+
     def _on_dock_visibility(self, visible: bool) -> None:
         if visible:
             self.refresh()
@@ -422,12 +425,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.verification.forget()
         self.marks.sorted = {}
         # The bars shown were the old model's (no result_changed announces their end).
-        self.effects = None
-        self._source = None
-        self._estimate = None
-        self.estimates.drop()
-        self.view.set_sections([])
-        self.view.set_message(RUN_FIRST)
+        self._clear(RUN_FIRST)
 
     def _on_sort_action_toggled(self, on: bool) -> None:
         self.sort_panels(on)

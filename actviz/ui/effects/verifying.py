@@ -116,8 +116,7 @@ class Verification:
             return False
         if self.job.running:
             f.view.set_message(
-                "A verification is running: measure again when it ends (or Cancel it).",
-                error=True,
+                "A verification is running: measure again when it ends (or Cancel it).", error=True
             )
             return False
         self.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))

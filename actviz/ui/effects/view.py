@@ -238,19 +238,17 @@ class EffectsSection(QtWidgets.QWidget):
         self.info.setText(info)
         self.ablate_button.setText(f"Ablate top {k}")
         self.keep_button.setText(f"Keep only top {k}")
-        if unit == "concept":
-            self.ablate_button.setToolTip(
-                f"What-if: remove the top {k} concepts of {self.layer} (x − z_i d_i) and run again"
-            )
-            self.keep_button.setToolTip(
-                f"What-if: remove every concept of {self.layer} but the top {k} and run again"
-            )
-            return
+        n = self.layer
+        concept = unit == "concept"
         self.ablate_button.setToolTip(
-            f"What-if: set the top {k} channels of {self.layer} to zero and run again"
+            f"What-if: remove the top {k} concepts of {n} (x − z_i d_i) and run again"
+            if concept
+            else f"What-if: set the top {k} channels of {n} to zero and run again"
         )
         self.keep_button.setToolTip(
-            f"What-if: set every channel of {self.layer} but the top {k} to zero and run again"
+            f"What-if: remove every concept of {n} but the top {k} and run again"
+            if concept
+            else f"What-if: set every channel of {n} but the top {k} to zero and run again"
         )
 
 

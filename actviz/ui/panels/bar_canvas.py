@@ -89,11 +89,8 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.positive.setOpts(x=x, height=np.clip(clean, 0.0, None), width=width)
         self.negative.setOpts(x=x, height=np.clip(clean, None, 0.0), width=width)
 
-        bottom_axis = self.bottom_axis
-        if 0 < count <= 16:
-            bottom_axis.setTicks([[(float(i), str(i)) for i in range(count)]])
-        else:
-            bottom_axis.setTicks(None)
+        ticks = [[(float(i), str(i)) for i in range(count)]] if 0 < count <= 16 else None
+        self.bottom_axis.setTicks(ticks)
         if count == 0:
             self.view.setRange(xRange=(-0.5, 0.5), yRange=(0.0, 1.0), padding=0.0)
             return

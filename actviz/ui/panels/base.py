@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.ui.panels.style import SELECTION, title_label
+from actviz.ui.panels.style import SELECTION, bare_box, title_label
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +46,7 @@ class PanelBase(QtWidgets.QFrame):
         outer.setSpacing(2)
         self.title_label = title_label(title)
         outer.addWidget(self.title_label)
-        self.content = QtWidgets.QVBoxLayout()
-        self.content.setContentsMargins(0, 0, 0, 0)
-        self.content.setSpacing(2)
+        self.content = bare_box(spacing=2, vertical=True)
         outer.addLayout(self.content, 1)
         self._selected = False
 

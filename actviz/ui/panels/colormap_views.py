@@ -14,6 +14,9 @@ from actviz.display.colormaps import PAD_INDEX as PAD_INDEX
 from actviz.display.colormaps import indexed_table, table
 from actviz.display.colormaps import to_indices as to_indices
 
+#: The (256, 4) table for index images of a map (:data:`PAD_INDEX` transparent).
+indexed_lut = indexed_table
+
 # pyqtgraph ImageItem is fastest with a LUT of at most 256 entries.
 LUT_SIZE = 256
 
@@ -27,8 +30,3 @@ def lut(name: str) -> np.ndarray:
     out[:, 3] = 255
     out.setflags(write=False)
     return out
-
-
-def indexed_lut(name: str) -> np.ndarray:
-    """The (256, 4) table for index images of map ``name`` (:data:`PAD_INDEX` transparent)."""
-    return indexed_table(name)

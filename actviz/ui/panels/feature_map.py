@@ -65,10 +65,8 @@ class LayerPanel(PanelBase):
         self._tile_unit = ""
         self._build_edit_bar()
 
-        row = QtWidgets.QHBoxLayout()
+        row = style.bare_box(spacing=6)
         self._sides = row
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(6)
         self.activation_slot = ViewSlot("activation", style.BAR_POSITIVE)
         self.gradient_slot = ViewSlot("|gradient|", style.BAR_GRADIENT, gradient=True)
         self.activation_slot.resized.connect(self._on_activation_resized)
@@ -76,10 +74,8 @@ class LayerPanel(PanelBase):
         row.addWidget(self.activation_slot, 1)
         row.addWidget(self.gradient_slot, 1)
         self.content.addLayout(row, 1)
-        bottom = QtWidgets.QHBoxLayout()
+        bottom = style.bare_box(spacing=2)
         self._readouts = bottom
-        bottom.setContentsMargins(0, 0, 0, 0)
-        bottom.setSpacing(2)
         self.status_label = style.readout_label()
         bottom.addWidget(self.edit_badge)
         bottom.addWidget(self.status_label, 1)
@@ -88,7 +84,7 @@ class LayerPanel(PanelBase):
         bottom.addWidget(self.page_bar)
         self.content.addLayout(bottom)
         self._narrow = False
-        self._arrange = DeferredCall(self, self._arrange_to_width)
+        self._arrange = DeferredCall(self, lambda: self._set_narrow(self.width() < NARROW_PANEL_PX))
 
         for slot in (self.activation_slot, self.gradient_slot):
             slot.hovered.connect(self._on_slot_hovered)
@@ -105,9 +101,7 @@ class LayerPanel(PanelBase):
         assert isinstance(outer, QtWidgets.QBoxLayout)
         position = outer.indexOf(self.title_label)
         outer.removeWidget(self.title_label)
-        layout = QtWidgets.QHBoxLayout()
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
+        layout = style.bare_box(spacing=6)
         layout.addWidget(self.title_label, 1)
         outer.insertLayout(position, layout)
         # The badge goes on the read-out line: beside the title it would squeeze a long name.
@@ -227,9 +221,6 @@ class LayerPanel(PanelBase):
         super().resizeEvent(event)
         # After this layout pass: the arrangement changes the panel's height-for-width.
         self._arrange.request()
-
-    def _arrange_to_width(self) -> None:
-        self._set_narrow(self.width() < NARROW_PANEL_PX)
 
     def _set_narrow(self, narrow: bool) -> None:
         """Sides and read-outs side by side in a wide panel, one above the other in a narrow one."""

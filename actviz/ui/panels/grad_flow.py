@@ -176,10 +176,11 @@ class GradFlowPanel(PlotPanel):
         self.plot.getAxis("left").setWidth(64)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.disableAutoRange()
-        self.finite_bars = bar_series(style.BAR_GRADIENT, y0=np.zeros(0), y1=np.zeros(0))
-        self.zero_bars = bar_series(style.BAR_ZERO, y0=np.zeros(0), y1=np.zeros(0))
-        self.bad_bars = bar_series(style.BAR_BAD, y0=np.zeros(0), y1=np.zeros(0))
-        for item in (self.finite_bars, self.zero_bars, self.bad_bars):
+        self.finite_bars, self.zero_bars, self.bad_bars = bars = [
+            bar_series(colour, y0=np.zeros(0), y1=np.zeros(0))
+            for colour in (style.BAR_GRADIENT, style.BAR_ZERO, style.BAR_BAD)
+        ]
+        for item in bars:
             self.plot.addItem(item)
         self.names: list[str] = []
         self.norms = np.zeros(0, dtype=np.float64)

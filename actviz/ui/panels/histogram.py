@@ -56,14 +56,11 @@ class HistogramPanel(PlotPanel):
     def set_layers(self, names: list[str], current: str | None) -> None:
         """Offer ``names`` in the selector with ``current`` chosen (no ``layer_changed``)."""
         combo = self.layer_combo
-        blocked = combo.blockSignals(True)
-        try:
+        with QtCore.QSignalBlocker(combo):
             if [combo.itemText(i) for i in range(combo.count())] != list(names):
                 combo.clear()
                 combo.addItems(list(names))
             combo.setCurrentIndex(names.index(current) if current in names else -1)
-        finally:
-            combo.blockSignals(blocked)
 
     def current_layer(self) -> str | None:
         """The layer chosen in the selector, or None."""

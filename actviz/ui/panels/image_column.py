@@ -32,9 +32,7 @@ class LevelControls(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        row = QtWidgets.QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(3)
+        row = style.bare_box(self, spacing=3)
         row.addWidget(style.caption_label("levels"))
         self.low = self._spin("value drawn in the lowest colour")
         self.high = self._spin("value drawn in the highest colour")
@@ -68,9 +66,8 @@ class LevelControls(QtWidgets.QWidget):
 
     def set_levels(self, low: float, high: float, *, emit: bool = False) -> None:
         for spin, value in ((self.low, low), (self.high, high)):
-            spin.blockSignals(True)
-            spin.setValue(float(value))
-            spin.blockSignals(False)
+            with QtCore.QSignalBlocker(spin):
+                spin.setValue(float(value))
         if emit:
             self._on_edited()
 
@@ -89,9 +86,7 @@ class ImageColumn(QtWidgets.QWidget):
 
     def __init__(self, caption: str, colormap: Callable[[], Any]) -> None:
         super().__init__()
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(1)
+        layout = style.bare_box(self, spacing=1, vertical=True)
         self.caption = style.caption_label(caption)
         self.canvas = ImageCanvas(passive=False)
         self.levels = LevelControls()

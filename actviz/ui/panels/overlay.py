@@ -149,10 +149,7 @@ def layer_row(min_length: int) -> tuple[QtWidgets.QHBoxLayout, MiddleElidedCombo
     row.addWidget(style.caption_label("layer"))
     combo = MiddleElidedComboBox()
     combo.setMaxVisibleItems(20)
-    combo.setSizeAdjustPolicy(
-        QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-    )
-    combo.setMinimumContentsLength(min_length)
+    style.fit_combo(combo, min_length)
     row.addWidget(combo, 1)
     return row, combo
 
@@ -166,10 +163,7 @@ class OverlayPanel(PanelBase):
     layer_changed = QtCore.Signal(str)
 
     def __init__(
-        self,
-        title: str,
-        with_layer_selector: bool = False,
-        parent: QtWidgets.QWidget | None = None,
+        self, title: str, with_layer_selector: bool = False, parent: QtWidgets.QWidget | None = None
     ) -> None:
         super().__init__(title, parent)
         self._base_title = title
@@ -201,8 +195,7 @@ class OverlayPanel(PanelBase):
         self._token_describe: list[str] = []
 
         self.controls = QtWidgets.QWidget()
-        controls = QtWidgets.QHBoxLayout(self.controls)
-        controls.setContentsMargins(0, 0, 0, 0)
+        controls = style.bare_box(self.controls)
         controls.addWidget(style.caption_label("opacity"))
         self.opacity_slider = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
         self.opacity_slider.setRange(0, 100)
@@ -284,14 +277,11 @@ class OverlayPanel(PanelBase):
         """Fill the layer selector without emitting ``layer_changed``."""
         if self.layer_combo is None:
             return
-        blocked = self.layer_combo.blockSignals(True)
-        try:
+        with QtCore.QSignalBlocker(self.layer_combo):
             self.layer_combo.clear()
             self.layer_combo.addItems(list(names))
             if current is not None and current in names:
                 self.layer_combo.setCurrentIndex(names.index(current))
-        finally:
-            self.layer_combo.blockSignals(blocked)
         self._sync_controls()
 
     def current_layer(self) -> str | None:

@@ -76,9 +76,7 @@ class PageBar(QtWidgets.QWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        layout = QtWidgets.QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
+        layout = style.bare_box(self, spacing=2)
         arrow = QtCore.Qt.ArrowType
         self.prev_button = style.arrow_button(
             arrow.LeftArrow, "Previous channels", lambda: self.requested.emit(-1), raised=False
@@ -152,9 +150,8 @@ class DifferenceToggle(QtWidgets.QToolButton):
 
     def withdraw(self) -> None:
         """No difference to offer (no edits at all): hidden, unchecked, without a signal."""
-        self.blockSignals(True)
-        self.setChecked(False)
-        self.blockSignals(False)
+        with QtCore.QSignalBlocker(self):
+            self.setChecked(False)
         self.setVisible(False)
 
     def wanted(self) -> bool:

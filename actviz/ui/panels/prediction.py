@@ -58,16 +58,13 @@ class _Row:
     """One prediction: index, name and percentage on one line, the bar under the name."""
 
     def __init__(self, grid: QtWidgets.QGridLayout, row: int) -> None:
+        right = QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
         self.index = style.caption_label()
-        self.index.setAlignment(
-            QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
-        )
+        self.index.setAlignment(right)
         self.label = style.ElidedLabel()
         self.bar = ProbabilityBar()
         self.percent = QtWidgets.QLabel()
-        self.percent.setAlignment(
-            QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
-        )
+        self.percent.setAlignment(right)
         font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
         self.percent.setFont(font)
         self.percent.setMinimumWidth(self.percent.fontMetrics().horizontalAdvance("100.0 %") + 4)

@@ -122,9 +122,7 @@ class PredictionChangeView(PanelBase):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.setShowGrid(False)
         self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        for col in range(len(columns)):
-            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 4)
         self.table.setVisible(False)
         self.content.addWidget(self.table)

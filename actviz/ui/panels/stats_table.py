@@ -53,9 +53,7 @@ def _display(key: str, value: Any) -> str:
     if value is None:
         return "—"
     if key == "shape":
-        if isinstance(value, (tuple, list)):
-            return style.format_shape(value)
-        return str(value)
+        return style.format_shape(value) if isinstance(value, (tuple, list)) else str(value)
     if key == "name":
         return str(value) or "(model)"
     if key in ("nan", "inf"):
@@ -106,9 +104,8 @@ class StatsModel(QtCore.QAbstractTableModel):
         if role == _Qt.ItemDataRole.ForegroundRole:
             return QtGui.QBrush(QtGui.QColor(style.TEXT)) if _is_bad(row) else None
         if role == _Qt.ItemDataRole.TextAlignmentRole:
-            if column.numeric:
-                return int(_Qt.AlignmentFlag.AlignRight | _Qt.AlignmentFlag.AlignVCenter)
-            return int(_Qt.AlignmentFlag.AlignLeft | _Qt.AlignmentFlag.AlignVCenter)
+            side = _Qt.AlignmentFlag.AlignRight if column.numeric else _Qt.AlignmentFlag.AlignLeft
+            return int(side | _Qt.AlignmentFlag.AlignVCenter)
         if role == _Qt.ItemDataRole.ToolTipRole:
             if column.key == "name":
                 return str(row.get("name", ""))
@@ -131,16 +128,11 @@ class StatsModel(QtCore.QAbstractTableModel):
         """Sort rows by ``column``; missing and NaN values always go last."""
         if not 0 <= column < len(COLUMNS):
             return
-        key = COLUMNS[column].key
-        numeric = COLUMNS[column].numeric
+        key, numeric = COLUMNS[column].key, COLUMNS[column].numeric
         present, missing = [], []
         for row in self._rows:
-            value = row.get(key)
-            if numeric:
-                number = _as_float(value)
-                (missing if number is None or math.isnan(number) else present).append(row)
-            else:
-                present.append(row)
+            number = _as_float(row.get(key)) if numeric else 0.0
+            (missing if number is None or math.isnan(number) else present).append(row)
         if numeric:
             present.sort(key=lambda r: _as_float(r.get(key)))
         else:
@@ -262,9 +254,8 @@ class StatsTable(PanelBase):
     def _on_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
         # The frozen header shows the indicator only when the names are the sort column.
         frozen = self.name_view.horizontalHeader()
-        blocked = frozen.blockSignals(True)
-        frozen.setSortIndicator(section if section == 0 else -1, order)
-        frozen.blockSignals(blocked)
+        with QtCore.QSignalBlocker(frozen):
+            frozen.setSortIndicator(section if section == 0 else -1, order)
 
     def _on_frozen_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
         if section >= 0:

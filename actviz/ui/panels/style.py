@@ -378,6 +378,26 @@ def arrow_button(
     return button
 
 
+def bare_box(
+    parent: QtWidgets.QWidget | None = None, *, spacing: int | None = None, vertical: bool = False
+) -> QtWidgets.QBoxLayout:
+    """A box layout without margins (``spacing`` pixels between items where given)."""
+    box = (QtWidgets.QVBoxLayout if vertical else QtWidgets.QHBoxLayout)(parent)
+    box.setContentsMargins(0, 0, 0, 0)
+    if spacing is not None:
+        box.setSpacing(spacing)
+    return box
+
+
+def fit_combo(combo: QtWidgets.QComboBox, length: int) -> None:
+    """Size ``combo`` for ``length`` characters, whatever its entries (a long one never
+    widens the layout)."""
+    combo.setSizeAdjustPolicy(
+        QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+    )
+    combo.setMinimumContentsLength(length)
+
+
 def scroll_area(
     widget: QtWidgets.QWidget | None = None,
     *,

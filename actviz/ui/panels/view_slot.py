@@ -124,9 +124,7 @@ class ViewSlot(QtWidgets.QWidget):
         gradient: bool = False,
     ):
         super().__init__(parent)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(1)
+        layout = style.bare_box(self, spacing=1, vertical=True)
         self.caption = style.caption_label(caption)
         layout.addWidget(self.caption)
         self.stack = QtWidgets.QStackedWidget()
@@ -168,9 +166,7 @@ class ViewSlot(QtWidgets.QWidget):
     def _bars(self) -> BarCanvas:
         if self.bar_canvas is None:
             self.bar_canvas = BarCanvas(
-                passive=True,
-                positive_color=self._bar_color,
-                x_label=self._unit_label,
+                passive=True, positive_color=self._bar_color, x_label=self._unit_label
             )
             self.bar_canvas.hovered.connect(
                 lambda index: self.hovered.emit(Location("bars", int(index)))
@@ -223,15 +219,9 @@ class ViewSlot(QtWidgets.QWidget):
                 lock_aspect=True,
                 source=lambda m=mosaic: m.image,
             )
+            m, ids = mosaic, mosaic.tile_channels if mosaic.order is not None else None
             canvas.set_tiles(
-                mosaic.rows,
-                mosaic.cols,
-                mosaic.tile_h,
-                mosaic.tile_w,
-                mosaic.pad,
-                mosaic.channels,
-                mosaic.first_channel,
-                mosaic.tile_channels if mosaic.order is not None else None,
+                m.rows, m.cols, m.tile_h, m.tile_w, m.pad, m.channels, m.first_channel, ids
             )
             self.legend.setText(scale_legend(mosaic))
             self.legend.setVisible(True)
