@@ -23,7 +23,7 @@ from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.sessions import questions
 from actviz.ui.sessions.autosave import Autosave, autosave_path
 from actviz.ui.sessions.reports import ReportExport
-from actviz.ui.sessions.saving import BANNER_SOURCE, SessionSaver
+from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, SessionSaver
 from actviz.ui.sessions.state import (
     apply_view,
     gather_state,
@@ -33,7 +33,6 @@ from actviz.ui.sessions.state import (
 )
 from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_file import (
-    SUFFIX,
     ModelCheck,
     SessionFileError,
     SessionState,
@@ -45,8 +44,6 @@ from actviz.workspace.session_file import (
 log = logging.getLogger(__name__)
 
 __all__ = ["SessionsFeature", "autosave_path"]
-
-SESSION_FILTER = f"actviz sessions (*{SUFFIX})"
 
 
 @dataclass
@@ -197,9 +194,7 @@ class SessionsFeature(FeatureBase, QObject):
         self._fail_open(opening, f"Could not open the session: {text}", level="error")
 
     def wait(self, done: Callable[[], bool]) -> None:
-        wait_until = getattr(self.host, "wait_until", None)
-        if wait_until is not None:
-            wait_until(done)
+        self.host.wait_until(done)
 
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save the session (Ctrl+S) to ``path``, else the file last used, else ask; True when

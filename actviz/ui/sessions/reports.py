@@ -105,9 +105,7 @@ class ReportExport(QObject):
         self._submit(report)
         self.host.refresh_busy()
         if wait:
-            wait_until = getattr(self.host, "wait_until", None)
-            if wait_until is not None:
-                wait_until(lambda: report not in self._reports)
+            self.host.wait_until(lambda: report not in self._reports)
             return report.outcome is not None and report.outcome[1] is None
         return True
 

@@ -6,6 +6,7 @@ capture as ``result.baseline``; a change re-runs through ``schedule_run``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -83,7 +84,8 @@ class WhatIfController(FeatureBase, QObject):
         # Under the bars (which show the edited run).
         host.add_prediction_widget(self.change_view)
 
-        self.dock.enabled_changed.connect(self._on_dock_enabled_changed)
+        board = self.session.edits
+        self.dock.enabled_changed.connect(board.set_enabled)
         self.dock.value_changed.connect(self._on_dock_value_changed)
         self.dock.remove_requested.connect(self._on_dock_remove_requested)
         self.dock.clear_requested.connect(self._on_dock_clear_requested)
@@ -102,19 +104,15 @@ class WhatIfController(FeatureBase, QObject):
         self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         self.dock.setVisible(len(self.session.edits) > 0)
 
-    reset_dock = reset_layout
-
     def add_edit(self, layer: str, edit: Any, note: str = "", *, model: Any = None) -> bool:
         """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up); ``model``: the
         model whose panel offered the edit (None: the one shown). An edit offered for a
         model no longer shown is refused and the window says so; False then."""
         from actviz.workspace.edits_board import StaleEditError
 
+        kwargs = {} if model is None else {"model": model}  # omitted: the model shown
         try:
-            if model is None:
-                self.session.edits.add(layer, edit, note)
-            else:
-                self.session.edits.add(layer, edit, note, model=model)
+            self.session.edits.add(layer, edit, note, **kwargs)
         except StaleEditError as exc:
             self.host.show_warning(f"Edit not made: {exc}.")
             return False
@@ -131,9 +129,6 @@ class WhatIfController(FeatureBase, QObject):
         self.clear_edits()
         self.dock.hide()
 
-    def _on_dock_enabled_changed(self, key: int, on: bool) -> None:
-        self.session.edits.set_enabled(key, on)
-
     def _on_dock_value_changed(self, key: int, value: float) -> None:
         try:
             self.session.edits.set_value(key, value)
@@ -141,10 +136,8 @@ class WhatIfController(FeatureBase, QObject):
             self.host.show_error(f"Edit: {exc}")
 
     def _on_dock_remove_requested(self, key: int) -> None:
-        try:
+        with contextlib.suppress(KeyError):
             self.session.edits.remove(key)
-        except KeyError:
-            pass
 
     def _on_edits_changed(self) -> None:
         board = self.session.edits

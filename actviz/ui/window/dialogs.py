@@ -408,23 +408,23 @@ class OpenModelDialog(QDialog):
     def spec(self) -> ModelSpec | None:
         """The choice on the current tab, or None when nothing is chosen."""
         tab = self.tabs.currentIndex()
-        if tab == 0:
-            name = _chosen_name(self.zoo_list)
+        if tab in (0, 3):  # a list of names; tab 3 (timm) exists only with timm
+            names, random = (
+                (self.zoo_list, self.random_check)
+                if tab == 0
+                else (self.timm_list, self.timm_random_check)
+            )
+            name = _chosen_name(names)
             if name is None:
                 return None
-            return ModelSpec(name, None, None if self.random_check.isChecked() else "DEFAULT")
+            weights = None if random.isChecked() else "DEFAULT"
+            return ModelSpec(name if tab == 0 else f"timm:{name}", None, weights)
         if tab == 1:
             path = self.file_edit.text().strip()
             if not path:
                 return None
             arch = self.arch_combo.currentText().strip() or None
             return ModelSpec(path, arch)
-        if tab == 3 and self.timm_list is not None:
-            name = _chosen_name(self.timm_list)
-            if name is None:
-                return None
-            weights = None if self.timm_random_check.isChecked() else "DEFAULT"
-            return ModelSpec(f"timm:{name}", None, weights)
         item = self.recent_list.currentItem()
         if item is None:
             return None

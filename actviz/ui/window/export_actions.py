@@ -21,6 +21,7 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.central import Centre, StatusWidgets
+from actviz.ui.window.export_folder import ask_export_folder
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
 from actviz.workspace.session_state import Session
@@ -84,7 +85,7 @@ class ExportActions:
         #: Files written by the last finished "export everything".
         self.last_export: list[Path] = []
         #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests replace it).
-        self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
+        self.choose_export_folder: Callable[[QWidget | None, str], str] = ask_export_folder
         self._export_request: ExportRequest | None = None
         #: ``() -> layer_writers`` for ``export_capture`` (the plugins' layer views).
         self.layer_writers: Callable[[], list[Any]] | None = None
@@ -394,12 +395,6 @@ def _lacks_saliency(result: Any) -> bool:
 
     cap = result.capture
     return cap.input_grads is None and result.token_saliency is None and not token_input(cap.inputs)
-
-
-def _ask_export_folder(parent: QWidget | None, start: str) -> str:
-    from actviz.ui.window.export_folder import ask_export_folder
-
-    return ask_export_folder(parent, start)
 
 
 __all__ = ["ExportActions", "ExportHost", "ExportRequest"]

@@ -112,10 +112,7 @@ class FileOpening:
             str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
         )
         self.start_model_load(request)
-        if not wait:
-            return True
-        self.window.wait_until(lambda: request.succeeded is not None)
-        return bool(request.succeeded)
+        return self._outcome(request, wait)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
         """Open an input (any source ``open_input`` knows) in the background; returns as
@@ -124,6 +121,10 @@ class FileOpening:
             return False
         request = InputRequest(str(source), remember=remember)
         self.inputs.ask(request)
+        return self._outcome(request, wait)
+
+    def _outcome(self, request: ModelRequest | InputRequest, wait: bool) -> bool:
+        """True (started), or with ``wait`` whether ``request`` succeeded once it ended."""
         if not wait:
             return True
         self.window.wait_until(lambda: request.succeeded is not None)
@@ -280,41 +281,42 @@ class FileOpening:
                 request.trust = True
                 self.start_model_load(request)
                 return
-            text = f"Not opened: {error.path} was not trusted."
-            if self._fail_in_dialog(request, text):
-                return
-            self._fail_model_load(request, text, level="warning")
+            self._fail(request, f"Not opened: {error.path} was not trusted.", level="warning")
             return
         log.info("could not open model %r: %s", request.source, error)
         if isinstance(error, ArchitectureNeededError):
             # Asked in the dialog, never sent to the command line (--arch).
             in_dialog = self._dialog_of(request) is not None
             text = arch_needed_text(error, in_dialog=in_dialog)
-            if self._fail_in_dialog(request, text, path=error.path, candidates=error.candidates):
-                return
-            self._fail_model_load(request, text, level="error")
+            self._fail(request, text, level="error", path=error.path, candidates=error.candidates)
             return
         text = f"Could not open model {request.source!r}: {failure_reason(error, request.source)}"
-        if self._fail_in_dialog(request, text, path=request.source):
-            return
-        self._fail_model_load(request, text, level="error", details=error_details(error))
+        details = error_details(error)
+        self._fail(request, text, level="error", path=request.source, details=details)
 
     def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
         dialog = request.dialog
         return dialog if dialog is not None and dialog is self.model_dialog else None
 
-    def _fail_in_dialog(
-        self, request: ModelRequest, text: str, *, path: str = "", candidates: Any = ()
-    ) -> bool:
-        """Show a failed load in the dialog it came from; False without one."""
+    def _fail(
+        self,
+        request: ModelRequest,
+        text: str,
+        *,
+        level: str,
+        details: str = "",
+        path: str = "",
+        candidates: Any = (),
+    ) -> None:
+        """A failed load: said in the dialog it came from, else at ``level`` in the banner."""
         dialog = self._dialog_of(request)
         if dialog is None:
-            return False
+            self._fail_model_load(request, text, level=level, details=details)
+            return
         self._fail_model_load(request, text, level=None)
         # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
         keep = path if path and Path(path).exists() else ""
         dialog.show_failure(text, path=keep, candidates=candidates)
-        return True
 
     def _on_model_load_cancelled(self, job: Job) -> None:
         request = self._model_request
