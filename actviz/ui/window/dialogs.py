@@ -71,18 +71,15 @@ def confirm_untrusted_file(
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
-    if code:
-        box.setText(f"Opening {Path(path).name} would run the Python code that comes with it.")
-        box.setInformativeText(
-            "Only continue if you trust where this model came from. Its own modeling code "
-            "(trust_remote_code) runs on this computer with your permissions."
-        )
-    else:
-        box.setText(f"Opening {Path(path).name} would run code stored in it.")
-        box.setInformativeText(
-            "Only continue if you trust where this file came from. A pickle can execute "
-            "arbitrary code on this computer when it is loaded."
-        )
+    what = "the Python code that comes with it" if code else "code stored in it"
+    box.setText(f"Opening {Path(path).name} would run {what}.")
+    box.setInformativeText(
+        "Only continue if you trust where this model came from. Its own modeling code "
+        "(trust_remote_code) runs on this computer with your permissions."
+        if code
+        else "Only continue if you trust where this file came from. A pickle can execute "
+        "arbitrary code on this computer when it is loaded."
+    )
     box.setDetailedText(message)
     trust = box.addButton("Trust and open", QMessageBox.ButtonRole.AcceptRole)
     box.addButton(QMessageBox.StandardButton.Cancel)

@@ -172,12 +172,10 @@ class ExportActions:
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
         """Run again with the input gradient, then export; False when no such run can start."""
-        window: Any = self.window
-        runs = getattr(window, "runs", None)
-        result = self.session.result
+        window: Any = self.window  # the MainWindow: its runs and run signals
+        runs, result = window.runs, self.session.result
         if (
-            runs is None
-            or runs.last_request is None
+            runs.last_request is None
             or runs.last_request.input_grads  # asked already: running again would loop
             or getattr(result, "origin", None) is not None  # a live frame: exported as shown
             or self.session.pins.find(result) is not None  # a pinned result: the same

@@ -4,7 +4,7 @@ window's parts, so a feature never touches a widget it did not make.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
-__all__ = ["Host", "report_parts"]
+__all__ = ["Host"]
 
 
 def _window_attr(name: str, *, settable: bool = False) -> Any:
@@ -359,8 +359,22 @@ class Host:
         return parts
 
     def report_parts(self) -> dict[str, object]:
-        """What the features add to File > Export report (see :func:`report_parts`)."""
-        return report_parts(self.features.values())
+        """The ``write_report`` arguments the features' ``report_part()`` give (a value may be
+        a function, called when the report is written); their figures all go in."""
+        parts: dict[str, object] = {}
+        figures: list[object] = []
+        for feature in self.features.values():
+            part = getattr(feature, "report_part", None)
+            if callable(part):
+                given = dict(part() or {})
+                if "figures" in given:
+                    figures.append(given.pop("figures"))
+                parts.update(given)
+        if figures:
+            parts["figures"] = lambda: [
+                f for given in figures for f in (given() if callable(given) else given)
+            ]
+        return parts
 
     def restore_session_parts(self, parts: Mapping[str, object]) -> None:
         """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
@@ -384,24 +398,3 @@ class Host:
     def show_status(self, text: str) -> None:
         """Set the status bar's text."""
         self._w.status.status_label.setText(text)
-
-
-def report_parts(features: Iterable[Any]) -> dict[str, object]:
-    """The ``write_report`` arguments the features' ``report_part()`` give (a value may be a
-    function, called when the report is written); their figures all go in."""
-    parts: dict[str, object] = {}
-    figures: list[object] = []
-    for feature in features:
-        part = getattr(feature, "report_part", None)
-        if callable(part):
-            given = dict(part() or {})
-            if "figures" in given:
-                figures.append(given.pop("figures"))
-            parts.update(given)
-    if figures:
-
-        def all_figures() -> list[object]:
-            return [f for given in figures for f in (given() if callable(given) else given)]
-
-        parts["figures"] = all_figures
-    return parts
