@@ -203,9 +203,6 @@ class ExportActions:
                 request.succeeded = False
                 self.window.export_failed.emit(f"Export failed: {text}")
 
-        def cancelled() -> None:
-            failed("the run for the saliency was cancelled")
-
         def disconnect() -> None:
             for signal, slot in pairs:
                 with contextlib.suppress(RuntimeError, TypeError):
@@ -214,7 +211,7 @@ class ExportActions:
         pairs = [
             (window.run_finished, finished),
             (window.run_failed, failed),
-            (window.run_cancelled, cancelled),
+            (window.run_cancelled, lambda: failed("the run for the saliency was cancelled")),
         ]
         for signal, slot in pairs:
             signal.connect(slot)

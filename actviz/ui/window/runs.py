@@ -303,16 +303,15 @@ class RunControl:
     def sync_target_combo(self, rebuild: bool = False, output: object = None) -> None:
         """Show the session's target in the toolbar (``rebuild``: list the model's classes)."""
         combo = self.window.commands.target_combo
-        combo.blockSignals(True)
-        if rebuild:
-            combo.clear()
-            # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
-            combo.addItems(target_choices(self.session.categories, output))
-        target = self.session.target
-        if target is None:
-            combo.setCurrentIndex(0)
-        elif 0 <= target < combo.count() - 1:
-            combo.setCurrentIndex(target + 1)
-        else:
-            combo.setEditText(str(target))
-        combo.blockSignals(False)
+        with QSignalBlocker(combo):
+            if rebuild:
+                combo.clear()
+                # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
+                combo.addItems(target_choices(self.session.categories, output))
+            target = self.session.target
+            if target is None:
+                combo.setCurrentIndex(0)
+            elif 0 <= target < combo.count() - 1:
+                combo.setCurrentIndex(target + 1)
+            else:
+                combo.setEditText(str(target))
