@@ -337,7 +337,7 @@ class Host:
 
     def sample_inputs(self) -> list[str]:
         """The bundled sample inputs of the model shown (for choosers)."""
-        return [str(p) for p in getattr(self._w.files, "samples", [])]
+        return [str(p) for p in self._w.files.samples]
 
     def layout_state(self) -> bytes:
         """The window layout (docks, toolbars) as Qt's ``saveState()`` bytes."""
@@ -352,24 +352,25 @@ class Host:
     def session_parts(self) -> dict[str, object]:
         """What the features keep in a session file (each ``session_part()``'s dict)."""
         parts: dict[str, object] = {}
-        for feature in self.features.values():
-            part = getattr(feature, "session_part", None)
-            if callable(part):
-                parts.update(part() or {})
+        for part in self._offered("session_part"):
+            parts.update(part() or {})
         return parts
+
+    def _offered(self, method: str) -> list[Callable[..., Any]]:
+        """The features' ``method``s, for those that have one (an optional part of a feature)."""
+        found = (getattr(feature, method, None) for feature in self.features.values())
+        return [bound for bound in found if callable(bound)]
 
     def report_parts(self) -> dict[str, object]:
         """The ``write_report`` arguments the features' ``report_part()`` give (a value may be
         a function, called when the report is written); their figures all go in."""
         parts: dict[str, object] = {}
         figures: list[object] = []
-        for feature in self.features.values():
-            part = getattr(feature, "report_part", None)
-            if callable(part):
-                given = dict(part() or {})
-                if "figures" in given:
-                    figures.append(given.pop("figures"))
-                parts.update(given)
+        for part in self._offered("report_part"):
+            given = dict(part() or {})
+            if "figures" in given:
+                figures.append(given.pop("figures"))
+            parts.update(given)
         if figures:
             parts["figures"] = lambda: [
                 f for given in figures for f in (given() if callable(given) else given)
@@ -378,10 +379,8 @@ class Host:
 
     def restore_session_parts(self, parts: Mapping[str, object]) -> None:
         """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
-        for feature in self.features.values():
-            restore = getattr(feature, "restore_session_part", None)
-            if callable(restore):
-                restore(parts)
+        for restore in self._offered("restore_session_part"):
+            restore(parts)
 
     def show_error(self, text: str, source: str = "action", *, details: str = "") -> None:
         """Show ``text`` as an error in the banner (``details`` behind its Details button)."""
