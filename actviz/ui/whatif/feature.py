@@ -22,7 +22,6 @@ from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
 from actviz.ui.whatif.range_dialog import ask_range
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.core.capture import Capture
     from actviz.display.difference import PredictionChange
     from actviz.display.prepared import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
@@ -156,7 +155,7 @@ class WhatIfController(FeatureBase, QObject):
 
     def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
         panel.channels_context_requested.connect(self._on_channels_context_requested)
-        panel.difference_toggled.connect(self._on_difference_toggled)
+        panel.difference_toggled.connect(lambda name, _on: self.host.refresh_panel(name))
 
     def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
         self.menu = self.tile_menu(layer, [int(c) for c in channels])
@@ -302,17 +301,13 @@ class WhatIfController(FeatureBase, QObject):
         """The channel view names the edits of the layer it shows, as the layer's badge."""
         if self._closed:
             return
-        result = self.session.result
-        applied = _applied_edits(result.capture if result is not None else None)
-        edits = applied.get(name, ()) if name else ()
-        self.host.channel_view.set_edit_note("; ".join(e.describe() for e in edits))
+        self.host.channel_view.set_edit_note(_edit_note(self.session.result, name) if name else "")
 
     def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
         if result is None:
             return
-        applied = _applied_edits(result.capture)
-        panel.set_edit_badge("; ".join(e.describe() for e in applied.get(panel.name, ())))
+        panel.set_edit_badge(_edit_note(result, panel.name))
         if result.baseline is not None:
             panel.set_difference_available(
                 True, "Show the edited activation minus the unedited one (diverging colours)"
@@ -359,9 +354,6 @@ class WhatIfController(FeatureBase, QObject):
         self._diff_cache[key] = diff[name]
         return diff[name]
 
-    def _on_difference_toggled(self, name: str, on: bool) -> None:
-        self.host.refresh_panel(name)
-
     def shutdown(self) -> None:
         if self._closed:
             return
@@ -371,10 +363,11 @@ class WhatIfController(FeatureBase, QObject):
         self.session.model_changed.disconnect(self._on_model_changed)
 
 
-def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
-    """The edits a capture was made with (``{}`` for none, or a capture from before edits)."""
-    edits = getattr(cap, "edits", None)
-    return dict(edits) if edits else {}
+def _edit_note(result: RunResult | None, layer: str) -> str:
+    """The edits ``result``'s capture applied on ``layer``, described ("" for none; a capture
+    from before edits has none)."""
+    applied = getattr(result.capture if result is not None else None, "edits", None) or {}
+    return "; ".join(e.describe() for e in applied.get(layer, ()))
 
 
 def _summary(change: PredictionChange) -> str:
