@@ -44,12 +44,11 @@ class ExportHost(Protocol):
     """What the exports use of the window (the window is also their dialogs' parent)."""
 
     session: Session
+    host: Any  # the banner's messages, the live override
+    runs: Any  # a run for the saliency an export needs
     export_finished: SignalInstance
     export_failed: SignalInstance
 
-    def show_error(self, text: str, source: str = "action") -> None: ...
-    def show_warning(self, text: str, source: str = "action") -> None: ...
-    def clear_messages(self, source: str | None = None) -> None: ...
     def refresh_busy(self, text: str = "") -> None: ...
     def wait_until(self, done: Callable[[], bool]) -> None: ...
 
@@ -172,7 +171,7 @@ class ExportActions:
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
         """Run again with the input gradient, then export; False when no such run can start."""
-        window: Any = self.window  # the MainWindow: its runs and run signals
+        window: Any = self.window  # the MainWindow: its run signals
         runs, result = window.runs, self.session.result
         if (
             runs.last_request is None

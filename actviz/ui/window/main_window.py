@@ -46,7 +46,7 @@ from actviz.workspace.session_state import Session
 log = logging.getLogger(__name__)
 
 DEFAULT_DEBOUNCE_MS = 300
-LEFT, RIGHT = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
+LEFT = Qt.DockWidgetArea.LeftDockWidgetArea
 
 
 class MainWindow(QMainWindow):
