@@ -29,11 +29,11 @@ from actviz.ui.background_loads import (
 )
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.input_loads import InputLoads
+from actviz.ui.window.input_loads import InputLoads, while_current
 from actviz.ui.window.input_swap import InputSwap
 from actviz.ui.window.open_menus import OpenMenus
 from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import Worker
 from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -220,10 +220,11 @@ class FileOpening:
         job = request.job = self.model_loads.submit(
             lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
         )
+        mine = while_current(request, job, lambda: self._model_request)
         job.on(
-            finished=lambda loaded: self._on_model_load_finished(job, loaded),
-            failed=lambda error: self._on_model_load_errored(job, error),
-            cancelled=lambda: self._on_model_load_cancelled(job),
+            finished=mine(self._on_model_load_finished),
+            failed=mine(self._on_model_load_errored),
+            cancelled=mine(self._cancel_model_load),
             progress=self.status_label.setText,
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
@@ -245,10 +246,7 @@ class FileOpening:
                 status or f"Opening {short_source(request.source)} was cancelled; the model stays."
             )
 
-    def _on_model_load_finished(self, job: Job, loaded: Any) -> None:
-        request = self._model_request
-        if request is None or job is not request.job:
-            return
+    def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
         self._model_request = None
         request.succeeded = True
         if request.dialog is not None:
@@ -266,12 +264,9 @@ class FileOpening:
         self.menus.show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
-    def _on_model_load_errored(self, job: Job, error: BaseException) -> None:
+    def _on_model_load_errored(self, request: ModelRequest, error: BaseException) -> None:
         from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
-        request = self._model_request
-        if request is None or job is not request.job:
-            return
         if isinstance(error, UntrustedFileError) and not request.trust:
             trusted = self.window.confirm_untrusted(self.menus.parent(), error.path, str(error))
             if self._model_request is not request:
@@ -316,11 +311,6 @@ class FileOpening:
         # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
         keep = path if path and Path(path).exists() else ""
         dialog.show_failure(text, path=keep, candidates=candidates)
-
-    def _on_model_load_cancelled(self, job: Job) -> None:
-        request = self._model_request
-        if request is not None and job is request.job:
-            self._cancel_model_load(request)
 
     def _fail_model_load(
         self, request: ModelRequest, text: str, *, level: str | None, details: str = ""
