@@ -216,14 +216,12 @@ class RunControl:
     def apply_view_settings(self) -> None:
         """Put the persistent view settings on the toolbar and into the session."""
         s, a = self.window.settings, self.window.commands
-        for widget in (a.colormap_combo, a.normalize_combo, a.gradients_action):
-            widget.blockSignals(True)
-        if a.colormap_combo.findText(s.colormap) >= 0:
-            a.colormap_combo.setCurrentText(s.colormap)
-        a.normalize_combo.setCurrentIndex(max(0, a.normalize_combo.findData(s.normalize)))
-        a.gradients_action.setChecked(s.show_gradients)
-        for widget in (a.colormap_combo, a.normalize_combo, a.gradients_action):
-            widget.blockSignals(False)
+        with QSignalBlocker(a.colormap_combo), QSignalBlocker(a.normalize_combo):
+            if a.colormap_combo.findText(s.colormap) >= 0:
+                a.colormap_combo.setCurrentText(s.colormap)
+            a.normalize_combo.setCurrentIndex(max(0, a.normalize_combo.findData(s.normalize)))
+        with QSignalBlocker(a.gradients_action):
+            a.gradients_action.setChecked(s.show_gradients)
         self.session.set_view(colormap=a.colormap, normalize=a.normalize_combo.currentData())
         current = a.colormap_actions.get(a.colormap)
         if current is not None:
