@@ -177,17 +177,33 @@ class WhatIfController(FeatureBase, QObject):
         def adder(make: Callable[[], Any], note: str = "") -> Callable[[], None]:
             return lambda: self._add_made(layer, make, note, model)
 
+        def asker(question: str, prompt: str, make: Callable[[Any], Any]) -> Callable[[], None]:
+            """Ask the feature's ``question`` (read when asked: tests answer it), then add
+            ``make(answer)``."""
+
+            def ask() -> None:
+                answer = getattr(self, question)(self.host.dialog_parent(), prompt)
+                if answer is not None:
+                    self._add_made(layer, lambda: make(answer), "", model)
+
+            return ask
+
         menu.addAction(f"Ablate {what}", adder(lambda: E.ablate(channels))).setToolTip(
             "Set these channels to zero during the forward"
         )
-        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, channels, model))
+        scale = asker(
+            "ask_factor", f"Multiply {what} of {layer} by:", lambda f: E.scale(channels, f)
+        )
+        menu.addAction(f"Scale {what}…", scale)
         menu.addAction(f"Keep only {what}", adder(lambda: E.keep(channels))).setToolTip(
             "Set every other channel of this layer to zero"
         )
-        clamp = menu.addAction(
-            f"Clamp {what}…", lambda: self._ask_and_clamp(layer, channels, model)
+        clamp = asker(
+            "ask_range",
+            f"Clamp {what} of {layer} to (empty: no bound):",
+            lambda bounds: E.clamp(*bounds, channels=channels),
         )
-        clamp.setToolTip(
+        menu.addAction(f"Clamp {what}…", clamp).setToolTip(
             "Limit these channels to a range during the forward (e.g. only positive values)"
         )
         pins = [p for p in self.session.pins if p.result.capture is not None]
@@ -214,26 +230,6 @@ class WhatIfController(FeatureBase, QObject):
                     action.setToolTip(f"{what} of {layer} take their values in {pin.label}")
         self.host.fill_tile_menu(menu, layer, channels)  # other features' entries
         return menu
-
-    def _ask_and_scale(self, layer: str, channels: tuple[int, ...], model: Any = None) -> None:
-        from actviz.core import edit_kinds as E
-
-        factor = self.ask_factor(
-            self.host.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
-        )
-        if factor is not None:
-            self._add_made(layer, lambda: E.scale(channels, factor), model=model)
-
-    def _ask_and_clamp(self, layer: str, channels: tuple[int, ...], model: Any = None) -> None:
-        from actviz.core import edit_kinds as E
-
-        bounds = self.ask_range(
-            self.host.dialog_parent(),
-            f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):",
-        )
-        if bounds is not None:
-            low, high = bounds
-            self._add_made(layer, lambda: E.clamp(low, high, channels=channels), model=model)
 
     def _add_made(
         self, layer: str, make: Callable[[], Any], note: str = "", model: Any = None
