@@ -55,7 +55,6 @@ class _Opening:
     model_path: str | None = None
     trust: bool = False
     notes: list[str] = field(default_factory=list)
-    step: str = "read"
     done: bool | None = None  # True: opened; False: not
 
 
@@ -338,7 +337,6 @@ class SessionsFeature(FeatureBase, QObject):
             self._opened(opening, None, [])
             return
         request = s.make_request()
-        opening.step = "prepare"
 
         def job(_stop: Any, progress: Callable[[str], None]) -> Any:
             progress("Preparing the saved run…")
