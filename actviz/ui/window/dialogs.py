@@ -456,10 +456,9 @@ class OpenModelDialog(QDialog):
         names = ["demo", *self._names]
         _show_names(self.zoo_list, names, self.search_edit.text(), loading=loading, select=select)
 
-    def _refill_timm(self, *, select: bool) -> None:
-        if self.timm_list is not None:
-            text, loading = self.timm_search.text(), not self._names_ready
-            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
+    def _refill_timm(self, *, select: bool) -> None:  # only with a timm tab
+        text, loading = self.timm_search.text(), not self._names_ready
+        _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
 
     def _fill_arch_combo(self) -> None:
         text = self.arch_combo.currentText()
