@@ -15,6 +15,7 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost
 from actviz.ui.sessions.report_job import ReportJob
+from actviz.ui.sessions.state import open_args
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +125,10 @@ class ReportExport(QObject):
         if loaded is not None and loaded.model is s.model:
             from actviz.io.export.reproduce import run_source
 
-            args = s.model_open_args
             kwargs["source"] = run_source(
                 loaded,
                 None,
-                arch=args.get("arch"),
-                weights=args.get("weights", "DEFAULT"),
-                trust=bool(args.get("trust", False)),
+                **open_args(s.model_open_args),
                 list_input=s.input_as_list,
                 target=s.run_target,
             )
