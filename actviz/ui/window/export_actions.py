@@ -355,12 +355,10 @@ class ExportActions:
 
     def _on_export_all_triggered(self) -> None:
         # Not QFileDialog.getExistingDirectory: a new folder is fine (export creates it).
-        out = self.choose_export_folder(self._parent(), self._last_folder())
+        last = str(self.last_export[0].parent) if self.last_export else start_folder()
+        out = self.choose_export_folder(self._parent(), last)
         if out:
             self.export_all(out)
-
-    def _last_folder(self) -> str:
-        return str(self.last_export[0].parent) if self.last_export else start_folder()
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")

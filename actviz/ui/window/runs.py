@@ -57,7 +57,7 @@ class RunControl:
         a.run_action.triggered.connect(lambda: self.run())
         a.cancel_action.triggered.connect(window.cancel)
         a.input_list_action.toggled.connect(self._on_input_list_toggled)
-        a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
+        a.auto_run_action.toggled.connect(lambda on: setattr(self, "auto_run", on))
         a.target_combo.activated.connect(
             lambda i: window.host.set_target_text(a.target_combo.itemText(i))
         )
@@ -154,9 +154,6 @@ class RunControl:
             with QSignalBlocker(action):
                 action.setChecked(self.session.input_as_list)
             self.window.host.show_error(f"Not fed as a list: {exc}.")
-
-    def _on_auto_run_toggled(self, on: bool) -> None:
-        self.auto_run = on
 
     def streaming(self) -> bool:
         """Whether the capture worker's latest job that started is a stream's frame and the
