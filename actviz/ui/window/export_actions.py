@@ -109,11 +109,7 @@ class ExportActions:
             return False
         if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
             # The same files whatever tab is shown: run again with the gradient first.
-            if wait:
-                request = self._export_request
-                self._wait_until(lambda: request is None or request.succeeded is not None)
-                return bool(request is not None and request.succeeded)
-            return True
+            return self._outcome(self._export_request, wait)
         try:
             from actviz.io.export.capture_export import export_capture
         except ImportError:
@@ -152,11 +148,7 @@ class ExportActions:
 
             return [Path(p) for p in export_capture(cap, out, progress=report, **kwargs)]
 
-        previous = self._export_request
-        if previous is not None:
-            previous.succeeded = False  # superseded: the worker drops its result
-        request = ExportRequest(out)
-        self._export_request = request
+        request = self._new_request(out)
         self.export_worker.submit(job).on(
             finished=lambda paths: self._on_export_finished(request, paths),
             failed=lambda error: self._on_export_errored(request, error),
@@ -164,10 +156,19 @@ class ExportActions:
             progress=self.status_label.setText,
         )
         self._refresh_busy(f"Exporting to {out}…")
-        if not wait:
+        return self._outcome(request, wait)
+
+    def _new_request(self, out: Path) -> ExportRequest:
+        if self._export_request is not None:  # superseded: the worker drops its result
+            self._export_request.succeeded = False
+        self._export_request = ExportRequest(out)
+        return self._export_request
+
+    def _outcome(self, request: ExportRequest | None, wait: bool) -> bool:
+        if not wait:  # started
             return True
-        self._wait_until(lambda: request.succeeded is not None)
-        return bool(request.succeeded)
+        self._wait_until(lambda: request is None or request.succeeded is not None)
+        return bool(request is not None and request.succeeded)
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
         """Run again with the input gradient, then export; False when no such run can start."""
@@ -181,10 +182,7 @@ class ExportActions:
             or self.window.host.runs_replaced()  # live frames replace the window's runs
         ):
             return False
-        request = ExportRequest(Path(out_dir))
-        if self._export_request is not None:
-            self._export_request.succeeded = False
-        self._export_request = request
+        request = self._new_request(Path(out_dir))
 
         def finished() -> None:
             disconnect()
