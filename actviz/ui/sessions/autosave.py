@@ -16,6 +16,7 @@ from actviz.ui.host import WindowHost
 from actviz.ui.sessions.state import ModelOpened, gather_state, model_part
 from actviz.workspace.session_file import (
     SUFFIX,
+    SessionState,
     describe_session_file,
     pin_capture_bytes,
     save_state,
@@ -41,6 +42,12 @@ def autosave_path(store: QSettings) -> Path:
     # The generic folder plus our own name: the application's name is not always set yet.
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
     return Path(base or Path.home()) / "actviz" / AUTOSAVE_NAME
+
+
+def _keep(state: SessionState, path: Path, pin_limit: int) -> None:
+    """Write ``state`` to ``path``, pinned captures only when together within ``pin_limit``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_state(state, path, pin_captures=pin_capture_bytes(state) <= pin_limit)
 
 
 class Autosave(QObject):
@@ -109,11 +116,8 @@ class Autosave(QObject):
 
         def write() -> None:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                full = model_part(state, opened)
                 # Written after every change: large pinned captures wait for the quit.
-                keep = pin_capture_bytes(full) <= AUTOSAVE_PIN_LIMIT // 8
-                save_state(full, path, pin_captures=keep)
+                _keep(model_part(state, opened), path, AUTOSAVE_PIN_LIMIT // 8)
                 self.writes += 1
             except Exception:  # noqa: BLE001 - logged; the next change tries again
                 log.exception("could not keep the session in %s", path)
@@ -128,10 +132,7 @@ class Autosave(QObject):
             return None
         path = self.path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            state = gather_state(self.host)
-            keep = pin_capture_bytes(state) <= AUTOSAVE_PIN_LIMIT
-            save_state(state, path, pin_captures=keep)
+            _keep(gather_state(self.host), path, AUTOSAVE_PIN_LIMIT)
         except Exception:  # noqa: BLE001 - quitting must never fail on the autosave
             log.exception("could not keep the session on quit")
             return None

@@ -23,7 +23,7 @@ from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.sessions import questions
 from actviz.ui.sessions.autosave import Autosave, autosave_path
 from actviz.ui.sessions.reports import ReportExport
-from actviz.ui.sessions.saving import BANNER_SOURCE, SessionSaver
+from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, SessionSaver
 from actviz.ui.sessions.state import (
     apply_view,
     gather_state,
@@ -33,7 +33,6 @@ from actviz.ui.sessions.state import (
 )
 from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_file import (
-    SUFFIX,
     ModelCheck,
     SessionFileError,
     SessionState,
@@ -46,8 +45,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SessionsFeature", "autosave_path"]
 
-SESSION_FILTER = f"actviz sessions (*{SUFFIX})"
-
 
 @dataclass
 class _Opening:
@@ -58,7 +55,6 @@ class _Opening:
     model_path: str | None = None
     trust: bool = False
     notes: list[str] = field(default_factory=list)
-    step: str = "read"
     done: bool | None = None  # True: opened; False: not
 
 
@@ -197,9 +193,7 @@ class SessionsFeature(FeatureBase, QObject):
         self._fail_open(opening, f"Could not open the session: {text}", level="error")
 
     def wait(self, done: Callable[[], bool]) -> None:
-        wait_until = getattr(self.host, "wait_until", None)
-        if wait_until is not None:
-            wait_until(done)
+        self.host.wait_until(done)
 
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save the session (Ctrl+S) to ``path``, else the file last used, else ask; True when
@@ -343,7 +337,6 @@ class SessionsFeature(FeatureBase, QObject):
             self._opened(opening, None, [])
             return
         request = s.make_request()
-        opening.step = "prepare"
 
         def job(_stop: Any, progress: Callable[[str], None]) -> Any:
             progress("Preparing the saved run…")

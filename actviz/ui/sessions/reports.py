@@ -15,6 +15,7 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost
 from actviz.ui.sessions.report_job import ReportJob
+from actviz.ui.sessions.state import open_args
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +106,7 @@ class ReportExport(QObject):
         self._submit(report)
         self.host.refresh_busy()
         if wait:
-            wait_until = getattr(self.host, "wait_until", None)
-            if wait_until is not None:
-                wait_until(lambda: report not in self._reports)
+            self.host.wait_until(lambda: report not in self._reports)
             return report.outcome is not None and report.outcome[1] is None
         return True
 
@@ -126,13 +125,10 @@ class ReportExport(QObject):
         if loaded is not None and loaded.model is s.model:
             from actviz.io.export.reproduce import run_source
 
-            args = s.model_open_args
             kwargs["source"] = run_source(
                 loaded,
                 None,
-                arch=args.get("arch"),
-                weights=args.get("weights", "DEFAULT"),
-                trust=bool(args.get("trust", False)),
+                **open_args(s.model_open_args),
                 list_input=s.input_as_list,
                 target=s.run_target,
             )

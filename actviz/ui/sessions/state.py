@@ -30,6 +30,7 @@ __all__ = [
     "apply_view",
     "gather_state",
     "model_part",
+    "open_args",
     "prepare_saved",
     "restorable_ticks",
 ]
@@ -102,15 +103,15 @@ def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
     it off the GUI thread for large files)."""
     if opened is None:
         return state
-    args = opened.open_args
-    source = model_source_of(
-        opened.loaded,
-        arch=args.get("arch"),
-        weights=args.get("weights", "DEFAULT"),
-        trust=bool(args.get("trust", False)),
-    )
+    source = model_source_of(opened.loaded, **open_args(opened.open_args))
     weights = weights_to_keep(opened.loaded)
     return dataclasses.replace(state, model=source, model_weights=weights)
+
+
+def open_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """``open_model``'s arch, weights and trust as the session recorded them (defaults filled)."""
+    weights = args.get("weights", "DEFAULT")
+    return {"arch": args.get("arch"), "weights": weights, "trust": bool(args.get("trust", False))}
 
 
 def restorable_ticks(model: Any, ticked: Sequence[str]) -> list[str]:

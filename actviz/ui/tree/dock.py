@@ -81,9 +81,8 @@ class ModelDock(QDockWidget):
         header = self.tree_view.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         header.setMinimumSectionSize(24)
-        header.resizeSection(0, 170)
-        header.resizeSection(1, 110)
-        header.resizeSection(2, 90)
+        for column, width in enumerate((170, 110, 90)):
+            header.resizeSection(column, width)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.tree_view)
         self.details = ModuleDetails()
@@ -94,9 +93,8 @@ class ModelDock(QDockWidget):
         self.input_preview = InputPreview()
         preview_layout.addWidget(self.input_preview)
         splitter.addWidget(preview_box)
-        splitter.setStretchFactor(0, 5)
-        splitter.setStretchFactor(1, 2)
-        splitter.setStretchFactor(2, 2)
+        for index, stretch in enumerate((5, 2, 2)):  # tree, details, preview
+            splitter.setStretchFactor(index, stretch)
         layout.addWidget(splitter, 1)
         self.setWidget(panel)
         self.setMinimumWidth(MIN_WIDTH)

@@ -209,22 +209,11 @@ class ModuleTreeModel(QAbstractItemModel):
             rows_by_parent.setdefault(node.parent, []).append(self._row_of[node.name])
         for parent, rows in rows_by_parent.items():
             first, last = min(rows), max(rows)
-            siblings = self._children_of(parent)
+            siblings = [""] if parent is None else tree[parent].children  # row names
             self.dataChanged.emit(
                 self.createIndex(first, SHAPE, self._id_of[siblings[first]]),
                 self.createIndex(last, PARAMS, self._id_of[siblings[last]]),
             )
-
-    def _children_of(self, parent: str | None) -> list[str]:
-        """Names of the rows under ``parent`` (None: the top level, the root module)."""
-        if parent is None:
-            return [""]
-        return self._tree[parent].children
-
-    def _emit_row_changed(self, name: str, first: int = NAME, last: int = NAME) -> None:
-        left = self.index_of(name, first)
-        if left.isValid():
-            self.dataChanged.emit(left, self.index_of(name, last))
 
     def _on_session_model_changed(self) -> None:
         self.beginResetModel()
@@ -253,7 +242,9 @@ class ModuleTreeModel(QAbstractItemModel):
                 rows.add(parent)
                 parent = tree[parent].parent  # type: ignore[index]
         for name in rows:
-            self._emit_row_changed(name)
+            index = self.index_of(name)
+            if index.isValid():
+                self.dataChanged.emit(index, index)
 
 
 def _shown_fields(node: ModuleNode) -> tuple:

@@ -122,13 +122,12 @@ class EditsDock(QDockWidget):
 
     def set_entries(self, entries: Sequence[EditEntry]) -> None:
         """Show exactly ``entries`` (rebuilt: a few rows)."""
-        for row in self.rows:
-            self.rows_layout.removeWidget(row)
-            row.setParent(None)
-            row.deleteLater()
+        while self.rows_layout.count():  # the rows and the stretch after them
+            old = self.rows_layout.takeAt(0).widget()
+            if old is not None:
+                old.setParent(None)
+                old.deleteLater()
         self.rows = []
-        while self.rows_layout.count():
-            self.rows_layout.takeAt(0)
         for entry in entries:
             row = EditRow(entry)
             key = entry.key

@@ -6,6 +6,7 @@ capture as ``result.baseline``; a change re-runs through ``schedule_run``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -21,7 +22,6 @@ from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
 from actviz.ui.whatif.range_dialog import ask_range
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.core.capture import Capture
     from actviz.display.difference import PredictionChange
     from actviz.display.prepared import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
@@ -83,7 +83,8 @@ class WhatIfController(FeatureBase, QObject):
         # Under the bars (which show the edited run).
         host.add_prediction_widget(self.change_view)
 
-        self.dock.enabled_changed.connect(self._on_dock_enabled_changed)
+        board = self.session.edits
+        self.dock.enabled_changed.connect(board.set_enabled)
         self.dock.value_changed.connect(self._on_dock_value_changed)
         self.dock.remove_requested.connect(self._on_dock_remove_requested)
         self.dock.clear_requested.connect(self._on_dock_clear_requested)
@@ -102,19 +103,15 @@ class WhatIfController(FeatureBase, QObject):
         self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         self.dock.setVisible(len(self.session.edits) > 0)
 
-    reset_dock = reset_layout
-
     def add_edit(self, layer: str, edit: Any, note: str = "", *, model: Any = None) -> bool:
         """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up); ``model``: the
         model whose panel offered the edit (None: the one shown). An edit offered for a
         model no longer shown is refused and the window says so; False then."""
         from actviz.workspace.edits_board import StaleEditError
 
+        kwargs = {} if model is None else {"model": model}  # omitted: the model shown
         try:
-            if model is None:
-                self.session.edits.add(layer, edit, note)
-            else:
-                self.session.edits.add(layer, edit, note, model=model)
+            self.session.edits.add(layer, edit, note, **kwargs)
         except StaleEditError as exc:
             self.host.show_warning(f"Edit not made: {exc}.")
             return False
@@ -131,9 +128,6 @@ class WhatIfController(FeatureBase, QObject):
         self.clear_edits()
         self.dock.hide()
 
-    def _on_dock_enabled_changed(self, key: int, on: bool) -> None:
-        self.session.edits.set_enabled(key, on)
-
     def _on_dock_value_changed(self, key: int, value: float) -> None:
         try:
             self.session.edits.set_value(key, value)
@@ -141,10 +135,8 @@ class WhatIfController(FeatureBase, QObject):
             self.host.show_error(f"Edit: {exc}")
 
     def _on_dock_remove_requested(self, key: int) -> None:
-        try:
+        with contextlib.suppress(KeyError):
             self.session.edits.remove(key)
-        except KeyError:
-            pass
 
     def _on_edits_changed(self) -> None:
         board = self.session.edits
@@ -163,7 +155,7 @@ class WhatIfController(FeatureBase, QObject):
 
     def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
         panel.channels_context_requested.connect(self._on_channels_context_requested)
-        panel.difference_toggled.connect(self._on_difference_toggled)
+        panel.difference_toggled.connect(lambda name, _on: self.host.refresh_panel(name))
 
     def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
         self.menu = self.tile_menu(layer, [int(c) for c in channels])
@@ -185,17 +177,33 @@ class WhatIfController(FeatureBase, QObject):
         def adder(make: Callable[[], Any], note: str = "") -> Callable[[], None]:
             return lambda: self._add_made(layer, make, note, model)
 
+        def asker(question: str, prompt: str, make: Callable[[Any], Any]) -> Callable[[], None]:
+            """Ask the feature's ``question`` (read when asked: tests answer it), then add
+            ``make(answer)``."""
+
+            def ask() -> None:
+                answer = getattr(self, question)(self.host.dialog_parent(), prompt)
+                if answer is not None:
+                    self._add_made(layer, lambda: make(answer), "", model)
+
+            return ask
+
         menu.addAction(f"Ablate {what}", adder(lambda: E.ablate(channels))).setToolTip(
             "Set these channels to zero during the forward"
         )
-        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, channels, model))
+        scale = asker(
+            "ask_factor", f"Multiply {what} of {layer} by:", lambda f: E.scale(channels, f)
+        )
+        menu.addAction(f"Scale {what}…", scale)
         menu.addAction(f"Keep only {what}", adder(lambda: E.keep(channels))).setToolTip(
             "Set every other channel of this layer to zero"
         )
-        clamp = menu.addAction(
-            f"Clamp {what}…", lambda: self._ask_and_clamp(layer, channels, model)
+        clamp = asker(
+            "ask_range",
+            f"Clamp {what} of {layer} to (empty: no bound):",
+            lambda bounds: E.clamp(*bounds, channels=channels),
         )
-        clamp.setToolTip(
+        menu.addAction(f"Clamp {what}…", clamp).setToolTip(
             "Limit these channels to a range during the forward (e.g. only positive values)"
         )
         pins = [p for p in self.session.pins if p.result.capture is not None]
@@ -222,26 +230,6 @@ class WhatIfController(FeatureBase, QObject):
                     action.setToolTip(f"{what} of {layer} take their values in {pin.label}")
         self.host.fill_tile_menu(menu, layer, channels)  # other features' entries
         return menu
-
-    def _ask_and_scale(self, layer: str, channels: tuple[int, ...], model: Any = None) -> None:
-        from actviz.core import edit_kinds as E
-
-        factor = self.ask_factor(
-            self.host.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
-        )
-        if factor is not None:
-            self._add_made(layer, lambda: E.scale(channels, factor), model=model)
-
-    def _ask_and_clamp(self, layer: str, channels: tuple[int, ...], model: Any = None) -> None:
-        from actviz.core import edit_kinds as E
-
-        bounds = self.ask_range(
-            self.host.dialog_parent(),
-            f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):",
-        )
-        if bounds is not None:
-            low, high = bounds
-            self._add_made(layer, lambda: E.clamp(low, high, channels=channels), model=model)
 
     def _add_made(
         self, layer: str, make: Callable[[], Any], note: str = "", model: Any = None
@@ -309,17 +297,13 @@ class WhatIfController(FeatureBase, QObject):
         """The channel view names the edits of the layer it shows, as the layer's badge."""
         if self._closed:
             return
-        result = self.session.result
-        applied = _applied_edits(result.capture if result is not None else None)
-        edits = applied.get(name, ()) if name else ()
-        self.host.channel_view.set_edit_note("; ".join(e.describe() for e in edits))
+        self.host.channel_view.set_edit_note(_edit_note(self.session.result, name) if name else "")
 
     def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
         if result is None:
             return
-        applied = _applied_edits(result.capture)
-        panel.set_edit_badge("; ".join(e.describe() for e in applied.get(panel.name, ())))
+        panel.set_edit_badge(_edit_note(result, panel.name))
         if result.baseline is not None:
             panel.set_difference_available(
                 True, "Show the edited activation minus the unedited one (diverging colours)"
@@ -366,9 +350,6 @@ class WhatIfController(FeatureBase, QObject):
         self._diff_cache[key] = diff[name]
         return diff[name]
 
-    def _on_difference_toggled(self, name: str, on: bool) -> None:
-        self.host.refresh_panel(name)
-
     def shutdown(self) -> None:
         if self._closed:
             return
@@ -378,10 +359,11 @@ class WhatIfController(FeatureBase, QObject):
         self.session.model_changed.disconnect(self._on_model_changed)
 
 
-def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
-    """The edits a capture was made with (``{}`` for none, or a capture from before edits)."""
-    edits = getattr(cap, "edits", None)
-    return dict(edits) if edits else {}
+def _edit_note(result: RunResult | None, layer: str) -> str:
+    """The edits ``result``'s capture applied on ``layer``, described ("" for none; a capture
+    from before edits has none)."""
+    applied = getattr(result.capture if result is not None else None, "edits", None) or {}
+    return "; ".join(e.describe() for e in applied.get(layer, ()))
 
 
 def _summary(change: PredictionChange) -> str:

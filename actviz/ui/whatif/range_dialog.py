@@ -62,14 +62,13 @@ class RangeDialog(QDialog):
 
     def values(self) -> tuple[float | None, float | None] | str:
         """``(min, max)`` as typed, or why they cannot be used (a sentence)."""
-        try:
-            low = _number(self.min_edit.text())
-        except ValueError:
-            return f"Lowest: {self.min_edit.text().strip()!r} is not a number."
-        try:
-            high = _number(self.max_edit.text())
-        except ValueError:
-            return f"Highest: {self.max_edit.text().strip()!r} is not a number."
+        bounds = []
+        for what, edit in (("Lowest", self.min_edit), ("Highest", self.max_edit)):
+            try:
+                bounds.append(_number(edit.text()))
+            except ValueError:
+                return f"{what}: {edit.text().strip()!r} is not a number."
+        low, high = bounds
         if low is None and high is None:
             return "Give a lowest or a highest value (or both)."
         if low is not None and high is not None and low > high:

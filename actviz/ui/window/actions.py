@@ -119,13 +119,16 @@ def _actions(window: QMainWindow) -> dict[str, QAction]:
     )  # fmt: skip
 
 
+#: The Export actions, in the File menu and the toolbar's Export button.
+_EXPORTS = ("export_all_action", "export_png_action", "export_npy_action")
+
+
 def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]:
     """Toolbar: open, sample picker, target selector, run/cancel, colour map, scale, export."""
     bar = window.addToolBar("Main")
     bar.setObjectName("mainToolBar")
     bar.setMovable(False)
-    bar.addAction(actions["open_model_action"])
-    bar.addAction(actions["open_input_action"])
+    bar.addActions([actions["open_model_action"], actions["open_input_action"]])
     sample_combo = QComboBox()
     sample_combo.setToolTip("Pick a bundled sample image")
     sample_combo.setMinimumContentsLength(10)
@@ -135,8 +138,7 @@ def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]
     target_combo = _target_combo()
     bar.addWidget(target_combo)
     bar.addSeparator()
-    bar.addAction(actions["run_action"])
-    bar.addAction(actions["cancel_action"])
+    bar.addActions([actions["run_action"], actions["cancel_action"]])
     bar.addSeparator()
     from actviz.display.colormaps import AUTO
     from actviz.ui.panels.colormap_views import COLORMAPS
@@ -161,9 +163,7 @@ def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]
     export_button.setText("Export")
     export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
     export_menu = QMenu(export_button)
-    export_menu.addAction(actions["export_all_action"])
-    export_menu.addAction(actions["export_png_action"])
-    export_menu.addAction(actions["export_npy_action"])
+    export_menu.addActions([actions[name] for name in _EXPORTS])
     export_button.setMenu(export_menu)
     bar.addWidget(export_button)
     return dict(
@@ -202,14 +202,11 @@ def _menus(
     menu.addAction(actions["open_input_action"])
     recent_inputs_menu = menu.addMenu("Recent inputs")
     menu.addSeparator()
-    menu.addAction(actions["export_all_action"])
-    menu.addAction(actions["export_png_action"])
-    menu.addAction(actions["export_npy_action"])
+    menu.addActions([actions[name] for name in _EXPORTS])
     menu.addSeparator()
     menu.addAction(actions["quit_action"])
     run_menu = window.menuBar().addMenu("&Run")
-    run_menu.addAction(actions["run_action"])
-    run_menu.addAction(actions["cancel_action"])
+    run_menu.addActions([actions["run_action"], actions["cancel_action"]])
     run_menu.addSeparator()
     run_menu.addAction(actions["pin_action"])
     pins_menu = run_menu.addMenu("Pinned results")

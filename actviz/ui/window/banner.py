@@ -108,7 +108,7 @@ class MessageBanner(QFrame):
         close.setToolTip("Dismiss")
         close.setAutoRaise(True)
         # Not connected to clear() directly: clicked(bool) would pass False as the source.
-        close.clicked.connect(self._on_close_clicked)
+        close.clicked.connect(lambda _=False: self.clear())
         self.close_button = close
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.setVisible(False)
@@ -171,9 +171,6 @@ class MessageBanner(QFrame):
         """The texts shown, without their levels."""
         return [text for _, text in self.messages()]
 
-    def _on_close_clicked(self) -> None:
-        self.clear()
-
     def _refresh(self) -> None:
         messages = self.messages()
         if not messages:
@@ -194,7 +191,7 @@ class MessageBanner(QFrame):
         if level != self.level:
             self.icon_label.setPixmap(level_icon(level).pixmap(ICON_PX, ICON_PX))
             self.level = level
-        mixed = len({lv for lv, _ in messages}) > 1
+        mixed = len(levels) > 1
         names = {"error": "Error", "warning": "Warning", "info": "Note"}
         lines = [
             f"{names.get(lv, lv.capitalize())}: {text}" if mixed else text for lv, text in messages

@@ -71,18 +71,15 @@ def confirm_untrusted_file(
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
-    if code:
-        box.setText(f"Opening {Path(path).name} would run the Python code that comes with it.")
-        box.setInformativeText(
-            "Only continue if you trust where this model came from. Its own modeling code "
-            "(trust_remote_code) runs on this computer with your permissions."
-        )
-    else:
-        box.setText(f"Opening {Path(path).name} would run code stored in it.")
-        box.setInformativeText(
-            "Only continue if you trust where this file came from. A pickle can execute "
-            "arbitrary code on this computer when it is loaded."
-        )
+    what = "the Python code that comes with it" if code else "code stored in it"
+    box.setText(f"Opening {Path(path).name} would run {what}.")
+    box.setInformativeText(
+        "Only continue if you trust where this model came from. Its own modeling code "
+        "(trust_remote_code) runs on this computer with your permissions."
+        if code
+        else "Only continue if you trust where this file came from. A pickle can execute "
+        "arbitrary code on this computer when it is loaded."
+    )
     box.setDetailedText(message)
     trust = box.addButton("Trust and open", QMessageBox.ButtonRole.AcceptRole)
     box.addButton(QMessageBox.StandardButton.Cancel)
@@ -408,23 +405,23 @@ class OpenModelDialog(QDialog):
     def spec(self) -> ModelSpec | None:
         """The choice on the current tab, or None when nothing is chosen."""
         tab = self.tabs.currentIndex()
-        if tab == 0:
-            name = _chosen_name(self.zoo_list)
+        if tab in (0, 3):  # a list of names; tab 3 (timm) exists only with timm
+            names, random = (
+                (self.zoo_list, self.random_check)
+                if tab == 0
+                else (self.timm_list, self.timm_random_check)
+            )
+            name = _chosen_name(names)
             if name is None:
                 return None
-            return ModelSpec(name, None, None if self.random_check.isChecked() else "DEFAULT")
+            weights = None if random.isChecked() else "DEFAULT"
+            return ModelSpec(name if tab == 0 else f"timm:{name}", None, weights)
         if tab == 1:
             path = self.file_edit.text().strip()
             if not path:
                 return None
             arch = self.arch_combo.currentText().strip() or None
             return ModelSpec(path, arch)
-        if tab == 3 and self.timm_list is not None:
-            name = _chosen_name(self.timm_list)
-            if name is None:
-                return None
-            weights = None if self.timm_random_check.isChecked() else "DEFAULT"
-            return ModelSpec(f"timm:{name}", None, weights)
         item = self.recent_list.currentItem()
         if item is None:
             return None
@@ -459,10 +456,9 @@ class OpenModelDialog(QDialog):
         names = ["demo", *self._names]
         _show_names(self.zoo_list, names, self.search_edit.text(), loading=loading, select=select)
 
-    def _refill_timm(self, *, select: bool) -> None:
-        if self.timm_list is not None:
-            text, loading = self.timm_search.text(), not self._names_ready
-            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
+    def _refill_timm(self, *, select: bool) -> None:  # only with a timm tab
+        text, loading = self.timm_search.text(), not self._names_ready
+        _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
 
     def _fill_arch_combo(self) -> None:
         text = self.arch_combo.currentText()

@@ -5,6 +5,7 @@ window taller than the user made it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -58,10 +59,8 @@ class Docks:
     def _fit_pending_docks(self) -> None:
         docks, self._docks_to_fit = self._docks_to_fit, []
         for dock in docks:
-            try:
+            with contextlib.suppress(RuntimeError):  # deleted meanwhile
                 self._fit_dock(dock)
-            except RuntimeError:  # deleted meanwhile
-                pass
 
     def fit_dock_width(self, dock: QDockWidget) -> None:
         """Give a docked, untabbed ``dock`` its size hint's width (at most the width asked)."""

@@ -21,6 +21,7 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.central import Centre, StatusWidgets
+from actviz.ui.window.export_folder import ask_export_folder
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
 from actviz.workspace.session_state import Session
@@ -43,12 +44,11 @@ class ExportHost(Protocol):
     """What the exports use of the window (the window is also their dialogs' parent)."""
 
     session: Session
+    host: Any  # the banner's messages, the live override
+    runs: Any  # a run for the saliency an export needs
     export_finished: SignalInstance
     export_failed: SignalInstance
 
-    def show_error(self, text: str, source: str = "action") -> None: ...
-    def show_warning(self, text: str, source: str = "action") -> None: ...
-    def clear_messages(self, source: str | None = None) -> None: ...
     def refresh_busy(self, text: str = "") -> None: ...
     def wait_until(self, done: Callable[[], bool]) -> None: ...
 
@@ -84,7 +84,7 @@ class ExportActions:
         #: Files written by the last finished "export everything".
         self.last_export: list[Path] = []
         #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests replace it).
-        self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
+        self.choose_export_folder: Callable[[QWidget | None, str], str] = ask_export_folder
         self._export_request: ExportRequest | None = None
         #: ``() -> layer_writers`` for ``export_capture`` (the plugins' layer views).
         self.layer_writers: Callable[[], list[Any]] | None = None
@@ -109,11 +109,7 @@ class ExportActions:
             return False
         if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
             # The same files whatever tab is shown: run again with the gradient first.
-            if wait:
-                request = self._export_request
-                self._wait_until(lambda: request is None or request.succeeded is not None)
-                return bool(request is not None and request.succeeded)
-            return True
+            return self._outcome(self._export_request, wait)
         try:
             from actviz.io.export.capture_export import export_capture
         except ImportError:
@@ -152,11 +148,7 @@ class ExportActions:
 
             return [Path(p) for p in export_capture(cap, out, progress=report, **kwargs)]
 
-        previous = self._export_request
-        if previous is not None:
-            previous.succeeded = False  # superseded: the worker drops its result
-        request = ExportRequest(out)
-        self._export_request = request
+        request = self._new_request(out)
         self.export_worker.submit(job).on(
             finished=lambda paths: self._on_export_finished(request, paths),
             failed=lambda error: self._on_export_errored(request, error),
@@ -164,29 +156,33 @@ class ExportActions:
             progress=self.status_label.setText,
         )
         self._refresh_busy(f"Exporting to {out}…")
-        if not wait:
+        return self._outcome(request, wait)
+
+    def _new_request(self, out: Path) -> ExportRequest:
+        if self._export_request is not None:  # superseded: the worker drops its result
+            self._export_request.succeeded = False
+        self._export_request = ExportRequest(out)
+        return self._export_request
+
+    def _outcome(self, request: ExportRequest | None, wait: bool) -> bool:
+        if not wait:  # started
             return True
-        self._wait_until(lambda: request.succeeded is not None)
-        return bool(request.succeeded)
+        self._wait_until(lambda: request is None or request.succeeded is not None)
+        return bool(request is not None and request.succeeded)
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
         """Run again with the input gradient, then export; False when no such run can start."""
-        window: Any = self.window
-        runs = getattr(window, "runs", None)
-        result = self.session.result
+        window: Any = self.window  # the MainWindow: its run signals
+        runs, result = window.runs, self.session.result
         if (
-            runs is None
-            or runs.last_request is None
+            runs.last_request is None
             or runs.last_request.input_grads  # asked already: running again would loop
             or getattr(result, "origin", None) is not None  # a live frame: exported as shown
             or self.session.pins.find(result) is not None  # a pinned result: the same
             or self.window.host.runs_replaced()  # live frames replace the window's runs
         ):
             return False
-        request = ExportRequest(Path(out_dir))
-        if self._export_request is not None:
-            self._export_request.succeeded = False
-        self._export_request = request
+        request = self._new_request(Path(out_dir))
 
         def finished() -> None:
             disconnect()
@@ -204,9 +200,6 @@ class ExportActions:
                 request.succeeded = False
                 self.window.export_failed.emit(f"Export failed: {text}")
 
-        def cancelled() -> None:
-            failed("the run for the saliency was cancelled")
-
         def disconnect() -> None:
             for signal, slot in pairs:
                 with contextlib.suppress(RuntimeError, TypeError):
@@ -215,7 +208,7 @@ class ExportActions:
         pairs = [
             (window.run_finished, finished),
             (window.run_failed, failed),
-            (window.run_cancelled, cancelled),
+            (window.run_cancelled, lambda: failed("the run for the saliency was cancelled")),
         ]
         for signal, slot in pairs:
             signal.connect(slot)
@@ -360,12 +353,10 @@ class ExportActions:
 
     def _on_export_all_triggered(self) -> None:
         # Not QFileDialog.getExistingDirectory: a new folder is fine (export creates it).
-        out = self.choose_export_folder(self._parent(), self._last_folder())
+        last = str(self.last_export[0].parent) if self.last_export else start_folder()
+        out = self.choose_export_folder(self._parent(), last)
         if out:
             self.export_all(out)
-
-    def _last_folder(self) -> str:
-        return str(self.last_export[0].parent) if self.last_export else start_folder()
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")
@@ -394,12 +385,6 @@ def _lacks_saliency(result: Any) -> bool:
 
     cap = result.capture
     return cap.input_grads is None and result.token_saliency is None and not token_input(cap.inputs)
-
-
-def _ask_export_folder(parent: QWidget | None, start: str) -> str:
-    from actviz.ui.window.export_folder import ask_export_folder
-
-    return ask_export_folder(parent, start)
 
 
 __all__ = ["ExportActions", "ExportHost", "ExportRequest"]

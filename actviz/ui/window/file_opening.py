@@ -29,11 +29,11 @@ from actviz.ui.background_loads import (
 )
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.input_loads import InputLoads
+from actviz.ui.window.input_loads import InputLoads, while_current
 from actviz.ui.window.input_swap import InputSwap
 from actviz.ui.window.open_menus import OpenMenus
 from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import Worker
 from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,13 +58,12 @@ class FileHost(Protocol):
     input_loaded: SignalInstance
     input_load_failed: SignalInstance
 
+    host: Any  # the banner's messages
+    runs: Any  # stopped when a model is adopted; due again when an input opened
+
     def is_closed(self) -> bool: ...
-    def show_error(self, text: str, source: str = "action") -> None: ...
-    def show_warning(self, text: str, source: str = "action") -> None: ...
     def refresh_busy(self, text: str = "") -> None: ...
     def wait_until(self, done: Callable[[], bool]) -> None: ...
-    def stop_current_run(self) -> None: ...
-    def run_if_due(self) -> None: ...
 
 
 class FileOpening:
@@ -112,10 +111,7 @@ class FileOpening:
             str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
         )
         self.start_model_load(request)
-        if not wait:
-            return True
-        self.window.wait_until(lambda: request.succeeded is not None)
-        return bool(request.succeeded)
+        return self._outcome(request, wait)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
         """Open an input (any source ``open_input`` knows) in the background; returns as
@@ -124,6 +120,10 @@ class FileOpening:
             return False
         request = InputRequest(str(source), remember=remember)
         self.inputs.ask(request)
+        return self._outcome(request, wait)
+
+    def _outcome(self, request: ModelRequest | InputRequest, wait: bool) -> bool:
+        """True (started), or with ``wait`` whether ``request`` succeeded once it ended."""
         if not wait:
             return True
         self.window.wait_until(lambda: request.succeeded is not None)
@@ -220,10 +220,11 @@ class FileOpening:
         job = request.job = self.model_loads.submit(
             lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
         )
+        mine = while_current(request, job, lambda: self._model_request)
         job.on(
-            finished=lambda loaded: self._on_model_load_finished(job, loaded),
-            failed=lambda error: self._on_model_load_errored(job, error),
-            cancelled=lambda: self._on_model_load_cancelled(job),
+            finished=mine(self._on_model_load_finished),
+            failed=mine(self._on_model_load_errored),
+            cancelled=mine(self._cancel_model_load),
             progress=self.status_label.setText,
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
@@ -245,10 +246,7 @@ class FileOpening:
                 status or f"Opening {short_source(request.source)} was cancelled; the model stays."
             )
 
-    def _on_model_load_finished(self, job: Job, loaded: Any) -> None:
-        request = self._model_request
-        if request is None or job is not request.job:
-            return
+    def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
         self._model_request = None
         request.succeeded = True
         if request.dialog is not None:
@@ -266,12 +264,9 @@ class FileOpening:
         self.menus.show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
-    def _on_model_load_errored(self, job: Job, error: BaseException) -> None:
+    def _on_model_load_errored(self, request: ModelRequest, error: BaseException) -> None:
         from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
-        request = self._model_request
-        if request is None or job is not request.job:
-            return
         if isinstance(error, UntrustedFileError) and not request.trust:
             trusted = self.window.confirm_untrusted(self.menus.parent(), error.path, str(error))
             if self._model_request is not request:
@@ -280,46 +275,42 @@ class FileOpening:
                 request.trust = True
                 self.start_model_load(request)
                 return
-            text = f"Not opened: {error.path} was not trusted."
-            if self._fail_in_dialog(request, text):
-                return
-            self._fail_model_load(request, text, level="warning")
+            self._fail(request, f"Not opened: {error.path} was not trusted.", level="warning")
             return
         log.info("could not open model %r: %s", request.source, error)
         if isinstance(error, ArchitectureNeededError):
             # Asked in the dialog, never sent to the command line (--arch).
             in_dialog = self._dialog_of(request) is not None
             text = arch_needed_text(error, in_dialog=in_dialog)
-            if self._fail_in_dialog(request, text, path=error.path, candidates=error.candidates):
-                return
-            self._fail_model_load(request, text, level="error")
+            self._fail(request, text, level="error", path=error.path, candidates=error.candidates)
             return
         text = f"Could not open model {request.source!r}: {failure_reason(error, request.source)}"
-        if self._fail_in_dialog(request, text, path=request.source):
-            return
-        self._fail_model_load(request, text, level="error", details=error_details(error))
+        details = error_details(error)
+        self._fail(request, text, level="error", path=request.source, details=details)
 
     def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
         dialog = request.dialog
         return dialog if dialog is not None and dialog is self.model_dialog else None
 
-    def _fail_in_dialog(
-        self, request: ModelRequest, text: str, *, path: str = "", candidates: Any = ()
-    ) -> bool:
-        """Show a failed load in the dialog it came from; False without one."""
+    def _fail(
+        self,
+        request: ModelRequest,
+        text: str,
+        *,
+        level: str,
+        details: str = "",
+        path: str = "",
+        candidates: Any = (),
+    ) -> None:
+        """A failed load: said in the dialog it came from, else at ``level`` in the banner."""
         dialog = self._dialog_of(request)
         if dialog is None:
-            return False
+            self._fail_model_load(request, text, level=level, details=details)
+            return
         self._fail_model_load(request, text, level=None)
         # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
         keep = path if path and Path(path).exists() else ""
         dialog.show_failure(text, path=keep, candidates=candidates)
-        return True
-
-    def _on_model_load_cancelled(self, job: Job) -> None:
-        request = self._model_request
-        if request is not None and job is request.job:
-            self._cancel_model_load(request)
 
     def _fail_model_load(
         self, request: ModelRequest, text: str, *, level: str | None, details: str = ""

@@ -4,7 +4,7 @@ window's parts, so a feature never touches a widget it did not make.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
-__all__ = ["Host", "report_parts"]
+__all__ = ["Host"]
 
 
 def _window_attr(name: str, *, settable: bool = False) -> Any:
@@ -337,7 +337,7 @@ class Host:
 
     def sample_inputs(self) -> list[str]:
         """The bundled sample inputs of the model shown (for choosers)."""
-        return [str(p) for p in getattr(self._w.files, "samples", [])]
+        return [str(p) for p in self._w.files.samples]
 
     def layout_state(self) -> bytes:
         """The window layout (docks, toolbars) as Qt's ``saveState()`` bytes."""
@@ -352,22 +352,35 @@ class Host:
     def session_parts(self) -> dict[str, object]:
         """What the features keep in a session file (each ``session_part()``'s dict)."""
         parts: dict[str, object] = {}
-        for feature in self.features.values():
-            part = getattr(feature, "session_part", None)
-            if callable(part):
-                parts.update(part() or {})
+        for part in self._offered("session_part"):
+            parts.update(part() or {})
         return parts
 
+    def _offered(self, method: str) -> list[Callable[..., Any]]:
+        """The features' ``method``s, for those that have one (an optional part of a feature)."""
+        found = (getattr(feature, method, None) for feature in self.features.values())
+        return [bound for bound in found if callable(bound)]
+
     def report_parts(self) -> dict[str, object]:
-        """What the features add to File > Export report (see :func:`report_parts`)."""
-        return report_parts(self.features.values())
+        """The ``write_report`` arguments the features' ``report_part()`` give (a value may be
+        a function, called when the report is written); their figures all go in."""
+        parts: dict[str, object] = {}
+        figures: list[object] = []
+        for part in self._offered("report_part"):
+            given = dict(part() or {})
+            if "figures" in given:
+                figures.append(given.pop("figures"))
+            parts.update(given)
+        if figures:
+            parts["figures"] = lambda: [
+                f for given in figures for f in (given() if callable(given) else given)
+            ]
+        return parts
 
     def restore_session_parts(self, parts: Mapping[str, object]) -> None:
         """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
-        for feature in self.features.values():
-            restore = getattr(feature, "restore_session_part", None)
-            if callable(restore):
-                restore(parts)
+        for restore in self._offered("restore_session_part"):
+            restore(parts)
 
     def show_error(self, text: str, source: str = "action", *, details: str = "") -> None:
         """Show ``text`` as an error in the banner (``details`` behind its Details button)."""
@@ -384,24 +397,3 @@ class Host:
     def show_status(self, text: str) -> None:
         """Set the status bar's text."""
         self._w.status.status_label.setText(text)
-
-
-def report_parts(features: Iterable[Any]) -> dict[str, object]:
-    """The ``write_report`` arguments the features' ``report_part()`` give (a value may be a
-    function, called when the report is written); their figures all go in."""
-    parts: dict[str, object] = {}
-    figures: list[object] = []
-    for feature in features:
-        part = getattr(feature, "report_part", None)
-        if callable(part):
-            given = dict(part() or {})
-            if "figures" in given:
-                figures.append(given.pop("figures"))
-            parts.update(given)
-    if figures:
-
-        def all_figures() -> list[object]:
-            return [f for given in figures for f in (given() if callable(given) else given)]
-
-        parts["figures"] = all_figures
-    return parts

@@ -7,6 +7,7 @@ the size and normalisation); one being read when another model arrives is read a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from actviz.ui.background_loads import (
@@ -21,6 +22,16 @@ from actviz.ui.worker import Job, Worker
 log = logging.getLogger(__name__)
 
 INPUT_HINT = "Open an input (Ctrl+I), drop a file on the window, or pick a sample."
+
+Slot = Callable[..., None]
+
+
+def while_current(request: Any, job: Job, current: Callable[[], Any]) -> Callable[[Slot], Slot]:
+    """Wraps ``slot(request, ...)`` to run only while ``request`` is ``current()`` and ``job``
+    its load: a superseded or restarted load's signals are ignored."""
+    return lambda slot: (
+        lambda *args: current() is request and request.job is job and slot(request, *args)
+    )
 
 
 class InputLoads:
@@ -61,10 +72,11 @@ class InputLoads:
         job = request.job = self.worker.submit(
             lambda stop, progress: loader(source, model=model, loaded_model=loaded_model)
         )
+        mine = while_current(request, job, lambda: self.request)
         job.on(
-            finished=lambda loaded: self._on_finished(job, loaded),
-            failed=lambda error: self._on_errored(job, error),
-            cancelled=lambda: self._on_cancelled(job),
+            finished=mine(self._on_finished),
+            failed=mine(self._on_errored),
+            cancelled=mine(self._on_cancelled),
             progress=self.files.status_label.setText,
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
@@ -117,10 +129,7 @@ class InputLoads:
         if request is not None:
             self.ask(request)
 
-    def _on_finished(self, job: Job, loaded: Any) -> None:
-        request = self.request
-        if request is None or job is not request.job:
-            return
+    def _on_finished(self, request: InputRequest, loaded: Any) -> None:
         if request.model is not self.session.model:
             # The model changed while the input was read: read it again for the new one.
             self.start(request)
@@ -141,12 +150,9 @@ class InputLoads:
         self.window.input_loaded.emit(request.source)
         self.window.runs.run_if_due()
 
-    def _on_errored(self, job: Job, error: BaseException) -> None:
+    def _on_errored(self, request: InputRequest, error: BaseException) -> None:
         from actviz.io.errors import ModelFileAsInputError
 
-        request = self.request
-        if request is None or job is not request.job:
-            return
         self.request = None
         request.succeeded = False
         if request.dropped and isinstance(error, ModelFileAsInputError):
@@ -170,12 +176,10 @@ class InputLoads:
         swap.failure = None  # said by the input put in its place, or not needed
         self.window.runs.run_if_due()
 
-    def _on_cancelled(self, job: Job) -> None:
-        request = self.request
-        if request is not None and job is request.job:
-            self.drop(f"Opening {short_source(request.source)} was cancelled.")
-            self.refit()
-            self.window.runs.run_if_due()
+    def _on_cancelled(self, request: InputRequest) -> None:
+        self.drop(f"Opening {short_source(request.source)} was cancelled.")
+        self.refit()
+        self.window.runs.run_if_due()
 
 
-__all__ = ["INPUT_HINT", "InputLoads"]
+__all__ = ["INPUT_HINT", "InputLoads", "while_current"]

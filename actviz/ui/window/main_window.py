@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QEventLoop, QSettings, QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
@@ -46,7 +46,7 @@ from actviz.workspace.session_state import Session
 log = logging.getLogger(__name__)
 
 DEFAULT_DEBOUNCE_MS = 300
-LEFT, RIGHT = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
+LEFT = Qt.DockWidgetArea.LeftDockWidgetArea
 
 
 class MainWindow(QMainWindow):
@@ -266,9 +266,8 @@ class MainWindow(QMainWindow):
         self.model_dock.show_model()
         self.runs.sync_target_combo(rebuild=True)
         action = self.commands.input_list_action
-        action.blockSignals(True)  # the session already chose from the model's forward
-        action.setChecked(s.input_as_list)
-        action.blockSignals(False)
+        with QSignalBlocker(action):  # the session already chose from the model's forward
+            action.setChecked(s.input_as_list)
         self.centre.banner.set_messages("model", [("warning", w) for w in s.model_warnings])
         self.host.clear_messages("run")
         self._update_enabled()

@@ -81,10 +81,7 @@ class OpenMenus:
     def show_note(self, text: str) -> None:
         """Show ``text`` about the model just adopted in the status bar for 20 s ("": none);
         the previous model's note goes, a message of anything else stays."""
-        parent = self.parent()
-        bar = parent.statusBar() if parent is not None and hasattr(parent, "statusBar") else None
-        if bar is None:
-            return
+        bar = self.files.window.statusBar()  # the files' window is the MainWindow
         if text:
             bar.showMessage(text, 20_000)
         elif self._note and bar.currentMessage() == self._note:

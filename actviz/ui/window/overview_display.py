@@ -60,11 +60,9 @@ class OverviewDisplay:
             return
         self.waiting = False
         self._show_predictions(result)
+        run = self.steps.call if now else self.steps.defer
         for step in (*self._steps(result), self.show_histogram):
-            if now:
-                self.steps.call(step)
-            else:
-                self.steps.defer(step)
+            run(step)
 
     def show_histogram(self) -> None:
         """The selected layer's histogram (a hidden Overview: with the rest, when it shows)."""

@@ -57,7 +57,7 @@ class RunControl:
         a.run_action.triggered.connect(lambda: self.run())
         a.cancel_action.triggered.connect(window.cancel)
         a.input_list_action.toggled.connect(self._on_input_list_toggled)
-        a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
+        a.auto_run_action.toggled.connect(lambda on: setattr(self, "auto_run", on))
         a.target_combo.activated.connect(
             lambda i: window.host.set_target_text(a.target_combo.itemText(i))
         )
@@ -155,9 +155,6 @@ class RunControl:
                 action.setChecked(self.session.input_as_list)
             self.window.host.show_error(f"Not fed as a list: {exc}.")
 
-    def _on_auto_run_toggled(self, on: bool) -> None:
-        self.auto_run = on
-
     def streaming(self) -> bool:
         """Whether the capture worker's latest job that started is a stream's frame and the
         worker is still busy (frames keep coming until the stream stops)."""
@@ -216,14 +213,12 @@ class RunControl:
     def apply_view_settings(self) -> None:
         """Put the persistent view settings on the toolbar and into the session."""
         s, a = self.window.settings, self.window.commands
-        for widget in (a.colormap_combo, a.normalize_combo, a.gradients_action):
-            widget.blockSignals(True)
-        if a.colormap_combo.findText(s.colormap) >= 0:
-            a.colormap_combo.setCurrentText(s.colormap)
-        a.normalize_combo.setCurrentIndex(max(0, a.normalize_combo.findData(s.normalize)))
-        a.gradients_action.setChecked(s.show_gradients)
-        for widget in (a.colormap_combo, a.normalize_combo, a.gradients_action):
-            widget.blockSignals(False)
+        with QSignalBlocker(a.colormap_combo), QSignalBlocker(a.normalize_combo):
+            if a.colormap_combo.findText(s.colormap) >= 0:
+                a.colormap_combo.setCurrentText(s.colormap)
+            a.normalize_combo.setCurrentIndex(max(0, a.normalize_combo.findData(s.normalize)))
+        with QSignalBlocker(a.gradients_action):
+            a.gradients_action.setChecked(s.show_gradients)
         self.session.set_view(colormap=a.colormap, normalize=a.normalize_combo.currentData())
         current = a.colormap_actions.get(a.colormap)
         if current is not None:
@@ -303,16 +298,15 @@ class RunControl:
     def sync_target_combo(self, rebuild: bool = False, output: object = None) -> None:
         """Show the session's target in the toolbar (``rebuild``: list the model's classes)."""
         combo = self.window.commands.target_combo
-        combo.blockSignals(True)
-        if rebuild:
-            combo.clear()
-            # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
-            combo.addItems(target_choices(self.session.categories, output))
-        target = self.session.target
-        if target is None:
-            combo.setCurrentIndex(0)
-        elif 0 <= target < combo.count() - 1:
-            combo.setCurrentIndex(target + 1)
-        else:
-            combo.setEditText(str(target))
-        combo.blockSignals(False)
+        with QSignalBlocker(combo):
+            if rebuild:
+                combo.clear()
+                # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
+                combo.addItems(target_choices(self.session.categories, output))
+            target = self.session.target
+            if target is None:
+                combo.setCurrentIndex(0)
+            elif 0 <= target < combo.count() - 1:
+                combo.setCurrentIndex(target + 1)
+            else:
+                combo.setEditText(str(target))
