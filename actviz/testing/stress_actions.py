@@ -414,25 +414,24 @@ class UserActions:
         """A synthetic failure (tests of the driver): an exception raised in a Qt slot
         (``kind`` "exception"), a segfault ("crash"), a GUI that never returns ("hang") or a
         failed run the window reports ("shown")."""
+        import ctypes
+
         from PySide6.QtCore import QTimer
 
         kind = p.get("kind", "exception")
         if kind == "crash":
-            import ctypes
-
             ctypes.string_at(0)
-        if kind == "hang":
-            while True:
-                time.sleep(0.1)
+        while kind == "hang":
+            time.sleep(0.1)
         if kind == "shown":
             self.window.run_failed.emit("injected run failure")
-            return "inject shown"
-
-        def fail() -> None:
-            raise RuntimeError("injected failure")
-
-        QTimer.singleShot(0, fail)
+        else:
+            QTimer.singleShot(0, _raise_injected)
         return f"inject {kind}"
+
+
+def _raise_injected() -> None:
+    raise RuntimeError("injected failure")
 
 
 __all__ = ["SIZES", "UserActions", "choose", "drop_file"]
