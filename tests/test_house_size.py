@@ -144,9 +144,7 @@ def todays_feature_lines() -> int:
     """Lines of ``actviz/`` outside ``bench/`` and :data:`LATER_CAPABILITIES`."""
     later = tuple(LATER_CAPABILITIES)
     return sum(
-        lines
-        for name, lines in sizes().items()
-        if "::" not in name and not name.startswith(later)
+        lines for name, lines in sizes().items() if "::" not in name and not name.startswith(later)
     )
 
 
