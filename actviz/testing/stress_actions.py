@@ -52,11 +52,13 @@ class UserActions:
 
     def _context_menu_event(self, widget: Any, pos: Any) -> None:
         """The context-menu event the platform sends after a right click that popped no menu."""
+        import shiboken6
         from PySide6.QtGui import QContextMenuEvent
         from PySide6.QtWidgets import QApplication
 
         self.spin(0.02)
-        if QApplication.activePopupWidget() is not None:
+        # A menu is up, or the widget went meanwhile with its panel (a model switch's steps).
+        if QApplication.activePopupWidget() is not None or not shiboken6.isValid(widget):
             return
         pos = widget.rect().center() if pos is None else pos
         event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, pos, widget.mapToGlobal(pos))
