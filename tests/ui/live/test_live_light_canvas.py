@@ -74,6 +74,8 @@ def test_live_frames_on_screen_are_what_the_scene_paints_and_the_hover_reads_the
     # The hover read-out names the tile's channel and reads the frame shown.
     m = panel.activation_slot.mosaic
     y0, x0 = m.tile_origin(4)
+    # From another point first: a move to where the pointer already is sends no event.
+    qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 0.5, y0 + 0.5))
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 2.5, y0 + 1.5))
     value = window.session.result.layers["conv2"].view.data[4, 1, 2]
     want = f"ch 4  (x=2, y=1)  value {_format(value)}"

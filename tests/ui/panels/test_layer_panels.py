@@ -95,8 +95,11 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     assert bool(canvas.grid.labels()) == (tile_px >= LABEL_MIN_TILE_PX)
     # The hover read-out names the channel.
     y0, x0 = m.tile_origin(7)
+    # From another point first: a move to where the pointer already is (an earlier test left
+    # it there) sends no event, and the read-out would wait for one.
+    qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 1.5, y0 + 1.5))
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 3.5, y0 + 2.5))
-    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 7  (x=3, y=2)"), timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 7  (x=3, y=2)"), timeout=5000)
     # Next page: the layer's channels, still readable.
     assert window.display.turn_page("layer2", 1)
     m2 = panel.activation_slot.mosaic
