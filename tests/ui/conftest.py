@@ -30,6 +30,16 @@ def _nothing_left_behind(request):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _pointer_elsewhere(qapp):
+    """Each test's first pointer move is a move: Qt drops a move to where the pointer already
+    is, and an earlier test in the process may have left it exactly where this one hovers."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QCursor
+
+    QCursor.setPos(QPoint(-10_000, -10_000))
+
+
 def small_conv_window(actviz_window):
     """A window on a seeded conv, ReLU, flatten model with both layers ticked, run once."""
     torch.manual_seed(0)
