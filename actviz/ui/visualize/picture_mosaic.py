@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.ui.host import StepsAndLine
 from actviz.ui.panels import style
+from actviz.ui.visualize.section import RunRow
 
 __all__ = ["MosaicDock", "WantsMosaic"]
 
@@ -152,7 +152,7 @@ class WantsMosaic(QtWidgets.QWidget):
         super().mouseMoveEvent(event)
 
 
-class MosaicDock(QtWidgets.QDockWidget, StepsAndLine):
+class MosaicDock(QtWidgets.QDockWidget, RunRow):
     """The dock: a title line (layer and page), page buttons, Visualise / Cancel, progress,
     Export, the mosaic and a message line.
 
@@ -172,6 +172,7 @@ class MosaicDock(QtWidgets.QDockWidget, StepsAndLine):
     visualise_requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
     export_requested = QtCore.Signal()
+    hide_run_when_busy = True
 
     def __init__(
         self, parent: QtWidgets.QWidget | None = None, settings_menu: QtWidgets.QMenu | None = None
@@ -188,59 +189,33 @@ class MosaicDock(QtWidgets.QDockWidget, StepsAndLine):
             QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
         )
         layout.addWidget(self.title_label)
-        row = QtWidgets.QHBoxLayout()
-        row.setSpacing(2)
-        self.prev_button = QtWidgets.QToolButton()
-        self.prev_button.setArrowType(QtCore.Qt.ArrowType.LeftArrow)
-        self.prev_button.setToolTip("Previous channels")
-        self.prev_button.setAutoRaise(True)
-        self.prev_button.clicked.connect(lambda: self.page_requested.emit(-1))
-        self.next_button = QtWidgets.QToolButton()
-        self.next_button.setArrowType(QtCore.Qt.ArrowType.RightArrow)
-        self.next_button.setToolTip("Next channels")
-        self.next_button.setAutoRaise(True)
-        self.next_button.clicked.connect(lambda: self.page_requested.emit(1))
         self.visualise_button = QtWidgets.QPushButton("Visualise")
         self.visualise_button.setToolTip("Synthesise what each channel of this page wants")
         self.visualise_button.clicked.connect(self.visualise_requested)
-        self.settings_button = QtWidgets.QToolButton()
-        self.settings_button.setText("⚙")
-        self.settings_button.setToolTip("Objective, steps and image size")
-        self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
-        if settings_menu is not None:
-            self.settings_button.setMenu(settings_menu)
-        self.progress = style.ProgressBar()
-        self.progress.setMaximumHeight(12)
-        self.progress.setTextVisible(False)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the synthesis (Esc); finished tiles stay")
+        row = self._run_row(
+            self.visualise_button, "Stop the synthesis (Esc); finished tiles stay", settings_menu
+        )
+        row.setSpacing(2)
         self.cancel_button.clicked.connect(self.cancel_requested)
+        arrow = QtCore.Qt.ArrowType
+        self.prev_button = style.arrow_button(
+            arrow.LeftArrow, "Previous channels", lambda: self.page_requested.emit(-1), raised=False
+        )
+        self.next_button = style.arrow_button(
+            arrow.RightArrow, "Next channels", lambda: self.page_requested.emit(1), raised=False
+        )
         self.export_button = QtWidgets.QToolButton()
         self.export_button.setText("Export…")
         self.export_button.setToolTip("Write the pictures as PNGs with visualize.json")
         self.export_button.clicked.connect(self.export_requested)
-        for widget in (self.visualise_button, self.cancel_button):
-            widget.setSizePolicy(
-                QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
-            )
         row.addWidget(self.prev_button)
         row.addWidget(self.next_button)
-        row.addWidget(self.visualise_button)
-        row.addWidget(self.settings_button)
-        row.addWidget(self.progress, 1)
-        row.addStretch(1)
-        row.addWidget(self.cancel_button)
+        self._add_run_widgets(row)
         row.addWidget(self.export_button)
         layout.addLayout(row)
         self.mosaic = WantsMosaic()
-        self.scroll = QtWidgets.QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        self.scroll.setWidget(self.mosaic)
+        self.scroll = style.scroll_area(self.mosaic, frameless=True, wrap=True)
         layout.addWidget(self.scroll, 1)
-        self.message = style.caption_label()
-        self.message.setWordWrap(True)
         layout.addWidget(self.message)
         self.setWidget(body)
         self.set_busy(False)
@@ -271,12 +246,3 @@ class MosaicDock(QtWidgets.QDockWidget, StepsAndLine):
         self.prev_button.setEnabled(has_prev)
         self.next_button.setEnabled(has_next)
         self.visualise_button.setEnabled(True)
-
-    def set_busy(self, busy: bool) -> None:
-        """While a synthesis runs: Cancel and the progress bar."""
-        self.cancel_button.setVisible(busy)
-        self.progress.setVisible(busy)
-        self.visualise_button.setVisible(not busy)
-        self.settings_button.setEnabled(not busy)
-        if busy:
-            self.progress.setRange(0, 0)

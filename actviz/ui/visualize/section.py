@@ -42,7 +42,62 @@ def read_saved_settings(saved: Any) -> VisualizeSettings | None:
         return None
 
 
-class WantsSection(QtWidgets.QWidget, StepsAndLine):
+class RunRow(StepsAndLine):
+    """A view with a run button, the ⚙ settings popover, progress and Cancel on one row and a
+    message line: "What it wants" and the "What channels want" dock."""
+
+    #: While busy the run button is hidden (True) or greyed out (False).
+    hide_run_when_busy = False
+
+    def _run_row(
+        self, run: QtWidgets.QPushButton, cancel_tip: str, menu: QtWidgets.QMenu | None
+    ) -> QtWidgets.QHBoxLayout:
+        """``run`` and the row's other widgets (the caller adds them to the returned row)."""
+        self.run_button = run
+        self.settings_button = QtWidgets.QToolButton()
+        self.settings_button.setText("⚙")
+        self.settings_button.setToolTip("Objective, steps and image size")
+        self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        if menu is not None:
+            self.settings_button.setMenu(menu)
+        self.progress = style.ProgressBar()
+        self.progress.setMaximumHeight(12)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setToolTip(cancel_tip)
+        # Never narrower than their text: the row gives way in the settings and progress.
+        for button in (run, self.cancel_button):
+            button.setSizePolicy(
+                QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
+            )
+        self.message = style.caption_label()
+        self.message.setWordWrap(True)
+        row = QtWidgets.QHBoxLayout()
+        row.setSpacing(4)
+        return row
+
+    def _add_run_widgets(self, row: QtWidgets.QHBoxLayout) -> None:
+        """The run button, ⚙, the progress (stretching) and Cancel, in that order."""
+        row.addWidget(self.run_button)
+        row.addWidget(self.settings_button)
+        row.addWidget(self.progress, 1)
+        row.addStretch(1)
+        row.addWidget(self.cancel_button)
+
+    def set_busy(self, busy: bool) -> None:
+        """While it runs: Cancel and the progress bar; the run button and settings off."""
+        if self.hide_run_when_busy:
+            self.run_button.setVisible(not busy)
+        else:
+            self.run_button.setEnabled(not busy)
+        self.settings_button.setEnabled(not busy)
+        self.cancel_button.setVisible(busy)
+        self.progress.setVisible(busy)
+        if busy:
+            self.progress.setRange(0, 0)
+
+
+class WantsSection(QtWidgets.QWidget, RunRow):
     """ "What it wants" under the channel's maps.
 
     Signals
@@ -65,17 +120,6 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.setSpacing(2)
-        row = QtWidgets.QHBoxLayout()
-        row.setSpacing(4)
-        self.button = QtWidgets.QPushButton("What it wants")
-        self.button.setToolTip(
-            "Synthesise the image this channel responds to most (activation maximisation)"
-        )
-        self.button.clicked.connect(self.requested)
-        # Never narrower than its text: the row gives way in the settings and progress.
-        self.button.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
-        )
         self.steps_spin = QtWidgets.QSpinBox()
         self.steps_spin.setRange(1, 4096)
         self.steps_spin.setValue(defaults.steps)
@@ -103,33 +147,20 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         holder = QtWidgets.QWidgetAction(self.settings_menu)
         holder.setDefaultWidget(form_box)
         self.settings_menu.addAction(holder)
-        self.settings_button = QtWidgets.QToolButton()
-        self.settings_button.setText("⚙")
-        self.settings_button.setToolTip("Objective, steps and image size")
-        self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.settings_button.setMenu(self.settings_menu)
-        self.progress = style.ProgressBar()
-        self.progress.setMaximumHeight(12)
-        self.progress.setTextVisible(False)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the synthesis (Esc)")
-        self.cancel_button.clicked.connect(self.cancel_requested)
-        self.cancel_button.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
+        self.button = QtWidgets.QPushButton("What it wants")
+        self.button.setToolTip(
+            "Synthesise the image this channel responds to most (activation maximisation)"
         )
-        row.addWidget(self.button)
-        row.addWidget(self.settings_button)
-        row.addWidget(self.progress, 1)
-        row.addStretch(1)
-        row.addWidget(self.cancel_button)
+        self.button.clicked.connect(self.requested)
+        row = self._run_row(self.button, "Stop the synthesis (Esc)", self.settings_menu)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self._add_run_widgets(row)
         layout.addLayout(row)
         self.picture = QtWidgets.QLabel()
         self.picture.setAlignment(
             QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
         )
         layout.addWidget(self.picture)
-        self.message = style.caption_label()
-        self.message.setWordWrap(True)
         layout.addWidget(self.message)
         #: The picture shown, ``(H, W, 3)`` uint8, or None.
         self.image: np.ndarray | None = None
@@ -155,15 +186,6 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         self.size_spin.setValue(settings.size[0])
 
     # -- showing -------------------------------------------------------------------------------
-    def set_busy(self, busy: bool) -> None:
-        """While a synthesis runs: Cancel and the progress bar; the button and settings off."""
-        self.button.setEnabled(not busy)
-        self.settings_button.setEnabled(not busy)
-        self.cancel_button.setVisible(busy)
-        self.progress.setVisible(busy)
-        if busy:
-            self.progress.setRange(0, 0)
-
     def show_image(self, image: np.ndarray | None) -> None:
         """Show ``(H, W, 3)`` uint8 (None: no picture)."""
         if image is None:
