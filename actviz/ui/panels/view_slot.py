@@ -347,13 +347,10 @@ def hover_text(
 ) -> str:
     """The read-out at ``loc``, e.g. ``ch 12  (x=3, y=7)  value 0.532``; ``short``: fewer
     characters (``ch 12 (3,7) 0.532 |g| 0.1``)."""
+    fmt = short_value if short else style.format_value
     if loc.kind == "maps":
-        unit = tile_unit or "ch"
-        where = (
-            f"{unit} {loc.channel} ({loc.x},{loc.y})"
-            if short
-            else f"{unit} {loc.channel}  (x={loc.x}, y={loc.y})"
-        )
+        at = f"({loc.x},{loc.y})" if short else f" (x={loc.x}, y={loc.y})"
+        where = f"{tile_unit or 'ch'} {loc.channel} {at}"
     elif loc.kind == "heatmap":
         where = f"({loc.y},{loc.x})" if short else f"(row={loc.y}, col={loc.x})"
     elif unit_names and loc.channel is not None and loc.channel < len(unit_names):
@@ -363,13 +360,10 @@ def hover_text(
     parts = [where]
     value = value_at(activation, loc)
     if value is not None:
-        parts.append(short_value(value) if short else f"value {style.format_value(value)}")
-    if gradient is not None:
-        grad = value_at(gradient, loc)
-        if grad is not None:
-            parts.append(
-                f"|g| {short_value(grad)}" if short else f"|grad| {style.format_value(grad)}"
-            )
+        parts.append(fmt(value) if short else f"value {fmt(value)}")
+    grad = value_at(gradient, loc)
+    if grad is not None:
+        parts.append(f"{'|g|' if short else '|grad|'} {fmt(grad)}")
     return (" " if short else "  ").join(parts)
 
 

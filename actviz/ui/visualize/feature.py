@@ -120,7 +120,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def is_busy(self) -> bool:
         """True while a synthesis runs (or waits for its copy of the model)."""
-        return self.job.running or self._waiting is not None or self.page.is_busy()
+        return self.is_synthesising() or self.page.is_busy()
 
     def looking_up(self) -> bool:
         """True while the cache is asked for the channel shown."""
@@ -274,21 +274,22 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _cancel_synthesis(self) -> bool:
         if self._waiting is not None:  # still waiting for its copy: nothing started
-            self._waiting = None
             self.copy.abandon()
-            self.section.set_busy(False)
-            self.section.set_message("Cancelled.", error=True)
-            self.host.refresh_busy("What it wants cancelled")
+            self._end("Cancelled.", "What it wants cancelled")
             return True
         return self.job.cancel()
 
     def _on_copy_failed(self, error: BaseException) -> None:
         from actviz.ui.background_loads import describe_error
 
+        self._end(f"Could not copy the model: {describe_error(error)}", "What it wants failed")
+
+    def _end(self, message: str, status: str) -> None:
+        """The wait for the model's copy ended without a synthesis: ``message`` in red."""
         self._waiting = None
         self.section.set_busy(False)
-        self.section.set_message(f"Could not copy the model: {describe_error(error)}", error=True)
-        self.host.refresh_busy("What it wants failed")
+        self.section.set_message(message, error=True)
+        self.host.refresh_busy(status)
 
     # ========================================================================== helpers
     def _model(self) -> Any:

@@ -336,17 +336,17 @@ class PageVisualiser(QObject):
         """Channels per page: the panel's page, at most :data:`MAX_PAGE`; :data:`VECTOR_PAGE`
         for a layer without a paged panel (bars, or not ticked), which would give pages of one.
         """
-        result = self.host.result
-        prepared = result.layers.get(layer) if result is not None else None
-        if getattr(prepared, "mosaic", None) is None and layer not in self.session.page_channels:
+        if self._mosaic(layer) is None and layer not in self.session.page_channels:
             return VECTOR_PAGE
         return max(1, min(MAX_PAGE, int(self.host.page_channels(layer))))
 
     def _known_total(self, layer: str) -> int:
-        result = self.host.result
-        prepared = result.layers.get(layer) if result is not None else None
-        mosaic = getattr(prepared, "mosaic", None)
+        mosaic = self._mosaic(layer)
         return int(mosaic.total_channels) if mosaic is not None else 0
+
+    def _mosaic(self, layer: str) -> Any:
+        result = self.host.result
+        return getattr(result.layers.get(layer) if result is not None else None, "mosaic", None)
 
     def _start(self, twin: Any) -> None:
         target = self.copy.engine_model(twin)
