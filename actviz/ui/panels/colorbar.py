@@ -87,17 +87,13 @@ def nice_ticks(low: float, high: float, most: int) -> list[float]:
     if not (math.isfinite(span) and span > 0):
         return [low] if math.isfinite(low) else []
     most = max(2, most)
-    for step in _steps(span / most):
+    power = 10.0 ** math.floor(math.log10(span / most))
+    for step in (m * power for m in (1.0, 2.0, 5.0, 10.0, 20.0)):
         first = math.ceil(low / step - 1e-9)
         count = math.floor(high / step + 1e-9) - first + 1
         if count <= most:
             return [(first + i) * step for i in range(count)]
     return [low, high]
-
-
-def _steps(least: float) -> list[float]:
-    power = 10.0 ** math.floor(math.log10(least))
-    return [m * power for m in (1.0, 2.0, 5.0, 10.0, 20.0)]
 
 
 def tick_texts(values: list[float], step: float) -> list[str]:

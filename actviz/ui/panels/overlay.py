@@ -166,7 +166,6 @@ class OverlayPanel(PanelBase):
         self, title: str, with_layer_selector: bool = False, parent: QtWidgets.QWidget | None = None
     ) -> None:
         super().__init__(title, parent)
-        self._base_title = title
         self.layer_combo: QtWidgets.QComboBox | None = None
         if with_layer_selector:
             row, self.layer_combo = layer_row(12)

@@ -75,11 +75,8 @@ class _Row:
         grid.addWidget(self.percent, line, 2)
         grid.addWidget(self.bar, line + 1, 1, 1, 2)
 
-    def widgets(self) -> tuple[QtWidgets.QWidget, ...]:
-        return (self.index, self.label, self.bar, self.percent)
-
     def set_visible(self, visible: bool) -> None:
-        for widget in self.widgets():
+        for widget in (self.index, self.label, self.bar, self.percent):
             widget.setVisible(visible)
 
     def empty(self) -> None:
