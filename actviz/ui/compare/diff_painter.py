@@ -4,7 +4,7 @@ view first, then those near it one per event-loop pass, what is in view kept in 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
 from actviz.display.colormaps import AUTO
@@ -13,6 +13,7 @@ from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepared import PreparedLayer
 from actviz.display.repage import with_page
 from actviz.ui.compare.view import CompareView
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
 from actviz.workspace.compare_job import CompareOutcome
 
@@ -27,14 +28,6 @@ PAINT_MARGIN = 0.5
 def panel_title(layer: PreparedLayer) -> str:
     """A difference panel's module type: ``Conv2d · A − B``."""
     return f"{layer.module_type} · A − B" if layer.module_type else "A − B"
-
-
-def _timer(parent: QObject, slot: object) -> QTimer:
-    timer = QTimer(parent)
-    timer.setSingleShot(True)
-    timer.setInterval(0)
-    timer.timeout.connect(slot)
-    return timer
 
 
 class DiffPainter(QObject):
@@ -55,15 +48,15 @@ class DiffPainter(QObject):
         self._reveal_name: str | None = None  # the first divergence, scrolled to once shown
         self._painting = False
         self._closed = False
-        self._paint_timer = _timer(self, self.paint_in_view)
-        self._margin_timer = _timer(self, self._paint_near_view)
-        self._width_timer = _timer(self, self._apply_widths)
+        self._paint_soon = DeferredCall(self, self.paint_in_view)
+        self._margin_soon = DeferredCall(self, self._paint_near_view)
+        self._widths_soon = DeferredCall(self, self._apply_widths)
         self._new_widths: dict[str, int] = {}
         view.page_requested.connect(self.turn_page)
         view.mosaic_width_changed.connect(self._on_width_changed)
         # Scrolled: painted at once (before the area is drawn); resized: once laid out.
         view.diffs.scrolled.connect(self.paint_in_view)
-        view.diffs.resized.connect(self._paint_timer.start)
+        view.diffs.resized.connect(self._paint_soon.request)
 
     def show(self, outcome: CompareOutcome, reveal: str | None) -> None:
         """Lay out ``outcome``'s panels and paint those in view (scrolled to ``reveal``)."""
@@ -87,7 +80,7 @@ class DiffPainter(QObject):
     def tab_shown(self) -> None:
         """The tab came on screen: paint on the next pass (its widgets get geometry first)."""
         if self.unpainted:
-            self._paint_timer.start()
+            self._paint_soon.request()
 
     def paint_in_view(self) -> None:
         """Paint the panels waiting in the area's view now (scrolling first to the first
@@ -105,7 +98,7 @@ class DiffPainter(QObject):
         finally:
             self._painting = False
         if self._near_view():
-            self._margin_timer.start()
+            self._margin_soon.request()
 
     def _paint_near_view(self) -> None:
         # One panel near the view a pass: a little scrolling finds it painted.
@@ -118,7 +111,7 @@ class DiffPainter(QObject):
         finally:
             self._painting = False
         if self._near_view():
-            self._margin_timer.start()
+            self._margin_soon.request()
 
     def _paint_each(self, margin: int, most: int | None = None) -> None:
         # One at a time, in depth order: a painted panel's height moves the others.
@@ -144,9 +137,9 @@ class DiffPainter(QObject):
         """Whether panels in (or near) the area's view wait to be painted."""
         if not self.unpainted:
             return False
-        if not self.page.isVisible() or self._paint_timer.isActive():
+        if not self.page.isVisible() or self._paint_soon.pending():
             return True
-        return self._margin_timer.isActive() or self._near_view()
+        return self._margin_soon.pending() or self._near_view()
 
     def waiting(self) -> list[str]:
         """The layers whose panels wait to be scrolled to, in depth order."""
@@ -209,8 +202,7 @@ class DiffPainter(QObject):
 
     def _on_width_changed(self, name: str, width: int) -> None:
         self._new_widths[name] = width
-        if not self._width_timer.isActive():
-            self._width_timer.start()
+        self._widths_soon.request()
 
     def _apply_widths(self) -> None:
         widths, self._new_widths = self._new_widths, {}
@@ -230,5 +222,4 @@ class DiffPainter(QObject):
     def stop(self) -> None:
         """The window closes: nothing more is painted."""
         self._closed = True
-        for timer in (self._paint_timer, self._margin_timer, self._width_timer):
-            timer.stop()
+        self.outcome = None  # widths asked for before are not applied
