@@ -214,7 +214,7 @@ class ChannelView(PanelBase):
         self.position_label.setText(f"ch {self.channel}{of}")
         self.prev_button.setEnabled(self.channel > 0)
         self.next_button.setEnabled(not self.channels or self.channel + 1 < self.channels)
-        self._show_stats()
+        self.stats_label.set_text(*stats_lines(self.stats))
         self._show_summary()
         self.channel_changed.emit(name, self.channel)
 
@@ -385,12 +385,6 @@ class ChannelView(PanelBase):
 
     def _on_canvas_hovered(self, x: float, y: float) -> None:
         self.status_label.setText(self.hover_text(int(x), int(y)))
-
-    def _show_stats(self) -> None:
-        if self.stats:
-            self.stats_label.set_text(*stats_lines(self.stats))
-        else:
-            self.stats_label.setText("")
 
     def _show_summary(self) -> None:
         if self.activation is None:

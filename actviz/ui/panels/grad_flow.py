@@ -111,10 +111,6 @@ class LogValueAxis(pg.AxisItem):
     def __init__(self) -> None:
         super().__init__("left")
 
-    def _label_px(self) -> float:
-        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or self.font())
-        return metrics.height() + VALUE_LABEL_GAP_PX
-
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802, N803
         if not self.logMode or maxVal <= minVal or size <= 0:
             return super().tickValues(minVal, maxVal, size)
@@ -122,7 +118,8 @@ class LogValueAxis(pg.AxisItem):
         lo, hi = math.ceil(minVal - 1e-9), math.floor(maxVal + 1e-9)
         if hi < lo:  # less than a decade in view: pyqtgraph's own ticks are fine there
             return super().tickValues(minVal, maxVal, size)
-        label_px = self._label_px()
+        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or self.font())
+        label_px = metrics.height() + VALUE_LABEL_GAP_PX
         step = max(1, math.ceil(label_px / max(per_decade, 1e-9)))
         # A label centred on the top edge would be cut by what is above the plot.
         top = maxVal - (label_px - VALUE_LABEL_GAP_PX) / 2 / per_decade

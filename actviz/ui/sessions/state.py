@@ -36,14 +36,6 @@ __all__ = [
 ]
 
 
-def _board_edits(session: Session) -> dict[str, tuple[Edit, ...]]:
-    """Every edit of the board (switched off ones too), by layer, in the order made."""
-    out: dict[str, list[Edit]] = {}
-    for entry in session.edits:
-        out.setdefault(entry.layer, []).append(entry.edit)
-    return {layer: tuple(edits) for layer, edits in out.items()}
-
-
 def _channel_view(host: WindowHost) -> dict[str, Any] | None:
     view = host.channel_view
     name = getattr(view, "name", "")
@@ -58,6 +50,10 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
     result = s.result
     pins = tuple(PinState(p.label, float(p.pinned_at), p.result.capture) for p in s.pins)
     parts = dict(host.session_parts())
+    # Every edit of the board (switched off ones too), by layer, in the order made.
+    edits: dict[str, list[Edit]] = {}
+    for entry in s.edits:
+        edits.setdefault(entry.layer, []).append(entry.edit)
     state = SessionState(
         input=None if s.input is None else input_source_of(s.input),
         ticked=tuple(s.ticked),
@@ -70,7 +66,7 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
         channel_pages=dict(s.channel_pages),
         page_channels=dict(s.page_channels),
         channel_view=_channel_view(host),
-        edits=_board_edits(s),
+        edits={layer: tuple(made) for layer, made in edits.items()},
         pins=pins,
         comparison=parts.pop("comparison", None),
         scan_key=parts.pop("scan_key", None),
