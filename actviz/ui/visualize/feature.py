@@ -112,7 +112,6 @@ class VisualizeFeature(FeatureBase, QObject):
         # A layer panel's tile menu (a right click on its tiles).
         host.add_tile_menu_entries(self.fill_tile_menu)
 
-    # ========================================================================== Feature
     def cancel(self) -> bool:
         """Esc / Cancel: stop the syntheses."""
         page = self.page.cancel()
@@ -166,7 +165,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self.page.shutdown()
         self.session.model_changed.disconnect(self._on_model_changed)
 
-    # ========================================================================== pages
     def visualise_page(self, layer: str, first: int | None = None) -> bool:
         """Fill "What channels want" with ``layer``'s page starting at ``first`` (None: the
         page its panel shows), in the background; False when nothing started."""
@@ -193,7 +191,6 @@ class VisualizeFeature(FeatureBase, QObject):
             "Synthesise what each channel of this page wants (What channels want dock)"
         )
 
-    # ========================================================================== export
     def export_to(self, folder: str | Path) -> list[Path]:
         """Write the pictures shown into ``folder`` (``page/`` and ``channel/``: PNGs, a contact
         sheet and ``visualize.json``); returns the files written.
@@ -222,7 +219,6 @@ class VisualizeFeature(FeatureBase, QObject):
             return
         self.host.show_status(f"Wrote {len(files)} files to {folder}")
 
-    # ========================================================================== actions
     def key(self) -> tuple[Any, ...] | None:
         """``(layer, channel, settings)`` of the channel shown, or None."""
         view = self.channel_view
@@ -291,7 +287,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.set_message(message, error=True)
         self.host.refresh_busy(status)
 
-    # ========================================================================== helpers
     def _model(self) -> Any:
         # The opened model (its preprocessing and input size) when there is one.
         s = self.session
@@ -347,7 +342,6 @@ class VisualizeFeature(FeatureBase, QObject):
                 f"{vis.activations[0]:.4g} after {vis.settings['steps']} steps"
             )
 
-    # ========================================================================== events
     def _on_channel_changed(self, layer: str, channel: int) -> None:
         if channel < 0 or self.session.model is None:
             self.section.setVisible(False)

@@ -117,7 +117,6 @@ class PageVisualiser(QObject):
             worker=self.worker,
         )
 
-    # ========================================================================== state
     def is_busy(self) -> bool:
         """True while the page is being copied for, synthesised or looked up."""
         return self.job.running or self.copy.pending
@@ -129,7 +128,6 @@ class PageVisualiser(QObject):
         merged = merge_visualizations(self._parts)
         return merged.select([c for c in self.channels if c in merged.channels])
 
-    # ========================================================================== actions
     def visualise(self, layer: str, first: int | None = None, *, size: int | None = None) -> bool:
         """Show the dock and fill it with ``size`` channels of ``layer`` from position ``first`` of
         its panel's order (None: the panel's page and page size, at most :data:`MAX_PAGE`). False
@@ -249,7 +247,6 @@ class PageVisualiser(QObject):
         self.dock.set_page("", ())
         self.dock.set_message("")
 
-    # ========================================================================== sessions
     def state(self) -> dict[str, Any] | None:
         """What a session file keeps of the page (JSON-able; None when no page was shown and the
         dock is closed).
@@ -331,7 +328,6 @@ class PageVisualiser(QObject):
         self.worker.shutdown()
         self.copy.close()
 
-    # ========================================================================== the jobs
     def _page_size(self, layer: str) -> int:
         """Channels per page: the panel's page, at most :data:`MAX_PAGE`; :data:`VECTOR_PAGE`
         for a layer without a paged panel (bars, or not ticked), which would give pages of one.
@@ -375,7 +371,6 @@ class PageVisualiser(QObject):
             capture_worker=self.host.worker,
         )
 
-    # ========================================================================== events
     def _on_worker_errored(self, _error: BaseException) -> None:
         # The page failed before any picture (not an image model, a layer without
         # channels): no grey tiles under the message, as if pictures were still coming.

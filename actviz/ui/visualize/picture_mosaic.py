@@ -48,7 +48,6 @@ class WantsMosaic(QtWidgets.QWidget):
             QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Preferred
         )
 
-    # -- setters -------------------------------------------------------------------------------
     def set_channels(self, channels: Sequence[int]) -> None:
         """Show these channels' tiles, all pending."""
         self.channels = tuple(int(c) for c in channels)
@@ -67,7 +66,6 @@ class WantsMosaic(QtWidgets.QWidget):
         """The channels whose picture is shown."""
         return tuple(c for c in self.channels if c in self._images)
 
-    # -- geometry ------------------------------------------------------------------------------
     def _grid(self, width: int) -> tuple[int, int, int]:
         """``(columns, rows, tile side)`` for ``width`` pixels."""
         n = max(1, len(self.channels))
@@ -104,7 +102,6 @@ class WantsMosaic(QtWidgets.QWidget):
                 return channel
         return None
 
-    # -- Qt events -----------------------------------------------------------------------------
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
         if self.heightForWidth(self.width()) != self.height():

@@ -170,7 +170,6 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         self.set_busy(False)
         self.show_image(None)
 
-    # -- reading -------------------------------------------------------------------------------
     def settings(self) -> VisualizeSettings:
         """The settings set: ``objective``, ``steps`` and ``size``, the others their defaults."""
         return VisualizeSettings(
@@ -185,7 +184,6 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         self.steps_spin.setValue(settings.steps)
         self.size_spin.setValue(settings.size[0])
 
-    # -- showing -------------------------------------------------------------------------------
     def show_image(self, image: np.ndarray | None) -> None:
         """Show ``(H, W, 3)`` uint8 (None: no picture)."""
         if image is None:
