@@ -399,13 +399,8 @@ class AtlasView(QWidget):
         if on:
             other = self.lasso_button if self.sender() is self.select_button else self.select_button
             other.setChecked(False)
-        self.box.mode = (
-            "rect"
-            if self.select_button.isChecked()
-            else "lasso"
-            if self.lasso_button.isChecked()
-            else ""
-        )
+        rect, lasso = self.select_button.isChecked(), self.lasso_button.isChecked()
+        self.box.mode = "rect" if rect else "lasso" if lasso else ""
 
 
 def _text_button(text: str, tip: str) -> QToolButton:

@@ -382,8 +382,7 @@ class CompareController(FeatureBase, QObject):
         self.view.set_pins([p.label for p in self.session.pins], current)
 
     def _refresh_input_choices(self) -> None:
-        choices: list[str] = []
-        choices += [str(p) for p in self.host.sample_inputs()]
+        choices = [str(p) for p in self.host.sample_inputs()]
         choices += [r for r in self.host.settings.recent_inputs() if r not in choices]
         inp = self.session.input
         value = inp.value if inp is not None else None

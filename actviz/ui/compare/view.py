@@ -17,9 +17,6 @@ from actviz.workspace.compare_job import INPUT, MODEL, PIN
 
 #: The choices of run B, in the source picker's order.
 SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))
-ERROR_COLOUR = style.ERROR_TEXT
-
-
 #: Below this width of the tab the similarity chart goes above the predictions table.
 NARROW_TAB_PX = 560
 
@@ -222,7 +219,7 @@ class CompareView(QtWidgets.QWidget):
     def set_message(self, text: str, *, error: bool = False) -> None:
         """What is compared, or what went wrong (errors in red)."""
         self.message_label.setText(text)
-        self.message_label.setStyleSheet(f"color: {ERROR_COLOUR};" if error else "")
+        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};" if error else "")
         self.message_label.setProperty("error", error)
 
     def message(self) -> str:
