@@ -4,6 +4,7 @@ window's capture worker."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,12 @@ from PySide6.QtWidgets import QFileDialog
 from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost
-from actviz.ui.sessions.report_job import ReportJob
 from actviz.ui.sessions.state import open_args
+from actviz.ui.worker import Job, Worker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_SOURCE", "ReportExport", "mib"]
+__all__ = ["REPORT_SOURCE", "ReportExport", "ReportJob", "mib"]
 
 #: The banner's source for File > Export report's messages (cleared by the next report written,
 #: leaving a session's own messages as they are).
@@ -30,6 +31,48 @@ REPORT_FILTER = "HTML reports (*.html)"
 def mib(nbytes: int) -> str:
     """A file's size for the status bar."""
     return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
+
+
+class ReportJob:
+    """A report's file, its job and each submission of it (the first to begin claims it)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        #: ``job(should_stop, progress, submission)`` (set once made: it refers to the report).
+        self.job: Callable[..., Any] | None = None
+        #: The handle of each submission, in order.
+        self.handles: list[Job] = []
+        #: The submission that writes the file (None: none began yet).
+        self.claimed_by: int | None = None
+        #: (info, error) once the job ended.
+        self.outcome: tuple[Any, BaseException | None] | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, worker: Worker) -> Job:
+        """One more submission of the job (behind what is queued: a run still reports). It
+        finishes with None when another submission began first (that one writes the file)."""
+        job, k = self.job, len(self.handles)
+        assert job is not None
+        self.handles.append(worker.submit(lambda stop, prog: job(stop, prog, k), supersede=False))
+        return self.handles[-1]
+
+    def claim(self, submission: int) -> bool:
+        """On the job's thread: True for the first submission that begins."""
+        with self._lock:
+            if self.claimed_by is not None:
+                return False
+            self.claimed_by = submission
+            return True
+
+    def to_resubmit(self) -> bool:
+        """Whether no submission began and the latest was superseded (skipped unrun)."""
+        return self.claimed_by is None and self.handles[-1].outcome == "superseded"
+
+    def ended_unheard(self) -> bool:
+        """Whether it ended in a submission that was superseded (its end goes unheard)."""
+        k = self.claimed_by
+        ended = k is not None and self.outcome is not None
+        return ended and self.handles[k].outcome == "superseded"  # type: ignore[index]
 
 
 class ReportExport(QObject):
