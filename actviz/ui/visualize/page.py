@@ -11,11 +11,13 @@ The synthesis is tracked by :class:`~actviz.ui.host.FeatureJob`; a session file 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from actviz.analysis.visualize.feature_vis import layer_channels, visualize
 from actviz.analysis.visualize.visualization import (
     Visualization,
     VisualizeSettings,
@@ -23,12 +25,11 @@ from actviz.analysis.visualize.visualization import (
 )
 from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
-from actviz.ui.visualize.page_job import page_job
 from actviz.ui.visualize.picture_mosaic import MosaicDock
 from actviz.ui.visualize.section import read_saved_settings, saved_settings
 from actviz.ui.worker import Worker
 
-__all__ = ["STATE_KEY", "PageVisualiser"]
+__all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser", "page_job"]
 
 #: The dock's width when first shown.
 DOCK_WIDTH = 340
@@ -40,6 +41,72 @@ VECTOR_PAGE = 16
 MAX_PAGE = 32
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
+
+
+#: Channels synthesised together (one batch): small enough that tiles appear every few
+#: seconds, large enough that a GPU is kept busy.
+CHUNK = 4
+#: The longest one optimisation step of the page waits for the capture worker's job (a run, a
+#: live frame) to end before it goes on beside it: the window's own work comes first, and a
+#: page beside live mode still moves.
+YIELD_S = 1.0
+
+
+def page_job(
+    target: Any,
+    layer: str,
+    channels: list[int],
+    settings: VisualizeSettings,
+    *,
+    compute: bool,
+    need_total: bool,
+    emit: Callable[[str, Any], None],
+    set_progress: Callable[[tuple[int, int]], None],
+    capture_worker: Any,
+) -> Callable[[Any, Any], None]:
+    """The job (``job(should_stop, report)``) filling ``channels`` of ``layer`` of model
+    ``target`` with ``settings``.
+
+    ``emit("total", n)`` tells the layer's channel count (with ``need_total``), ``emit("part",
+    vis)`` each :class:`~actviz.analysis.visualize.visualization.Visualization` found or made;
+    ``set_progress((done, total))`` counts the optimisation steps."""
+    steps = settings.steps
+
+    def job(should_stop: Any, report: Any) -> None:
+        def stop_or_yield() -> bool:
+            # Before each step: the window's run or live frame first (a bounded wait).
+            if capture_worker.is_busy():
+                deadline = time.monotonic() + YIELD_S
+                while capture_worker.is_busy() and time.monotonic() < deadline:
+                    if should_stop():
+                        return True
+                    time.sleep(0.002)
+            return bool(should_stop())
+
+        todo = channels
+        if need_total:
+            total = layer_channels(target, layer, size=settings.size[0])
+            emit("total", total)
+            todo = [c for c in todo if c < total]
+        found = visualize(target, layer, todo, settings, cache=True, only_cached=True)
+        if found.channels:
+            emit("part", found)
+        if not compute:
+            return
+        todo = [c for c in todo if c not in found.channels]
+        chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
+        for n, part in enumerate(chunks):
+
+            def step(done: int, _total: int, n: int = n) -> None:
+                set_progress((n * steps + done, len(chunks) * steps))
+                report(f"Visualising channels: step {n * steps + done}")
+
+            vis = visualize(
+                target, layer, part, settings, cache=True, progress=step, should_stop=stop_or_yield
+            )
+            emit("part", vis)
+
+    return job
 
 
 class _PartSignals(QObject):

@@ -18,8 +18,7 @@ from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.prediction_change import PredictionChangeView
-from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
-from actviz.ui.whatif.range_dialog import ask_range
+from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock, ask_range
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.difference import PredictionChange

@@ -88,8 +88,8 @@ def test_the_page_runs_at_what_it_wants_priority_and_gives_way_to_runs(
     import os
     import time
 
-    import actviz.ui.visualize.page_job as page_module
-    from actviz.ui.visualize.page_job import YIELD_S
+    import actviz.ui.visualize.page as page_module
+    from actviz.ui.visualize.page import YIELD_S
 
     win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
     win.run_and_wait()
