@@ -118,10 +118,6 @@ class SessionsFeature(FeatureBase, QObject):
             self.host.add_menu_action("File", act, before=before, shortcut=shortcut)
         self.refresh_recent_menu()
 
-    def recent_sessions(self) -> list[str]:
-        """The session files opened or saved lately, most recent first."""
-        return self.host.settings.recent_sessions()
-
     def _remember(self, path: Path) -> None:
         self.host.settings.add_recent_session(str(path))
         self.refresh_recent_menu()
@@ -129,7 +125,7 @@ class SessionsFeature(FeatureBase, QObject):
     def refresh_recent_menu(self) -> None:
         menu = self.recent_menu
         menu.clear()
-        for entry in self.recent_sessions():
+        for entry in self.host.settings.recent_sessions():
             menu.addAction(entry, lambda p=entry: self.open_session(p))
         menu.setEnabled(not menu.isEmpty())
 
@@ -192,9 +188,6 @@ class SessionsFeature(FeatureBase, QObject):
             text = describe_error(error)
         self._fail_open(opening, f"Could not open the session: {text}", level="error")
 
-    def wait(self, done: Callable[[], bool]) -> None:
-        self.host.wait_until(done)
-
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save the session (Ctrl+S) to ``path``, else the file last used, else ask; True when
         saving started (``wait``: when the file was written)."""
@@ -211,7 +204,7 @@ class SessionsFeature(FeatureBase, QObject):
 
     def open_session_dialog(self) -> bool:
         """File > Open session…: pick a session file and open it."""
-        start = self.recent_sessions()[:1]
+        start = self.host.settings.recent_sessions()[:1]
         path, _ = QFileDialog.getOpenFileName(
             self.host.dialog_parent(),
             "Open session",
@@ -237,7 +230,7 @@ class SessionsFeature(FeatureBase, QObject):
 
         self._step(opening, read, lambda value: self._read(opening, *value))
         if wait:
-            self.wait(lambda: opening.done is not None)
+            self.host.wait_until(lambda: opening.done is not None)
         return bool(opening.done) if wait else True
 
     def _read(self, opening: _Opening, state: SessionState, check: ModelCheck) -> None:

@@ -46,7 +46,7 @@ class SessionSaver:
         """Save to a file chosen in a dialog (or ``path``)."""
         if path is None:
             f = self.feature
-            start = str(f.path) if f.path else (f.recent_sessions() or [""])[0]
+            start = str(f.path) if f.path else (self.host.settings.recent_sessions() or [""])[0]
             chosen, _ = QFileDialog.getSaveFileName(
                 self.host.dialog_parent(),
                 "Save session",
@@ -98,7 +98,7 @@ class SessionSaver:
         self.jobs.add(handle)
         self.host.refresh_busy()
         if wait:
-            self.feature.wait(lambda: handle not in self.jobs)
+            self.host.wait_until(lambda: handle not in self.jobs)
             return bool(outcome and outcome[0])
         return True
 
