@@ -38,11 +38,6 @@ def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:
     )
 
 
-def fmt(value: float) -> str:
-    """A figure for the read-out (nan and inf as words)."""
-    return style.format_value(float(value))
-
-
 class SimilarityChart(PlotPanel):
     """Cosine similarity and relative L2 distance per layer, in depth order (``layer_clicked``)."""
 
@@ -144,7 +139,7 @@ class SimilarityChart(PlotPanel):
         # NaN (an empty layer) breaks the line there rather than hiding the whole series.
         self.cosine_curve.setData(x, self.cosine, connect="finite")
         self.distance_curve.setData(x, self.rel_l2, connect="finite")
-        self.axis.set_names(self._labels())
+        self.axis.set_names([self._label(i) for i in range(n)])
         values = np.concatenate([self.cosine, self.rel_l2])
         values = values[np.isfinite(values)]
         low = min(0.0, float(values.min())) if values.size else 0.0
@@ -216,9 +211,6 @@ class SimilarityChart(PlotPanel):
         repeated = calls.count(calls[index]) < len(calls) and any(c > 0 for c in calls)
         return f"{name} (call {calls[index]})" if repeated or calls[index] > 0 else name
 
-    def _labels(self) -> list[str]:
-        return [self._label(i) for i in range(len(self.names))]
-
     def _summary_text(self) -> str:
         n = len(self.names)
         if n == 0:
@@ -244,6 +236,7 @@ class SimilarityChart(PlotPanel):
         if index is None:
             return None
 
+        fmt = style.format_value
         text = (
             f"{index}: {self._label(index)} · cosine {fmt(self.cosine[index])} · "
             f"rel L2 {fmt(self.rel_l2[index])} · max |Δ| {fmt(self.max_abs[index])}"
