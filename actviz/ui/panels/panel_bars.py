@@ -40,14 +40,11 @@ class BadgeLabel(QtWidgets.QLabel):
 
     def show_edit(self, text: str) -> None:
         """Say which edit the layer has ("" hides the badge)."""
-        self.set_full_text(f"edited: {text}" if text else "")
-        self.setToolTip(text)
-        self.setVisible(bool(text))
-
-    def set_full_text(self, text: str) -> None:
-        self._full = text
+        self._full = f"edited: {text}" if text else ""
         self.updateGeometry()
         self._elide()
+        self.setToolTip(text)
+        self.setVisible(bool(text))
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         hint = super().sizeHint()
