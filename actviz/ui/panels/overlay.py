@@ -339,14 +339,10 @@ class OverlayPanel(PanelBase):
 
     def _on_canvas_hovered(self, x: float, y: float) -> None:
         # Canvas coordinates are heat-map pixels; report picture pixels when there is a picture.
-        parts = []
+        text = ""
         if self.heat is not None:
-            hy, hx = int(y), int(x)
-            if self.rgb is not None:
-                scale_y = self.rgb.shape[0] / self.heat.shape[0]
-                scale_x = self.rgb.shape[1] / self.heat.shape[1]
-                parts.append(f"(x={int(x * scale_x)}, y={int(y * scale_y)})")
-            else:
-                parts.append(f"(x={hx}, y={hy})")
-            parts.append(f"heat {style.format_value(self.heat[hy, hx])}")
-        self.status_label.setText("  ".join(parts))
+            h, w = self.heat.shape
+            sy, sx = (1, 1) if self.rgb is None else (self.rgb.shape[0] / h, self.rgb.shape[1] / w)
+            value = style.format_value(self.heat[int(y), int(x)])
+            text = f"(x={int(x * sx)}, y={int(y * sy)})  heat {value}"
+        self.status_label.setText(text)
