@@ -372,15 +372,9 @@ class ChannelView(PanelBase):
         if self.activation is None:
             return ""
         parts = [f"(x={x}, y={y})"]
-        height, width = self.activation.shape
-        if 0 <= y < height and 0 <= x < width:
-            parts.append(f"value {style.format_value(self.activation[y, x])}")
-        if (
-            self.gradient is not None
-            and 0 <= y < self.gradient.shape[0]
-            and 0 <= x < self.gradient.shape[1]
-        ):
-            parts.append(f"|grad| {style.format_value(self.gradient[y, x])}")
+        for word, data in (("value", self.activation), ("|grad|", self.gradient)):
+            if data is not None and 0 <= y < data.shape[0] and 0 <= x < data.shape[1]:
+                parts.append(f"{word} {style.format_value(data[y, x])}")
         return "  ".join(parts)
 
     def _on_canvas_hovered(self, x: float, y: float) -> None:

@@ -81,19 +81,13 @@ def locate_in_mosaic(view: LayerView, mosaic: Mosaic, x: float, y: float) -> Loc
 
 def value_at(view: LayerView | None, loc: Location) -> float | None:
     """Raw value of ``view`` at ``loc`` if the view has that kind and the index exists."""
-    if view is None or view.kind != loc.kind:
+    where = {"maps": (loc.channel, loc.y, loc.x), "heatmap": (loc.y, loc.x), "bars": (loc.channel,)}
+    if view is None or view.kind != loc.kind or loc.kind not in where:
         return None
-    data = view.data
     try:
-        if loc.kind == "maps":
-            return float(data[loc.channel, loc.y, loc.x])
-        if loc.kind == "heatmap":
-            return float(data[loc.y, loc.x])
-        if loc.kind == "bars":
-            return float(data[loc.channel])
+        return float(view.data[where[loc.kind]])
     except IndexError:
         return None
-    return None
 
 
 def data_shape(view: LayerView) -> tuple[int, ...]:
