@@ -49,7 +49,7 @@ class DiffPainter(QObject):
         self._painting = False
         self._closed = False
         self._paint_soon = DeferredCall(self, self.paint_in_view)
-        self._margin_soon = DeferredCall(self, self._paint_near_view)
+        self._margin_soon = DeferredCall(self, lambda: self.paint_in_view(near=True))
         self._widths_soon = DeferredCall(self, self._apply_widths)
         self._new_widths: dict[str, int] = {}
         view.page_requested.connect(self.turn_page)
@@ -82,9 +82,10 @@ class DiffPainter(QObject):
         if self.unpainted:
             self._paint_soon.request()
 
-    def paint_in_view(self) -> None:
+    def paint_in_view(self, *, near: bool = False) -> None:
         """Paint the panels waiting in the area's view now (scrolling first to the first
-        divergence of a comparison shown for the first time); those near it follow."""
+        divergence of a comparison shown for the first time); those near it follow, one a pass
+        (``near``), so that a little scrolling finds them painted."""
         if self._closed or self._painting or not self.page.isVisible():
             return
         if not self.unpainted and self._reveal_name is None:
@@ -95,19 +96,8 @@ class DiffPainter(QObject):
                 name, self._reveal_name = self._reveal_name, None
                 self.view.diffs.reveal(name)
             self._paint_each(0)
-        finally:
-            self._painting = False
-        if self._near_view():
-            self._margin_soon.request()
-
-    def _paint_near_view(self) -> None:
-        # One panel near the view a pass: a little scrolling finds it painted.
-        if self._closed or self._painting or not self.page.isVisible():
-            return
-        self._painting = True
-        try:
-            self._paint_each(0)
-            self._paint_each(self._margin_px(), most=1)
+            if near:
+                self._paint_each(self._margin_px(), most=1)
         finally:
             self._painting = False
         if self._near_view():
