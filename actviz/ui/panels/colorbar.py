@@ -221,7 +221,10 @@ class ColorBar(pg.GraphicsLayout):
     ) -> None:
         """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top), or with ``labels``."""
         low, high = float(values[0]), float(values[1])
-        if labels == self._labels and self._close_to_shown(low, high):
+        shown_low, shown_high = self._levels
+        tolerance = 0.01 * max(abs(shown_high - shown_low), abs(high - low))
+        close = abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
+        if labels == self._labels and close:
             return  # live frames mostly repeat the range; under 1% is not readable
         self._levels = (low, high)
         self._labels = labels
@@ -231,9 +234,3 @@ class ColorBar(pg.GraphicsLayout):
     def levels(self) -> tuple[float, float]:
         """The (low, high) values written on the bar."""
         return self._levels
-
-    def _close_to_shown(self, low: float, high: float) -> bool:
-        """Whether (low, high) is within 1% of the span of the range already on the bar."""
-        shown_low, shown_high = self._levels
-        tolerance = 0.01 * max(abs(shown_high - shown_low), abs(high - low))
-        return abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
