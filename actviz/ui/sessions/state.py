@@ -36,20 +36,15 @@ __all__ = [
 ]
 
 
-def _channel_view(host: WindowHost) -> dict[str, Any] | None:
-    view = host.channel_view
-    name = getattr(view, "name", "")
-    if not name or not view.isVisibleTo(host.dialog_parent()):
-        return None
-    return {"layer": str(name), "channel": int(view.channel)}
-
-
 def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
     """What ``host`` shows, as a :class:`SessionState` (``with_model``: the model's source now)."""
     s = host.session
     result = s.result
     pins = tuple(PinState(p.label, float(p.pinned_at), p.result.capture) for p in s.pins)
     parts = dict(host.session_parts())
+    view = host.channel_view
+    name = getattr(view, "name", "")
+    shown = bool(name) and view.isVisibleTo(host.dialog_parent())
     # Every edit of the board (switched off ones too), by layer, in the order made.
     edits: dict[str, list[Edit]] = {}
     for entry in s.edits:
@@ -65,7 +60,7 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
         input_as_list=bool(s.input_as_list),
         channel_pages=dict(s.channel_pages),
         page_channels=dict(s.page_channels),
-        channel_view=_channel_view(host),
+        channel_view={"layer": str(name), "channel": int(view.channel)} if shown else None,
         edits={layer: tuple(made) for layer, made in edits.items()},
         pins=pins,
         comparison=parts.pop("comparison", None),
