@@ -286,11 +286,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.set_message(message, error=True)
         self.host.refresh_busy(status)
 
-    def _model(self) -> Any:
-        # The opened model (its preprocessing and input size) when there is one.
-        s = self.session
-        return s.loaded_model if s.loaded_model is not None else s.model
-
     def _show_cached(self) -> None:
         """Show the cached picture of the channel shown with the settings set, once the cache
         answered (none meanwhile)."""
@@ -305,7 +300,9 @@ class VisualizeFeature(FeatureBase, QObject):
             return  # asked already (a live frame shows the same channel again)
         self._show(None)
         self._asked, self._pending = key, True
-        model = self._model()
+        # The opened model (its preprocessing and input size) when there is one.
+        loaded = self.session.loaded_model
+        model = loaded if loaded is not None else self.session.model
 
         def job(_should_stop: Any, _report: Any) -> tuple[tuple[Any, ...], Visualization]:
             return key, _visualize_key(model, key, only_cached=True)
