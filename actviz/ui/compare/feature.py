@@ -270,8 +270,18 @@ class CompareController(FeatureBase, QObject):
 
     def _start(self) -> None:
         self._waiting = False
+        v = self.view
         try:
-            request, label = self._request()
+            request, label = request_for(
+                self.session,
+                v.source,
+                pin_index=v.pin_combo.currentIndex(),
+                input_text=v.input_combo.currentText().strip(),
+                input_loader=self.host.input_loader,
+                model_b=self.model_b,
+                pages=self.painter.pages,
+                page_sizes=self.painter.page_sizes,
+            )
         except ValueError as exc:
             self.view.set_busy(False)
             self._refuse(str(exc))
@@ -284,19 +294,6 @@ class CompareController(FeatureBase, QObject):
             status=f"Comparing with {label}…",
             done=f"Compared with {label}",
             failed=f"Could not compare with {label}",
-        )
-
-    def _request(self) -> tuple[CompareRequest, str]:
-        painter, v = self.painter, self.view
-        return request_for(
-            self.session,
-            v.source,
-            pin_index=v.pin_combo.currentIndex(),
-            input_text=v.input_combo.currentText().strip(),
-            input_loader=self.host.input_loader,
-            model_b=self.model_b,
-            pages=painter.pages,
-            page_sizes=painter.page_sizes,
         )
 
     def _on_compared(self, outcome: Any, _context: Any) -> None:

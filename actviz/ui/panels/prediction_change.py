@@ -53,11 +53,6 @@ def format_change(value: float, *, percent: bool) -> str:
     return f"{value:+.2f}" if size < 10 else f"{value:+.1f}" if size < 100 else f"{value:+.0f}"
 
 
-def _class_label(index: int, name: str) -> str:
-    plain = not name or name in (str(index), f"class {index}")
-    return f"class {index}" if plain else f"{index}: {name}"
-
-
 class PredictionChangeView(PanelBase):
     """Per class: its name, then its probability in both runs and the changes (A minus B);
     the target and each run's top probability bold. Hidden with neither rows nor a message.
@@ -189,9 +184,9 @@ class PredictionChangeView(PanelBase):
         right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
         for i, (index, name, p_a, p_b, dp, _la, _lb, dlogit) in enumerate(listed):
             is_target = index == target
-            title = QTableWidgetItem(
-                _class_label(index, name) + ("  (target)" if is_target else "")
-            )
+            plain = not name or name in (str(index), f"class {index}")
+            label = f"class {index}" if plain else f"{index}: {name}"
+            title = QTableWidgetItem(label + ("  (target)" if is_target else ""))
             title.setToolTip(
                 f"class {index}: {name}" + (" - the target class" if is_target else "")
             )
