@@ -167,10 +167,6 @@ class AtlasFeature(FeatureBase, QObject):
         self._result_pending = False
         self._on_scan_changed()
 
-    @property
-    def layer(self) -> str:
-        return self.view.layer_combo.currentText()
-
     def _on_scan_changed(self) -> None:
         scan = self.session.scan
         if scan is not None and self._restoring is not None and not made_of(self._restoring, scan):
@@ -189,7 +185,8 @@ class AtlasFeature(FeatureBase, QObject):
         self.logits = classifier_layer(scan, self.session.categories)
         # A layer other than the classifier is the more telling map; the one shown stays.
         mapped = [n for n in layers if n != self.logits] or list(layers)
-        keep = self.layer if self.layer in layers else mapped[-1]
+        current = self.view.layer_combo.currentText()
+        keep = current if current in layers else mapped[-1]
         if self._restoring is not None and self._restoring.get("layer") in layers:
             keep = str(self._restoring["layer"])
             apply_choices(self.view, self._restoring)
@@ -199,7 +196,7 @@ class AtlasFeature(FeatureBase, QObject):
     def rebuild(self) -> Job | None:
         """Fit the map of the chosen layer on the feature's worker; returns the job (None:
         nothing to map, or the map was fitted before and is shown now)."""
-        scan, layer = self.session.scan, self.layer
+        scan, layer = self.session.scan, self.view.layer_combo.currentText()
         if scan is None or not layer:
             return None
         method, logits = self.view.method_combo.currentText().lower() or "pca", self.logits
