@@ -36,8 +36,7 @@ class DifferencePanel(LayerPanel):
 
 
 class _StandIn(QtWidgets.QWidget):
-    """Where the difference panel of a layer not yet painted goes: as tall as an empty
-    panel, with nothing in it (a panel is made when it comes near the view)."""
+    """An empty stand-in as tall as an empty panel, until the layer's panel comes near the view."""
 
     def __init__(self, name: str) -> None:
         super().__init__()

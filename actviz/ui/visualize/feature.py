@@ -287,8 +287,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.host.refresh_busy(status)
 
     def _show_cached(self) -> None:
-        """Show the cached picture of the channel shown with the settings set, once the cache
-        answered (none meanwhile)."""
+        """Show the cached picture of the channel and settings shown once the cache answers."""
         key = self.key()
         if key is None or self._closed:
             self._forget_lookup()
@@ -401,9 +400,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
 
 def _visualize_key(model: Any, key: tuple[Any, ...], **kwargs: Any) -> Visualization:
-    """The cached visualisation of ``key`` (:meth:`VisualizeFeature.key`), made when
-    ``only_cached`` is not given; ``kwargs`` go to
-    :func:`~actviz.analysis.visualize.feature_vis.visualize`."""
+    """:func:`visualize` of ``key`` (:meth:`VisualizeFeature.key`), cached; ``kwargs`` go to it."""
     layer, channel, settings = key
     return visualize(model, layer, [channel], settings, cache=True, **kwargs)
 

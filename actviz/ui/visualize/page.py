@@ -110,8 +110,7 @@ def page_job(
 
 
 class _PartSignals(QObject):
-    """From the job's thread to the GUI thread: ``part(token, "total", int)`` or
-    ``part(token, "part", Visualization)``."""
+    """Job thread -> GUI thread: ``part(token, "total", int)`` or ``(token, "part", vis)``."""
 
     part = Signal(int, str, object)
 
@@ -375,8 +374,7 @@ class PageVisualiser(QObject):
         return True
 
     def _look_up(self) -> None:
-        """Fill the page's tiles the cache holds (a job on :attr:`worker`: the weights are
-        hashed the first time; no forward pass, no hooks)."""
+        """Fill the tiles the cache holds (on :attr:`worker`; no forward pass, no hooks)."""
         s = self.session
         loaded = s.loaded_model
         model = loaded if loaded is not None and loaded.model is s.model else s.model
@@ -397,8 +395,7 @@ class PageVisualiser(QObject):
 
     def _page_size(self, layer: str) -> int:
         """Channels per page: the panel's page, at most :data:`MAX_PAGE`; :data:`VECTOR_PAGE`
-        for a layer without a paged panel (bars, or not ticked), which would give pages of one.
-        """
+        for a layer without a paged panel (bars, or not ticked), which would give pages of one."""
         if self._mosaic(layer) is None and layer not in self.session.page_channels:
             return VECTOR_PAGE
         return max(1, min(MAX_PAGE, int(self.host.page_channels(layer))))
@@ -423,8 +420,7 @@ class PageVisualiser(QObject):
         ).failed.connect(self._on_worker_errored)
 
     def _page_job(self, target: Any, *, compute: bool) -> Callable[[Any, Any], None]:
-        """The job filling the page shown: the cache's pictures first, then (``compute``)
-        the others synthesised on ``target`` a few channels at a time."""
+        """The page's job: the cache's pictures, then (``compute``) the others made on ``target``."""
         token, signals, tracked = self._token, self._signals, self.job
         return page_job(
             target,
