@@ -420,7 +420,7 @@ class PageVisualiser(QObject):
         ).failed.connect(self._on_worker_errored)
 
     def _page_job(self, target: Any, *, compute: bool) -> Callable[[Any, Any], None]:
-        """The page's job: the cache's pictures, then (``compute``) the others made on ``target``."""
+        """The page's job: the cached pictures, then (``compute``) the others made on ``target``."""
         token, signals, tracked = self._token, self._signals, self.job
         return page_job(
             target,
