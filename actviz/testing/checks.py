@@ -74,22 +74,16 @@ class ProcessState:
 
     def changes_since(self, before: ProcessState) -> list[str]:
         """Describe what differs from ``before`` (empty when nothing does)."""
-        out = []
-        if self.switch_interval != before.switch_interval:
-            out.append(
-                f"sys.getswitchinterval() changed from {before.switch_interval!r} "
-                f"to {self.switch_interval!r}"
-            )
-        if self.torch_threads != before.torch_threads:
-            out.append(
-                f"torch.get_num_threads() changed from {before.torch_threads} "
-                f"to {self.torch_threads}"
-            )
-        if self.global_hooks != before.global_hooks:
-            out.append(
-                f"global module hooks went from {before.global_hooks} to {self.global_hooks}"
-            )
-        return out
+        says = {
+            "switch_interval": "sys.getswitchinterval() changed from {!r} to {!r}",
+            "torch_threads": "torch.get_num_threads() changed from {} to {}",
+            "global_hooks": "global module hooks went from {} to {}",
+        }
+        return [
+            say.format(getattr(before, field), getattr(self, field))
+            for field, say in says.items()
+            if getattr(self, field) != getattr(before, field)
+        ]
 
 
 def live_array_mib() -> dict[str, float]:
@@ -213,19 +207,17 @@ def leaked_widgets(before: Collection[int]) -> list[QWidget]:
 
 def describe_widget(widget: QWidget) -> str:
     """A one-line description of ``widget`` for a failure message."""
-    what = type(widget).__name__
     name = widget.objectName()
     title = widget.windowTitle() or (widget.title() if hasattr(widget, "title") else "")
-    parts = [what]
-    if name:
-        parts.append(f"objectName={name!r}")
-    if title:
-        parts.append(f"title={title!r}")
-    parts.append("visible" if widget.isVisible() else "hidden")
     parent = widget.parent()
-    if parent is not None:
-        parts.append(f"parent={type(parent).__name__}")
-    return " ".join(parts)
+    parts = [
+        type(widget).__name__,
+        f"objectName={name!r}" if name else "",
+        f"title={title!r}" if title else "",
+        "visible" if widget.isVisible() else "hidden",
+        f"parent={type(parent).__name__}" if parent is not None else "",
+    ]
+    return " ".join(p for p in parts if p)
 
 
 __all__ = [

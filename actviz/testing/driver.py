@@ -346,8 +346,11 @@ class WindowDriver:
 
     def close(self) -> None:
         """Close the window (it stops its workers; the fixture deletes it at the end)."""
-        if self.window is not None and not self.window.is_closed():
-            self.window.close()
+        import shiboken6
+
+        window = self.window
+        if window is not None and shiboken6.isValid(window) and not window.is_closed():
+            window.close()
 
     def delete(self) -> None:
         """Close and delete the window now and let go of it (``window`` becomes None), for tests
@@ -357,14 +360,13 @@ class WindowDriver:
 
         from actviz.testing.checks import flush_deletes
 
+        self.close()
         window, self.window = self.window, None
         if self.session is not None:  # its model is still checked for hooks at the end
             self.models.append(self.session.model)
             self.session = None
         if window is not None and shiboken6.isValid(window):
-            if not window.is_closed():
-                window.close()
-            window.deleteLater()
+            window.deleteLater()  # with everything parented to it
         del window
         flush_deletes()
 
