@@ -180,11 +180,8 @@ def top_level_widgets() -> frozenset[int]:
 
 
 def leaked_widgets(before: Collection[int]) -> list[QWidget]:
-    """Top-level widgets alive now that were not in ``before`` (addresses), visible or hidden.
-
-    Posted deletions run and garbage is collected first, so widgets only a dead Python object
-    held (pyqtgraph's parentless menus) are gone.
-    """
+    """Top-level widgets alive now that were not in ``before`` (addresses), visible or hidden,
+    after posted deletions and garbage (pyqtgraph's parentless menus) are gone."""
     import gc
 
     from PySide6.QtWidgets import QApplication

@@ -20,6 +20,7 @@ JOB_TIMEOUT_MS = 60_000
 SHOW_TIMEOUT_MS = 5_000
 
 __all__ = [
+    "DRIVERS",
     "AtlasDriver",
     "CompareDriver",
     "ConceptsDriver",
@@ -72,6 +73,10 @@ def _member(kind: str, path: str, doc: str) -> Any:
     return made
 
 
+#: The drivers by feature name, as the window's driver offers them (``win.live``, ...).
+DRIVERS: dict[str, type[FeatureDriver]] = {}
+
+
 class FeatureDriver:
     """Drive the feature ``name`` of the window's :class:`~actviz.testing.WindowDriver` (the base of
     feature drivers).
@@ -83,6 +88,7 @@ class FeatureDriver:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        DRIVERS[cls.name] = cls
         for member, (kind, path, doc) in cls.members.items():
             setattr(cls, member, _member(kind, path, doc))
 

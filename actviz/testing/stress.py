@@ -225,11 +225,8 @@ class StressDriver(UserActions):
         steps: Sequence[tuple[str, dict[str, Any]]] | None = None,
         inject: dict[int, dict[str, Any]] | None = None,
     ) -> StressReport:
-        """Open a window, perform ``actions`` random actions (or replay ``steps``), close it.
-
-        ``inject``: step number -> params of a synthetic failure performed instead of the
-        random action there (the driver's own tests).
-        """
+        """Open a window, perform ``actions`` random actions (or replay ``steps``), close it;
+        ``inject``: step -> params of a synthetic failure instead of the action there."""
         from actviz.bench.ui_bench import LagProbe, ensure_qt_app
 
         ensure_qt_app()

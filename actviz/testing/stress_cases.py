@@ -99,7 +99,7 @@ def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Path]:
 
 
 # ---------------------------------------------------------------------- the child process
-def child(args: argparse.Namespace) -> int:
+def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, str]) -> int:
     """Run one case in this process and write its report (``--out``)."""
     import faulthandler
 
@@ -123,10 +123,6 @@ def child(args: argparse.Namespace) -> int:
     ensure_qt_app()
     folder = Path(args.folder)
     setup, switches, checkpoint = case_setups(args.case, folder)
-    inject = {}
-    for item in args.inject or []:
-        step, kind = item.split(":")
-        inject[int(step)] = {"kind": kind}
     driver = StressDriver(
         setup,
         seed=args.seed,
@@ -138,10 +134,8 @@ def child(args: argparse.Namespace) -> int:
         hang_s=args.hang_s,
         log_path=args.log,
     )
-    steps = None
-    if args.replay:
-        steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
-    report = driver.run(args.actions, steps=steps, inject=inject)
+    injected = {step: {"kind": kind} for step, kind in inject.items()}
+    report = driver.run(args.actions, steps=steps, inject=injected)
     Path(args.out).write_text(json.dumps(report.to_json()))
     return 0
 
@@ -333,13 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        return child(args)
     steps = None
     if args.replay:
         steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
-    inject = dict(item.split(":") for item in args.inject or [])
-    inject = {int(k): v for k, v in inject.items()}
+    inject = {int(k): v for k, v in (item.split(":") for item in args.inject or [])}
+    if args.child:
+        return child(args, steps, inject)
     with tempfile.TemporaryDirectory(prefix="actviz-stress-") as folder:
 
         def replay(candidate: list[Step]) -> StressReport:
