@@ -343,10 +343,8 @@ for _name, _driver in DRIVERS.items():
 
 def _find_action(menu: QMenu, text: str) -> QAction:
     actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
-    for action in actions:
-        if action.text() == text:
-            return action
-    for action in actions:
-        if action.text().startswith(text + " ") or action.text().startswith(text + "…"):
-            return action
-    raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
+    found = [a for a in actions if a.text() == text]
+    found += [a for a in actions if a.text().startswith((text + " ", text + "…"))]
+    if not found:
+        raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
+    return found[0]

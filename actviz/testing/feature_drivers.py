@@ -339,13 +339,12 @@ class ConceptsDriver(FeatureDriver):
     """Concepts (``win.concepts``): the dictionaries attached and the Concept dock."""
 
     name = "concepts"
-    members = {"view": ("get", "view", "The Concept dock's view.")}
+    members = {
+        "view": ("get", "view", "The Concept dock's view."),
+        "open_concept": ("call", "open_concept", "Open a layer's concept, as its tile's click."),
+    }
 
     def open_folder(self, folder: Any, layer: str | None = None) -> bool:
         """Attach the concepts saved in ``folder`` (SAELens layout) to ``layer`` (the one they
         name when None); whether they were attached."""
         return self.feature.open_folder(str(folder), layer)
-
-    def open_concept(self, layer: str, concept: int) -> bool:
-        """Open ``concept`` of ``layer`` in the Concept dock, as a click on its tile does."""
-        return self.feature.open_concept(layer, concept)

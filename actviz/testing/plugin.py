@@ -146,11 +146,8 @@ def leftovers(
         del driver
     problems: list[str] = []
     if "hooks" not in allowed:
-        seen: set[int] = set()
-        for model in models:
-            if model is None or id(model) in seen or not hasattr(model, "named_modules"):
-                continue
-            seen.add(id(model))
+        shown = {id(m): m for m in models if hasattr(m, "named_modules")}  # each model once
+        for model in shown.values():
             problems.extend(f"hook left: {line}" for line in hooks_left(model))
     if "process" not in allowed:
         problems.extend(ProcessState.now().changes_since(state_before))

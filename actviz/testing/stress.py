@@ -261,7 +261,7 @@ class StressDriver(UserActions):
                     if inject and i in inject:
                         name, params = "inject_failure", {**params, **inject[i]}
                     self.params = params
-                    self._log({"i": i, "name": name, "params": params})
+                    self._log(i=i, name=name, params=params)
                     sampler.take()  # what was sampled before this action is not its own
                     mark = len(probe.lags)
                     self._acting = f"{i}:{name}"
@@ -272,15 +272,8 @@ class StressDriver(UserActions):
                         catcher.found.append(traceback.format_exc().strip())
                     kept = {k: v for k, v in params.items() if not k.startswith("_")}
                     self.steps.append((name, kept))
-                    self._log(
-                        {
-                            "i": i,
-                            "name": name,
-                            "params": kept,
-                            "text": text,
-                            "t": round(time.perf_counter() - started, 3),
-                        }
-                    )
+                    t = round(time.perf_counter() - started, 3)
+                    self._log(i=i, name=name, params=kept, text=text, t=t)
                     self.counts[name] += 1
                     self.recent = [*self.recent[-11:], f"{i}:{text}"]
                     self._acting = self.recent[-1]
@@ -337,7 +330,7 @@ class StressDriver(UserActions):
     def _failure(self, action: int, kind: str, text: str) -> Failure:
         return Failure(action, kind, text, tuple(self.recent))
 
-    def _log(self, entry: dict[str, Any]) -> None:
+    def _log(self, **entry: Any) -> None:
         if self.log_path is not None:
             with self.log_path.open("a") as f:
                 f.write(json.dumps(entry) + "\n")

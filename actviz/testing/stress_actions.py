@@ -15,6 +15,8 @@ from actviz.testing.stress_dialogs import MENU_SKIP, _r, drop_file
 
 #: Window sizes the resize action picks from.
 SIZES = ((1024, 640), (1280, 720), (1360, 820), (1920, 1080))
+#: What the key action presses: on the window, or the channel view's step keys.
+KEYS = ("Esc", "Ctrl+R", "Ctrl+P", "[", "]", "PageUp", "PageDown")
 #: name: (relative weight, ``act_NAME`` that sends it when not the name's own, what it is given).
 #: Closing the window is rare: it costs a second.
 ACTIONS: dict[str, tuple[float, str | None, dict[str, Any]]] = {
@@ -90,14 +92,12 @@ class UserActions:
         event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, pos, widget.mapToGlobal(pos))
         QApplication.sendEvent(widget, event)
 
-    def _key(self, widget: Any, key: Any, modifier: Any = None) -> None:
-        from PySide6.QtCore import Qt
+    def _key(self, widget: Any, name: str) -> None:
+        from PySide6.QtGui import QKeySequence
         from PySide6.QtTest import QTest
 
-        if modifier is None:
-            modifier = Qt.KeyboardModifier.NoModifier
         widget.activateWindow()
-        QTest.keyClick(widget, key, modifier)
+        QTest.keySequence(widget, QKeySequence(name.replace("Page", "Pg")))  # Qt says PgUp
 
     def _menu_actions(self) -> list[tuple[str, Any]]:
         """The menu bar's leaf actions, enabled, as ``("File > Open model…", action)``."""
@@ -276,29 +276,16 @@ class UserActions:
         return f"click {text!r} ({'on' if box.isChecked() else 'off'})"
 
     def act_key(self, p: dict[str, Any], key: str | None = None) -> str:
-        from PySide6.QtCore import Qt
-
         if key is not None:
             p["key"] = key
-        keys = {
-            "Esc": (Qt.Key.Key_Escape, None),
-            "Ctrl+R": (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier),
-            "Ctrl+P": (Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier),
-            "[": (Qt.Key.Key_BracketLeft, None),
-            "]": (Qt.Key.Key_BracketRight, None),
-            "PageUp": (Qt.Key.Key_PageUp, None),
-            "PageDown": (Qt.Key.Key_PageDown, None),
-        }
-        name = choose(p, "key", list(keys), 0)
-        key, modifier = keys[name]
-        view = self.window.centre.channel_view
+        name = choose(p, "key", KEYS, 0)
         target = self.window
-        if name in ("[", "]", "PageUp", "PageDown"):
+        if name in KEYS[3:]:  # the channel view's step keys
             if not self.window.centre.channel_box.isVisible():
                 return f"key {name} (no channel view)"
-            view.setFocus()
-            target = view
-        self._key(target, key, modifier)
+            target = self.window.centre.channel_view
+            target.setFocus()
+        self._key(target, name)
         return f"key {name}"
 
     def act_close_channel(self, p: dict[str, Any]) -> str:
@@ -348,7 +335,6 @@ class UserActions:
         return self.act_menu(p, tuple(f"View > {d.windowTitle()}" for d in self._docks()))
 
     def act_combo(self, p: dict[str, Any]) -> str:
-        from PySide6.QtCore import Qt
         from PySide6.QtWidgets import QComboBox
 
         combos = {
@@ -360,10 +346,9 @@ class UserActions:
                 if combo.isVisible() and combo.isEnabled() and combo.count() > 1:
                     combos[f"{dock.windowTitle()} combo {i}"] = combo
         name = choose(p, "combo", sorted(combos), 0)
-        down = _r(p, 1) < 0.6
         combo = combos[name]
         combo.setFocus()
-        self._key(combo, Qt.Key.Key_Down if down else Qt.Key.Key_Up)
+        self._key(combo, "Down" if _r(p, 1) < 0.6 else "Up")
         return f"{name} -> {combo.currentText()!r}"
 
     def act_resize(self, p: dict[str, Any]) -> str:
