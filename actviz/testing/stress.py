@@ -17,7 +17,6 @@ import faulthandler
 import functools
 import gc
 import json
-import logging
 import sys
 import time
 import traceback
@@ -33,18 +32,15 @@ import torch
 from actviz.core.allocator import memory_breakdown_mib
 from actviz.testing.checks import (
     flush_deletes,
-    hooks_left,
     leaked_widgets,
     live_array_mib,
     python_heap_mib,
     top_level_widgets,
 )
-from actviz.testing.stress_actions import ACTIONS, SIZES, UserActions
+from actviz.testing.stress_actions import ACTIONS, UserActions
 from actviz.testing.stress_blocks import BlockSampler
 from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, write_images
 from actviz.testing.stress_report import (
-    BOUNDED_TYPES,
-    FLAT_TYPES,
     Failure,
     Sample,
     StressReport,
@@ -56,8 +52,6 @@ from actviz.testing.stress_report import (
     model_state,
     rss_mib,
 )
-
-log = logging.getLogger(__name__)
 
 #: How many of the longest GUI-thread blocks a report names.
 WORST_BLOCKS = 5
@@ -444,14 +438,11 @@ class StressDriver(UserActions):
         live = self.window.features["live"].controller
         if live.playing:
             live.pause()
-        if timeout_s is None:
-            ok = self._wait(self._idle, PATIENCE_S)
-            if not ok:
-                # A long job a user does not sit through: Esc; stuck if still busy after that.
-                self.window.cancel()
-                ok = self._wait(self._idle, IDLE_TIMEOUT_S)
-        else:
-            ok = self._wait(self._idle, timeout_s)
+        ok = self._wait(self._idle, PATIENCE_S if timeout_s is None else timeout_s)
+        if not ok and timeout_s is None:
+            # A long job a user does not sit through: Esc; stuck if still busy after that.
+            self.window.cancel()
+            ok = self._wait(self._idle, IDLE_TIMEOUT_S)
         with self.untimed():
             self.window.display.flush_panel_updates()
         if not ok and timeout_s is None:
@@ -499,21 +490,11 @@ class StressDriver(UserActions):
 
 __all__ = [
     "BLOCK_LIMIT_MS",
-    "BOUNDED_TYPES",
-    "FLAT_TYPES",
-    "SIZES",
-    "Failure",
     "ModelSetup",
-    "Sample",
     "StressDriver",
     "StressReport",
-    "count_objects",
     "demo_model",
     "dropped_model",
     "heap_in_use_mib",
-    "hooks_left",
-    "model_leftovers",
-    "model_state",
     "module_model",
-    "rss_mib",
 ]

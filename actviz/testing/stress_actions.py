@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from actviz.testing.stress_dialogs import MENU_SKIP, _r, drop_file
+from actviz.testing.stress_dialogs import MENU_SKIP, _r
 
 #: Window sizes the resize action picks from.
 SIZES = ((1024, 640), (1280, 720), (1360, 820), (1920, 1080))
@@ -183,11 +183,15 @@ class UserActions:
         if p.get("items") == ["Ablate"]:  # the item starting so; the answerer records its text
             p["_prefix"] = "Ablate"
             del p["items"]
+        return self._menu_at(*hit, f"tile menu {p['layer']}:{p['channel']}")
+
+    def _menu_at(self, widget: Any, pos: Any, what: str) -> str:
+        """Right click ``widget`` at ``pos``; the answerer clicks items of the menu it pops."""
         from PySide6.QtCore import Qt
 
-        self._click(*hit, button=Qt.MouseButton.RightButton)
+        self._click(widget, pos, Qt.MouseButton.RightButton)
         self._spin_while_popup()
-        return f"tile menu {p['layer']}:{p['channel']} > {' > '.join(p.get('items') or [])}"
+        return f"{what} > {' > '.join(self.params.get('items') or [])}"
 
     def _spin_while_popup(self) -> None:
         from PySide6.QtWidgets import QApplication
@@ -208,7 +212,7 @@ class UserActions:
         p.pop("_depth", None)
 
     def act_tree_menu(self, p: dict[str, Any]) -> str:
-        from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+        from PySide6.QtCore import QModelIndex, QPersistentModelIndex
         from PySide6.QtWidgets import QTreeView
 
         dock = self._show_dock("modelDock")
@@ -231,9 +235,7 @@ class UserActions:
         if not index.isValid():
             return f"tree menu {text} (the tree changed meanwhile)"
         pos = view.visualRect(QModelIndex(index)).center()
-        self._click(view.viewport(), pos, Qt.MouseButton.RightButton)
-        self._spin_while_popup()
-        return f"tree menu {text} > {' > '.join(p.get('items') or [])}"
+        return self._menu_at(view.viewport(), pos, f"tree menu {text}")
 
     def act_bar_click(self, p: dict[str, Any]) -> str:
         from actviz.ui.effects.view import MARGIN, ROW_HEIGHT, EffectBars
@@ -397,4 +399,4 @@ def _raise_injected() -> None:
     raise RuntimeError("injected failure")
 
 
-__all__ = ["ACTIONS", "SIZES", "UserActions", "choose", "drop_file"]
+__all__ = ["ACTIONS", "KEYS", "SIZES", "UserActions", "choose"]
