@@ -219,22 +219,19 @@ def _died(
     recent = tuple(
         f"{i}:{text or name + ' (in flight)'}" for i, (name, _p, text) in enumerate(logged, start=1)
     )[-12:]
-    stack = _stack(stderr)
-    at = len(logged)
-    crashes: tuple[Failure, ...] = ()
-    hangs: tuple[Failure, ...] = ()
-    exceptions: tuple[Failure, ...] = ()
     if killed or "Timeout (" in stderr:
-        hangs = (Failure(at, "hang", f"the GUI did not return (exit {code})\n{stack}", recent),)
+        field, kind, what = "hangs", "hang", "the GUI did not return"
     elif code < 0 or "Fatal Python error" in stderr:
-        crashes = (Failure(at, "crash", f"the process died (exit {code})\n{stack}", recent),)
+        field, kind, what = "crashes", "crash", "the process died"
     else:
-        exceptions = (Failure(at, "exception", f"the case failed (exit {code})\n{stack}", recent),)
+        field, kind, what = "exceptions", "exception", "the case failed"
+    found: dict[str, Any] = {"exceptions": ()}
+    found[field] = (Failure(len(logged), kind, f"{what} (exit {code})\n{_stack(stderr)}", recent),)
     return StressReport(
         model=case, seed=seed, actions=len(logged),
-        action_counts={}, exceptions=exceptions, leaked_hooks=(), stuck=(), errors_shown=(),
+        action_counts={}, leaked_hooks=(), stuck=(), errors_shown=(),
         max_block_ms=0.0, samples=(), widgets_left=(), seconds=time.perf_counter() - started,
-        crashes=crashes, hangs=hangs, steps=steps,
+        steps=steps, **found,
     )  # fmt: skip
 
 
