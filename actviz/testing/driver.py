@@ -231,16 +231,13 @@ class WindowDriver:
         else:
             raise ValueError(f"{layer!r} has no tiles or bars to right-click")
         self.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.RightButton, pos=QPoint(pos))
-        menu: list[QMenu] = []
 
         def popped() -> bool:
             widget = QApplication.activePopupWidget()
-            if isinstance(widget, QMenu) and widget.isVisible():
-                menu[:] = [widget]
-            return bool(menu)
+            return isinstance(widget, QMenu) and widget.isVisible()
 
         self.qtbot.waitUntil(popped, timeout=UI_TIMEOUT_MS)
-        return menu[0]
+        return QApplication.activePopupWidget()
 
     def context_action(self, layer: str, channel: int, text: str) -> QAction:
         """Click, with the mouse, the item of the tile menu of ``channel`` in ``layer`` whose text

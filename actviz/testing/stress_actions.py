@@ -113,9 +113,7 @@ class UserActions:
                 elif not text.startswith(MENU_SKIP):
                     out.append((prefix + text, a))
 
-        for top in self.window.menuBar().actions():
-            if top.menu() is not None:
-                walk(top.menu(), top.text().replace("&", "") + " > ")
+        walk(self.window.menuBar(), "")
         return out
 
     def act_menu(self, p: dict[str, Any], prefixes: Sequence[str] = ("",)) -> str:
