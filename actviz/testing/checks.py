@@ -25,13 +25,9 @@ HOOK_ATTRS = (
     "_forward_pre_hooks_with_kwargs",
 )
 
-#: Hooks torch runs for every module (``register_module_forward_hook`` and friends).
-_GLOBAL_HOOKS = (
-    "_global_forward_hooks",
-    "_global_forward_pre_hooks",
-    "_global_backward_hooks",
-    "_global_backward_pre_hooks",
-)
+#: Hooks torch runs for every module (``register_module_forward_hook`` and friends):
+#: ``_global_forward_hooks`` ... ``_global_backward_pre_hooks``.
+_GLOBAL_HOOKS = tuple(f"_global{name}" for name in HOOK_ATTRS[:4])
 
 
 def hooks_left(model: torch.nn.Module) -> list[str]:

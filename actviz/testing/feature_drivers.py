@@ -36,10 +36,7 @@ __all__ = [
 
 
 def _member(kind: str, path: str, doc: str) -> Any:
-    """A driver member over ``feature.<path>``: ``get`` a property of its value, ``call`` a
-    method calling it, ``text`` a method returning its (a label's) text, ``tab`` a method making
-    it the current tab (returns it), ``until`` a method waiting until it is true (``not path``:
-    false; a callable is called)."""
+    """A member over ``feature.<path>`` (``until``: waits for it, ``not path`` for it false)."""
     negate = path.startswith("not ")
     read = attrgetter(path.removeprefix("not "))
 

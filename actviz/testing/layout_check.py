@@ -350,9 +350,9 @@ def _blanks(window: QWidget) -> Found:
     """Images in a fill view laid across its shorter side, each under :data:`MIN_FILL` of it."""
     from actviz.ui.panels.canvas import ImageCanvas
 
-    views = [w for w in window.findChildren(QWidget) if w.property(FILL_PROPERTY) is True]
-    if window.property(FILL_PROPERTY) is True:
-        views.append(window)
+    views = [
+        w for w in (window, *window.findChildren(QWidget)) if w.property(FILL_PROPERTY) is True
+    ]
     for view in views:
         if not _showing(view):
             continue

@@ -137,8 +137,7 @@ class UserActions:
         return dock
 
     def _tile_point(self, p: dict[str, Any]) -> tuple[Any, Any] | None:
-        """Scroll a chosen tile (of a panel showing a mosaic now) into view; its canvas viewport
-        and the point on it."""
+        """Scroll a chosen tile into view; its canvas viewport and the point on it."""
         maps = [
             name
             for name, panel in self.window.host.layer_panels.items()
