@@ -239,7 +239,7 @@ class StressDriver(UserActions):
         pickers = FilePickers(self)
         answerer = DialogAnswerer(self)
         pickers.install()
-        answerer.start()
+        answerer.timer.start()
         sampler.start()
         try:
             with self._watchdog(), catcher.installed():
@@ -296,7 +296,7 @@ class StressDriver(UserActions):
                 exceptions.extend(self._failure(total, "exception", t) for t in catcher.take())
         finally:
             sampler.stop()
-            answerer.stop()
+            answerer.timer.stop()
             pickers.uninstall()
         widgets = tuple(repr(w) for w in leaked_widgets(widgets_before))
         return StressReport(
