@@ -34,12 +34,8 @@ class EventBot:
         try:
             yield
             if not seen:
-                timer = QTimer()
-                timer.setSingleShot(True)
-                timer.timeout.connect(loop.quit)
-                timer.start(timeout)
+                QTimer.singleShot(timeout, loop, loop.quit)  # dropped with the loop
                 loop.exec()
-                timer.stop()
         finally:
             signal.disconnect(fired)
         if not seen:

@@ -25,13 +25,9 @@ HOOK_ATTRS = (
     "_forward_pre_hooks_with_kwargs",
 )
 
-#: Hooks torch runs for every module (``register_module_forward_hook`` and friends).
-_GLOBAL_HOOKS = (
-    "_global_forward_hooks",
-    "_global_forward_pre_hooks",
-    "_global_backward_hooks",
-    "_global_backward_pre_hooks",
-)
+#: Hooks torch runs for every module (``register_module_forward_hook`` and friends):
+#: ``_global_forward_hooks`` ... ``_global_backward_pre_hooks``.
+_GLOBAL_HOOKS = tuple(f"_global{name}" for name in HOOK_ATTRS[:4])
 
 
 def hooks_left(model: torch.nn.Module) -> list[str]:
@@ -74,22 +70,16 @@ class ProcessState:
 
     def changes_since(self, before: ProcessState) -> list[str]:
         """Describe what differs from ``before`` (empty when nothing does)."""
-        out = []
-        if self.switch_interval != before.switch_interval:
-            out.append(
-                f"sys.getswitchinterval() changed from {before.switch_interval!r} "
-                f"to {self.switch_interval!r}"
-            )
-        if self.torch_threads != before.torch_threads:
-            out.append(
-                f"torch.get_num_threads() changed from {before.torch_threads} "
-                f"to {self.torch_threads}"
-            )
-        if self.global_hooks != before.global_hooks:
-            out.append(
-                f"global module hooks went from {before.global_hooks} to {self.global_hooks}"
-            )
-        return out
+        says = {
+            "switch_interval": "sys.getswitchinterval() changed from {!r} to {!r}",
+            "torch_threads": "torch.get_num_threads() changed from {} to {}",
+            "global_hooks": "global module hooks went from {} to {}",
+        }
+        return [
+            say.format(getattr(before, field), getattr(self, field))
+            for field, say in says.items()
+            if getattr(self, field) != getattr(before, field)
+        ]
 
 
 def live_array_mib() -> dict[str, float]:
@@ -186,11 +176,8 @@ def top_level_widgets() -> frozenset[int]:
 
 
 def leaked_widgets(before: Collection[int]) -> list[QWidget]:
-    """Top-level widgets alive now that were not in ``before`` (addresses), visible or hidden.
-
-    Posted deletions run and garbage is collected first, so widgets only a dead Python object
-    held (pyqtgraph's parentless menus) are gone.
-    """
+    """Top-level widgets alive now that were not in ``before`` (addresses), visible or hidden,
+    after posted deletions and garbage (pyqtgraph's parentless menus) are gone."""
     import gc
 
     from PySide6.QtWidgets import QApplication
@@ -213,19 +200,17 @@ def leaked_widgets(before: Collection[int]) -> list[QWidget]:
 
 def describe_widget(widget: QWidget) -> str:
     """A one-line description of ``widget`` for a failure message."""
-    what = type(widget).__name__
     name = widget.objectName()
     title = widget.windowTitle() or (widget.title() if hasattr(widget, "title") else "")
-    parts = [what]
-    if name:
-        parts.append(f"objectName={name!r}")
-    if title:
-        parts.append(f"title={title!r}")
-    parts.append("visible" if widget.isVisible() else "hidden")
     parent = widget.parent()
-    if parent is not None:
-        parts.append(f"parent={type(parent).__name__}")
-    return " ".join(parts)
+    parts = [
+        type(widget).__name__,
+        f"objectName={name!r}" if name else "",
+        f"title={title!r}" if title else "",
+        "visible" if widget.isVisible() else "hidden",
+        f"parent={type(parent).__name__}" if parent is not None else "",
+    ]
+    return " ".join(p for p in parts if p)
 
 
 __all__ = [

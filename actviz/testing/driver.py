@@ -18,18 +18,7 @@ from PySide6.QtCore import QCoreApplication, QPoint, QPointF, Qt
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import QApplication, QDockWidget, QMenu
 
-from actviz.testing.feature_drivers import (
-    AtlasDriver,
-    CompareDriver,
-    ConceptsDriver,
-    DatasetDriver,
-    EffectsDriver,
-    LiveDriver,
-    SessionsDriver,
-    TokensDriver,
-    VisualizeDriver,
-    WhatIfDriver,
-)
+from actviz.testing.feature_drivers import DRIVERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
@@ -73,11 +62,8 @@ class Prediction:
 
 
 class WindowDriver:
-    """Drive one actviz window as a user would, from a test.
-
-    Each feature has its own driver here (``win.live``, ``win.compare``, ...). ``qtbot`` None uses
-    Qt alone (:class:`~actviz.testing.bot.EventBot`). ``window`` and ``session`` are None after
-    :meth:`delete`; ``models`` are checked for hooks when the ``actviz_window`` test ends.
+    """Drive one actviz window as a user would, from a test; each feature has its own driver
+    (``win.live``, ...). ``qtbot`` None uses Qt alone (:class:`~actviz.testing.bot.EventBot`).
     """
 
     def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
@@ -119,10 +105,8 @@ class WindowDriver:
     # ------------------------------------------------------------------ runs
     @contextlib.contextmanager
     def expect_run(self, timeout_ms: int = RUN_TIMEOUT_MS, *, flush: bool = True) -> Iterator[None]:
-        """Wait, after the ``with`` body, for the window's next ``run_finished``.
-
-        ``flush``: then put the result on every panel at once.
-        """
+        """Wait, after the ``with`` body, for the window's next ``run_finished`` (``flush``: then
+        put the result on every panel at once)."""
         with self.qtbot.waitSignal(self.window.run_finished, timeout=timeout_ms):
             yield
         if flush:
@@ -131,11 +115,8 @@ class WindowDriver:
     def run_and_wait(
         self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True, *, start: bool = True
     ) -> RunResult:
-        """Start a run now, wait for its ``run_finished`` and return the result shown.
-
-        ``flush``: put the result on every panel at once. ``start=False``: wait for the run already
-        due.
-        """
+        """Start a run now (``start=False``: wait for the run already due), wait for its
+        ``run_finished`` and return the result shown (``flush``: on every panel at once)."""
         with self.expect_run(timeout_ms, flush=flush):
             if start:
                 assert self.window.runs.run() is not None, "the window could not start a run"
@@ -221,20 +202,6 @@ class WindowDriver:
             return features[name]
         return getattr(self.window, name)
 
-    # ------------------------------------------------------------------ per-feature drivers
-    # (:mod:`actviz.testing.feature_drivers`: live, compare, dataset, effects, whatif, tokens,
-    # sessions, visualize, atlas, concepts)
-    live = property(LiveDriver)
-    compare = property(CompareDriver)
-    dataset = property(DatasetDriver)
-    effects = property(EffectsDriver)
-    whatif = property(WhatIfDriver)
-    tokens = property(TokensDriver)
-    sessions = property(SessionsDriver)
-    visualize = property(VisualizeDriver)
-    atlas = property(AtlasDriver)
-    concepts = property(ConceptsDriver)
-
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:
         """Scroll the panel of ``layer`` into view once the layout has settled, and wait until part
@@ -264,16 +231,13 @@ class WindowDriver:
         else:
             raise ValueError(f"{layer!r} has no tiles or bars to right-click")
         self.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.RightButton, pos=QPoint(pos))
-        menu: list[QMenu] = []
 
         def popped() -> bool:
             widget = QApplication.activePopupWidget()
-            if isinstance(widget, QMenu) and widget.isVisible():
-                menu[:] = [widget]
-            return bool(menu)
+            return isinstance(widget, QMenu) and widget.isVisible()
 
         self.qtbot.waitUntil(popped, timeout=UI_TIMEOUT_MS)
-        return menu[0]
+        return QApplication.activePopupWidget()
 
     def context_action(self, layer: str, channel: int, text: str) -> QAction:
         """Click, with the mouse, the item of the tile menu of ``channel`` in ``layer`` whose text
@@ -346,35 +310,38 @@ class WindowDriver:
 
     def close(self) -> None:
         """Close the window (it stops its workers; the fixture deletes it at the end)."""
-        if self.window is not None and not self.window.is_closed():
-            self.window.close()
+        import shiboken6
+
+        window = self.window
+        if window is not None and shiboken6.isValid(window) and not window.is_closed():
+            window.close()
 
     def delete(self) -> None:
-        """Close and delete the window now and let go of it (``window`` becomes None), for tests
-        that count what a closed window leaves alive.
-        """
+        """Close and delete the window now and let go of it (``window`` becomes None)."""
         import shiboken6
 
         from actviz.testing.checks import flush_deletes
 
+        self.close()
         window, self.window = self.window, None
         if self.session is not None:  # its model is still checked for hooks at the end
             self.models.append(self.session.model)
             self.session = None
         if window is not None and shiboken6.isValid(window):
-            if not window.is_closed():
-                window.close()
-            window.deleteLater()
+            window.deleteLater()  # with everything parented to it
         del window
         flush_deletes()
 
 
+# The per-feature drivers (:mod:`actviz.testing.feature_drivers`): ``win.live``, ``win.compare``...
+for _name, _driver in DRIVERS.items():
+    setattr(WindowDriver, _name, property(_driver, doc=_driver.__doc__))
+
+
 def _find_action(menu: QMenu, text: str) -> QAction:
     actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
-    for action in actions:
-        if action.text() == text:
-            return action
-    for action in actions:
-        if action.text().startswith(text + " ") or action.text().startswith(text + "…"):
-            return action
-    raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
+    found = [a for a in actions if a.text() == text]
+    found += [a for a in actions if a.text().startswith((text + " ", text + "…"))]
+    if not found:
+        raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
+    return found[0]

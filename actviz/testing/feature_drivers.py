@@ -1,13 +1,15 @@
-"""Per-feature drivers: the few verbs a test needs for one feature of the window.
+"""Small drivers, one per feature of the window.
 
 Reached by the feature's name (``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
 ``win.whatif``, ``win.tokens``, ``win.sessions``, ``win.visualize``, ``win.atlas``,
 ``win.concepts``), so tests do not reach into ``window.features``; a driver's ``feature`` is the
-feature itself.
+feature itself. The members that only read or wait on the feature are generated from each
+driver's ``members`` table (see :func:`_member`).
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from PySide6.QtWidgets import QDockWidget
@@ -18,6 +20,7 @@ JOB_TIMEOUT_MS = 60_000
 SHOW_TIMEOUT_MS = 5_000
 
 __all__ = [
+    "DRIVERS",
     "AtlasDriver",
     "CompareDriver",
     "ConceptsDriver",
@@ -32,12 +35,59 @@ __all__ = [
 ]
 
 
+def _member(kind: str, path: str, doc: str) -> Any:
+    """A member over ``feature.<path>`` (``until``: waits for it, ``not path`` for it false)."""
+    negate = path.startswith("not ")
+    read = attrgetter(path.removeprefix("not "))
+
+    def get(self: FeatureDriver) -> Any:
+        return read(self.feature)
+
+    def call(self: FeatureDriver, *args: Any, **kwargs: Any) -> Any:
+        return read(self.feature)(*args, **kwargs)
+
+    def text(self: FeatureDriver) -> str:
+        return read(self.feature).text()
+
+    def tab(self: FeatureDriver) -> Any:
+        page = read(self.feature)
+        self.driver.window.centre.tabs.setCurrentWidget(page)
+        return page
+
+    def until(self: FeatureDriver, timeout_ms: int = JOB_TIMEOUT_MS) -> None:
+        feature = self.feature
+
+        def done() -> bool:
+            value = read(feature)
+            return bool(value() if callable(value) else value) != negate
+
+        self.driver.qtbot.waitUntil(done, timeout=timeout_ms)
+
+    if kind == "get":
+        return property(get, doc=doc)
+    made = {"call": call, "text": text, "tab": tab, "until": until}[kind]
+    made.__doc__ = doc
+    return made
+
+
+#: The drivers by feature name, as the window's driver offers them (``win.live``, ...).
+DRIVERS: dict[str, type[FeatureDriver]] = {}
+
+
 class FeatureDriver:
     """Drive the feature ``name`` of the window's :class:`~actviz.testing.WindowDriver` (the base of
     feature drivers).
     """
 
     name = ""
+    #: member -> (kind, path on the feature, docstring), made by :func:`_member`.
+    members: dict[str, tuple[str, str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        DRIVERS[cls.name] = cls
+        for member, (kind, path, doc) in cls.members.items():
+            setattr(cls, member, _member(kind, path, doc))
 
     def __init__(self, driver: Any) -> None:  # a WindowDriver (it imports this module)
         self.driver = driver
@@ -80,25 +130,20 @@ class LiveDriver(FeatureDriver):
     """Live mode (``win.live``): its controller, its dock and its readouts."""
 
     name = "live"
-
-    @property
-    def controller(self) -> Any:
-        """The :class:`~actviz.ui.live.controller.LiveController` (plays sources, frames)."""
-        return self.feature.controller
-
-    def configure(self, **kwargs: Any) -> Any:
-        """Set the controller's options (``max_fps``, ``memory_budget``, ...); returns it."""
-        return self.feature.configure(**kwargs)
+    members = {
+        "controller": ("get", "controller", "The live controller (plays sources, frames)."),
+        "configure": ("call", "configure", "Set the controller's options; returns it."),
+        "wait_idle": ("until", "controller.idle", "Wait until no live frame is in flight."),
+        "status_text": ("text", "status_label", 'The live rate in the status bar ("12.0 fps").'),
+        "stats_text": ("text", "dock.stats_label", "The dock's statistics line."),
+        "message_text": ("text", "dock.message_label", "The dock's message (why a frame failed)."),
+        "memory_text": ("text", "dock.memory_label", "The dock's memory line."),
+    }
 
     def wait_frames(self, count: int, timeout_ms: int = JOB_TIMEOUT_MS) -> None:
         """Wait until live mode has shown ``count`` frames in all (``frames_shown``)."""
-        live = self.controller
+        live = self.feature.controller
         self.driver.qtbot.waitUntil(lambda: live.frames_shown >= count, timeout=timeout_ms)
-
-    def wait_idle(self, timeout_ms: int = JOB_TIMEOUT_MS) -> None:
-        """Wait until no live frame is being captured or shown."""
-        live = self.controller
-        self.driver.qtbot.waitUntil(lambda: live.idle, timeout=timeout_ms)
 
     def occlude(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
         """Show the live dock and tick its occlusion patch, as a user does: the input is
@@ -110,47 +155,23 @@ class LiveDriver(FeatureDriver):
         self.wait_idle(timeout_ms)
         return self.driver.window.session.result
 
-    def status_text(self) -> str:
-        """The live rate in the status bar ("12.0 fps", "live paused", or empty)."""
-        return self.feature.status_label.text()
-
-    def stats_text(self) -> str:
-        """The dock's statistics line ("paused · capture ..." while paused)."""
-        return self.feature.dock.stats_label.text()
-
-    def message_text(self) -> str:
-        """The dock's message (why a frame was refused, a source failed, ...)."""
-        return self.feature.dock.message_label.text()
-
-    def memory_text(self) -> str:
-        """The dock's memory line (what live mode holds)."""
-        return self.feature.dock.memory_label.text()
-
 
 class DatasetDriver(FeatureDriver):
     """Dataset scans (``win.dataset``): start a scan, wait for it, read its dock."""
 
     name = "dataset"
-
-    @property
-    def scans(self) -> Any:
-        """The scan runner (signals ``scan_finished``, ``scan_cancelled``, ``scan_failed``)."""
-        return self.feature.scans
-
-    @property
-    def scan(self) -> Any:
-        """The scan shown (None before one)."""
-        return self.feature.scan
+    members = {
+        "scans": ("get", "scans", "The scan runner (``scan_finished``, ``scan_failed``, ...)."),
+        "scan": ("get", "scan", "The scan shown (None before one)."),
+        "start": ("call", "start", "Start scanning a ``ScanSpec``; its job or None."),
+        "open_dialog": ("call", "open_dialog", "Open the scan dialog and return it."),
+    }
 
     def in_process(self) -> DatasetDriver:
         """Load images in the GUI process (no loader processes: quick for a few tiny images);
         returns this driver."""
         self.feature.scans.num_workers = 0
         return self
-
-    def start(self, spec: Any) -> Any:
-        """Start scanning ``spec`` (a :class:`~actviz.data.scan.ScanSpec`); its job or None."""
-        return self.feature.start(spec)
 
     def scan_and_wait(self, spec: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
         """Scan ``spec``, wait for ``scan_finished`` and return the finished scan (its
@@ -159,46 +180,32 @@ class DatasetDriver(FeatureDriver):
             self.start(spec)
         return done.args[0]
 
-    def open_dialog(self) -> Any:
-        """Open the scan dialog (Data > Scan dataset…) and return it."""
-        return self.feature.open_dialog()
-
 
 class CompareDriver(FeatureDriver):
     """The Compare tab (``win.compare``): compare with another input, wait, read its view."""
 
     name = "compare"
-
-    @property
-    def page(self) -> Any:
-        """The Compare tab's page."""
-        return self.feature.page
-
-    @property
-    def view(self) -> Any:
-        """The :class:`~actviz.ui.compare.view.CompareView` (chart, sources, buttons)."""
-        return self.feature.view
-
-    def show_page(self) -> Any:
-        """Make the Compare tab the current one; returns its page."""
-        page = self.page
-        self.driver.window.centre.tabs.setCurrentWidget(page)
-        return page
+    members = {
+        "page": ("get", "page", "The Compare tab's page."),
+        "view": ("get", "view", "The CompareView (chart, sources, buttons)."),
+        "show_page": ("tab", "page", "Make the Compare tab the current one; returns its page."),
+        "wait_diff_panels": ("until", "not diff_panels_pending", "Wait for the diff panels."),
+    }
 
     def compare_with_input(self, source: str, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
         """Compare the result shown with a run on the input ``source`` ("random:1x3x16x16:5",
         a path) and wait for ``compare_finished``; returns the view."""
-        feature = self.feature
-        with self.driver.qtbot.waitSignal(feature.compare_finished, timeout=timeout_ms):
-            assert feature.compare_with_input(source), f"could not compare with {source!r}"
-        return feature.view
+        return self._compare("compare_with_input", source, timeout_ms)
 
     def compare_with_pin(self, pin: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
-        """Compare the result shown with the pinned result ``pin`` (Pinned results > Compare
-        with) and wait for ``compare_finished``; returns the view."""
+        """Compare the result shown with the pinned result ``pin`` and wait for
+        ``compare_finished``; returns the view."""
+        return self._compare("compare_with_pin", pin, timeout_ms)
+
+    def _compare(self, call: str, what: Any, timeout_ms: int) -> Any:
         feature = self.feature
         with self.driver.qtbot.waitSignal(feature.compare_finished, timeout=timeout_ms):
-            assert feature.compare_with_pin(pin), f"could not compare with {pin!r}"
+            assert getattr(feature, call)(what), f"could not compare with {what!r}"
         return feature.view
 
     def click_compare(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
@@ -211,16 +218,12 @@ class CompareDriver(FeatureDriver):
             self.driver.qtbot.mouseClick(feature.view.compare_button, Qt.MouseButton.LeftButton)
         return feature.view
 
-    def wait_diff_panels(self, timeout_ms: int = SHOW_TIMEOUT_MS) -> None:
-        """Wait until every difference panel of the comparison is painted (the page shown)."""
-        feature = self.feature
-        self.driver.qtbot.waitUntil(lambda: not feature.diff_panels_pending(), timeout=timeout_ms)
-
 
 class EffectsDriver(FeatureDriver):
     """The "Channels that matter" dock (``win.effects``): open it, wait for the estimates."""
 
     name = "effects"
+    members = {"view": ("get", "view", "The dock's view (sections per layer, sort and mark).")}
 
     def open(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
         """Open the dock (estimates are made only while it is shown) and wait for the
@@ -236,25 +239,15 @@ class EffectsDriver(FeatureDriver):
         assert feature.effects is not None, "no estimates were made"
         return feature.effects
 
-    @property
-    def view(self) -> Any:
-        """The dock's view (its sections per layer, the sort and mark boxes, the top spin)."""
-        return self.feature.view
-
 
 class WhatIfDriver(FeatureDriver):
     """What-if edits (``win.whatif``): add edits, read the edits dock and the change view."""
 
     name = "whatif"
-
-    def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
-        """Add ``edit`` (``actviz.edits.ablate([1])``, ...) on ``layer``, as the tile menu does."""
-        self.feature.add_edit(layer, edit, note)
-
-    @property
-    def change_view(self) -> Any:
-        """The view of how the edits changed the prediction."""
-        return self.feature.change_view
+    members = {
+        "add_edit": ("call", "add_edit", "Add an edit (``ablate([1])``, ...) on a layer."),
+        "change_view": ("get", "change_view", "The view of how the edits changed the answer."),
+    }
 
     def rows(self) -> list[Any]:
         """The rows of the edits dock, one an edit, in order."""
@@ -270,27 +263,12 @@ class TokensDriver(FeatureDriver):
     """Token views (``win.tokens``): the attention page and its panels."""
 
     name = "tokens"
-
-    def show_attention(self) -> Any:
-        """Make the Attention tab the current one; returns its page."""
-        page = self.feature.attention_page
-        self.driver.window.centre.tabs.setCurrentWidget(page)
-        return page
-
-    @property
-    def attention_panel(self) -> Any:
-        """The attention panel (head maps over the tokens)."""
-        return self.feature.attention_panel
-
-    @property
-    def lens_panel(self) -> Any:
-        """The logit lens panel."""
-        return self.feature.lens_panel
-
-    @property
-    def rollout_panel(self) -> Any:
-        """The attention rollout panel."""
-        return self.feature.rollout_panel
+    members = {
+        "show_attention": ("tab", "attention_page", "Show the Attention tab; returns its page."),
+        "attention_panel": ("get", "attention_panel", "The attention panel (head maps)."),
+        "lens_panel": ("get", "lens_panel", "The logit lens panel."),
+        "rollout_panel": ("get", "rollout_panel", "The attention rollout panel."),
+    }
 
 
 class SessionsDriver(FeatureDriver):
@@ -313,16 +291,12 @@ class VisualizeDriver(FeatureDriver):
     """What channels want (``win.visualize``): its settings, a page of pictures, waiting."""
 
     name = "visualize"
-
-    @property
-    def section(self) -> Any:
-        """The settings section (objective, steps and size boxes) in the Channel dock."""
-        return self.feature.section
-
-    @property
-    def page(self) -> Any:
-        """The page of pictures (its dock, its job)."""
-        return self.feature.page
+    members = {
+        "section": ("get", "section", "The settings section in the Channel dock."),
+        "page": ("get", "page", "The page of pictures (its dock, its job)."),
+        "visualise_page": ("call", "visualise_page", "Start the pictures of a layer's page."),
+        "wait_idle": ("until", "not is_busy", "Wait until no picture is made or looked up."),
+    }
 
     def configure(
         self, *, size: int | None = None, steps: int | None = None, objective: str | None = None
@@ -338,36 +312,16 @@ class VisualizeDriver(FeatureDriver):
             section.steps_spin.setValue(steps)
         return section
 
-    def visualise_page(self, layer: str, first: int | None = None) -> bool:
-        """Start the pictures of ``layer``'s channels from ``first`` (the panel's page when
-        None), as the tile menu does; whether they started."""
-        return self.feature.visualise_page(layer, first)
-
-    def wait_idle(self, timeout_ms: int = JOB_TIMEOUT_MS) -> None:
-        """Wait until no picture is being made or looked up."""
-        feature = self.feature
-        self.driver.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=timeout_ms)
-
 
 class AtlasDriver(FeatureDriver):
     """The Atlas tab (``win.atlas``): a scan mapped, its view and selection."""
 
     name = "atlas"
-
-    @property
-    def fitted(self) -> Any:
-        """The signal sent when a scan's map is made."""
-        return self.feature.fitted
-
-    @property
-    def atlas(self) -> Any:
-        """The map shown (None before a scan is mapped)."""
-        return self.feature.atlas
-
-    @property
-    def view(self) -> Any:
-        """The tab's view (the scatter, the layer and colour boxes, the empty label)."""
-        return self.feature.view
+    members = {
+        "fitted": ("get", "fitted", "The signal sent when a scan's map is made."),
+        "atlas": ("get", "atlas", "The map shown (None before a scan is mapped)."),
+        "view": ("get", "view", "The tab's view (scatter, layer and colour boxes)."),
+    }
 
     def scan_and_map(self, spec: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
         """Scan ``spec`` (a :class:`~actviz.data.scan.ScanSpec`) and wait until the atlas maps
@@ -382,17 +336,12 @@ class ConceptsDriver(FeatureDriver):
     """Concepts (``win.concepts``): the dictionaries attached and the Concept dock."""
 
     name = "concepts"
-
-    @property
-    def view(self) -> Any:
-        """The Concept dock's view."""
-        return self.feature.view
+    members = {
+        "view": ("get", "view", "The Concept dock's view."),
+        "open_concept": ("call", "open_concept", "Open a layer's concept, as its tile's click."),
+    }
 
     def open_folder(self, folder: Any, layer: str | None = None) -> bool:
         """Attach the concepts saved in ``folder`` (SAELens layout) to ``layer`` (the one they
         name when None); whether they were attached."""
         return self.feature.open_folder(str(folder), layer)
-
-    def open_concept(self, layer: str, concept: int) -> bool:
-        """Open ``concept`` of ``layer`` in the Concept dock, as a click on its tile does."""
-        return self.feature.open_concept(layer, concept)

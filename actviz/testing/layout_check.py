@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from PySide6.QtCore import QRect, QRectF, Qt
@@ -105,16 +106,12 @@ def _showing(widget: QWidget) -> bool:
 
 def layout_problems(window: QWidget) -> list[LayoutProblem]:
     """Everything cut off, clipped or squeezed among a shown, settled ``window``'s widgets."""
-    problems: list[LayoutProblem] = []
-    problems += _canvas_problems(window)
-    problems += _label_problems(window)
-    problems += _button_problems(window)
-    problems += _dock_problems(window)
-    problems += _page_problems(window)
-    problems += _cell_problems(window)
-    problems += _tile_problems(window)
-    problems += _blank_problems(window)
-    return problems
+    checks = (_canvases, _labels, _buttons, _scroll_bars, _cells, _tiles, _blanks)
+    return [LayoutProblem(*found) for check in checks for found in check(window)]
+
+
+#: What a check yields: a problem's kind, widget path and detail.
+Found = Iterator[tuple[str, str, str]]
 
 
 # ---------------------------------------------------------------------- images, colour bars
@@ -132,10 +129,9 @@ def _rect_text(r: QRectF | QRect) -> str:
     return f"({r.left():.0f},{r.top():.0f})-({r.right():.0f},{r.bottom():.0f})"
 
 
-def _canvas_problems(window: QWidget) -> list[LayoutProblem]:
+def _canvases(window: QWidget) -> Found:
     from actviz.ui.panels.canvas import ImageCanvas
 
-    out = []
     for canvas in window.findChildren(ImageCanvas):
         if not _showing(canvas) or canvas._shape is None:
             continue
@@ -144,40 +140,25 @@ def _canvas_problems(window: QWidget) -> list[LayoutProblem]:
         box = QRectF(canvas.rect())
         scene = canvas.ci.geometry().size().toSize()
         if abs(scene.width() - canvas.width()) > 1 or abs(scene.height() - canvas.height()) > 1:
-            out.append(
-                LayoutProblem(
-                    "scene",
-                    where,
-                    f"scene {scene.width()}x{scene.height()} in a "
-                    f"{canvas.width()}x{canvas.height()} canvas",
-                )
-            )
+            size = f"{canvas.width()}x{canvas.height()}"
+            yield "scene", where, f"scene {scene.width()}x{scene.height()} in a {size} canvas"
         height, width = canvas._shape[:2]
         image = canvas.view.mapViewToScene(QRectF(0, 0, width, height)).boundingRect()
-        image = QRectF(canvas.mapFromScene(image).boundingRect())
-        if not _inside(image, box):
-            out.append(
-                LayoutProblem(
-                    "image",
-                    where,
-                    f"image at {_rect_text(image)} outside the canvas {_rect_text(box)}",
-                )
-            )
+        drawn = [("image", image)]
         bar = canvas.colorbar
         if bar is not None and bar.isVisible():
-            rect = QRectF(canvas.mapFromScene(bar.sceneBoundingRect()).boundingRect())
+            drawn.append(("colour bar", bar.sceneBoundingRect()))
+        for kind, rect in drawn:
+            rect = QRectF(canvas.mapFromScene(rect).boundingRect())
             if not _inside(rect, box):
-                out.append(
-                    LayoutProblem(
-                        "colour bar",
-                        where,
-                        f"colour bar at {_rect_text(rect)} outside the canvas {_rect_text(box)}",
-                    )
+                yield (
+                    kind,
+                    where,
+                    f"{kind} at {_rect_text(rect)} outside the canvas {_rect_text(box)}",
                 )
         clipped = _clipped_by(canvas)
         if clipped:
-            out.append(LayoutProblem("clipped", where, clipped))
-    return out
+            yield "clipped", where, clipped
 
 
 def _clipped_by(widget: QWidget) -> str:
@@ -213,80 +194,60 @@ def _is_rich(label: QLabel) -> bool:
     return fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(label.text())
 
 
-def _label_problems(window: QWidget) -> list[LayoutProblem]:
+def _labels(window: QWidget) -> Found:
+    for label in window.findChildren(QLabel):
+        if label.text() and _showing(label):
+            cut = _label_cut(label)
+            if cut:
+                yield "label", widget_path(label), cut
+
+
+def _label_cut(label: QLabel) -> str:
+    """How ``label``'s text does not fit ("" when it does)."""
     from actviz.ui.panels.style import ElidedLabel
 
-    out = []
-    for label in window.findChildren(QLabel):
-        text = label.text()
-        if not text or not _showing(label) or label.pixmap() is not None and not text:
-            continue
-        where = widget_path(label)
-        room = label.contentsRect().width() - 2 * label.margin()
-        if isinstance(label, ElidedLabel):
-            shown = label.shown_text()
-            if shown == text:
-                continue
-            # The tooltip is set as the shortened text is painted: one scrolled out of view
-            # is not painted yet, and gets it when it is.
-            painted = not label.visibleRegion().isEmpty()
-            if painted and not label.toolTip():
-                label.repaint()
-            # A tooltip of the owner's own (a layer panel's title shows the layer's name) counts.
-            if "…" not in shown or (painted and not label.toolTip()):
-                out.append(
-                    LayoutProblem(
-                        "label",
-                        where,
-                        f"shortened to {shown!r} without "
-                        + ("an ellipsis" if "…" not in shown else "a tooltip"),
-                    )
-                )
-            continue
-        if _is_rich(label):
-            doc = QTextDocument()
-            doc.setDocumentMargin(0)  # as QLabel lays rich text out
-            doc.setDefaultFont(label.font())
-            doc.setHtml(text)
-            if label.wordWrap():
-                doc.setTextWidth(room)
-            needed_w, needed_h = doc.idealWidth(), doc.size().height()
-            fits_w = label.wordWrap() or needed_w <= room + SLACK
-            if not fits_w:
-                out.append(LayoutProblem("label", where, f"needs {needed_w:.0f} px, has {room} px"))
-            elif needed_h > label.contentsRect().height() + SLACK + 2:
-                out.append(
-                    LayoutProblem(
-                        "label",
-                        where,
-                        f"needs {needed_h:.0f} px of height, has {label.contentsRect().height()}",
-                    )
-                )
-            continue
-        metrics = label.fontMetrics()
+    text = label.text()
+    room = label.contentsRect().width() - 2 * label.margin()
+    if isinstance(label, ElidedLabel):
+        shown = label.shown_text()
+        if shown == text:
+            return ""
+        # The tooltip is set as the shortened text is painted: one scrolled out of view
+        # is not painted yet, and gets it when it is.
+        painted = not label.visibleRegion().isEmpty()
+        if painted and not label.toolTip():
+            label.repaint()
+        # A tooltip of the owner's own (a layer panel's title shows the layer's name) counts.
+        if "…" not in shown:
+            return f"shortened to {shown!r} without an ellipsis"
+        return (
+            f"shortened to {shown!r} without a tooltip" if painted and not label.toolTip() else ""
+        )
+    if _is_rich(label):
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)  # as QLabel lays rich text out
+        doc.setDefaultFont(label.font())
+        doc.setHtml(text)
         if label.wordWrap():
-            needed = label.heightForWidth(label.width())
-            if needed > label.height() + SLACK:
-                out.append(
-                    LayoutProblem(
-                        "label",
-                        where,
-                        f"wrapped text needs {needed} px of height, has {label.height()}",
-                    )
-                )
-            continue
-        needed = max(metrics.horizontalAdvance(line) for line in text.split("\n"))
-        if needed > room + SLACK:
-            out.append(
-                LayoutProblem(
-                    "label", where, f"text needs {needed} px, has {room} px (cut, no ellipsis)"
-                )
-            )
-    return out
+            doc.setTextWidth(room)
+        needed_w, needed_h = doc.idealWidth(), doc.size().height()
+        if not label.wordWrap() and needed_w > room + SLACK:
+            return f"needs {needed_w:.0f} px, has {room} px"
+        if needed_h > label.contentsRect().height() + SLACK + 2:
+            return f"needs {needed_h:.0f} px of height, has {label.contentsRect().height()}"
+        return ""
+    if label.wordWrap():
+        needed = label.heightForWidth(label.width())
+        if needed > label.height() + SLACK:
+            return f"wrapped text needs {needed} px of height, has {label.height()}"
+        return ""
+    needed = max(label.fontMetrics().horizontalAdvance(line) for line in text.split("\n"))
+    return (
+        f"text needs {needed} px, has {room} px (cut, no ellipsis)" if needed > room + SLACK else ""
+    )
 
 
-def _button_problems(window: QWidget) -> list[LayoutProblem]:
-    out = []
+def _buttons(window: QWidget) -> Found:
     for button in window.findChildren(QAbstractButton):
         if not button.text() or not _showing(button):
             continue
@@ -297,109 +258,72 @@ def _button_problems(window: QWidget) -> list[LayoutProblem]:
             continue
         needed = button.sizeHint().width()
         if needed > button.width() + SLACK:
-            out.append(
-                LayoutProblem(
-                    "button",
-                    widget_path(button),
-                    f"needs {needed} px, has {button.width()} px",
-                )
-            )
-    return out
+            yield "button", widget_path(button), f"needs {needed} px, has {button.width()} px"
 
 
-# ---------------------------------------------------------------------- docks, mosaics
-def _dock_problems(window: QWidget) -> list[LayoutProblem]:
-    out = []
-    for dock in window.findChildren(QDockWidget):
-        if not _showing(dock):
+# ---------------------------------------------------------------------- scroll bars, cells
+def _scroll_bars(window: QWidget) -> Found:
+    """A dock's content, a list or table in a dock, or a tab's page scrolling sideways."""
+    for area in window.findChildren(QAbstractScrollArea):
+        bar = area.horizontalScrollBar()
+        if not _showing(area) or not bar.isVisible() or bar.maximum() <= 0:
             continue
-        for area in dock.findChildren(QAbstractScrollArea):
-            bar = area.horizontalScrollBar()
-            if _showing(area) and bar.isVisible() and bar.maximum() > 0:
-                what = (
-                    f"a horizontal scroll bar ({bar.maximum()} px to scroll) in a "
-                    f"{dock.width()} px wide dock"
-                )
+        dock = area.parentWidget()
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()
+        if dock is not None:
+            if _showing(dock):
                 # A list or a tree wider than its dock is reported apart from the dock's own
                 # content scrolling sideways: its columns can be resized by the user.
                 kind = "dock scroll bar" if isinstance(area, QScrollArea) else "view scroll bar"
-                out.append(LayoutProblem(kind, widget_path(area), what))
-    return out
+                what = f"({bar.maximum()} px to scroll) in a {dock.width()} px wide dock"
+                yield kind, widget_path(area), f"a horizontal scroll bar {what}"
+        elif isinstance(area, QScrollArea) and area.widgetResizable():
+            yield (
+                "page scroll bar",
+                widget_path(area),
+                f"content {area.widget().width()} px wide in a {area.viewport().width()} px wide "
+                f"page ({bar.maximum()} px out of view)",
+            )
 
 
-def _cell_problems(window: QWidget) -> list[LayoutProblem]:
+def _cells(window: QWidget) -> Found:
     """Table cells in view drawn shortened without a tooltip saying them whole."""
-    out = []
     for table in window.findChildren(QTableView):
         if not _showing(table) or table.model() is None:
             continue
         model, metrics = table.model(), table.fontMetrics()
         viewport = table.viewport().rect()
+        style = table.style()
+        margin = 2 * (style.pixelMetric(style.PixelMetric.PM_FocusFrameHMargin, None, table) + 1)
         for row in range(min(model.rowCount(), 200)):
-            if table.isRowHidden(row):
-                continue
             for col in range(model.columnCount()):
-                if table.isColumnHidden(col):
-                    continue
                 index = model.index(row, col)
                 rect = table.visualRect(index)
-                if not rect.intersects(viewport) or table.columnSpan(row, col) > 1:
+                if (
+                    table.isRowHidden(row)
+                    or table.isColumnHidden(col)
+                    or not rect.intersects(viewport)
+                    or table.columnSpan(row, col) > 1
+                ):
                     continue
                 text = index.data(Qt.ItemDataRole.DisplayRole)
                 if not isinstance(text, str) or not text.strip():
                     continue
-                room = rect.width() - 2 * (
-                    table.style().pixelMetric(
-                        table.style().PixelMetric.PM_FocusFrameHMargin, None, table
-                    )
-                    + 1
-                )
-                needed = metrics.horizontalAdvance(text)
+                room, needed = rect.width() - margin, metrics.horizontalAdvance(text)
                 if needed > room + SLACK and not index.data(Qt.ItemDataRole.ToolTipRole):
-                    out.append(
-                        LayoutProblem(
-                            "cell",
-                            widget_path(table),
-                            f"{text[:40]!r} needs {needed} px, its column has {room} px "
-                            "(shortened, no tooltip)",
-                        )
+                    yield (
+                        "cell",
+                        widget_path(table),
+                        f"{text[:40]!r} needs {needed} px, its column has {room} px "
+                        "(shortened, no tooltip)",
                     )
-    return out
 
 
-def _page_problems(window: QWidget) -> list[LayoutProblem]:
-    """A tab's page scrolling sideways (what lies right of its viewport is cut)."""
-    out = []
-    for area in window.findChildren(QScrollArea):
-        if not _showing(area) or not area.widgetResizable() or _in_dock(area):
-            continue
-        bar = area.horizontalScrollBar()
-        if bar.isVisible() and bar.maximum() > 0:
-            out.append(
-                LayoutProblem(
-                    "page scroll bar",
-                    widget_path(area),
-                    f"content {area.widget().width()} px wide in a "
-                    f"{area.viewport().width()} px wide page ({bar.maximum()} px out of view)",
-                )
-            )
-    return out
-
-
-def _in_dock(widget: QWidget) -> bool:
-    parent = widget.parentWidget()
-    while parent is not None:
-        if isinstance(parent, QDockWidget):
-            return True
-        parent = parent.parentWidget()
-    return False
-
-
-def _tile_problems(window: QWidget) -> list[LayoutProblem]:
+def _tiles(window: QWidget) -> Found:
     """Mosaics with tiles under :data:`MIN_TILE_PX` showing larger maps, with no page control."""
     from actviz.ui.panels.feature_map import LayerPanel
 
-    out = []
     host = getattr(window, "host", None)  # the explorer window's: its layer panels
     panels: dict[str, Any] = (host.layer_panels if host is not None else {}) or {}
     for name, panel in panels.items():
@@ -414,25 +338,21 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
         map_px = mosaic.tile_w * mosaic.scale
         shrunk = tile + SLACK < map_px
         if 0 < tile < MIN_TILE_PX and shrunk and not panel.page_bar.isVisible():
-            out.append(
-                LayoutProblem(
-                    "tiles",
-                    f"LayerPanel {name!r}",
-                    f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) for {map_px} px wide "
-                    "maps, and no page control",
-                )
+            yield (
+                "tiles",
+                f"LayerPanel {name!r}",
+                f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) for {map_px} px wide "
+                "maps, and no page control",
             )
-    return out
 
 
-def _blank_problems(window: QWidget) -> list[LayoutProblem]:
+def _blanks(window: QWidget) -> Found:
     """Images in a fill view laid across its shorter side, each under :data:`MIN_FILL` of it."""
     from actviz.ui.panels.canvas import ImageCanvas
 
-    views = [w for w in window.findChildren(QWidget) if w.property(FILL_PROPERTY) is True]
-    if window.property(FILL_PROPERTY) is True:
-        views.append(window)
-    out = []
+    views = [
+        w for w in (window, *window.findChildren(QWidget)) if w.property(FILL_PROPERTY) is True
+    ]
     for view in views:
         if not _showing(view):
             continue
@@ -470,14 +390,11 @@ def _blank_problems(window: QWidget) -> list[LayoutProblem]:
                     if room_w - image.width() > room_h - image.height()
                     else "above and below"
                 )
-                out.append(
-                    LayoutProblem(
-                        "blank",
-                        widget_path(canvas),
-                        f"image {image.width():.0f}x{image.height():.0f} px covers "
-                        f"{cover:.0%} of its {room_w}x{room_h:.0f} px canvas (< {MIN_FILL:.0%}): "
-                        f"blank bands {bands} it, the images {across} "
-                        f"({view.width()}x{view.height()})",
-                    )
+                yield (
+                    "blank",
+                    widget_path(canvas),
+                    f"image {image.width():.0f}x{image.height():.0f} px covers "
+                    f"{cover:.0%} of its {room_w}x{room_h:.0f} px canvas (< {MIN_FILL:.0%}): "
+                    f"blank bands {bands} it, the images {across} "
+                    f"({view.width()}x{view.height()})",
                 )
-    return out

@@ -42,18 +42,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     # The test's windows close before any fixture is torn down (a monkeypatch undone, a
     # folder removed), as pytest-qt closes the widgets given to ``qtbot.addWidget``.
-    close_windows(item.stash.get(_DRIVERS, []))
+    for driver in item.stash.get(_DRIVERS, []):
+        driver.close()
     return (yield)
-
-
-def close_windows(drivers: list) -> None:
-    """Close the drivers' windows that are still open (they stop their workers)."""
-    import shiboken6
-
-    for driver in drivers:
-        window = driver.window
-        if window is not None and shiboken6.isValid(window) and not window.is_closed():
-            window.close()
 
 
 def allowed_leaks(item: pytest.Item) -> set[str]:
@@ -143,37 +134,20 @@ def leftovers(
     drivers: list, widgets_before: frozenset[int], state_before: Any, allowed: set[str]
 ) -> list[str]:
     """Close and delete the drivers' windows; describe what the test left behind."""
-    import shiboken6
-
-    from actviz.testing.checks import (
-        ProcessState,
-        describe_widget,
-        flush_deletes,
-        hooks_left,
-        leaked_widgets,
-    )
+    from actviz.testing.checks import ProcessState, describe_widget, hooks_left, leaked_widgets
 
     models: list[Any] = []
     while drivers:
         # Popped: the Python side of a deleted window still holds what Python made for it
         # (pyqtgraph's parentless plot menus among them), so no reference may stay here.
         driver = drivers.pop()
+        driver.delete()
         models.extend(driver.models)
-        if driver.session is not None:
-            models.append(driver.session.model)
-        if driver.window is not None and shiboken6.isValid(driver.window):
-            if not driver.window.is_closed():
-                driver.window.close()
-            driver.window.deleteLater()  # with everything parented to it
         del driver
-    flush_deletes()
     problems: list[str] = []
     if "hooks" not in allowed:
-        seen: set[int] = set()
-        for model in models:
-            if model is None or id(model) in seen or not hasattr(model, "named_modules"):
-                continue
-            seen.add(id(model))
+        shown = {id(m): m for m in models if hasattr(m, "named_modules")}  # each model once
+        for model in shown.values():
             problems.extend(f"hook left: {line}" for line in hooks_left(model))
     if "process" not in allowed:
         problems.extend(ProcessState.now().changes_since(state_before))

@@ -10,18 +10,19 @@ idle, hooks and flags left on models; periodically objects and memory. Recorded 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import faulthandler
+import functools
 import gc
 import json
-import logging
 import sys
 import time
 import traceback
 import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +32,15 @@ import torch
 from actviz.core.allocator import memory_breakdown_mib
 from actviz.testing.checks import (
     flush_deletes,
-    hooks_left,
     leaked_widgets,
     live_array_mib,
     python_heap_mib,
     top_level_widgets,
 )
-from actviz.testing.stress_actions import SIZES, UserActions
+from actviz.testing.stress_actions import ACTIONS, UserActions
 from actviz.testing.stress_blocks import BlockSampler
 from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, write_images
 from actviz.testing.stress_report import (
-    BOUNDED_TYPES,
-    FLAT_TYPES,
     Failure,
     Sample,
     StressReport,
@@ -54,8 +52,6 @@ from actviz.testing.stress_report import (
     model_state,
     rss_mib,
 )
-
-log = logging.getLogger(__name__)
 
 #: How many of the longest GUI-thread blocks a report names.
 WORST_BLOCKS = 5
@@ -69,41 +65,16 @@ SHORT_SETTLE_S = 1.5
 BLOCK_LIMIT_MS = 100.0
 #: At a checkpoint, how long to wait for the idle window to hand freed memory back (s).
 MEMORY_IDLE_WAIT_S = 6.0
-#: Relative frequency of each action (closing the window is rare: it costs a second).
-WEIGHTS = {
-    "tile_click": 3.0,
-    "tile_menu": 3.0,
-    "tree_menu": 1.5,
-    "bar_click": 1.5,
-    "sort": 1.0,
-    "key": 3.0,
-    "close_channel": 1.0,
-    "menu": 2.0,
-    "pin": 1.0,
-    "live": 1.0,
-    "scan": 0.4,
-    "visualise": 0.6,
-    "dock_button": 2.0,
-    "dock": 1.0,
-    "combo": 1.5,
-    "resize": 1.0,
-    "run": 1.0,
-    "esc": 1.0,
-    "wait": 1.5,
-    "switch_model": 0.3,
-    "reopen": 0.05,
-}
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSetup:
     """How the stress driver shows a model: ``name`` for reports, ``open(window)`` to show it (may
-    load in the background), ``layers`` unused (kept for callers).
+    load in the background).
     """
 
     name: str
     open: Callable[[Any], None]
-    layers: tuple[str, ...] | None = None
 
 
 def demo_model() -> ModelSetup:
@@ -128,7 +99,7 @@ def module_model(
         )
         window.script.set_input(inputs)
 
-    return ModelSetup(name, open_module, tuple(layers) if layers is not None else None)
+    return ModelSetup(name, open_module)
 
 
 def dropped_model(name: str, path: str | Path) -> ModelSetup:
@@ -136,16 +107,6 @@ def dropped_model(name: str, path: str | Path) -> ModelSetup:
     from actviz.testing.stress_dialogs import drop_file
 
     return ModelSetup(name, lambda window: drop_file(window, path))
-
-
-def _untimed(probe: Any, work: Callable[[], None]) -> None:
-    """Do ``work`` with the GUI lag ``probe`` paused (the driver's own work is not the window's)."""
-    timing = probe is not None and probe.timer.isActive()
-    if timing:
-        probe.stop()
-    work()
-    if timing:
-        probe.start()
 
 
 class StressDriver(UserActions):
@@ -191,7 +152,6 @@ class StressDriver(UserActions):
         #: Each error the window showed, with the action it first followed ("i:label").
         self.errors_shown: dict[str, str] = {}
         self.steps: list[tuple[str, dict[str, Any]]] = []
-        self.dialogs_answered = 0  # file pickers and input dialogs answered
         # Every model a window showed (weakly) and its flags when first seen idle.
         self._models: list[tuple[weakref.ref, dict[str, Any]]] = []
         self._stuck: list[Failure] = []
@@ -199,12 +159,11 @@ class StressDriver(UserActions):
         self.kept_windows: list[str] = []  # closed windows still alive, and what held them
         self.images = write_images(self.folder / "images")
         self.actions: dict[str, Callable[[dict[str, Any]], str]] = {
-            name: getattr(self, f"act_{name}") for name in WEIGHTS
+            name: functools.partial(getattr(self, f"act_{how or name}"), **given)
+            for name, (_, how, given) in ACTIONS.items()
+            if name != "switch_model" or self.switches
         }
-        self.actions["inject_failure"] = self.act_inject_failure
-        if not self.switches:
-            self.actions.pop("switch_model")
-        self.weights: dict[str, float] = {n: WEIGHTS.get(n, 0.0) for n in self.actions}
+        self.weights: dict[str, float] = {n: ACTIONS[n][0] for n in self.actions}
 
     def scratch(self, name: str) -> Path:
         """A folder of the scratch folder (made if missing)."""
@@ -216,17 +175,23 @@ class StressDriver(UserActions):
         """What the Open model dialog is given: the checkpoint, else the demo."""
         return str(self.checkpoint) if self.checkpoint is not None else "demo"
 
-    def restart_window(self) -> None:
-        """Close the window and open a fresh one: a restart (the start-up bench's time, not a
-        block of a window in use)."""
-        if self.probe is not None:
+    @contextlib.contextmanager
+    def untimed(self) -> Iterator[None]:
+        """The GUI lag probe paused (the driver's own work, a restart: not the window's)."""
+        timing = self.probe is not None and self.probe.timer.isActive()
+        if timing:
             self.probe.stop()
         try:
+            yield
+        finally:
+            if timing:
+                self.probe.start()
+
+    def restart_window(self) -> None:
+        """Close the window and open a fresh one (the start-up bench's time, not a block)."""
+        with self.untimed():
             self.close_window()
             self.open_window()
-        finally:
-            if self.probe is not None:
-                self.probe.start()
 
     def note_stuck(self, text: str) -> None:
         """Record that something waited without end (a dialog, a wait for idle)."""
@@ -254,11 +219,8 @@ class StressDriver(UserActions):
         steps: Sequence[tuple[str, dict[str, Any]]] | None = None,
         inject: dict[int, dict[str, Any]] | None = None,
     ) -> StressReport:
-        """Open a window, perform ``actions`` random actions (or replay ``steps``), close it.
-
-        ``inject``: step number -> params of a synthetic failure performed instead of the
-        random action there (the driver's own tests).
-        """
+        """Open a window, perform ``actions`` random actions (or replay ``steps``), close it;
+        ``inject``: step -> params of a synthetic failure instead of the action there."""
         from actviz.bench.ui_bench import LagProbe, ensure_qt_app
 
         ensure_qt_app()
@@ -276,12 +238,11 @@ class StressDriver(UserActions):
         catcher = _Catcher()
         pickers = FilePickers(self)
         answerer = DialogAnswerer(self)
-        watchdog = self._watchdog()
         pickers.install()
-        answerer.start()
+        answerer.timer.start()
         sampler.start()
         try:
-            with catcher.installed():
+            with self._watchdog(), catcher.installed():
                 self.open_window()
                 samples.append(self._sample(0))
                 probe.start()
@@ -294,7 +255,7 @@ class StressDriver(UserActions):
                     if inject and i in inject:
                         name, params = "inject_failure", {**params, **inject[i]}
                     self.params = params
-                    self._log({"i": i, "name": name, "params": params})
+                    self._log(i=i, name=name, params=params)
                     sampler.take()  # what was sampled before this action is not its own
                     mark = len(probe.lags)
                     self._acting = f"{i}:{name}"
@@ -305,15 +266,8 @@ class StressDriver(UserActions):
                         catcher.found.append(traceback.format_exc().strip())
                     kept = {k: v for k, v in params.items() if not k.startswith("_")}
                     self.steps.append((name, kept))
-                    self._log(
-                        {
-                            "i": i,
-                            "name": name,
-                            "params": kept,
-                            "text": text,
-                            "t": round(time.perf_counter() - started, 3),
-                        }
-                    )
+                    t = round(time.perf_counter() - started, 3)
+                    self._log(i=i, name=name, params=kept, text=text, t=t)
                     self.counts[name] += 1
                     self.recent = [*self.recent[-11:], f"{i}:{text}"]
                     self._acting = self.recent[-1]
@@ -342,9 +296,8 @@ class StressDriver(UserActions):
                 exceptions.extend(self._failure(total, "exception", t) for t in catcher.take())
         finally:
             sampler.stop()
-            answerer.stop()
+            answerer.timer.stop()
             pickers.uninstall()
-            watchdog()
         widgets = tuple(repr(w) for w in leaked_widgets(widgets_before))
         return StressReport(
             model=self.setup.name,
@@ -371,33 +324,29 @@ class StressDriver(UserActions):
     def _failure(self, action: int, kind: str, text: str) -> Failure:
         return Failure(action, kind, text, tuple(self.recent))
 
-    def _log(self, entry: dict[str, Any]) -> None:
+    def _log(self, **entry: Any) -> None:
         if self.log_path is not None:
             with self.log_path.open("a") as f:
                 f.write(json.dumps(entry) + "\n")
 
-    def _watchdog(self) -> Callable[[], None]:
-        """Re-arm faulthandler's hang timer from the GUI thread; returns what stops it."""
+    @contextlib.contextmanager
+    def _watchdog(self) -> Iterator[None]:
+        """Faulthandler's hang timer re-armed from the GUI thread meanwhile."""
         if self.hang_s is None:
-            return lambda: None
+            yield
+            return
         from PySide6.QtCore import QTimer
 
-        hang_s = float(self.hang_s)
-
-        def arm() -> None:
-            faulthandler.dump_traceback_later(hang_s, exit=True)
-
+        arm = functools.partial(faulthandler.dump_traceback_later, float(self.hang_s), exit=True)
         timer = QTimer()
-        timer.setInterval(100)
         timer.timeout.connect(arm)
         arm()
-        timer.start()
-
-        def stop() -> None:
+        timer.start(100)
+        try:
+            yield
+        finally:
             timer.stop()
             faulthandler.cancel_dump_traceback_later()
-
-        return stop
 
     def _error_shown(self, text: str) -> None:
         self.errors_shown.setdefault(text, self._acting)
@@ -489,15 +438,13 @@ class StressDriver(UserActions):
         live = self.window.features["live"].controller
         if live.playing:
             live.pause()
-        if timeout_s is None:
-            ok = self._wait(self._idle, PATIENCE_S)
-            if not ok:
-                # A long job a user does not sit through: Esc; stuck if still busy after that.
-                self.window.cancel()
-                ok = self._wait(self._idle, IDLE_TIMEOUT_S)
-        else:
-            ok = self._wait(self._idle, timeout_s)
-        _untimed(self.probe, self.window.display.flush_panel_updates)
+        ok = self._wait(self._idle, PATIENCE_S if timeout_s is None else timeout_s)
+        if not ok and timeout_s is None:
+            # A long job a user does not sit through: Esc; stuck if still busy after that.
+            self.window.cancel()
+            ok = self._wait(self._idle, IDLE_TIMEOUT_S)
+        with self.untimed():
+            self.window.display.flush_panel_updates()
         if not ok and timeout_s is None:
             self.note_stuck("the window did not become idle")
         return ok
@@ -543,21 +490,11 @@ class StressDriver(UserActions):
 
 __all__ = [
     "BLOCK_LIMIT_MS",
-    "BOUNDED_TYPES",
-    "FLAT_TYPES",
-    "SIZES",
-    "Failure",
     "ModelSetup",
-    "Sample",
     "StressDriver",
     "StressReport",
-    "count_objects",
     "demo_model",
     "dropped_model",
     "heap_in_use_mib",
-    "hooks_left",
-    "model_leftovers",
-    "model_state",
     "module_model",
-    "rss_mib",
 ]

@@ -1,8 +1,8 @@
 """What the stress driver does to the window, as a user does it: real input events only.
 
-Each ``act_NAME(params) -> str`` picks its target from uniform numbers in ``params["r"]`` and
-writes its pick back, so a replay clicks the same thing. Modal dialogs and file pickers are
-answered without blocking.
+Each action of :data:`ACTIONS` is sent by a ``act_NAME(params, **given) -> str`` that picks its
+target from uniform numbers in ``params["r"]`` and writes its pick back, so a replay clicks the
+same thing. Modal dialogs and file pickers are answered without blocking.
 """
 
 from __future__ import annotations
@@ -11,10 +11,38 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from actviz.testing.stress_dialogs import MENU_SKIP, _r, drop_file
+from actviz.testing.stress_dialogs import MENU_SKIP, _r
 
 #: Window sizes the resize action picks from.
 SIZES = ((1024, 640), (1280, 720), (1360, 820), (1920, 1080))
+#: What the key action presses: on the window, or the channel view's step keys.
+KEYS = ("Esc", "Ctrl+R", "Ctrl+P", "[", "]", "PageUp", "PageDown")
+#: name: (relative weight, ``act_NAME`` that sends it when not the name's own, what it is given).
+#: Closing the window is rare: it costs a second.
+ACTIONS: dict[str, tuple[float, str | None, dict[str, Any]]] = {
+    "tile_click": (3.0, None, {}),  # left click a tile: the channel view opens on it
+    "tile_menu": (3.0, None, {}),  # right click a tile, click an item of its menu (Ablate)
+    "tree_menu": (1.5, None, {}),  # right click a module tree row, an item (tick all Conv2d)
+    "bar_click": (1.5, None, {}),  # click a bar of "Channels that matter" (opens its channel)
+    "sort": (1.0, None, {}),  # click "Sort the panels' tiles by effect" (or the mark box)
+    "key": (3.0, None, {}),  # Esc, Ctrl+R, Ctrl+P, or a step key in the channel view
+    "close_channel": (1.0, None, {}),  # click the channel view's close button
+    "menu": (2.0, None, {}),  # trigger an enabled action of the menu bar
+    "pin": (1.0, None, {}),  # pin (Ctrl+P), unpin or compare with a pin, from the Run menu
+    "live": (1.0, "menu", {"prefixes": ("Live > ",)}),  # open, play / pause, step, reset
+    "scan": (0.4, "menu", {"prefixes": ("Data > ",)}),  # answered: the scratch images, k 2
+    "visualise": (0.6, None, {}),  # Run > Visualise channels, or the dock's own buttons
+    "dock_button": (2.0, None, {}),  # click a button or check box of a shown dock
+    "dock": (1.0, None, {}),  # open or close a dock from the View menu
+    "combo": (1.5, None, {}),  # step the colour map, normalisation or a dock's combo box
+    "resize": (1.0, None, {}),  # resize the window to one of SIZES
+    "run": (1.0, "key", {"key": "Ctrl+R"}),
+    "esc": (1.0, "key", {"key": "Esc"}),  # cancels what runs
+    "wait": (1.5, None, {}),  # do nothing until the window is idle
+    "switch_model": (0.3, None, {}),  # open another model (image, text, the checkpoint)
+    "reopen": (0.05, None, {}),  # close the window and open a fresh one
+    "inject_failure": (0.0, None, {}),  # a synthetic failure (the driver's own tests)
+}
 
 
 def choose(p: dict[str, Any], key: str, items: Sequence[Any], i: int = 0) -> Any:
@@ -31,7 +59,7 @@ def choose(p: dict[str, Any], key: str, items: Sequence[Any], i: int = 0) -> Any
 
 
 class UserActions:
-    """The actions (see the module): each ``act_NAME(params) -> str``."""
+    """The actions (see the module): each ``act_NAME(params, **given) -> str``."""
 
     window: Any
     params: dict[str, Any]
@@ -64,14 +92,12 @@ class UserActions:
         event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, pos, widget.mapToGlobal(pos))
         QApplication.sendEvent(widget, event)
 
-    def _key(self, widget: Any, key: Any, modifier: Any = None) -> None:
-        from PySide6.QtCore import Qt
+    def _key(self, widget: Any, name: str) -> None:
+        from PySide6.QtGui import QKeySequence
         from PySide6.QtTest import QTest
 
-        if modifier is None:
-            modifier = Qt.KeyboardModifier.NoModifier
         widget.activateWindow()
-        QTest.keyClick(widget, key, modifier)
+        QTest.keySequence(widget, QKeySequence(name.replace("Page", "Pg")))  # Qt says PgUp
 
     def _menu_actions(self) -> list[tuple[str, Any]]:
         """The menu bar's leaf actions, enabled, as ``("File > Open model…", action)``."""
@@ -87,12 +113,10 @@ class UserActions:
                 elif not text.startswith(MENU_SKIP):
                     out.append((prefix + text, a))
 
-        for top in self.window.menuBar().actions():
-            if top.menu() is not None:
-                walk(top.menu(), top.text().replace("&", "") + " > ")
+        walk(self.window.menuBar(), "")
         return out
 
-    def _trigger(self, p: dict[str, Any], prefixes: Sequence[str] = ("",)) -> str:
+    def act_menu(self, p: dict[str, Any], prefixes: Sequence[str] = ("",)) -> str:
         entries = [(t, a) for t, a in self._menu_actions() if t.startswith(tuple(prefixes))]
         text = choose(p, "menu", [t for t, _ in entries])
         if text is None:
@@ -106,32 +130,23 @@ class UserActions:
         docks = sorted(self.window.findChildren(QDockWidget), key=lambda d: d.objectName())
         return [d for d in docks if visible is None or d.isVisible() == visible]
 
-    def _dock(self, name: str) -> Any:
-        for dock in self._docks():
-            if name in (dock.objectName(), dock.windowTitle()):
-                return dock
-        return None
-
     def _show_dock(self, name: str) -> Any:
-        dock = self._dock(name)
+        dock = next((d for d in self._docks() if name in (d.objectName(), d.windowTitle())), None)
         if dock is not None and not dock.isVisible():
             dock.toggleViewAction().trigger()  # View > NAME
         return dock
 
-    def _maps(self) -> list[str]:
-        """Layers whose panel shows a mosaic of tiles now."""
-        out = []
-        for name, panel in self.window.host.layer_panels.items():
-            slot = panel.activation_slot
-            view = slot.view
-            if view is not None and view.kind == "maps" and slot.mosaic is not None:
-                if slot.image_canvas is not None:
-                    out.append(name)
-        return out
-
     def _tile_point(self, p: dict[str, Any]) -> tuple[Any, Any] | None:
         """Scroll a chosen tile into view; its canvas viewport and the point on it."""
-        name = choose(p, "layer", self._maps(), 0)
+        maps = [
+            name
+            for name, panel in self.window.host.layer_panels.items()
+            if (slot := panel.activation_slot).view is not None
+            and slot.view.kind == "maps"
+            and slot.mosaic is not None
+            and slot.image_canvas is not None
+        ]
+        name = choose(p, "layer", maps, 0)
         if name is None:
             return None
         panel = self.window.host.layer_panels[name]
@@ -150,7 +165,6 @@ class UserActions:
 
     # ------------------------------------------------------------------ the actions
     def act_tile_click(self, p: dict[str, Any]) -> str:
-        """Left click a tile: the channel view opens on it."""
         hit = self._tile_point(p)
         if hit is None:
             return "tile click (no tiles)"
@@ -158,25 +172,23 @@ class UserActions:
         return f"click tile {p['layer']}:{p['channel']}"
 
     def act_tile_menu(self, p: dict[str, Any]) -> str:
-        """Right click a tile; the answerer clicks an item of its menu (often Ablate)."""
         if _r(p, 3) < 0.5 and "items" not in p:
             p["items"] = ["Ablate"]  # replaced by the real "Ablate ch N" text when shown
         hit = self._tile_point(p)
         if hit is None:
             return "tile menu (no tiles)"
-        self._fix_prefix(p)
-        from PySide6.QtCore import Qt
-
-        self._click(*hit, button=Qt.MouseButton.RightButton)
-        self._spin_while_popup()
-        return f"tile menu {p['layer']}:{p['channel']} > {' > '.join(p.get('items') or [])}"
-
-    def _fix_prefix(self, p: dict[str, Any]) -> None:
-        # "Ablate" asks for the item starting so; the answerer records its full text.
-        items = p.get("items")
-        if items == ["Ablate"]:
+        if p.get("items") == ["Ablate"]:  # the item starting so; the answerer records its text
             p["_prefix"] = "Ablate"
             del p["items"]
+        return self._menu_at(*hit, f"tile menu {p['layer']}:{p['channel']}")
+
+    def _menu_at(self, widget: Any, pos: Any, what: str) -> str:
+        """Right click ``widget`` at ``pos``; the answerer clicks items of the menu it pops."""
+        from PySide6.QtCore import Qt
+
+        self._click(widget, pos, Qt.MouseButton.RightButton)
+        self._spin_while_popup()
+        return f"{what} > {' > '.join(self.params.get('items') or [])}"
 
     def _spin_while_popup(self) -> None:
         from PySide6.QtWidgets import QApplication
@@ -197,9 +209,7 @@ class UserActions:
         p.pop("_depth", None)
 
     def act_tree_menu(self, p: dict[str, Any]) -> str:
-        """Right click a row of the module tree and click an item of its menu (tick all
-        Conv2d modules, untick all, ...)."""
-        from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+        from PySide6.QtCore import QModelIndex, QPersistentModelIndex
         from PySide6.QtWidgets import QTreeView
 
         dock = self._show_dock("modelDock")
@@ -222,12 +232,9 @@ class UserActions:
         if not index.isValid():
             return f"tree menu {text} (the tree changed meanwhile)"
         pos = view.visualRect(QModelIndex(index)).center()
-        self._click(view.viewport(), pos, Qt.MouseButton.RightButton)
-        self._spin_while_popup()
-        return f"tree menu {text} > {' > '.join(p.get('items') or [])}"
+        return self._menu_at(view.viewport(), pos, f"tree menu {text}")
 
     def act_bar_click(self, p: dict[str, Any]) -> str:
-        """Click a bar of "Channels that matter" (opens its channel)."""
         from actviz.ui.effects.view import MARGIN, ROW_HEIGHT, EffectBars
 
         dock = self._show_dock("ChannelsThatMatterDock")
@@ -251,7 +258,6 @@ class UserActions:
         return f"click bar {layer} row {row} (ch {widget.rows[row].channel})"
 
     def act_sort(self, p: dict[str, Any]) -> str:
-        """Click "Sort the panels' tiles by effect" (or the mark box) in Channels that matter."""
         from PySide6.QtWidgets import QCheckBox
 
         dock = self._show_dock("ChannelsThatMatterDock")
@@ -268,64 +274,36 @@ class UserActions:
         self._click(box)
         return f"click {text!r} ({'on' if box.isChecked() else 'off'})"
 
-    def act_key(self, p: dict[str, Any]) -> str:
-        """Esc, Ctrl+R or Ctrl+P on the window, or a step key in the channel view."""
-        from PySide6.QtCore import Qt
-
-        keys = {
-            "Esc": (Qt.Key.Key_Escape, None),
-            "Ctrl+R": (Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier),
-            "Ctrl+P": (Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier),
-            "[": (Qt.Key.Key_BracketLeft, None),
-            "]": (Qt.Key.Key_BracketRight, None),
-            "PageUp": (Qt.Key.Key_PageUp, None),
-            "PageDown": (Qt.Key.Key_PageDown, None),
-        }
-        name = choose(p, "key", list(keys), 0)
-        key, modifier = keys[name]
-        view = self.window.centre.channel_view
+    def act_key(self, p: dict[str, Any], key: str | None = None) -> str:
+        if key is not None:
+            p["key"] = key
+        name = choose(p, "key", KEYS, 0)
         target = self.window
-        if name in ("[", "]", "PageUp", "PageDown"):
+        if name in KEYS[3:]:  # the channel view's step keys
             if not self.window.centre.channel_box.isVisible():
                 return f"key {name} (no channel view)"
-            view.setFocus()
-            target = view
-        self._key(target, key, modifier)
+            target = self.window.centre.channel_view
+            target.setFocus()
+        self._key(target, name)
         return f"key {name}"
 
     def act_close_channel(self, p: dict[str, Any]) -> str:
-        """Click the channel view's close button."""
         if not self.window.centre.channel_box.isVisible():
             return "close channel view (none open)"
         self._click(self.window.centre.channel_view.close_button)
         return "close channel view"
 
-    def act_menu(self, p: dict[str, Any]) -> str:
-        """Trigger an enabled action of the menu bar (File, Run, Data, View, Live)."""
-        return self._trigger(p)
-
     def act_pin(self, p: dict[str, Any]) -> str:
-        """Pin (Ctrl+P), unpin or compare with a pin, from the Run menu."""
         if _r(p, 0) < 0.4:
-            return self._trigger(p, ("Run > Pin this result",))
-        return self._trigger(p, ("Run > Pinned results",))
-
-    def act_live(self, p: dict[str, Any]) -> str:
-        """Live mode from its menu: open it, play / pause, step, reset the perturbation."""
-        return self._trigger(p, ("Live > ",))
-
-    def act_scan(self, p: dict[str, Any]) -> str:
-        """Data > Scan a dataset… (the dialog is answered: the scratch images, k 2)."""
-        return self._trigger(p, ("Data > ",))
+            return self.act_menu(p, ("Run > Pin this result",))
+        return self.act_menu(p, ("Run > Pinned results",))
 
     def act_visualise(self, p: dict[str, Any]) -> str:
-        """Run > Visualise channels of the selected layer, or the dock's own buttons."""
         if _r(p, 0) < 0.5:
-            return self._trigger(p, ("Run > Visualise",))
+            return self.act_menu(p, ("Run > Visualise",))
         return self._dock_button(p, "WhatChannelsWantDock")
 
     def act_dock_button(self, p: dict[str, Any]) -> str:
-        """Click an enabled button or check box of a visible dock (its close button too)."""
         docks = [d.objectName() for d in self._docks(visible=True)]
         name = choose(p, "dock", docks, 0)
         if name is None:
@@ -353,12 +331,9 @@ class UserActions:
         return f"click {label!r} in {dock.windowTitle()}"
 
     def act_dock(self, p: dict[str, Any]) -> str:
-        """Open or close a dock from the View menu."""
-        return self._trigger(p, tuple(f"View > {d.windowTitle()}" for d in self._docks()))
+        return self.act_menu(p, tuple(f"View > {d.windowTitle()}" for d in self._docks()))
 
     def act_combo(self, p: dict[str, Any]) -> str:
-        """Step the colour map, the normalisation or a dock's combo box with an arrow key."""
-        from PySide6.QtCore import Qt
         from PySide6.QtWidgets import QComboBox
 
         combos = {
@@ -370,36 +345,22 @@ class UserActions:
                 if combo.isVisible() and combo.isEnabled() and combo.count() > 1:
                     combos[f"{dock.windowTitle()} combo {i}"] = combo
         name = choose(p, "combo", sorted(combos), 0)
-        down = _r(p, 1) < 0.6
         combo = combos[name]
         combo.setFocus()
-        self._key(combo, Qt.Key.Key_Down if down else Qt.Key.Key_Up)
+        self._key(combo, "Down" if _r(p, 1) < 0.6 else "Up")
         return f"{name} -> {combo.currentText()!r}"
 
     def act_resize(self, p: dict[str, Any]) -> str:
-        """Resize the window to one of :data:`SIZES`."""
         size = choose(p, "size", [f"{w}x{h}" for w, h in SIZES], 0)
         w, h = (int(v) for v in size.split("x"))
         self.window.resize(w, h)
         return f"resize {size}"
 
-    def act_run(self, p: dict[str, Any]) -> str:
-        """Ctrl+R."""
-        p["key"] = "Ctrl+R"
-        return self.act_key(p)
-
-    def act_esc(self, p: dict[str, Any]) -> str:
-        """Esc (cancels what runs)."""
-        p["key"] = "Esc"
-        return self.act_key(p)
-
     def act_wait(self, p: dict[str, Any]) -> str:
-        """Do nothing until the window is idle."""
         self.settle()
         return "wait idle"
 
     def act_switch_model(self, p: dict[str, Any]) -> str:
-        """Open another model: the image model, the text model or the checkpoint."""
         names = sorted(self.switches)
         name = choose(p, "model", names, 0)
         if name is None:
@@ -408,7 +369,6 @@ class UserActions:
         return f"switch to {name}"
 
     def act_reopen(self, p: dict[str, Any]) -> str:
-        """Close the window and open a fresh one on the case's model."""
         self.restart_window()
         return "close and reopen the window"
 
@@ -436,4 +396,4 @@ def _raise_injected() -> None:
     raise RuntimeError("injected failure")
 
 
-__all__ = ["SIZES", "UserActions", "choose", "drop_file"]
+__all__ = ["ACTIONS", "KEYS", "SIZES", "UserActions", "choose"]

@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["BlockSampler"]
@@ -87,40 +88,34 @@ class BlockSampler:
                     self._others.setdefault(where, ", ".join(_other_threads(dump, self._gui)))
 
 
+def _frames(dump: str) -> Iterator[tuple[str, str, str, str]]:
+    """Each frame line of a faulthandler dump: its thread's header, file, line and function."""
+    header = ""
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            header = line
+        elif header and (match := _FRAME.match(line)) is not None:
+            yield header, *match.groups()
+
+
 def _gui_stack(dump: str, ident: int | None) -> list[str]:
     """The GUI thread's actviz frames in a faulthandler dump, innermost first."""
     found: list[str] = []
-    inside = False
-    for line in dump.splitlines():
-        if line.startswith(("Thread 0x", "Current thread 0x")):
-            inside = _is(line, ident)
-            continue
-        if not inside:
-            continue
-        match = _FRAME.match(line)
-        if match is None:
-            continue
-        filename, lineno, name = match.groups()
-        if "actviz/" not in filename or any(s in filename for s in _SKIP):
-            continue
-        found.append(f"{_short(filename)}:{lineno} in {name}" if not found else name)
+    for header, filename, lineno, name in _frames(dump):
+        if _is(header, ident) and "actviz/" in filename and not any(s in filename for s in _SKIP):
+            found.append(f"{_short(filename)}:{lineno} in {name}" if not found else name)
     return found
 
 
 def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
     """The innermost frame of up to ``most`` other busy threads in a faulthandler dump."""
     found: list[str] = []
-    inside = False
-    for line in dump.splitlines():
-        if line.startswith(("Thread 0x", "Current thread 0x")):
-            # The sampler dumps from its own thread: "Current thread" is never a worker.
-            inside = not _is(line, ident) and not line.startswith("Current")
+    seen: set[str] = set()
+    for header, filename, lineno, name in _frames(dump):
+        # The sampler dumps from its own thread: "Current thread" is never a worker.
+        if header in seen or _is(header, ident) or header.startswith("Current"):
             continue
-        match = _FRAME.match(line) if inside else None
-        if match is None:
-            continue
-        inside = False  # the innermost frame only
-        filename, lineno, name = match.groups()
+        seen.add(header)  # the innermost frame only
         if "actviz/testing/" not in filename and not filename.endswith("threading.py"):
             found.append(f"{filename.rsplit('/', 1)[-1]}:{lineno} in {name}")
     return found[:most]

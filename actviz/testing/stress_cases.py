@@ -99,7 +99,7 @@ def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Path]:
 
 
 # ---------------------------------------------------------------------- the child process
-def child(args: argparse.Namespace) -> int:
+def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, str]) -> int:
     """Run one case in this process and write its report (``--out``)."""
     import faulthandler
 
@@ -123,10 +123,6 @@ def child(args: argparse.Namespace) -> int:
     ensure_qt_app()
     folder = Path(args.folder)
     setup, switches, checkpoint = case_setups(args.case, folder)
-    inject = {}
-    for item in args.inject or []:
-        step, kind = item.split(":")
-        inject[int(step)] = {"kind": kind}
     driver = StressDriver(
         setup,
         seed=args.seed,
@@ -138,10 +134,8 @@ def child(args: argparse.Namespace) -> int:
         hang_s=args.hang_s,
         log_path=args.log,
     )
-    steps = None
-    if args.replay:
-        steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
-    report = driver.run(args.actions, steps=steps, inject=inject)
+    injected = {step: {"kind": kind} for step, kind in inject.items()}
+    report = driver.run(args.actions, steps=steps, inject=injected)
     Path(args.out).write_text(json.dumps(report.to_json()))
     return 0
 
@@ -225,22 +219,19 @@ def _died(
     recent = tuple(
         f"{i}:{text or name + ' (in flight)'}" for i, (name, _p, text) in enumerate(logged, start=1)
     )[-12:]
-    stack = _stack(stderr)
-    at = len(logged)
-    crashes: tuple[Failure, ...] = ()
-    hangs: tuple[Failure, ...] = ()
-    exceptions: tuple[Failure, ...] = ()
     if killed or "Timeout (" in stderr:
-        hangs = (Failure(at, "hang", f"the GUI did not return (exit {code})\n{stack}", recent),)
+        field, kind, what = "hangs", "hang", "the GUI did not return"
     elif code < 0 or "Fatal Python error" in stderr:
-        crashes = (Failure(at, "crash", f"the process died (exit {code})\n{stack}", recent),)
+        field, kind, what = "crashes", "crash", "the process died"
     else:
-        exceptions = (Failure(at, "exception", f"the case failed (exit {code})\n{stack}", recent),)
+        field, kind, what = "exceptions", "exception", "the case failed"
+    found: dict[str, Any] = {"exceptions": ()}
+    found[field] = (Failure(len(logged), kind, f"{what} (exit {code})\n{_stack(stderr)}", recent),)
     return StressReport(
         model=case, seed=seed, actions=len(logged),
-        action_counts={}, exceptions=exceptions, leaked_hooks=(), stuck=(), errors_shown=(),
+        action_counts={}, leaked_hooks=(), stuck=(), errors_shown=(),
         max_block_ms=0.0, samples=(), widgets_left=(), seconds=time.perf_counter() - started,
-        crashes=crashes, hangs=hangs, steps=steps,
+        steps=steps, **found,
     )  # fmt: skip
 
 
@@ -333,13 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        return child(args)
     steps = None
     if args.replay:
         steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
-    inject = dict(item.split(":") for item in args.inject or [])
-    inject = {int(k): v for k, v in inject.items()}
+    inject = {int(k): v for k, v in (item.split(":") for item in args.inject or [])}
+    if args.child:
+        return child(args, steps, inject)
     with tempfile.TemporaryDirectory(prefix="actviz-stress-") as folder:
 
         def replay(candidate: list[Step]) -> StressReport:

@@ -54,13 +54,6 @@ class DialogAnswerer:
         self._busy = False
         self._seen: dict[int, float] = {}
         self._tried: set[int] = set()
-        self.answered = 0
-
-    def start(self) -> None:
-        self.timer.start()
-
-    def stop(self) -> None:
-        self.timer.stop()
 
     def answer(self) -> None:
         """Answer the popped-up menu or the modal dialog shown now, if any."""
@@ -80,9 +73,14 @@ class DialogAnswerer:
                 self._seen.clear()
                 self._tried.clear()
                 return
-        if not self._ripe(widget):
+        # Shown for a moment first, as a person reads before clicking.
+        now = time.perf_counter()
+        first = self._seen.setdefault(id(widget), now)
+        if len(self._seen) > 200:
+            self._seen = {id(widget): first}
+        if now - first < 0.03:
             return
-        if time.perf_counter() - self._seen[id(widget)] > DIALOG_STUCK_S + 5:
+        if now - first > DIALOG_STUCK_S + 5:
             # Answered and still there: whatever it waits for, a person would close it.
             self.driver.note_stuck(f"{type(widget).__name__} stayed open: closed")
             self._seen.pop(id(widget), None)
@@ -101,15 +99,6 @@ class DialogAnswerer:
         # The click runs after this timeout returns, never inside it.
         self._busy = True
         QTimer.singleShot(0, answer)
-
-    def _ripe(self, widget: Any) -> bool:
-        # Shown for a moment first, as a person reads before clicking.
-        key = id(widget)
-        now = time.perf_counter()
-        first = self._seen.setdefault(key, now)
-        if len(self._seen) > 200:
-            self._seen = {key: first}
-        return now - first >= 0.03
 
     def _answer_menu(self, menu: Any) -> None:
         from PySide6.QtCore import Qt
@@ -133,7 +122,6 @@ class DialogAnswerer:
             return
         action = items[texts.index(text)]
         p["_depth"] = depth + 1 if action.menu() is not None else 0
-        self.answered += 1
         QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
 
     def _answer_dialog(self, dialog: Any) -> None:
@@ -147,7 +135,6 @@ class DialogAnswerer:
         d = self.driver
         accept = d.params.get("answer", "accept") == "accept"
         key = id(dialog)
-        self.answered += 1
         if isinstance(dialog, OpenModelDialog):
             if not dialog.open_button.isEnabled():  # loading what it was asked to open
                 if time.perf_counter() - self._seen[key] > DIALOG_STUCK_S:
@@ -162,31 +149,20 @@ class DialogAnswerer:
                 return
             QTest.keyClick(dialog, Qt.Key.Key_Escape)
             return
-        if isinstance(dialog, QMessageBox):
-            roles = (
-                (QMessageBox.ButtonRole.AcceptRole, QMessageBox.ButtonRole.YesRole)
-                if accept
-                else (QMessageBox.ButtonRole.RejectRole, QMessageBox.ButtonRole.NoRole)
-            )
-            for button in dialog.buttons():
-                if dialog.buttonRole(button) in roles:
-                    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
-                    return
-            QTest.keyClick(dialog, Qt.Key.Key_Escape)
-            return
         if accept and isinstance(dialog, ScanDialog):
             dialog.folder_edit.setText(str(d.images))
             dialog.k_spin.setValue(2)
             dialog.batch_spin.setValue(4)
         elif accept and isinstance(dialog, ExportFolderDialog):
             dialog.folder_edit.setText(str(d.scratch("exports") / f"e{int(_r(d.params, 1) * 3)}"))
-        boxes = dialog.findChildren(QDialogButtonBox)
+        boxes = (
+            [dialog] if isinstance(dialog, QMessageBox) else dialog.findChildren(QDialogButtonBox)
+        )
         if boxes:
             box = boxes[0]
+            roles = type(box).ButtonRole
             wanted = (
-                (QDialogButtonBox.ButtonRole.AcceptRole, QDialogButtonBox.ButtonRole.YesRole)
-                if accept
-                else (QDialogButtonBox.ButtonRole.RejectRole, QDialogButtonBox.ButtonRole.NoRole)
+                (roles.AcceptRole, roles.YesRole) if accept else (roles.RejectRole, roles.NoRole)
             )
             for button in box.buttons():
                 if box.buttonRole(button) in wanted and button.isEnabled():
@@ -227,7 +203,6 @@ class FilePickers:
         self._saved.clear()
 
     def _cancelled(self) -> bool:
-        self.driver.dialogs_answered += 1
         return self.driver.params.get("answer", "accept") != "accept"
 
     def _open(self, _parent: Any = None, caption: str = "", *_a: Any, **_k: Any) -> tuple:
