@@ -23,17 +23,17 @@ from actviz.ui.background_loads import (
     load_model_source,
     local_files,
 )
-from actviz.ui.host import Feature
+from actviz.ui.host import Feature, Host
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import build_actions
 from actviz.ui.window.central import build_centre, build_status_bar, default_window_size
+from actviz.ui.window.docking import Docks
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
-from actviz.ui.window.hosting import Host
 from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
@@ -103,7 +103,7 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__(parent)
         #: What the features get: attach points, the session, the worker, the signals.
-        self.host = Host(self)
+        self.host = Host(self, Docks(self))
         self.features: dict[str, Feature] = self.host.features
         #: What a script holds (``actviz.explore()`` returns it).
         self.script = Explorer(self)

@@ -47,16 +47,19 @@ class OpenMenus:
         window = self.files.window
         return window if isinstance(window, QWidget) else None
 
-    def open_model_dialog(self) -> OpenModelDialog:
-        """Show the Open model dialog (window-modal, not blocking; open while the model loads)."""
+    def new_model_dialog(self, *, keep_open: bool = False) -> OpenModelDialog:
+        """A new Open model dialog over the window, listing the recent models (not shown)."""
         from actviz.ui.window.dialogs import OpenModelDialog
 
+        recent = self.settings.recent_models()
+        return OpenModelDialog(self.parent(), recent=recent, keep_open=keep_open)
+
+    def open_model_dialog(self) -> OpenModelDialog:
+        """Show the Open model dialog (window-modal, not blocking; open while the model loads)."""
         if self.model_dialog is not None:
             self.model_dialog.raise_()
             return self.model_dialog
-        dialog = OpenModelDialog(
-            self.parent(), recent=self.settings.recent_models(), keep_open=True
-        )
+        dialog = self.new_model_dialog(keep_open=True)
         dialog.open_requested.connect(lambda spec: self._open_from_dialog(dialog, spec))
         dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
         self.model_dialog = dialog
