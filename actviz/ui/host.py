@@ -137,7 +137,7 @@ class Host:
 
     def offer_input_filters(self, filters: list[str]) -> None:
         """Extra name filters of the Open input dialog (plugins' input formats)."""
-        self._w.files.extra_input_filters = list(filters)
+        self._w.files.menus.extra_input_filters = list(filters)
 
     @property
     def result(self) -> RunResult | None:
@@ -390,7 +390,7 @@ class Host:
 
     def sample_inputs(self) -> list[str]:
         """The bundled sample inputs of the model shown (for choosers)."""
-        return [str(p) for p in self._w.files.samples]
+        return [str(p) for p in self._w.files.menus.samples]
 
     def layout_state(self) -> bytes:
         """The window layout (docks, toolbars) as Qt's ``saveState()`` bytes."""

@@ -9,10 +9,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
@@ -24,7 +23,6 @@ from actviz.ui.window.central import Centre, StatusWidgets
 from actviz.ui.window.export_folder import ask_export_folder
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
-from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +38,6 @@ class ExportRequest:
     parent: ExportRequest | None = None
 
 
-class ExportHost(Protocol):
-    """What the exports use of the window (the window is also their dialogs' parent)."""
-
-    session: Session
-    host: Any  # the banner's messages, the live override
-    runs: Any  # a run for the saliency an export needs
-    export_finished: SignalInstance
-    export_failed: SignalInstance
-
-    def refresh_busy(self, text: str = "") -> None: ...
-    def wait_until(self, done: Callable[[], bool]) -> None: ...
-
-
 #: The banner's source for the exports' failures: the next export that succeeds clears them.
 BANNER_SOURCE = "export"
 
@@ -63,7 +48,7 @@ class ExportActions:
 
     def __init__(
         self,
-        window: ExportHost,
+        window: Any,  # the MainWindow (also the dialogs' parent)
         export_worker: Worker,
         actions: WindowActions,
         centre: Centre,
@@ -387,4 +372,4 @@ def _lacks_saliency(result: Any) -> bool:
     return cap.input_grads is None and result.token_saliency is None and not token_input(cap.inputs)
 
 
-__all__ = ["ExportActions", "ExportHost", "ExportRequest"]
+__all__ = ["ExportActions", "ExportRequest"]

@@ -10,16 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QLabel, QWidget
 
 from actviz.ui.background_loads import (
     MODEL_SUFFIXES,
-    InputLoader,
     InputRequest,
-    ModelLoader,
     ModelRequest,
     arch_needed_text,
     error_details,
@@ -32,9 +29,7 @@ from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.input_loads import InputLoads, while_current
 from actviz.ui.window.input_swap import InputSwap
 from actviz.ui.window.open_menus import OpenMenus
-from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker
-from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import OpenModelDialog
@@ -45,33 +40,12 @@ log = logging.getLogger(__name__)
 ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
-class FileHost(Protocol):
-    """What opening files uses of the window (loaders and the trust question are read per load)."""
-
-    session: Session
-    settings: AppSettings
-    model_loader: ModelLoader
-    input_loader: InputLoader
-    confirm_untrusted: ConfirmUntrusted
-    model_loaded: SignalInstance
-    model_load_failed: SignalInstance
-    input_loaded: SignalInstance
-    input_load_failed: SignalInstance
-
-    host: Any  # the banner's messages
-    runs: Any  # stopped when a model is adopted; due again when an input opened
-
-    def is_closed(self) -> bool: ...
-    def refresh_busy(self, text: str = "") -> None: ...
-    def wait_until(self, done: Callable[[], bool]) -> None: ...
-
-
 class FileOpening:
     """Opens models and inputs in the background: the Open actions, recents, samples."""
 
     def __init__(
         self,
-        window: FileHost,
+        window: Any,  # the MainWindow
         model_loads: Worker,
         input_loads: Worker,
         actions: WindowActions,
@@ -84,10 +58,13 @@ class FileOpening:
         self.model_loads = model_loads
         self.banner = banner
         self.status_label = status_label
-        self._model_request: ModelRequest | None = None
+        #: The model being opened (None when none is).
+        self.model_request: ModelRequest | None = None
         self.menus = OpenMenus(self, actions)
         #: What a model switch does with an input the new model cannot take.
-        self.swap = InputSwap(self.session, banner, window.host.show_warning, lambda: self.samples)
+        self.swap = InputSwap(
+            self.session, banner, window.host.show_warning, lambda: self.menus.samples
+        )
         self.inputs = InputLoads(self, input_loads)
 
     def open_model_source(
@@ -149,10 +126,10 @@ class FileOpening:
 
     def open_default_input(self) -> bool:
         """Open the current (or loading) model's default input quietly; True when started."""
-        if not self.samples or (self.session.model is None and self._model_request is None):
+        if not self.menus.samples or (self.session.model is None and self.model_request is None):
             return False
-        source = str(self.samples[0])
-        if self._model_request is None:
+        source = str(self.menus.samples[0])
+        if self.model_request is None:
             source = self._natural_source(self.session.loaded_model, source)
         # While a model is being opened, the source is chosen for it once it is adopted.
         request = InputRequest(source, remember=False, quiet=True)
@@ -165,7 +142,7 @@ class FileOpening:
 
         model = getattr(loaded, "model", None)
         model = self.session.model if model is None else model
-        return natural_input_source(loaded, self.samples, model=model) or fallback
+        return natural_input_source(loaded, self.menus.samples, model=model) or fallback
 
     def open_dropped(self, path: str | Path) -> bool:
         """Open a dropped file: a model by suffix or folder, anything else as an input."""
@@ -179,20 +156,12 @@ class FileOpening:
 
     def is_loading(self) -> bool:
         """True while a model or an input is being opened."""
-        return self._model_request is not None or self.inputs.request is not None
-
-    def input_loading(self) -> bool:
-        """True while an input is being opened (or waits for the model being opened)."""
-        return self.inputs.request is not None
-
-    def model_loading(self) -> bool:
-        """True while a model is being opened."""
-        return self._model_request is not None
+        return self.model_request is not None or self.inputs.request is not None
 
     def cancel(self) -> bool:
         """Cancel the model and input loads (the previous ones stay); True when one was running."""
         cancelled = False
-        if self._model_request is not None:
+        if self.model_request is not None:
             self.drop_model_load()
             cancelled = True
         if self.inputs.request is not None:
@@ -204,23 +173,23 @@ class FileOpening:
 
     def abandon(self) -> None:
         """Forget the loads running now (the window closes): they end as not succeeded."""
-        for request in (self._model_request, self.inputs.request):
+        for request in (self.model_request, self.inputs.request):
             if request is not None and request.succeeded is None:
                 request.succeeded = False
-        self._model_request = self.inputs.request = None
+        self.model_request = self.inputs.request = None
 
     def start_model_load(self, request: ModelRequest) -> None:
         """Open the model ``request`` names on a loader thread (it supersedes one loading)."""
-        previous = self._model_request
+        previous = self.model_request
         if previous is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
-        self._model_request = request
+        self.model_request = request
         loader = self.window.model_loader
         source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
         job = request.job = self.model_loads.submit(
             lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
         )
-        mine = while_current(request, job, lambda: self._model_request)
+        mine = while_current(request, job, lambda: self.model_request)
         job.on(
             finished=mine(self._on_model_load_finished),
             failed=mine(self._on_model_load_errored),
@@ -231,7 +200,7 @@ class FileOpening:
 
     def drop_model_load(self, status: str = "") -> None:
         """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
-        request = self._model_request
+        request = self.model_request
         if request is None:
             return
         self.model_loads.drop()
@@ -247,7 +216,7 @@ class FileOpening:
             )
 
     def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
-        self._model_request = None
+        self.model_request = None
         request.succeeded = True
         if request.dialog is not None:
             request.dialog.opened()
@@ -269,7 +238,7 @@ class FileOpening:
 
         if isinstance(error, UntrustedFileError) and not request.trust:
             trusted = self.window.confirm_untrusted(self.menus.parent(), error.path, str(error))
-            if self._model_request is not request:
+            if self.model_request is not request:
                 return  # another model was opened while the question was up
             if trusted:
                 request.trust = True
@@ -290,7 +259,7 @@ class FileOpening:
 
     def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
         dialog = request.dialog
-        return dialog if dialog is not None and dialog is self.model_dialog else None
+        return dialog if dialog is not None and dialog is self.menus.model_dialog else None
 
     def _fail(
         self,
@@ -315,7 +284,7 @@ class FileOpening:
     def _fail_model_load(
         self, request: ModelRequest, text: str, *, level: str | None, details: str = ""
     ) -> None:
-        self._model_request = None
+        self.model_request = None
         request.succeeded = False
         if not text:
             text = f"Opening {short_source(request.source)} was cancelled; the model stays."
@@ -351,32 +320,9 @@ class FileOpening:
         if reread is not None:
             self.inputs.start(reread)
 
-    @property
-    def samples(self) -> list[Path]:
-        """The bundled sample images, as the sample picker lists them."""
-        return self.menus.samples
-
-    @property
-    def model_dialog(self) -> OpenModelDialog | None:
-        """The Open model dialog while it is open (None otherwise)."""
-        return self.menus.model_dialog
-
-    @property
-    def extra_input_filters(self) -> list[str]:
-        """More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers."""
-        return self.menus.extra_input_filters
-
-    @extra_input_filters.setter
-    def extra_input_filters(self, filters: list[str]) -> None:
-        self.menus.extra_input_filters = list(filters)
-
-    def open_model_dialog(self) -> OpenModelDialog:
-        """Show the Open model dialog."""
-        return self.menus.open_model_dialog()
-
     def dialog_closed(self, dialog: OpenModelDialog) -> None:
         """The Open model dialog closed: a model it asked for that is still loading goes."""
-        request = self._model_request
+        request = self.model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
             self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
 
@@ -401,7 +347,6 @@ def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
 
 __all__ = [
     "ConfirmUntrusted",
-    "FileHost",
     "FileOpening",
     "ask_untrusted",
     "guessed_arch_text",

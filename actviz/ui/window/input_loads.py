@@ -55,7 +55,7 @@ class InputLoads:
         if previous is not None and previous is not request:
             previous.succeeded = False
         self.request = request
-        if self.files.model_loading():
+        if self.files.model_request is not None:
             # Wait for the model being opened: its transforms decide how the input is read.
             self.worker.drop()
             request.job = None

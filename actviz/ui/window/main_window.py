@@ -204,10 +204,6 @@ class MainWindow(QMainWindow):
         workers = (self.worker, self.model_loads, self.input_loads, self.export_worker)
         return any(w.has_current_job() for w in workers) or self.files.is_loading()
 
-    def is_loading(self) -> bool:
-        """True while a model or an input is being opened."""
-        return self.files.is_loading()
-
     def is_closed(self) -> bool:
         """True once the window closed (its workers are shut down)."""
         return self._closed
