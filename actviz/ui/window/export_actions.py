@@ -21,6 +21,7 @@ from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.central import Centre, StatusWidgets
 from actviz.ui.window.export_folder import ask_export_folder
+from actviz.ui.window.input_loads import outcome
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
 
@@ -94,7 +95,7 @@ class ExportActions:
             return False
         if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
             # The same files whatever tab is shown: run again with the gradient first.
-            return self._outcome(self._export_request, wait)
+            return outcome(self._export_request, wait, self._wait_until)
         try:
             from actviz.io.export.capture_export import export_capture
         except ImportError:
@@ -141,19 +142,13 @@ class ExportActions:
             progress=self.status_label.setText,
         )
         self._refresh_busy(f"Exporting to {out}…")
-        return self._outcome(request, wait)
+        return outcome(request, wait, self._wait_until)
 
     def _new_request(self, out: Path) -> ExportRequest:
         if self._export_request is not None:  # superseded: the worker drops its result
             self._export_request.succeeded = False
         self._export_request = ExportRequest(out)
         return self._export_request
-
-    def _outcome(self, request: ExportRequest | None, wait: bool) -> bool:
-        if not wait:  # started
-            return True
-        self._wait_until(lambda: request is None or request.succeeded is not None)
-        return bool(request is not None and request.succeeded)
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
         """Run again with the input gradient, then export; False when no such run can start."""

@@ -26,7 +26,7 @@ from actviz.ui.background_loads import (
 )
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.input_loads import InputLoads, while_current
+from actviz.ui.window.input_loads import InputLoads, outcome, while_current
 from actviz.ui.window.input_swap import InputSwap
 from actviz.ui.window.open_menus import OpenMenus
 from actviz.ui.worker import Worker
@@ -88,7 +88,7 @@ class FileOpening:
             str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
         )
         self.start_model_load(request)
-        return self._outcome(request, wait)
+        return outcome(request, wait, self.window.wait_until)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
         """Open an input (any source ``open_input`` knows) in the background; returns as
@@ -97,14 +97,7 @@ class FileOpening:
             return False
         request = InputRequest(str(source), remember=remember)
         self.inputs.ask(request)
-        return self._outcome(request, wait)
-
-    def _outcome(self, request: ModelRequest | InputRequest, wait: bool) -> bool:
-        """True (started), or with ``wait`` whether ``request`` succeeded once it ended."""
-        if not wait:
-            return True
-        self.window.wait_until(lambda: request.succeeded is not None)
-        return bool(request.succeeded)
+        return outcome(request, wait, self.window.wait_until)
 
     def load_demo(self, sample: str | None = None) -> bool:
         """Open the demo model and one of its samples (the first when None) in the background."""

@@ -34,6 +34,14 @@ def while_current(request: Any, job: Job, current: Callable[[], Any]) -> Callabl
     )
 
 
+def outcome(request: Any, wait: bool, wait_until: Callable[[Callable[[], bool]], None]) -> bool:
+    """True (started), or with ``wait`` whether ``request`` succeeded once it ended."""
+    if not wait:
+        return True
+    wait_until(lambda: request is None or request.succeeded is not None)
+    return bool(request is not None and request.succeeded)
+
+
 class InputLoads:
     """The input loads of ``files`` (a :class:`~actviz.ui.window.file_opening.FileOpening`).
 
@@ -182,4 +190,4 @@ class InputLoads:
         self.window.runs.run_if_due()
 
 
-__all__ = ["INPUT_HINT", "InputLoads", "while_current"]
+__all__ = ["INPUT_HINT", "InputLoads", "outcome", "while_current"]

@@ -28,8 +28,8 @@ from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
-from actviz.ui.window.actions import build_actions
-from actviz.ui.window.central import build_centre, build_status_bar, default_window_size
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.central import Centre, StatusWidgets, default_window_size
 from actviz.ui.window.docking import Docks
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
@@ -131,12 +131,12 @@ class MainWindow(QMainWindow):
             | QMainWindow.DockOption.AllowTabbedDocks
         )
 
-        self.commands = build_actions(self, auto_run=auto_run)
-        self.centre = build_centre(self)
+        self.commands = WindowActions(self, auto_run=auto_run)
+        self.centre = Centre(self)
         self.model_dock = ModelDock(self.session, self)
         self.addDockWidget(LEFT, self.model_dock)
         self.commands.view_menu.addAction(self.model_dock.toggleViewAction())
-        self.status = build_status_bar(self)
+        self.status = StatusWidgets(self)
         self.display = ResultDisplay(
             self.session, self.centre, self.status, self.commands, self.model_dock,
             self.host.show_error, self,
