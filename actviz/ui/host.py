@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
 
+from actviz.ui.docking import Docks
 from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line, show_steps
 from actviz.ui.private_model import ModelCopyService
 
@@ -67,9 +68,9 @@ def _window_attr(name: str, *, settable: bool = False) -> Any:
     return property(lambda host: getattr(host._w, name), write if settable else None)
 
 
-class Host:
-    """What a feature may use of the window, over ``window``'s parts; ``docks`` places the
-    features' docks (:class:`~actviz.ui.window.docking.Docks`).
+class Host(Docks):
+    """What a feature may use of the window, over ``window``'s parts (its docks: the
+    :class:`~actviz.ui.docking.Docks` calls).
 
     Signals (:data:`HOST_SIGNALS`, the window's)
     ---------------------------------------------
@@ -87,13 +88,12 @@ class Host:
         The window closed: features shut down.
     """
 
-    def __init__(self, window: Any, docks: Any) -> None:
-        self._w = window
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
         #: The features hosted, by name (the window's ``features``; plugins add theirs).
         self.features: dict[str, Feature] = {}
         for name in HOST_SIGNALS:
             setattr(self, name, getattr(window, name))
-        self._docks = docks
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
         self.runs_replaced: Callable[[], bool] = lambda: False
         self.model_copies: ModelCopyService | None = None  # the one; at a first private_model()
@@ -254,34 +254,9 @@ class Host:
     def current_tab(self) -> QWidget | None:
         return self._w.centre.tabs.currentWidget()
 
-    def add_dock(
-        self,
-        dock: QDockWidget,
-        area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
-        *,
-        width: int | None = None,
-        hidden: bool = True,
-    ) -> None:
-        """Add ``dock`` where a saved layout put it (else in ``area``) and list it in View."""
-        self._docks.add_dock(dock, area, width=width, hidden=hidden)
-
-    def fit_dock_width(self, dock: QDockWidget) -> None:
-        """Give ``dock`` the width of its content."""
-        self._docks.fit_dock_width(dock)
-
     def remove_dock(self, dock: QDockWidget) -> None:
         """Take ``dock`` out of the window (a disabled plugin's view)."""
         self._w.removeDockWidget(dock)
-
-    def resize_dock(self, dock: QDockWidget, width: int) -> None:
-        """Give ``dock`` this width (its area's other docks follow)."""
-        self._docks.resize_dock(dock, width)
-
-    def dock_back(
-        self, dock: QDockWidget, area: Qt.DockWidgetArea, *, width: int | None = None
-    ) -> None:
-        """Dock ``dock`` again in ``area`` (Reset window layout): not floating, at ``width``."""
-        self._docks.dock_back(dock, area, width=width)
 
     def menu(self, title: str) -> QMenu:
         """The menu-bar menu titled ``title`` ("File", "View", ...), made when missing."""

@@ -30,7 +30,6 @@ from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.central import Centre, StatusWidgets, default_window_size
-from actviz.ui.window.docking import Docks
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
@@ -103,7 +102,7 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__(parent)
         #: What the features get: attach points, the session, the worker, the signals.
-        self.host = Host(self, Docks(self))
+        self.host = Host(self)
         self.features: dict[str, Feature] = self.host.features
         #: What a script holds (``actviz.explore()`` returns it).
         self.script = Explorer(self)
