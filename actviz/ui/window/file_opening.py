@@ -186,7 +186,7 @@ class FileOpening:
         job.on(
             finished=mine(self._on_model_load_finished),
             failed=mine(self._on_model_load_errored),
-            cancelled=mine(self._cancel_model_load),
+            cancelled=mine(self._fail),
             progress=self.status_label.setText,
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
@@ -197,16 +197,7 @@ class FileOpening:
         if request is None:
             return
         self.model_loads.drop()
-        self._cancel_model_load(request, status)
-
-    def _cancel_model_load(self, request: ModelRequest, status: str = "") -> None:
-        """The load ends unfinished; a dialog it came from says so and can Open again."""
-        dialog = self._dialog_of(request)
-        self._fail_model_load(request, status, level=None)
-        if dialog is not None:
-            dialog.show_cancelled(
-                status or f"Opening {short_source(request.source)} was cancelled; the model stays."
-            )
+        self._fail(request, status)
 
     def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
         self.model_request = None
@@ -257,38 +248,34 @@ class FileOpening:
     def _fail(
         self,
         request: ModelRequest,
-        text: str,
+        text: str = "",
         *,
-        level: str,
+        level: str | None = None,
         details: str = "",
         path: str = "",
         candidates: Any = (),
     ) -> None:
-        """A failed load: said in the dialog it came from, else at ``level`` in the banner."""
+        """A load that ends unfinished (``level`` None: cancelled, ``text`` a status): said in
+        the dialog it came from (which can Open again), else at ``level`` in the banner."""
         dialog = self._dialog_of(request)
-        if dialog is None:
-            self._fail_model_load(request, text, level=level, details=details)
-            return
-        self._fail_model_load(request, text, level=None)
-        # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
-        keep = path if path and Path(path).exists() else ""
-        dialog.show_failure(text, path=keep, candidates=candidates)
-
-    def _fail_model_load(
-        self, request: ModelRequest, text: str, *, level: str | None, details: str = ""
-    ) -> None:
         self.model_request = None
         request.succeeded = False
-        if not text:
-            text = f"Opening {short_source(request.source)} was cancelled; the model stays."
-        if level == "error":
+        text = text or f"Opening {short_source(request.source)} was cancelled; the model stays."
+        shown = level if dialog is None else None
+        if shown == "error":
             self.window.host.show_error(text, details=details)
-        elif level == "warning":
+        elif shown == "warning":
             self.window.host.show_warning(text)
         # An error's whole sentence is in the banner; the one-line status bar would cut it.
-        self.window.refresh_busy(failed_status(request.source) if level == "error" else text)
+        self.window.refresh_busy(failed_status(request.source) if shown == "error" else text)
         self.window.model_load_failed.emit(text)
         self.inputs.model_failed()
+        if dialog is not None and level is None:
+            dialog.show_cancelled(text)
+        elif dialog is not None:
+            # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
+            keep = path if path and Path(path).exists() else ""
+            dialog.show_failure(text, path=keep, candidates=candidates)
 
     def _adopt_model(self, loaded: Any) -> None:
         self.window.runs.stop()
