@@ -20,7 +20,7 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.central import Centre, StatusWidgets
-from actviz.ui.window.export_folder import ask_export_folder
+from actviz.ui.window.dialogs import ask_export_folder
 from actviz.ui.window.input_loads import outcome
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
