@@ -26,8 +26,7 @@ from actviz.ui.background_loads import (
 )
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.input_loads import InputLoads, outcome, while_current
-from actviz.ui.window.input_swap import InputSwap
+from actviz.ui.window.input_loads import InputLoads, InputSwap, outcome, while_current
 from actviz.ui.window.open_menus import OpenMenus
 from actviz.ui.worker import Worker
 
