@@ -18,12 +18,8 @@ from actviz.io.errors import ActvizError
 from actviz.io.export.typeset import safe_name
 from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.central import Centre, StatusWidgets
 from actviz.ui.window.dialogs import ask_export_folder
 from actviz.ui.window.input_loads import outcome
-from actviz.ui.window.result_display import ResultDisplay
-from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +40,18 @@ BANNER_SOURCE = "export"
 
 
 class ExportActions:
-    """Export everything (in the background on ``export_worker``), a panel as PNG, a layer's
-    arrays as .npy; the Export actions are connected here."""
+    """Export everything (in the background on the ``export_worker`` of ``window``, the
+    MainWindow, also the dialogs' parent), a panel as PNG, a layer's arrays as .npy; the Export
+    actions are connected here."""
 
-    def __init__(
-        self,
-        window: Any,  # the MainWindow (also the dialogs' parent)
-        export_worker: Worker,
-        actions: WindowActions,
-        centre: Centre,
-        status: StatusWidgets,
-        display: ResultDisplay,
-    ) -> None:
+    def __init__(self, window: Any) -> None:
         self.window = window
         self.session = window.session
-        self.export_worker = export_worker
-        self.actions = actions
-        self.display = display
-        self.gradcam_panel = centre.gradcam_panel
-        self.status_label = status.status_label
+        self.export_worker = window.export_worker
+        self.actions = actions = window.commands
+        self.display = window.display
+        self.gradcam_panel = window.centre.gradcam_panel
+        self.status_label = window.status.status_label
         self.show_error = window.host.show_error
         self.show_warning = window.host.show_warning
         self._refresh_busy = window.refresh_busy

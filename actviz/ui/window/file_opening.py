@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QWidget
 
 from actviz.ui.background_loads import (
     MODEL_SUFFIXES,
@@ -24,11 +24,8 @@ from actviz.ui.background_loads import (
     failure_reason,
     short_source,
 )
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.input_loads import InputLoads, InputSwap, outcome, while_current
 from actviz.ui.window.open_menus import OpenMenus
-from actviz.ui.worker import Worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import OpenModelDialog
@@ -40,31 +37,24 @@ ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
 class FileOpening:
-    """Opens models and inputs in the background: the Open actions, recents, samples."""
+    """Opens models and inputs in the background: the Open actions, recents, samples, on the
+    loader workers of ``window`` (the MainWindow that owns this part)."""
 
-    def __init__(
-        self,
-        window: Any,  # the MainWindow
-        model_loads: Worker,
-        input_loads: Worker,
-        actions: WindowActions,
-        banner: MessageBanner,
-        status_label: QLabel,
-    ) -> None:
+    def __init__(self, window: Any) -> None:
         self.window = window
         self.session = window.session
         self.settings = window.settings
-        self.model_loads = model_loads
-        self.banner = banner
-        self.status_label = status_label
+        self.model_loads = window.model_loads
+        self.banner = window.centre.banner
+        self.status_label = window.status.status_label
         #: The model being opened (None when none is).
         self.model_request: ModelRequest | None = None
-        self.menus = OpenMenus(self, actions)
+        self.menus = OpenMenus(self, window.commands)
         #: What a model switch does with an input the new model cannot take.
         self.swap = InputSwap(
-            self.session, banner, window.host.show_warning, lambda: self.menus.samples
+            self.session, self.banner, window.host.show_warning, lambda: self.menus.samples
         )
-        self.inputs = InputLoads(self, input_loads)
+        self.inputs = InputLoads(self, window.input_loads)
 
     def open_model_source(
         self,

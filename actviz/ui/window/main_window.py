@@ -145,17 +145,9 @@ class MainWindow(QMainWindow):
         #: Session files' part, offered by a feature (:meth:`offer_session_store`).
         self.session_store: Any = None
         self.runs = RunControl(self, debounce_ms=debounce_ms, auto_run=auto_run)
-        self.files = FileOpening(
-            self, self.model_loads, self.input_loads, self.commands, self.centre.banner,
-            self.status.status_label,
-        )  # fmt: skip
-        self.exports = ExportActions(
-            self, self.export_worker, self.commands, self.centre, self.status, self.display
-        )
-        self.pins_ui = PinActions(
-            self.session, self.display, self.commands, self.centre.banner,
-            self.status.status_label, self.host.show_warning, self.pinned_shown,
-        )  # fmt: skip
+        self.files = FileOpening(self)
+        self.exports = ExportActions(self)
+        self.pins_ui = PinActions(self)
         # Before the features: a feature's model copy lets go of it when the window is idle.
         self.memory = IdleMemory(self, lambda: self.is_busy() or self.display.display_pending())
         for make in features if features is not None else default_features():
