@@ -51,9 +51,7 @@ class FileOpening:
         self.model_request: ModelRequest | None = None
         self.menus = OpenMenus(self, window.commands)
         #: What a model switch does with an input the new model cannot take.
-        self.swap = InputSwap(
-            self.session, self.banner, window.host.show_warning, lambda: self.menus.samples
-        )
+        self.swap = InputSwap(self)
         self.inputs = InputLoads(self, window.input_loads)
 
     def open_model_source(

@@ -21,9 +21,7 @@ from actviz.ui.background_loads import (
     failure_reason,
     short_source,
 )
-from actviz.ui.window.banner import MessageBanner
 from actviz.ui.worker import Job, Worker
-from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
 
@@ -197,18 +195,14 @@ class InputLoads:
 
 
 class InputSwap:
-    """The inputs kept aside across model switches, and the notes (in ``banner``) that say so;
-    ``warn(text)`` says an input does not fit and nothing can stand in for it."""
+    """The inputs kept aside across model switches by ``files`` (a
+    :class:`~actviz.ui.window.file_opening.FileOpening`), and the notes in its banner that say
+    so (a warning when an input does not fit and nothing can stand in for it)."""
 
-    def __init__(
-        self,
-        session: Session,
-        banner: MessageBanner,
-        warn: Callable[[str], None],
-        samples: Callable[[], list[Path]],
-    ) -> None:
-        self.session, self.banner = session, banner
-        self._warn, self._samples = warn, samples
+    def __init__(self, files: Any) -> None:
+        self.session, self.banner = files.session, files.banner
+        self._warn = files.window.host.show_warning
+        self._menus = files.menus
         #: Inputs a newly opened model could not take, by kind, until one takes them.
         self.kept: dict[str, Any] = {}
         #: The input asked for last and why it did not open (None: it did).
@@ -239,7 +233,7 @@ class InputSwap:
                 if kept.source and (Path(kept.source).is_file() or ":" in kept.source):
                     return InputRequest(kept.source, remember=False, swap=True), None
                 return None, kept
-        source = natural_input_source(loaded, self._samples())
+        source = natural_input_source(loaded, self._menus.samples)
         if source is None:
             failed = self._take_failure(loaded)
             self._warn(f"{failed}The input does not fit {loaded.name} ({why}): open an input.")
