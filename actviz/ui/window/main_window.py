@@ -229,10 +229,8 @@ class MainWindow(QMainWindow):
             self.host.show_status(text)
 
     def _update_enabled(self) -> None:
-        busy = self.is_busy()
-        self.display.update_placeholder(busy)
+        self.refresh_busy()
         self.commands.run_action.setEnabled(self.session.can_run())
-        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
 
     def _session_slots(self) -> list[tuple[Any, Callable[..., None]]]:
         s = self.session
