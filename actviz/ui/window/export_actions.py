@@ -323,14 +323,14 @@ class ExportActions:
     def _on_export_all_triggered(self) -> None:
         # Not QFileDialog.getExistingDirectory: a new folder is fine (export creates it).
         last = str(self.last_export[0].parent) if self.last_export else start_folder()
-        out = self.choose_export_folder(self._parent(), last)
+        out = self.choose_export_folder(self.window, last)
         if out:
             self.export_all(out)
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")
         path, _ = QFileDialog.getSaveFileName(
-            self._parent(), "Save panel as PNG", start_path(f"{name}.png"), "PNG (*.png)"
+            self.window, "Save panel as PNG", start_path(f"{name}.png"), "PNG (*.png)"
         )
         if path:
             remember(path)
@@ -338,14 +338,11 @@ class ExportActions:
 
     def _on_export_npy_triggered(self) -> None:
         out = QFileDialog.getExistingDirectory(
-            self._parent(), "Save layer arrays to folder", start_folder()
+            self.window, "Save layer arrays to folder", start_folder()
         )
         if out:
             remember(out)
             self.export_layer_npy(out)
-
-    def _parent(self) -> QWidget | None:
-        return self.window if isinstance(self.window, QWidget) else None
 
 
 def _lacks_saliency(result: Any) -> bool:

@@ -208,7 +208,7 @@ class FileOpening:
         from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
         if isinstance(error, UntrustedFileError) and not request.trust:
-            trusted = self.window.confirm_untrusted(self.menus.parent(), error.path, str(error))
+            trusted = self.window.confirm_untrusted(self.window, error.path, str(error))
             if self.model_request is not request:
                 return  # another model was opened while the question was up
             if trusted:

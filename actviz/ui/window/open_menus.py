@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog
 
 from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER, ModelRequest
 from actviz.ui.file_dialogs import remember, start_folder
@@ -42,17 +42,12 @@ class OpenMenus:
         self._fill_samples()
         self.refresh_recent()
 
-    def parent(self) -> QWidget | None:
-        """The window, as the dialogs' parent."""
-        window = self.files.window
-        return window if isinstance(window, QWidget) else None
-
     def new_model_dialog(self, *, keep_open: bool = False) -> OpenModelDialog:
         """A new Open model dialog over the window, listing the recent models (not shown)."""
         from actviz.ui.window.dialogs import OpenModelDialog
 
         recent = self.settings.recent_models()
-        return OpenModelDialog(self.parent(), recent=recent, keep_open=keep_open)
+        return OpenModelDialog(self.files.window, recent=recent, keep_open=keep_open)
 
     def open_model_dialog(self) -> OpenModelDialog:
         """Show the Open model dialog (window-modal, not blocking; open while the model loads)."""
@@ -94,7 +89,7 @@ class OpenMenus:
     def _open_input(self) -> None:
         start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
         path, _ = QFileDialog.getOpenFileName(
-            self.parent(),
+            self.files.window,
             "Open input",
             start_folder(start),
             ";;".join([IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]),
