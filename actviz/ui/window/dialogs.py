@@ -114,14 +114,7 @@ class _ModelNames(QObject):
         self.torchvision: list[str] = []
         self.timm: list[str] = []
         self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._build, name="actviz-model-names", daemon=True
-            )
-            self._thread.start()
+        threading.Thread(target=self._build, name="actviz-model-names", daemon=True).start()
 
     def ready(self) -> bool:
         return self._done.is_set()
@@ -144,7 +137,6 @@ def prefetch_model_names() -> None:
     global _MODEL_NAMES
     if _MODEL_NAMES is None:
         _MODEL_NAMES = _ModelNames()
-    _MODEL_NAMES.start()
 
 
 class OpenModelDialog(QDialog):
