@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ class ExportRequest:
 
     out: Path
     succeeded: bool | None = None
-    paths: list[Path] = field(default_factory=list)
     #: The request that first re-ran the model for this export (it ends as this one ends).
     parent: ExportRequest | None = None
 
@@ -298,7 +297,6 @@ class ExportActions:
     def _on_export_finished(self, request: ExportRequest, paths: list[Path]) -> None:
         if self._settle_export(request, True) is None:
             return
-        request.paths = list(paths)
         self.last_export = list(paths)
         self.window.host.clear_messages(BANNER_SOURCE)  # an earlier export's failure is over
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
