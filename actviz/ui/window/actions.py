@@ -159,8 +159,7 @@ class WindowActions:
             "Detection models take a list of (C, H, W) images; checked for models whose forward "
             "says so"
         )
-        #: Data: the dataset features add their entries.
-        self.data_menu = window.menuBar().addMenu("&Data")
+        window.menuBar().addMenu("&Data")  # the dataset features add their entries
         #: View: the docks' show/hide actions are added to it as the docks are made.
         self.view_menu = window.menuBar().addMenu("&View")
         self.view_menu.addAction(self.gradients_action)
