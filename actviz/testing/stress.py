@@ -372,7 +372,7 @@ class StressDriver(UserActions):
             signal.connect(lambda text, kind=kind: self._error_shown(f"{kind}: {text}"))
         self.window = window
         self.setup.open(window)
-        self._wait(lambda: window.session.model is not None and not window.is_loading())
+        self._wait(lambda: window.session.model is not None and not window.files.is_loading())
         window.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
         if window.session.result is None and window.session.can_run():
             window.runs.run()
@@ -426,7 +426,7 @@ class StressDriver(UserActions):
             return False
         return not (
             w.is_busy()
-            or w.is_loading()
+            or w.files.is_loading()
             or w.runs.is_due()
             or w.display.display_pending()
             or any(f.is_busy() for f in w.features.values())

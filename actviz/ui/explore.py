@@ -100,7 +100,9 @@ def explore(
             if categories:
                 window.session.set_categories(categories)
             if layers is not None:
-                window.session.replace_ticked(_checked_layers(window, layers))
+                from actviz.core.capture import resolve_layers
+
+                window.session.replace_ticked(resolve_layers(window.session.model, list(layers)))
         if inputs is not None:
             _set_inputs(window, inputs)
     except Exception:
@@ -130,12 +132,6 @@ def _scratch_settings(folder: str) -> QSettings:
     for key in user.allKeys():
         store.setValue(key, user.value(key))
     return store
-
-
-def _checked_layers(window: MainWindow, layers: Sequence[str]) -> list[str]:
-    from actviz.core.capture import resolve_layers
-
-    return resolve_layers(window.session.model, list(layers))
 
 
 def _set_inputs(window: MainWindow, inputs: Any) -> None:

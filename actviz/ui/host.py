@@ -1,35 +1,26 @@
-"""The one way a feature plugs into the explorer window: the :class:`WindowHost` protocol.
+"""The one way a feature plugs into the explorer window: the :class:`Host` (``WindowHost``).
 
 A feature is one class constructed with the host and nothing else (session, worker, a
 private copy of the model through ``private_model``, widgets, messages); it never imports
 ``actviz.ui.window`` or another feature, so features are added, removed and tested one at a
-time. :class:`FeatureJob` keeps a one-job view in step with its job.
+time. The host reaches the window's parts when called, so it is made before them.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtCore import QObject, Qt, SignalInstance
+import numpy as np
+from PySide6.QtCore import QByteArray
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import (
-    QDialog,
-    QDockWidget,
-    QLabel,
-    QMenu,
-    QProgressBar,
-    QToolBar,
-    QWidget,
-)
+from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
 
-from actviz.ui.background_loads import describe_error
+from actviz.ui.docking import Docks
+from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line, show_steps
+from actviz.ui.private_model import ModelCopyService
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from actviz.display.prepared import RunResult
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
@@ -42,6 +33,7 @@ __all__ = [
     "Feature",
     "FeatureBase",
     "FeatureJob",
+    "Host",
     "StepsAndLine",
     "WindowHost",
     "show_line",
@@ -67,13 +59,21 @@ HOST_SIGNALS = (
 )
 
 
-@runtime_checkable
-class WindowHost(Protocol):
-    """What a feature may use of the window: the window's
-    :class:`~actviz.ui.window.hosting.Host` implements it.
+def _window_attr(name: str, *, settable: bool = False) -> Any:
+    """A property reading (``settable``: and writing) the window's attribute ``name``."""
 
-    Signals
-    -------
+    def write(host: Host, value: Any) -> None:
+        setattr(host._w, name, value)
+
+    return property(lambda host: getattr(host._w, name), write if settable else None)
+
+
+class Host(Docks):
+    """What a feature may use of the window, over ``window``'s parts (its docks: the
+    :class:`~actviz.ui.docking.Docks` calls).
+
+    Signals (:data:`HOST_SIGNALS`, the window's)
+    ---------------------------------------------
     run_started, run_finished, run_failed(str), run_cancelled
         The window's own runs (a result reached the panels, or did not).
     model_loaded(str), input_loaded(str), input_load_failed(str)
@@ -88,30 +88,28 @@ class WindowHost(Protocol):
         The window closed: features shut down.
     """
 
-    session: Session
-    settings: Any  # AppSettings: recent files, persistent view settings
-    worker: Worker
-    #: What the window's loader threads run (a feature opening a second model uses them too).
-    model_loader: Callable[..., Any]
-    input_loader: Callable[..., Any]
-    #: ``(parent, path, message) -> bool``: may this full pickle be unpickled?
-    confirm_untrusted: Callable[[QWidget, str, str], bool]
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        #: The features hosted, by name (the window's ``features``; plugins add theirs).
+        self.features: dict[str, Feature] = {}
+        for name in HOST_SIGNALS:
+            setattr(self, name, getattr(window, name))
+        #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
+        self.runs_replaced: Callable[[], bool] = lambda: False
+        self.model_copies: ModelCopyService | None = None  # the one; at a first private_model()
 
-    run_started: SignalInstance
-    run_finished: SignalInstance
-    run_failed: SignalInstance
-    run_cancelled: SignalInstance
-    model_loaded: SignalInstance
-    input_loaded: SignalInstance
-    input_load_failed: SignalInstance
-    pinned_shown: SignalInstance
-    panel_created: SignalInstance
-    panel_shown: SignalInstance
-    tab_changed: SignalInstance
-    closed: SignalInstance
+    session: Session = _window_attr("session")
+    #: The window's AppSettings: recent files, persistent view settings.
+    settings: Any = _window_attr("settings")
+    worker: Worker = _window_attr("worker")
+    #: What the window's loader threads run (a feature opening a second model uses them too).
+    model_loader: Callable[..., Any] = _window_attr("model_loader", settable=True)
+    input_loader: Callable[..., Any] = _window_attr("input_loader", settable=True)
+    #: ``(parent, path, message) -> bool``: may this full pickle be unpickled?
+    confirm_untrusted: Callable[[QWidget, str, str], bool] = _window_attr("confirm_untrusted")
 
     def private_model(
-        self, owner: QObject, *, to_eval: bool = False, keep: bool = False
+        self, owner: Any, *, to_eval: bool = False, keep: bool = False
     ) -> PrivateModel:
         """The one way a feature gets a private copy of the session's model for work beside
         the window's captures (hooks are per-module state). The handle, a child of ``owner``,
@@ -121,75 +119,84 @@ class WindowHost(Protocol):
         with the model (a switch), the idle window and the window's close. ``to_eval``: copies
         in eval mode; ``keep``: the owner keeps its copy between its jobs (not shared, not
         trimmed). Edits are never in a copy: a job passes them to its run."""
-        ...
+        if self.model_copies is None:  # the window's session and worker exist by now
+            self.model_copies = ModelCopyService.of_window(self._w)
+        return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)
+
+    def features_busy(self) -> bool:
+        """Whether a feature runs something the user can cancel."""
+        return any(f.is_busy() for f in self.features.values())
+
+    def offer_run_override(self, engaged: Callable[[], bool]) -> None:
+        """A feature whose frames replace the window's runs while ``engaged()`` (live mode)."""
+        self.runs_replaced = engaged
+
+    def offer_export_writers(self, writers: Any) -> None:
+        """Extra per-layer writers for File > Export everything (plugins)."""
+        self._w.exports.layer_writers = writers
+
+    def offer_input_filters(self, filters: list[str]) -> None:
+        """Extra name filters of the Open input dialog (plugins' input formats)."""
+        self._w.files.menus.extra_input_filters = list(filters)
 
     @property
-    def result(self) -> RunResult | None: ...
-    @property
-    def selected_layer(self) -> str | None: ...
-    @property
-    def layer_panels(self) -> Mapping[str, LayerPanel]: ...
-    def panel(self, layer: str) -> LayerPanel | None: ...
-    def run(self) -> Job | None: ...
-    def show_run(self, job: Job, *, streamed: bool = False) -> None: ...
-    def schedule_run(self) -> None: ...
-    def refresh_busy(self, text: str = "") -> None: ...
-    def is_closed(self) -> bool: ...
-    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None: ...
-    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None: ...
-    def display_pending(self) -> bool: ...
-    def refresh_panel(self, layer: str) -> None: ...
-    def select_layer(self, name: str | None, *, reveal: bool = True) -> None: ...
-    def reveal_panel(self, layer: str) -> None: ...
-    def open_channel(self, name: str, channel: int) -> bool: ...
-    def open_input_source(self, source: str, *, remember: bool = True) -> bool: ...
-    def page_channels(self, layer: str) -> int: ...
-    def add_tile_menu_entries(
-        self, fill: Callable[[QMenu, str, tuple[int, ...]], None]
-    ) -> None: ...
-    def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None: ...
+    def result(self) -> RunResult | None:
+        return self._w.session.result
 
-    def add_tab(self, widget: QWidget, title: str) -> None: ...
-    def set_tab_visible(self, widget: QWidget, visible: bool) -> None: ...
-    def show_tab(self, widget: QWidget | None = None) -> None: ...
-    def current_tab(self) -> QWidget | None: ...
-    def add_dock(
-        self,
-        dock: QDockWidget,
-        area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
-        *,
-        width: int | None = None,
-        hidden: bool = True,
-    ) -> None: ...
-    def resize_dock(self, dock: QDockWidget, width: int) -> None: ...
-    def remove_dock(self, dock: QDockWidget) -> None: ...
-    def dock_back(
-        self, dock: QDockWidget, area: Qt.DockWidgetArea, *, width: int | None = None
-    ) -> None: ...
-    def fit_dock_width(self, dock: QDockWidget) -> None: ...
-    def add_menu_action(
-        self, menu: str, action: QAction, *, before: str | None = None, shortcut: bool = True
-    ) -> None: ...
-    def menu(self, title: str) -> QMenu: ...
-    def add_toolbar(self, toolbar: QToolBar, *, new_row: bool = False) -> None: ...
-    def add_status_widget(self, widget: QWidget) -> None: ...
-    def offer_pin_comparison(self, compare: Callable[[Any], object]) -> None: ...
-    def offer_session_store(self, store: Any) -> None: ...
-    def offer_run_override(self, engaged: Callable[[], bool]) -> None: ...
-    def offer_export_writers(self, writers: Any) -> None: ...
-    def offer_input_filters(self, filters: list[str]) -> None: ...
-    def add_prediction_widget(self, widget: QWidget) -> None: ...
-    def set_prediction_bars_visible(self, visible: bool) -> None: ...
-    def add_overview_widget(self, widget: QWidget, *, row: str = "top") -> None: ...
     @property
-    def channel_view(self) -> ChannelView: ...
-    def show_input_image(self, image: np.ndarray | None, caption: str) -> None: ...
-    def model_dialog(self, *, keep_open: bool = False) -> QDialog: ...
-    def sample_inputs(self) -> list[str]: ...
-    def dialog_parent(self) -> QWidget: ...
+    def selected_layer(self) -> str | None:
+        return self._w.display.selected_layer
 
-    def set_target_text(self, text: str) -> bool: ...
-    def stop_current_run(self) -> None: ...
+    def run(self) -> Job | None:
+        return self._w.runs.run()
+
+    def show_run(self, job: Job, *, streamed: bool = False) -> None:
+        """Show ``job``'s end as a run's (a live frame; ``streamed``: quiet in the status bar)."""
+        self._w.runs.watch(job, kind="frame", streamed=streamed)
+
+    def schedule_run(self) -> None:
+        self._w.runs.schedule_run()
+
+    def stop_current_run(self) -> None:
+        self._w.runs.stop()
+
+    def refresh_busy(self, text: str = "") -> None:
+        self._w.refresh_busy(text)
+
+    def is_closed(self) -> bool:
+        return self._w.is_closed()
+
+    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
+        self._w.wait_until(done, poll_ms)
+
+    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
+        """Run ``step`` after the display steps of the result being shown."""
+        self._w.display.defer_display(step, stale_ok=stale_ok)
+
+    def display_pending(self) -> bool:
+        return self._w.display.display_pending()
+
+    def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
+        self._w.display.select_layer(name, reveal=reveal)
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        return self._w.display.open_channel(name, channel)
+
+    def open_input_source(self, source: str, *, remember: bool = True) -> bool:
+        return self._w.files.open_input_source(source, remember=remember)
+
+    def set_target_text(self, text: str) -> bool:
+        """Set the target from text like the selector's ("auto", "3", "3: star", "star")."""
+        try:
+            self._w.session.set_target_text(text)
+        except ValueError as exc:
+            self.show_error(f"Target: {exc}")
+            self._w.runs.sync_target_combo()  # back to the target in force
+            return False
+        self.clear_messages("action")
+        self._w.runs.sync_target_combo()
+        return True
+
     def adopt_model(
         self,
         loaded: Any,
@@ -197,21 +204,229 @@ class WindowHost(Protocol):
         ticks: Sequence[str] | None = None,
         gradcam_layer: str | None = None,
         open_args: dict[str, Any] | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Show a model already opened (a session's) with ``ticks`` ticked; the input stays.
+        ``open_args``: the ``open_model`` arguments it was opened with (reproduce.py)."""
+        w = self._w
+        w.runs.stop()
+        w.files.drop_model_load("Opening the model was replaced by a session's model.")
+        w.files.inputs.drop()
+        self.clear_messages()
+        w.session.set_loaded_model(loaded, ticks=ticks, gradcam_layer=gradcam_layer)
+        w.session.set_model_open_args(open_args or {})
+
     def set_view_settings(
         self, *, colormap: str | None = None, normalize: str | None = None
-    ) -> None: ...
-    def show_result(self, result: RunResult, request: Any = None) -> None: ...
-    def layout_state(self) -> bytes: ...
-    def restore_layout_state(self, data: bytes) -> bool: ...
-    def session_parts(self) -> dict[str, Any]: ...
-    def restore_session_parts(self, parts: Mapping[str, Any]) -> None: ...
-    def report_parts(self) -> dict[str, Any]: ...
+    ) -> None:
+        """Choose the colour map and the normalisation as the toolbar does (None: unchanged)."""
+        a = self._w.commands
+        if colormap is not None and a.colormap_combo.findText(colormap) >= 0:
+            a.colormap_combo.setCurrentText(colormap)
+        if normalize is not None and a.normalize_combo.findData(normalize) >= 0:
+            a.normalize_combo.setCurrentIndex(a.normalize_combo.findData(normalize))
 
-    def show_error(self, text: str, source: str = "action", *, details: str = "") -> None: ...
-    def show_warning(self, text: str, source: str = "action") -> None: ...
-    def clear_messages(self, source: str | None = None) -> None: ...
-    def show_status(self, text: str) -> None: ...
+    def show_result(self, result: RunResult, request: Any = None) -> None:
+        """Show a result prepared elsewhere (a saved run); ``request`` lets it be re-prepared."""
+        w = self._w
+        w.runs.halt()
+        if request is not None:
+            w.runs.last_request = request
+        w.display.apply_result(result)
+        w.refresh_busy()
+        w.display.after_panels(w.run_finished.emit)
+
+    def add_tab(self, widget: QWidget, title: str) -> None:
+        """Add a central tab after the Layers and Overview tabs."""
+        self._w.centre.tabs.addTab(widget, title)
+
+    def set_tab_visible(self, widget: QWidget, visible: bool) -> None:
+        """Show or hide the tab of ``widget`` (a tab with nothing to show is hidden)."""
+        tabs = self._w.centre.tabs
+        if not visible and tabs.currentWidget() is widget:
+            tabs.setCurrentIndex(0)  # Layers, not Qt's next visible tab
+        tabs.setTabVisible(tabs.indexOf(widget), visible)
+
+    def show_tab(self, widget: QWidget | None = None) -> None:
+        """Bring a tab to the front (None: the Layers tab)."""
+        tabs = self._w.centre.tabs
+        tabs.setCurrentWidget(widget) if widget is not None else tabs.setCurrentIndex(0)
+
+    def current_tab(self) -> QWidget | None:
+        return self._w.centre.tabs.currentWidget()
+
+    def remove_dock(self, dock: QDockWidget) -> None:
+        """Take ``dock`` out of the window (a disabled plugin's view)."""
+        self._w.removeDockWidget(dock)
+
+    def menu(self, title: str) -> QMenu:
+        """The menu-bar menu titled ``title`` ("File", "View", ...), made when missing."""
+        main = self._w
+        for action in main.menuBar().actions():
+            menu = action.menu()
+            if menu is not None and action.text().replace("&", "") == title:
+                return menu
+        return main.menuBar().addMenu(f"&{title}")
+
+    def add_menu_action(
+        self, menu: str, action: QAction, *, before: str | None = None, shortcut: bool = True
+    ) -> None:
+        """Put ``action`` in ``menu`` (before entry ``before``); ``shortcut``: window-wide."""
+        target = self.menu(menu)
+        entries = {a.text().replace("&", ""): a for a in target.actions()}
+        if before in entries:
+            target.insertAction(entries[before], action)
+        else:
+            target.addAction(action)
+        if shortcut:
+            self._w.addAction(action)
+
+    def add_toolbar(self, toolbar: QToolBar, *, new_row: bool = False) -> None:
+        """Add a toolbar (``new_row``: below the existing ones)."""
+        main = self._w
+        if new_row:
+            main.addToolBarBreak()
+        main.addToolBar(toolbar)
+
+    def offer_pin_comparison(self, compare: Callable[[Any], object]) -> None:
+        """Run > Pinned results offers "Compare with the latest run": ``compare(pin)``."""
+        pins_ui = self._w.pins_ui
+        pins_ui.compare_with = compare
+        pins_ui.refresh_pins_menu()
+
+    def offer_session_store(self, store: Any) -> None:
+        """The part that saves and opens session files (``window.session_store``)."""
+        self._w.session_store = store
+
+    def add_status_widget(self, widget: QWidget) -> None:
+        """A permanent widget at the right of the status bar."""
+        self._w.statusBar().addPermanentWidget(widget)
+
+    def add_prediction_widget(self, widget: QWidget) -> None:
+        """An extra row under the prediction panel's bars (before/after tables)."""
+        self._w.centre.prediction_panel.add_row(widget)
+
+    def set_prediction_bars_visible(self, visible: bool) -> None:
+        self._w.centre.prediction_panel.set_bars_visible(visible)
+
+    def add_overview_widget(self, widget: QWidget, *, row: str = "top") -> None:
+        """An extra panel in the Overview's ``row``: "top", "bottom" or "new"."""
+        rows, top, bottom = self._w.centre.overview_splitters
+        {"top": top, "bottom": bottom, "new": rows}[row].addWidget(widget)
+
+    @property
+    def channel_view(self) -> ChannelView:
+        """The large view of one channel beside the layer panels."""
+        return self._w.centre.channel_view
+
+    @property
+    def layer_panels(self) -> Mapping[str, LayerPanel]:
+        """The layer panels of the result shown, by layer name, in execution order."""
+        return self._w.display.layer_panels
+
+    def panel(self, layer: str) -> LayerPanel | None:
+        """The panel showing ``layer`` (None when it has none)."""
+        return self._w.display.layer_panels.get(layer)
+
+    def reveal_panel(self, layer: str) -> None:
+        """Scroll the Layers tab so ``layer``'s panel is in view."""
+        panel = self.panel(layer)
+        if panel is not None:
+            self._w.centre.layers_scroll.ensureWidgetVisible(panel)
+
+    def refresh_panel(self, layer: str) -> None:
+        """Show ``layer`` anew in its panel (a feature changed what it decorates it with)."""
+        self._w.display.refresh_panel(layer)
+
+    def page_channels(self, layer: str) -> int:
+        """Channels per mosaic page of ``layer`` in its panel."""
+        return self._w.display.page_size(layer)
+
+    def add_tile_menu_entries(self, fill: Callable[[QMenu, str, tuple[int, ...]], None]) -> None:
+        """``fill(menu, layer, channels)`` adds a feature's entries to a tile menu."""
+        self._w.display.tile_menu_fillers.append(fill)
+
+    def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None:
+        """Add every feature's tile-menu entries for ``channels`` of ``layer`` to ``menu``."""
+        chosen = tuple(int(c) for c in channels)
+        for fill in list(self._w.display.tile_menu_fillers):
+            fill(menu, layer, chosen)
+
+    def show_input_image(self, image: np.ndarray | None, caption: str) -> None:
+        """Show a picture of the input in the Model dock's preview."""
+        self._w.model_dock.input_preview.set_image(image, caption)
+
+    def dialog_parent(self) -> QWidget:
+        """The parent of a feature's dialogs and menus (the window)."""
+        return self._w
+
+    def model_dialog(self, *, keep_open: bool = False) -> QDialog:
+        """A new Open model dialog over the window, listing the recent models (not shown)."""
+        return self._w.files.menus.new_model_dialog(keep_open=keep_open)
+
+    def sample_inputs(self) -> list[str]:
+        """The bundled sample inputs of the model shown (for choosers)."""
+        return [str(p) for p in self._w.files.menus.samples]
+
+    def layout_state(self) -> bytes:
+        """The window layout (docks, toolbars) as Qt's ``saveState()`` bytes."""
+        return bytes(self._w.saveState().data())
+
+    def restore_layout_state(self, data: bytes) -> bool:
+        """Put back a layout of :meth:`layout_state`; False when Qt refuses the bytes."""
+        return bool(self._w.restoreState(QByteArray(bytes(data))))
+
+    def session_parts(self) -> dict[str, object]:
+        """What the features keep in a session file (each ``session_part()``'s dict)."""
+        parts: dict[str, object] = {}
+        for part in self._offered("session_part"):
+            parts.update(part() or {})
+        return parts
+
+    def _offered(self, method: str) -> list[Callable[..., Any]]:
+        """The features' ``method``s, for those that have one (an optional part of a feature)."""
+        found = (getattr(feature, method, None) for feature in self.features.values())
+        return [bound for bound in found if callable(bound)]
+
+    def report_parts(self) -> dict[str, object]:
+        """The ``write_report`` arguments the features' ``report_part()`` give (a value may be
+        a function, called when the report is written); their figures all go in."""
+        parts: dict[str, object] = {}
+        figures: list[object] = []
+        for part in self._offered("report_part"):
+            given = dict(part() or {})
+            if "figures" in given:
+                figures.append(given.pop("figures"))
+            parts.update(given)
+        if figures:
+            parts["figures"] = lambda: [
+                f for given in figures for f in (given() if callable(given) else given)
+            ]
+        return parts
+
+    def restore_session_parts(self, parts: Mapping[str, object]) -> None:
+        """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
+        for restore in self._offered("restore_session_part"):
+            restore(parts)
+
+    def show_error(self, text: str, source: str = "action", *, details: str = "") -> None:
+        """Show ``text`` as an error in the banner (``details`` behind its Details button)."""
+        self._w.centre.banner.set_messages(source, [("error", text)], details=details)
+
+    def show_warning(self, text: str, source: str = "action") -> None:
+        """Show ``text`` as a warning in the banner."""
+        self._w.centre.banner.set_messages(source, [("warning", text)])
+
+    def clear_messages(self, source: str | None = None) -> None:
+        """Clear the banner's messages from ``source`` (None: all)."""
+        self._w.centre.banner.clear(source) if source is not None else self._w.centre.banner.clear()
+
+    def show_status(self, text: str) -> None:
+        """Set the status bar's text."""
+        self._w.status.status_label.setText(text)
+
+
+#: The name features and plugins know the host by.
+WindowHost = Host
 
 
 class Feature(Protocol):
@@ -244,203 +459,3 @@ class FeatureBase:
 
     def shutdown(self) -> None:
         """Stop what runs and let go of the window (called once, when it closes)."""
-
-
-def show_steps(bar: QProgressBar, done: int, total: int) -> None:
-    """``done`` of ``total`` steps on ``bar`` (a busy bar until a total is known)."""
-    if total > 0:
-        bar.setRange(0, total)
-        bar.setValue(min(done, total))
-
-
-def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
-    """``text`` on a message line, red for an error, hidden when empty."""
-    label.setText(text)
-    label.setStyleSheet("color: #c0392b;" if error else "")
-    label.setVisible(bool(text))
-
-
-class StepsAndLine:
-    """:class:`FeatureJob`'s view calls over a ``progress`` bar and a ``message`` line."""
-
-    progress: QProgressBar
-    message: QLabel
-
-    def set_progress(self, done: int, total: int) -> None:
-        """``done`` of ``total`` steps."""
-        show_steps(self.progress, done, total)
-
-    def set_message(self, text: str, *, error: bool = False) -> None:
-        """The message line: ``text``, red for an error, hidden when empty."""
-        show_line(self.message, text, error=error)
-
-
-class FeatureJob(QObject):
-    """The one job at a time a feature runs on a worker, and the feature's view kept in step.
-
-    The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
-    ``set_progress(done, total)``. Finish (``on_finished(value, context)``), failure, cancel and
-    supersession (``interrupted``) each free the view and say so in it and the status bar; red
-    messages also go to ``on_failed(text)``. ``parent`` (the feature) names the failures' logger.
-    """
-
-    def __init__(
-        self,
-        parent: QObject,
-        host: WindowHost,
-        view: Any,
-        *,
-        failed: str,
-        failed_status: str,
-        cancelled: str | Callable[[], str],
-        cancelled_status: str,
-        log_as: str,
-        on_finished: Callable[[Any, Any], None],
-        interrupted: str = "",
-        on_failed: Callable[[str], Any] | None = None,
-        steps: bool = True,
-        worker: Worker | None = None,
-    ) -> None:
-        super().__init__(parent)
-        self.host = host
-        self.view = view
-        self.worker = worker if worker is not None else host.worker
-        #: The job running (None: none).
-        self.job: Job | None = None
-        #: What :meth:`start` was given to hand to ``on_finished`` (None when none runs).
-        self.context: Any = None
-        #: ``(done, total)`` steps of the job running (written by its thread).
-        self.progress: tuple[int, int] = (0, 0)
-        # The failure prefix given at construction, and the running job's.
-        self._failed_default = self._failed = failed
-        self._failed_status = failed_status
-        self._cancelled, self._cancelled_status = cancelled, cancelled_status
-        self._interrupted = interrupted
-        self._done = ""
-        self._log = logging.getLogger(type(parent).__module__)
-        self._log_as = log_as
-        self._on_finished, self._on_failed = on_finished, on_failed
-        self._steps = steps
-        # What the view says of the running job, and when it began (steps and an ETA follow).
-        self._message = ""
-        self._began = 0.0
-
-    @property
-    def running(self) -> bool:
-        """True from :meth:`start` until the job's end is shown."""
-        return self.job is not None
-
-    def start(
-        self,
-        job: Callable[[Any, Any], Any],
-        *,
-        message: str,
-        status: str,
-        done: str,
-        failed: str | None = None,
-        context: Any = None,
-    ) -> Job:
-        """Submit ``job(should_stop, report)``: the view says ``message``, the status bar
-        ``status`` then ``done`` (``failed``: this job's failure prefix). Returns its handle."""
-        self.context = context
-        self._failed = failed if failed is not None else self._failed_default
-        self._done = done
-        self.view.set_busy(True)
-        self.view.set_message(message)
-        self._message, self._began = message, time.monotonic()
-        handle = self.job = self.worker.submit(job, supersede=False)
-        # Each slot checks the job is still this one: a later start (or drop) forgets it.
-        handle.on(
-            finished=lambda value: self._finished(handle, value),
-            failed=lambda error: self._errored(handle, error),
-            cancelled=lambda: self._was_cancelled(handle),
-            superseded=lambda: self._superseded(handle),
-        )
-        if self.worker is self.host.worker:  # the window's status bar says what it does
-            handle.progress.connect(self.host.show_status)
-        if self._steps:
-            handle.on(
-                started=lambda: self._started(handle), progress=lambda _m: self._stepped(handle)
-            )
-        self.host.refresh_busy(status)
-        return handle
-
-    def cancel(self) -> bool:
-        """Ask the running job to stop (its end is shown when the worker says so)."""
-        if self.job is None:
-            return False
-        self.job.cancel()
-        return True
-
-    def drop(self) -> None:
-        """Forget the running job without showing an end (every job on a feature's own
-        :attr:`worker` turns stale; the view is left as it is)."""
-        self.job = None
-        self.context = None
-        self.worker.drop()
-
-    def _free(self, status: str) -> Any:
-        context = self.context
-        self.job = None
-        self.context = None
-        self.view.set_busy(False)
-        self.host.refresh_busy(status)
-        return context
-
-    def _fail(self, status: str, text: str) -> None:
-        self._free(status)
-        self.view.set_message(text, error=True)
-        if self._on_failed is not None:
-            self._on_failed(text)
-
-    def _started(self, job: Job) -> None:
-        if job is self.job:  # it may have waited for a run: the clock starts now
-            self._began = time.monotonic()
-
-    def _stepped(self, job: Job) -> None:
-        if job is self.job:
-            done, total = self.progress
-            self.view.set_progress(done, total)
-            if total > 0 and done > 0:
-                elapsed = time.monotonic() - self._began
-                self.view.set_message(step_message(self._message, done, total, elapsed))
-
-    def _superseded(self, job: Job) -> None:
-        if job is self.job and self._interrupted:
-            # A status of its own: live frames set none, so the job's "…ing" would stay.
-            self._fail(
-                f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
-            )
-
-    def _finished(self, job: Job, value: Any) -> None:
-        if job is self.job:
-            self._on_finished(value, self._free(self._done))
-
-    def _errored(self, job: Job, error: BaseException) -> None:
-        if job is self.job:
-            self._log.info("%s failed: %s", self._log_as, error)
-            self._fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
-
-    def _was_cancelled(self, job: Job) -> None:
-        if job is self.job:
-            text = self._cancelled() if callable(self._cancelled) else self._cancelled
-            self._fail(self._cancelled_status, text)
-
-
-def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:
-    """``message`` + "Step 40 of 800, about 2 min left." (the estimate from the first step)."""
-    text = f"{message} Step {done} of {total}"
-    if 0 < done < total and elapsed_s > 0:
-        left = elapsed_s / done * (total - done)
-        text += f", about {_duration(left)} left"
-    return text + "."
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 1.5:
-        return "1 s"
-    if seconds < 90:
-        return f"{round(seconds)} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"

@@ -135,7 +135,7 @@ def test_a_wav_opens_in_the_window_and_runs_through_an_audio_model(
         direct = model.conv1(torch.from_numpy(samples)[None, None])[0].numpy()
     np.testing.assert_allclose(layer.view.data, direct, rtol=1e-5, atol=1e-6)
     # The open-input dialog offers the plugin's suffix.
-    assert win.window.files.extra_input_filters == ["Plugin inputs (*.wav)"]
+    assert win.window.files.menus.extra_input_filters == ["Plugin inputs (*.wav)"]
 
 
 @pytest.mark.parametrize("suffix", [".wav"])

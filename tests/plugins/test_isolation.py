@@ -307,7 +307,7 @@ def test_no_plugins_start_without_any(actviz_window, installed_examples, monkeyp
     monkeypatch.setenv("ACTVIZ_NO_PLUGINS", "1")
     win = window_with(actviz_window, plugins="installed")
     assert win.window.plugins.registry.records == []
-    assert win.window.files.extra_input_filters == []
+    assert win.window.files.menus.extra_input_filters == []
     monkeypatch.delenv("ACTVIZ_NO_PLUGINS")
     # `actviz --no-plugins` starts the window with none.
     import actviz.ui.app as app

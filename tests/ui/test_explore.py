@@ -230,7 +230,7 @@ def test_run_app_opens_a_model_in_the_background_and_returns_the_exit_code(qtbot
 
 def test_run_app_with_a_broken_model_still_opens_the_window(qtbot, tmp_path):
     seen = []
-    _close_when(lambda w: not w.is_loading() and bool(w.centre.banner.texts()), seen)
+    _close_when(lambda w: not w.files.is_loading() and bool(w.centre.banner.texts()), seen)
     assert run_app(model=str(tmp_path / "missing.pt")) == 0
     assert any("missing.pt" in t for t in seen[0][1])
 

@@ -4,9 +4,6 @@ built once like a ``setupUi``: the parts take the widgets they drive from :class
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
@@ -59,134 +56,89 @@ def default_window_size(available: QSize | None) -> QSize:
     return fraction.expandedTo(MINIMUM_SIZE.boundedTo(available))
 
 
-@dataclass(eq=False)
 class Centre:
-    """The central area's widgets: the banner above the Layers and Overview tabs."""
+    """The central area of ``window``, made its central widget (like a ``setupUi``): the
+    banner above two tabs, Layers (panel grid | large channel view) and Overview."""
 
-    banner: MessageBanner
-    tabs: QTabWidget
-    layers_splitter: QSplitter
-    layers_scroll: QScrollArea
-    layers_container: QWidget
-    layers_grid: QGridLayout
-    layers_placeholder: QLabel
-    channel_box: QWidget
-    channel_view: ChannelView
-    overview_tab: QScrollArea
-    prediction_panel: PredictionPanel
-    saliency_panel: OverlayPanel
-    gradcam_panel: OverlayPanel
-    grad_flow_panel: GradFlowPanel
-    stats_table: StatsTable
-    histogram_panel: HistogramPanel
-    #: The Overview's splitters: rows (vertical), top row, bottom row.
-    overview_splitters: tuple[QSplitter, QSplitter, QSplitter]
+    def __init__(self, window: QMainWindow) -> None:
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(*[PAGE_MARGIN] * 4)
+        layout.setSpacing(PAGE_MARGIN)
+        self.banner = MessageBanner()
+        layout.addWidget(self.banner)
+        self.tabs = QTabWidget()
+        layout.addWidget(self.tabs, 1)
+        window.setCentralWidget(central)
+        self._layers_tab()
+        self.tabs.addTab(self.layers_splitter, "Layers")
+        self._overview_tab()
+        self.tabs.addTab(self.overview_tab, "Overview")
 
+    def _layers_tab(self) -> None:
+        splitter = self.layers_splitter = QSplitter(Qt.Orientation.Horizontal)
+        scroll = self.layers_scroll = _LayersScroll()
+        scroll.setWidgetResizable(True)
+        scroll.setMinimumWidth(LAYERS_MIN_WIDTH)
+        # Heights follow widths: a scroll bar that came and went would change the widths.
+        scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
+        container = QWidget()
+        self.layers_grid = QGridLayout(container)
+        self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
+        self.layers_grid.setSpacing(PANEL_SPACING)
+        self.layers_placeholder = QLabel(
+            "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
+        )
+        self.layers_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.layers_placeholder.setWordWrap(True)
+        self.layers_grid.addWidget(self.layers_placeholder, 0, 0)
+        scroll.setWidget(container)
+        splitter.addWidget(scroll)
+        box = self.channel_box = QWidget()
+        box_layout = QVBoxLayout(box)
+        box_layout.setContentsMargins(0, 0, 0, 0)
+        self.channel_view = ChannelView()  # its own title, step buttons and close button
+        self.channel_view.close_requested.connect(lambda: box.setVisible(False))
+        box_layout.addWidget(self.channel_view, 1)
+        splitter.addWidget(box)
+        splitter.setChildrenCollapsible(False)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        box.setVisible(False)
 
-@dataclass(eq=False)
-class StatusWidgets:
-    """The status bar's widgets."""
-
-    status_label: QLabel
-    progress_bar: ProgressBar
-    timing_label: ReadoutText  # the last run's timing and the memory held
-
-
-def build_centre(window: QMainWindow) -> Centre:
-    """Banner above two tabs, Layers (panel grid | large channel view) and Overview, made the
-    central widget of ``window``."""
-    central = QWidget()
-    layout = QVBoxLayout(central)
-    layout.setContentsMargins(*[PAGE_MARGIN] * 4)
-    layout.setSpacing(PAGE_MARGIN)
-    banner = MessageBanner()
-    layout.addWidget(banner)
-    tabs = QTabWidget()
-    layout.addWidget(tabs, 1)
-    window.setCentralWidget(central)
-    layers = _layers_tab()
-    tabs.addTab(layers["layers_splitter"], "Layers")
-    overview = _overview_tab()
-    tabs.addTab(overview["overview_tab"], "Overview")
-    return Centre(banner=banner, tabs=tabs, **layers, **overview)
-
-
-def _layers_tab() -> dict[str, Any]:
-    splitter = QSplitter(Qt.Orientation.Horizontal)
-    scroll = _LayersScroll()
-    scroll.setWidgetResizable(True)
-    scroll.setMinimumWidth(LAYERS_MIN_WIDTH)
-    # Heights follow widths: a scroll bar that came and went would change the widths.
-    scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
-    container = QWidget()
-    grid = QGridLayout(container)
-    grid.setContentsMargins(*[PAGE_MARGIN] * 4)
-    grid.setSpacing(PANEL_SPACING)
-    placeholder = QLabel(
-        "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
-    )
-    placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-    placeholder.setWordWrap(True)
-    grid.addWidget(placeholder, 0, 0)
-    scroll.setWidget(container)
-    splitter.addWidget(scroll)
-    channel_box = QWidget()
-    box_layout = QVBoxLayout(channel_box)
-    box_layout.setContentsMargins(0, 0, 0, 0)
-    channel_view = ChannelView()  # its own title, step buttons and close button
-    channel_view.close_requested.connect(lambda: channel_box.setVisible(False))
-    box_layout.addWidget(channel_view, 1)
-    splitter.addWidget(channel_box)
-    splitter.setChildrenCollapsible(False)
-    splitter.setStretchFactor(0, 2)
-    splitter.setStretchFactor(1, 3)
-    channel_box.setVisible(False)
-    return dict(
-        layers_splitter=splitter,
-        layers_scroll=scroll,
-        layers_container=container,
-        layers_grid=grid,
-        layers_placeholder=placeholder,
-        channel_box=channel_box,
-        channel_view=channel_view,
-    )
-
-
-def _overview_tab() -> dict[str, Any]:
-    # The page scrolls, so the Overview never sets the window's minimum size.
-    panels = dict(
-        prediction_panel=PredictionPanel(),
-        saliency_panel=OverlayPanel("Saliency |d target / d input|"),
-        gradcam_panel=OverlayPanel("Grad-CAM", with_layer_selector=True),
-        grad_flow_panel=GradFlowPanel(),
-        histogram_panel=HistogramPanel(),
-        stats_table=StatsTable(),
-    )
-    widgets = list(panels.values())
-    rows = _splitter(Qt.Orientation.Vertical)
-    top = _splitter(Qt.Orientation.Horizontal)
-    bottom = _splitter(Qt.Orientation.Horizontal)
-    for panel in widgets[:3]:
-        top.addWidget(panel)
-    for panel in widgets[3:]:
-        bottom.addWidget(panel)
-    rows.addWidget(top)
-    rows.addWidget(bottom)
-    # Shares, not pixels; the ten-column statistics table gets the widest.
-    for splitter, shares in ((top, (1, 1, 1)), (bottom, (2, 2, 3)), (rows, (1, 1))):
-        splitter.setSizes([1000 * share for share in shares])
-        for index, share in enumerate(shares):
-            splitter.setStretchFactor(index, share)
-    content = QWidget()
-    box = QVBoxLayout(content)
-    box.setContentsMargins(*[PAGE_MARGIN] * 4)
-    box.addWidget(rows)
-    page = _OverviewPage((top, bottom))
-    page.setObjectName("overviewPage")
-    page.setWidgetResizable(True)
-    page.setFrameShape(QFrame.Shape.NoFrame)
-    page.setWidget(content)
-    return dict(overview_tab=page, overview_splitters=(rows, top, bottom), **panels)
+    def _overview_tab(self) -> None:
+        # The page scrolls, so the Overview never sets the window's minimum size.
+        self.prediction_panel = PredictionPanel()
+        self.saliency_panel = OverlayPanel("Saliency |d target / d input|")
+        self.gradcam_panel = OverlayPanel("Grad-CAM", with_layer_selector=True)
+        self.grad_flow_panel = GradFlowPanel()
+        self.histogram_panel = HistogramPanel()
+        self.stats_table = StatsTable()
+        rows = _splitter(Qt.Orientation.Vertical)
+        top = _splitter(Qt.Orientation.Horizontal)
+        bottom = _splitter(Qt.Orientation.Horizontal)
+        for panel in (self.prediction_panel, self.saliency_panel, self.gradcam_panel):
+            top.addWidget(panel)
+        for panel in (self.grad_flow_panel, self.histogram_panel, self.stats_table):
+            bottom.addWidget(panel)
+        rows.addWidget(top)
+        rows.addWidget(bottom)
+        #: The Overview's splitters: rows (vertical), top row, bottom row.
+        self.overview_splitters = (rows, top, bottom)
+        # Shares, not pixels; the ten-column statistics table gets the widest.
+        for splitter, shares in ((top, (1, 1, 1)), (bottom, (2, 2, 3)), (rows, (1, 1))):
+            splitter.setSizes([1000 * share for share in shares])
+            for index, share in enumerate(shares):
+                splitter.setStretchFactor(index, share)
+        content = QWidget()
+        box = QVBoxLayout(content)
+        box.setContentsMargins(*[PAGE_MARGIN] * 4)
+        box.addWidget(rows)
+        page = self.overview_tab = _OverviewPage((top, bottom))
+        page.setObjectName("overviewPage")
+        page.setWidgetResizable(True)
+        page.setFrameShape(QFrame.Shape.NoFrame)
+        page.setWidget(content)
 
 
 class _LayersScroll(QScrollArea):
@@ -244,19 +196,21 @@ def _splitter(orientation: Qt.Orientation) -> QSplitter:
     return splitter
 
 
-def build_status_bar(window: QMainWindow) -> StatusWidgets:
-    """Status text, a busy bar and the last run's timing, in the status bar of ``window``."""
-    status = window.statusBar()
-    label = SteadyElidedLabel("Ready")  # a live frame's target: no relayout of the window
-    status.addWidget(label, 1)
-    progress = ProgressBar()
-    progress.setRange(0, 0)  # busy indicator: capture has no fraction to report
-    progress.setMaximumWidth(140)
-    progress.setVisible(False)
-    status.addPermanentWidget(progress)
-    timing = ReadoutText("")
-    status.addPermanentWidget(timing)
-    return StatusWidgets(status_label=label, progress_bar=progress, timing_label=timing)
+class StatusWidgets:
+    """The status bar of ``window``: its text, a busy bar and the last run's timing."""
+
+    def __init__(self, window: QMainWindow) -> None:
+        status = window.statusBar()
+        self.status_label = SteadyElidedLabel("Ready")  # a live frame's: no window relayout
+        status.addWidget(self.status_label, 1)
+        self.progress_bar = ProgressBar()
+        self.progress_bar.setRange(0, 0)  # busy indicator: capture has no fraction to report
+        self.progress_bar.setMaximumWidth(140)
+        self.progress_bar.setVisible(False)
+        status.addPermanentWidget(self.progress_bar)
+        #: The last run's timing and the memory held.
+        self.timing_label = ReadoutText("")
+        status.addPermanentWidget(self.timing_label)
 
 
-__all__ = ["Centre", "StatusWidgets", "build_centre", "build_status_bar", "default_window_size"]
+__all__ = ["Centre", "StatusWidgets", "default_window_size"]

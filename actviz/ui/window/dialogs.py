@@ -1,6 +1,8 @@
 """Dialogs: open a model (searchable lists, file + architecture, recents; it stays open while
-the model loads) and the confirmation before untrusted code runs. The model lists are built
-once per process on a thread of their own (importing torchvision's registry and timm is slow).
+the model loads), the confirmation before untrusted code runs, and where Export everything
+writes (a folder typed need not exist yet: the export creates it, which a plain folder picker
+refuses). The model lists are built once per process on a thread of their own (importing
+torchvision's registry and timm is slow).
 """
 
 from __future__ import annotations
@@ -36,10 +38,6 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.panels import style
-from actviz.ui.window.export_folder import (  # re-exported: their old home
-    ExportFolderDialog as ExportFolderDialog,
-)
-from actviz.ui.window.export_folder import ask_export_folder as ask_export_folder
 from actviz.ui.window.settings import split_recent_model
 
 log = logging.getLogger(__name__)
@@ -116,14 +114,7 @@ class _ModelNames(QObject):
         self.torchvision: list[str] = []
         self.timm: list[str] = []
         self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._build, name="actviz-model-names", daemon=True
-            )
-            self._thread.start()
+        threading.Thread(target=self._build, name="actviz-model-names", daemon=True).start()
 
     def ready(self) -> bool:
         return self._done.is_set()
@@ -146,7 +137,6 @@ def prefetch_model_names() -> None:
     global _MODEL_NAMES
     if _MODEL_NAMES is None:
         _MODEL_NAMES = _ModelNames()
-    _MODEL_NAMES.start()
 
 
 class OpenModelDialog(QDialog):
@@ -517,3 +507,67 @@ def _chosen_name(widget: QListWidget) -> str | None:
         return item.text()
     listed = _listed(widget)
     return listed[0] if len(listed) == 1 else None
+
+
+class ExportFolderDialog(QDialog):
+    """Where "Export everything" writes: a folder typed or browsed to (``start`` at first)."""
+
+    def __init__(self, parent: QWidget | None = None, start: str = "") -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Export everything — actviz")
+        self.resize(520, 140)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("Folder to write the pictures, arrays and summary.json into:"))
+        row = QHBoxLayout()
+        self.folder_edit = QLineEdit(start)
+        self.folder_edit.setPlaceholderText("e.g. ~/actviz-export (created if missing)")
+        self.folder_edit.textChanged.connect(self._on_text_changed)
+        row.addWidget(self.folder_edit, 1)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._on_browse_clicked)
+        row.addWidget(browse)
+        layout.addLayout(row)
+        self.note_label = QLabel("")
+        self.note_label.setWordWrap(True)
+        layout.addWidget(self.note_label)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setText("Export")
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+        self._on_text_changed(start)
+
+    def folder(self) -> str:
+        """The folder chosen, with ``~`` expanded ("" when none)."""
+        text = self.folder_edit.text().strip()
+        return str(Path(text).expanduser()) if text else ""
+
+    def _on_text_changed(self, _text: str) -> None:
+        folder = self.folder()
+        path = Path(folder) if folder else None
+        if path is None:
+            note = ""
+        elif path.is_dir():
+            note = "Files already there with the same names are replaced."
+        elif path.exists():
+            note = "This is a file, not a folder."
+        else:
+            note = "This folder does not exist yet: it will be created."
+        self.note_label.setText(note)
+        ok = path is not None and not (path.exists() and not path.is_dir())
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(ok)
+
+    def _on_browse_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export to folder", self.folder())
+        if folder:
+            self.folder_edit.setText(folder)
+
+
+def ask_export_folder(parent: QWidget | None, start: str = "") -> str:
+    """Ask where to export (a new folder is fine); "" when cancelled."""
+    dialog = ExportFolderDialog(parent, start)
+    if dialog.exec() != QDialog.DialogCode.Accepted:
+        return ""
+    return dialog.folder()

@@ -7,24 +7,19 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
 from actviz.io.export.typeset import safe_name
 from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.central import Centre, StatusWidgets
-from actviz.ui.window.export_folder import ask_export_folder
-from actviz.ui.window.result_display import ResultDisplay
-from actviz.ui.worker import Worker
-from actviz.workspace.session_state import Session
+from actviz.ui.window.dialogs import ask_export_folder
+from actviz.ui.window.input_loads import outcome
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +30,8 @@ class ExportRequest:
 
     out: Path
     succeeded: bool | None = None
-    paths: list[Path] = field(default_factory=list)
     #: The request that first re-ran the model for this export (it ends as this one ends).
     parent: ExportRequest | None = None
-
-
-class ExportHost(Protocol):
-    """What the exports use of the window (the window is also their dialogs' parent)."""
-
-    session: Session
-    host: Any  # the banner's messages, the live override
-    runs: Any  # a run for the saliency an export needs
-    export_finished: SignalInstance
-    export_failed: SignalInstance
-
-    def refresh_busy(self, text: str = "") -> None: ...
-    def wait_until(self, done: Callable[[], bool]) -> None: ...
 
 
 #: The banner's source for the exports' failures: the next export that succeeds clears them.
@@ -58,25 +39,18 @@ BANNER_SOURCE = "export"
 
 
 class ExportActions:
-    """Export everything (in the background on ``export_worker``), a panel as PNG, a layer's
-    arrays as .npy; the Export actions are connected here."""
+    """Export everything (in the background on the ``export_worker`` of ``window``, the
+    MainWindow, also the dialogs' parent), a panel as PNG, a layer's arrays as .npy; the Export
+    actions are connected here."""
 
-    def __init__(
-        self,
-        window: ExportHost,
-        export_worker: Worker,
-        actions: WindowActions,
-        centre: Centre,
-        status: StatusWidgets,
-        display: ResultDisplay,
-    ) -> None:
+    def __init__(self, window: Any) -> None:
         self.window = window
         self.session = window.session
-        self.export_worker = export_worker
-        self.actions = actions
-        self.display = display
-        self.gradcam_panel = centre.gradcam_panel
-        self.status_label = status.status_label
+        self.export_worker = window.export_worker
+        self.actions = actions = window.commands
+        self.display = window.display
+        self.gradcam_panel = window.centre.gradcam_panel
+        self.status_label = window.status.status_label
         self.show_error = window.host.show_error
         self.show_warning = window.host.show_warning
         self._refresh_busy = window.refresh_busy
@@ -109,7 +83,7 @@ class ExportActions:
             return False
         if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
             # The same files whatever tab is shown: run again with the gradient first.
-            return self._outcome(self._export_request, wait)
+            return outcome(self._export_request, wait, self._wait_until)
         try:
             from actviz.io.export.capture_export import export_capture
         except ImportError:
@@ -156,19 +130,13 @@ class ExportActions:
             progress=self.status_label.setText,
         )
         self._refresh_busy(f"Exporting to {out}…")
-        return self._outcome(request, wait)
+        return outcome(request, wait, self._wait_until)
 
     def _new_request(self, out: Path) -> ExportRequest:
         if self._export_request is not None:  # superseded: the worker drops its result
             self._export_request.succeeded = False
         self._export_request = ExportRequest(out)
         return self._export_request
-
-    def _outcome(self, request: ExportRequest | None, wait: bool) -> bool:
-        if not wait:  # started
-            return True
-        self._wait_until(lambda: request is None or request.succeeded is not None)
-        return bool(request is not None and request.succeeded)
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
         """Run again with the input gradient, then export; False when no such run can start."""
@@ -329,7 +297,6 @@ class ExportActions:
     def _on_export_finished(self, request: ExportRequest, paths: list[Path]) -> None:
         if self._settle_export(request, True) is None:
             return
-        request.paths = list(paths)
         self.last_export = list(paths)
         self.window.host.clear_messages(BANNER_SOURCE)  # an earlier export's failure is over
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
@@ -354,14 +321,14 @@ class ExportActions:
     def _on_export_all_triggered(self) -> None:
         # Not QFileDialog.getExistingDirectory: a new folder is fine (export creates it).
         last = str(self.last_export[0].parent) if self.last_export else start_folder()
-        out = self.choose_export_folder(self._parent(), last)
+        out = self.choose_export_folder(self.window, last)
         if out:
             self.export_all(out)
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")
         path, _ = QFileDialog.getSaveFileName(
-            self._parent(), "Save panel as PNG", start_path(f"{name}.png"), "PNG (*.png)"
+            self.window, "Save panel as PNG", start_path(f"{name}.png"), "PNG (*.png)"
         )
         if path:
             remember(path)
@@ -369,14 +336,11 @@ class ExportActions:
 
     def _on_export_npy_triggered(self) -> None:
         out = QFileDialog.getExistingDirectory(
-            self._parent(), "Save layer arrays to folder", start_folder()
+            self.window, "Save layer arrays to folder", start_folder()
         )
         if out:
             remember(out)
             self.export_layer_npy(out)
-
-    def _parent(self) -> QWidget | None:
-        return self.window if isinstance(self.window, QWidget) else None
 
 
 def _lacks_saliency(result: Any) -> bool:
@@ -387,4 +351,4 @@ def _lacks_saliency(result: Any) -> bool:
     return cap.input_grads is None and result.token_saliency is None and not token_input(cap.inputs)
 
 
-__all__ = ["ExportActions", "ExportHost", "ExportRequest"]
+__all__ = ["ExportActions", "ExportRequest"]

@@ -1,8 +1,7 @@
 """The features a window hosts by default, in the order they attach.
 
-Each is a class constructed with the window's :class:`~actviz.ui.window.hosting.Host` (its
-:class:`~actviz.ui.host.WindowHost`); the order sets where their tabs, toolbars and menu
-entries appear.
+Each is a class constructed with the window's :class:`~actviz.ui.host.Host`; the order sets
+where their tabs, toolbars and menu entries appear.
 """
 
 from __future__ import annotations

@@ -10,16 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import SignalInstance
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QWidget
 
 from actviz.ui.background_loads import (
     MODEL_SUFFIXES,
-    InputLoader,
     InputRequest,
-    ModelLoader,
     ModelRequest,
     arch_needed_text,
     error_details,
@@ -27,14 +24,8 @@ from actviz.ui.background_loads import (
     failure_reason,
     short_source,
 )
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.input_loads import InputLoads, while_current
-from actviz.ui.window.input_swap import InputSwap
+from actviz.ui.window.input_loads import InputLoads, InputSwap, outcome, while_current
 from actviz.ui.window.open_menus import OpenMenus
-from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import Worker
-from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import OpenModelDialog
@@ -45,50 +36,23 @@ log = logging.getLogger(__name__)
 ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
-class FileHost(Protocol):
-    """What opening files uses of the window (loaders and the trust question are read per load)."""
-
-    session: Session
-    settings: AppSettings
-    model_loader: ModelLoader
-    input_loader: InputLoader
-    confirm_untrusted: ConfirmUntrusted
-    model_loaded: SignalInstance
-    model_load_failed: SignalInstance
-    input_loaded: SignalInstance
-    input_load_failed: SignalInstance
-
-    host: Any  # the banner's messages
-    runs: Any  # stopped when a model is adopted; due again when an input opened
-
-    def is_closed(self) -> bool: ...
-    def refresh_busy(self, text: str = "") -> None: ...
-    def wait_until(self, done: Callable[[], bool]) -> None: ...
-
-
 class FileOpening:
-    """Opens models and inputs in the background: the Open actions, recents, samples."""
+    """Opens models and inputs in the background: the Open actions, recents, samples, on the
+    loader workers of ``window`` (the MainWindow that owns this part)."""
 
-    def __init__(
-        self,
-        window: FileHost,
-        model_loads: Worker,
-        input_loads: Worker,
-        actions: WindowActions,
-        banner: MessageBanner,
-        status_label: QLabel,
-    ) -> None:
+    def __init__(self, window: Any) -> None:
         self.window = window
         self.session = window.session
         self.settings = window.settings
-        self.model_loads = model_loads
-        self.banner = banner
-        self.status_label = status_label
-        self._model_request: ModelRequest | None = None
-        self.menus = OpenMenus(self, actions)
+        self.model_loads = window.model_loads
+        self.banner = window.centre.banner
+        self.status_label = window.status.status_label
+        #: The model being opened (None when none is).
+        self.model_request: ModelRequest | None = None
+        self.menus = OpenMenus(self, window.commands)
         #: What a model switch does with an input the new model cannot take.
-        self.swap = InputSwap(self.session, banner, window.host.show_warning, lambda: self.samples)
-        self.inputs = InputLoads(self, input_loads)
+        self.swap = InputSwap(self)
+        self.inputs = InputLoads(self, window.input_loads)
 
     def open_model_source(
         self,
@@ -111,7 +75,7 @@ class FileOpening:
             str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
         )
         self.start_model_load(request)
-        return self._outcome(request, wait)
+        return outcome(request, wait, self.window.wait_until)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
         """Open an input (any source ``open_input`` knows) in the background; returns as
@@ -120,14 +84,7 @@ class FileOpening:
             return False
         request = InputRequest(str(source), remember=remember)
         self.inputs.ask(request)
-        return self._outcome(request, wait)
-
-    def _outcome(self, request: ModelRequest | InputRequest, wait: bool) -> bool:
-        """True (started), or with ``wait`` whether ``request`` succeeded once it ended."""
-        if not wait:
-            return True
-        self.window.wait_until(lambda: request.succeeded is not None)
-        return bool(request.succeeded)
+        return outcome(request, wait, self.window.wait_until)
 
     def load_demo(self, sample: str | None = None) -> bool:
         """Open the demo model and one of its samples (the first when None) in the background."""
@@ -149,10 +106,10 @@ class FileOpening:
 
     def open_default_input(self) -> bool:
         """Open the current (or loading) model's default input quietly; True when started."""
-        if not self.samples or (self.session.model is None and self._model_request is None):
+        if not self.menus.samples or (self.session.model is None and self.model_request is None):
             return False
-        source = str(self.samples[0])
-        if self._model_request is None:
+        source = str(self.menus.samples[0])
+        if self.model_request is None:
             source = self._natural_source(self.session.loaded_model, source)
         # While a model is being opened, the source is chosen for it once it is adopted.
         request = InputRequest(source, remember=False, quiet=True)
@@ -165,7 +122,7 @@ class FileOpening:
 
         model = getattr(loaded, "model", None)
         model = self.session.model if model is None else model
-        return natural_input_source(loaded, self.samples, model=model) or fallback
+        return natural_input_source(loaded, self.menus.samples, model=model) or fallback
 
     def open_dropped(self, path: str | Path) -> bool:
         """Open a dropped file: a model by suffix or folder, anything else as an input."""
@@ -179,20 +136,12 @@ class FileOpening:
 
     def is_loading(self) -> bool:
         """True while a model or an input is being opened."""
-        return self._model_request is not None or self.inputs.request is not None
-
-    def input_loading(self) -> bool:
-        """True while an input is being opened (or waits for the model being opened)."""
-        return self.inputs.request is not None
-
-    def model_loading(self) -> bool:
-        """True while a model is being opened."""
-        return self._model_request is not None
+        return self.model_request is not None or self.inputs.request is not None
 
     def cancel(self) -> bool:
         """Cancel the model and input loads (the previous ones stay); True when one was running."""
         cancelled = False
-        if self._model_request is not None:
+        if self.model_request is not None:
             self.drop_model_load()
             cancelled = True
         if self.inputs.request is not None:
@@ -204,50 +153,41 @@ class FileOpening:
 
     def abandon(self) -> None:
         """Forget the loads running now (the window closes): they end as not succeeded."""
-        for request in (self._model_request, self.inputs.request):
+        for request in (self.model_request, self.inputs.request):
             if request is not None and request.succeeded is None:
                 request.succeeded = False
-        self._model_request = self.inputs.request = None
+        self.model_request = self.inputs.request = None
 
     def start_model_load(self, request: ModelRequest) -> None:
         """Open the model ``request`` names on a loader thread (it supersedes one loading)."""
-        previous = self._model_request
+        previous = self.model_request
         if previous is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
-        self._model_request = request
+        self.model_request = request
         loader = self.window.model_loader
         source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
         job = request.job = self.model_loads.submit(
             lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
         )
-        mine = while_current(request, job, lambda: self._model_request)
+        mine = while_current(request, job, lambda: self.model_request)
         job.on(
             finished=mine(self._on_model_load_finished),
             failed=mine(self._on_model_load_errored),
-            cancelled=mine(self._cancel_model_load),
+            cancelled=mine(self._fail),
             progress=self.status_label.setText,
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
 
     def drop_model_load(self, status: str = "") -> None:
         """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
-        request = self._model_request
+        request = self.model_request
         if request is None:
             return
         self.model_loads.drop()
-        self._cancel_model_load(request, status)
-
-    def _cancel_model_load(self, request: ModelRequest, status: str = "") -> None:
-        """The load ends unfinished; a dialog it came from says so and can Open again."""
-        dialog = self._dialog_of(request)
-        self._fail_model_load(request, status, level=None)
-        if dialog is not None:
-            dialog.show_cancelled(
-                status or f"Opening {short_source(request.source)} was cancelled; the model stays."
-            )
+        self._fail(request, status)
 
     def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
-        self._model_request = None
+        self.model_request = None
         request.succeeded = True
         if request.dialog is not None:
             request.dialog.opened()
@@ -268,8 +208,8 @@ class FileOpening:
         from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
         if isinstance(error, UntrustedFileError) and not request.trust:
-            trusted = self.window.confirm_untrusted(self.menus.parent(), error.path, str(error))
-            if self._model_request is not request:
+            trusted = self.window.confirm_untrusted(self.window, error.path, str(error))
+            if self.model_request is not request:
                 return  # another model was opened while the question was up
             if trusted:
                 request.trust = True
@@ -290,43 +230,39 @@ class FileOpening:
 
     def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
         dialog = request.dialog
-        return dialog if dialog is not None and dialog is self.model_dialog else None
+        return dialog if dialog is not None and dialog is self.menus.model_dialog else None
 
     def _fail(
         self,
         request: ModelRequest,
-        text: str,
+        text: str = "",
         *,
-        level: str,
+        level: str | None = None,
         details: str = "",
         path: str = "",
         candidates: Any = (),
     ) -> None:
-        """A failed load: said in the dialog it came from, else at ``level`` in the banner."""
+        """A load that ends unfinished (``level`` None: cancelled, ``text`` a status): said in
+        the dialog it came from (which can Open again), else at ``level`` in the banner."""
         dialog = self._dialog_of(request)
-        if dialog is None:
-            self._fail_model_load(request, text, level=level, details=details)
-            return
-        self._fail_model_load(request, text, level=None)
-        # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
-        keep = path if path and Path(path).exists() else ""
-        dialog.show_failure(text, path=keep, candidates=candidates)
-
-    def _fail_model_load(
-        self, request: ModelRequest, text: str, *, level: str | None, details: str = ""
-    ) -> None:
-        self._model_request = None
+        self.model_request = None
         request.succeeded = False
-        if not text:
-            text = f"Opening {short_source(request.source)} was cancelled; the model stays."
-        if level == "error":
+        text = text or f"Opening {short_source(request.source)} was cancelled; the model stays."
+        shown = level if dialog is None else None
+        if shown == "error":
             self.window.host.show_error(text, details=details)
-        elif level == "warning":
+        elif shown == "warning":
             self.window.host.show_warning(text)
         # An error's whole sentence is in the banner; the one-line status bar would cut it.
-        self.window.refresh_busy(failed_status(request.source) if level == "error" else text)
+        self.window.refresh_busy(failed_status(request.source) if shown == "error" else text)
         self.window.model_load_failed.emit(text)
         self.inputs.model_failed()
+        if dialog is not None and level is None:
+            dialog.show_cancelled(text)
+        elif dialog is not None:
+            # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
+            keep = path if path and Path(path).exists() else ""
+            dialog.show_failure(text, path=keep, candidates=candidates)
 
     def _adopt_model(self, loaded: Any) -> None:
         self.window.runs.stop()
@@ -351,32 +287,9 @@ class FileOpening:
         if reread is not None:
             self.inputs.start(reread)
 
-    @property
-    def samples(self) -> list[Path]:
-        """The bundled sample images, as the sample picker lists them."""
-        return self.menus.samples
-
-    @property
-    def model_dialog(self) -> OpenModelDialog | None:
-        """The Open model dialog while it is open (None otherwise)."""
-        return self.menus.model_dialog
-
-    @property
-    def extra_input_filters(self) -> list[str]:
-        """More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers."""
-        return self.menus.extra_input_filters
-
-    @extra_input_filters.setter
-    def extra_input_filters(self, filters: list[str]) -> None:
-        self.menus.extra_input_filters = list(filters)
-
-    def open_model_dialog(self) -> OpenModelDialog:
-        """Show the Open model dialog."""
-        return self.menus.open_model_dialog()
-
     def dialog_closed(self, dialog: OpenModelDialog) -> None:
         """The Open model dialog closed: a model it asked for that is still loading goes."""
-        request = self._model_request
+        request = self.model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
             self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
 
@@ -401,7 +314,6 @@ def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
 
 __all__ = [
     "ConfirmUntrusted",
-    "FileHost",
     "FileOpening",
     "ask_untrusted",
     "guessed_arch_text",

@@ -23,17 +23,16 @@ from actviz.ui.background_loads import (
     load_model_source,
     local_files,
 )
-from actviz.ui.host import Feature
+from actviz.ui.host import Feature, Host
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
-from actviz.ui.window.actions import build_actions
-from actviz.ui.window.central import build_centre, build_status_bar, default_window_size
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.central import Centre, StatusWidgets, default_window_size
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
-from actviz.ui.window.hosting import Host
 from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
@@ -131,12 +130,12 @@ class MainWindow(QMainWindow):
             | QMainWindow.DockOption.AllowTabbedDocks
         )
 
-        self.commands = build_actions(self, auto_run=auto_run)
-        self.centre = build_centre(self)
+        self.commands = WindowActions(self, auto_run=auto_run)
+        self.centre = Centre(self)
         self.model_dock = ModelDock(self.session, self)
         self.addDockWidget(LEFT, self.model_dock)
         self.commands.view_menu.addAction(self.model_dock.toggleViewAction())
-        self.status = build_status_bar(self)
+        self.status = StatusWidgets(self)
         self.display = ResultDisplay(
             self.session, self.centre, self.status, self.commands, self.model_dock,
             self.host.show_error, self,
@@ -146,17 +145,9 @@ class MainWindow(QMainWindow):
         #: Session files' part, offered by a feature (:meth:`offer_session_store`).
         self.session_store: Any = None
         self.runs = RunControl(self, debounce_ms=debounce_ms, auto_run=auto_run)
-        self.files = FileOpening(
-            self, self.model_loads, self.input_loads, self.commands, self.centre.banner,
-            self.status.status_label,
-        )  # fmt: skip
-        self.exports = ExportActions(
-            self, self.export_worker, self.commands, self.centre, self.status, self.display
-        )
-        self.pins_ui = PinActions(
-            self.session, self.display, self.commands, self.centre.banner,
-            self.status.status_label, self.host.show_warning, self.pinned_shown,
-        )  # fmt: skip
+        self.files = FileOpening(self)
+        self.exports = ExportActions(self)
+        self.pins_ui = PinActions(self)
         # Before the features: a feature's model copy lets go of it when the window is idle.
         self.memory = IdleMemory(self, lambda: self.is_busy() or self.display.display_pending())
         for make in features if features is not None else default_features():
@@ -204,10 +195,6 @@ class MainWindow(QMainWindow):
         workers = (self.worker, self.model_loads, self.input_loads, self.export_worker)
         return any(w.has_current_job() for w in workers) or self.files.is_loading()
 
-    def is_loading(self) -> bool:
-        """True while a model or an input is being opened."""
-        return self.files.is_loading()
-
     def is_closed(self) -> bool:
         """True once the window closed (its workers are shut down)."""
         return self._closed
@@ -242,10 +229,8 @@ class MainWindow(QMainWindow):
             self.host.show_status(text)
 
     def _update_enabled(self) -> None:
-        busy = self.is_busy()
-        self.display.update_placeholder(busy)
+        self.refresh_busy()
         self.commands.run_action.setEnabled(self.session.can_run())
-        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
 
     def _session_slots(self) -> list[tuple[Any, Callable[..., None]]]:
         s = self.session

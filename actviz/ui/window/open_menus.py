@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog
 
 from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER, ModelRequest
 from actviz.ui.file_dialogs import remember, start_folder
@@ -42,21 +42,19 @@ class OpenMenus:
         self._fill_samples()
         self.refresh_recent()
 
-    def parent(self) -> QWidget | None:
-        """The window, as the dialogs' parent."""
-        window = self.files.window
-        return window if isinstance(window, QWidget) else None
+    def new_model_dialog(self, *, keep_open: bool = False) -> OpenModelDialog:
+        """A new Open model dialog over the window, listing the recent models (not shown)."""
+        from actviz.ui.window.dialogs import OpenModelDialog
+
+        recent = self.settings.recent_models()
+        return OpenModelDialog(self.files.window, recent=recent, keep_open=keep_open)
 
     def open_model_dialog(self) -> OpenModelDialog:
         """Show the Open model dialog (window-modal, not blocking; open while the model loads)."""
-        from actviz.ui.window.dialogs import OpenModelDialog
-
         if self.model_dialog is not None:
             self.model_dialog.raise_()
             return self.model_dialog
-        dialog = OpenModelDialog(
-            self.parent(), recent=self.settings.recent_models(), keep_open=True
-        )
+        dialog = self.new_model_dialog(keep_open=True)
         dialog.open_requested.connect(lambda spec: self._open_from_dialog(dialog, spec))
         dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
         self.model_dialog = dialog
@@ -91,7 +89,7 @@ class OpenMenus:
     def _open_input(self) -> None:
         start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
         path, _ = QFileDialog.getOpenFileName(
-            self.parent(),
+            self.files.window,
             "Open input",
             start_folder(start),
             ";;".join([IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]),

@@ -6,38 +6,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QMenu
+from PySide6.QtWidgets import QMenu
 
 from actviz.core.capture import format_bytes
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.result_display import ResultDisplay
 from actviz.workspace.pins import Pin, PinRefused
-from actviz.workspace.session_state import Session
 
 
 class PinActions:
-    """Pin, show and unpin results (``pinned_shown`` is emitted before a pin is shown)."""
+    """Pin, show and unpin results in ``window`` (the MainWindow that owns this part; its
+    ``pinned_shown`` is emitted before a pin is shown)."""
 
-    def __init__(
-        self,
-        session: Session,
-        display: ResultDisplay,
-        actions: WindowActions,
-        banner: MessageBanner,
-        status_label: QLabel,
-        show_warning: Callable[[str, str], None],
-        pinned_shown: SignalInstance,
-    ) -> None:
-        self.session = session
-        self.display = display
-        self.banner = banner
-        self.status_label = status_label
-        self.show_warning = show_warning
-        self.pinned_shown = pinned_shown
+    def __init__(self, window: Any) -> None:
+        self.session = window.session
+        self.display = window.display
+        self.banner = window.centre.banner
+        self.status_label = window.status.status_label
+        self.show_warning = window.host.show_warning
+        self.pinned_shown = window.pinned_shown
+        actions = window.commands
         self.pins_menu = actions.pins_menu
         #: ``compare_with(pin)``: offered by the Compare feature (the menu then lists it).
         self.compare_with: Callable[[Pin], object] | None = None

@@ -115,14 +115,14 @@ class RunControl:
         w = self.window
         if not (self.auto_run and not w.is_closed() and self.session.can_run()):
             return
-        if w.files.input_loading():
+        if w.files.inputs.request is not None:
             self._run_due = True
             return
         self._debounce.start()
 
     def run_if_due(self) -> None:
         """Schedule the run that waited for an input being opened, once none is."""
-        if self._run_due and not self.window.files.input_loading():
+        if self._run_due and not self.window.files.inputs.request is not None:
             self._run_due = False
             self.schedule_run()
 
@@ -140,7 +140,7 @@ class RunControl:
         self._debounce.stop()
 
     def _on_debounce_timeout(self) -> None:
-        if self.window.files.input_loading():
+        if self.window.files.inputs.request is not None:
             self._run_due = True  # the input being opened will start it
             return
         if self.auto_run and self.session.can_run():

@@ -36,7 +36,8 @@ _MOVED_TO = {
     "add_prediction_widget set_prediction_bars_visible add_overview_widget show_run "
     "stop_current_run adopt_model set_view_settings show_result set_target_text",
     "runs": "run schedule_run run_if_due auto_run",
-    "files": "open_model_source open_input_source load_demo open_default_input open_dropped",
+    "files": "open_model_source open_input_source load_demo open_default_input open_dropped "
+    "is_loading",
     "display": "selected_layer gradients_visible select_layer open_channel turn_page "
     "defer_display display_pending panel_updates_pending flush_panel_updates",
     "exports": "last_export export_all export_panel_png export_layer_npy",

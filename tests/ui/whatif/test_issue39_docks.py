@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from actviz.ui.docking import DOCK_MAX_SHARE
 from actviz.ui.whatif.dock import PREFERRED_WIDTH
-from actviz.ui.window.docking import DOCK_MAX_SHARE
 from tests.ui.tiny_models import tiny_window
 
 

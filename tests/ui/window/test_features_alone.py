@@ -76,8 +76,7 @@ def test_features_get_the_host_and_the_window_looks_none_up_by_name(actviz_windo
     import re
 
     import actviz
-    from actviz.ui.host import WindowHost
-    from actviz.ui.window.hosting import Host
+    from actviz.ui.host import Host, WindowHost
 
     win = actviz_window(_conv(), frame(0), layers=["0"])
     host = win.window.host

@@ -438,7 +438,7 @@ def test_corrupt_checkpoint_keeps_the_current_model(qtbot, actviz_window, tmp_pa
     assert "broken.pt" in failed.args[0]
     assert any("broken.pt" in t for t in window.centre.banner.texts())
     assert window.session.model is model
-    assert not window.status.progress_bar.isVisible() and not window.is_loading()
+    assert not window.status.progress_bar.isVisible() and not window.files.is_loading()
     win.run_and_wait()
     assert window.files.open_model_source(str(broken), wait=True) is False
     assert window.session.model is model
@@ -772,7 +772,7 @@ def test_bundled_sample_picker(qtbot, demo_resources, actviz_window):
     window.script.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
     with win.expect_run(flush=False):
         window.commands.sample_combo.activated.emit(2)
-    assert window.session.input.source == str(window.files.samples[1])
+    assert window.session.input.source == str(window.files.menus.samples[1])
     assert window.session.result.image.shape == (64, 64, 3)
     assert window.commands.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
 
@@ -962,7 +962,7 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, actviz_window):
     assert set(labels) <= set(DEMO_CLASSES)
     assert window.session.result.gradcam_default == "features.block4"
     assert window.session.input.image is not None
-    assert window.session.input.source == str(window.files.samples[0])
+    assert window.session.input.source == str(window.files.menus.samples[0])
     assert window.windowTitle() == "actviz — demo"
     assert window.centre.banner.texts() == []
     # The demo's categories feed the target selector: a class name re-runs on that class.

@@ -14,8 +14,8 @@ TIED = ["fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_
 
 
 def _open_file(qtbot, window, path, arch: str = ""):
-    dialog = window.files.open_model_dialog()
-    assert dialog.isVisible() and window.files.model_dialog is dialog
+    dialog = window.files.menus.open_model_dialog()
+    assert dialog.isVisible() and window.files.menus.model_dialog is dialog
     dialog.tabs.setCurrentIndex(1)
     dialog.file_edit.setText(str(path))
     dialog.arch_combo.setEditText(arch)
@@ -29,12 +29,12 @@ def _press_open(qtbot, dialog):
 def test_the_hint_says_the_architecture_is_recognised(qtbot, actviz_window):
     win = actviz_window(size=(1400, 900), auto_run=True)
     window = win.window
-    dialog = window.files.open_model_dialog()
+    dialog = window.files.menus.open_model_dialog()
     text = dialog.hint_label.text()
     assert "leave the architecture empty" in text and "recognises it" in text
     assert "--arch" not in text
     dialog.reject()
-    assert window.files.model_dialog is None
+    assert window.files.menus.model_dialog is None
 
 
 def test_a_resnet18_state_dict_opens_with_no_arch_and_the_guess_is_shown(
@@ -49,7 +49,7 @@ def test_a_resnet18_state_dict_opens_with_no_arch_and_the_guess_is_shown(
     dialog = _open_file(qtbot, window, path)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         _press_open(qtbot, dialog)
-    assert not dialog.isVisible() and window.files.model_dialog is None
+    assert not dialog.isVisible() and window.files.menus.model_dialog is None
     assert window.session.model_name == "r18.pt (resnet18)"
     assert torch.equal(window.session.model.conv1.weight, ref.conv1.weight)
     note = "architecture guessed: resnet18 (all 122 tensors match)"
@@ -120,7 +120,7 @@ def test_weights_that_match_nothing_say_so_in_the_dialog_and_keep_the_path(
     assert dialog.message().startswith(f"Could not open model {str(path)!r}: ")
     assert "--arch" not in dialog.message()
     dialog.reject()
-    assert window.files.model_dialog is None and window.centre.banner.texts() == []
+    assert window.files.menus.model_dialog is None and window.centre.banner.texts() == []
 
 
 def test_outside_the_dialog_the_banner_points_to_the_dialog_not_the_command_line(
@@ -157,7 +157,7 @@ def test_a_load_cancelled_from_the_window_frees_the_dialog(qtbot, actviz_window)
         return real(source, **kwargs)
 
     window.model_loader = slow
-    dialog = window.files.open_model_dialog()
+    dialog = window.files.menus.open_model_dialog()
     dialog.tabs.setCurrentIndex(1)
     dialog.file_edit.setText("demo")
     _press_open(qtbot, dialog)

@@ -82,12 +82,12 @@ def test_a_model_folder_typed_in_the_open_dialog_opens_with_its_tokenizer(
     folder = save_tiny_gpt2(tmp_path / "gpt2")
     win = actviz_window(size=(1400, 900), auto_run=True)
     window = win.window
-    dialog = window.files.open_model_dialog()
+    dialog = window.files.menus.open_model_dialog()
     dialog.tabs.setCurrentIndex(1)
     dialog.file_edit.setText(str(folder))
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
-    assert window.files.model_dialog is None  # closed as opened
+    assert window.files.menus.model_dialog is None  # closed as opened
     loaded = window.session.loaded_model
     assert type(loaded.model).__name__ == "GPT2LMHeadModel" and loaded.kind == "hf"
     assert loaded.tokenizer is not None and loaded.task == "causal-lm"

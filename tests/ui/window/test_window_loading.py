@@ -94,10 +94,10 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
         # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
         assert window.status.status_label.text() == "Opening resnet18…"
         assert window.status.progress_bar.isVisible() and window.commands.cancel_action.isEnabled()
-        assert window.is_loading() and window.is_busy()
+        assert window.files.is_loading() and window.is_busy()
         # The event loop keeps running timers while the load is held at its gate.
         qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=5000)
-        assert loader.released == [] and window.is_loading()
+        assert loader.released == [] and window.files.is_loading()
         # The previous model stays usable while the new one loads.
         assert window.session.model is old
         win.run_and_wait()
@@ -107,7 +107,7 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
         assert loader.on_gui_thread == [False]
         assert window.session.model is loader.models["resnet18"]
         assert window.windowTitle() == "actviz — tiny resnet18"
-        assert not window.status.progress_bar.isVisible() and not window.is_loading()
+        assert not window.status.progress_bar.isVisible() and not window.files.is_loading()
         assert window.settings.recent_models()[0] == "resnet18"
     finally:
         timer.stop()
@@ -196,7 +196,7 @@ def test_cancel_drops_a_model_load(qtbot, actviz_window):
     with qtbot.waitSignal(window.model_load_failed, timeout=2000) as failed:
         window.cancel()
     assert "cancelled" in failed.args[0]
-    assert not window.is_loading() and not window.status.progress_bar.isVisible()
+    assert not window.files.is_loading() and not window.status.progress_bar.isVisible()
     gate.set()
     qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert "slow" in loader.models  # the cancelled load finished and was dropped
@@ -259,7 +259,7 @@ def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, actviz
     path = _png(tmp_path, 16)
     window.files.open_model_source("demo")
     window.files.open_input_source(str(path))
-    assert window.is_loading()
+    assert window.files.is_loading()
     with win.expect_run(flush=False):
         release.set()
     # Read with the demo's transforms (resized to its 64x64 input), not as a bare 16x16 image.
@@ -371,7 +371,7 @@ def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tm
     with qtbot.waitSignal(window.input_load_failed, timeout=2000) as failed:
         window.cancel()
     assert "cancelled" in failed.args[0]
-    assert not window.is_loading() and not window.status.progress_bar.isVisible()
+    assert not window.files.is_loading() and not window.status.progress_bar.isVisible()
     release.set()
     qtbot.waitUntil(lambda: not window.input_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert window.session.input.value is value

@@ -20,7 +20,8 @@ DOCK_MAX_SHARE = 0.3
 
 
 class Docks:
-    """The docks of ``window`` (its ``chosen_height`` and View menu are used)."""
+    """The docks of ``window`` (its ``chosen_height`` and View menu are used): the
+    :class:`~actviz.ui.host.Host`'s dock calls."""
 
     def __init__(self, window: Any) -> None:
         self._w = window

@@ -1,0 +1,219 @@
+"""A feature's one job at a time on a worker (:class:`FeatureJob`) and the view calls it makes
+(:class:`StepsAndLine`: a progress bar and a message line)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel, QProgressBar
+
+from actviz.ui.background_loads import describe_error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.worker import Job, Worker
+
+__all__ = ["FeatureJob", "StepsAndLine", "show_line", "show_steps", "step_message"]
+
+
+def show_steps(bar: QProgressBar, done: int, total: int) -> None:
+    """``done`` of ``total`` steps on ``bar`` (a busy bar until a total is known)."""
+    if total > 0:
+        bar.setRange(0, total)
+        bar.setValue(min(done, total))
+
+
+def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
+    """``text`` on a message line, red for an error, hidden when empty."""
+    label.setText(text)
+    label.setStyleSheet("color: #c0392b;" if error else "")
+    label.setVisible(bool(text))
+
+
+class StepsAndLine:
+    """:class:`FeatureJob`'s view calls over a ``progress`` bar and a ``message`` line."""
+
+    progress: QProgressBar
+    message: QLabel
+
+    def set_progress(self, done: int, total: int) -> None:
+        """``done`` of ``total`` steps."""
+        show_steps(self.progress, done, total)
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        """The message line: ``text``, red for an error, hidden when empty."""
+        show_line(self.message, text, error=error)
+
+
+class FeatureJob(QObject):
+    """The one job at a time a feature runs on a worker, and the feature's view kept in step.
+
+    The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
+    ``set_progress(done, total)``. Finish (``on_finished(value, context)``), failure, cancel and
+    supersession (``interrupted``) each free the view and say so in it and the status bar; red
+    messages also go to ``on_failed(text)``. ``parent`` (the feature) names the failures' logger.
+    """
+
+    def __init__(
+        self,
+        parent: QObject,
+        host: Any,  # the window's Host
+        view: Any,
+        *,
+        failed: str,
+        failed_status: str,
+        cancelled: str | Callable[[], str],
+        cancelled_status: str,
+        log_as: str,
+        on_finished: Callable[[Any, Any], None],
+        interrupted: str = "",
+        on_failed: Callable[[str], Any] | None = None,
+        steps: bool = True,
+        worker: Worker | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.view = view
+        self.worker = worker if worker is not None else host.worker
+        #: The job running (None: none).
+        self.job: Job | None = None
+        #: What :meth:`start` was given to hand to ``on_finished`` (None when none runs).
+        self.context: Any = None
+        #: ``(done, total)`` steps of the job running (written by its thread).
+        self.progress: tuple[int, int] = (0, 0)
+        # The failure prefix given at construction, and the running job's.
+        self._failed_default = self._failed = failed
+        self._failed_status = failed_status
+        self._cancelled, self._cancelled_status = cancelled, cancelled_status
+        self._interrupted = interrupted
+        self._done = ""
+        self._log = logging.getLogger(type(parent).__module__)
+        self._log_as = log_as
+        self._on_finished, self._on_failed = on_finished, on_failed
+        self._steps = steps
+        # What the view says of the running job, and when it began (steps and an ETA follow).
+        self._message = ""
+        self._began = 0.0
+
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` until the job's end is shown."""
+        return self.job is not None
+
+    def start(
+        self,
+        job: Callable[[Any, Any], Any],
+        *,
+        message: str,
+        status: str,
+        done: str,
+        failed: str | None = None,
+        context: Any = None,
+    ) -> Job:
+        """Submit ``job(should_stop, report)``: the view says ``message``, the status bar
+        ``status`` then ``done`` (``failed``: this job's failure prefix). Returns its handle."""
+        self.context = context
+        self._failed = failed if failed is not None else self._failed_default
+        self._done = done
+        self.view.set_busy(True)
+        self.view.set_message(message)
+        self._message, self._began = message, time.monotonic()
+        handle = self.job = self.worker.submit(job, supersede=False)
+        # Each slot checks the job is still this one: a later start (or drop) forgets it.
+        handle.on(
+            finished=lambda value: self._finished(handle, value),
+            failed=lambda error: self._errored(handle, error),
+            cancelled=lambda: self._was_cancelled(handle),
+            superseded=lambda: self._superseded(handle),
+        )
+        if self.worker is self.host.worker:  # the window's status bar says what it does
+            handle.progress.connect(self.host.show_status)
+        if self._steps:
+            handle.on(
+                started=lambda: self._started(handle), progress=lambda _m: self._stepped(handle)
+            )
+        self.host.refresh_busy(status)
+        return handle
+
+    def cancel(self) -> bool:
+        """Ask the running job to stop (its end is shown when the worker says so)."""
+        if self.job is None:
+            return False
+        self.job.cancel()
+        return True
+
+    def drop(self) -> None:
+        """Forget the running job without showing an end (every job on a feature's own
+        :attr:`worker` turns stale; the view is left as it is)."""
+        self.job = None
+        self.context = None
+        self.worker.drop()
+
+    def _free(self, status: str) -> Any:
+        context = self.context
+        self.job = None
+        self.context = None
+        self.view.set_busy(False)
+        self.host.refresh_busy(status)
+        return context
+
+    def _fail(self, status: str, text: str) -> None:
+        self._free(status)
+        self.view.set_message(text, error=True)
+        if self._on_failed is not None:
+            self._on_failed(text)
+
+    def _started(self, job: Job) -> None:
+        if job is self.job:  # it may have waited for a run: the clock starts now
+            self._began = time.monotonic()
+
+    def _stepped(self, job: Job) -> None:
+        if job is self.job:
+            done, total = self.progress
+            self.view.set_progress(done, total)
+            if total > 0 and done > 0:
+                elapsed = time.monotonic() - self._began
+                self.view.set_message(step_message(self._message, done, total, elapsed))
+
+    def _superseded(self, job: Job) -> None:
+        if job is self.job and self._interrupted:
+            # A status of its own: live frames set none, so the job's "…ing" would stay.
+            self._fail(
+                f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
+            )
+
+    def _finished(self, job: Job, value: Any) -> None:
+        if job is self.job:
+            self._on_finished(value, self._free(self._done))
+
+    def _errored(self, job: Job, error: BaseException) -> None:
+        if job is self.job:
+            self._log.info("%s failed: %s", self._log_as, error)
+            self._fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
+
+    def _was_cancelled(self, job: Job) -> None:
+        if job is self.job:
+            text = self._cancelled() if callable(self._cancelled) else self._cancelled
+            self._fail(self._cancelled_status, text)
+
+
+def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:
+    """``message`` + "Step 40 of 800, about 2 min left." (the estimate from the first step)."""
+    text = f"{message} Step {done} of {total}"
+    if 0 < done < total and elapsed_s > 0:
+        left = elapsed_s / done * (total - done)
+        text += f", about {_duration(left)} left"
+    return text + "."
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1.5:
+        return "1 s"
+    if seconds < 90:
+        return f"{round(seconds)} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
