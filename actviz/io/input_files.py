@@ -52,18 +52,9 @@ log = logging.getLogger(__name__)
 TEXT_PREFIX = "text:"
 
 
-def load_input(
-    source: Any,
-    *,
-    model: nn.Module | None = None,
-    loaded_model: LoadedModel | None = None,
-    size: int | tuple[int, int] | None = None,
-    as_list: bool | None = None,
-) -> Any:
-    """Open an input and return only the value for the model; see :func:`open_input`."""
-    return open_input(
-        source, model=model, loaded_model=loaded_model, size=size, as_list=as_list
-    ).value
+def load_input(source: Any, **options: Any) -> Any:
+    """Open an input and return only the value; ``options`` as :func:`open_input` takes them."""
+    return open_input(source, **options).value
 
 
 def open_input(

@@ -10,8 +10,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
+from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
-    "HFModel",
     "ProcessorTransform",
     "cached_hub_folder",
     "is_model_folder",
@@ -51,25 +50,6 @@ _TOKENIZER_FILES = (
 _PROCESSOR_FILE = "preprocessor_config.json"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
-
-
-@dataclass
-class HFModel:
-    """A transformers model with what its folder says about feeding it: ``task`` (:func:`task_of`),
-    ``tokenizer``/``processor``, ``categories`` (``config.id2label``), image ``transforms`` and
-    ``input_size``, and ``warnings``.
-    """
-
-    model: nn.Module
-    name: str
-    folder: Path
-    task: str | None = None
-    tokenizer: Any | None = None
-    processor: Any | None = None
-    categories: list[str] | None = None
-    transforms: Callable[..., Any] | None = None
-    input_size: tuple[int, int] | None = None
-    warnings: list[str] = field(default_factory=list)
 
 
 def is_model_folder(path: Path) -> bool:
@@ -228,13 +208,6 @@ def placed(where: dict[str, Any] | None) -> Any:
 
 def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.Module, str]:
     """Load with eager attention; fall back to the default for models that lack it."""
-    with _no_progress_bar():
-        return _from_pretrained_eager_first(cls, folder, src, trust)
-
-
-def _from_pretrained_eager_first(
-    cls: Any, folder: Path, src: str, trust: bool
-) -> tuple[nn.Module, str]:
     kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
     kwargs.update(_PLACEMENT[-1])
     try:
@@ -251,31 +224,16 @@ def _from_pretrained_eager_first(
         raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
 
 
-def _has_any(folder: Path, names: tuple[str, ...]) -> bool:
-    return any((folder / n).is_file() for n in names)
-
-
-def _tokenizer(transformers: Any, folder: Path, trust: bool, warnings: list[str]) -> Any:
-    if not _has_any(folder, _TOKENIZER_FILES):
+def _helper(
+    auto: Any, folder: Path, names: tuple[str, ...], trust: bool, warnings: list[str], what: str
+) -> Any:
+    """The tokenizer or image processor (``auto``) the folder holds files of, else None."""
+    if not any((folder / n).is_file() for n in names):
         return None
     try:
-        return transformers.AutoTokenizer.from_pretrained(
-            str(folder), local_files_only=True, trust_remote_code=trust
-        )
-    except Exception as exc:  # a broken tokenizer must not keep the model from opening
-        warnings.append(f"{folder.name}: its tokenizer could not be loaded ({one_line(exc)})")
-        return None
-
-
-def _processor(transformers: Any, folder: Path, trust: bool, warnings: list[str]) -> Any:
-    if not (folder / _PROCESSOR_FILE).is_file():
-        return None
-    try:
-        return transformers.AutoImageProcessor.from_pretrained(
-            str(folder), local_files_only=True, trust_remote_code=trust
-        )
-    except Exception as exc:  # e.g. a feature extractor for audio: not an image processor
-        warnings.append(f"{folder.name}: its image processor could not be loaded ({one_line(exc)})")
+        return auto.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust)
+    except Exception as exc:  # a broken one (an audio feature extractor) must not stop the model
+        warnings.append(f"{folder.name}: its {what} could not be loaded ({one_line(exc)})")
         return None
 
 
@@ -334,7 +292,7 @@ def _categories(model: nn.Module, task: str | None) -> list[str] | None:
         return None
 
 
-def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFModel:
+def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> LoadedModel:
     """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache.
 
     Raises ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
@@ -352,29 +310,40 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFM
     config = _read_config(folder, src)
     cls, arch, _ = _model_class(transformers, config, src, folder, trust)
     weights = _weights_file(folder, src)
-    model, note = _from_pretrained(cls, folder, src, trust)
+    with _no_progress_bar():
+        model, note = _from_pretrained(cls, folder, src, trust)
     warnings = [note] if note else []
     inner_config = getattr(model, "config", None)
     if inner_config is not None and getattr(inner_config, "use_cache", False):
         # One forward needs no key/value cache; without it the output is just the logits.
         inner_config.use_cache = False
     task = task_of(type(model).__name__) or task_of(arch)
-    tokenizer = _tokenizer(transformers, folder, trust, warnings)
-    processor = _processor(transformers, folder, trust, warnings)
+    tokenizer = _helper(
+        transformers.AutoTokenizer, folder, _TOKENIZER_FILES, trust, warnings, "tokenizer"
+    )
+    processor = _helper(
+        transformers.AutoImageProcessor,
+        folder,
+        (_PROCESSOR_FILE,),
+        trust,
+        warnings,
+        "image processor",
+    )
     if task is None and processor is not None and tokenizer is None:
         task = "vision"
     transforms = ProcessorTransform(processor) if processor is not None else None
     label = Path(src).name if folder is not None and Path(src).exists() else src
     log.info("%s: %s loaded from %s (%s)", src, type(model).__name__, folder, weights)
-    return HFModel(
-        model=model,
-        name=f"{label} ({type(model).__name__})",
-        folder=folder,
-        task=task,
-        tokenizer=tokenizer,
-        processor=processor,
+    return LoadedModel(
+        model,
+        f"{label} ({type(model).__name__})",
+        src,
+        "hf",
         categories=_categories(model, task),
         transforms=transforms,
         input_size=transforms.input_size if transforms is not None else None,
         warnings=warnings,
+        task=task,
+        tokenizer=tokenizer,
+        processor=processor,
     )
