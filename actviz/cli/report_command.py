@@ -8,7 +8,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, add_list_input, layer_names, say_each, target_arg
+from actviz.cli.command_kit import (
+    Opener,
+    Say,
+    add_list_input,
+    capture_run,
+    layer_names,
+    page_progress,
+    say_each,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -63,34 +71,14 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     return 0
 
 
-def _pages(progress: Callable[[str], None]) -> Callable[[int, int, str], None]:
-    def report(done: int, total: int, what: str) -> None:
-        if done < total:
-            progress(f"[{done + 1}/{total}] {what or '(model)'}")
-
-    return report
-
-
 def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> Callable[[], Any]:
-    import actviz
-    from actviz.io.export.capture_export import with_input_embedding
     from actviz.io.export.report import write_report
     from actviz.io.export.reproduce import args_source
     from actviz.io.input_files import open_input
 
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
-    target = target_arg(args.target, loaded)
-    progress(f"capturing {inp.description} ...")
-    layers = layer_names(args.layers or None)
-    cap = actviz.capture(
-        loaded.model,
-        inp.value,
-        # A text input's saliency is read at the input embedding: captured, not shown.
-        with_input_embedding(loaded.model, inp.value, layers),
-        target=target,
-        gradients=not args.no_gradients,
-    )
+    layers, target, cap = capture_run(args, loaded, inp, progress)
     say_each(progress, cap.warnings)
     source = args_source(loaded, args, str(args.input), target)
     return lambda: write_report(
@@ -108,7 +96,7 @@ def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> 
         source=source,
         tokens=getattr(inp, "tokens", None),
         tokenizer=getattr(loaded, "tokenizer", None),
-        progress=_pages(progress),
+        progress=page_progress(progress),
     )
 
 
@@ -197,7 +185,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
         tokenizer=None if loaded is None else getattr(loaded, "tokenizer", None),
         notes=notes,
         title=f"actviz report: {args.session}",
-        progress=_pages(progress),
+        progress=page_progress(progress),
     )
 
 

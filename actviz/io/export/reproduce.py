@@ -123,10 +123,8 @@ def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:
         if edit.kind == "custom":
             fields.append(f"fn={fn_var}")
         return f"Edit({', '.join(fields)})"
-    if edit.kind == "ablate":
-        return f"ablate({channels!r}{opts})"
-    if edit.kind == "keep":
-        return f"keep({channels!r}{opts})"
+    if edit.kind in ("ablate", "keep"):
+        return f"{edit.kind}({channels!r}{opts})"
     if edit.kind == "scale":
         return f"scale({channels!r}, {edit.factor!r}{opts})"
     if edit.kind == "clamp":
@@ -332,6 +330,21 @@ def reproduce_script(
     return "\n".join(head + [""] + lines) + "\n"
 
 
+def beside_script(cap: Capture, source: RunSource | None) -> list[tuple[str, str, Any]]:
+    """``(key, file name, object)`` of what ``reproduce.py`` loads from beside it: inputs without
+    a source, weights that cannot be reopened, the inputs of patch sources."""
+    saved = []
+    if source is None or source.input is None:
+        saved.append(("inputs", "reproduce_inputs.pt", cap.inputs))
+    if source is not None and source.state is not None:
+        saved.append(("weights", "reproduce_weights.pt", dict(source.state)))
+    patches = [e for items in cap.edits.values() for e in items if e.kind == "patch"]
+    for index, edit in enumerate(patches):
+        assert edit.source is not None
+        saved.append((f"patch{index}", f"reproduce_patch{index}.pt", edit.source.inputs))
+    return saved
+
+
 def write_reproduce(
     out_dir: str | Path,
     cap: Capture,
@@ -341,30 +354,13 @@ def write_reproduce(
 ) -> list[Path]:
     """Write ``reproduce.py`` (and what it loads) into ``out_dir``; returns the files."""
     out = Path(out_dir)
-    written: list[Path] = []
-    saved: dict[str, str] = {}
-
-    def save(key: str, name: str, obj: Any) -> None:
-        path = out / name
-        torch.save(obj, path)
-        saved[key] = name
-        written.append(path)
-
-    if source is None or source.input is None:
-        save("inputs", "reproduce_inputs.pt", cap.inputs)
-    if source is not None and source.state is not None:
-        save("weights", "reproduce_weights.pt", dict(source.state))
-    index = 0
-    for items in cap.edits.values():
-        for edit in items:
-            if edit.kind == "patch":
-                assert edit.source is not None
-                save(f"patch{index}", f"reproduce_patch{index}.pt", edit.source.inputs)
-                index += 1
+    saved = beside_script(cap, source)
+    for _key, name, obj in saved:
+        torch.save(obj, out / name)
     path = out / SCRIPT_NAME
-    path.write_text(reproduce_script(cap, source, layers, files=files, saved=saved))
-    written.append(path)
-    return written
+    names = {key: name for key, name, _obj in saved}
+    path.write_text(reproduce_script(cap, source, layers, files=files, saved=names))
+    return [*(out / name for name in names.values()), path]
 
 
 def compare_script(

@@ -31,6 +31,7 @@ __all__ = [
     "attribution_images",
     "channel_pages",
     "layer_page_images",
+    "layer_pictures",
     "pick_gradcam_layer",
     "render_layer_png",
     "safe_name",
@@ -52,7 +53,7 @@ def safe_name(layer: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", layer) or "model"
 
 
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+def load_font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1 has only the fixed bitmap font
@@ -71,12 +72,16 @@ def _fit_title(
     width = max(
         body_w + 2 * margin, 320, min(_text_w(draw, title, font), _MAX_TITLE_PX) + 2 * margin
     )
-    room = width - 2 * margin
-    if _text_w(draw, title, font) > room:
-        while title and _text_w(draw, title + "…", font) > room:
-            title = title[:-1]
-        title += "…"
-    return width, title
+    return width, elide(draw, title, font, width - 2 * margin)
+
+
+def elide(draw: ImageDraw.ImageDraw, text: str, font: Any, room: int) -> str:
+    """``text``, cut with "…" to fit ``room`` pixels."""
+    if _text_w(draw, text, font) <= room:
+        return text
+    while text and _text_w(draw, text + "…", font) > room:
+        text = text[:-1]
+    return text + "…"
 
 
 def _fmt(v: float) -> str:
@@ -89,7 +94,7 @@ def _framed(
     body: Image.Image, title: str, lo: float | str, hi: float | str, cmap: str
 ) -> Image.Image:
     """Add a title above and a colour bar with its value range below ``body``."""
-    font, small = _font(14), _font(11)
+    font, small = load_font(14), load_font(11)
     bar_h, margin = 14, 8
     width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, margin)
     height = body.height + 3 * margin + 22 + bar_h + 18
@@ -132,7 +137,7 @@ def _mosaic_png(m: Mosaic, title: str, cmap: str, numbers: bool = True) -> Image
     step_y, step_x = (m.tile_h + m.pad) * scale, (m.tile_w + m.pad) * scale
     if numbers and min(step_x, step_y) >= 16:
         draw = ImageDraw.Draw(img)
-        font = _font(max(8, min(12, step_y // 4)))
+        font = load_font(max(8, min(12, step_y // 4)))
         channels = m.tile_channels  # the layer's channels, on any page and in any order
         for c in range(m.channels):
             y0, x0 = (c // m.cols) * step_y, (c % m.cols) * step_x
@@ -154,7 +159,7 @@ def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Im
     hi = max(0.0, float(finite.max())) if finite.size else 1.0
     span = (hi - lo) or 1.0
     zero_y = 10 + h * (hi - 0.0) / span
-    small = _font(11)
+    small = load_font(11)
     for i, v in enumerate(values):
         if not math.isfinite(float(v)):
             continue
@@ -170,7 +175,7 @@ def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Im
 
 
 def _titled(body: Image.Image, title: str) -> Image.Image:
-    font = _font(14)
+    font = load_font(14)
     width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, 8)
     canvas = Image.new("RGB", (width, body.height + 38), _BG)
     ImageDraw.Draw(canvas).text((8, 8), title, fill=_INK, font=font)
@@ -324,6 +329,27 @@ def layer_page_images(
             )
             pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
     return pictures
+
+
+def layer_pictures(
+    name: str,
+    kind: str,
+    layer: PreparedLayer | None,
+    grad: torch.Tensor | None,
+    cmap: str,
+    normalize: str,
+) -> list[tuple[str, Image.Image]]:
+    """A captured layer's :func:`layer_page_images` of its activations (``kind="features"``) or
+    ``|gradient|`` (``"grad"``, from ``grad`` when ``layer`` has no view of it); [] if none."""
+    if kind == "features":
+        if layer is None or layer.view is None:
+            return []
+        return layer_page_images(safe_name(name), kind, layer, cmap, normalize=normalize)
+    if grad is None:
+        return []
+    source = layer if layer is not None and layer.grad_view is not None else grad
+    title = f"|d target / d {name or 'output'}|"
+    return layer_page_images(safe_name(name), kind, source, cmap, title, normalize)
 
 
 def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> Image.Image:

@@ -136,27 +136,12 @@ class _Signature:
 
 
 def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
-    init = torch.nn.init
-    names = (
-        "uniform_",
-        "normal_",
-        "trunc_normal_",
-        "constant_",
-        "ones_",
-        "zeros_",
-        "eye_",
-        "dirac_",
-        "xavier_uniform_",
-        "xavier_normal_",
-        "kaiming_uniform_",
-        "kaiming_normal_",
-        "orthogonal_",
-        "sparse_",
-    )
-    funcs = {getattr(init, n) for n in names if hasattr(init, n)}
+    # Every in-place initialiser of torch.nn.init (uniform_, kaiming_normal_, ...).
+    init = vars(torch.nn.init)
+    funcs = {f for n, f in init.items() if n.endswith("_") and not n.startswith("_")}
     t = torch.Tensor
     funcs |= {t.normal_, t.uniform_, t.zero_, t.fill_, t.erfinv_}
-    return frozenset(funcs)
+    return frozenset(f for f in funcs if callable(f))
 
 
 class _SkipInit(TorchFunctionMode):

@@ -5,6 +5,7 @@ state_dict fitting.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -13,7 +14,7 @@ import pickle
 import re
 import sys
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,18 @@ def one_line(exc: BaseException | str, limit: int = 300) -> str:
     if len(first) > limit:
         first = first[: limit - 3] + "..."
     return first
+
+
+@contextlib.contextmanager
+def on_sys_path(*folders: str) -> Iterator[None]:
+    """``folders`` first on ``sys.path`` for the block (imports of user code beside its file)."""
+    sys.path[:0] = folders
+    try:
+        yield
+    finally:
+        for folder in folders:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
 
 
 def sniff_format(path: str | os.PathLike[str]) -> str:
@@ -179,9 +192,9 @@ def _load_trusted(path: str) -> Any:
         for f in dict.fromkeys([str(Path(path).resolve().parent), os.getcwd()])
         if f not in sys.path
     ]
-    sys.path[:0] = folders
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        with on_sys_path(*folders):
+            return torch.load(path, map_location="cpu", weights_only=False)
     except ModuleNotFoundError as exc:
         name = (exc.name or first.name or "?").split(".")[0]
         raise ModelLoadError(
@@ -191,12 +204,6 @@ def _load_trusted(path: str) -> Any:
         ) from exc
     except AttributeError as exc:
         raise ModelLoadError(_missing_class_text(path, exc)) from exc
-    finally:
-        for folder in folders:
-            try:
-                sys.path.remove(folder)
-            except ValueError:
-                pass
 
 
 def _missing_class_text(path: str, exc: AttributeError) -> str:
@@ -382,7 +389,8 @@ def fit_state_dict(
     return fitted, notes
 
 
-def _shape(t: Any) -> str:
+def shape_text(t: Any) -> str:
+    """A tensor's shape as Python writes the tuple: ``(3,)``, ``(1, 3, 8, 8)``."""
     shape = tuple(getattr(t, "shape", ()))
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -404,7 +412,7 @@ def apply_state_dict(
     missing = [k for k in target if k not in fitted]
     unexpected = [k for k in fitted if k not in target]
     mismatched = [
-        f"{k}: checkpoint {_shape(fitted[k])} vs model {_shape(target[k])}"
+        f"{k}: checkpoint {shape_text(fitted[k])} vs model {shape_text(target[k])}"
         for k in target
         if k in fitted and tuple(fitted[k].shape) != tuple(target[k].shape)
     ]
