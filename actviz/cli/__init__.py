@@ -361,17 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench_main(args.bench_args)
     commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare, "scan": cmd_scan}
-    features = _feature_modules()
-    if args.command in features:
-        module = features[args.command]
-
-        def handler(args: argparse.Namespace) -> int:
-            return module.run(args, _open, _progress)
-
-    else:
-        handler = commands.get(args.command, cmd_gui)
+    module = _feature_modules().get(args.command)
     try:
-        return handler(args)
+        if module is not None:
+            return module.run(args, _open, _progress)
+        return commands.get(args.command, cmd_gui)(args)
     except KeyboardInterrupt:
         print("actviz: interrupted", file=sys.stderr)
         return 130

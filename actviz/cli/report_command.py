@@ -106,20 +106,17 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
     from actviz.io.errors import ActvizError
     from actviz.io.export.report import write_report
     from actviz.io.export.reproduce import RunSource
-    from actviz.workspace.session_file import (
-        load_state,
-        open_model_source,
-        verify_model_source,
-    )
+    from actviz.workspace.session_file import load_state, open_model_source, verify_model_source
 
     state = load_state(args.session)
+    asked = layer_names(args.layers or None)
     notes = list(state.warnings)
     cap = state.capture
     edits = enabled_edits(state.edits)
     loaded = None
     # The model is opened only when the saved capture is not enough: none saved, or edits
     # whose "before" prediction needs the unedited run.
-    if state.model is not None and (cap is None or edits or layer_names(args.layers or None)):
+    if state.model is not None and (cap is None or edits or asked):
         check = verify_model_source(state, args.model)
         if check.status == "missing":
             if cap is None:
@@ -130,12 +127,12 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
                 progress(f"warning: {check.message}")
                 notes.append(check.message)
             loaded = open_model_source(state, args.model, trust=args.trust, device=args.device)
-    if cap is None or (loaded is not None and layer_names(args.layers or None)):
+    if cap is None or (loaded is not None and asked):
         if loaded is None or state.input is None:
             raise ActvizError(
                 f"{args.session}: the session holds no saved run, and no model and input to run"
             )
-        layers = layer_names(args.layers or None) or list(state.ticked) or None
+        layers = asked or list(state.ticked) or None
         progress(f"capturing {state.input.description or 'the session input'} ...")
         cap = actviz.capture(
             loaded.model,
@@ -163,7 +160,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
             target=state.target,
             state=state.model_weights,
         )
-    names = [n for n in (layer_names(args.layers or None) or state.ticked or cap.names) if n in cap]
+    names = [n for n in (asked or state.ticked or cap.names) if n in cap]
     inp = state.input
     return lambda: write_report(
         cap,

@@ -119,15 +119,18 @@ def _open_value(
     loaded_model: LoadedModel | None,
     size: int | tuple[int, int] | None,
 ) -> LoadedInput:
+    from PIL import Image
+
     exp = expected_input(model, loaded_model)
-    size = _normalise_size(size)
+    if size is not None:
+        size = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
     transforms = loaded_model.transforms if loaded_model is not None else None
 
     if isinstance(source, torch.Tensor):
         return _from_value(source.detach().clone(), "<tensor>", "tensor", "tensor", exp)
     if isinstance(source, np.ndarray):
         return _from_value(_array_to_tensor(source, "<array>"), "<array>", "tensor", "array", exp)
-    if _is_pil_image(source):
+    if isinstance(source, Image.Image):
         _check_takes_images("<image>", loaded_model)
         return _from_image(source, "<image>", exp, transforms, size)
     if not isinstance(source, (str, os.PathLike)):
@@ -172,23 +175,6 @@ def _check_takes_images(src: str, loaded_model: LoadedModel | None) -> None:
             f"{src}: {loaded_model.name} reads text (it has a tokenizer and no image "
             f"processor), not images; give text as {TEXT_PREFIX}your words"
         )
-
-
-def _normalise_size(size: int | tuple[int, int] | None) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    if isinstance(size, int):
-        return (size, size)
-    h, w = size
-    return (int(h), int(w))
-
-
-def _is_pil_image(obj: Any) -> bool:
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - pillow is a dependency
-        return False
-    return isinstance(obj, Image.Image)
 
 
 # --- Text ---

@@ -162,6 +162,7 @@ def write_sequence_views(
         parts = [
             heat_png(view.heat, view.tokens, title=f"{name} · tokens x features", bars=view.norms)
         ]
+        arrays = {"heat": view.heat, "norms": view.norms, "tokens": np.asarray(view.tokens)}
         if view.grad_heat is not None:
             parts.append(
                 heat_png(
@@ -173,11 +174,9 @@ def write_sequence_views(
                     symmetric=False,
                 )
             )
+            arrays.update(grad_heat=view.grad_heat, grad_norms=view.grad_norms)
         png = out / f"{base}_tokens.png"
         _stack(parts).save(png)
-        arrays = {"heat": view.heat, "norms": view.norms, "tokens": np.asarray(view.tokens)}
-        if view.grad_heat is not None:
-            arrays.update(grad_heat=view.grad_heat, grad_norms=view.grad_norms)
         npz = out / f"{base}_tokens.npz"
         np.savez_compressed(npz, **arrays)
         written += [png, npz]
