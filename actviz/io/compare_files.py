@@ -110,7 +110,7 @@ def run_compare(
     loaded_a = open_model(args)
     loaded_b = loaded_a
     if args.model_b:
-        loaded_b = open_model(replace_namespace(args, model=args.model_b))
+        loaded_b = open_model(argparse.Namespace(**{**vars(args), "model": args.model_b}))
     inp_a = open_input(args.input, loaded_model=loaded_a, as_list=args.list_input)
     inp_b = inp_a
     if args.input_b:
@@ -162,8 +162,3 @@ def run_compare(
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
-
-
-def replace_namespace(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:
-    """A copy of ``args`` with ``changes``."""
-    return argparse.Namespace(**{**vars(args), **changes})

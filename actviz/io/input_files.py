@@ -119,8 +119,6 @@ def _open_value(
     loaded_model: LoadedModel | None,
     size: int | tuple[int, int] | None,
 ) -> LoadedInput:
-    from PIL import Image
-
     exp = expected_input(model, loaded_model)
     if size is not None:
         size = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
@@ -130,7 +128,7 @@ def _open_value(
         return _from_value(source.detach().clone(), "<tensor>", "tensor", "tensor", exp)
     if isinstance(source, np.ndarray):
         return _from_value(_array_to_tensor(source, "<array>"), "<array>", "tensor", "array", exp)
-    if isinstance(source, Image.Image):
+    if _is_pil_image(source):
         _check_takes_images("<image>", loaded_model)
         return _from_image(source, "<image>", exp, transforms, size)
     if not isinstance(source, (str, os.PathLike)):
@@ -175,6 +173,12 @@ def _check_takes_images(src: str, loaded_model: LoadedModel | None) -> None:
             f"{src}: {loaded_model.name} reads text (it has a tokenizer and no image "
             f"processor), not images; give text as {TEXT_PREFIX}your words"
         )
+
+
+def _is_pil_image(obj: Any) -> bool:
+    from PIL import Image
+
+    return isinstance(obj, Image.Image)
 
 
 # --- Text ---

@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw
 from actviz.display import colormaps
 from actviz.display.prepared import DisplaySpec, RunResult
 from actviz.display.token_maps import heat_levels, token_labels
-from actviz.io.export.typeset import elide, load_font, safe_name
+from actviz.io.export.typeset import _font, elide, safe_name
 
 __all__ = ["heat_png", "sequence_inputs", "write_sequence_views"]
 
@@ -95,7 +95,7 @@ def heat_png(
     cell_h = _cell(n_rows, 3)
     cell_w = _cell(n_cols, 2)
     body = Image.fromarray(rgb).resize((n_cols * cell_w, n_rows * cell_h), Image.NEAREST)
-    font, small = load_font(13), load_font(11)
+    font, small = _font(13), _font(11)
     probe = ImageDraw.Draw(body)
     step = max(1, -(-n_rows * 12 // max(body.height, 1)))  # labels never overlap
     row_labels = [(i, _short(rows[i])) for i in range(0, n_rows, step)]

@@ -53,7 +53,7 @@ def safe_name(layer: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", layer) or "model"
 
 
-def load_font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1 has only the fixed bitmap font
@@ -94,7 +94,7 @@ def _framed(
     body: Image.Image, title: str, lo: float | str, hi: float | str, cmap: str
 ) -> Image.Image:
     """Add a title above and a colour bar with its value range below ``body``."""
-    font, small = load_font(14), load_font(11)
+    font, small = _font(14), _font(11)
     bar_h, margin = 14, 8
     width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, margin)
     height = body.height + 3 * margin + 22 + bar_h + 18
@@ -137,7 +137,7 @@ def _mosaic_png(m: Mosaic, title: str, cmap: str, numbers: bool = True) -> Image
     step_y, step_x = (m.tile_h + m.pad) * scale, (m.tile_w + m.pad) * scale
     if numbers and min(step_x, step_y) >= 16:
         draw = ImageDraw.Draw(img)
-        font = load_font(max(8, min(12, step_y // 4)))
+        font = _font(max(8, min(12, step_y // 4)))
         channels = m.tile_channels  # the layer's channels, on any page and in any order
         for c in range(m.channels):
             y0, x0 = (c // m.cols) * step_y, (c % m.cols) * step_x
@@ -159,7 +159,7 @@ def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Im
     hi = max(0.0, float(finite.max())) if finite.size else 1.0
     span = (hi - lo) or 1.0
     zero_y = 10 + h * (hi - 0.0) / span
-    small = load_font(11)
+    small = _font(11)
     for i, v in enumerate(values):
         if not math.isfinite(float(v)):
             continue
@@ -175,7 +175,7 @@ def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Im
 
 
 def _titled(body: Image.Image, title: str) -> Image.Image:
-    font = load_font(14)
+    font = _font(14)
     width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, 8)
     canvas = Image.new("RGB", (width, body.height + 38), _BG)
     ImageDraw.Draw(canvas).text((8, 8), title, fill=_INK, font=font)

@@ -30,7 +30,6 @@ __all__ = [
     "extract_weights",
     "drop_compile_prefix",
     "best_prefix",
-    "fit_state_dict",
     "apply_state_dict",
     "export_needs_trust",
     "one_line",
@@ -370,25 +369,6 @@ def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> t
     return best, scores[best]
 
 
-def fit_state_dict(
-    state_dict: Mapping[str, torch.Tensor], model_keys: set[str] | list[str]
-) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Strip wrapper prefixes (``_orig_mod.``, ``module.``, ``model.``...) so keys match the
-    model's: ``(state_dict, notes)``.
-    """
-    cleaned, notes = drop_compile_prefix(state_dict)
-    best, _ = best_prefix(cleaned, set(model_keys))
-    if not best:
-        return cleaned, notes
-    fitted = {k[len(best) :]: v for k, v in cleaned.items() if k.startswith(best)}
-    outside = [k for k in cleaned if not k.startswith(best)]
-    notes.append(f"removed prefix {best!r}")
-    if outside:
-        example = ", ".join(outside[:3])
-        notes.append(f"ignored {len(outside)} entries outside {best!r} (e.g. {example})")
-    return fitted, notes
-
-
 def shape_text(t: Any) -> str:
     """A tensor's shape as Python writes the tuple: ``(3,)``, ``(1, 3, 8, 8)``."""
     shape = tuple(getattr(t, "shape", ()))
@@ -408,7 +388,16 @@ def apply_state_dict(
     Raises ``ModelLoadError`` listing missing, unexpected and mis-shaped keys.
     """
     target = model.state_dict()
-    fitted, notes = fit_state_dict(state_dict, target.keys())
+    # Strip wrapper prefixes (_orig_mod., module., model., ...) so the keys match the model's.
+    fitted, notes = drop_compile_prefix(state_dict)
+    best, _ = best_prefix(fitted, set(target))
+    if best:
+        outside = [k for k in fitted if not k.startswith(best)]
+        fitted = {k[len(best) :]: v for k, v in fitted.items() if k.startswith(best)}
+        notes.append(f"removed prefix {best!r}")
+        if outside:
+            example = ", ".join(outside[:3])
+            notes.append(f"ignored {len(outside)} entries outside {best!r} (e.g. {example})")
     missing = [k for k in target if k not in fitted]
     unexpected = [k for k in fitted if k not in target]
     mismatched = [

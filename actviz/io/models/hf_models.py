@@ -47,7 +47,11 @@ _TOKENIZER_FILES = (
     "tokenizer.model",
     "spiece.model",
 )
-_PROCESSOR_FILE = "preprocessor_config.json"
+#: What loads a folder's tokenizer and image processor, and the files that say it has one.
+_HELPERS = {
+    "tokenizer": ("AutoTokenizer", _TOKENIZER_FILES),
+    "image processor": ("AutoImageProcessor", ("preprocessor_config.json",)),
+}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
 
@@ -224,14 +228,15 @@ def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.
         raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
 
 
-def _helper(
-    auto: Any, folder: Path, names: tuple[str, ...], trust: bool, warnings: list[str], what: str
-) -> Any:
-    """The tokenizer or image processor (``auto``) the folder holds files of, else None."""
+def _helper(transformers: Any, folder: Path, what: str, trust: bool, warnings: list[str]) -> Any:
+    """The folder's tokenizer or image processor (``what``), None when it has none."""
+    auto, names = _HELPERS[what]
     if not any((folder / n).is_file() for n in names):
         return None
     try:
-        return auto.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust)
+        return getattr(transformers, auto).from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=trust
+        )
     except Exception as exc:  # a broken one (an audio feature extractor) must not stop the model
         warnings.append(f"{folder.name}: its {what} could not be loaded ({one_line(exc)})")
         return None
@@ -318,16 +323,8 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
         # One forward needs no key/value cache; without it the output is just the logits.
         inner_config.use_cache = False
     task = task_of(type(model).__name__) or task_of(arch)
-    tokenizer = _helper(
-        transformers.AutoTokenizer, folder, _TOKENIZER_FILES, trust, warnings, "tokenizer"
-    )
-    processor = _helper(
-        transformers.AutoImageProcessor,
-        folder,
-        (_PROCESSOR_FILE,),
-        trust,
-        warnings,
-        "image processor",
+    tokenizer, processor = (
+        _helper(transformers, folder, what, trust, warnings) for what in _HELPERS
     )
     if task is None and processor is not None and tokenizer is None:
         task = "vision"

@@ -37,9 +37,3 @@ class LoadedModel:
     tokenizer: Any | None = None
     processor: Any | None = None
     weights_from: str = ""
-
-
-def ignore_arch(loaded: LoadedModel, arch: str | None) -> LoadedModel:
-    if arch:
-        loaded.warnings.append(f"arch={arch!r} ignored: {loaded.source} already defines the model")
-    return loaded

@@ -18,7 +18,7 @@ from torch import nn
 from actviz.io.errors import ModelLoadError
 from actviz.io.models import hf_models
 from actviz.io.models.checkpoints import one_line
-from actviz.io.models.loaded_model import LoadedModel, ignore_arch
+from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.model_files import BUILDERS, open_file, resolve_named, unknown_name_message
 from actviz.io.models.user_code import build_from_code, module_classes_in_file
 
@@ -108,6 +108,8 @@ def open_model(
         src = os.fspath(source)
         with hf_models.placed(where):
             loaded = _open_source(src, arch=arch, weights=weights, trust=trust, guess=guess)
+        if arch and loaded.kind not in ("state_dict", "safetensors"):
+            loaded.warnings.append(f"arch={arch!r} ignored: {src} already defines the model")
     try:
         if where is not None:
             big.dispatch(loaded.model, where)
@@ -136,11 +138,11 @@ def _open_source(
     src: str, *, arch: str | None, weights: Any, trust: bool, guess: bool
 ) -> LoadedModel:
     if src == "demo":
-        return ignore_arch(_open_demo(), arch)
+        return _open_demo()
     path = Path(src)
     if path.exists():
         if path.is_dir():
-            return ignore_arch(_open_folder(path, src, trust=trust), arch)
+            return _open_folder(path, src, trust=trust)
         if path.suffix == ".py":
             classes = module_classes_in_file(path)
             hint = f" (classes in it: {', '.join(classes[:8])})" if classes else ""
@@ -153,17 +155,15 @@ def _open_source(
     if named is not None:
         kind, name = named
         if kind == "code":
-            loaded = LoadedModel(build_from_code(name), f"{name.attr} ({name.target})", src, "code")
-        else:
-            loaded = BUILDERS[kind](name, weights, src=src)
-        return ignore_arch(loaded, arch)
+            return LoadedModel(build_from_code(name), f"{name.attr} ({name.target})", src, "code")
+        return BUILDERS[kind](name, weights, src=src)
     if hf_models.looks_like_hub_id(src):
-        return ignore_arch(hf_models.open_hf(src, trust=trust), arch)
+        return hf_models.open_hf(src, trust=trust)
     if path.suffix.lower() in _MODEL_SUFFIXES or os.sep in src or "/" in src:
         raise ModelLoadError(f"{src}: file not found")
     if hf_models.cached_hub_folder(src) is not None:
         # A canonical hub id without an organisation (gpt2, bert-base-uncased), cached.
-        return ignore_arch(hf_models.open_hf(src, trust=trust), arch)
+        return hf_models.open_hf(src, trust=trust)
     raise ModelLoadError(unknown_name_message(src, "model"))
 
 

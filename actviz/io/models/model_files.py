@@ -31,7 +31,7 @@ from actviz.io.models.checkpoints import (
     sniff_format,
     torch_load_guarded,
 )
-from actviz.io.models.loaded_model import LoadedModel, ignore_arch
+from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.user_code import CodeRef, build_from_code, parse_code_ref
 
 log = logging.getLogger(__name__)
@@ -101,9 +101,9 @@ def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: boo
             "TorchScript or torch.export .pt2 file"
         )
     if fmt == FileFormat.TORCHSCRIPT:
-        return ignore_arch(_open_torchscript(path, src), arch)
+        return _open_torchscript(path, src)
     if fmt == FileFormat.EXPORT:
-        return ignore_arch(_open_export(path, src, trust=trust), arch)
+        return _open_export(path, src, trust=trust)
     if fmt == FileFormat.SAFETENSORS:
         return _open_safetensors(path, src, arch=arch, guess=guess)
     obj = torch_load_guarded(path, trust=trust)
@@ -118,7 +118,7 @@ def _from_checkpoint_object(
         name = f"{path.name} ({type(found).__name__})"
         if where:
             log.info("%s: model taken from %s", src, where)
-        return ignore_arch(LoadedModel(found, name, src, "pickle"), arch)
+        return LoadedModel(found, name, src, "pickle")
     if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
         stored = obj["arch"]
         # timm's training script records its model name there too.

@@ -5,6 +5,7 @@ imported only here.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +31,6 @@ __all__ = [
     "imagenet_categories",
     "rank_matches",
     "resolve_name",
-    "timm_available",
     "timm_names",
 ]
 
@@ -38,15 +38,6 @@ log = logging.getLogger(__name__)
 
 _PREFIXES = ("timm:", TIMM_PREFIX)
 _HUB_HOST = "huggingface.co"
-
-
-def timm_available() -> bool:
-    """Whether timm can be imported."""
-    try:
-        import timm  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def timm_names() -> tuple[str, ...]:
@@ -101,7 +92,7 @@ def resolve_name(text: str, *, bare: bool = True) -> str | None:
     for prefix in _PREFIXES:
         if lowered.startswith(prefix):
             name = lowered[len(prefix) :]
-            if not timm_available():
+            if importlib.util.find_spec("timm") is None:
                 raise ModelLoadError(
                     f"{text}: needs the 'timm' package (pip install 'actviz[timm]')"
                 )

@@ -25,12 +25,10 @@ __all__ = [
     "OFFLINE_ENV",
     "torchvision_names",
     "resolve_weights",
-    "cached_weights_file",
     "network_available",
     "TIMM_PREFIX",
     "construct",
     "build_torchvision",
-    "weights_meta",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,30 +94,6 @@ def resolve_weights(name: str, weights: Any) -> Any:
         ) from None
 
 
-def weights_meta(
-    weights: Any,
-) -> tuple[list[str] | None, Callable[..., Any] | None, tuple[int, int] | None]:
-    """``(categories, transforms, input_size)`` from a weights enum member (None where unknown); no
-    download.
-    """
-    if weights is None:
-        return None, None, None
-    categories = weights.meta.get("categories")
-    transforms = weights.transforms()
-    crop = getattr(transforms, "crop_size", None)
-    input_size: tuple[int, int] | None = None
-    if crop:
-        crop = list(crop)
-        input_size = (int(crop[0]), int(crop[-1]))
-    return (list(categories) if categories else None), transforms, input_size
-
-
-def cached_weights_file(weights: Any) -> Path:
-    """Where ``torch.hub`` keeps (or would keep) the file for ``weights``."""
-    filename = os.path.basename(urlparse(weights.url).path)
-    return Path(torch.hub.get_dir()) / "checkpoints" / filename
-
-
 def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether ``host:443`` answers within ``timeout`` seconds (False when ``ACTVIZ_OFFLINE`` is
     set).
@@ -179,13 +153,21 @@ def build_torchvision(
     from torchvision.models import get_model, get_model_weights
 
     wanted = resolve_weights(name, weights)
-    meta_source = wanted
-    if meta_source is None:
+    meta = wanted
+    if meta is None:
         try:
-            meta_source = get_model_weights(name).DEFAULT
+            meta = get_model_weights(name).DEFAULT
         except (ValueError, KeyError, AttributeError):
-            meta_source = None
-    categories, transforms, input_size = weights_meta(meta_source)
+            meta = None
+    # What the weights enum says, known without a download (the default's when random).
+    categories: list[str] | None = None
+    transforms: Callable[..., Any] | None = None
+    input_size: tuple[int, int] | None = None
+    if meta is not None:
+        categories = list(meta.meta.get("categories") or ()) or None
+        transforms = meta.transforms()
+        crop = getattr(transforms, "crop_size", None)
+        input_size = (int(crop[0]), int(crop[-1])) if crop else None
     if num_classes is not None:
         if wanted is not None:
             raise ModelLoadError(f"{name}: pretrained weights cannot have {num_classes} classes")
@@ -208,7 +190,8 @@ def build_torchvision(
     if wanted is None:
         return built(construct(name, num_classes=num_classes), None)
     label = f"{type(wanted).__name__}.{wanted.name}"
-    cached = cached_weights_file(wanted)
+    # Where torch.hub keeps (or would keep) the file.
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(wanted.url).path)
     if not cached.is_file():
         host = urlparse(wanted.url).hostname or _DEFAULT_HOST
         if not network_available(host):
