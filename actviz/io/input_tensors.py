@@ -44,22 +44,17 @@ def _array_to_tensor(arr: np.ndarray, src: str) -> torch.Tensor:
 
 def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
     """Read .pt / .npy / .npz / .safetensors content; returns (value, word for messages)."""
-    if fmt == FileFormat.NPY:
+    if fmt in (FileFormat.NPY, FileFormat.NPZ):
         try:
-            arr = np.load(path, allow_pickle=False)
-        except ValueError as exc:
-            raise InputError(f"{src}: holds Python objects, not numbers ({one_line(exc)})") from exc
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{src}: damaged .npy file ({one_line(exc)})") from exc
-        return _array_to_tensor(arr, src), "array"
-    if fmt == FileFormat.NPZ:
-        try:
-            with np.load(path, allow_pickle=False) as npz:
+            loaded = np.load(path, allow_pickle=False)
+            if fmt == FileFormat.NPY:
+                return _array_to_tensor(loaded, src), "array"
+            with loaded as npz:
                 arrays = {name: _array_to_tensor(npz[name], src) for name in npz.files}
         except ValueError as exc:
             raise InputError(f"{src}: holds Python objects, not numbers ({one_line(exc)})") from exc
         except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise InputError(f"{src}: damaged .npz file ({one_line(exc)})") from exc
+            raise InputError(f"{src}: damaged .{fmt} file ({one_line(exc)})") from exc
         if not arrays:
             raise InputError(f"{src}: the .npz archive holds no arrays")
         if len(arrays) == 1:

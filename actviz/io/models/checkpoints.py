@@ -180,18 +180,16 @@ def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> 
 
 def _load_trusted(path: str) -> Any:
     """Fully unpickle ``path``, finding classes beside it and in the working folder."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except ModuleNotFoundError as exc:
-        first = exc
-    except AttributeError as exc:
-        raise ModelLoadError(_missing_class_text(path, exc)) from exc
     folders = [
         f
         for f in dict.fromkeys([str(Path(path).resolve().parent), os.getcwd()])
         if f not in sys.path
     ]
     try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except ModuleNotFoundError as exc:
+            first = exc
         with on_sys_path(*folders):
             return torch.load(path, map_location="cpu", weights_only=False)
     except ModuleNotFoundError as exc:
