@@ -110,14 +110,6 @@ def task_of(class_name: str) -> str | None:
     return None
 
 
-def _import_transformers(src: str) -> Any:
-    try:
-        import transformers
-    except ImportError as exc:
-        raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
-    return transformers
-
-
 def _read_config(folder: Path, src: str) -> dict[str, Any]:
     try:
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
@@ -303,7 +295,10 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
     Raises ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
     ``TrustNeededError`` (own code without ``trust``).
     """
-    transformers = _import_transformers(src)
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
     if folder is None:
         folder = cached_hub_folder(src)
         if folder is None:

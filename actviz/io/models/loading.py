@@ -119,19 +119,15 @@ def open_model(
         raise ModelLoadError(
             f"{loaded.source}: cannot move the model to {dev} ({one_line(exc)})"
         ) from exc
-    _set_eval(loaded)
+    try:
+        loaded.model.eval()
+    except (NotImplementedError, RuntimeError) as exc:
+        loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
     # Callers show .warnings themselves (CLI on stderr, GUI in its status bar); logging them
     # at WARNING too would print each one twice through logging's last-resort handler.
     for message in loaded.warnings:
         log.info("%s", message)
     return loaded
-
-
-def _set_eval(loaded: LoadedModel) -> None:
-    try:
-        loaded.model.eval()
-    except (NotImplementedError, RuntimeError) as exc:
-        loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
 
 
 def _open_source(

@@ -120,12 +120,9 @@ def _from_checkpoint_object(
             log.info("%s: model taken from %s", src, where)
         return LoadedModel(found, name, src, "pickle")
     if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
-        stored = obj["arch"]
         # timm's training script records its model name there too.
-        if stored.lower() in zoo.torchvision_names():
-            arch = stored.lower()
-        else:
-            arch = timm_models.resolve_name(stored)
+        named = resolve_named(obj["arch"])
+        arch = named[1] if named is not None and named[0] != "code" else None
         if arch is not None:
             log.info("%s: using the architecture recorded in the file: %s", src, arch)
     if where:

@@ -218,19 +218,18 @@ def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str
     import timm
 
     cached = _cached_weights(model)
+    cfg = getattr(model, "pretrained_cfg", None) or {}
     try:
         if cached is not None:
             # source="" keeps timm from asking the hub: the cached file is loaded as a file.
             overlay = {"file": cached, "source": ""}
             built = timm.create_model(bare, pretrained=True, pretrained_cfg_overlay=overlay)
-            return built, f"cached {model.pretrained_cfg.get('hf_hub_id')}", ""
-        if not (model.pretrained_cfg or {}).get("hf_hub_id") and not (
-            model.pretrained_cfg or {}
-        ).get("url"):
+            return built, f"cached {cfg.get('hf_hub_id')}", ""
+        if not cfg.get("hf_hub_id") and not cfg.get("url"):
             return model, None, f"timm/{bare} has no pretrained weights: it uses random weights"
         if network_available(_HUB_HOST):
             built = timm.create_model(bare, pretrained=True)
-            return built, f"downloaded {model.pretrained_cfg.get('hf_hub_id')}", ""
+            return built, f"downloaded {cfg.get('hf_hub_id')}", ""
     except Exception as exc:  # noqa: BLE001 - hub, network and file errors of many kinds
         return (
             model,
