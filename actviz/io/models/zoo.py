@@ -61,7 +61,7 @@ def random_init(weights: Any) -> bool:
 
 
 def offline_note(host: str, what: str) -> str:
-    """The warning of a model left random for want of the network (``what``: how it says so)."""
+    """The warning of a model left random for want of the network; ``what`` leads to its name."""
     why = f"{OFFLINE_ENV} is set" if _offline_by_env() else f"{host} unreachable"
     return f"no network ({why}){what} uses random weights; predictions are meaningless"
 
