@@ -59,13 +59,6 @@ class ReportInfo:
     panels: tuple[tuple[str, str], ...]
 
 
-def _reproduce_text(cap: Capture, source: RunSource | None, names: Sequence[str]) -> str:
-    # The script export writes beside its arrays, under the same file names.
-    saved = {key: name for key, name, _obj in beside_script(cap, source)}
-    files = {name: f"{safe_name(name)}.npz" for name in names}
-    return reproduce_script(cap, source, names, files=files, saved=saved)
-
-
 def write_report(
     cap: Capture,
     path: str | os.PathLike[str],
@@ -212,7 +205,10 @@ def write_report(
         "<p>The script <code>actviz export</code> writes beside its arrays; it rebuilds this run "
         "with actviz's public API.</p>"
     )
-    page.add(f"<pre>{esc(_reproduce_text(cap, source, names))}</pre>")
+    # The script export writes beside its arrays, under the same file names.
+    saved = {key: name for key, name, _obj in beside_script(cap, source)}
+    files = {name: f"{safe_name(name)}.npz" for name in names}
+    page.add(f"<pre>{esc(reproduce_script(cap, source, names, files=files, saved=saved))}</pre>")
     _reproduce_files(page, cap, source)
 
     if progress is not None:

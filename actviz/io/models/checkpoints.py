@@ -331,16 +331,14 @@ def _search_weights(obj: Any, depth: int) -> tuple[Any, str] | None:
     return None
 
 
-def _drop_compile_prefix(key: str) -> str:
-    # torch.compile wraps the model as OptimizedModule and stores it under `_orig_mod`,
-    # possibly below a DDP/Lightning prefix: drop that path segment wherever it appears.
-    parts = [p for p in key.split(".") if p != "_orig_mod"]
-    return ".".join(parts)
-
-
 def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Remove torch.compile's ``_orig_mod`` segment from every key: ``(state_dict, notes)``."""
-    cleaned = {_drop_compile_prefix(key): value for key, value in state_dict.items()}
+    # torch.compile wraps the model as OptimizedModule and stores it under `_orig_mod`,
+    # possibly below a DDP/Lightning prefix: that path segment goes wherever it appears.
+    cleaned = {
+        ".".join(p for p in key.split(".") if p != "_orig_mod"): value
+        for key, value in state_dict.items()
+    }
     notes: list[str] = []
     if len(cleaned) < len(state_dict):
         notes.append("some keys collided after removing '_orig_mod.'")

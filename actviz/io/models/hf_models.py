@@ -163,16 +163,6 @@ def _model_class(
     return transformers.AutoModel, "AutoModel", ""
 
 
-def _weights_file(folder: Path, src: str) -> str:
-    for name in WEIGHT_FILES:
-        if (folder / name).is_file():
-            return name
-    raise ModelLoadError(
-        f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
-        "save the model with save_pretrained"
-    )
-
-
 @contextlib.contextmanager
 def _no_progress_bar() -> Iterator[None]:
     """transformers' own loading bar off for the block (actviz reports in its own words)."""
@@ -309,7 +299,12 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
             )
     config = _read_config(folder, src)
     cls, arch, _ = _model_class(transformers, config, src, folder, trust)
-    weights = _weights_file(folder, src)
+    weights = next((n for n in WEIGHT_FILES if (folder / n).is_file()), None)
+    if weights is None:
+        raise ModelLoadError(
+            f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
+            "save the model with save_pretrained"
+        )
     with _no_progress_bar():
         model, note = _from_pretrained(cls, folder, src, trust)
     warnings = [note] if note else []

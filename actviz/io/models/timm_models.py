@@ -5,7 +5,6 @@ imported only here.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -92,10 +91,12 @@ def resolve_name(text: str, *, bare: bool = True) -> str | None:
     for prefix in _PREFIXES:
         if lowered.startswith(prefix):
             name = lowered[len(prefix) :]
-            if importlib.util.find_spec("timm") is None:
+            try:
+                import timm  # noqa: F401
+            except ImportError:
                 raise ModelLoadError(
                     f"{text}: needs the 'timm' package (pip install 'actviz[timm]')"
-                )
+                ) from None
             if not _is_timm_model(name):
                 import difflib
 
