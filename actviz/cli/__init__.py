@@ -265,8 +265,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import actviz
-    from actviz.io.export.capture_export import export_capture, with_input_embedding
+    from actviz.io.export.capture_export import export_capture
     from actviz.io.export.reproduce import args_source
     from actviz.io.files import check_out_folder
     from actviz.io.input_files import open_input
@@ -281,23 +280,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.input, loaded_model=loaded, as_list=args.list_input
     )
     views = args.plugin_views.split(",") if args.plugin_views else None
-    layers = kit.layer_names(args.layers or None)
-    target = kit.target_arg(args.target, loaded)
-    _progress(f"capturing {inp.description} ...")
-    # A text input's saliency is read at the input embedding: captured, not written.
-    captured = with_input_embedding(loaded.model, inp.value, layers)
-    cap = actviz.capture(
-        loaded.model, inp.value, captured, target=target, gradients=not args.no_gradients
-    )
+    layers, target, cap = kit.capture_run(args, loaded, inp, _progress)
     _progress(
         f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
     )
     kit.say_each(_progress, cap.warnings)
-
-    def progress(done: int, total: int, what: str) -> None:
-        if done < total:
-            _progress(f"[{done + 1}/{total}] writing {what or '(model)'}")
-
     files = export_capture(
         cap,
         args.out,
@@ -309,7 +296,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         normalize=args.normalize,
         gradcam_layer=args.gradcam_layer,
         layers=layers,
-        progress=progress,
+        progress=kit.page_progress(_progress, "writing "),
         source=args_source(loaded, args, str(args.input), target),
         # Sequence views (token maps, attention, rollout, logit lens):
         # actviz/io/export/token_export.py
@@ -374,17 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench_main(args.bench_args)
     commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare, "scan": cmd_scan}
-    features = _feature_modules()
-    if args.command in features:
-        module = features[args.command]
-
-        def handler(args: argparse.Namespace) -> int:
-            return module.run(args, _open, _progress)
-
-    else:
-        handler = commands.get(args.command, cmd_gui)
+    module = _feature_modules().get(args.command)
     try:
-        return handler(args)
+        if module is not None:
+            return module.run(args, _open, _progress)
+        return commands.get(args.command, cmd_gui)(args)
     except KeyboardInterrupt:
         print("actviz: interrupted", file=sys.stderr)
         return 130

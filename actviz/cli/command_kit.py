@@ -81,6 +81,31 @@ def budget_arg(text: str, least: int = 1) -> int:
     return value
 
 
+def capture_run(args: argparse.Namespace, loaded: Any, inp: Any, say: Say) -> tuple[Any, ...]:
+    """``(layers, target, capture)`` of export's and report's run: ``--layers`` (a text input's
+    embedding added, where its saliency is read), ``--target``, ``--no-gradients``."""
+    import actviz
+    from actviz.io.export.capture_export import with_input_embedding
+
+    layers = layer_names(args.layers or None)
+    target = target_arg(args.target, loaded)
+    say(f"capturing {inp.description} ...")
+    captured = with_input_embedding(loaded.model, inp.value, layers)
+    gradients = not args.no_gradients
+    cap = actviz.capture(loaded.model, inp.value, captured, target=target, gradients=gradients)
+    return layers, target, cap
+
+
+def page_progress(say: Say, verb: str = "") -> Callable[[int, int, str], None]:
+    """A writer's ``progress(done, total, what)``: ``[3/10] <verb>layer1`` until done."""
+
+    def progress(done: int, total: int, what: str) -> None:
+        if done < total:
+            say(f"[{done + 1}/{total}] {verb}{what or '(model)'}")
+
+    return progress
+
+
 def say_each(say: Say, lines: Iterable[Any], prefix: str = "warning: ") -> None:
     for line in lines:
         say(f"{prefix}{line}")

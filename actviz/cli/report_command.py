@@ -8,7 +8,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, add_list_input, layer_names, say_each, target_arg
+from actviz.cli.command_kit import (
+    Opener,
+    Say,
+    add_list_input,
+    capture_run,
+    layer_names,
+    page_progress,
+    say_each,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -63,34 +71,14 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     return 0
 
 
-def _pages(progress: Callable[[str], None]) -> Callable[[int, int, str], None]:
-    def report(done: int, total: int, what: str) -> None:
-        if done < total:
-            progress(f"[{done + 1}/{total}] {what or '(model)'}")
-
-    return report
-
-
 def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> Callable[[], Any]:
-    import actviz
-    from actviz.io.export.capture_export import with_input_embedding
     from actviz.io.export.report import write_report
     from actviz.io.export.reproduce import args_source
     from actviz.io.input_files import open_input
 
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
-    target = target_arg(args.target, loaded)
-    progress(f"capturing {inp.description} ...")
-    layers = layer_names(args.layers or None)
-    cap = actviz.capture(
-        loaded.model,
-        inp.value,
-        # A text input's saliency is read at the input embedding: captured, not shown.
-        with_input_embedding(loaded.model, inp.value, layers),
-        target=target,
-        gradients=not args.no_gradients,
-    )
+    layers, target, cap = capture_run(args, loaded, inp, progress)
     say_each(progress, cap.warnings)
     source = args_source(loaded, args, str(args.input), target)
     return lambda: write_report(
@@ -108,7 +96,7 @@ def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> 
         source=source,
         tokens=getattr(inp, "tokens", None),
         tokenizer=getattr(loaded, "tokenizer", None),
-        progress=_pages(progress),
+        progress=page_progress(progress),
     )
 
 
@@ -118,20 +106,17 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
     from actviz.io.errors import ActvizError
     from actviz.io.export.report import write_report
     from actviz.io.export.reproduce import RunSource
-    from actviz.workspace.session_file import (
-        load_state,
-        open_model_source,
-        verify_model_source,
-    )
+    from actviz.workspace.session_file import load_state, open_model_source, verify_model_source
 
     state = load_state(args.session)
+    asked = layer_names(args.layers or None)
     notes = list(state.warnings)
     cap = state.capture
     edits = enabled_edits(state.edits)
     loaded = None
     # The model is opened only when the saved capture is not enough: none saved, or edits
     # whose "before" prediction needs the unedited run.
-    if state.model is not None and (cap is None or edits or layer_names(args.layers or None)):
+    if state.model is not None and (cap is None or edits or asked):
         check = verify_model_source(state, args.model)
         if check.status == "missing":
             if cap is None:
@@ -142,12 +127,12 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
                 progress(f"warning: {check.message}")
                 notes.append(check.message)
             loaded = open_model_source(state, args.model, trust=args.trust, device=args.device)
-    if cap is None or (loaded is not None and layer_names(args.layers or None)):
+    if cap is None or (loaded is not None and asked):
         if loaded is None or state.input is None:
             raise ActvizError(
                 f"{args.session}: the session holds no saved run, and no model and input to run"
             )
-        layers = layer_names(args.layers or None) or list(state.ticked) or None
+        layers = asked or list(state.ticked) or None
         progress(f"capturing {state.input.description or 'the session input'} ...")
         cap = actviz.capture(
             loaded.model,
@@ -175,7 +160,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
             target=state.target,
             state=state.model_weights,
         )
-    names = [n for n in (layer_names(args.layers or None) or state.ticked or cap.names) if n in cap]
+    names = [n for n in (asked or state.ticked or cap.names) if n in cap]
     inp = state.input
     return lambda: write_report(
         cap,
@@ -197,7 +182,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
         tokenizer=None if loaded is None else getattr(loaded, "tokenizer", None),
         notes=notes,
         title=f"actviz report: {args.session}",
-        progress=_pages(progress),
+        progress=page_progress(progress),
     )
 
 

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 from pathlib import Path
-from typing import Any
 
 from actviz.cli.command_kit import Opener, Say, existing, layer_names, report_scan, scan_progress
 from actviz.io.errors import InputError
 
 __all__ = ["cmd_scan"]
-
-
-def _silent(open_model: Opener, args: argparse.Namespace) -> Any:
-    """Open the model without the opener's lines on stderr (ranks other than 0)."""
-    import contextlib
-    import io
-
-    with contextlib.redirect_stderr(io.StringIO()):
-        return open_model(args)
 
 
 def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
@@ -82,7 +74,9 @@ def _scan(
     from actviz.data.scan import scan
     from actviz.data.sheet import write_scan
 
-    loaded = open_model(args) if rank == 0 else _silent(open_model, args)
+    # Ranks other than 0 open the model without the opener's lines on stderr.
+    with contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext():
+        loaded = open_model(args)
     if not layers:
         layers = leaf_names(loaded.model)
         say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")

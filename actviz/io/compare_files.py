@@ -20,7 +20,7 @@ from actviz.display.prepared import DisplaySpec
 from actviz.io.errors import ActvizError
 from actviz.io.export.capture_export import write_pages
 from actviz.io.export.reproduce import args_source, write_compare_reproduce
-from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, safe_name
+from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, layer_page_images, safe_name
 
 __all__ = ["run_compare", "write_comparison"]
 
@@ -61,20 +61,12 @@ def write_comparison(
         if view is None:
             continue
         title = f"{name or '(model)'} · {layer.module_type} · A - B"
-        # The export's page writer: readable PNGs and the panel's own pixels (_1x), here
-        # always symmetric about 0 in the difference map.
-        mine = write_pages(
-            out,
-            safe_name(name),
-            "features",
-            layer,
-            DIFFERENCE_CMAP,
-            {"files": []},
-            title,
-            normalize,
-            symmetric=True,
-            stem=f"diff_{safe_name(name)}",
+        # The export's pages: readable PNGs and the panel's own pixels (_1x), here always
+        # symmetric about 0 in the difference map.
+        pictures = layer_page_images(
+            safe_name(name), "features", layer, DIFFERENCE_CMAP, title, normalize, symmetric=True
         )
+        mine = write_pages(out, f"diff_{safe_name(name)}", pictures)
         written += mine
         files[name] = [p.name for p in mine]
     change = prediction_change(
@@ -118,7 +110,7 @@ def run_compare(
     loaded_a = open_model(args)
     loaded_b = loaded_a
     if args.model_b:
-        loaded_b = open_model(replace_namespace(args, model=args.model_b))
+        loaded_b = open_model(argparse.Namespace(**{**vars(args), "model": args.model_b}))
     inp_a = open_input(args.input, loaded_model=loaded_a, as_list=args.list_input)
     inp_b = inp_a
     if args.input_b:
@@ -170,8 +162,3 @@ def run_compare(
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
-
-
-def replace_namespace(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:
-    """A copy of ``args`` with ``changes``."""
-    return argparse.Namespace(**{**vars(args), **changes})

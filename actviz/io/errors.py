@@ -45,15 +45,18 @@ class ArchitectureNeededError(ModelLoadError):
 class UntrustedFileError(ActvizError):
     """Opening ``path`` would execute code stored in it (a full pickle); ``detail`` says what."""
 
+    #: What opening it would do (``{why}``: the detail, ``{name}``: the file name).
+    risk = "opening this file would run code stored in it{why}; only open {name}"
+
     def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:
         self.path = os.fspath(path)
         self.detail = detail
         name = os.path.basename(self.path) or self.path
         why = f" ({detail})" if detail else ""
         super().__init__(
-            f"{self.path}: opening this file would run code stored in it{why}; "
-            f"only open {name} if you trust where it came from: pass trust=True in Python, "
-            "--trust on the command line, or confirm the dialog in the GUI"
+            f"{self.path}: {self.risk.format(why=why, name=name)} if you trust where it came "
+            "from: pass trust=True in Python, --trust on the command line, or confirm the dialog "
+            "in the GUI"
         )
 
 
@@ -62,15 +65,8 @@ class TrustNeededError(UntrustedFileError):
     (``auto_map``, ``trust_remote_code``); an :class:`UntrustedFileError`, so callers ask once.
     """
 
-    def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:
-        super().__init__(path, detail)
-        why = f" ({detail})" if detail else ""
-        # Replace the pickle wording of the base class: here the code is the model's own.
-        self.args = (
-            f"{self.path}: this model runs Python code shipped with it{why}; only open it if "
-            "you trust where it came from: pass trust=True in Python, --trust on the command "
-            "line, or confirm the dialog in the GUI",
-        )
+    # Not the pickle wording of the base class: here the code is the model's own.
+    risk = "this model runs Python code shipped with it{why}; only open it"
 
 
 class InputError(ActvizError):

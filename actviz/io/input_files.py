@@ -52,18 +52,9 @@ log = logging.getLogger(__name__)
 TEXT_PREFIX = "text:"
 
 
-def load_input(
-    source: Any,
-    *,
-    model: nn.Module | None = None,
-    loaded_model: LoadedModel | None = None,
-    size: int | tuple[int, int] | None = None,
-    as_list: bool | None = None,
-) -> Any:
-    """Open an input and return only the value for the model; see :func:`open_input`."""
-    return open_input(
-        source, model=model, loaded_model=loaded_model, size=size, as_list=as_list
-    ).value
+def load_input(source: Any, **options: Any) -> Any:
+    """Open an input and return only the value; ``options`` as :func:`open_input` takes them."""
+    return open_input(source, **options).value
 
 
 def open_input(
@@ -129,7 +120,8 @@ def _open_value(
     size: int | tuple[int, int] | None,
 ) -> LoadedInput:
     exp = expected_input(model, loaded_model)
-    size = _normalise_size(size)
+    if size is not None:
+        size = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
     transforms = loaded_model.transforms if loaded_model is not None else None
 
     if isinstance(source, torch.Tensor):
@@ -183,20 +175,9 @@ def _check_takes_images(src: str, loaded_model: LoadedModel | None) -> None:
         )
 
 
-def _normalise_size(size: int | tuple[int, int] | None) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    if isinstance(size, int):
-        return (size, size)
-    h, w = size
-    return (int(h), int(w))
-
-
 def _is_pil_image(obj: Any) -> bool:
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - pillow is a dependency
-        return False
+    from PIL import Image
+
     return isinstance(obj, Image.Image)
 
 

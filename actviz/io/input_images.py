@@ -137,10 +137,6 @@ def _describe_transforms(transforms: Any) -> str:
     return f"via {getattr(transforms, '__name__', type(transforms).__name__)}"
 
 
-def _is_torchvision_preset(transforms: Any) -> bool:
-    return type(transforms).__module__.startswith("torchvision.transforms")
-
-
 def _from_image(
     img: Image.Image,
     src: str,
@@ -160,7 +156,7 @@ def _from_image(
     chw = torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
 
     if transforms is not None:
-        if _is_torchvision_preset(transforms):
+        if type(transforms).__module__.startswith("torchvision.transforms"):
             # torchvision presets accept float tensors: 16-bit precision survives.
             call_arg: Any = chw
         else:

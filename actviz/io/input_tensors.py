@@ -20,7 +20,7 @@ from actviz.core.structures import describe, map_tensors
 from actviz.io.errors import InputError, ModelFileAsInputError, ModelLoadError
 from actviz.io.input_images import _to_uint8_rgb
 from actviz.io.loaded_input import ExpectedInput, LoadedInput
-from actviz.io.models.checkpoints import FileFormat, extract_weights, one_line
+from actviz.io.models.checkpoints import FileFormat, extract_weights, one_line, shape_text
 
 #: Seed of ``random:`` inputs when none is given, so runs repeat.
 RANDOM_SEED = 0
@@ -44,22 +44,17 @@ def _array_to_tensor(arr: np.ndarray, src: str) -> torch.Tensor:
 
 def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
     """Read .pt / .npy / .npz / .safetensors content; returns (value, word for messages)."""
-    if fmt == FileFormat.NPY:
+    if fmt in (FileFormat.NPY, FileFormat.NPZ):
         try:
-            arr = np.load(path, allow_pickle=False)
-        except ValueError as exc:
-            raise InputError(f"{src}: holds Python objects, not numbers ({one_line(exc)})") from exc
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{src}: damaged .npy file ({one_line(exc)})") from exc
-        return _array_to_tensor(arr, src), "array"
-    if fmt == FileFormat.NPZ:
-        try:
-            with np.load(path, allow_pickle=False) as npz:
+            loaded = np.load(path, allow_pickle=False)
+            if fmt == FileFormat.NPY:
+                return _array_to_tensor(loaded, src), "array"
+            with loaded as npz:
                 arrays = {name: _array_to_tensor(npz[name], src) for name in npz.files}
         except ValueError as exc:
             raise InputError(f"{src}: holds Python objects, not numbers ({one_line(exc)})") from exc
         except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise InputError(f"{src}: damaged .npz file ({one_line(exc)})") from exc
+            raise InputError(f"{src}: damaged .{fmt} file ({one_line(exc)})") from exc
         if not arrays:
             raise InputError(f"{src}: the .npz archive holds no arrays")
         if len(arrays) == 1:
@@ -144,23 +139,29 @@ def _model_weights(obj: dict[str, Any]) -> str:
     return f"model weights (a state_dict of {len(found)} tensors, e.g. {', '.join(named[:2])})"
 
 
-def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
-    """Refuse keyword inputs the model's forward does not take, before the run fails."""
+def _forward(model: Any) -> tuple[str, list[inspect.Parameter]] | None:
+    """The class name and forward parameters of ``model``; None when unknown (TorchScript)."""
     module = getattr(model, "model", model)
     if not isinstance(module, nn.Module):
-        return
+        return None
     try:
-        params = inspect.signature(module.forward).parameters.values()
+        params = list(inspect.signature(module.forward).parameters.values())
     except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
+        return None
+    return getattr(module, "original_name", None) or type(module).__name__, params
+
+
+def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
+    """Refuse keyword inputs the model's forward does not take, before the run fails."""
+    forward = _forward(model)
+    if forward is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in forward[1]):
         return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return
+    cls, params = forward
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     names = [p.name for p in params if p.kind in kinds]
     unknown = [k for k in value if k not in names]
     if not unknown:
         return
-    cls = getattr(module, "original_name", None) or type(module).__name__
     shown = ", ".join(repr(k) for k in unknown[:4]) + (", ..." if len(unknown) > 4 else "")
     takes = ", ".join(names) if names else "no keyword inputs"
     raise InputError(
@@ -171,32 +172,24 @@ def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
 
 def _check_positional(value: tuple[Any, ...], src: str, model: Any) -> None:
     """Refuse more (or fewer) positional inputs than the model's forward takes."""
-    module = getattr(model, "model", model)
-    if not isinstance(module, nn.Module) or forward_takes_list(module):
+    forward = _forward(model)
+    if forward is None or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in forward[1]):
+        return
+    if forward_takes_list(getattr(model, "model", model)):
         return  # a detector's tuple of images is its one list argument
-    try:
-        params = list(inspect.signature(module.forward).parameters.values())
-    except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
-        return
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return
+    cls, params = forward
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     positional = [p for p in params if p.kind in kinds]
     required = [p for p in positional if p.default is inspect.Parameter.empty]
     count = len(value)
     if len(required) <= count <= len(positional):
         return
-    cls = getattr(module, "original_name", None) or type(module).__name__
     many = f"{len(required)} to {len(positional)}" if len(required) < len(positional) else ""
     names = ", ".join(p.name for p in positional)
     raise InputError(
         f"{src}: holds {count} positional input{'' if count == 1 else 's'}, but {cls}.forward "
         f"takes {many or len(positional)} ({names})"
     )
-
-
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _fit_tensor(
@@ -218,12 +211,12 @@ def _fit_tensor(
     elif t.ndim != rank:
         raise InputError(
             f"{src}: model expects {c} input channels ({exp.layer}), got a {t.ndim}-D {word} "
-            f"of shape {_shape_text(tuple(t.shape))}; expected {rank}-D {layout}"
+            f"of shape {shape_text(t)}; expected {rank}-D {layout}"
         )
     if t.shape[1] != c:
         raise InputError(
             f"{src}: model expects {c} input channels ({exp.layer}), got {article} {word} of "
-            f"shape {_shape_text(tuple(t.shape))} with {t.shape[1]} channel"
+            f"shape {shape_text(t)} with {t.shape[1]} channel"
             f"{'' if t.shape[1] == 1 else 's'}; expected {layout}"
         )
     return t, notes

@@ -31,7 +31,7 @@ from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.io.errors import ActvizError
 from actviz.io.export.reproduce import RunSource, write_reproduce
 from actviz.io.export.token_export import sequence_inputs, write_sequence_views
-from actviz.io.export.typeset import attribution_images, layer_page_images, safe_name
+from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
 
 __all__ = [
@@ -48,32 +48,12 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int, str], None]
 
 
-def write_pages(
-    out: Path,
-    base: str,
-    kind: str,
-    layer: PreparedLayer | torch.Tensor,
-    cmap: str,
-    entry: dict[str, Any],
-    title: str | None = None,
-    normalize: str | None = None,
-    *,
-    symmetric: bool | None = None,
-    stem: str | None = None,
-) -> list[Path]:
-    """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages: the
-    readable PNG and, for maps, the one-pixel-per-value ``_1x.png``. ``symmetric`` and ``stem``
-    override the window's rule and the file names (``actviz compare``'s ``diff_<layer>``).
-    """
+def write_pages(out: Path, stem: str, pictures: Sequence[tuple[str, Image.Image]]) -> list[Path]:
+    """Save :func:`~actviz.io.export.typeset.layer_page_images` pictures as ``<stem><suffix>.png``."""
     written = []
-    stem = stem or f"{base}_{kind}"
-    for suffix, picture in layer_page_images(
-        base, kind, layer, cmap, title, normalize, symmetric=symmetric
-    ):
-        path = out / f"{stem}{suffix}.png"
-        picture.save(path)
-        written.append(path)
-    entry["files"] += [p.name for p in written]
+    for suffix, picture in pictures:
+        written.append(out / f"{stem}{suffix}.png")
+        picture.save(written[-1])
     return written
 
 
@@ -119,50 +99,33 @@ def export_capture(
     cap: Capture,
     out_dir: str | Path,
     *,
-    image: np.ndarray | None = None,
-    categories: list[str] | None = None,
     model_name: str = "",
     input_name: str = "",
     input_path: str = "",
     frame: int | None = None,
     perturbation: Mapping[str, Any] | None = None,
-    cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
-    normalize: str = "channel",
-    gradcam_layer: str | None = None,
     layers: Sequence[str] | None = None,
     progress: ProgressFn | None = None,
     source: RunSource | None = None,
-    tokens: Sequence[str] | None = None,
-    model: Any = None,
-    tokenizer: Any = None,
-    logit_lens: Any = None,
-    layout: Any = None,
-    token_saliency: TokenSaliency | None = None,
     layer_writers: Sequence[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]] = (),
+    **display: Any,
 ) -> list[Path]:
     """Write everything about ``cap`` to ``out_dir``; returns every file written, summary.json last.
 
     Parameters
     ----------
-    image
-        ``(H, W, 3)`` uint8 input image for the saliency and Grad-CAM overlays.
     model_name, input_name, input_path, frame, perturbation
         Recorded in summary.json (``input_name``: the frame that ran; ``frame`` from 0, None
         outside a sequence).
-    cmap, normalize
-        As the window paints: "auto" chooses per layer; ``"channel"`` or ``"shared"``
-        (|gradient| mosaics always share one range).
-    gradcam_layer
-        Default: the last captured layer with a spatial output.
     source
         How the model and input were opened, for ``reproduce.py``.
-    tokens, model, tokenizer, logit_lens, layout, token_saliency
-        Sequence views (:mod:`actviz.io.export.token_export`); what is passed computed already
-        is not recomputed.
     layer_writers
         Plugins' layer views: ``write(out, base, prepared_layer, spec) -> files written``.
     progress
         Called as ``progress(done, total, what)``.
+    display
+        How to draw (``image``, ``categories``, ``cmap``, ``normalize``, ``gradcam_layer``) and
+        the sequence views' inputs, as :func:`prepare_export` takes them.
     """
     out = check_out_folder(out_dir)
     names = list(layers) if layers is not None else list(cap.names)
@@ -173,21 +136,9 @@ def export_capture(
         shown = ", ".join(repr(n) for n in missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise ActvizError(f"{shown} {'was' if len(missing) == 1 else 'were'} not captured{why}")
     out.mkdir(parents=True, exist_ok=True)
-    cap, prepared = prepare_export(
-        cap,
-        names,
-        image=image,
-        categories=categories,
-        cmap=cmap,
-        normalize=normalize,
-        gradcam_layer=gradcam_layer,
-        tokens=tokens,
-        model=model,
-        tokenizer=tokenizer,
-        logit_lens=logit_lens,
-        layout=layout,
-        token_saliency=token_saliency,
-    )
+    cap, prepared = prepare_export(cap, names, **display)
+    spec = prepared.spec
+    cmap, normalize, image, categories = spec.colormap, spec.normalize, spec.image, spec.categories
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
     npz_files: dict[str, str] = {}  # for reproduce.py
@@ -200,39 +151,28 @@ def export_capture(
         base = safe_name(name)
         entry: dict[str, Any] = {"type": rec.module_type, "calls": len(recs), "files": []}
         layer = prepared.layers.get(name)
-        if layer is not None and layer.view is not None:
+        features = layer_pictures(name, "features", layer, rec.grad, cmap, normalize)
+        files = write_pages(out, f"{base}_features", features)
+        if features:
             entry.update(
                 {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
             )
-            written += write_pages(out, base, "features", layer, cmap, entry, normalize=normalize)
             for write in layer_writers:
-                extra = write(out, base, layer, prepared.spec)
-                written += extra
-                entry["files"] += [p.name for p in extra]
-        if rec.grad is not None:
-            grad_layer = layer if layer is not None and layer.grad_view is not None else None
-            # Painted and scaled as the window paints |gradient| under the same choice.
-            written += write_pages(
-                out,
-                base,
-                "grad",
-                grad_layer or rec.grad,
-                cmap,
-                entry,
-                title=f"|d target / d {name or 'output'}|",
-                normalize=normalize,
-            )
+                files += write(out, base, layer, prepared.spec)
+        # Painted and scaled as the window paints |gradient| under the same choice.
+        grads = layer_pictures(name, "grad", layer, rec.grad, cmap, normalize)
+        files += write_pages(out, f"{base}_grad", grads)
         arrays = _record_arrays(recs)
         if arrays:
-            npz = out / f"{base}.npz"
-            np.savez_compressed(npz, **arrays)
-            written.append(npz)
-            entry["files"].append(npz.name)
-            npz_files[name] = npz.name
+            files.append(out / f"{base}.npz")
+            np.savez_compressed(files[-1], **arrays)
+            npz_files[name] = files[-1].name
+        entry["files"] = [p.name for p in files]
+        written += files
         layer_summary[name] = entry
     if progress is not None:
         progress(len(names), total, "saliency and Grad-CAM")
-    pictures, attribution = attribution_images(cap, prepared, image, gradcam_layer)
+    pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     for key in ("saliency", "gradcam"):
         written += _save_attribution(out, key, pictures, attribution)
     target = target_record(cap, prepared, categories)
@@ -298,6 +238,19 @@ def prepare_export(
     token_saliency: TokenSaliency | None = None,
 ) -> tuple[Capture, RunResult]:
     """The capture and its preparation (the window's exact path) for export and the report.
+
+    Parameters
+    ----------
+    image
+        ``(H, W, 3)`` uint8 input image for the saliency and Grad-CAM overlays.
+    cmap, normalize
+        As the window paints: "auto" chooses per layer; ``"channel"`` or ``"shared"``
+        (|gradient| mosaics always share one range).
+    gradcam_layer
+        Default: the last captured layer with a spatial output.
+    tokens, model, tokenizer, logit_lens, layout, token_saliency
+        Sequence views (:mod:`actviz.io.export.token_export`); what is passed computed already
+        is not recomputed.
 
     Raises ``ValueError`` for an unknown normalisation or colour map.
     """

@@ -22,7 +22,6 @@ from PIL import Image
 
 from actviz.core.records import Capture
 from actviz.core.structures import describe
-from actviz.display import colormaps
 from actviz.io.export.capture_export import prepare_export
 from actviz.io.export.report_page import (
     Page,
@@ -38,8 +37,8 @@ from actviz.io.export.report_page import (
     shape_text,
     stats_table,
 )
-from actviz.io.export.reproduce import RunSource, reproduce_script
-from actviz.io.export.typeset import attribution_images, layer_page_images, safe_name
+from actviz.io.export.reproduce import RunSource, beside_script, reproduce_script
+from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import atomic_write, check_out_file
 
 log = logging.getLogger(__name__)
@@ -60,35 +59,13 @@ class ReportInfo:
     panels: tuple[tuple[str, str], ...]
 
 
-def _reproduce_text(cap: Capture, source: RunSource | None, names: Sequence[str]) -> str:
-    # The script export writes beside its arrays, under the same file names.
-    saved: dict[str, str] = {}
-    if source is None or source.input is None:
-        saved["inputs"] = "reproduce_inputs.pt"
-    if source is not None and source.state is not None:
-        saved["weights"] = "reproduce_weights.pt"
-    index = 0
-    for items in cap.edits.values():
-        for edit in items:
-            if edit.kind == "patch":
-                saved[f"patch{index}"] = f"reproduce_patch{index}.pt"
-                index += 1
-    files = {name: f"{safe_name(name)}.npz" for name in names}
-    return reproduce_script(cap, source, names, files=files, saved=saved)
-
-
 def write_report(
     cap: Capture,
     path: str | os.PathLike[str],
     *,
-    image: np.ndarray | None = None,
-    categories: Sequence[str] | None = None,
     model_name: str = "",
     model: Any = None,
     input_name: str = "",
-    cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
-    normalize: str = "channel",
-    gradcam_layer: str | None = None,
     layers: Sequence[str] | None = None,
     source: RunSource | None = None,
     baseline: Capture | None = None,
@@ -96,19 +73,16 @@ def write_report(
     comparison_label: str = "",
     scan_sheets: Mapping[str, Image.Image | np.ndarray | bytes] | None = None,
     figures: Sequence[tuple[str, Image.Image | np.ndarray | bytes]] = (),
-    tokens: Sequence[str] | None = None,
-    tokenizer: Any = None,
-    layout: Any = None,
-    token_saliency: Any = None,
     title: str = "",
     notes: Sequence[str] = (),
     progress: ProgressFn | None = None,
+    **display: Any,
 ) -> ReportInfo:
     """Write one self-contained HTML report of ``cap`` to ``path`` (atomically).
 
     Parameters
     ----------
-    image, categories, model_name, input_name, cmap, normalize, gradcam_layer, layers, source
+    model_name, input_name, layers, source
         As :func:`~actviz.io.export.capture_export.export_capture` takes them.
     model
         An ``nn.Module`` or ``LoadedModel`` for the summary and sequence views.
@@ -120,32 +94,24 @@ def write_report(
         ``{layer: contact sheet}`` of a dataset scan.
     figures
         Further ``(title, picture)`` pairs (channel effects, visualisations).
-    tokens, tokenizer, layout, token_saliency
-        As export takes them.
     notes
         Lines shown under the title.
     progress
         Called as ``progress(done, total, what)``.
+    display
+        ``image``, ``categories``, ``cmap``, ``normalize``, ``gradcam_layer``, ``tokens``,
+        ``tokenizer``, ``layout``, ``token_saliency``: as
+        :func:`~actviz.io.export.capture_export.prepare_export` takes them.
     """
     out = Path(path)
     names = list(layers) if layers is not None else list(cap.names)
     module = getattr(model, "model", model)
-    if isinstance(module, torch.nn.Module):
-        cap = _with_input_gradient(cap, module)
-    cap, prepared = prepare_export(
-        cap,
-        names,
-        image=image,
-        categories=categories,
-        cmap=cmap,
-        normalize=normalize,
-        gradcam_layer=gradcam_layer,
-        tokens=tokens,
-        model=module if isinstance(module, torch.nn.Module) else None,
-        tokenizer=tokenizer,
-        layout=layout,
-        token_saliency=token_saliency,
-    )
+    torch_module = module if isinstance(module, torch.nn.Module) else None
+    if torch_module is not None:
+        cap = _with_input_gradient(cap, torch_module)
+    cap, prepared = prepare_export(cap, names, model=torch_module, **display)
+    spec = prepared.spec
+    cmap, normalize, image, categories = spec.colormap, spec.normalize, spec.image, spec.categories
     total = len(names) + 2
     page = Page()
     model_summary(page, cap, module, names, model_name)
@@ -164,7 +130,7 @@ def write_report(
 
     if progress is not None:
         progress(0, total, "saliency and Grad-CAM")
-    pictures, attribution = attribution_images(cap, prepared, image, gradcam_layer)
+    pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     if pictures or attribution.get("gradcam_error"):
         page.section("attribution", "Saliency and Grad-CAM")
         for key, (picture, _values) in pictures.items():
@@ -201,30 +167,11 @@ def write_report(
             f'<details id="{esc(anchor)}" open><summary>{esc(name or "(model)")} '
             f'<span class="meta">{esc(meta)}</span></summary>'
         )
-        base = safe_name(name)
-        if layer is not None and layer.view is not None:
-            for suffix, picture in layer_page_images(
-                base, "features", layer, cmap, normalize=normalize
-            ):
+        for kind, what in (("features", "activations"), ("grad", "|gradient|")):
+            for suffix, picture in layer_pictures(name, kind, layer, rec.grad, cmap, normalize):
                 if not suffix.endswith("_1x"):
                     page.figure(
-                        f"features:{name}{suffix}",
-                        picture,
-                        f"{name or '(model)'} activations{suffix}",
-                    )
-        if rec.grad is not None:
-            grad = layer if layer is not None and layer.grad_view is not None else rec.grad
-            for suffix, picture in layer_page_images(
-                base,
-                "grad",
-                grad,
-                cmap,
-                title=f"|d target / d {name or 'output'}|",
-                normalize=normalize,
-            ):
-                if not suffix.endswith("_1x"):
-                    page.figure(
-                        f"grad:{name}{suffix}", picture, f"{name or '(model)'} |gradient|{suffix}"
+                        f"{kind}:{name}{suffix}", picture, f"{name or '(model)'} {what}{suffix}"
                     )
         if layer is None or (layer.view is None and rec.grad is None):
             page.add('<p class="muted">Nothing to draw for this output.</p>')
@@ -258,7 +205,10 @@ def write_report(
         "<p>The script <code>actviz export</code> writes beside its arrays; it rebuilds this run "
         "with actviz's public API.</p>"
     )
-    page.add(f"<pre>{esc(_reproduce_text(cap, source, names))}</pre>")
+    # The script export writes beside its arrays, under the same file names.
+    saved = {key: name for key, name, _obj in beside_script(cap, source)}
+    files = {name: f"{safe_name(name)}.npz" for name in names}
+    page.add(f"<pre>{esc(reproduce_script(cap, source, names, files=files, saved=saved))}</pre>")
     _reproduce_files(page, cap, source)
 
     if progress is not None:

@@ -123,10 +123,8 @@ def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:
         if edit.kind == "custom":
             fields.append(f"fn={fn_var}")
         return f"Edit({', '.join(fields)})"
-    if edit.kind == "ablate":
-        return f"ablate({channels!r}{opts})"
-    if edit.kind == "keep":
-        return f"keep({channels!r}{opts})"
+    if edit.kind in ("ablate", "keep"):
+        return f"{edit.kind}({channels!r}{opts})"
     if edit.kind == "scale":
         return f"scale({channels!r}, {edit.factor!r}{opts})"
     if edit.kind == "clamp":
@@ -150,24 +148,6 @@ def _importable(fn: Any) -> tuple[str, str] | None:
     return None
 
 
-def _model_lines(
-    source: RunSource, saved: Mapping[str, str], notes: list[str], tag: str
-) -> list[str]:
-    model_var, loaded_var = f"model{tag}", f"loaded{tag}"
-    lines: list[str] = []
-    lines += [
-        f"{loaded_var} = open_model({_absolute(source.model)!r}, "
-        f"arch={_absolute(source.arch)!r}, weights={source.weights!r}, "
-        f"trust={source.trust!r}, device={source.device!r})",
-        f"{model_var} = {loaded_var}.model",
-    ]
-    if f"weights{tag}" in saved:
-        name = saved[f"weights{tag}"]
-        notes.append(f"{model_var} had random weights: they are loaded from {name}")
-        lines.append(f"{model_var}.load_state_dict(torch.load(HERE / {name!r}, weights_only=True))")
-    return lines
-
-
 def _open_lines(
     source: RunSource,
     saved: Mapping[str, str],
@@ -180,14 +160,23 @@ def _open_lines(
     model_var, loaded_var, x_var = f"model{tag}", f"loaded{tag}", f"x{tag}"
     if same_model_as is not None:
         lines.append(f"{loaded_var}, {model_var} = loaded{same_model_as}, model{same_model_as}")
-    elif source.model is None:
-        notes.append(f"the source of {model_var} is unknown (a module made in Python)")
-        lines.append(
-            'raise SystemExit("reproduce.py: the model was not opened from a name or file; '
-            'write how to open it below")'
-        )
-    if same_model_as is None:
-        lines += _model_lines(source, saved, notes, tag)
+    else:
+        if source.model is None:
+            notes.append(f"the source of {model_var} is unknown (a module made in Python)")
+            lines.append(
+                'raise SystemExit("reproduce.py: the model was not opened from a name or file; '
+                'write how to open it below")'
+            )
+        lines += [
+            f"{loaded_var} = open_model({_absolute(source.model)!r}, "
+            f"arch={_absolute(source.arch)!r}, weights={source.weights!r}, "
+            f"trust={source.trust!r}, device={source.device!r})",
+            f"{model_var} = {loaded_var}.model",
+        ]
+    if same_model_as is None and f"weights{tag}" in saved:
+        name = saved[f"weights{tag}"]
+        notes.append(f"{model_var} had random weights: they are loaded from {name}")
+        lines.append(f"{model_var}.load_state_dict(torch.load(HERE / {name!r}, weights_only=True))")
     if f"inputs{tag}" in saved:
         lines.append(f"{x_var} = torch.load(HERE / {saved[f'inputs{tag}']!r}, weights_only=True)")
     else:
@@ -196,6 +185,37 @@ def _open_lines(
             f"loaded_model={loaded_var}, as_list={source.list_input!r})"
         )
     return lines
+
+
+def _script(
+    head: list[str], notes: list[str], notes_title: str, body: list[str], *, edits: bool
+) -> str:
+    """A script's text: its docstring (``head``, then ``notes``), imports, ``HERE``/``OUT``, ``body``."""
+    if notes:
+        head = [*head, "", notes_title] + [f"- {n}" for n in notes]
+    imports = [
+        *([] if edits else ["import json"]),
+        "import sys",
+        "from pathlib import Path",
+        "",
+        *(["import numpy as np"] if edits else []),
+        "import torch",
+        "",
+        "import actviz",
+        *(
+            [
+                "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401"
+            ]
+            if edits
+            else []
+        ),
+        "from actviz.io.models.loading import open_model",
+        "",
+        "HERE = Path(__file__).resolve().parent",
+        'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
+        "",
+    ]
+    return "\n".join([*head, '"""', "", *imports, *body]) + "\n"
 
 
 def reproduce_script(
@@ -222,21 +242,6 @@ def reproduce_script(
         "    python reproduce.py [OUT]",
         "",
         f"Model: {source.model or '(unknown)'}   Input: {source.input or '(saved tensors)'}",
-    ]
-    lines += [
-        "import sys",
-        "from pathlib import Path",
-        "",
-        "import numpy as np",
-        "import torch",
-        "",
-        "import actviz",
-        "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401",
-        "from actviz.io.models.loading import open_model",
-        "",
-        "HERE = Path(__file__).resolve().parent",
-        'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
-        "",
     ]
     lines += _open_lines(source, saved, notes)
     lines.append("")
@@ -326,10 +331,22 @@ def reproduce_script(
         "        np.savez_compressed(OUT / FILES[name], **arrays)",
         'print(f"wrote {len(LAYERS)} layers\' arrays to {OUT}")',
     ]
-    if notes:
-        head += ["", "Not rebuilt exactly:"] + [f"- {n}" for n in notes]
-    head.append('"""')
-    return "\n".join(head + [""] + lines) + "\n"
+    return _script(head, notes, "Not rebuilt exactly:", lines, edits=True)
+
+
+def beside_script(cap: Capture, source: RunSource | None) -> list[tuple[str, str, Any]]:
+    """``(key, file name, object)`` of what ``reproduce.py`` loads from beside it: inputs without
+    a source, weights that cannot be reopened, the inputs of patch sources."""
+    saved = []
+    if source is None or source.input is None:
+        saved.append(("inputs", "reproduce_inputs.pt", cap.inputs))
+    if source is not None and source.state is not None:
+        saved.append(("weights", "reproduce_weights.pt", dict(source.state)))
+    patches = [e for items in cap.edits.values() for e in items if e.kind == "patch"]
+    for index, edit in enumerate(patches):
+        assert edit.source is not None
+        saved.append((f"patch{index}", f"reproduce_patch{index}.pt", edit.source.inputs))
+    return saved
 
 
 def write_reproduce(
@@ -341,30 +358,13 @@ def write_reproduce(
 ) -> list[Path]:
     """Write ``reproduce.py`` (and what it loads) into ``out_dir``; returns the files."""
     out = Path(out_dir)
-    written: list[Path] = []
-    saved: dict[str, str] = {}
-
-    def save(key: str, name: str, obj: Any) -> None:
-        path = out / name
-        torch.save(obj, path)
-        saved[key] = name
-        written.append(path)
-
-    if source is None or source.input is None:
-        save("inputs", "reproduce_inputs.pt", cap.inputs)
-    if source is not None and source.state is not None:
-        save("weights", "reproduce_weights.pt", dict(source.state))
-    index = 0
-    for items in cap.edits.values():
-        for edit in items:
-            if edit.kind == "patch":
-                assert edit.source is not None
-                save(f"patch{index}", f"reproduce_patch{index}.pt", edit.source.inputs)
-                index += 1
+    saved = beside_script(cap, source)
+    for _key, name, obj in saved:
+        torch.save(obj, out / name)
     path = out / SCRIPT_NAME
-    path.write_text(reproduce_script(cap, source, layers, files=files, saved=saved))
-    written.append(path)
-    return written
+    names = {key: name for key, name, _obj in saved}
+    path.write_text(reproduce_script(cap, source, layers, files=files, saved=names))
+    return [*(out / name for name in names.values()), path]
 
 
 def compare_script(
@@ -401,24 +401,7 @@ def compare_script(
         f"Run A: {source_a.model} on {source_a.input}",
         f"Run B: {source_b.model} on {source_b.input}",
     ]
-    if notes:
-        head += ["", "Notes:"] + [f"- {n}" for n in notes]
-    head.append('"""')
-    lines = [
-        "import json",
-        "import sys",
-        "from pathlib import Path",
-        "",
-        "import torch",
-        "",
-        "import actviz",
-        "from actviz.io.models.loading import open_model",
-        "",
-        "HERE = Path(__file__).resolve().parent",
-        'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
-        "",
-    ]
-    return "\n".join(head + [""] + lines + body) + "\n"
+    return _script(head, notes, "Notes:", body, edits=False)
 
 
 def write_compare_reproduce(

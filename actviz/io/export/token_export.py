@@ -5,18 +5,18 @@ window's own prepared result, so files show the window's arrays, maps and levels
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from actviz.display import colormaps
 from actviz.display.prepared import DisplaySpec, RunResult
 from actviz.display.token_maps import heat_levels, token_labels
+from actviz.io.export.typeset import _font, elide, safe_name
 
 __all__ = ["heat_png", "sequence_inputs", "write_sequence_views"]
 
@@ -28,17 +28,6 @@ _LABEL_CHARS = 16
 #: A picture widens to show its whole title and range line up to this width; longer ones
 #: are cut with "…" (export's rule for its own pictures).
 _MAX_TITLE_PX = 1800
-
-
-def _font(size: int) -> Any:
-    try:
-        return ImageFont.load_default(size=size)
-    except TypeError:  # Pillow < 10.1
-        return ImageFont.load_default()
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "model"
 
 
 def _short(label: str) -> str:
@@ -129,7 +118,7 @@ def heat_png(
     canvas = Image.new("RGB", (width, height), _BG)
     draw = ImageDraw.Draw(canvas)
     for (text, f), y in zip(heads, (6, 24), strict=True):
-        draw.text((8, y), _elide(draw, text, f, width - 16), fill=_INK, font=f)
+        draw.text((8, y), elide(draw, text, f, width - 16), fill=_INK, font=f)
     x0 = left + 4
     canvas.paste(body, (x0, top))
     for i, text in row_labels:
@@ -169,10 +158,11 @@ def write_sequence_views(
         view = layer.tokens if layer is not None else None
         if view is None:
             continue
-        base = _safe(name)
+        base = safe_name(name)
         parts = [
             heat_png(view.heat, view.tokens, title=f"{name} · tokens x features", bars=view.norms)
         ]
+        arrays = {"heat": view.heat, "norms": view.norms, "tokens": np.asarray(view.tokens)}
         if view.grad_heat is not None:
             parts.append(
                 heat_png(
@@ -184,11 +174,9 @@ def write_sequence_views(
                     symmetric=False,
                 )
             )
+            arrays.update(grad_heat=view.grad_heat, grad_norms=view.grad_norms)
         png = out / f"{base}_tokens.png"
         _stack(parts).save(png)
-        arrays = {"heat": view.heat, "norms": view.norms, "tokens": np.asarray(view.tokens)}
-        if view.grad_heat is not None:
-            arrays.update(grad_heat=view.grad_heat, grad_norms=view.grad_norms)
         npz = out / f"{base}_tokens.npz"
         np.savez_compressed(npz, **arrays)
         written += [png, npz]
@@ -203,34 +191,25 @@ def write_sequence_views(
             heads = attention.heads(name, sample)
             labels = token_labels(heads.shape[-1], tokens, result.spec.layout)
             rows = token_labels(heads.shape[-2], tokens, result.spec.layout)
-            mean = attention.mean(name, sample)
+            maps = [(attention.mean(name, sample), f"mean of {heads.shape[0]} heads")]
+            maps += [(h, f"head {i}") for i, h in enumerate(heads)]
             parts = [
                 heat_png(
-                    mean,
+                    heat,
                     rows,
                     cols=labels,
-                    title=f"{name} · mean of {heads.shape[0]} heads",
+                    title=f"{name} · {what}",
                     symmetric=False,
-                    levels=(0.0, float(mean.max()) or 1.0),
+                    levels=(0.0, float(heat.max()) or 1.0),
                 )
+                for heat, what in maps
             ]
-            parts += [
-                heat_png(
-                    h,
-                    rows,
-                    cols=labels,
-                    title=f"{name} · head {i}",
-                    symmetric=False,
-                    levels=(0.0, float(h.max()) or 1.0),
-                )
-                for i, h in enumerate(heads)
-            ]
-            png = out / f"attention_{_safe(name)}.png"
+            png = out / f"attention_{safe_name(name)}.png"
             _grid(parts).save(png)
             written.append(png)
             files.append(png.name)
         npz = out / "attention.npz"
-        np.savez_compressed(npz, **{_safe(n): attention.probs[n] for n in attention.layers})
+        np.savez_compressed(npz, **{safe_name(n): attention.probs[n] for n in attention.layers})
         written.append(npz)
         summary["attention"] = {"layers": list(attention.layers), "files": [*files, npz.name]}
     if result.logit_lens is not None:
@@ -251,14 +230,6 @@ def write_sequence_views(
         written.append(path)
         summary["logit_lens"] = path.name
     return written, summary
-
-
-def _elide(draw: ImageDraw.ImageDraw, text: str, font: Any, room: int) -> str:
-    if draw.textlength(text, font=font) <= room:
-        return text
-    while text and draw.textlength(text + "…", font=font) > room:
-        text = text[:-1]
-    return text + "…"
 
 
 def _stack(parts: list[Image.Image]) -> Image.Image:

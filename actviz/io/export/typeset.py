@@ -31,6 +31,7 @@ __all__ = [
     "attribution_images",
     "channel_pages",
     "layer_page_images",
+    "layer_pictures",
     "pick_gradcam_layer",
     "render_layer_png",
     "safe_name",
@@ -71,12 +72,16 @@ def _fit_title(
     width = max(
         body_w + 2 * margin, 320, min(_text_w(draw, title, font), _MAX_TITLE_PX) + 2 * margin
     )
-    room = width - 2 * margin
-    if _text_w(draw, title, font) > room:
-        while title and _text_w(draw, title + "…", font) > room:
-            title = title[:-1]
-        title += "…"
-    return width, title
+    return width, elide(draw, title, font, width - 2 * margin)
+
+
+def elide(draw: ImageDraw.ImageDraw, text: str, font: Any, room: int) -> str:
+    """``text``, cut with "…" to fit ``room`` pixels."""
+    if _text_w(draw, text, font) <= room:
+        return text
+    while text and _text_w(draw, text + "…", font) > room:
+        text = text[:-1]
+    return text + "…"
 
 
 def _fmt(v: float) -> str:
@@ -324,6 +329,27 @@ def layer_page_images(
             )
             pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
     return pictures
+
+
+def layer_pictures(
+    name: str,
+    kind: str,
+    layer: PreparedLayer | None,
+    grad: torch.Tensor | None,
+    cmap: str,
+    normalize: str,
+) -> list[tuple[str, Image.Image]]:
+    """A captured layer's :func:`layer_page_images` of its activations (``kind="features"``) or
+    ``|gradient|`` (``"grad"``, from ``grad`` when ``layer`` has no view of it); [] if none."""
+    if kind == "features":
+        if layer is None or layer.view is None:
+            return []
+        return layer_page_images(safe_name(name), kind, layer, cmap, normalize=normalize)
+    if grad is None:
+        return []
+    source = layer if layer is not None and layer.grad_view is not None else grad
+    title = f"|d target / d {name or 'output'}|"
+    return layer_page_images(safe_name(name), kind, source, cmap, title, normalize)
 
 
 def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> Image.Image:

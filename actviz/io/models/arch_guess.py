@@ -135,34 +135,19 @@ class _Signature:
 # --- Signatures ---
 
 
-def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
-    init = torch.nn.init
-    names = (
-        "uniform_",
-        "normal_",
-        "trunc_normal_",
-        "constant_",
-        "ones_",
-        "zeros_",
-        "eye_",
-        "dirac_",
-        "xavier_uniform_",
-        "xavier_normal_",
-        "kaiming_uniform_",
-        "kaiming_normal_",
-        "orthogonal_",
-        "sparse_",
-    )
-    funcs = {getattr(init, n) for n in names if hasattr(init, n)}
-    t = torch.Tensor
-    funcs |= {t.normal_, t.uniform_, t.zero_, t.fill_, t.erfinv_}
-    return frozenset(funcs)
-
-
 class _SkipInit(TorchFunctionMode):
     """Make random initialisers no-ops on this thread: only shapes are read."""
 
-    _skipped = _skipped_initialisers()
+    # Every in-place initialiser of torch.nn.init (uniform_, kaiming_normal_, ...) and Tensor's.
+    _skipped = frozenset(
+        [
+            *(f for n, f in vars(torch.nn.init).items() if n.endswith("_") and n[0] != "_"),
+            *(
+                getattr(torch.Tensor, n)
+                for n in ("normal_", "uniform_", "zero_", "fill_", "erfinv_")
+            ),
+        ]
+    )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         if func in self._skipped:
@@ -333,10 +318,6 @@ def _verb(count: int, plural: str) -> str:
     return plural if count != 1 else {"are": "is", "differ": "differs"}[plural]
 
 
-def _example(keys: list[str]) -> str:
-    return f" (e.g. {keys[0]})" if keys else ""
-
-
 def _score(
     name: str,
     zoo_name: str,
@@ -363,7 +344,9 @@ def _score(
         score = _NO_FIT * similarity
         parts = [f"{matched} of {len(ckpt)} tensors match"]
         if differ:
-            parts.append(f"{len(differ)} {_verb(len(differ), 'differ')} in shape{_example(differ)}")
+            parts.append(
+                f"{len(differ)} {_verb(len(differ), 'differ')} in shape (e.g. {differ[0]})"
+            )
         if missing:
             parts.append(f"{missing} of the model's {_verb(missing, 'are')} missing")
         if unexpected:
@@ -402,13 +385,10 @@ def _compare(name: str, zoo_name: str, ckpt: Mapping[str, Shape]) -> ArchGuess |
     return adapted if adapted.matched > guess.matched else guess
 
 
-def _zoo_of(name: str) -> str:
-    return "timm" if name.startswith(zoo.TIMM_PREFIX) else "torchvision"
-
-
 def compare_architecture(state_dict: Mapping[str, Any], name: str) -> ArchGuess | None:
     """Score one named architecture against a state_dict; None when it cannot be built."""
-    return _compare(name, _zoo_of(name), _checkpoint_shapes(state_dict))
+    zoo_name = "timm" if name.startswith(zoo.TIMM_PREFIX) else "torchvision"
+    return _compare(name, zoo_name, _checkpoint_shapes(state_dict))
 
 
 def guess_architecture(

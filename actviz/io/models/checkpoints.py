@@ -5,6 +5,7 @@ state_dict fitting.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -13,7 +14,7 @@ import pickle
 import re
 import sys
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ __all__ = [
     "extract_weights",
     "drop_compile_prefix",
     "best_prefix",
-    "fit_state_dict",
     "apply_state_dict",
     "export_needs_trust",
     "one_line",
@@ -71,6 +71,18 @@ def one_line(exc: BaseException | str, limit: int = 300) -> str:
     if len(first) > limit:
         first = first[: limit - 3] + "..."
     return first
+
+
+@contextlib.contextmanager
+def on_sys_path(*folders: str) -> Iterator[None]:
+    """``folders`` first on ``sys.path`` for the block (imports of user code beside its file)."""
+    sys.path[:0] = folders
+    try:
+        yield
+    finally:
+        for folder in folders:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
 
 
 def sniff_format(path: str | os.PathLike[str]) -> str:
@@ -168,20 +180,18 @@ def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> 
 
 def _load_trusted(path: str) -> Any:
     """Fully unpickle ``path``, finding classes beside it and in the working folder."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except ModuleNotFoundError as exc:
-        first = exc
-    except AttributeError as exc:
-        raise ModelLoadError(_missing_class_text(path, exc)) from exc
     folders = [
         f
         for f in dict.fromkeys([str(Path(path).resolve().parent), os.getcwd()])
         if f not in sys.path
     ]
-    sys.path[:0] = folders
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except ModuleNotFoundError as exc:
+            first = exc
+        with on_sys_path(*folders):
+            return torch.load(path, map_location="cpu", weights_only=False)
     except ModuleNotFoundError as exc:
         name = (exc.name or first.name or "?").split(".")[0]
         raise ModelLoadError(
@@ -191,12 +201,6 @@ def _load_trusted(path: str) -> Any:
         ) from exc
     except AttributeError as exc:
         raise ModelLoadError(_missing_class_text(path, exc)) from exc
-    finally:
-        for folder in folders:
-            try:
-                sys.path.remove(folder)
-            except ValueError:
-                pass
 
 
 def _missing_class_text(path: str, exc: AttributeError) -> str:
@@ -327,16 +331,14 @@ def _search_weights(obj: Any, depth: int) -> tuple[Any, str] | None:
     return None
 
 
-def _drop_compile_prefix(key: str) -> str:
-    # torch.compile wraps the model as OptimizedModule and stores it under `_orig_mod`,
-    # possibly below a DDP/Lightning prefix: drop that path segment wherever it appears.
-    parts = [p for p in key.split(".") if p != "_orig_mod"]
-    return ".".join(parts)
-
-
 def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Remove torch.compile's ``_orig_mod`` segment from every key: ``(state_dict, notes)``."""
-    cleaned = {_drop_compile_prefix(key): value for key, value in state_dict.items()}
+    # torch.compile wraps the model as OptimizedModule and stores it under `_orig_mod`,
+    # possibly below a DDP/Lightning prefix: that path segment goes wherever it appears.
+    cleaned = {
+        ".".join(p for p in key.split(".") if p != "_orig_mod"): value
+        for key, value in state_dict.items()
+    }
     notes: list[str] = []
     if len(cleaned) < len(state_dict):
         notes.append("some keys collided after removing '_orig_mod.'")
@@ -363,26 +365,8 @@ def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> t
     return best, scores[best]
 
 
-def fit_state_dict(
-    state_dict: Mapping[str, torch.Tensor], model_keys: set[str] | list[str]
-) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Strip wrapper prefixes (``_orig_mod.``, ``module.``, ``model.``...) so keys match the
-    model's: ``(state_dict, notes)``.
-    """
-    cleaned, notes = drop_compile_prefix(state_dict)
-    best, _ = best_prefix(cleaned, set(model_keys))
-    if not best:
-        return cleaned, notes
-    fitted = {k[len(best) :]: v for k, v in cleaned.items() if k.startswith(best)}
-    outside = [k for k in cleaned if not k.startswith(best)]
-    notes.append(f"removed prefix {best!r}")
-    if outside:
-        example = ", ".join(outside[:3])
-        notes.append(f"ignored {len(outside)} entries outside {best!r} (e.g. {example})")
-    return fitted, notes
-
-
-def _shape(t: Any) -> str:
+def shape_text(t: Any) -> str:
+    """A tensor's shape as Python writes the tuple: ``(3,)``, ``(1, 3, 8, 8)``."""
     shape = tuple(getattr(t, "shape", ()))
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -400,11 +384,20 @@ def apply_state_dict(
     Raises ``ModelLoadError`` listing missing, unexpected and mis-shaped keys.
     """
     target = model.state_dict()
-    fitted, notes = fit_state_dict(state_dict, target.keys())
+    # Strip wrapper prefixes (_orig_mod., module., model., ...) so the keys match the model's.
+    fitted, notes = drop_compile_prefix(state_dict)
+    best, _ = best_prefix(fitted, set(target))
+    if best:
+        outside = [k for k in fitted if not k.startswith(best)]
+        fitted = {k[len(best) :]: v for k, v in fitted.items() if k.startswith(best)}
+        notes.append(f"removed prefix {best!r}")
+        if outside:
+            example = ", ".join(outside[:3])
+            notes.append(f"ignored {len(outside)} entries outside {best!r} (e.g. {example})")
     missing = [k for k in target if k not in fitted]
     unexpected = [k for k in fitted if k not in target]
     mismatched = [
-        f"{k}: checkpoint {_shape(fitted[k])} vs model {_shape(target[k])}"
+        f"{k}: checkpoint {shape_text(fitted[k])} vs model {shape_text(target[k])}"
         for k in target
         if k in fitted and tuple(fitted[k].shape) != tuple(target[k].shape)
     ]

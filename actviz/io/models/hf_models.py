@@ -10,8 +10,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
+from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
-    "HFModel",
     "ProcessorTransform",
     "cached_hub_folder",
     "is_model_folder",
@@ -48,28 +47,13 @@ _TOKENIZER_FILES = (
     "tokenizer.model",
     "spiece.model",
 )
-_PROCESSOR_FILE = "preprocessor_config.json"
+#: What loads a folder's tokenizer and image processor, and the files that say it has one.
+_HELPERS = {
+    "tokenizer": ("AutoTokenizer", _TOKENIZER_FILES),
+    "image processor": ("AutoImageProcessor", ("preprocessor_config.json",)),
+}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
-
-
-@dataclass
-class HFModel:
-    """A transformers model with what its folder says about feeding it: ``task`` (:func:`task_of`),
-    ``tokenizer``/``processor``, ``categories`` (``config.id2label``), image ``transforms`` and
-    ``input_size``, and ``warnings``.
-    """
-
-    model: nn.Module
-    name: str
-    folder: Path
-    task: str | None = None
-    tokenizer: Any | None = None
-    processor: Any | None = None
-    categories: list[str] | None = None
-    transforms: Callable[..., Any] | None = None
-    input_size: tuple[int, int] | None = None
-    warnings: list[str] = field(default_factory=list)
 
 
 def is_model_folder(path: Path) -> bool:
@@ -126,14 +110,6 @@ def task_of(class_name: str) -> str | None:
     return None
 
 
-def _import_transformers(src: str) -> Any:
-    try:
-        import transformers
-    except ImportError as exc:
-        raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
-    return transformers
-
-
 def _read_config(folder: Path, src: str) -> dict[str, Any]:
     try:
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
@@ -187,16 +163,6 @@ def _model_class(
     return transformers.AutoModel, "AutoModel", ""
 
 
-def _weights_file(folder: Path, src: str) -> str:
-    for name in WEIGHT_FILES:
-        if (folder / name).is_file():
-            return name
-    raise ModelLoadError(
-        f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
-        "save the model with save_pretrained"
-    )
-
-
 @contextlib.contextmanager
 def _no_progress_bar() -> Iterator[None]:
     """transformers' own loading bar off for the block (actviz reports in its own words)."""
@@ -228,13 +194,6 @@ def placed(where: dict[str, Any] | None) -> Any:
 
 def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.Module, str]:
     """Load with eager attention; fall back to the default for models that lack it."""
-    with _no_progress_bar():
-        return _from_pretrained_eager_first(cls, folder, src, trust)
-
-
-def _from_pretrained_eager_first(
-    cls: Any, folder: Path, src: str, trust: bool
-) -> tuple[nn.Module, str]:
     kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
     kwargs.update(_PLACEMENT[-1])
     try:
@@ -251,31 +210,17 @@ def _from_pretrained_eager_first(
         raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
 
 
-def _has_any(folder: Path, names: tuple[str, ...]) -> bool:
-    return any((folder / n).is_file() for n in names)
-
-
-def _tokenizer(transformers: Any, folder: Path, trust: bool, warnings: list[str]) -> Any:
-    if not _has_any(folder, _TOKENIZER_FILES):
+def _helper(transformers: Any, folder: Path, what: str, trust: bool, warnings: list[str]) -> Any:
+    """The folder's tokenizer or image processor (``what``), None when it has none."""
+    auto, names = _HELPERS[what]
+    if not any((folder / n).is_file() for n in names):
         return None
     try:
-        return transformers.AutoTokenizer.from_pretrained(
+        return getattr(transformers, auto).from_pretrained(
             str(folder), local_files_only=True, trust_remote_code=trust
         )
-    except Exception as exc:  # a broken tokenizer must not keep the model from opening
-        warnings.append(f"{folder.name}: its tokenizer could not be loaded ({one_line(exc)})")
-        return None
-
-
-def _processor(transformers: Any, folder: Path, trust: bool, warnings: list[str]) -> Any:
-    if not (folder / _PROCESSOR_FILE).is_file():
-        return None
-    try:
-        return transformers.AutoImageProcessor.from_pretrained(
-            str(folder), local_files_only=True, trust_remote_code=trust
-        )
-    except Exception as exc:  # e.g. a feature extractor for audio: not an image processor
-        warnings.append(f"{folder.name}: its image processor could not be loaded ({one_line(exc)})")
+    except Exception as exc:  # a broken one (an audio feature extractor) must not stop the model
+        warnings.append(f"{folder.name}: its {what} could not be loaded ({one_line(exc)})")
         return None
 
 
@@ -334,13 +279,16 @@ def _categories(model: nn.Module, task: str | None) -> list[str] | None:
         return None
 
 
-def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFModel:
+def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> LoadedModel:
     """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache.
 
     Raises ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
     ``TrustNeededError`` (own code without ``trust``).
     """
-    transformers = _import_transformers(src)
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
     if folder is None:
         folder = cached_hub_folder(src)
         if folder is None:
@@ -351,30 +299,38 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFM
             )
     config = _read_config(folder, src)
     cls, arch, _ = _model_class(transformers, config, src, folder, trust)
-    weights = _weights_file(folder, src)
-    model, note = _from_pretrained(cls, folder, src, trust)
+    weights = next((n for n in WEIGHT_FILES if (folder / n).is_file()), None)
+    if weights is None:
+        raise ModelLoadError(
+            f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
+            "save the model with save_pretrained"
+        )
+    with _no_progress_bar():
+        model, note = _from_pretrained(cls, folder, src, trust)
     warnings = [note] if note else []
     inner_config = getattr(model, "config", None)
     if inner_config is not None and getattr(inner_config, "use_cache", False):
         # One forward needs no key/value cache; without it the output is just the logits.
         inner_config.use_cache = False
     task = task_of(type(model).__name__) or task_of(arch)
-    tokenizer = _tokenizer(transformers, folder, trust, warnings)
-    processor = _processor(transformers, folder, trust, warnings)
+    tokenizer, processor = (
+        _helper(transformers, folder, what, trust, warnings) for what in _HELPERS
+    )
     if task is None and processor is not None and tokenizer is None:
         task = "vision"
     transforms = ProcessorTransform(processor) if processor is not None else None
     label = Path(src).name if folder is not None and Path(src).exists() else src
     log.info("%s: %s loaded from %s (%s)", src, type(model).__name__, folder, weights)
-    return HFModel(
-        model=model,
-        name=f"{label} ({type(model).__name__})",
-        folder=folder,
-        task=task,
-        tokenizer=tokenizer,
-        processor=processor,
+    return LoadedModel(
+        model,
+        f"{label} ({type(model).__name__})",
+        src,
+        "hf",
         categories=_categories(model, task),
         transforms=transforms,
         input_size=transforms.input_size if transforms is not None else None,
         warnings=warnings,
+        task=task,
+        tokenizer=tokenizer,
+        processor=processor,
     )

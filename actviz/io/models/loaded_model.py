@@ -1,18 +1,15 @@
-"""What an opened model is (:class:`LoadedModel`), and the messages shared by opening by name and
-from files.
-"""
+"""What an opened model is (:class:`LoadedModel`)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from actviz.io.models import timm_models, zoo
-from actviz.io.models.arch_guess import ArchGuess
+if TYPE_CHECKING:
+    from actviz.io.models.arch_guess import ArchGuess
 
 
 @dataclass
@@ -40,54 +37,3 @@ class LoadedModel:
     tokenizer: Any | None = None
     processor: Any | None = None
     weights_from: str = ""
-
-
-def from_built(built: Any, name: str, src: str, kind: str, **extra: Any) -> LoadedModel:
-    """The LoadedModel of a zoo's build result (torchvision, timm, Hugging Face)."""
-    return LoadedModel(
-        built.model,
-        name,
-        src,
-        kind,
-        categories=built.categories,
-        transforms=built.transforms,
-        input_size=built.input_size,
-        warnings=list(built.warnings),
-        **extra,
-    )
-
-
-#: The forms a model or an architecture may be named in, for error messages.
-ACCEPTED_FORMS = (
-    "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
-    "saved with save_pretrained, file.py:ClassName or package.module:factory"
-)
-
-
-def unknown_name_message(name: str, what: str) -> str:
-    """The one-line error for an unknown ``what`` (model or architecture), with close names."""
-    lowered = name.lower()
-    torchvision = zoo.torchvision_names()
-    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names()]))
-    if what == "model":
-        known.append("demo")
-    close = difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)
-    # timm's names are typed with their prefix where torchvision has no model of that name.
-    shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]
-    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
-    lead = (
-        f"{name}: unknown model: not a file, 'demo', "
-        if what == "model"
-        else f"arch {name!r}: unknown architecture: give "
-    )
-    forms = ACCEPTED_FORMS
-    if what == "model":
-        forms = forms.replace(" or package.module:factory", ", package.module:factory")
-        forms += " or a Hugging Face hub id already in the local cache (openai-community/gpt2)"
-    return f"{lead}{forms}{hint}"
-
-
-def ignore_arch(loaded: LoadedModel, arch: str | None) -> LoadedModel:
-    if arch:
-        loaded.warnings.append(f"arch={arch!r} ignored: {loaded.source} already defines the model")
-    return loaded

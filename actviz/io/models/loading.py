@@ -16,16 +16,11 @@ import torch
 from torch import nn
 
 from actviz.io.errors import ModelLoadError
-from actviz.io.models import hf_models, timm_models, zoo
+from actviz.io.models import hf_models
 from actviz.io.models.checkpoints import one_line
-from actviz.io.models.loaded_model import (
-    LoadedModel,
-    from_built,
-    ignore_arch,
-    unknown_name_message,
-)
-from actviz.io.models.model_files import open_file
-from actviz.io.models.user_code import build_from_code, module_classes_in_file, parse_code_ref
+from actviz.io.models.loaded_model import LoadedModel
+from actviz.io.models.model_files import BUILDERS, open_file, resolve_named, unknown_name_message
+from actviz.io.models.user_code import build_from_code, module_classes_in_file
 
 __all__ = ["open_model", "load_model", "resolve_device"]
 
@@ -56,30 +51,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-def load_model(
-    source: str | os.PathLike[str] | nn.Module,
-    *,
-    arch: str | None = None,
-    weights: Any = "DEFAULT",
-    trust: bool = False,
-    device: str | torch.device = "cpu",
-    guess: bool = True,
-    device_map: Any = None,
-    max_memory: dict | None = None,
-    offload_folder: str | os.PathLike[str] | None = None,
-) -> nn.Module:
-    """Open a model and return only the module; see :func:`open_model`."""
-    return open_model(
-        source,
-        arch=arch,
-        weights=weights,
-        trust=trust,
-        device=device,
-        guess=guess,
-        device_map=device_map,
-        max_memory=max_memory,
-        offload_folder=offload_folder,
-    ).model
+def load_model(source: str | os.PathLike[str] | nn.Module, **options: Any) -> nn.Module:
+    """Open a model and return only the module; ``options`` as :func:`open_model` takes them."""
+    return open_model(source, **options).model
 
 
 def open_model(
@@ -134,6 +108,8 @@ def open_model(
         src = os.fspath(source)
         with hf_models.placed(where):
             loaded = _open_source(src, arch=arch, weights=weights, trust=trust, guess=guess)
+        if arch and loaded.kind not in ("state_dict", "safetensors"):
+            loaded.warnings.append(f"arch={arch!r} ignored: {src} already defines the model")
     try:
         if where is not None:
             big.dispatch(loaded.model, where)
@@ -143,7 +119,10 @@ def open_model(
         raise ModelLoadError(
             f"{loaded.source}: cannot move the model to {dev} ({one_line(exc)})"
         ) from exc
-    _set_eval(loaded)
+    try:
+        loaded.model.eval()
+    except (NotImplementedError, RuntimeError) as exc:
+        loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
     # Callers show .warnings themselves (CLI on stderr, GUI in its status bar); logging them
     # at WARNING too would print each one twice through logging's last-resort handler.
     for message in loaded.warnings:
@@ -151,22 +130,15 @@ def open_model(
     return loaded
 
 
-def _set_eval(loaded: LoadedModel) -> None:
-    try:
-        loaded.model.eval()
-    except (NotImplementedError, RuntimeError) as exc:
-        loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
-
-
 def _open_source(
     src: str, *, arch: str | None, weights: Any, trust: bool, guess: bool
 ) -> LoadedModel:
     if src == "demo":
-        return ignore_arch(_open_demo(), arch)
+        return _open_demo()
     path = Path(src)
     if path.exists():
         if path.is_dir():
-            return ignore_arch(_open_folder(path, src, trust=trust), arch)
+            return _open_folder(path, src, trust=trust)
         if path.suffix == ".py":
             classes = module_classes_in_file(path)
             hint = f" (classes in it: {', '.join(classes[:8])})" if classes else ""
@@ -175,60 +147,31 @@ def _open_source(
                 f"{src}:factory_function{hint}"
             )
         return open_file(path, src, arch=arch, trust=trust, guess=guess)
-    # Before code references: "timm:NAME" has the form of "package.module:name".
-    timm_name = timm_models.resolve_name(src, bare=False)
-    if timm_name is not None:
-        return ignore_arch(_open_timm(timm_name, src, weights), arch)
-    ref = parse_code_ref(src)
-    if ref is not None:
-        model = build_from_code(ref)
-        return ignore_arch(LoadedModel(model, f"{ref.attr} ({ref.target})", src, "code"), arch)
-    names = zoo.torchvision_names()
-    lowered = src.lower()
-    if lowered in names:
-        return ignore_arch(_open_torchvision(lowered, src, weights), arch)
-    timm_name = timm_models.resolve_name(src)
-    if timm_name is not None:
-        return ignore_arch(_open_timm(timm_name, src, weights), arch)
+    named = resolve_named(src)
+    if named is not None:
+        kind, name = named
+        if kind == "code":
+            return LoadedModel(build_from_code(name), f"{name.attr} ({name.target})", src, "code")
+        return BUILDERS[kind](name, weights, src=src)
     if hf_models.looks_like_hub_id(src):
-        return ignore_arch(_open_hf(src, None, trust=trust), arch)
+        return hf_models.open_hf(src, trust=trust)
     if path.suffix.lower() in _MODEL_SUFFIXES or os.sep in src or "/" in src:
         raise ModelLoadError(f"{src}: file not found")
     if hf_models.cached_hub_folder(src) is not None:
         # A canonical hub id without an organisation (gpt2, bert-base-uncased), cached.
-        return ignore_arch(_open_hf(src, None, trust=trust), arch)
+        return hf_models.open_hf(src, trust=trust)
     raise ModelLoadError(unknown_name_message(src, "model"))
 
 
 def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
     if hf_models.is_model_folder(path):
-        return _open_hf(src, path, trust=trust)
+        return hf_models.open_hf(src, folder=path, trust=trust)
     found = sorted(p.name for p in path.iterdir() if p.suffix in _MODEL_SUFFIXES)[:5]
     hint = f" (model files in it: {', '.join(found)})" if found else ""
     raise ModelLoadError(
         f"{src}: is a folder without config.json, so not a Hugging Face model folder; "
         f"give a model file, a name or file.py:Class{hint}"
     )
-
-
-def _open_hf(src: str, folder: Path | None, *, trust: bool) -> LoadedModel:
-    built = hf_models.open_hf(src, folder=folder, trust=trust)
-    return from_built(
-        built,
-        built.name,
-        src,
-        "hf",
-        task=built.task,
-        tokenizer=built.tokenizer,
-        processor=built.processor,
-    )
-
-
-def _open_timm(name: str, src: str, weights: Any) -> LoadedModel:
-    built = timm_models.build_timm(name, weights)
-    suffix = built.weights_name or "random init"
-    task = "classifier" if built.categories else None
-    return from_built(built, f"{name} ({suffix})", src, "timm", task=task)
 
 
 def _open_demo() -> LoadedModel:
@@ -249,12 +192,3 @@ def _open_demo() -> LoadedModel:
         transforms=getattr(demo, "demo_transform", None),
         input_size=tuple(demo.DEMO_INPUT_SIZE),
     )
-
-
-def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
-    built = zoo.build_torchvision(name, weights)
-    suffix = built.weights_name.rsplit(".", 1)[-1] if built.weights_name else "random init"
-    return from_built(built, f"{name} ({suffix})", src, "torchvision")
-
-
-# --- Files ---

@@ -5,6 +5,7 @@ recorded or guessed for bare weights.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import warnings as pywarnings
 from pathlib import Path
@@ -30,15 +31,57 @@ from actviz.io.models.checkpoints import (
     sniff_format,
     torch_load_guarded,
 )
-from actviz.io.models.loaded_model import (
-    LoadedModel,
-    from_built,
-    ignore_arch,
-    unknown_name_message,
-)
+from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.user_code import CodeRef, build_from_code, parse_code_ref
 
 log = logging.getLogger(__name__)
+
+#: The zoos' builders by kind: ``build(name, weights, *, num_classes=None, src="")``.
+BUILDERS = {"torchvision": zoo.build_torchvision, "timm": timm_models.build_timm}
+#: The forms a model or an architecture may be named in, for error messages.
+ACCEPTED_FORMS = (
+    "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
+    "saved with save_pretrained, file.py:ClassName or package.module:factory"
+)
+
+
+def resolve_named(text: str) -> tuple[str, Any] | None:
+    """``("timm", "timm/NAME")``, ``("code", CodeRef)`` or ``("torchvision", name)`` for a name
+    the zoos or code define, else None (the order opening by name and ``arch=`` share)."""
+    # Before code references: "timm:NAME" has the form of "package.module:name".
+    timm_name = timm_models.resolve_name(text, bare=False)
+    if timm_name is not None:
+        return "timm", timm_name
+    ref = parse_code_ref(text)
+    if ref is not None:
+        return "code", ref
+    if text.lower() in zoo.torchvision_names():
+        return "torchvision", text.lower()
+    timm_name = timm_models.resolve_name(text)
+    return None if timm_name is None else ("timm", timm_name)
+
+
+def unknown_name_message(name: str, what: str) -> str:
+    """The one-line error for an unknown ``what`` (model or architecture), with close names."""
+    lowered = name.lower()
+    torchvision = zoo.torchvision_names()
+    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names()]))
+    if what == "model":
+        known.append("demo")
+    close = difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)
+    # timm's names are typed with their prefix where torchvision has no model of that name.
+    shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]
+    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
+    lead = (
+        f"{name}: unknown model: not a file, 'demo', "
+        if what == "model"
+        else f"arch {name!r}: unknown architecture: give "
+    )
+    forms = ACCEPTED_FORMS
+    if what == "model":
+        forms = forms.replace(" or package.module:factory", ", package.module:factory")
+        forms += " or a Hugging Face hub id already in the local cache (openai-community/gpt2)"
+    return f"{lead}{forms}{hint}"
 
 
 def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: bool) -> LoadedModel:
@@ -58,9 +101,9 @@ def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: boo
             "TorchScript or torch.export .pt2 file"
         )
     if fmt == FileFormat.TORCHSCRIPT:
-        return ignore_arch(_open_torchscript(path, src), arch)
+        return _open_torchscript(path, src)
     if fmt == FileFormat.EXPORT:
-        return ignore_arch(_open_export(path, src, trust=trust), arch)
+        return _open_export(path, src, trust=trust)
     if fmt == FileFormat.SAFETENSORS:
         return _open_safetensors(path, src, arch=arch, guess=guess)
     obj = torch_load_guarded(path, trust=trust)
@@ -75,14 +118,11 @@ def _from_checkpoint_object(
         name = f"{path.name} ({type(found).__name__})"
         if where:
             log.info("%s: model taken from %s", src, where)
-        return ignore_arch(LoadedModel(found, name, src, "pickle"), arch)
+        return LoadedModel(found, name, src, "pickle")
     if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
-        stored = obj["arch"]
         # timm's training script records its model name there too.
-        if stored.lower() in zoo.torchvision_names():
-            arch = stored.lower()
-        else:
-            arch = timm_models.resolve_name(stored)
+        named = resolve_named(obj["arch"])
+        arch = named[1] if named is not None and named[0] != "code" else None
         if arch is not None:
             log.info("%s: using the architecture recorded in the file: %s", src, arch)
     if where:
@@ -110,7 +150,7 @@ def _build_with_weights(
         arch, guesses = _guess_arch(state_dict, src, guess=guess)
     loaded, fit = _build_arch(arch, state_dict, beside=path.parent)
     notes = apply_state_dict(loaded.model, state_dict, src, arch)
-    loaded.name = f"{path.name} ({loaded.name})"  # the canonical name (timm/NAME)
+    loaded.name = f"{path.name} ({loaded.name})"
     loaded.source = src
     loaded.kind = kind
     loaded.arch_guesses = guesses
@@ -155,29 +195,17 @@ def _build_arch(
     arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
 ) -> tuple[LoadedModel, ArchGuess | None]:
     """Build ``arch`` randomly initialised (zoo names sized for the head) and how weights fit."""
-    # Before code references: "timm:NAME" has the form of "package.module:name".
-    timm_name = timm_models.resolve_name(arch, bare=False)
-    if timm_name is None:
-        ref = parse_code_ref(arch)
-        if ref is not None:
-            return LoadedModel(build_from_code(_code_beside(ref, beside)), arch, arch, "code"), None
-    name = arch.lower()
-    names = zoo.torchvision_names()
-    if timm_name is None and name not in names:
-        timm_name = timm_models.resolve_name(arch)
-    if timm_name is not None:
-        fit = compare_architecture(state_dict, timm_name)
-        built = timm_models.build_timm(
-            timm_name, None, num_classes=fit.num_classes if fit else None
-        )
-        task = "classifier" if built.categories else None
-        return from_built(built, timm_name, arch, "timm", task=task), fit
-    if name in names:
-        # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
-        fit = compare_architecture(state_dict, name)
-        built = zoo.build_torchvision(name, None, num_classes=fit.num_classes if fit else None)
-        return from_built(built, name, arch, "torchvision"), fit
-    raise ModelLoadError(unknown_name_message(arch, "architecture"))
+    named = resolve_named(arch)
+    if named is None:
+        raise ModelLoadError(unknown_name_message(arch, "architecture"))
+    kind, name = named
+    if kind == "code":
+        return LoadedModel(build_from_code(_code_beside(name, beside)), arch, arch, "code"), None
+    # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
+    fit = compare_architecture(state_dict, name)
+    loaded = BUILDERS[kind](name, None, num_classes=fit.num_classes if fit else None, src=arch)
+    loaded.name = name  # the canonical name (timm/NAME)
+    return loaded, fit
 
 
 def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:

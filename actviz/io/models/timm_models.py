@@ -14,13 +14,13 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import one_line
+from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.zoo import (
-    OFFLINE_ENV,
     TIMM_PREFIX,
-    ZooModel,
-    _offline_by_env,
     construct,
     network_available,
+    offline_note,
+    random_init,
 )
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "imagenet_categories",
     "rank_matches",
     "resolve_name",
-    "timm_available",
     "timm_names",
 ]
 
@@ -38,15 +37,6 @@ log = logging.getLogger(__name__)
 
 _PREFIXES = ("timm:", TIMM_PREFIX)
 _HUB_HOST = "huggingface.co"
-
-
-def timm_available() -> bool:
-    """Whether timm can be imported."""
-    try:
-        import timm  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def timm_names() -> tuple[str, ...]:
@@ -101,10 +91,12 @@ def resolve_name(text: str, *, bare: bool = True) -> str | None:
     for prefix in _PREFIXES:
         if lowered.startswith(prefix):
             name = lowered[len(prefix) :]
-            if not timm_available():
+            try:
+                import timm  # noqa: F401
+            except ImportError:
                 raise ModelLoadError(
                     f"{text}: needs the 'timm' package (pip install 'actviz[timm]')"
-                )
+                ) from None
             if not _is_timm_model(name):
                 import difflib
 
@@ -193,48 +185,52 @@ def _cached_weights(model: nn.Module) -> str | None:
     return None
 
 
-def build_timm(name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None) -> ZooModel:
+def build_timm(
+    name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None, src: str = ""
+) -> LoadedModel:
     """Build a timm model with its preprocessing, pretrained when the weights are at hand.
 
     ``weights="DEFAULT"``: cached, else downloaded when online (not ``ACTVIZ_OFFLINE``), else
-    random with a warning. ``num_classes`` needs random init.
+    random with a warning. ``num_classes`` needs random init. ``src`` is what the user typed.
     """
-    wanted = not (
-        weights is None
-        or weights is False
-        or (isinstance(weights, str) and weights.strip().lower() in {"none", "random", ""})
-    )
-    bare = name[len(TIMM_PREFIX) :]
     model = construct(name, num_classes=num_classes)
     warnings: list[str] = []
     weights_name: str | None = None
-    if wanted and num_classes is None:
-        model, weights_name, note = _pretrained(bare, model)
+    if not random_init(weights) and num_classes is None:
+        model, weights_name, note = _pretrained(name[len(TIMM_PREFIX) :], model)
         if note:
             warnings.append(note)
     transforms = data_transform(model)
     categories = imagenet_categories(model)
-    size = transforms.crop_size if transforms is not None else None
-    return ZooModel(model, weights_name, categories, transforms, size, warnings)
+    return LoadedModel(
+        model,
+        f"{name} ({weights_name or 'random init'})",
+        src or name,
+        "timm",
+        categories=categories,
+        transforms=transforms,
+        input_size=transforms.crop_size if transforms is not None else None,
+        warnings=warnings,
+        task="classifier" if categories else None,
+    )
 
 
 def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str]:
     import timm
 
     cached = _cached_weights(model)
+    cfg = getattr(model, "pretrained_cfg", None) or {}
     try:
         if cached is not None:
             # source="" keeps timm from asking the hub: the cached file is loaded as a file.
             overlay = {"file": cached, "source": ""}
             built = timm.create_model(bare, pretrained=True, pretrained_cfg_overlay=overlay)
-            return built, f"cached {model.pretrained_cfg.get('hf_hub_id')}", ""
-        if not (model.pretrained_cfg or {}).get("hf_hub_id") and not (
-            model.pretrained_cfg or {}
-        ).get("url"):
+            return built, f"cached {cfg.get('hf_hub_id')}", ""
+        if not cfg.get("hf_hub_id") and not cfg.get("url"):
             return model, None, f"timm/{bare} has no pretrained weights: it uses random weights"
         if network_available(_HUB_HOST):
             built = timm.create_model(bare, pretrained=True)
-            return built, f"downloaded {model.pretrained_cfg.get('hf_hub_id')}", ""
+            return built, f"downloaded {cfg.get('hf_hub_id')}", ""
     except Exception as exc:  # noqa: BLE001 - hub, network and file errors of many kinds
         return (
             model,
@@ -242,10 +238,4 @@ def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str
             f"could not load pretrained timm/{bare} ({one_line(exc)}): random weights; "
             "predictions are meaningless",
         )
-    why = f"{OFFLINE_ENV} is set" if _offline_by_env() else f"{_HUB_HOST} unreachable"
-    return (
-        model,
-        None,
-        f"no network ({why}) and no cached weights: timm/{bare} uses random weights; "
-        "predictions are meaningless",
-    )
+    return model, None, offline_note(_HUB_HOST, f" and no cached weights: timm/{bare}")

@@ -17,7 +17,7 @@ from typing import Any
 from torch import nn
 
 from actviz.io.errors import ModelLoadError
-from actviz.io.models.checkpoints import one_line
+from actviz.io.models.checkpoints import on_sys_path, one_line
 
 __all__ = ["CodeRef", "parse_code_ref", "build_from_code", "module_classes_in_file"]
 
@@ -74,20 +74,14 @@ def _import_file(path: Path) -> Any:
     # Registered before exec so dataclasses/pickle can find the module by name.
     sys.modules[mod_name] = module
     # The file's folder goes on sys.path while it runs, so `import sibling` works.
-    folder = str(resolved.parent)
-    sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        with on_sys_path(str(resolved.parent)):
+            spec.loader.exec_module(module)
     except Exception as exc:  # the user's code may raise anything
         sys.modules.pop(mod_name, None)
         raise ModelLoadError(
             f"{path}: importing it failed ({type(exc).__name__}: {one_line(exc)})"
         ) from exc
-    finally:
-        try:
-            sys.path.remove(folder)
-        except ValueError:
-            pass
     return module
 
 
@@ -104,18 +98,13 @@ def _import_module(name: str) -> Any:
         ) from exc
     # The CLI's sys.path[0] is its script folder, not the working directory the user
     # typed the module name in: retry from there.
-    sys.path.insert(0, os.getcwd())
     try:
-        return importlib.import_module(name)
+        with on_sys_path(os.getcwd()):
+            return importlib.import_module(name)
     except Exception as exc:
         raise ModelLoadError(
             f"{name}: cannot import module ({type(exc).__name__}: {one_line(exc)})"
         ) from exc
-    finally:
-        try:
-            sys.path.remove(os.getcwd())
-        except ValueError:
-            pass
 
 
 def build_from_code(ref: CodeRef) -> nn.Module:

@@ -10,7 +10,6 @@ import os
 import socket
 import urllib.error
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -20,18 +19,16 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import one_line
+from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
     "OFFLINE_ENV",
-    "ZooModel",
     "torchvision_names",
     "resolve_weights",
-    "cached_weights_file",
     "network_available",
     "TIMM_PREFIX",
     "construct",
     "build_torchvision",
-    "weights_meta",
 ]
 
 log = logging.getLogger(__name__)
@@ -41,18 +38,6 @@ OFFLINE_ENV = "ACTVIZ_OFFLINE"
 #: Seconds the connectivity probe may take before the machine counts as offline.
 PROBE_TIMEOUT_S = 3.0
 _DEFAULT_HOST = "download.pytorch.org"
-
-
-@dataclass
-class ZooModel:
-    """A torchvision model with what its weights enum says about preprocessing."""
-
-    model: nn.Module
-    weights_name: str | None  # e.g. "ResNet18_Weights.IMAGENET1K_V1"; None when random init
-    categories: list[str] | None
-    transforms: Callable[..., Any] | None
-    input_size: tuple[int, int] | None
-    warnings: list[str] = field(default_factory=list)
 
 
 def torchvision_names() -> list[str]:
@@ -66,6 +51,21 @@ def _offline_by_env() -> bool:
     return os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def random_init(weights: Any) -> bool:
+    """Whether ``weights=`` asks for random initialisation (None, False, none/random/"")."""
+    return (
+        weights is None
+        or weights is False
+        or (isinstance(weights, str) and weights.strip().lower() in {"none", "random", ""})
+    )
+
+
+def offline_note(host: str, what: str) -> str:
+    """The warning of a model left random for want of the network; ``what`` leads to its name."""
+    why = f"{OFFLINE_ENV} is set" if _offline_by_env() else f"{host} unreachable"
+    return f"no network ({why}){what} uses random weights; predictions are meaningless"
+
+
 def resolve_weights(name: str, weights: Any) -> Any:
     """``weights=`` as a torchvision ``WeightsEnum`` member, or None for random init.
 
@@ -74,12 +74,10 @@ def resolve_weights(name: str, weights: Any) -> Any:
     """
     from torchvision.models import get_model_weights
 
-    if weights is None or weights is False:
+    if random_init(weights):
         return None
     if not isinstance(weights, str):
         return weights  # already a WeightsEnum member
-    if weights.strip().lower() in {"none", "random", ""}:
-        return None
     try:
         enum = get_model_weights(name)
     except (ValueError, KeyError) as exc:
@@ -94,30 +92,6 @@ def resolve_weights(name: str, weights: Any) -> Any:
         raise ModelLoadError(
             f"{name}: unknown weights {weights!r}; available: {available}"
         ) from None
-
-
-def weights_meta(
-    weights: Any,
-) -> tuple[list[str] | None, Callable[..., Any] | None, tuple[int, int] | None]:
-    """``(categories, transforms, input_size)`` from a weights enum member (None where unknown); no
-    download.
-    """
-    if weights is None:
-        return None, None, None
-    categories = weights.meta.get("categories")
-    transforms = weights.transforms()
-    crop = getattr(transforms, "crop_size", None)
-    input_size: tuple[int, int] | None = None
-    if crop:
-        crop = list(crop)
-        input_size = (int(crop[0]), int(crop[-1]))
-    return (list(categories) if categories else None), transforms, input_size
-
-
-def cached_weights_file(weights: Any) -> Path:
-    """Where ``torch.hub`` keeps (or would keep) the file for ``weights``."""
-    filename = os.path.basename(urlparse(weights.url).path)
-    return Path(torch.hub.get_dir()) / "checkpoints" / filename
 
 
 def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_S) -> bool:
@@ -167,48 +141,61 @@ def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
         raise ModelLoadError(f"{name}: cannot build it with {num_classes} classes") from exc
 
 
-def _random_init(name: str, num_classes: int | None = None) -> nn.Module:
-    return construct(name, num_classes=num_classes)
-
-
 def build_torchvision(
-    name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None
-) -> ZooModel:
+    name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None, src: str = ""
+) -> LoadedModel:
     """Build a torchvision model, pretrained when the weights can be had without hanging.
 
     Cached weights are used, else downloaded if the network answers quickly, else the model stays
     random with a warning. Metadata comes from the weights enum, so it is known offline;
-    ``num_classes`` needs ``weights=None``.
+    ``num_classes`` needs ``weights=None``. ``src`` is what the user typed.
     """
     from torchvision.models import get_model, get_model_weights
 
     wanted = resolve_weights(name, weights)
-    meta_source = wanted
-    if meta_source is None:
+    meta = wanted
+    if meta is None:
         try:
-            meta_source = get_model_weights(name).DEFAULT
+            meta = get_model_weights(name).DEFAULT
         except (ValueError, KeyError, AttributeError):
-            meta_source = None
-    categories, transforms, input_size = weights_meta(meta_source)
+            meta = None
+    # What the weights enum says, known without a download (the default's when random).
+    categories: list[str] | None = None
+    transforms: Callable[..., Any] | None = None
+    input_size: tuple[int, int] | None = None
+    if meta is not None:
+        categories = list(meta.meta.get("categories") or ()) or None
+        transforms = meta.transforms()
+        crop = getattr(transforms, "crop_size", None)
+        input_size = (int(crop[0]), int(crop[-1])) if crop else None
     if num_classes is not None:
         if wanted is not None:
             raise ModelLoadError(f"{name}: pretrained weights cannot have {num_classes} classes")
         if categories is not None and len(categories) != num_classes:
             categories = None
-    if wanted is None:
-        model = _random_init(name, num_classes)
-        return ZooModel(model, None, categories, transforms, input_size)
 
+    def built(model: nn.Module, label: str | None, *warnings: str) -> LoadedModel:
+        suffix = label.rsplit(".", 1)[-1] if label else "random init"
+        return LoadedModel(
+            model,
+            f"{name} ({suffix})",
+            src or name,
+            "torchvision",
+            categories=categories,
+            transforms=transforms,
+            input_size=input_size,
+            warnings=list(warnings),
+        )
+
+    if wanted is None:
+        return built(construct(name, num_classes=num_classes), None)
     label = f"{type(wanted).__name__}.{wanted.name}"
-    cached = cached_weights_file(wanted)
-    warnings: list[str] = []
+    # Where torch.hub keeps (or would keep) the file.
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(wanted.url).path)
     if not cached.is_file():
         host = urlparse(wanted.url).hostname or _DEFAULT_HOST
         if not network_available(host):
-            why = f"{OFFLINE_ENV} is set" if _offline_by_env() else f"{host} unreachable"
-            msg = f"no network ({why}): {name} uses random weights; predictions are meaningless"
-            model = _random_init(name)
-            return ZooModel(model, None, categories, transforms, input_size, [msg])
+            return built(construct(name), None, offline_note(host, f": {name}"))
         log.info("downloading %s weights to %s", label, cached)
     try:
         model = get_model(name, weights=wanted)
@@ -217,10 +204,10 @@ def build_torchvision(
             f"could not download {label} ({one_line(exc)}): {name} uses random weights; "
             "predictions are meaningless"
         )
-        return ZooModel(_random_init(name), None, categories, transforms, input_size, [msg])
+        return built(construct(name), None, msg)
     except (RuntimeError, OSError, EOFError, ValueError) as exc:
         raise ModelLoadError(
             f"{cached}: cached {label} weights are unreadable ({one_line(exc)}); "
             "delete the file to download it again"
         ) from exc
-    return ZooModel(model, label, categories, transforms, input_size, warnings)
+    return built(model, label)
