@@ -65,6 +65,8 @@ SHORT_SETTLE_S = 1.5
 BLOCK_LIMIT_MS = 100.0
 #: At a checkpoint, how long to wait for the idle window to hand freed memory back (s).
 MEMORY_IDLE_WAIT_S = 6.0
+#: Seconds the hang timer allows for opening the window, which runs no event loop (s).
+OPEN_ALLOWANCE_S = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +342,9 @@ class StressDriver(UserActions):
         arm = functools.partial(faulthandler.dump_traceback_later, float(self.hang_s), exit=True)
         timer = QTimer()
         timer.timeout.connect(arm)
-        arm()
+        # Opening the window runs no event loop: on a loaded machine it alone can pass a short
+        # hang_s, so the first arming allows a minute; the timer then re-arms with hang_s.
+        faulthandler.dump_traceback_later(max(float(self.hang_s), OPEN_ALLOWANCE_S), exit=True)
         timer.start(100)
         try:
             yield
