@@ -36,10 +36,7 @@ def capture_pair(
     """
     from actviz.core.capture import capture
 
-    def run(with_edits: Mapping[str, Sequence[Any]] | None) -> Capture:
-        return run_edited(with_edits, target)
-
-    def run_edited(with_edits: Mapping[str, Sequence[Any]] | None, target: Any) -> Capture:
+    def run(with_edits: Mapping[str, Sequence[Any]] | None, target: Any = target) -> Capture:
         return capture(
             model,
             inputs,
@@ -51,29 +48,26 @@ def capture_pair(
             edits=dict(with_edits) if with_edits else None,
         )
 
+    def unedited() -> Capture:
+        cap = run(None)
+        if cache is not None:
+            cache.put(key, cap)
+        return cap
+
     key = BaselineKey(model, inputs, tuple(layers), target, bool(input_grads))
     baseline = cache.get(key) if cache is not None else None
     if not edits:
         if baseline is None or not reuse:
-            baseline = run(None)
-            if cache is not None:
-                cache.put(key, baseline)
+            baseline = unedited()
         return baseline, None
     if target is None:
         # The default target of an edited run is held to the unedited run's top-1: an edit
         # that makes another class lead would otherwise change what the gradients are of.
         if baseline is None:
-            baseline = run(None)
-            if cache is not None:
-                cache.put(key, baseline)
+            baseline = unedited()
         from actviz.core.targets import fixed_default
 
-        pinned = fixed_default(baseline.output)
-        return run_edited(edits, pinned), baseline
+        return run(edits, fixed_default(baseline.output)), baseline
     # The edited capture first: a bad edit fails before the unedited forward is spent.
     edited = run(edits)
-    if baseline is None:
-        baseline = run(None)
-        if cache is not None:
-            cache.put(key, baseline)
-    return edited, baseline
+    return edited, unedited() if baseline is None else baseline

@@ -53,9 +53,7 @@ class EditEntry:
 
 def edit_value(edit: Edit) -> float | None:
     """The number the user may change: a scale's factor (None for other kinds)."""
-    if edit.kind == "scale":
-        return None if edit.factor is None else float(edit.factor)
-    return None
+    return float(edit.factor) if edit.kind == "scale" and edit.factor is not None else None
 
 
 def with_value(edit: Edit, value: float) -> Edit:

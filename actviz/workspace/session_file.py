@@ -134,10 +134,34 @@ class SessionState:
     warnings: tuple[str, ...] = ()
 
 
-# --- Model and input sources ---
+def _same(value: Any) -> Any:
+    return value
 
 
-# --- Edits as JSON ---
+def _optional(kind: Any) -> Any:
+    return lambda value: None if value is None else kind(value)
+
+
+def _int_values(pages: Mapping[str, Any]) -> dict[str, int]:
+    return {k: int(v) for k, v in pages.items()}
+
+
+#: Manifest entries that are plain JSON: (field, to the manifest, from the manifest).
+_PLAIN: tuple[tuple[str, Any, Any], ...] = (
+    ("ticked", list, tuple),
+    ("target", _same, _same),
+    ("categories", _optional(list), _optional(tuple)),
+    ("colormap", _same, _same),
+    ("normalize", _same, _same),
+    ("gradcam_layer", _same, _same),
+    ("sample", int, int),
+    ("input_as_list", bool, bool),
+    ("channel_pages", _int_values, dict),
+    ("page_channels", _int_values, dict),
+    ("channel_view", _optional(dict), _same),
+    ("comparison", _optional(dict), _same),
+    ("scan_key", _same, _same),
+)
 
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
@@ -153,12 +177,6 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
             _, left_out = edits_to_json(cap.edits, pins)
             warnings += [f"{label}: {w}" for w in left_out if w not in warnings]
     return warnings
-
-
-# --- Arrays: nested tensors <-> JSON structure + npz members ---
-
-
-# --- Saving ---
 
 
 def _versions() -> tuple[str, str]:
@@ -189,25 +207,13 @@ def _members(
         "torch": torch_version,
         "model": None if state.model is None else dict(vars(state.model)),
         "input": None,
-        "ticked": list(state.ticked),
-        "target": state.target,
-        "categories": None if state.categories is None else list(state.categories),
-        "colormap": state.colormap,
-        "normalize": state.normalize,
-        "gradcam_layer": state.gradcam_layer,
-        "sample": int(state.sample),
-        "input_as_list": bool(state.input_as_list),
-        "channel_pages": {k: int(v) for k, v in state.channel_pages.items()},
-        "page_channels": {k: int(v) for k, v in state.page_channels.items()},
-        "channel_view": None if state.channel_view is None else dict(state.channel_view),
+        "settings": dict(state.settings),
+        **{name: save(getattr(state, name)) for name, save, _ in _PLAIN},
         "edits": edit_rows,
         "pins": [],
-        "comparison": None if state.comparison is None else dict(state.comparison),
-        "scan_key": state.scan_key,
         "layout": None if state.layout is None else base64.b64encode(state.layout).decode(),
         "capture": None,
         "model_weights": None,
-        "settings": dict(state.settings),
     }
     if state.input is not None:
         store = _Arrays(measure)
@@ -467,21 +473,9 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             model=model,
             model_weights=weights,
             input=inp,
-            ticked=tuple(manifest["ticked"]),
-            target=manifest["target"],
-            categories=None if manifest["categories"] is None else tuple(manifest["categories"]),
-            colormap=manifest["colormap"],
-            normalize=manifest["normalize"],
-            gradcam_layer=manifest["gradcam_layer"],
-            sample=int(manifest["sample"]),
-            input_as_list=bool(manifest["input_as_list"]),
-            channel_pages=dict(manifest["channel_pages"]),
-            page_channels=dict(manifest["page_channels"]),
-            channel_view=manifest["channel_view"],
+            **{name: load(manifest[name]) for name, _, load in _PLAIN},
             edits=edits,
             pins=tuple(pins),
-            comparison=manifest["comparison"],
-            scan_key=manifest["scan_key"],
             layout=None if layout is None else base64.b64decode(layout),
             capture=capture,
             settings=dict(manifest.get("settings") or {}),

@@ -137,7 +137,7 @@ class Session:
         #: The target chosen, or the auto one held (``target_changed``).
         self.targets = TargetChoice(self, self.target_changed.emit)
         #: The user's edits (actviz.workspace.edits_board); runs apply the ones switched on.
-        self.edits = EditBoard(self._on_edits_changed)
+        self.edits = EditBoard(self.edits_changed.emit)
         #: The unedited capture of the current input, kept while there are edits.
         self.baseline = BaselineCache()
         #: The last finished dataset scan of the model (:class:`~actviz.data.scan_result.Scan`),
@@ -408,9 +408,6 @@ class Session:
     def make_request(self, *, allow_no_input: bool = False) -> RunRequest:
         """Snapshot the state for a run (:func:`~actviz.workspace.run_request.request_of`)."""
         return request_of(self, allow_no_input=allow_no_input)
-
-    def _on_edits_changed(self) -> None:
-        self.edits_changed.emit()
 
     # -- view settings (a DisplaySettings) -------------------------------------------------
     colormap = _Forward("display_settings")
