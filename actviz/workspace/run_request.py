@@ -17,6 +17,7 @@ from actviz.display.colormaps import AUTO
 from actviz.display.mosaic import ChannelOrder
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, RunResult
+from actviz.workspace.edit_runs import capture_pair
 from actviz.workspace.edits_board import BaselineCache
 
 
@@ -58,27 +59,12 @@ class RunRequest:
     #: Record attention probabilities too (a model with attention modules).
     attention: bool = False
 
-    def first_channel(self, name: str) -> int:
-        """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
-        return self.display_spec().first_channel(name)
-
     def display_spec(self) -> DisplaySpec:
         """What :func:`actviz.display.prepare.prepare` needs of this request."""
-        return DisplaySpec(
-            layers=tuple(self.layers),
-            normalize=self.normalize,
-            image=self.image,
-            categories=tuple(self.categories) if self.categories else None,
-            gradcam_layer=self.gradcam_layer,
-            channel_pages=dict(self.channel_pages),
-            sample=self.sample,
-            page_channels=dict(self.page_channels),
-            channel_orders=dict(self.channel_orders),
-            colormap=self.colormap,
-            tokens=self.tokens,
-            layout=self.layout,
-            tokenizer=self.tokenizer,
-        )
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(DisplaySpec)}
+        values = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
+        categories = tuple(self.categories) if self.categories else None
+        return DisplaySpec(**values | {"layers": tuple(self.layers), "categories": categories})
 
 
 def run_job(
@@ -89,37 +75,21 @@ def run_job(
     """Capture ``request.model`` on ``request.inputs`` and prepare every panel (exact variant), on
     the worker thread; raises what the capture raises.
     """
-    from actviz.core.capture import capture
-
     report = progress or (lambda _msg: None)
     report("running forward and backward")
     layers = list(dict.fromkeys([*request.layers, *request.extra_layers]))
-    baseline = None
-    if request.edits or request.baseline_cache is not None:
-        from actviz.workspace.edit_runs import capture_pair
-
-        cap, baseline = capture_pair(
-            request.model,
-            request.inputs,
-            layers,
-            edits=request.edits,
-            cache=request.baseline_cache,
-            reuse=request.reuse_baseline,
-            target=request.target,
-            input_grads=request.input_grads,
-            should_stop=should_stop,
-            max_bytes=request.max_bytes,
-        )
-    else:
-        cap = capture(
-            request.model,
-            request.inputs,
-            layers,
-            target=request.target,
-            should_stop=should_stop,
-            max_bytes=request.max_bytes,
-            input_grads=request.input_grads,
-        )
+    cap, baseline = capture_pair(
+        request.model,
+        request.inputs,
+        layers,
+        edits=request.edits,
+        cache=request.baseline_cache,
+        reuse=request.reuse_baseline,
+        target=request.target,
+        input_grads=request.input_grads,
+        should_stop=should_stop,
+        max_bytes=request.max_bytes,
+    )
     if request.attention:
         from actviz.core.capture import CaptureTooLarge
         from actviz.display.attention import capture_attention
