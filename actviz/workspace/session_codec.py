@@ -235,6 +235,11 @@ def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
     raise ValueError(f"unknown node type {kind!r}")
 
 
+#: The nested tensor structures of a record and of a capture, as saved.
+_RECORD_TENSORS = ("inputs", "output", "grad_output", "grad_inputs")
+_CAPTURE_TENSORS = ("output", "input_grads", "inputs")
+
+
 def _float_json(v: float | None) -> Any:
     return None if v is None else repr(float(v))
 
@@ -252,18 +257,13 @@ def _capture_to_json(
                     "name": rec.name,
                     "call": rec.call_index,
                     "type": rec.module_type,
-                    "inputs": _encode(rec.inputs, store),
-                    "output": _encode(rec.output, store),
-                    "grad_output": _encode(rec.grad_output, store),
-                    "grad_inputs": _encode(rec.grad_inputs, store),
+                    **{k: _encode(getattr(rec, k), store) for k in _RECORD_TENSORS},
                 }
             )
     return {
         "names": list(cap.names),
         "records": records,
-        "output": _encode(cap.output, store),
-        "input_grads": _encode(cap.input_grads, store),
-        "inputs": _encode(cap.inputs, store),
+        **{k: _encode(getattr(cap, k), store) for k in _CAPTURE_TENSORS},
         "target_value": _float_json(cap.target_value),
         "target_index": cap.target_index,
         "target_description": cap.target_description,
@@ -284,23 +284,18 @@ def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
                 name=r["name"],
                 call_index=int(r["call"]),
                 module_type=r["type"],
-                inputs=_decode(r["inputs"], arrays),
-                output=_decode(r["output"], arrays),
-                grad_output=_decode(r["grad_output"], arrays),
-                grad_inputs=_decode(r["grad_inputs"], arrays),
+                **{k: _decode(r[k], arrays) for k in _RECORD_TENSORS},
             )
         )
     tv = d["target_value"]
     return Capture(
         names=list(d["names"]),
         records=records,
-        output=_decode(d["output"], arrays),
-        input_grads=_decode(d["input_grads"], arrays),
+        **{k: _decode(d[k], arrays) for k in _CAPTURE_TENSORS},
         target_value=None if tv is None else float(tv),
         target_index=d["target_index"],
         target_description=d["target_description"],
         warnings=list(d["warnings"]),
-        inputs=_decode(d["inputs"], arrays),
         nbytes=int(d["nbytes"]),
         elapsed_s=float(d["elapsed_s"]),
         gradients=bool(d["gradients"]),
