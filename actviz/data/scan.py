@@ -147,28 +147,33 @@ def scan(
     warnings: list[str] = []
     if embeddings_dir is not None:
         attach_rows(runs, embeddings_dir, n, ctx)
+
+    def run(rows: np.ndarray, report: Any, stop: Any) -> int:
+        return _run(
+            spec,
+            items,
+            runs,
+            rows,
+            batch_size,
+            num_workers,
+            report,
+            stop,
+            warnings,
+            background,
+            labels,
+        )
+
+    def result(cached: bool, threads: int | None) -> Scan:
+        return _result(runs, k, items, cached, folder, warnings, threads, labels)
+
     if ctx is not None:
         return run_sharded(
             ctx,
             runs,
             pending,
             n,
-            lambda mine, report, stop: _run(
-                spec,
-                items,
-                runs,
-                mine,
-                batch_size,
-                num_workers,
-                report,
-                stop,
-                warnings,
-                background,
-                labels,
-            ),
-            lambda cached, threads: _result(
-                runs, k, items, cached, folder, warnings, threads, labels
-            ),
+            run,
+            result,
             progress,
             should_stop,
             folder is not None and all(r.loaded for r in runs),
@@ -177,22 +182,10 @@ def scan(
     from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
     threads = None
     if pending.size:
-        threads = _run(
-            spec,
-            items,
-            runs,
-            pending,
-            batch_size,
-            num_workers,
-            progress,
-            should_stop,
-            warnings,
-            background,
-            labels,
-        )
+        threads = run(pending, progress, should_stop)
     elif progress is not None:
         progress(n, n, 0.0)
-    return _result(runs, k, items, from_cache, folder, warnings, threads, labels)
+    return result(from_cache, threads)
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
