@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from actviz.analysis.visualize.objectives import key_ranges
 from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
 from actviz.io.export.typeset import _font, safe_name
 
@@ -64,17 +65,6 @@ def contact_sheet(
     return np.asarray(sheet)
 
 
-def _channel_ranges(channels: tuple[int, ...]) -> str:
-    """``0-3,7`` for the CLI's ``--channels``."""
-    runs: list[list[int]] = []
-    for c in channels:
-        if runs and c == runs[-1][1] + 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
-
-
 def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
     """How to make ``vis`` again: the :func:`~actviz.visualize` keyword arguments (``kwargs``),
     that call as Python, and the ``actviz visualize`` command line when ``source`` is known.
@@ -107,7 +97,7 @@ def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
     if source and square and kwargs["redirect_relu"]:
         cli = ["actviz", "visualize", "--model", source]
         cli += ["--target"] if logit else ["--layer", vis.layer, "--objective", base]
-        cli += ["--channels", _channel_ranges(vis.channels)]
+        cli += ["--channels", key_ranges(vis.channels)]
         if kwargs["negative"]:
             cli.append("--negative")
         cli += ["--steps", str(s["steps"]), "--size", str(s["size"][0])]
