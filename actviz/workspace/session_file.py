@@ -315,13 +315,7 @@ def save_state(
 def describe_session_file(path: str | os.PathLike[str]) -> str:
     """One line saying which investigation a session file holds, from its manifest alone
     (quick for a file of any size): ``"resnet18 (random init) on cat.png, 2 layers ticked,
-    saved 4 Mar 09:05"``; "" when the file cannot be read.
-
-    Parameters
-    ----------
-    path
-        A session file.
-    """
+    saved 4 Mar 09:05"``; "" when the file cannot be read."""
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as zf:

@@ -196,15 +196,8 @@ class ModelCheck:
 def verify_model_source(
     state: SavedModel, path: str | os.PathLike[str] | None = None
 ) -> ModelCheck:
-    """Check that the session's checkpoint is still the file it was saved with.
-
-    Parameters
-    ----------
-    state
-        A loaded session.
-    path
-        Where the user located the checkpoint (default: where it was when saved).
-    """
+    """Check that the session's checkpoint (at ``path`` where the user located it; default:
+    where it was when saved) is still the file it was saved with."""
     src = state.model
     if src is None or src.sha256 is None:
         return ModelCheck("ok")
