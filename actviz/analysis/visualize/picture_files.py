@@ -28,18 +28,9 @@ _INK = (30, 30, 30)
 def contact_sheet(
     vis: Visualization, columns: int | None = None, tile: int | None = None
 ) -> np.ndarray:
-    """All images of ``vis`` in a grid, each under its channel number: ``(H, W, 3)`` uint8.
-
-    Parameters
-    ----------
-    vis
-        The visualisation.
-    columns
-        Tiles per row; None: about square.
-    tile
-        Side of a tile in pixels; None: the images' own size (at least 64, so the numbers
-        fit).
-    """
+    """All images of ``vis`` in a grid, each under its channel number: ``(H, W, 3)`` uint8;
+    ``columns`` tiles per row (None: about square) of side ``tile`` (None: the images' own
+    size, at least 64 so the numbers fit)."""
     k = len(vis.channels)
     cols = columns or max(1, math.ceil(math.sqrt(k)))
     rows = math.ceil(k / cols)
