@@ -100,13 +100,8 @@ def edits_from_json(
     dictionaries: Sequence[Any] = (),
 ) -> tuple[dict[str, tuple[Edit, ...]], list[str]]:
     """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures; concept
-    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again.
-
-    Raises
-    ------
-    SessionFileError
-        A row that is not an edit (unknown kind, bad values).
-    """
+    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again;
+    ``SessionFileError`` for a row that is not an edit (unknown kind, bad values)."""
     by_label = {p.label: p.capture for p in pins if p.capture is not None}
     out: dict[str, list[Edit]] = {}
     warnings: list[str] = []

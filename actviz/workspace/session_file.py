@@ -339,15 +339,9 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
 
 
 def load_state(path: str | os.PathLike[str]) -> SessionState:
-    """Read a session file.
-
-    Raises
-    ------
-    SessionFileError
-        One line naming the file and the cause: not a session file, a damaged zip, a format
-        newer than this actviz reads, a member that is a pickle or of an unknown type, a
-        missing member. Nothing is changed either way.
-    """
+    """Read a session file; ``SessionFileError`` in one line naming the file and the cause
+    (not a session file, a damaged zip, a format newer than this actviz reads, a member that
+    is a pickle or of an unknown type, a missing member). Nothing is changed either way."""
     path = Path(path)
     if path.is_dir():
         raise _fail(path, "is a folder, not a session file")

@@ -426,13 +426,8 @@ class Session:
 
     def set_input_as_list(self, as_list: bool) -> None:
         """Feed the input as one list of images (True) or as one batch tensor (False).
-
-        Raises
-        ------
-        ValueError
-            A list for a model whose forward takes a batch (a convolution first and no
-            ``list`` annotation): every run would fail, so it is refused here.
-        """
+        ``ValueError`` for a list to a model whose forward takes a batch (a convolution first
+        and no ``list`` annotation): every run would fail, so it is refused here."""
         if as_list == self.input_as_list:
             return
         if as_list and self.model is not None:
