@@ -54,9 +54,6 @@ __all__ = [
 _MAX_ATTEMPTS = 3
 
 
-# --------------------------------------------------------------------------- capture
-
-
 def capture(
     model: nn.Module,
     inputs: Any,
