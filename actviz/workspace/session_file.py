@@ -29,6 +29,9 @@ from actviz.core.records import Capture
 from actviz.io.errors import WriteError
 from actviz.io.files import atomic_write
 from actviz.workspace.session_codec import (
+    InputSource,
+    ModelCheck,
+    ModelSource,
     PinState,
     SessionFileError,
     _Arrays,
@@ -39,14 +42,9 @@ from actviz.workspace.session_codec import (
     _encode,
     _fail,
     _read_npz,
+    _when,
     edits_from_json,
     edits_to_json,
-)
-from actviz.workspace.session_provenance import (
-    InputSource,
-    ModelCheck,
-    ModelSource,
-    _when,
     file_sha256,
     input_source_of,
     model_source_of,
