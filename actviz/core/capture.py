@@ -23,8 +23,7 @@ from actviz.core.allocator import tune_if_asked
 from actviz.core.edit_kinds import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck, model_lock
 from actviz.core.input_copies import PreparedInputs, align_grads, prepare_inputs
-from actviz.core.layer_names import _resolve, leaf_names, resolve_layers
-from actviz.core.plan import ModelPlan, model_plan
+from actviz.core.plan import ModelPlan, _resolve, leaf_names, model_plan, resolve_layers
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import (
     INFERENCE_WEIGHTS_WARNING,
@@ -53,9 +52,6 @@ __all__ = [
 ]
 
 _MAX_ATTEMPTS = 3
-
-
-# --------------------------------------------------------------------------- capture
 
 
 def capture(

@@ -14,8 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from actviz.core.channel_axis import _known_channels, channel_dim
-from actviz.core.edit_hooks import EditHooks
+from actviz.core.edit_hooks import EditHooks, _known_channels, channel_dim
 from actviz.core.edit_spec import KINDS, Edit, EditError
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -49,6 +49,17 @@ def _ch_text(channels: tuple[int, ...] | None) -> str:
     shown = ", ".join(str(c) for c in channels[:6])
     more = f", ... (+{len(channels) - 6})" if len(channels) > 6 else ""
     return f"ch {shown}{more}"
+
+
+#: Fields compared by identity (objects with no value equality of their own).
+_BY_IDENTITY = ("source", "fn", "concepts")
+#: What :meth:`Edit.describe` says of the kinds with nothing but channels and a factor.
+_DESCRIBED = {
+    "ablate": "ablate {ch}",
+    "keep": "keep {ch}",
+    "scale": "scale {ch} x{factor:g}",
+    "patch": "patch {ch} from another run",
+}
 
 
 def _num(x: float) -> str:
@@ -121,18 +132,9 @@ class Edit:
             _check_concepts(self)
 
     def _key(self) -> tuple:
-        return (
-            self.kind,
-            self.channels,
-            self.factor,
-            self.min,
-            self.max,
-            id(self.source),
-            id(self.fn),
-            self.call,
-            self.enabled,
-            self.dim,
-            id(self.concepts),
+        return tuple(
+            id(getattr(self, f.name)) if f.name in _BY_IDENTITY else getattr(self, f.name)
+            for f in fields(self)
         )
 
     def __eq__(self, other: object) -> bool:
@@ -145,23 +147,18 @@ class Edit:
 
     def describe(self) -> str:
         """Short text for the Edits panel: ``"ablate ch 3, 7"``, ``"scale ch 5 x0.5"``."""
-        if self.kind == "ablate":
-            text = f"ablate {_ch_text(self.channels)}"
-        elif self.kind == "keep":
-            text = f"keep {_ch_text(self.channels)}"
-        elif self.kind == "scale":
-            text = f"scale {_ch_text(self.channels)} x{_num(self.factor)}"  # type: ignore[arg-type]
-        elif self.kind == "clamp":
+        ch = _ch_text(self.channels)
+        if self.kind == "clamp":
             lo = "-inf" if self.min is None else _num(self.min)
             hi = "inf" if self.max is None else _num(self.max)
-            text = f"clamp {_ch_text(self.channels)} to [{lo}, {hi}]"
-        elif self.kind == "patch":
-            text = f"patch {_ch_text(self.channels)} from another run"
+            text = f"clamp {ch} to [{lo}, {hi}]"
         elif self.kind == "concept":
-            what = _ch_text(self.channels).replace("ch ", "concept ", 1)
+            what = ch.replace("ch ", "concept ", 1)
             text = f"remove {what}" if self.factor == 0 else f"scale {what} x{_num(self.factor)}"
-        else:
+        elif self.kind == "custom":
             text = f"custom {getattr(self.fn, '__name__', type(self.fn).__name__)}"
+        else:
+            text = _DESCRIBED[self.kind].format(ch=ch, factor=self.factor)
         if self.call is not None:
             text += f" (call {self.call})"
         if not self.enabled:

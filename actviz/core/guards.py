@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules", "eval_mode", "forward_hooks"]
+__all__ = ["ModelState", "UnregisteredCheck", "eval_mode", "forward_hooks"]
 
 log = logging.getLogger(__name__)
 
@@ -299,24 +299,43 @@ def _torch_inplace(module: nn.Module) -> bool:
     )
 
 
-class UnregisteredModules:
-    """A temporary global hook that notices modules that run but are not in named_modules()."""
+#: Per model: the modules it had and what :class:`UnregisteredCheck` found when it last
+#: watched a forward. Weak, so models can be freed.
+_CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class UnregisteredCheck:
+    """A temporary global hook that notices modules that run but are not in named_modules(),
+    on a model's first capture only (the hook is slow); watches again when the module set
+    changes or ``watch`` asks.
+    """
 
     def __init__(
         self,
         model: nn.Module,
         check_stop: Callable[[], None],
-        modules: list[nn.Module] | None = None,
-    ):
+        modules: list[nn.Module],
+        watch: bool = False,
+        fingerprint: object = None,
+    ) -> None:
+        # ``fingerprint``: what stands for the set of modules (a kept ModelPlan, compared by
+        # identity); by default the modules' ids.
         self.model = model
         self.check_stop = check_stop
+        self.fingerprint = tuple(map(id, modules)) if fingerprint is None else fingerprint
+        cached = _CHECKED.get(model)
+        self.watching = watch or cached is None or cached[0] != self.fingerprint
+        self.cached: tuple[str, ...] = () if self.watching else cached[1]
         self.thread = threading.get_ident()
-        self.known = {id(m) for m in (model.modules() if modules is None else modules)}
+        self.known = {id(m) for m in modules} if self.watching else set()
         self.seen: dict[int, nn.Module] = {}
         self.handle = None
 
-    def __enter__(self) -> UnregisteredModules:
-        self.handle = nn.modules.module.register_module_forward_pre_hook(self._hook)
+    def __enter__(self) -> UnregisteredCheck:
+        if self.watching:
+            self.handle = nn.modules.module.register_module_forward_pre_hook(self._hook)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -332,65 +351,16 @@ class UnregisteredModules:
             self.seen[id(module)] = module
 
     def warnings(self) -> list[str]:
-        out = []
-        roots = [m for m in self.seen.values() if not _inside_any(m, self.seen.values())]
-        for mod in roots:
-            where = _find_holder(self.model, mod)
-            out.append(
-                f"{type(mod).__name__} ran during forward but is not registered in "
-                f"named_modules(){where}, so it cannot be hooked or ticked; store it in "
-                f"nn.ModuleList / nn.ModuleDict (or as an attribute) to see it"
-            )
-        return out
-
-
-#: Per model: the modules it had and what :class:`UnregisteredModules` found when it last
-#: watched a forward. Weak, so models can be freed.
-_CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-class UnregisteredCheck:
-    """:class:`UnregisteredModules` on a model's first capture only (its global hook is slow).
-
-    Watches again when the module set changes or ``watch`` asks.
-    """
-
-    def __init__(
-        self,
-        model: nn.Module,
-        check_stop: Callable[[], None],
-        modules: list[nn.Module],
-        watch: bool = False,
-        fingerprint: object = None,
-    ) -> None:
-        # ``fingerprint``: what stands for the set of modules (a kept ModelPlan, compared by
-        # identity); by default the modules' ids.
-        self.model = model
-        self.fingerprint = tuple(map(id, modules)) if fingerprint is None else fingerprint
-        cached = _CHECKED.get(model)
-        self.watcher: UnregisteredModules | None = None
-        self.cached: tuple[str, ...] = ()
-        if watch or cached is None or cached[0] != self.fingerprint:
-            self.watcher = UnregisteredModules(model, check_stop, modules)
-        else:
-            self.cached = cached[1]
-
-    def __enter__(self) -> UnregisteredCheck:
-        if self.watcher is not None:
-            self.watcher.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.watcher is not None:
-            self.watcher.__exit__(*exc)
-
-    def warnings(self) -> list[str]:
         """The warnings of this capture (or of the watched one it reuses)."""
-        if self.watcher is None:
+        if not self.watching:
             return list(self.cached)
-        found = tuple(self.watcher.warnings())
+        roots = [m for m in self.seen.values() if not _inside_any(m, self.seen.values())]
+        found = tuple(
+            f"{type(mod).__name__} ran during forward but is not registered in "
+            f"named_modules(){_find_holder(self.model, mod)}, so it cannot be hooked or "
+            "ticked; store it in nn.ModuleList / nn.ModuleDict (or as an attribute) to see it"
+            for mod in roots
+        )
         try:
             _CHECKED[self.model] = (self.fingerprint, found)
         except TypeError:  # a model that cannot be weakly referenced: watch every time

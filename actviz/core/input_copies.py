@@ -117,7 +117,7 @@ def prepare_inputs(
     if isinstance(inputs, torch.Tensor):
         arg, copy = convert(inputs)
         return PreparedInputs((arg,), {}, leaves, copy, pairs)
-    if isinstance(inputs, list) and _one_list_argument(inputs, model):
+    if isinstance(inputs, list) and one_list_argument(inputs, model):
         arg, copies = walk(inputs)
         return PreparedInputs((arg,), {}, leaves, copies, pairs)
     if isinstance(inputs, (list, tuple)):
@@ -132,7 +132,8 @@ def prepare_inputs(
     )
 
 
-def _one_list_argument(inputs: list, model: nn.Module | None) -> bool:
+def one_list_argument(inputs: list, model: nn.Module | None) -> bool:
+    """Whether ``inputs`` (a list) is one argument of images for ``model``, not arguments."""
     return (
         model is not None
         and bool(inputs)

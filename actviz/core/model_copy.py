@@ -102,20 +102,9 @@ def _is_transient(hook: Any) -> bool:
 
 
 def private_copy(model: nn.Module, *, to_eval: bool = False) -> nn.Module:
-    """A deep copy of ``model`` for another thread (see the module docstring).
-
-    Parameters
-    ----------
-    model
-        The model (not changed).
-    to_eval
-        Put the copy in eval mode; False keeps the original's flags.
-
-    Raises
-    ------
-    Exception
-        Whatever :func:`copy.deepcopy` raises for a model that cannot be copied.
-    """
+    """A deep copy of ``model`` (not changed) for another thread (see the module docstring),
+    in eval mode with ``to_eval``, else with the original's flags; raises what
+    :func:`copy.deepcopy` raises for a model that cannot be copied."""
     memo: dict[int, Any] = {}
     wrapped: list[tuple[nn.Module, Any]] = []  # modules whose forward a capture wraps now
     for module in model.modules():
@@ -157,22 +146,10 @@ def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
 
 @dataclass
 class ModelCopy:
-    """A copy of ``original``, made once by :meth:`build` (on a thread where no capture
-    runs on the original), then used by another thread while :meth:`usable`.
-
-    Attributes
-    ----------
-    original
-        The model copied.
-    to_eval
-        Whether the copy is put in eval mode (else it keeps the original's flags).
-    twin
-        The copy, once built (None before, or when copying failed).
-    error, failure
-        Why the copy could not be made (None and "" when it was, or was not tried yet).
-    nbytes
-        The copy's parameters and buffers (0 until built).
-    """
+    """A copy (``twin``, None until built or when copying failed) of ``original``, made once
+    by :meth:`build` (on a thread where no capture runs on the original), then used by another
+    thread while :meth:`usable`. ``error`` and ``failure`` say why it could not be made;
+    ``nbytes`` is its parameters and buffers (0 until built)."""
 
     original: nn.Module = field(repr=False)
     to_eval: bool = False

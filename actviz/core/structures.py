@@ -105,11 +105,7 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     """
     if isinstance(obj, _Tensor):
         return fn(obj)
-    node = _children(obj)
-    if node is None:
-        return obj
-    children, rebuild, _labels = node
-    return rebuild([map_tensors(child, fn) for child in children])
+    return map_leaves(obj, lambda leaf: fn(leaf) if isinstance(leaf, _Tensor) else leaf)
 
 
 def map_leaves(obj: Any, fn: Callable[[Any], Any]) -> Any:

@@ -40,11 +40,8 @@ BACKGROUND_NICE = 10
 def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with torch's intra-op pool at ``n`` threads (None: unchanged); the
     calling thread's count is put back."""
-    if n is None:
-        yield
-        return
     before = torch.get_num_threads()
-    if before == n:
+    if n is None or before == n:
         yield
         return
     torch.set_num_threads(n)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,12 +50,7 @@ class ParamInfo:
 
     @property
     def numel(self) -> int:
-        if self.dtype == "uninitialized":
-            return 0
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return 0 if self.dtype == "uninitialized" else math.prod(self.shape)
 
 
 @dataclass

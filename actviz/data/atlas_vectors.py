@@ -213,6 +213,3 @@ def separating_channels(
     return tuple(
         ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order
     )
-
-
-# -- everything a map of one layer needs

@@ -257,12 +257,9 @@ class LayerCache:
             valid = refs >= 0
             indices = np.full_like(refs, EMPTY_INDEX)
             indices[valid] = index_of_log[refs[valid]]
-            state.values = arrays["values"].astype(np.float64)
             state.indices = indices
-            state.locations = arrays["locations"].astype(np.int64)
-            state.mean = arrays["mean"].astype(np.float64)
-            state.m2 = arrays["m2"].astype(np.float64)
-            state.positive = arrays["positive"].astype(np.int64)
+            for name in ("values", "locations", "mean", "m2", "positive"):
+                setattr(state, name, arrays[name].astype(getattr(state, name).dtype))
             state.count = int(arrays["count"])
             spatial = tuple(int(s) for s in arrays["spatial"])
             state.spatial = spatial if spatial else None

@@ -1,8 +1,9 @@
 """``actviz.scan``: run a model over a dataset and keep, per channel, the images that excite it
 most.
 
-One hook per layer reduces each batch at once (:mod:`accumulate`); state is saved per batch
-(:mod:`cache`), so scans resume and grow.
+One hook per layer reduces each batch at once (:mod:`accumulate`) into a :class:`_LayerRun`
+(top-k state, progress, embedding rows, cache lines; layers merged as one state per batch in a
+:class:`_Group`); state is saved per batch (:mod:`cache`), so scans resume and grow.
 """
 
 from __future__ import annotations
@@ -21,13 +22,11 @@ from torch.utils.data import DataLoader, Subset
 from actviz.core.capture import format_bytes, resolve_layers
 from actviz.core.edit_kinds import channel_dim
 from actviz.core.threads import ThreadTuner, background_loader_init
-from actviz.data.accumulate import Reduced, first_tensor, reduce_output
-from actviz.data.cache import LayerCache, ScanStore, cache_dir, weights_fingerprint
+from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
+from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.distributed import run_sharded, shard_context
 from actviz.data.fork_server import loader_context
-from actviz.data.rows import attach_rows
-from actviz.data.scan_layers import _Group, _joinable, _LayerRun
-from actviz.data.scan_layers import log_lines as log_lines  # its old home
+from actviz.data.rows import attach_rows, new_vectors
 from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_result
 from actviz.data.scan_sizing import (
     ACTIVATION_BUDGET,
@@ -46,7 +45,7 @@ from actviz.data.sources import resolve_model as resolve_model
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "estimate_memory", "scan"]
+__all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "estimate_memory", "log_lines", "scan"]
 
 
 def scan(
@@ -147,28 +146,33 @@ def scan(
     warnings: list[str] = []
     if embeddings_dir is not None:
         attach_rows(runs, embeddings_dir, n, ctx)
+
+    def run(rows: np.ndarray, report: Any, stop: Any) -> int:
+        return _run(
+            spec,
+            items,
+            runs,
+            rows,
+            batch_size,
+            num_workers,
+            report,
+            stop,
+            warnings,
+            background,
+            labels,
+        )
+
+    def result(cached: bool, threads: int | None) -> Scan:
+        return _result(runs, k, items, cached, folder, warnings, threads, labels)
+
     if ctx is not None:
         return run_sharded(
             ctx,
             runs,
             pending,
             n,
-            lambda mine, report, stop: _run(
-                spec,
-                items,
-                runs,
-                mine,
-                batch_size,
-                num_workers,
-                report,
-                stop,
-                warnings,
-                background,
-                labels,
-            ),
-            lambda cached, threads: _result(
-                runs, k, items, cached, folder, warnings, threads, labels
-            ),
+            run,
+            result,
             progress,
             should_stop,
             folder is not None and all(r.loaded for r in runs),
@@ -177,22 +181,10 @@ def scan(
     from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
     threads = None
     if pending.size:
-        threads = _run(
-            spec,
-            items,
-            runs,
-            pending,
-            batch_size,
-            num_workers,
-            progress,
-            should_stop,
-            warnings,
-            background,
-            labels,
-        )
+        threads = run(pending, progress, should_stop)
     elif progress is not None:
         progress(n, n, 0.0)
-    return _result(runs, k, items, from_cache, folder, warnings, threads, labels)
+    return result(from_cache, threads)
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
@@ -404,3 +396,185 @@ def _run(
 def _folder(runs: list[_LayerRun]) -> Any:
     cache = runs[0].cache
     return None if cache is None else cache.folder
+
+
+class _LayerRun:
+    """One layer during a scan: its state, what is done, and its cache files."""
+
+    def __init__(
+        self,
+        name: str,
+        k: int,
+        n: int,
+        cache: LayerCache | None,
+        data: ScanData,
+        embed: bool = False,
+    ):
+        self.name = name
+        self.cache = cache
+        self._state = LayerState(k)
+        self.group: _Group | None = None
+        self.spatial: tuple[int, ...] | None = None
+        self.done = np.zeros(n, dtype=bool)
+        self.skipped: dict[int, str] = {}
+        self.log_of_index = np.full(n, -1, dtype=np.int64)
+        self.lines: list[str] = []
+        self.loaded = False
+        #: Record each image's pooled vector (``vectors``, by data index; NaN rows: none yet).
+        self.embed = embed
+        self.vectors: Any = None  # an array, or DiskRows (see actviz.data.rows)
+        self.new_vectors: Callable[[int, int], Any] = new_vectors
+        self.axis: int | None = None
+        #: The data indices of ``lines``, in order (their embedding rows follow the log).
+        self.line_indices: list[np.ndarray] = []
+        if cache is not None:
+            loaded = cache.load(k, data.sources, data.signatures, embeddings=embed)
+            if loaded is None:
+                cache.reset()
+            else:
+                self._state = loaded.state
+                self.spatial = loaded.state.spatial
+                self.done = loaded.done
+                self.skipped = loaded.skipped
+                self.log_of_index = loaded.log_of_index
+                self.vectors, self.axis = loaded.vectors, loaded.axis
+                self.loaded = True
+
+    @property
+    def state(self) -> LayerState:
+        """This layer's figures (a view into its group's state while it has one)."""
+        return self._state if self.group is None else self.group.part(self)
+
+    def add(self, reduced: Reduced, indices: np.ndarray, data: ScanData) -> None:
+        rows = ~self.done[indices]
+        if not rows.any():
+            return
+        if not rows.all():
+            sel = np.flatnonzero(rows)
+            reduced = reduced.select(sel)
+            indices = indices[sel]
+        self._state.update(reduced, indices)
+        self.spatial = self._state.spatial
+        self.put_vectors(reduced, indices)
+        self._mark(indices, "D", data)
+
+    def put_vectors(self, reduced: Reduced, indices: np.ndarray) -> None:
+        """Keep the images' pooled vectors (float16) when this layer records embeddings."""
+        if not self.embed or reduced.embedding is None:
+            return
+        rows = reduced.embedding
+        if self.vectors is None:
+            self.vectors = self.new_vectors(len(self.done), rows.shape[1])
+        elif rows.shape[1] != self.vectors.shape[1]:
+            raise ValueError(
+                f"layer {self.name!r} gave vectors of {rows.shape[1]} values, "
+                f"earlier images {self.vectors.shape[1]}"
+            )
+        self.vectors[indices] = rows
+
+    def mark_run(self, indices: np.ndarray, data: ScanData) -> None:
+        """The images ``indices`` ran but this layer gave nothing to merge."""
+        self._mark(indices[~self.done[indices]], "D", data)
+
+    def scanned(self) -> int:
+        """Images done for this layer, skipped ones excluded."""
+        return int(self.done.sum()) - len(self.skipped)
+
+    def skip(self, bad: list[tuple[int, str]], data: ScanData) -> None:
+        for i, reason in bad:
+            if not self.done[i]:
+                self.skipped[i] = reason
+                self._mark(np.array([i]), "S", data, reason)
+
+    def _mark(
+        self,
+        indices: np.ndarray,
+        kind: str,
+        data: ScanData,
+        reason: str = "",
+        lines: list[str] | None = None,
+    ) -> None:
+        """Mark ``indices`` done, with their log ``lines`` when already made."""
+        self.done[indices] = True
+        if self.cache is None:
+            return  # the log lines and their numbers only serve the cache
+        base = self.cache.lines + len(self.lines)
+        self.log_of_index[indices] = np.arange(base, base + len(indices))
+        self.lines.extend(lines if lines is not None else log_lines(indices, kind, data, reason))
+        if self.embed:
+            self.line_indices.append(indices)
+
+    def save(self) -> bool:
+        """Put what is new into the store (the caller writes it); True when there was some."""
+        new = bool(self.lines)
+        if self.cache is not None and new:
+            embedding = None
+            if self.embed:
+                embedding = (-1, -1)
+                if self.vectors is not None:
+                    # Rows follow the log: appended before the state that counts them.
+                    order = np.concatenate(self.line_indices)
+                    self.cache.save_rows(self.vectors[order], self.cache.lines)
+                    embedding = (int(self.vectors.shape[1]), int(self.axis or 1))
+            self.cache.save(self.state, self.lines, self.log_of_index, embedding)
+        self.lines = []
+        self.line_indices = []
+        return new
+
+
+def log_lines(indices: np.ndarray, kind: str, data: ScanData, reason: str = "") -> list[str]:
+    """The log lines of data items ``indices``."""
+    sources, signatures = data.sources, data.signatures
+    return [log_line(kind, sources[i], signatures[i], reason) for i in indices.tolist()]
+
+
+class _Group:
+    """Layers merged as one state (one merge per batch), until they diverge."""
+
+    def __init__(self, runs: list[_LayerRun], reduced: dict[str, Reduced]) -> None:
+        self.runs = runs
+        self.bounds: dict[str, tuple[int, int]] = {}
+        lo = 0
+        for r in runs:
+            if r._state.channels is None:
+                r._state._allocate(reduced[r.name].maxima.shape[1])
+            hi = lo + int(r._state.channels or 0)
+            self.bounds[r.name] = (lo, hi)
+            lo = hi
+        self.state = LayerState.joined([r._state for r in runs])
+        for r in runs:
+            r.group = self
+
+    def part(self, run: _LayerRun) -> LayerState:
+        lo, hi = self.bounds[run.name]
+        return self.state.part(lo, hi, run.spatial)
+
+    def takes(self, reduced: dict[str, Reduced], indices: np.ndarray) -> bool:
+        """Whether every member fired and has none of ``indices`` done."""
+        return all(r.name in reduced and not r.done[indices].any() for r in self.runs)
+
+    def add(self, reduced: dict[str, Reduced], indices: np.ndarray, data: ScanData) -> None:
+        self.state.update(Reduced.joined([reduced[r.name] for r in self.runs]), indices)
+        lines = log_lines(indices, "D", data) if self.runs[0].cache is not None else None
+        for r in self.runs:
+            r.spatial = reduced[r.name].spatial or r.spatial
+            r.put_vectors(reduced[r.name], indices)
+            r._mark(indices, "D", data, lines=lines)
+
+    def dissolve(self) -> None:
+        for r in self.runs:
+            r._state = self.part(r).copy()
+            r.group = None
+
+
+def _joinable(runs: list[_LayerRun], reduced: dict[str, Reduced], indices: np.ndarray) -> list:
+    """The layers that can form a group at this batch (fired, same images done before)."""
+    fired = [r for r in runs if r.name in reduced and not r.done[indices].any()]
+    if not fired:
+        return []
+    first = fired[0]
+    return [
+        r
+        for r in fired
+        if r._state.count == first._state.count and np.array_equal(r.done, first.done)
+    ]

@@ -19,6 +19,9 @@ __all__ = ["SCAN_FILE", "open_scan", "save_scan"]
 #: The file that marks a folder as a saved scan.
 SCAN_FILE = "scan.json"
 _FORMAT = 1
+#: The arrays saved per layer, of its result and of its statistics.
+_RESULT_ARRAYS = ("values", "indices", "locations", "positive")
+_STATS_ARRAYS = ("mean", "std", "frac_positive")
 
 
 def save_scan(scan: Scan, folder: str | os.PathLike[str]) -> Path:
@@ -30,16 +33,8 @@ def save_scan(scan: Scan, folder: str | os.PathLike[str]) -> Path:
     layers = []
     for i, name in enumerate(scan.layers):
         res = scan.results[name]
-        for key, value in (
-            ("values", res.values),
-            ("indices", res.indices),
-            ("locations", res.locations),
-            ("positive", res.positive),
-            ("mean", res.stats.mean),
-            ("std", res.stats.std),
-            ("frac_positive", res.stats.frac_positive),
-        ):
-            arrays[f"{i}.{key}"] = np.asarray(value)
+        for owner, keys in ((res, _RESULT_ARRAYS), (res.stats, _STATS_ARRAYS)):
+            arrays.update({f"{i}.{key}": np.asarray(getattr(owner, key)) for key in keys})
         entry: dict[str, Any] = {
             "name": name,
             "spatial": list(res.spatial) if res.spatial is not None else None,
@@ -122,7 +117,7 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
             out.flags.writeable = False
             return out
 
-        stats = ChannelStats(a("mean"), a("std"), a("frac_positive"), int(entry["stats_count"]))
+        stats = ChannelStats(*map(a, _STATS_ARRAYS), int(entry["stats_count"]))
         spatial = tuple(entry["spatial"]) if entry["spatial"] is not None else None
         results[name] = LayerResult(
             a("values"), a("indices"), a("locations"), stats, spatial, a("positive")

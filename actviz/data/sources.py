@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -115,27 +115,31 @@ def _reason(exc: BaseException, src: str) -> str:
     return text[len(src) + 2 :] if text.startswith(f"{src}: ") else f"{type(exc).__name__}: {text}"
 
 
-class ImageFiles(Dataset):
-    """Image files, opened and preprocessed exactly like a single run's input."""
+class _Items(Dataset):
+    """Items opened and preprocessed exactly like a single run's input."""
 
     def __init__(
         self,
-        paths: Sequence[str],
+        items: Any,
         expected: ExpectedInput,
         transforms: Callable[..., Any] | None,
         size: tuple[int, int] | None,
     ) -> None:
-        self.paths = list(paths)
+        self.items = items
         # Workers build tensors on the CPU; the scan moves each batch to the model's device.
         self.expected = replace(expected, device=torch.device("cpu"))
         self.transforms = transforms
         self.size = size
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.items)
+
+
+class ImageFiles(_Items):
+    """Image files (their paths)."""
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
-        src = self.paths[i]
+        src = self.items[i]
         try:
             img = _open_image(Path(src), src)
             loaded = _from_image(img, src, self.expected, self.transforms, self.size)
@@ -157,27 +161,12 @@ class Samples(Dataset):
         return i, self.tensor[i], ""
 
 
-class DatasetItems(Dataset):
+class DatasetItems(_Items):
     """Items of any dataset: a tensor, a PIL image, or a tuple/list/dict whose first is one."""
-
-    def __init__(
-        self,
-        dataset: Any,
-        expected: ExpectedInput,
-        transforms: Callable[..., Any] | None,
-        size: tuple[int, int] | None,
-    ) -> None:
-        self.dataset = dataset
-        self.expected = replace(expected, device=torch.device("cpu"))
-        self.transforms = transforms
-        self.size = size
-
-    def __len__(self) -> int:
-        return len(self.dataset)
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
         try:
-            item = self.dataset[i]
+            item = self.items[i]
             if isinstance(item, dict):
                 item = next(iter(item.values()))
             elif isinstance(item, (tuple, list)):
@@ -292,7 +281,7 @@ def _files(
         # Nothing says what size the model wants: the first readable image decides, so that
         # every image of the batch has one size.
         size = _first_size(files)
-    dataset = ImageFiles(files, spec.expected, spec.transforms, size)
+    dataset = ImageFiles(list(files), spec.expected, spec.transforms, size)
     signatures = tuple(_signature(f) for f in files)
     return ScanData(tuple(files), signatures, classes, identity, dataset, True)
 

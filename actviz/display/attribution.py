@@ -78,13 +78,8 @@ def grad_cam_tensor(
 def grad_cam(
     activation: Any, gradient: Any, size: tuple[int, int] | None = None, sample: int = 0
 ) -> np.ndarray:
-    """Grad-CAM as a float32 ``(H, W)`` array in [0, 1] (see :func:`grad_cam_tensor`).
-
-    Raises
-    ------
-    ValueError
-        If the shapes differ or the layer has no spatial output.
-    """
+    """Grad-CAM as a float32 ``(H, W)`` array in [0, 1] (see :func:`grad_cam_tensor`);
+    ``ValueError`` if the shapes differ or the layer has no spatial output."""
     a, g = torch.as_tensor(activation), torch.as_tensor(gradient)
     if a.shape != g.shape:
         raise ValueError(f"activation {tuple(a.shape)} and gradient {tuple(g.shape)} differ")

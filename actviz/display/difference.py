@@ -44,9 +44,7 @@ def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch
     a, b = _tensor(cap_a, name, call), _tensor(cap_b, name, call)
     if a is None or b is None or tuple(a.shape) != tuple(b.shape):
         return None
-    a = a.detach().to("cpu", torch.float32)
-    b = b.detach().to("cpu", torch.float32)
-    return a - b
+    return a.detach().to("cpu", torch.float32) - b.detach().to("cpu", torch.float32)
 
 
 def prepare_difference(
@@ -166,18 +164,11 @@ def prediction_change(
     """Top classes (a language model's next tokens) of two outputs side by side, with
     their changes (A minus B); empty rows with a ``message`` when not comparable logits."""
     a, b = _logits(output_a, sample), _logits(output_b, sample)
-    if a is None or b is None:
-        return PredictionChange((), None, None, None, k, sample, "no class scores to compare")
-    if a.shape != b.shape:
-        return PredictionChange(
-            (),
-            None,
-            None,
-            None,
-            k,
-            sample,
-            f"the outputs have different sizes ({a.numel()} vs {b.numel()} classes)",
-        )
+    if a is None or b is None or a.shape != b.shape:
+        why = "no class scores to compare"
+        if a is not None and b is not None:
+            why = f"the outputs have different sizes ({a.numel()} vs {b.numel()} classes)"
+        return PredictionChange((), None, None, None, k, sample, why)
     pa, pb = torch.softmax(a, 0), torch.softmax(b, 0)
     kk = max(1, min(int(k), a.numel()))
     chosen = sorted(

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from actviz.display.colormaps import PAD_INDEX, to_indices
+from actviz.display.layer_views import as_numpy
 
 __all__ = [
     "ChannelOrder",
@@ -321,13 +322,7 @@ def downsample(maps: np.ndarray, scale: int) -> np.ndarray:
 
 
 def _as_maps(fmap: Any) -> np.ndarray:
-    if isinstance(fmap, torch.Tensor):
-        t = fmap.detach()
-        if t.is_complex():
-            t = t.abs()
-        data = t.to("cpu", torch.float32).numpy()
-    else:
-        data = np.asarray(fmap, dtype=np.float32)
+    data = as_numpy(fmap)
     if data.ndim == 2:
         data = data[None]
     if data.ndim != 3:

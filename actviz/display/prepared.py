@@ -138,24 +138,13 @@ class LazyMap(Mapping[str, np.ndarray]):
 
 @dataclass(frozen=True)
 class DisplaySpec:
-    """What to prepare from a capture, and how.
-
-    Attributes
-    ----------
-    image
-        The input as loaded (``(H, W, 3)`` uint8), for overlays; None for tensors.
-    channel_pages
-        ``{layer: channel}``: the mosaic page shown is the one holding that channel.
-    page_channels
-        ``{layer: channels per page}`` (absent: ``MAX_MOSAIC_CHANNELS``).
-    channel_orders
-        ``{layer: ChannelOrder}``: layers paged in an order of their own (by effect).
-    colormap
-        ``AUTO`` normalises signed mosaics symmetrically about 0; a named map does not.
-    sample
-        The batch element per-sample pictures show (statistics cover the batch).
-    tokens, layout, tokenizer
-        A text input's token strings, a ViT's patch layout, and the tokenizer (logit lens).
+    """What to prepare from a capture, and how: ``image`` is the input as loaded (``(H, W, 3)``
+    uint8, for overlays; None for tensors); per layer, ``channel_pages`` names a channel whose
+    mosaic page is shown, ``page_channels`` the channels per page (absent:
+    ``MAX_MOSAIC_CHANNELS``), ``channel_orders`` an order of its own (by effect); ``AUTO``
+    ``colormap`` normalises signed mosaics symmetrically about 0; ``sample`` is the batch
+    element per-sample pictures show (statistics cover the batch); ``tokens``, ``layout`` and
+    ``tokenizer`` serve text inputs, ViT patch layouts and the logit lens.
     """
 
     layers: tuple[str, ...] = ()

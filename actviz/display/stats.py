@@ -94,10 +94,7 @@ def stats_from_vector(shape: tuple[int, ...], vector: Any) -> dict[str, Any]:
         "inf": n - n_fin - n_nan,
         "zero_frac": s["zeros"] / n if n else 0.0,
     }
-    if n_fin:
-        out.update(mean=s["mean"], std=s["std"], min=s["min"], max=s["max"])
-    else:
-        out.update(mean=float("nan"), std=float("nan"), min=float("nan"), max=float("nan"))
+    out.update({k: s[k] if n_fin else float("nan") for k in ("mean", "std", "min", "max")})
     out["grad_norm"] = s["grad_norm"] if s["has_grad"] else None
     return out
 

@@ -148,12 +148,11 @@ def compare_job(
     report("comparing")
     # The layers shown, not every record: a text model's run also records its embedding for
     # the saliency, and the chart counted and plotted that layer nobody ticked.
-    asked = [n for n in request.spec.layers if n in common]
-    comparison = compare(cap_a, cap_b, layers=asked or None)
+    shown = [n for n in request.spec.layers if n in common]
+    comparison = compare(cap_a, cap_b, layers=shown or None)
     if not comparison.layers:
         reasons = "; ".join(f"{n or '(model)'}: {why}" for n, _k, why in comparison.skipped[:3])
         raise LayersMismatch(f"No layer of runs A and B could be compared ({reasons}).")
-    shown = [n for n in request.spec.layers if n in common]
     report("preparing the differences")
     differences = prepare_difference(cap_a, cap_b, request.spec, layers=shown)
     predictions = prediction_change(

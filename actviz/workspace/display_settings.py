@@ -60,34 +60,34 @@ class DisplaySettings:
         gradcam_layer: str | None | type[Ellipsis] = ...,
     ) -> None:
         """Change view settings (None / ``...`` leaves one as it is); announce each change."""
-        changed = []
-        if colormap is not None and colormap != self.colormap:
-            self.colormap = colormap
-            changed.append("colormap")
-        if normalize is not None and normalize != self.normalize:
-            self.normalize = normalize
-            changed.append("normalize")
-        if gradcam_layer is not ... and gradcam_layer != self.gradcam_layer:
-            self.gradcam_layer = gradcam_layer  # type: ignore[assignment]
-            changed.append("gradcam_layer")
+        asked = {"colormap": colormap, "normalize": normalize, "gradcam_layer": gradcam_layer}
+        unset = {"colormap": None, "normalize": None, "gradcam_layer": ...}
+        changed = [k for k, v in asked.items() if v is not unset[k] and v != getattr(self, k)]
+        for what in changed:
+            setattr(self, what, asked[what])
         for what in changed:
             self._changed(what)
 
+    def _put(self, what: str, layer: str, value: Any) -> None:
+        """Set ``layer``'s entry of the setting ``what`` (None: remove it); announce a change."""
+        held = getattr(self, what)
+        if value is None:
+            if held.pop(layer, None) is None:
+                return
+        elif held.get(layer) == value:
+            return
+        else:
+            held[layer] = value
+        self._changed(what)
+
     def set_channel_page(self, layer: str, first: int) -> None:
         """Show the mosaic page of ``layer`` that starts at channel ``first``."""
-        if self.channel_pages.get(layer) != first:
-            self.channel_pages[layer] = first
-            self._changed("channel_pages")
+        self._put("channel_pages", layer, first)
 
     def set_channel_order(self, layer: str, order: ChannelOrder | None) -> None:
         """Tile ``layer``'s channels in ``order`` (None: the natural order) and announce it.
         The page shown is the one holding the channel ``channel_pages[layer]`` names."""
-        if order is None:
-            if self.channel_orders.pop(layer, None) is not None:
-                self._changed("channel_orders")
-        elif self.channel_orders.get(layer) != order:
-            self.channel_orders[layer] = order
-            self._changed("channel_orders")
+        self._put("channel_orders", layer, order)
 
     def page_start(self, layer: str, size: int) -> int:
         """Where the page of ``size`` channels shown of ``layer`` starts: a channel, or a
@@ -97,6 +97,4 @@ class DisplaySettings:
 
     def set_page_channels(self, layer: str, count: int) -> None:
         """Channels per mosaic page of ``layer`` (the window's choice from the panel width)."""
-        if self.page_channels.get(layer) != count:
-            self.page_channels[layer] = count
-            self._changed("page_channels")
+        self._put("page_channels", layer, count)

@@ -53,9 +53,7 @@ class EditEntry:
 
 def edit_value(edit: Edit) -> float | None:
     """The number the user may change: a scale's factor (None for other kinds)."""
-    if edit.kind == "scale":
-        return None if edit.factor is None else float(edit.factor)
-    return None
+    return float(edit.factor) if edit.kind == "scale" and edit.factor is not None else None
 
 
 def with_value(edit: Edit, value: float) -> Edit:
@@ -102,20 +100,9 @@ class EditBoard:
 
     def add(self, layer: str, edit: Edit, note: str = "", *, model: Any = _SHOWN) -> EditEntry:
         """Add ``edit`` on ``layer`` (applied after the layer's earlier edits); ``note``
-        says where a patch takes its values.
-
-        Parameters
-        ----------
-        model
-            The model the edit was made on (the one whose panel or ranking offered it);
-            omitted: the model shown.
-
-        Raises
-        ------
-        StaleEditError
-            ``model`` is not the board's model (it was switched since the edit was offered),
-            or the board's model has no layer ``layer``.
-        """
+        says where a patch takes its values; ``model`` is the one the edit was made on
+        (omitted: the model shown). ``StaleEditError`` when it is not the board's model (it
+        was switched since the edit was offered), or the board's model has no ``layer``."""
         if model is not _SHOWN and model is not self.model:
             raise StaleEditError(
                 f"the edit of {layer} was offered for the model shown before: "

@@ -1,23 +1,33 @@
 """A run's request and its job: :class:`RunRequest` (taken on the GUI thread by
-:func:`request_of`) and :func:`run_job` (capture and prepare on the worker, never touching the
-session again).
+:func:`request_of`, with what the sequence views need, read with the module walk cached per
+model) and :func:`run_job` (capture and prepare on the worker, never touching the session
+again; an edited run gets the unedited capture of the same input beside it, cached while model,
+input, layers and target stay, so toggling an edit costs one forward and backward).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import nn
 
+from actviz.display.attention import attention_modules
+from actviz.display.attribution import input_embedding, token_input
 from actviz.display.colormaps import AUTO
+from actviz.display.logit_lens import lens_layers
 from actviz.display.mosaic import ChannelOrder
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, RunResult
-from actviz.workspace.edits_board import BaselineCache
+from actviz.display.token_maps import SequenceLayout, sequence_layout
+from actviz.workspace.edits_board import BaselineCache, BaselineKey
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
 
 
 @dataclass
@@ -58,27 +68,12 @@ class RunRequest:
     #: Record attention probabilities too (a model with attention modules).
     attention: bool = False
 
-    def first_channel(self, name: str) -> int:
-        """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
-        return self.display_spec().first_channel(name)
-
     def display_spec(self) -> DisplaySpec:
         """What :func:`actviz.display.prepare.prepare` needs of this request."""
-        return DisplaySpec(
-            layers=tuple(self.layers),
-            normalize=self.normalize,
-            image=self.image,
-            categories=tuple(self.categories) if self.categories else None,
-            gradcam_layer=self.gradcam_layer,
-            channel_pages=dict(self.channel_pages),
-            sample=self.sample,
-            page_channels=dict(self.page_channels),
-            channel_orders=dict(self.channel_orders),
-            colormap=self.colormap,
-            tokens=self.tokens,
-            layout=self.layout,
-            tokenizer=self.tokenizer,
-        )
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(DisplaySpec)}
+        values = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
+        categories = tuple(self.categories) if self.categories else None
+        return DisplaySpec(**values | {"layers": tuple(self.layers), "categories": categories})
 
 
 def run_job(
@@ -89,37 +84,21 @@ def run_job(
     """Capture ``request.model`` on ``request.inputs`` and prepare every panel (exact variant), on
     the worker thread; raises what the capture raises.
     """
-    from actviz.core.capture import capture
-
     report = progress or (lambda _msg: None)
     report("running forward and backward")
     layers = list(dict.fromkeys([*request.layers, *request.extra_layers]))
-    baseline = None
-    if request.edits or request.baseline_cache is not None:
-        from actviz.workspace.edit_runs import capture_pair
-
-        cap, baseline = capture_pair(
-            request.model,
-            request.inputs,
-            layers,
-            edits=request.edits,
-            cache=request.baseline_cache,
-            reuse=request.reuse_baseline,
-            target=request.target,
-            input_grads=request.input_grads,
-            should_stop=should_stop,
-            max_bytes=request.max_bytes,
-        )
-    else:
-        cap = capture(
-            request.model,
-            request.inputs,
-            layers,
-            target=request.target,
-            should_stop=should_stop,
-            max_bytes=request.max_bytes,
-            input_grads=request.input_grads,
-        )
+    cap, baseline = capture_pair(
+        request.model,
+        request.inputs,
+        layers,
+        edits=request.edits,
+        cache=request.baseline_cache,
+        reuse=request.reuse_baseline,
+        target=request.target,
+        input_grads=request.input_grads,
+        should_stop=should_stop,
+        max_bytes=request.max_bytes,
+    )
     if request.attention:
         from actviz.core.capture import CaptureTooLarge
         from actviz.display.attention import capture_attention
@@ -174,8 +153,6 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
     extra = []
     if session.gradcam_layer and session.gradcam_layer not in layers:
         extra.append(session.gradcam_layer)
-    from actviz.workspace.token_inputs import sequence_request
-
     sequence = sequence_request(session, layers)
     extra += [n for n in sequence.pop("extra_layers") if n not in layers and n not in extra]
     return RunRequest(
@@ -202,4 +179,116 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
         baseline_cache=session.baseline,
         reuse_baseline=len(session.edits) > 0,
         **sequence,
+    )
+
+
+def capture_pair(
+    model: Any,
+    inputs: Any,
+    layers: Sequence[str],
+    *,
+    edits: Mapping[str, Sequence[Any]] | None,
+    cache: BaselineCache | None,
+    reuse: bool = True,
+    target: Any = None,
+    input_grads: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+    max_bytes: int | None = None,
+) -> tuple[Capture, Capture | None]:
+    """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one (None
+    without edits; a cached one with ``reuse``). With ``target`` None the edited run is held to
+    the unedited default class (:func:`~actviz.core.targets.fixed_default`).
+    """
+    from actviz.core.capture import capture
+
+    def run(with_edits: Mapping[str, Sequence[Any]] | None, target: Any = target) -> Capture:
+        return capture(
+            model,
+            inputs,
+            list(layers),
+            target=target,
+            should_stop=should_stop,
+            max_bytes=max_bytes,
+            input_grads=input_grads,
+            edits=dict(with_edits) if with_edits else None,
+        )
+
+    def unedited() -> Capture:
+        cap = run(None)
+        if cache is not None:
+            cache.put(key, cap)
+        return cap
+
+    key = BaselineKey(model, inputs, tuple(layers), target, bool(input_grads))
+    baseline = cache.get(key) if cache is not None else None
+    if not edits:
+        if baseline is None or not reuse:
+            baseline = unedited()
+        return baseline, None
+    if target is None:
+        # The default target of an edited run is held to the unedited run's top-1: an edit
+        # that makes another class lead would otherwise change what the gradients are of.
+        if baseline is None:
+            baseline = unedited()
+        from actviz.core.targets import fixed_default
+
+        return run(edits, fixed_default(baseline.output)), baseline
+    # The edited capture first: a bad edit fails before the unedited forward is spent.
+    edited = run(edits)
+    return edited, unedited() if baseline is None else baseline
+
+
+@dataclass(frozen=True)
+class ModelSequences:
+    """What a model offers the sequence views."""
+
+    layout: SequenceLayout | None
+    attention: bool
+    lens_blocks: tuple[str, ...]
+    #: The module whose output is the token embeddings (:func:`input_embedding`), or None.
+    embedding: str | None = None
+
+
+_CACHE: weakref.WeakKeyDictionary[nn.Module, ModelSequences] = weakref.WeakKeyDictionary()
+
+
+def model_sequences(model: nn.Module) -> ModelSequences:
+    """:class:`ModelSequences` of ``model`` (computed once per model object)."""
+    found = _CACHE.get(model)
+    if found is None:
+        lens = lens_layers(model)
+        found = ModelSequences(
+            layout=sequence_layout(model),
+            attention=bool(attention_modules(model)),
+            lens_blocks=lens.blocks if lens is not None else (),
+            embedding=input_embedding(model),
+        )
+        _CACHE[model] = found
+    return found
+
+
+def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
+    """The run request's sequence-view fields: ``tokens``, ``layout``, ``tokenizer``, ``attention``
+    and ``extra_layers`` (the lens's blocks and the input embedding for saliency).
+    """
+    model = session.model
+    info = model_sequences(model)
+    tokens = session.input.tokens if session.input is not None else None
+    extra = [b for b in info.lens_blocks if b not in layers]
+    value = session.input.value if session.input is not None else None
+    if (
+        info.embedding is not None
+        and token_input(value)
+        and info.embedding not in layers
+        and info.embedding not in extra
+    ):
+        # Always, not only while a saliency view is on screen: one (N, T, D) record, and an
+        # export or a later look at the Overview then finds the saliency in the same run.
+        extra.insert(0, info.embedding)
+    return dict(
+        tokens=tokens,
+        layout=info.layout,
+        tokenizer=getattr(session.loaded_model, "tokenizer", None),
+        attention=info.attention,
+        extra_layers=extra,
     )

@@ -1,17 +1,20 @@
 """The session file's codec: edits, captures and arrays to JSON and ``.npz`` members and back,
-and the error a damaged or unknown file raises. No Qt. (:mod:`actviz.workspace.session_file`
-holds the format and :mod:`actviz.workspace.session_provenance` where the model and input came
-from.)"""
+the error a damaged or unknown file raises, and where a session's model and input came from
+(:class:`ModelSource`, :class:`InputSource`): how to open that model again and whether a
+checkpoint is still the one saved (its SHA-256). No Qt. (:mod:`actviz.workspace.session_file`
+holds the format.)"""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -20,7 +23,21 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
 
-__all__ = ["PinState", "SessionFileError", "edits_from_json", "edits_to_json"]
+__all__ = [
+    "InputSource",
+    "ModelCheck",
+    "ModelSource",
+    "PinState",
+    "SessionFileError",
+    "edits_from_json",
+    "edits_to_json",
+    "file_sha256",
+    "input_source_of",
+    "model_source_of",
+    "open_model_source",
+    "verify_model_source",
+    "weights_to_keep",
+]
 
 
 class SessionFileError(ActvizError):
@@ -100,13 +117,8 @@ def edits_from_json(
     dictionaries: Sequence[Any] = (),
 ) -> tuple[dict[str, tuple[Edit, ...]], list[str]]:
     """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures; concept
-    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again.
-
-    Raises
-    ------
-    SessionFileError
-        A row that is not an edit (unknown kind, bad values).
-    """
+    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again;
+    ``SessionFileError`` for a row that is not an edit (unknown kind, bad values)."""
     by_label = {p.label: p.capture for p in pins if p.capture is not None}
     out: dict[str, list[Edit]] = {}
     warnings: list[str] = []
@@ -235,6 +247,11 @@ def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
     raise ValueError(f"unknown node type {kind!r}")
 
 
+#: The nested tensor structures of a record and of a capture, as saved.
+_RECORD_TENSORS = ("inputs", "output", "grad_output", "grad_inputs")
+_CAPTURE_TENSORS = ("output", "input_grads", "inputs")
+
+
 def _float_json(v: float | None) -> Any:
     return None if v is None else repr(float(v))
 
@@ -252,18 +269,13 @@ def _capture_to_json(
                     "name": rec.name,
                     "call": rec.call_index,
                     "type": rec.module_type,
-                    "inputs": _encode(rec.inputs, store),
-                    "output": _encode(rec.output, store),
-                    "grad_output": _encode(rec.grad_output, store),
-                    "grad_inputs": _encode(rec.grad_inputs, store),
+                    **{k: _encode(getattr(rec, k), store) for k in _RECORD_TENSORS},
                 }
             )
     return {
         "names": list(cap.names),
         "records": records,
-        "output": _encode(cap.output, store),
-        "input_grads": _encode(cap.input_grads, store),
-        "inputs": _encode(cap.inputs, store),
+        **{k: _encode(getattr(cap, k), store) for k in _CAPTURE_TENSORS},
         "target_value": _float_json(cap.target_value),
         "target_index": cap.target_index,
         "target_description": cap.target_description,
@@ -284,23 +296,18 @@ def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
                 name=r["name"],
                 call_index=int(r["call"]),
                 module_type=r["type"],
-                inputs=_decode(r["inputs"], arrays),
-                output=_decode(r["output"], arrays),
-                grad_output=_decode(r["grad_output"], arrays),
-                grad_inputs=_decode(r["grad_inputs"], arrays),
+                **{k: _decode(r[k], arrays) for k in _RECORD_TENSORS},
             )
         )
     tv = d["target_value"]
     return Capture(
         names=list(d["names"]),
         records=records,
-        output=_decode(d["output"], arrays),
-        input_grads=_decode(d["input_grads"], arrays),
+        **{k: _decode(d[k], arrays) for k in _CAPTURE_TENSORS},
         target_value=None if tv is None else float(tv),
         target_index=d["target_index"],
         target_description=d["target_description"],
         warnings=list(d["warnings"]),
-        inputs=_decode(d["inputs"], arrays),
         nbytes=int(d["nbytes"]),
         elapsed_s=float(d["elapsed_s"]),
         gradients=bool(d["gradients"]),
@@ -357,3 +364,206 @@ def _dictionaries_of(section: Any, arrays_of: Any, warnings: list[str]) -> list[
             warnings.append(f"dictionary {i} of the concept edits cannot be made: {exc}")
             out.append(None)
     return out
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """How the model was opened: ``source``, ``kind`` and ``name`` as the loaded model had them, and
+    ``open_model``'s ``arch``/``weights``/``trust`` (reopening asks for trust anew). ``sha256`` and
+    ``size`` of a single checkpoint file are checked by :func:`verify_model_source`.
+    """
+
+    source: str
+    kind: str = ""
+    name: str = ""
+    arch: str | None = None
+    weights: str | None = "DEFAULT"
+    trust: bool = False
+    sha256: str | None = None
+    size: int | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """The checkpoint file, for a model that came from one (else None)."""
+        return Path(self.source) if self.sha256 is not None else None
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """The input, embedded (tensors themselves, so the session opens without the file): ``value``,
+    its ``source`` (shown, not reopened), ``kind``, overlay ``image``, ``description`` and
+    ``tokens``.
+    """
+
+    value: Any = field(repr=False)
+    source: str = ""
+    kind: str = "tensor"
+    image: np.ndarray | None = field(default=None, repr=False)
+    description: str = ""
+    tokens: tuple[str, ...] | None = None
+
+    @property
+    def text(self) -> str | None:
+        """The text of a ``text:`` input, else None."""
+        return self.source[5:] if self.source.startswith("text:") else None
+
+
+class SavedModel(Protocol):
+    """What opening a session's model again reads (a
+    :class:`~actviz.workspace.session_file.SessionState` is one)."""
+
+    @property
+    def model(self) -> ModelSource | None: ...
+
+    @property
+    def model_weights(self) -> Mapping[str, torch.Tensor] | None: ...
+
+
+def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """The SHA-256 of a file's bytes, as hex (read in chunks: checkpoints are large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_source_of(
+    loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
+) -> ModelSource:
+    """The :class:`ModelSource` of an :class:`actviz.io.models.loaded_model.LoadedModel` opened with
+    these ``open_model`` arguments; a model from one file gets the file's SHA-256."""
+    source = str(loaded.source)
+    digest = size = None
+    path = Path(source)
+    if loaded.kind in _FILE_KINDS and path.is_file():
+        source = str(path.resolve())
+        digest, size = file_sha256(path), path.stat().st_size
+    elif loaded.kind == "code":
+        source = _absolute_code_ref(source)
+    return ModelSource(
+        source=source,
+        kind=str(loaded.kind),
+        name=str(loaded.name),
+        arch=None if arch is None else _absolute_code_ref(arch),
+        weights=None if weights is None else str(weights),
+        trust=bool(trust),
+        sha256=digest,
+        size=size,
+    )
+
+
+def _absolute_code_ref(text: str) -> str:
+    """``"/abs/path/mynet.py:MyNet"`` for a ``"mynet.py:MyNet"`` found from the working folder
+    (a session opens again from another one); anything else as it is."""
+    from actviz.io.models.user_code import parse_code_ref
+
+    ref = parse_code_ref(text)
+    if ref is None or not ref.is_file or Path(ref.target).is_absolute():
+        return text
+    target = Path(ref.target)
+    return f"{target.resolve()}:{ref.attr}" if target.is_file() else text
+
+
+def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
+    """The weights a session must hold for an opened model (``SessionState.model_weights``):
+    its ``state_dict()`` when opening it again would give other weights (random init, model
+    code; the rule of :func:`actviz.io.export.reproduce.run_source`), else None."""
+    from actviz.io.export.reproduce import run_source
+
+    state = run_source(loaded, None).state
+    return None if state is None else dict(state)
+
+
+def input_source_of(loaded: Any) -> InputSource:
+    """The :class:`InputSource` of an :class:`actviz.io.input_files.LoadedInput` (its tensors)."""
+    tokens = getattr(loaded, "tokens", None)
+    return InputSource(
+        value=loaded.value,
+        source=str(loaded.source),
+        kind=str(loaded.kind),
+        image=loaded.image,
+        description=str(loaded.description),
+        tokens=tuple(tokens) if tokens else None,
+    )
+
+
+def open_model_source(
+    state: SavedModel,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    trust: bool = False,
+    device: str = "cpu",
+) -> Any:
+    """Open the session's model again (:func:`actviz.io.models.loading.open_model` with the saved
+    arguments, then any saved weights) and return the ``LoadedModel``.
+
+    ``path``: where the user located a moved checkpoint (check it first with
+    :func:`verify_model_source`). ``trust`` is the user's answer now, never the file's, so a
+    session from someone else cannot open a pickle unasked. Raises what ``open_model`` raises.
+    """
+    from actviz.io.models.loading import open_model
+
+    src = state.model
+    if src is None:
+        raise SessionFileError("the session has no model to open")
+    source = str(path) if path is not None else src.source
+    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=trust, device=device)
+    if state.model_weights is not None:
+        with torch.no_grad():
+            loaded.model.load_state_dict(dict(state.model_weights))
+    return loaded
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """What :func:`verify_model_source` found: ``status`` ``"ok"``, ``"changed"`` (SHA-256 differs)
+    or ``"missing"``, a one-line ``message`` and the checkpoint ``path``.
+    """
+
+    status: str
+    message: str = ""
+    path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def verify_model_source(
+    state: SavedModel, path: str | os.PathLike[str] | None = None
+) -> ModelCheck:
+    """Check that the session's checkpoint (at ``path`` where the user located it; default:
+    where it was when saved) is still the file it was saved with."""
+    src = state.model
+    if src is None or src.sha256 is None:
+        return ModelCheck("ok")
+    where = Path(path) if path is not None else Path(src.source)
+    if not where.is_file():
+        return ModelCheck(
+            "missing",
+            f"{where}: the session's checkpoint is not there any more",
+            where,
+        )
+    digest = file_sha256(where)
+    if digest != src.sha256:
+        return ModelCheck(
+            "changed",
+            f"{where}: the checkpoint changed since the session was saved (modified "
+            f"{_when(where.stat().st_mtime)}; SHA-256 {digest[:12]}..., saved "
+            f"{src.sha256[:12]}...); its results may differ",
+            where,
+        )
+    return ModelCheck("ok", "", where)
+
+
+#: Model kinds that come from one file whose bytes can be hashed.
+_FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
+
+
+def _when(stamp: float) -> str:
+    """``"4 Mar 09:05"``: a file's time as the window says it (local time)."""
+    import time
+
+    local = time.localtime(stamp)
+    return f"{local.tm_mday} {time.strftime('%b %H:%M', local)}"

@@ -29,6 +29,9 @@ from actviz.core.records import Capture
 from actviz.io.errors import WriteError
 from actviz.io.files import atomic_write
 from actviz.workspace.session_codec import (
+    InputSource,
+    ModelCheck,
+    ModelSource,
     PinState,
     SessionFileError,
     _Arrays,
@@ -39,14 +42,9 @@ from actviz.workspace.session_codec import (
     _encode,
     _fail,
     _read_npz,
+    _when,
     edits_from_json,
     edits_to_json,
-)
-from actviz.workspace.session_provenance import (
-    InputSource,
-    ModelCheck,
-    ModelSource,
-    _when,
     file_sha256,
     input_source_of,
     model_source_of,
@@ -134,10 +132,34 @@ class SessionState:
     warnings: tuple[str, ...] = ()
 
 
-# --- Model and input sources ---
+def _same(value: Any) -> Any:
+    return value
 
 
-# --- Edits as JSON ---
+def _optional(kind: Any) -> Any:
+    return lambda value: None if value is None else kind(value)
+
+
+def _int_values(pages: Mapping[str, Any]) -> dict[str, int]:
+    return {k: int(v) for k, v in pages.items()}
+
+
+#: Manifest entries that are plain JSON: (field, to the manifest, from the manifest).
+_PLAIN: tuple[tuple[str, Any, Any], ...] = (
+    ("ticked", list, tuple),
+    ("target", _same, _same),
+    ("categories", _optional(list), _optional(tuple)),
+    ("colormap", _same, _same),
+    ("normalize", _same, _same),
+    ("gradcam_layer", _same, _same),
+    ("sample", int, int),
+    ("input_as_list", bool, bool),
+    ("channel_pages", _int_values, dict),
+    ("page_channels", _int_values, dict),
+    ("channel_view", _optional(dict), _same),
+    ("comparison", _optional(dict), _same),
+    ("scan_key", _same, _same),
+)
 
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
@@ -153,12 +175,6 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
             _, left_out = edits_to_json(cap.edits, pins)
             warnings += [f"{label}: {w}" for w in left_out if w not in warnings]
     return warnings
-
-
-# --- Arrays: nested tensors <-> JSON structure + npz members ---
-
-
-# --- Saving ---
 
 
 def _versions() -> tuple[str, str]:
@@ -189,25 +205,13 @@ def _members(
         "torch": torch_version,
         "model": None if state.model is None else dict(vars(state.model)),
         "input": None,
-        "ticked": list(state.ticked),
-        "target": state.target,
-        "categories": None if state.categories is None else list(state.categories),
-        "colormap": state.colormap,
-        "normalize": state.normalize,
-        "gradcam_layer": state.gradcam_layer,
-        "sample": int(state.sample),
-        "input_as_list": bool(state.input_as_list),
-        "channel_pages": {k: int(v) for k, v in state.channel_pages.items()},
-        "page_channels": {k: int(v) for k, v in state.page_channels.items()},
-        "channel_view": None if state.channel_view is None else dict(state.channel_view),
+        "settings": dict(state.settings),
+        **{name: save(getattr(state, name)) for name, save, _ in _PLAIN},
         "edits": edit_rows,
         "pins": [],
-        "comparison": None if state.comparison is None else dict(state.comparison),
-        "scan_key": state.scan_key,
         "layout": None if state.layout is None else base64.b64encode(state.layout).decode(),
         "capture": None,
         "model_weights": None,
-        "settings": dict(state.settings),
     }
     if state.input is not None:
         store = _Arrays(measure)
@@ -309,13 +313,7 @@ def save_state(
 def describe_session_file(path: str | os.PathLike[str]) -> str:
     """One line saying which investigation a session file holds, from its manifest alone
     (quick for a file of any size): ``"resnet18 (random init) on cat.png, 2 layers ticked,
-    saved 4 Mar 09:05"``; "" when the file cannot be read.
-
-    Parameters
-    ----------
-    path
-        A session file.
-    """
+    saved 4 Mar 09:05"``; "" when the file cannot be read."""
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as zf:
@@ -339,15 +337,9 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
 
 
 def load_state(path: str | os.PathLike[str]) -> SessionState:
-    """Read a session file.
-
-    Raises
-    ------
-    SessionFileError
-        One line naming the file and the cause: not a session file, a damaged zip, a format
-        newer than this actviz reads, a member that is a pickle or of an unknown type, a
-        missing member. Nothing is changed either way.
-    """
+    """Read a session file; ``SessionFileError`` in one line naming the file and the cause
+    (not a session file, a damaged zip, a format newer than this actviz reads, a member that
+    is a pickle or of an unknown type, a missing member). Nothing is changed either way."""
     path = Path(path)
     if path.is_dir():
         raise _fail(path, "is a folder, not a session file")
@@ -467,21 +459,9 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             model=model,
             model_weights=weights,
             input=inp,
-            ticked=tuple(manifest["ticked"]),
-            target=manifest["target"],
-            categories=None if manifest["categories"] is None else tuple(manifest["categories"]),
-            colormap=manifest["colormap"],
-            normalize=manifest["normalize"],
-            gradcam_layer=manifest["gradcam_layer"],
-            sample=int(manifest["sample"]),
-            input_as_list=bool(manifest["input_as_list"]),
-            channel_pages=dict(manifest["channel_pages"]),
-            page_channels=dict(manifest["page_channels"]),
-            channel_view=manifest["channel_view"],
+            **{name: load(manifest[name]) for name, _, load in _PLAIN},
             edits=edits,
             pins=tuple(pins),
-            comparison=manifest["comparison"],
-            scan_key=manifest["scan_key"],
             layout=None if layout is None else base64.b64decode(layout),
             capture=capture,
             settings=dict(manifest.get("settings") or {}),

@@ -4,8 +4,10 @@ The window is a thin layer over one :class:`Session`: widgets change it, it anno
 through plain-Python :class:`Event` objects, and :func:`run_job` (on the worker thread) captures
 a :class:`RunRequest` snapshot through :func:`actviz.display.prepare.prepare`. Parts with rules
 of their own live in :mod:`~actviz.workspace.display_settings`,
-:mod:`~actviz.workspace.target_choice`, :mod:`~actviz.workspace.run_request`,
-:mod:`~actviz.workspace.default_ticks` and :mod:`~actviz.workspace.input_state` (re-exported).
+:class:`TargetChoice` (the target: the user's class or else the auto target held for the input,
+the unedited run's top-1), :mod:`~actviz.workspace.run_request`,
+:mod:`~actviz.workspace.default_ticks` (re-exported); the input is an :class:`InputState`,
+checked against the model by :func:`input_problem`.
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ from actviz.workspace.budget import default_budget
 from actviz.workspace.default_ticks import DEFAULT_BLOCK_LIMIT, DEFAULT_TICK_LIMIT, default_layers
 from actviz.workspace.display_settings import DisplaySettings
 from actviz.workspace.edits_board import BaselineCache, EditBoard
-from actviz.workspace.input_state import InputState, describe_value, input_problem
 from actviz.workspace.pins import PinBoard
 from actviz.workspace.run_request import RunRequest, request_of, run_job
-from actviz.workspace.target_choice import TargetChoice
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
@@ -68,6 +68,148 @@ class Event:
     def emit(self, *args: Any) -> None:
         for callback in list(self._callbacks):
             callback(*args)
+
+
+@dataclasses.dataclass
+class InputState:
+    """The current input: what goes into the model and how to show it."""
+
+    value: Any
+    source: str
+    kind: str
+    image: np.ndarray | None
+    description: str
+    #: The token strings of a text input (token views' labels).
+    tokens: tuple[str, ...] | None = None
+
+
+def input_problem(session: Any, value: Any = None, source: str | None = None) -> str:
+    """Why an input cannot run on ``session``'s model ("" when it can): the one gate for runs, live
+    frames, exports, reports, effects and scans. A model given in memory is not checked.
+    """
+    from actviz.io.input_fit import input_misfit, reads_text
+
+    if session.model is None:
+        return "Open a model first."
+    loaded = session.loaded_model
+    if source in ("frames", "images"):  # pictures made with the model's own transforms
+        if loaded is None or not reads_text(loaded):
+            return ""
+        if source == "frames":
+            return f"The frames are pictures; {session.model_name} reads text."
+        return (
+            f"{session.model_name} reads text, not images: a dataset scan runs a folder of "
+            "images through the model. Open an image model to scan one."
+        )
+    if value is None:
+        if session.input is None:
+            return "Open an input first (an image, a tensor file or a sample)."
+        value, source = session.input.value, session.input.source or ""
+    if loaded is None:
+        return ""
+    why = input_misfit(loaded, value, source or "", model=session.model)
+    if why is None:
+        return ""
+    return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
+
+
+def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
+    """What an input made in memory is, for the Model dock's caption: ``tensor (1, 3, 16, 16)
+    float32``, ``5 tokens: [CLS] the cat …``, ``dict: input_ids (1, 5) int64, …`` ("": none
+    of these). Without it a text input set from a script was captioned "no input"."""
+
+    def one(t: Any) -> str:
+        return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+
+    if isinstance(value, torch.Tensor):
+        return f"tensor {one(value)}"
+    if tokens:
+        shown = " ".join(tokens[:8]) + (" …" if len(tokens) > 8 else "")
+        return f"{len(tokens)} tokens: {shown}"
+    if isinstance(value, dict):
+        parts = [f"{k} {one(v)}" for k, v in value.items() if isinstance(v, torch.Tensor)]
+        return f"dict: {', '.join(parts)}" if parts else ""
+    if isinstance(value, (tuple, list)):
+        parts = [one(v) for v in value if isinstance(v, torch.Tensor)]
+        return f"{type(value).__name__}: {', '.join(parts)}" if parts else ""
+    return ""
+
+
+class TargetChoice:
+    """The chosen target and the auto target of one session.
+
+    ``owner`` is the session (read for its ``result``, ``categories`` and ``loaded_model``:
+    what a target is parsed and checked against); ``changed()`` announces a new target.
+    """
+
+    def __init__(self, owner: Any, changed: Callable[[], Any]) -> None:
+        self._owner = owner
+        self._changed = changed
+        self.target: int | None = None
+        #: The auto target held for this investigation: the unedited run's top-1 class
+        #: (:func:`~actviz.core.targets.fixed_default`), set by the first clean result with no
+        #: target chosen, dropped when the model, the input or the target changes. Without it
+        #: an edit that makes another class lead moved every view's target with it.
+        self.auto_target: int | None = None
+
+    def reset(self) -> None:
+        """Forget both targets (another model); announces nothing."""
+        self.target = None
+        self.auto_target = None
+
+    def set_target(self, target: int | None) -> None:
+        """Make ``target`` the target (None: auto, the unedited run's top-1)."""
+        if target != self.target:
+            self.target = target
+            self.auto_target = None
+            self._changed()
+
+    @property
+    def run_target(self) -> int | None:
+        """The target every view names and every run uses: the one chosen, else the auto
+        target held for this input (:attr:`auto_target`; None before a clean run)."""
+        return self.target if self.target is not None else self.auto_target
+
+    def hold_auto_target(self, result: Any) -> None:
+        """Hold the auto target to the top-1 of ``result``'s unedited capture (the first one
+        after the model, the input or the target changed)."""
+        if result is None or self.target is not None or self.auto_target is not None:
+            return
+        if getattr(result, "origin", None) is not None:
+            return  # a live frame: another input
+        from actviz.core.targets import fixed_default
+
+        clean = result.baseline
+        if clean is None and not getattr(result.capture, "edits", None):
+            clean = result.capture
+        if clean is not None:
+            self.auto_target = fixed_default(clean.output)
+
+    def set_target_text(self, text: str) -> int | None:
+        """Parse ``text`` (:func:`actviz.core.targets.parse_target`) and make it the target."""
+        from actviz.core.targets import check_target, parse_target
+
+        # A language model's tokenizer reads a token's text as its id.
+        tokenizer = getattr(self._owner.loaded_model, "tokenizer", None)
+        target = parse_target(text, self._owner.categories, tokenizer)
+        if target is not None and target < 0:
+            raise ValueError(f"class {target} is out of range: classes are numbered from 0")
+        reference = self._target_reference()
+        if target is not None and reference is not None:
+            check_target(target, reference)  # the rule a run applies, now rather than then
+        self.set_target(target)
+        return target
+
+    def _target_reference(self) -> Any:
+        """What a target is checked against: the last output, else the class count, or None."""
+        result = self._owner.result
+        if result is not None and result.capture is not None:
+            return result.capture.output
+        categories = self._owner.categories
+        if categories:
+            return len(categories)
+        tokenizer = getattr(self._owner.loaded_model, "tokenizer", None)
+        return len(tokenizer) if tokenizer is not None else None
 
 
 class _Forward:
@@ -137,7 +279,7 @@ class Session:
         #: The target chosen, or the auto one held (``target_changed``).
         self.targets = TargetChoice(self, self.target_changed.emit)
         #: The user's edits (actviz.workspace.edits_board); runs apply the ones switched on.
-        self.edits = EditBoard(self._on_edits_changed)
+        self.edits = EditBoard(self.edits_changed.emit)
         #: The unedited capture of the current input, kept while there are edits.
         self.baseline = BaselineCache()
         #: The last finished dataset scan of the model (:class:`~actviz.data.scan_result.Scan`),
@@ -284,13 +426,8 @@ class Session:
 
     def set_input_as_list(self, as_list: bool) -> None:
         """Feed the input as one list of images (True) or as one batch tensor (False).
-
-        Raises
-        ------
-        ValueError
-            A list for a model whose forward takes a batch (a convolution first and no
-            ``list`` annotation): every run would fail, so it is refused here.
-        """
+        ``ValueError`` for a list to a model whose forward takes a batch (a convolution first
+        and no ``list`` annotation): every run would fail, so it is refused here."""
         if as_list == self.input_as_list:
             return
         if as_list and self.model is not None:
@@ -402,15 +539,12 @@ class Session:
 
     def input_problem(self, value: Any = None, source: str | None = None) -> str:
         """Why an input cannot run on the current model ("" when it can): the one gate of
-        every run (:func:`~actviz.workspace.input_state.input_problem`)."""
+        every run (:func:`input_problem`)."""
         return input_problem(self, value, source)
 
     def make_request(self, *, allow_no_input: bool = False) -> RunRequest:
         """Snapshot the state for a run (:func:`~actviz.workspace.run_request.request_of`)."""
         return request_of(self, allow_no_input=allow_no_input)
-
-    def _on_edits_changed(self) -> None:
-        self.edits_changed.emit()
 
     # -- view settings (a DisplaySettings) -------------------------------------------------
     colormap = _Forward("display_settings")

@@ -87,6 +87,12 @@ class Baseline:
             )
         return src
 
+    def _mean_view(self, layer: str, t: torch.Tensor, dim: int, dtype: Any) -> torch.Tensor:
+        """The channel means shaped to broadcast over ``t`` along ``dim``."""
+        shape = [1] * t.ndim
+        shape[dim] = -1
+        return torch.from_numpy(self._mean(layer, t.shape[dim])).to(t.device, dtype).view(shape)
+
     def release(self) -> None:
         """Drop the repeated copies made for batches (they may sit on the model's device)."""
         self._repeated.clear()
@@ -97,10 +103,7 @@ class Baseline:
         if self.kind == "zero":
             return None
         if self.kind == "mean":
-            vec = self._mean(layer, a.shape[dim])
-            shape = [1] * a.ndim
-            shape[dim] = -1
-            return torch.from_numpy(vec).to(a.device).view(shape)
+            return self._mean_view(layer, a, dim, torch.float64)
         return self._source(layer, call, a, a.shape[0]).to(a.device, torch.float64)
 
     def batched(self, layer: str, call: int, t: torch.Tensor, dim: int, b: int) -> torch.Tensor:
@@ -109,14 +112,9 @@ class Baseline:
             return torch.zeros((), dtype=t.dtype, device=t.device)
         if self.kind == "mean":
             key = ("mean", layer, t.ndim, dim, t.device, t.dtype)
-            vec = self._repeated.get(key)
-            if vec is None:
-                shape = [1] * t.ndim
-                shape[dim] = -1
-                vec = torch.from_numpy(self._mean(layer, t.shape[dim])).to(t.device, t.dtype)
-                vec = vec.view(shape)
-                self._repeated[key] = vec
-            return vec
+            if key not in self._repeated:
+                self._repeated[key] = self._mean_view(layer, t, dim, t.dtype)
+            return self._repeated[key]
         key = ("patch", layer, call, b, t.device, t.dtype)
         rep = self._repeated.get(key)
         if rep is None:

@@ -19,7 +19,7 @@ from actviz.analysis.effects.baseline import Baseline
 from actviz.core.capture import model_device
 from actviz.core.edit_kinds import EditHooks, channel_dim
 from actviz.core.guards import ModelState
-from actviz.core.input_copies import forward_takes_list
+from actviz.core.input_copies import forward_takes_list, one_list_argument
 from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor, iter_tensors, map_tensors, replace_first
 from actviz.core.targets import resolve_target
@@ -133,12 +133,7 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
 
     if isinstance(inputs, torch.Tensor):
         return (rep(inputs),), {}
-    if (
-        isinstance(inputs, list)
-        and inputs
-        and all(isinstance(v, torch.Tensor) for v in inputs)
-        and forward_takes_list(model)
-    ):
+    if isinstance(inputs, list) and one_list_argument(inputs, model):
         images = [v.detach().to(device or v.device) for v in inputs]
         return ([v.clone() for _ in range(b) for v in images],), {}
     if isinstance(inputs, (list, tuple)):

@@ -4,40 +4,45 @@
 describe ("Feature Visualization", Distill 2017): Fourier parameterisation with 1/f scaling,
 decorrelated colour, robustness transforms (:mod:`actviz.analysis.visualize.image_param`), and
 Lucid's redirected ReLU for channels silent on the start image
-(:mod:`~actviz.analysis.visualize.layer_runner`). It is faster than Lucent's ``render_vis``
+(:class:`LayerRunner`). It is faster than Lucent's ``render_vis``
 because the forward stops at the layer, weights take no gradient, transforms are one affine
 resampling per step and channels run as one batch (each from its own seed). The model is left
-as found (:class:`~actviz.core.guards.ModelState`); no Qt here.
+as found (:class:`~actviz.core.guards.ModelState`); no Qt here. Here too: what the model expects
+of an image (the module inside an opened model, its normalisation and fixed input size, the
+checks that refuse models that take no RGB float image) and the optimisation loop (per chunk of
+keys, Adam on the image parameters through the robustness transforms, the objective read at the
+layer; the model's parameters frozen for the run).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from actviz.analysis.visualize.image_model import (
-    check_image_model,
-    fixed_size,
-    model_layer,
-    model_normalisation,
-    unwrap_model,
+from actviz.analysis.visualize.image_param import ImageParam, RobustTransforms, sample_seed
+from actviz.analysis.visualize.objectives import (
+    Objective,
+    channels_first,
+    check_keys,
+    make_objective,
 )
-from actviz.analysis.visualize.layer_runner import LayerRunner, probe_input
-from actviz.analysis.visualize.objectives import channels_first, make_objective
-from actviz.analysis.visualize.optimise import optimise_images
 from actviz.analysis.visualize.visualization import (
     Visualization,
     VisualizeError,
     VisualizeSettings,
     frozen,
 )
+from actviz.core.capture import resolve_layers
 from actviz.core.guards import ModelState
+from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
+from actviz.core.structures import first_tensor
 
 __all__ = ["VisualizeSettings", "layer_channels", "visualize"]
 
@@ -216,3 +221,343 @@ def layer_channels(
         runner.close()
         state.restore()
     return int(channels_first(out, module).shape[1])
+
+
+def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
+    """``(module, loaded)`` from an ``nn.Module`` or a
+    :class:`~actviz.io.models.loaded_model.LoadedModel`."""
+    if isinstance(model, nn.Module):
+        return model, None
+    inner = getattr(model, "model", None)
+    if isinstance(inner, nn.Module):
+        return inner, model
+    raise VisualizeError(
+        f"expected a torch.nn.Module or an opened model, not {type(model).__name__}"
+    )
+
+
+def model_normalisation(
+    loaded: Any, mean: Sequence[float] | None, std: Sequence[float] | None
+) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The mean/std the model's preprocessing applies, as the input pipeline reads it
+    (:func:`actviz.io.input_files.open_input` undoes the same attributes for overlays)."""
+    if mean is not None or std is not None:
+        if mean is None or std is None:
+            raise VisualizeError("give both mean= and std= (or neither)")
+        return tuple(float(v) for v in mean), tuple(float(v) for v in std)
+    transforms = getattr(loaded, "transforms", None) if loaded is not None else None
+    m, s = getattr(transforms, "mean", None), getattr(transforms, "std", None)
+    if m is not None and s is not None and len(m) == 3 and len(s) == 3:
+        return tuple(float(v) for v in m), tuple(float(v) for v in s)
+    return None  # the window feeds such a model [0, 1] images as they are; so do we
+
+
+def fixed_size(model: nn.Module, loaded: Any) -> tuple[int, int] | None:
+    """The input size a model is known to need: the opened model's, a timm patch embedding's,
+    timm's config, a Hugging Face config's ``image_size``."""
+    size = getattr(loaded, "input_size", None) if loaded is not None else None
+    if size is None:
+        size = getattr(getattr(model, "patch_embed", None), "img_size", None)
+    if isinstance(size, Sequence) and len(size) == 2:
+        return (int(size[0]), int(size[1]))
+    cfg = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", None)
+    if isinstance(cfg, Mapping) and isinstance(cfg.get("input_size"), Sequence):
+        shape = cfg["input_size"]
+        if len(shape) == 3:
+            return (int(shape[1]), int(shape[2]))
+    image_size = getattr(getattr(model, "config", None), "image_size", None)
+    if isinstance(image_size, int):
+        return (image_size, image_size)
+    if isinstance(image_size, Sequence) and len(image_size) == 2:
+        return (int(image_size[0]), int(image_size[1]))
+    return None
+
+
+def check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torch.dtype]:
+    """Refuse what cannot take an RGB float image; the device and dtype to feed it."""
+    from actviz.io.input_files import expected_input
+
+    if loaded is not None and getattr(loaded, "tokenizer", None) is not None:
+        if getattr(loaded, "processor", None) is None:
+            raise VisualizeError(
+                f"{loaded.name} reads text (it has a tokenizer and no image processor); "
+                "feature visualisation optimises an input image"
+            )
+    exp = expected_input(model)
+    if exp.channels is None:
+        # No convolution to read the input from, and an embedding table: token ids go in
+        # (a text model shown without its tokenizer). Its forward would fail on any image,
+        # and the probe's "pass input_size" hint would send the user after the wrong fix.
+        for name, module in model.named_modules():
+            if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
+                raise VisualizeError(
+                    f"the model's {name or '(model)'} ({type(module).__name__}) reads token "
+                    "ids, not images; feature visualisation optimises an input image, so it "
+                    "needs a model that takes (N, 3, H, W) images"
+                )
+    if exp.spatial_dims is not None and exp.spatial_dims != 2:
+        raise VisualizeError(
+            f"the model's {exp.layer} takes {exp.spatial_dims}-D signals, not images; "
+            "feature visualisation optimises a 2-D RGB image"
+        )
+    if exp.channels is not None and exp.channels != 3:
+        raise VisualizeError(
+            f"the model's {exp.layer} takes {exp.channels} input channels; feature "
+            "visualisation optimises a 3-channel RGB image"
+        )
+    if not exp.dtype.is_floating_point:
+        raise VisualizeError(f"the model's parameters are {exp.dtype}; an image input is float")
+    if any(p.is_inference() for p in model.parameters()):
+        raise VisualizeError(INFERENCE_WEIGHTS_WARNING.replace("no gradients", "no pictures"))
+    return exp.device, exp.dtype
+
+
+def model_layer(net: nn.Module, layer: str) -> tuple[str, nn.Module]:
+    """The qualified name and module of ``layer`` (:func:`~actviz.core.capture.resolve_layers`)."""
+    try:
+        (layer,) = resolve_layers(net, [layer])
+    except ValueError as exc:
+        raise VisualizeError(str(exc)) from None
+    return layer, dict(net.named_modules())[layer]
+
+
+def optimise_images(
+    net: nn.Module,
+    module: nn.Module | None,
+    layer: str,
+    keys: list[int],
+    obj: Objective,
+    settings: VisualizeSettings,
+    norm: tuple[tuple[float, ...], tuple[float, ...]] | None,
+    known_size: tuple[int, int] | None,
+    chunk: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: Callable[[int, int], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray, float]], tuple[int, int] | None]:
+    """Run the optimisation of ``keys`` in chunks; per key ``(image, curve, activation)``."""
+    steps, hw, seed, redirect = settings.steps, settings.size, settings.seed, settings.redirect_relu
+    if norm is not None:
+        mean_t = torch.tensor(norm[0], device=device).view(1, 3, 1, 1)
+        inv_std = 1.0 / torch.tensor(norm[1], device=device).view(1, 3, 1, 1)
+    n_chunks = -(-len(keys) // chunk)
+    total = steps * n_chunks
+    done = 0
+
+    def feed(x: torch.Tensor) -> torch.Tensor:
+        if norm is not None:
+            x = (x - mean_t) * inv_std
+        return x.to(dtype)
+
+    results: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+    # In-place modules run out of place: a redirected ReLU reads its input, which an in-place
+    # ReLU would have overwritten.
+    state = ModelState(net, out_of_place=redirect)
+    flags = [(p, p.requires_grad) for p in net.parameters()]
+    runner: LayerRunner | None = None
+    try:
+        state.apply(train=False)
+        for p, _ in flags:
+            p.requires_grad_(False)
+        runner = LayerRunner(net, module, layer, redirect)
+        with torch.enable_grad():  # also when the caller is inside no_grad
+            fed, out = probe_input(runner, feed, settings, known_size, device)
+            check_keys(out, keys, obj, module, layer)
+            for start in range(0, len(keys), chunk):
+                part = keys[start : start + chunk]
+                seeds = [sample_seed(seed, k) for k in part]
+                key_t = torch.tensor(part, device=device)
+                image = ImageParam(seeds, hw, settings.param, settings.decorrelate, device)
+                robust = RobustTransforms(seeds, steps, hw, fed, settings.transforms, device=device)
+                optimizer = torch.optim.Adam([image.tensor], lr=settings.lr)
+                runner.stuck = None
+                left = torch.zeros(len(part), dtype=torch.int64, device=device)
+                curve = torch.empty(steps, len(part), dtype=torch.float64, device=device)
+                for i in range(steps):
+                    if should_stop is not None and should_stop():
+                        raise CaptureCancelled("feature visualisation cancelled")
+                    optimizer.zero_grad(set_to_none=True)
+                    values = obj.fn(runner(feed(robust(image.images(), i))), key_t)
+                    (-values.sum()).backward()
+                    if redirect:
+                        runner.stuck, left = next_stuck(image.tensor.grad, left)
+                    optimizer.step()
+                    curve[i] = values.detach()
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+                with torch.no_grad():
+                    final = image.images()
+                    x = final
+                    if fed is not None and tuple(fed) != hw:
+                        x = torch.nn.functional.interpolate(
+                            x, size=tuple(fed), mode="bilinear", align_corners=False
+                        )
+                    act = obj.fn(runner(feed(x)), key_t)
+                images = final.detach().float().cpu().numpy()
+                curves = curve.cpu().numpy()
+                acts = act.double().cpu().numpy()
+                for j, k in enumerate(part):
+                    results[k] = (images[j], curves[:, j].copy(), float(acts[j]))
+    finally:
+        if runner is not None:
+            runner.close()
+        for p, flag in flags:
+            if p.requires_grad != flag:
+                p.requires_grad_(flag)
+        state.restore()
+    return results, fed
+
+
+class _Reached(Exception):
+    """Raised from the layer's hook once its output is taken: the rest of the forward is
+    not needed."""
+
+
+class _RedirectedReLU(torch.autograd.Function):
+    """ReLU whose gradient is not lost where units are off (Lucid's ``redirected_relu_grad``).
+
+    Forward: ``max(x, 0)``. Backward, per image: the plain gradient if any got through, else the
+    gradient that would turn units on. Images in ``stuck`` (last step's gradient exactly zero, as
+    for a channel that answers only to the padding's edge) get the redirected gradient at every
+    ReLU, where plain activation maximisation would stay grey.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, stuck: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, stuck)
+        return x.clamp_min(0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x, stuck = ctx.saved_tensors
+        off = x < 0
+        plain = grad.masked_fill(off, 0)
+        through = plain.reshape(plain.shape[0], -1).ne(0).any(1) & ~stuck
+        if grad.device.type == "cpu" and bool(through.all()):
+            # Every image got gradient through (nearly every step after the first few): the
+            # plain gradient, without the redirected one's passes over the batch. (On a GPU
+            # the check would wait for the device at every ReLU; the blend below does not.)
+            return plain, None
+        # Gradient descent on the loss moves x by -grad: grad > 0 would push an off unit lower.
+        redirected = grad.masked_fill(off & (grad > 0), 0)
+        return torch.where(through.view(-1, *([1] * (x.dim() - 1))), plain, redirected), None
+
+
+class LayerRunner:
+    """Feeds a batch and returns what the objective reads: the layer's output (the forward
+    stopped there) or the model's logits."""
+
+    def __init__(
+        self, model: nn.Module, module: nn.Module | None, layer: str, redirect: bool
+    ) -> None:
+        self.model = model
+        self.module = module
+        self.layer = layer
+        self.taken: torch.Tensor | None = None
+        self.stuck: torch.Tensor | None = None  # (N,) bool, set per step
+        self.handles: list[Any] = []
+        if redirect:
+            # Registered first, so a hooked ReLU layer hands its redirected output on.
+            self.handles += [
+                m.register_forward_hook(self._redirect)
+                for m in model.modules()
+                if isinstance(m, nn.ReLU)
+            ]
+        if module is not None:
+            self.handles.append(module.register_forward_hook(self._hook))
+
+    def _redirect(self, module: nn.Module, args: Any, output: Any) -> Any:
+        x = args[0] if args else None
+        if isinstance(x, torch.Tensor) and isinstance(output, torch.Tensor) and x.requires_grad:
+            stuck = self.stuck
+            if stuck is None or stuck.shape[0] != x.shape[0]:
+                stuck = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+            return _RedirectedReLU.apply(x, stuck)
+        return None
+
+    def _hook(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self.taken is None:
+            self.taken = first_tensor(output)
+            raise _Reached
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.taken = None
+        if self.module is None:
+            out = self.model(x)
+            logits = out.get("logits") if isinstance(out, Mapping) else None
+            if logits is None:
+                logits = getattr(out, "logits", None)
+            t = logits if isinstance(logits, torch.Tensor) else first_tensor(out)
+            if t is None:
+                raise VisualizeError("the model's output holds no tensor")
+            return t
+        try:
+            self.model(x)
+        except _Reached:
+            pass
+        if self.taken is None:
+            raise VisualizeError(f"layer {self.layer!r} did not run in the model's forward")
+        if not self.taken.is_floating_point():
+            raise VisualizeError(f"layer {self.layer!r} outputs {self.taken.dtype}, not floats")
+        return self.taken
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+#: Steps an image takes the redirected gradient at every ReLU once its gradient was exactly
+#: zero. Once per image: after them the plain gradient (and Adam's momentum) carries on
+#: (more steps, or redirecting whenever the gradient is zero, keep images from settling).
+_REDIRECT_STEPS = 4
+
+
+def next_stuck(grad: torch.Tensor | None, left: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which images take the redirected gradient next step, and the countdown (no host sync).
+
+    ``left`` per image: 0 never redirected, ``n > 0`` steps of redirection left, -1 done.
+    """
+    if grad is None:
+        return left > 0, left
+    zero = grad.reshape(grad.shape[0], -1).ne(0).any(1).logical_not()
+    counted = torch.where(left > 0, left - 1, left)
+    counted = torch.where((left > 0) & (counted == 0), -1, counted)  # its steps are over
+    counted = torch.where(zero & (left == 0), _REDIRECT_STEPS, counted)
+    return counted > 0, counted
+
+
+def probe_input(
+    runner: LayerRunner,
+    feed: Callable[[torch.Tensor], torch.Tensor],
+    settings: VisualizeSettings,
+    known_size: tuple[int, int] | None,
+    device: torch.device,
+) -> tuple[tuple[int, int] | None, torch.Tensor]:
+    """One grey image through the model, without gradients: the input size to use (None: the
+    padded image, ``settings.input_size`` when given, else the known size when the padded
+    image does not run) and what the objective would read."""
+    pad = 12 if settings.transforms == "standard" else 0
+    canvas = (settings.size[0] + 2 * pad, settings.size[1] + 2 * pad)
+    asked = settings.input_size
+    tries: list[tuple[int, int] | None] = [tuple(asked)] if asked else [None]
+    if not asked and known_size is not None and tuple(known_size) != canvas:
+        tries.append(tuple(known_size))
+    error: Exception | None = None
+    for size in tries:
+        shape = size if size is not None else canvas
+        x = torch.full((1, 3, *shape), 0.5, device=device)
+        try:
+            with torch.no_grad():
+                return size, runner(feed(x))
+        except VisualizeError:
+            raise
+        except Exception as exc:  # the model's own complaint about the size, usually
+            error = exc
+    hint = "; pass input_size=(H, W)" if known_size is None and not asked else ""
+    raise VisualizeError(
+        f"the model did not run on a {tries[-1] or canvas} RGB image "
+        f"({type(error).__name__}: {error}){hint}"
+    ) from error

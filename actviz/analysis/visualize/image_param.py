@@ -42,21 +42,9 @@ def _rfft2d_freqs(h: int, w: int) -> np.ndarray:
 
 
 class ImageParam:
-    """``K`` RGB images of ``h x w`` as one trainable tensor.
-
-    Parameters
-    ----------
-    seeds
-        One seed per image (see :func:`sample_seed`).
-    size
-        ``(h, w)``.
-    param
-        ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``.
-    decorrelate
-        Mix the three channels with ImageNet's colour correlation before the sigmoid.
-    device
-        Where the tensors live.
-    """
+    """``K`` RGB images of ``size`` ``(h, w)`` as one trainable tensor, one per seed (see
+    :func:`sample_seed`); ``param`` ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``;
+    ``decorrelate`` mixes the channels with ImageNet's colour correlation before the sigmoid."""
 
     def __init__(
         self,
@@ -123,22 +111,9 @@ class RobustTransforms:
     The map of each sample and step is drawn when the object is made, from the sample's own
     generator, so the draws do not depend on which other samples share the batch or on any
     global random state. Jitter is centred (shifts from ``-(d-1)/2`` to ``(d-1)/2``) so it
-    does not drift the picture one way.
-
-    Parameters
-    ----------
-    seeds
-        One per sample.
-    steps
-        How many maps to draw per sample.
-    image_size
-        ``(h, w)`` of the parameterised image.
-    out_size
-        ``(H, W)`` the model is fed; None: the image with its padding (``h + 2 pad``).
-    transforms
-        A key of :data:`TRANSFORM_SETS`.
-    device
-        Where the maps live.
+    does not drift the picture one way. ``steps`` maps are drawn per sample (one seed
+    each) for an ``image_size`` ``(h, w)`` image fed at ``out_size`` ``(H, W)`` (None: the image
+    with its padding, ``h + 2 pad``); ``transforms`` is a key of :data:`TRANSFORM_SETS`.
     """
 
     def __init__(

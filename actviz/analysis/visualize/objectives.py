@@ -147,14 +147,14 @@ def check_keys(
         # Every key named (as ranges, so 0-200 stays short) and the range there is.
         asked = "is" if len(bad) == 1 else f"{len(bad)} asked for are"
         raise VisualizeError(
-            f"{where} has {count} {what} (0-{count - 1}); {asked} out of range: {_ranges(bad)}"
+            f"{where} has {count} {what} (0-{count - 1}); {asked} out of range: {key_ranges(sorted(bad))}"
         )
 
 
-def _ranges(keys: Sequence[int]) -> str:
-    """``[64, 65, 66, 70]`` -> ``"64-66,70"`` (the CLI's ``--channels`` form)."""
+def key_ranges(keys: Sequence[int]) -> str:
+    """``[64, 65, 66, 70]`` -> ``"64-66,70"`` (the CLI's ``--channels`` form), in the order given."""
     runs: list[list[int]] = []
-    for k in sorted(keys):
+    for k in keys:
         if runs and k == runs[-1][1] + 1:
             runs[-1][1] = k
         else:

@@ -67,19 +67,8 @@ def model_fingerprint(model: nn.Module) -> str:
 
 
 class VisualizationCache:
-    """The cached samples of one (weights, layer, settings): ``get``/``put`` per channel.
-
-    Parameters
-    ----------
-    folder
-        Where the files go.
-    weights
-        The weights' fingerprint.
-    layer
-        The layer ("" for a class logit).
-    settings
-        The settings that shape the images (JSON-able).
-    """
+    """The cached samples of one (weights' fingerprint, layer: "" for a class logit, JSON-able
+    settings) under ``folder``: ``get``/``put`` per channel."""
 
     def __init__(self, folder: Path, weights: str, layer: str, settings: dict[str, Any]) -> None:
         self.folder = folder

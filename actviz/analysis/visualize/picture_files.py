@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from actviz.analysis.visualize.objectives import key_ranges
 from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
 from actviz.io.export.typeset import _font, safe_name
 
@@ -27,18 +28,9 @@ _INK = (30, 30, 30)
 def contact_sheet(
     vis: Visualization, columns: int | None = None, tile: int | None = None
 ) -> np.ndarray:
-    """All images of ``vis`` in a grid, each under its channel number: ``(H, W, 3)`` uint8.
-
-    Parameters
-    ----------
-    vis
-        The visualisation.
-    columns
-        Tiles per row; None: about square.
-    tile
-        Side of a tile in pixels; None: the images' own size (at least 64, so the numbers
-        fit).
-    """
+    """All images of ``vis`` in a grid, each under its channel number: ``(H, W, 3)`` uint8;
+    ``columns`` tiles per row (None: about square) of side ``tile`` (None: the images' own
+    size, at least 64 so the numbers fit)."""
     k = len(vis.channels)
     cols = columns or max(1, math.ceil(math.sqrt(k)))
     rows = math.ceil(k / cols)
@@ -62,17 +54,6 @@ def contact_sheet(
             picture = picture.resize((tw, th), Image.BILINEAR)
         sheet.paste(picture, (x, y + _LABEL_H))
     return np.asarray(sheet)
-
-
-def _channel_ranges(channels: tuple[int, ...]) -> str:
-    """``0-3,7`` for the CLI's ``--channels``."""
-    runs: list[list[int]] = []
-    for c in channels:
-        if runs and c == runs[-1][1] + 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
 
 
 def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
@@ -107,7 +88,7 @@ def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
     if source and square and kwargs["redirect_relu"]:
         cli = ["actviz", "visualize", "--model", source]
         cli += ["--target"] if logit else ["--layer", vis.layer, "--objective", base]
-        cli += ["--channels", _channel_ranges(vis.channels)]
+        cli += ["--channels", key_ranges(vis.channels)]
         if kwargs["negative"]:
             cli.append("--negative")
         cli += ["--steps", str(s["steps"]), "--size", str(s["size"][0])]

@@ -180,12 +180,8 @@ class Visualization:
 
 def merge_visualizations(parts: Sequence[Visualization]) -> Visualization:
     """One :class:`Visualization` of several of the same layer and settings (a page of
-    channels computed chunk by chunk, some read from the cache), in the order given.
-
-    Raises
-    ------
-    VisualizeError
-        No parts, another layer or other settings, or a channel given twice.
+    channels computed chunk by chunk, some read from the cache), in the order given;
+    ``VisualizeError`` for no parts, another layer or other settings, or a channel given twice.
     """
     if not parts:
         raise VisualizeError("nothing to merge")

@@ -50,8 +50,8 @@ def test_edit_board_keeps_order_keys_and_switches():
 
 
 def test_capture_pair_reuses_the_unedited_capture_only_for_the_same_run():
-    from actviz.workspace.edit_runs import capture_pair
     from actviz.workspace.edits_board import BaselineCache
+    from actviz.workspace.run_request import capture_pair
 
     torch.manual_seed(0)
     model, x, cache = TinyCNN().eval(), frame(1), BaselineCache()
