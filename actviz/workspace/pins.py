@@ -1,15 +1,25 @@
 """Pinned results: captures kept beside the latest one (no Qt) until unpinned or another model
-opens. Pins count towards the memory budget; one that would exceed it is refused.
+opens.
+
+The newest pins stay in memory up to a modest share of the memory budget
+(:func:`~actviz.workspace.budget.pins_memory_share`); the captures of older ones are parked on
+disk (:mod:`actviz.workspace.pin_store`) and read back transparently when shown, compared or
+saved, so pinning does not make the process grow without bound. A pin that would still take
+the memory held over the budget (a capture that cannot be parked) is refused.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from actviz.core import allocator
 from actviz.core.capture import format_bytes
+from actviz.workspace import pin_store
+from actviz.workspace.budget import default_budget, pins_memory_share
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
@@ -33,13 +43,25 @@ class Pin:
     def nbytes(self) -> int:
         return int(self.result.nbytes)
 
+    @property
+    def parked(self) -> bool:
+        """Whether the pinned capture's tensors wait on disk (read back when used)."""
+        cap = getattr(self.result, "capture", None)
+        return cap is not None and pin_store.is_parked(cap)
+
 
 class PinBoard:
     """The pinned results of one session, oldest first; ``on_change()`` after every change."""
 
-    def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, on_change: Callable[[], Any] | None = None, *, memory_share: int | None = None
+    ) -> None:
         self._pins: list[Pin] = []
         self.on_change = on_change
+        #: Bytes the newest pins may keep in memory (None: a share of the budget in use).
+        self.memory_share = memory_share
+        # The idle trim hands back what parked pins' reads paged in (any thread).
+        allocator.on_release(weakref.WeakMethod(self.release_parked))
 
     def __len__(self) -> int:
         return len(self._pins)
@@ -56,17 +78,44 @@ class PinBoard:
         existing = self.find(result)
         if existing is not None:
             return existing
-        total = self.nbytes + int(result.nbytes)
-        if budget is not None and total > budget:
-            raise PinRefused(
-                f"pinning needs {format_bytes(result.nbytes)} more; the pins would hold "
-                f"{format_bytes(total)}, over the {format_bytes(budget)} memory budget. "
-                "Unpin some results or raise the budget"
-            )
         pin = Pin(self.unique_label(label), result)
         self._pins.append(pin)
+        self._park_older(budget)
+        held = self.memory_bytes
+        if budget is not None and held > budget:
+            self._pins.remove(pin)
+            parked = self.nbytes + int(result.nbytes) - held
+            raise PinRefused(
+                f"pinning needs {format_bytes(result.nbytes)} more; the pins would keep "
+                f"{format_bytes(held)} in memory, over the {format_bytes(budget)} memory "
+                f"budget ({format_bytes(parked)} parked on disk; "
+                f"{format_bytes(pin_store.disk_free())} free there). "
+                "Unpin some results or raise the budget"
+            )
         self._changed()
         return pin
+
+    def _park_older(self, budget: int | None) -> None:
+        """Park the captures of all but the newest pins that fit in the memory share."""
+        share = self.memory_share
+        if share is None:
+            share = pins_memory_share(default_budget() if budget is None else budget)
+        kept = 0
+        for pin in reversed(self._pins):
+            if pin.parked:
+                continue
+            kept += pin.nbytes
+            cap = getattr(pin.result, "capture", None)
+            if kept > share and cap is not None and pin_store.park_capture(cap) is not None:
+                kept -= pin.nbytes
+
+    def release_parked(self) -> None:
+        """Hand back the memory that reading parked pins paged in (they stay on disk)."""
+        for pin in list(self._pins):
+            cap = getattr(pin.result, "capture", None)
+            parked = pin_store.parked_file(cap) if cap is not None else None
+            if parked is not None:
+                pin_store.release(parked)
 
     def unique_label(self, label: str) -> str:
         """``label``, or ``label (2)``, ``(3)``... when a pin already has it (two pins made in
@@ -92,13 +141,21 @@ class PinBoard:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the pinned captures hold."""
+        """Bytes the pinned captures hold, in memory and parked on disk."""
         return sum(p.nbytes for p in self._pins)
 
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes the pinned captures keep in memory (the parked ones left out)."""
+        return sum(p.nbytes for p in self._pins if not p.parked)
+
     def held_bytes(self, current: RunResult | None) -> int:
-        """Bytes held by ``current`` and the pins together (a pinned current counted once)."""
+        """Bytes ``current`` and the pins keep in memory together (a pinned current counted
+        once; parked pins left out)."""
         extra = 0 if current is None or self.find(current) is not None else int(current.nbytes)
-        return self.nbytes + extra
+        if extra and getattr(current, "capture", None) is not None:
+            extra = 0 if pin_store.is_parked(current.capture) else extra
+        return self.memory_bytes + extra
 
     def _changed(self) -> None:
         if self.on_change is not None:

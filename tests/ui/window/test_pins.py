@@ -149,17 +149,28 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
     assert window.session.held_bytes() == window.session.result.nbytes
 
 
-def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, tiny_cnn):
+def test_pins_over_the_budget_are_refused_with_a_message(
+    qtbot, actviz_window, tiny_cnn, monkeypatch
+):
+    from actviz.workspace import pin_store
+
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
     window.script.set_input(frame(1))
     win.run_and_wait()
     window.session.set_memory_budget(window.session.result.nbytes // 2)
+    # A pin that cannot be parked on disk (no space) is refused, with a message ...
+    monkeypatch.setattr(pin_store, "disk_free", lambda: 0)
     assert window.pins_ui.pin_result() is None
     assert len(window.session.pins) == 0
     assert "over the" in " ".join(window.centre.banner.texts()) and "memory budget" in " ".join(
         window.centre.banner.texts()
     )
+    # ... one that can is parked, beyond the budget's in-memory share, and kept (#37).
+    monkeypatch.undo()
+    pin = window.pins_ui.pin_result()
+    assert pin is not None and pin.parked and window.session.pins.memory_bytes == 0
+    assert window.session.held_bytes() == 0  # the shown result is that pin, on disk
 
 
 def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny_cnn):
