@@ -108,14 +108,21 @@ class PinBoard:
             cap = getattr(pin.result, "capture", None)
             if kept > share and cap is not None and pin_store.park_capture(cap) is not None:
                 kept -= pin.nbytes
+                # A what-if pin's unedited capture goes with it (not counted in nbytes).
+                baseline = getattr(pin.result, "baseline", None)
+                if baseline is not None and baseline is not cap:
+                    pin_store.park_capture(baseline)
 
     def release_parked(self) -> None:
         """Hand back the memory that reading parked pins paged in (they stay on disk)."""
         for pin in list(self._pins):
-            cap = getattr(pin.result, "capture", None)
-            parked = pin_store.parked_file(cap) if cap is not None else None
-            if parked is not None:
-                pin_store.release(parked)
+            for cap in (
+                getattr(pin.result, "capture", None),
+                getattr(pin.result, "baseline", None),
+            ):
+                parked = pin_store.parked_file(cap) if cap is not None else None
+                if parked is not None:
+                    pin_store.release(parked)
 
     def unique_label(self, label: str) -> str:
         """``label``, or ``label (2)``, ``(3)``... when a pin already has it (two pins made in

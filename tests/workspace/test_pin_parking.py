@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import weakref
 
@@ -182,3 +183,15 @@ def test_release_hooks_are_called_and_forgotten_with_their_owner():
     gc.collect()
     allocator.release_freed_memory()
     assert calls == [1]
+
+
+def test_a_what_if_pins_unedited_capture_is_parked_with_it():
+    _, result = _run(6)
+    _, unedited = _run(7)
+    what_if = dataclasses.replace(result, baseline=unedited.capture)
+    bits = [_bits(t) for t in _tensors(unedited.capture)]
+    board = PinBoard(memory_share=0)
+    board.pin(what_if, "what if", budget=DEFAULT_MEMORY_BUDGET)
+    assert pin_store.is_parked(result.capture) and pin_store.is_parked(unedited.capture)
+    board.release_parked()
+    assert [_bits(t) for t in _tensors(what_if.baseline)] == bits
