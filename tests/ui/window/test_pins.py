@@ -171,6 +171,8 @@ def test_pins_over_the_budget_are_refused_with_a_message(
     pin = window.pins_ui.pin_result()
     assert pin is not None and pin.parked and window.session.pins.memory_bytes == 0
     assert window.session.held_bytes() == 0  # the shown result is that pin, on disk
+    entries = [a.text() for a in window.commands.pins_menu.actions() if a.text()]
+    assert entries[0].endswith(", on disk)"), entries
 
 
 def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny_cnn):
