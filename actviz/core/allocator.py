@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,6 @@ __all__ = [
     "arena_max",
     "heap_in_use_mib",
     "mark_arena",
-    "on_release",
     "release_freed_memory",
     "rss_anon_mib",
     "rss_mib",
@@ -225,37 +224,21 @@ def mark_arena() -> None:
             _marks[ident] = block
 
 
-# Weak references to callables that hand back memory of their own (parked pins' pages).
-_release_hooks: list[Callable[[], Callable[[], object] | None]] = []
-
-
-def on_release(ref: Callable[[], Callable[[], object] | None]) -> None:
-    """Have :func:`release_freed_memory` call ``ref()()`` too (any thread) while ``ref()`` is not
-    None: ``ref`` is a weak reference (``weakref.WeakMethod``), so no owner is kept alive."""
-    _release_hooks.append(ref)
-
-
-def _run_release_hooks() -> None:
-    alive = []
-    for ref in list(_release_hooks):
-        fn = ref()
-        if fn is None:
-            continue
-        alive.append(ref)
-        try:
-            fn()
-        except Exception:  # a hook's failure must not stop the trim
-            log.exception("a memory release hook failed")
-    _release_hooks[:] = alive
+#: Weak references (``weakref.WeakMethod``) to what hands back memory of its own at a release
+#: (parked pins' pages read in); any thread calls them.
+release_hooks: list[Any] = []
 
 
 def release_freed_memory() -> bool:
-    """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena tops),
-    and memory registered with :func:`on_release`.
+    """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena tops).
 
     Safe from any thread (it holds each arena's lock briefly); False where there is no glibc.
+    Calls the live :data:`release_hooks` first.
     """
-    _run_release_hooks()
+    release_hooks[:] = [ref for ref in release_hooks if ref() is not None]
+    for fn in [ref() for ref in release_hooks]:
+        if fn is not None:  # gone since
+            fn()
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is None:

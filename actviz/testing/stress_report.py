@@ -26,8 +26,7 @@ BOUNDED_TYPES = ("LayerPanel",)
 
 #: Actions of a process's warm-up, left out of the memory slopes.
 WARM_UP_ACTIONS = 250
-#: After how many actions the issue's "RSS over heap in use" is read (#37: "RSS after 1,000
-#: stress actions at most 1.5x the heap in use").
+#: After how many actions #37's "RSS over the heap in use" is read.
 RATIO_AFTER_ACTIONS = 1_000
 
 
@@ -165,15 +164,10 @@ class StressReport:
 
     @property
     def rss_over_heap_in_use(self) -> float | None:
-        """#37's "RSS over the heap in use": :attr:`Sample.rss_anon_over_heap` (the process's own
-        resident memory over malloc's and Python's heaps in use; mapped libraries are neither
-        heap nor freed memory) at the first checkpoint after :data:`RATIO_AFTER_ACTIONS`
-        actions, or the last one of a shorter process; None where the figures are missing.
-        """
-        if not self.samples:
-            return None
-        late = [s for s in self.samples if s.action >= RATIO_AFTER_ACTIONS]
-        return (late[0] if late else self.samples[-1]).rss_anon_over_heap
+        """#37's "RSS over the heap in use": :attr:`Sample.rss_anon_over_heap` at the first
+        checkpoint after :data:`RATIO_AFTER_ACTIONS` actions (else the last; None: no figures)."""
+        late = [s for s in self.samples if s.action >= RATIO_AFTER_ACTIONS] or self.samples[-1:]
+        return late[0].rss_anon_over_heap if late else None
 
     def findings(self) -> list[Failure]:
         """Every failure, the kind of each in its ``kind``: crash, hang, exception, hook,

@@ -13,29 +13,10 @@ from actviz.core.capture import format_bytes
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DEFAULT_MEMORY_BUDGET",
-    "PINS_IN_MEMORY",
-    "default_budget",
-    "fmt_bytes",
-    "parse_bytes",
-    "pins_memory_share",
-    "rss_bytes",
-]
+__all__ = ["DEFAULT_MEMORY_BUDGET", "default_budget", "fmt_bytes", "parse_bytes", "rss_bytes"]
 
 #: Default memory budget of one capture; ``ACTVIZ_MEMORY_BUDGET`` (bytes, or e.g. "2GiB") overrides.
 DEFAULT_MEMORY_BUDGET = 1 << 30
-
-
-#: The share of the memory budget the newest pinned captures may keep in memory; older pins
-#: are parked on disk (:mod:`actviz.workspace.pin_store`). An eighth: a few ResNet-sized pins
-#: stay instant to show, and pins cannot make the process grow past a fraction of the budget.
-PINS_IN_MEMORY = 0.125
-
-
-def pins_memory_share(budget: int) -> int:
-    """Bytes the newest pins may keep in memory under a memory budget of ``budget`` bytes."""
-    return int(budget * PINS_IN_MEMORY)
 
 
 def parse_bytes(text: str) -> int:

@@ -1,30 +1,125 @@
 """Pinned results: captures kept beside the latest one (no Qt) until unpinned or another model
-opens.
-
-The newest pins stay in memory up to a modest share of the memory budget
-(:func:`~actviz.workspace.budget.pins_memory_share`); the captures of older ones are parked on
-disk (:mod:`actviz.workspace.pin_store`) and read back transparently when shown, compared or
-saved, so pinning does not make the process grow without bound. A pin that would still take
-the memory held over the budget (a capture that cannot be parked) is refused.
+opens. The newest stay in memory up to :data:`PINS_IN_MEMORY` of the budget; older captures are
+parked on disk (:func:`park_capture`) and read back transparently when shown, compared or saved,
+so pins cannot grow the process without bound (#37). A pin that would still take the memory
+held over the budget (it cannot be parked) is refused.
 """
 
 from __future__ import annotations
 
+import atexit
+import ctypes
+import os
+import shutil
+import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from actviz.core import allocator
 from actviz.core.capture import format_bytes
-from actviz.workspace import pin_store
-from actviz.workspace.budget import default_budget, pins_memory_share
+from actviz.core.structures import iter_tensors, map_tensors
+from actviz.workspace.budget import default_budget
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
 
-__all__ = ["Pin", "PinBoard", "PinRefused"]
+__all__ = ["Pin", "PinBoard", "PinRefused", "park_capture", "parked_storage", "release"]
+
+#: The share of the memory budget the newest pins keep in memory: a few ResNet-sized pins stay
+#: instant to show, and pins cannot grow the process past an eighth of the budget.
+PINS_IN_MEMORY = 0.125
+#: Disk space parking leaves free in the temp folder's file system (bytes).
+DISK_RESERVE = 1 << 30
+_FIELDS = ("inputs", "output", "grad_output", "grad_inputs")
+_parked: dict[int, tuple[weakref.ref, torch.UntypedStorage]] = {}  # id(capture) -> its mapping
+_folder: list[str] = []
+
+
+def pins_folder() -> str:
+    """This process's temp folder for parked pins (removed at exit; files go once mapped)."""
+    if not _folder:
+        _folder.append(tempfile.mkdtemp(prefix=f"actviz-pins-{os.getpid()}-"))
+        atexit.register(shutil.rmtree, _folder[0], True)
+    return _folder[0]
+
+
+def parked_storage(cap: Any) -> torch.UntypedStorage | None:
+    """The file mapping ``cap``'s tensors were parked in (:func:`park_capture`), or None."""
+    entry = _parked.get(id(cap))
+    return entry[1] if entry is not None and entry[0]() is cap else None
+
+
+def _parkable(t: torch.Tensor) -> bool:  # what comes back the same from raw bytes
+    return (
+        type(t) is torch.Tensor
+        and t.device.type == "cpu"
+        and t.layout == torch.strided
+        and not (t.is_quantized or t.is_conj() or t.is_neg() or t.requires_grad)
+    )
+
+
+def park_capture(cap: Any) -> torch.UntypedStorage | None:
+    """Move ``cap``'s CPU tensors into a ``MAP_SHARED`` mapping of an unlinked temp file (nothing
+    is left behind, even after a crash); None if nothing moved (no such tensor, or the disk
+    would keep under :data:`DISK_RESERVE` free). Records, dtypes, shapes, strides, values and
+    shared storages stay as they were; reading pages the values back in.
+    """
+    if (done := parked_storage(cap)) is not None:
+        return done
+    slots = [(r, n) for r in cap.all_records() for n in _FIELDS]
+    slots += [(cap, n) for n in ("output", "inputs", "input_grads")]
+    storages = {
+        t.untyped_storage().data_ptr(): t.untyped_storage()
+        for obj, name in slots
+        for t in iter_tensors(getattr(obj, name, None))
+        if _parkable(t) and t.untyped_storage().nbytes()
+    }
+    offsets, end = {}, 0
+    for ptr, s in storages.items():  # 64-byte aligned: a whole number of items of any dtype
+        offsets[ptr], end = end, end + (s.nbytes() + 63) // 64 * 64
+    if not end or shutil.disk_usage(pins_folder()).free - end < DISK_RESERVE:
+        return None
+    fd, path = tempfile.mkstemp(suffix=".pin", dir=pins_folder())
+    try:
+        with os.fdopen(fd, "wb", buffering=0) as f:
+            for ptr, s in storages.items():
+                f.seek(offsets[ptr])
+                f.write(memoryview(torch.empty(0, dtype=torch.uint8).set_(s).numpy()))
+            f.truncate(end)
+        mapped = torch.UntypedStorage.from_file(path, True, end)
+    finally:
+        os.unlink(path)  # the mapping keeps the data until its last tensor goes
+
+    def moved(t: torch.Tensor) -> torch.Tensor:
+        at = offsets.get(t.untyped_storage().data_ptr()) if _parkable(t) else None
+        if at is None:
+            return t
+        offset = at // t.element_size() + t.storage_offset()
+        return torch.empty(0, dtype=t.dtype).set_(mapped, offset, t.size(), t.stride())
+
+    # New tensors in the same places: an array viewing an old one keeps that one valid.
+    for obj, name in slots:
+        if getattr(obj, name, None) is not None:
+            setattr(obj, name, map_tensors(getattr(obj, name), moved))
+    key = id(cap)
+    _parked[key] = (weakref.ref(cap, lambda _ref: _parked.pop(key, None)), mapped)
+    return mapped
+
+
+def release(storage: torch.UntypedStorage) -> bool:
+    """Drop a parked mapping's pages from resident memory (``MADV_DONTNEED``; shared, so they
+    come back from the file on the next read); False where the system cannot."""
+    try:
+        madvise = ctypes.CDLL(None).madvise
+    except (OSError, AttributeError):
+        return False
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return madvise(storage.data_ptr(), storage.nbytes(), 4) == 0
 
 
 class PinRefused(ValueError):
@@ -45,23 +140,23 @@ class Pin:
 
     @property
     def parked(self) -> bool:
-        """Whether the pinned capture's tensors wait on disk (read back when used)."""
-        cap = getattr(self.result, "capture", None)
-        return cap is not None and pin_store.is_parked(cap)
+        """Whether the capture waits on disk (read back when used)."""
+        return parked_storage(getattr(self.result, "capture", None)) is not None
 
 
 class PinBoard:
-    """The pinned results of one session, oldest first; ``on_change()`` after every change."""
+    """The pinned results of one session, oldest first; ``on_change()`` after every change.
+    ``memory_share``: bytes the newest pins keep in memory (None: :data:`PINS_IN_MEMORY` of
+    the budget)."""
 
     def __init__(
         self, on_change: Callable[[], Any] | None = None, *, memory_share: int | None = None
     ) -> None:
         self._pins: list[Pin] = []
         self.on_change = on_change
-        #: Bytes the newest pins may keep in memory (None: a share of the budget in use).
         self.memory_share = memory_share
-        # The idle trim hands back what parked pins' reads paged in (any thread).
-        allocator.on_release(weakref.WeakMethod(self.release_parked))
+        # The idle trim hands back what reading parked pins paged in (from its thread).
+        allocator.release_hooks.append(weakref.WeakMethod(self.release_parked))
 
     def __len__(self) -> int:
         return len(self._pins)
@@ -74,55 +169,43 @@ class PinBoard:
         return next((p for p in self._pins if p.result is result), None)
 
     def pin(self, result: RunResult, label: str, *, budget: int | None = None) -> Pin:
-        """Keep ``result`` (again: the existing pin); ``PinRefused`` beyond ``budget`` bytes."""
+        """Keep ``result`` (again: the existing pin), parking older pins beyond the memory
+        share; ``PinRefused`` when the pins would still keep over ``budget`` bytes in memory."""
         existing = self.find(result)
         if existing is not None:
             return existing
         pin = Pin(self.unique_label(label), result)
         self._pins.append(pin)
-        self._park_older(budget)
+        share = self.memory_share
+        if share is None:
+            share = int((default_budget() if budget is None else budget) * PINS_IN_MEMORY)
+        kept = 0
+        for p in reversed(self._pins):  # the newest first: they stay while they fit
+            kept += 0 if p.parked else p.nbytes
+            cap = getattr(p.result, "capture", None)
+            if not p.parked and kept > share and cap is not None and park_capture(cap) is not None:
+                kept -= p.nbytes
+                if getattr(p.result, "baseline", None) is not None:  # a what-if's unedited run
+                    park_capture(p.result.baseline)
         held = self.memory_bytes
         if budget is not None and held > budget:
             self._pins.remove(pin)
-            parked = self.nbytes + int(result.nbytes) - held
             raise PinRefused(
                 f"pinning needs {format_bytes(result.nbytes)} more; the pins would keep "
-                f"{format_bytes(held)} in memory, over the {format_bytes(budget)} memory "
-                f"budget ({format_bytes(parked)} parked on disk; "
-                f"{format_bytes(pin_store.disk_free())} free there). "
+                f"{format_bytes(held)} in memory, over the {format_bytes(budget)} memory budget "
+                f"(parking on disk leaves {format_bytes(DISK_RESERVE)} free there, "
+                f"{format_bytes(shutil.disk_usage(pins_folder()).free)} now). "
                 "Unpin some results or raise the budget"
             )
         self._changed()
         return pin
 
-    def _park_older(self, budget: int | None) -> None:
-        """Park the captures of all but the newest pins that fit in the memory share."""
-        share = self.memory_share
-        if share is None:
-            share = pins_memory_share(default_budget() if budget is None else budget)
-        kept = 0
-        for pin in reversed(self._pins):
-            if pin.parked:
-                continue
-            kept += pin.nbytes
-            cap = getattr(pin.result, "capture", None)
-            if kept > share and cap is not None and pin_store.park_capture(cap) is not None:
-                kept -= pin.nbytes
-                # A what-if pin's unedited capture goes with it (not counted in nbytes).
-                baseline = getattr(pin.result, "baseline", None)
-                if baseline is not None and baseline is not cap:
-                    pin_store.park_capture(baseline)
-
     def release_parked(self) -> None:
         """Hand back the memory that reading parked pins paged in (they stay on disk)."""
-        for pin in list(self._pins):
-            for cap in (
-                getattr(pin.result, "capture", None),
-                getattr(pin.result, "baseline", None),
-            ):
-                parked = pin_store.parked_file(cap) if cap is not None else None
-                if parked is not None:
-                    pin_store.release(parked)
+        for p in list(self._pins):
+            for cap in (getattr(p.result, "capture", None), getattr(p.result, "baseline", None)):
+                if (mapped := parked_storage(cap)) is not None:
+                    release(mapped)
 
     def unique_label(self, label: str) -> str:
         """``label``, or ``label (2)``, ``(3)``... when a pin already has it (two pins made in
@@ -157,12 +240,10 @@ class PinBoard:
         return sum(p.nbytes for p in self._pins if not p.parked)
 
     def held_bytes(self, current: RunResult | None) -> int:
-        """Bytes ``current`` and the pins keep in memory together (a pinned current counted
-        once; parked pins left out)."""
-        extra = 0 if current is None or self.find(current) is not None else int(current.nbytes)
-        if extra and getattr(current, "capture", None) is not None:
-            extra = 0 if pin_store.is_parked(current.capture) else extra
-        return self.memory_bytes + extra
+        """Bytes ``current`` and the pins keep in memory (a pinned current counted once)."""
+        pinned = current is None or self.find(current) is not None
+        parked = parked_storage(getattr(current, "capture", None)) is not None
+        return self.memory_bytes + (0 if pinned or parked else int(current.nbytes))
 
     def _changed(self) -> None:
         if self.on_change is not None:

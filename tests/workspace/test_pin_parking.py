@@ -16,8 +16,8 @@ from actviz.core import allocator
 from actviz.core.structures import iter_tensors
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec
-from actviz.workspace import pin_store
-from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, pins_memory_share
+from actviz.workspace import pins
+from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET
 from actviz.workspace.pins import PinBoard, PinRefused
 from actviz.workspace.session_file import PinState, SessionState, load_state, save_state
 
@@ -100,21 +100,20 @@ def test_shared_storages_stay_shared_when_parked():
     nxt = cap.records["conv2"][0]
     # The relu's output is conv2's input: one storage, kept one.
     assert rec.output.data_ptr() == nxt.inputs[0].data_ptr()
-    pin_store.park_capture(cap)
+    pins.park_capture(cap)
     assert rec.output.data_ptr() == nxt.inputs[0].data_ptr()
-    assert pin_store.park_capture(cap) is pin_store.parked_file(cap)  # parked once
+    assert pins.park_capture(cap) is pins.parked_storage(cap)  # parked once
 
 
 def test_the_newest_pins_stay_in_memory_up_to_the_share():
     results = [_run(seed)[1] for seed in range(3)]
     size = results[0].capture.nbytes
     board = PinBoard(memory_share=int(size * 1.5))
-    pins = [board.pin(r, f"run {i}", budget=10 * size) for i, r in enumerate(results)]
-    assert [p.parked for p in pins] == [True, True, False]
+    made = [board.pin(r, f"run {i}", budget=10 * size) for i, r in enumerate(results)]
+    assert [p.parked for p in made] == [True, True, False]
     assert board.memory_bytes == size and board.nbytes == 3 * size
     assert board.held_bytes(results[2]) == size  # the shown newest pin, counted once
-    # The default share is an eighth of the budget.
-    assert pins_memory_share(DEFAULT_MEMORY_BUDGET) == DEFAULT_MEMORY_BUDGET // 8
+    assert pins.PINS_IN_MEMORY == 1 / 8  # the default share: an eighth of the budget
 
 
 def test_parking_frees_the_memory_and_release_hands_back_what_reads_paged_in():
@@ -127,18 +126,18 @@ def test_parking_frees_the_memory_and_release_hands_back_what_reads_paged_in():
     gc.collect()
     allocator.release_freed_memory()
     rss_before = allocator.rss_mib()
-    parked = pin_store.park_capture(cap)
+    parked = pins.park_capture(cap)
     assert parked is not None
     gc.collect()
     allocator.release_freed_memory()
     rss_parked = allocator.rss_mib()
-    assert rss_before - rss_parked > 0.5 * parked.nbytes / 2**20
+    assert rss_before - rss_parked > 0.5 * parked.nbytes() / 2**20
     for t in _tensors(cap):
         float(t.sum())  # every page read in
     rss_read = allocator.rss_mib()
-    assert rss_read - rss_parked > 0.5 * parked.nbytes / 2**20
-    assert pin_store.release(parked)
-    assert rss_read - allocator.rss_mib() > 0.5 * parked.nbytes / 2**20
+    assert rss_read - rss_parked > 0.5 * parked.nbytes() / 2**20
+    assert pins.release(parked)
+    assert rss_read - allocator.rss_mib() > 0.5 * parked.nbytes() / 2**20
 
 
 def test_a_parked_pin_saves_and_restores_the_same(tmp_path):
@@ -147,7 +146,7 @@ def test_a_parked_pin_saves_and_restores_the_same(tmp_path):
     kept = copy.deepcopy(cap)  # in memory, as it was
     board = PinBoard(memory_share=0)
     board.pin(result, "parked", budget=DEFAULT_MEMORY_BUDGET)
-    assert pin_store.is_parked(cap) and not pin_store.is_parked(kept)
+    assert pins.parked_storage(cap) is not None and not pins.parked_storage(kept) is not None
     state = SessionState(pins=(PinState("parked", 12.0, cap),))
     path = tmp_path / "s.actviz"
     assert save_state(state, path) == []
@@ -159,11 +158,13 @@ def test_a_parked_pin_saves_and_restores_the_same(tmp_path):
 def test_without_disk_space_pins_stay_in_memory_and_the_budget_refuses(monkeypatch):
     results = [_run(seed)[1] for seed in (4, 5)]
     size = results[0].capture.nbytes
-    monkeypatch.setattr(pin_store, "disk_free", lambda: pin_store.DISK_RESERVE)
+    monkeypatch.setattr(pins, "DISK_RESERVE", 1 << 60)  # more than any disk has
     board = PinBoard(memory_share=0)
     first = board.pin(results[0], "a", budget=int(1.5 * size))
     assert not first.parked and board.memory_bytes == size
-    with pytest.raises(PinRefused, match=r"in memory, over the .* memory budget .* free there"):
+    with pytest.raises(
+        PinRefused, match=r"in memory, over the .* memory budget \(parking on disk leaves"
+    ):
         board.pin(results[1], "b", budget=int(1.5 * size))
     assert len(board) == 1
 
@@ -176,7 +177,7 @@ def test_release_hooks_are_called_and_forgotten_with_their_owner():
             calls.append(1)
 
     owner = Owner()
-    allocator.on_release(weakref.WeakMethod(owner.release))
+    allocator.release_hooks.append(weakref.WeakMethod(owner.release))
     allocator.release_freed_memory()
     assert calls == [1]
     del owner
@@ -192,6 +193,9 @@ def test_a_what_if_pins_unedited_capture_is_parked_with_it():
     bits = [_bits(t) for t in _tensors(unedited.capture)]
     board = PinBoard(memory_share=0)
     board.pin(what_if, "what if", budget=DEFAULT_MEMORY_BUDGET)
-    assert pin_store.is_parked(result.capture) and pin_store.is_parked(unedited.capture)
+    assert (
+        pins.parked_storage(result.capture) is not None
+        and pins.parked_storage(unedited.capture) is not None
+    )
     board.release_parked()
     assert [_bits(t) for t in _tensors(what_if.baseline)] == bits
