@@ -13,7 +13,6 @@ import logging
 import os
 import sys
 import threading
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -224,21 +223,11 @@ def mark_arena() -> None:
             _marks[ident] = block
 
 
-#: Weak references (``weakref.WeakMethod``) to what hands back memory of its own at a release
-#: (parked pins' pages read in); any thread calls them.
-release_hooks: list[Any] = []
-
-
 def release_freed_memory() -> bool:
     """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena tops).
 
     Safe from any thread (it holds each arena's lock briefly); False where there is no glibc.
-    Calls the live :data:`release_hooks` first.
     """
-    release_hooks[:] = [ref for ref in release_hooks if ref() is not None]
-    for fn in [ref() for ref in release_hooks]:
-        if fn is not None:  # gone since
-            fn()
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is None:

@@ -110,8 +110,7 @@ class PinActions:
         menu.clear()
         pins = list(self.session.pins)
         for pin in pins:
-            where = ", on disk" if pin.parked else ""  # parked: read back when shown
-            act = QAction(f"{pin.label} ({format_bytes(pin.nbytes)}{where})", menu)
+            act = QAction(f"{pin.label} ({format_bytes(pin.nbytes)})", menu)
             act.triggered.connect(lambda _=False, p=pin: self.show_pinned(p))
             menu.addAction(act)
         if pins and self.compare_with is not None:
