@@ -123,13 +123,6 @@ def child(args: argparse.Namespace) -> int:
     ensure_qt_app()
     folder = Path(args.folder)
     setup, switches, checkpoint = case_setups(args.case, folder)
-    from actviz.io.models.loading import open_model
-
-    # The one-off costs of the models a switch opens (transformers' modules, ~40 MiB; the
-    # checkpoint's architecture signatures) are paid here, as by a window that opened them once:
-    # the memory slopes after the warm-up then show growth, not a first import (#37).
-    for path in (folder / "models" / "tiny-gpt2", checkpoint):
-        open_model(path)
     inject = {}
     for item in args.inject or []:
         step, kind = item.split(":")
