@@ -9,21 +9,25 @@ died), hangs (the GUI did not return), unhandled exceptions, hooks left on a mod
 GUI-thread block, and how live objects and memory moved. ``python -m actviz.bench.stress_bench
 --actions N --seed S --models demo,gpt2`` runs another length.
 
-Figures: ``stress_actions``, ``stress_crashes``, ``stress_hangs``, ``stress_exceptions``,
+The issue's two memory figures (#37): ``stress_rss_growth_per_1k_mib``, the RSS growth per
+1,000 actions after the warm-up (the largest over the processes, each the median of its
+checkpoints' pairwise slopes, robust to one checkpoint's state; ``stress_rss_growth_per_1k_ls_mib``
+the least-squares one), and ``stress_rss_over_heap``, the RSS over the heap in use after 1,000
+actions (the largest over the processes: ``RssAnon``, the process's own resident memory, over
+malloc's and Python's heaps in use, 1.0 when no freed memory is kept resident;
+:attr:`~actviz.testing.stress_report.StressReport.rss_over_heap_in_use`).
+
+Other figures: ``stress_actions``, ``stress_crashes``, ``stress_hangs``, ``stress_exceptions``,
 ``stress_leaked_hooks``, ``stress_stuck``, ``stress_max_block_ms``, ``stress_blocks_over_limit``
 (actions after which the GUI blocked over 100 ms), ``stress_objects_growth`` (the largest
 growth of a kind that must stay flat), ``stress_rss_growth_mib``, ``stress_heap_growth_mib``
 (memory malloc handed out and did not get back: what a leak grows, where the resident size
-also holds freed memory glibc keeps), ``stress_rss_growth_per_1k_mib`` (the largest slope of a
-process's RSS after its warm-up, MiB per 1,000 actions: the median of its checkpoints' pairwise
-slopes, robust to one checkpoint's state; ``stress_rss_growth_per_1k_ls_mib`` the least-squares
-one), ``stress_rss_over_heap`` /
-``stress_anon_over_heap`` (a process's resident / anonymous memory at its end over malloc's
-heap in use), ``stress_rss_over_heaps`` / ``stress_anon_over_heaps`` (the same over malloc's
-and Python's object heap together), ``stress_rss_anon_over_heap`` (``RssAnon`` at a process's
-end over malloc's and Python's heaps in use: 1.0 when no freed memory is kept resident),
-``stress_errors_shown``,
-``stress_windows_kept``.
+also holds freed memory glibc keeps), ``stress_heap_growth_per_1k_mib`` (its slope),
+``stress_rss_total_over_malloc_heap`` / ``stress_anon_over_heap`` (a process's whole resident
+size, mapped libraries included / its anonymous memory at its end over malloc's heap alone),
+``stress_rss_over_heaps`` / ``stress_anon_over_heaps`` (the same over malloc's and Python's
+object heap together), ``stress_rss_anon_over_heap`` (``stress_rss_over_heap`` at each
+process's end), ``stress_errors_shown``, ``stress_windows_kept``.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ def print_table(reports: Sequence[Any]) -> None:
     print(
         f"{'model':<10} {'seed':>5} {'actions':>7} {'crash':>5} {'hang':>4} {'exc':>4} "
         f"{'hooks':>5} {'stuck':>5} {'max block ms':>12} {'>limit':>6} {'obj growth':>10} "
-        f"{'rss MiB/1k':>10} {'(l.sq.)':>8} {'heap MiB/1k':>11} {'s':>6}"
+        f"{'rss MiB/1k':>10} {'(l.sq.)':>8} {'heap MiB/1k':>11} {'rss/heap':>8} {'s':>6}"
     )
     for r in reports:
         heap = r.heap_growth_per_1k_mib
@@ -85,7 +89,7 @@ def print_table(reports: Sequence[Any]) -> None:
             f"{len(r.exceptions):>4} {len(r.leaked_hooks):>5} {len(r.stuck):>5} "
             f"{r.max_block_ms:>12.0f} {len(r.blocks):>6} {r.objects_growth:>10} "
             f"{r.rss_growth_per_1k_mib:>10.1f} {r.rss_growth_per_1k_ls_mib:>8.1f} "
-            f"{_mib(heap):>11} {r.seconds:>6.0f}"
+            f"{_mib(heap):>11} {_ratio(r.rss_over_heap_in_use):>8} {r.seconds:>6.0f}"
         )
     for r in reports:
         print(r.describe())
@@ -105,6 +109,10 @@ def print_table(reports: Sequence[Any]) -> None:
 
 def _mib(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def summarise(reports: Sequence[Any], summary: dict) -> None:
@@ -127,10 +135,19 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
     summary["stress_rss_growth_per_1k_ls_mib"] = max(
         (r.rss_growth_per_1k_ls_mib for r in reports), default=0.0
     )
-    # What the resident size is made of at each process's end: RSS / heap in use, and the
-    # anonymous memory (RSS less the mapped libraries) / heap in use.
+    heap_slopes = [r.heap_growth_per_1k_mib for r in reports]
+    summary["stress_heap_growth_per_1k_mib"] = max(
+        (v for v in heap_slopes if v is not None), default=None
+    )
+    # The issue's "RSS over the heap in use" after 1,000 actions (#37).
+    ratios = [r.rss_over_heap_in_use for r in reports]
+    summary["stress_rss_over_heap"] = max((v for v in ratios if v), default=None)
+    # What the resident size is made of at each process's end: the whole RSS (mapped libraries
+    # included) / malloc's heap, and the anonymous memory / malloc's heap.
     ends = [r.samples[-1] for r in reports if r.samples and r.samples[-1].heap_mib]
-    summary["stress_rss_over_heap"] = max((s.rss_mib / s.heap_mib for s in ends), default=None)
+    summary["stress_rss_total_over_malloc_heap"] = max(
+        (s.rss_mib / s.heap_mib for s in ends), default=None
+    )
     anon = [
         s.breakdown["anonymous"] / s.heap_mib for s in ends if "anonymous" in (s.breakdown or {})
     ]

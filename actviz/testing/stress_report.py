@@ -26,6 +26,8 @@ BOUNDED_TYPES = ("LayerPanel",)
 
 #: Actions of a process's warm-up, left out of the memory slopes.
 WARM_UP_ACTIONS = 250
+#: After how many actions #37's "RSS over the heap in use" is read.
+RATIO_AFTER_ACTIONS = 1_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +161,13 @@ class StressReport:
         if any(v is None for _, v in points):
             return None
         return _per_1k(points)  # type: ignore[arg-type]
+
+    @property
+    def rss_over_heap_in_use(self) -> float | None:
+        """#37's "RSS over the heap in use": :attr:`Sample.rss_anon_over_heap` at the first
+        checkpoint after :data:`RATIO_AFTER_ACTIONS` actions (else the last; None: no figures)."""
+        late = [s for s in self.samples if s.action >= RATIO_AFTER_ACTIONS] or self.samples[-1:]
+        return late[0].rss_anon_over_heap if late else None
 
     def findings(self) -> list[Failure]:
         """Every failure, the kind of each in its ``kind``: crash, hang, exception, hook,

@@ -1,5 +1,6 @@
 """Pinned results: captures kept beside the latest one (no Qt) until unpinned or another model
-opens. Pins count towards the memory budget; one that would exceed it is refused.
+opens. Pins may hold :data:`PINS_SHARE` of the memory budget; one more is refused, so pinning
+cannot grow the process without bound (#37).
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from actviz.core.capture import format_bytes
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
 
-__all__ = ["Pin", "PinBoard", "PinRefused"]
+__all__ = ["PINS_SHARE", "Pin", "PinBoard", "PinRefused"]
+
+#: The share of the memory budget pinned captures may hold: eight ResNet-18 captures of a
+#: 224 px image with every conv ticked under the default 1 GiB, the rest left to the shown run.
+PINS_SHARE = 0.25
 
 
 class PinRefused(ValueError):
@@ -52,15 +57,17 @@ class PinBoard:
         return next((p for p in self._pins if p.result is result), None)
 
     def pin(self, result: RunResult, label: str, *, budget: int | None = None) -> Pin:
-        """Keep ``result`` (again: the existing pin); ``PinRefused`` beyond ``budget`` bytes."""
+        """Keep ``result`` (again: the existing pin); ``PinRefused`` when the pins would hold
+        more than :data:`PINS_SHARE` of a memory budget of ``budget`` bytes."""
         existing = self.find(result)
         if existing is not None:
             return existing
         total = self.nbytes + int(result.nbytes)
-        if budget is not None and total > budget:
+        if budget is not None and total > int(budget * PINS_SHARE):
             raise PinRefused(
                 f"pinning needs {format_bytes(result.nbytes)} more; the pins would hold "
-                f"{format_bytes(total)}, over the {format_bytes(budget)} memory budget. "
+                f"{format_bytes(total)}, over their {format_bytes(int(budget * PINS_SHARE))} "
+                f"(a quarter of the {format_bytes(budget)} memory budget). "
                 "Unpin some results or raise the budget"
             )
         pin = Pin(self.unique_label(label), result)

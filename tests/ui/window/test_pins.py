@@ -29,14 +29,14 @@ def test_pin_board_counts_each_capture_once_and_refuses_over_budget():
     changes = []
     board = PinBoard(lambda: changes.append(len(board)))
     a, b, c = _Result(100), _Result(250), _Result(700)
-    pin_a = board.pin(a, "a", budget=1000)
-    assert board.pin(a, "again", budget=1000) is pin_a  # pinning twice keeps one pin
-    board.pin(b, "b", budget=1000)
+    pin_a = board.pin(a, "a", budget=4000)  # pins may hold a quarter: 1000 B
+    assert board.pin(a, "again", budget=4000) is pin_a  # pinning twice keeps one pin
+    board.pin(b, "b", budget=4000)
     assert board.nbytes == 350 and changes == [1, 2]
     assert board.held_bytes(a) == 350  # the shown result is pinned: counted once
     assert board.held_bytes(c) == 1050
-    with pytest.raises(PinRefused, match="over the 1000 B memory budget"):
-        board.pin(c, "c", budget=1000)
+    with pytest.raises(PinRefused, match=r"over their 1000 B \(a quarter of the 3.9 KiB memory"):
+        board.pin(c, "c", budget=4000)
     assert len(board) == 2
     board.unpin(pin_a)
     assert [p.label for p in board] == ["b"] and board.find(a) is None
