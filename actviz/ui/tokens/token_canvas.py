@@ -71,7 +71,9 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        self.plot = self.addPlot(row=0, col=0)
+        # No menus (style_plot turns them off): a view box menu built only to be dropped
+        # was a tenth of the canvas's making, which a token panel pays twice (issue #37).
+        self.plot = self.addPlot(row=0, col=0, enableMenu=False)
         style_kwargs = {"x_label": x_label or None}
         style.style_plot(self.plot, **style_kwargs)
         self.plot.invertY(True)
@@ -82,7 +84,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.bars: pg.BarGraphItem | None = None
         self._bar_color = bar_color
         if bars_label is not None:
-            self.bars_plot = self.addPlot(row=0, col=1)
+            self.bars_plot = self.addPlot(row=0, col=1, enableMenu=False)
             style.style_plot(self.bars_plot, x_label=bars_label)
             self.bars_plot.invertY(True)  # row 0 at the top, beside its heat-map row
             self.bars_plot.setYLink(self.plot)

@@ -57,3 +57,24 @@ def test_same_labels_keep_the_axes_and_the_bars_item(qtbot, monkeypatch):
     assert canvas.bars is None and bars not in canvas.bars_plot.items
     canvas.set_heat(other, TOKENS, bars=np.ones(6))
     assert sum(isinstance(i, pg.BarGraphItem) for i in canvas.bars_plot.items) == 1
+
+
+def test_a_token_canvas_builds_no_menu_it_would_drop(qtbot, monkeypatch):
+    """Its plots have no context menus: none is built only to be thrown away (a token
+    panel's two canvases are built on the GUI thread, a tenth of each was the menus)."""
+    import importlib
+
+    view_box_module = importlib.import_module("pyqtgraph.graphicsItems.ViewBox.ViewBox")
+    made = []
+    original = view_box_module.ViewBoxMenu
+
+    def counted(*args, **kwargs):
+        made.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(view_box_module, "ViewBoxMenu", counted)
+    canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
+    qtbot.addWidget(canvas)
+    assert made == []
+    assert canvas.plot.vb.menu is None and canvas.bars_plot.vb.menu is None
+    assert not canvas.plot.menuEnabled()
