@@ -1,6 +1,7 @@
 """How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: the height for a width,
 equal sides around an image narrower than its room, the colour bar's margins (as tall as the
-image), and the scene's size, fitted off screen only when the canvas is next painted or read.
+image), and the scene's size, fitted once per turn (when the canvas is next painted or read,
+or on the next turn), however often a layout pass resizes it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 from PySide6 import QtCore, QtGui
 
 from actviz.ui.panels.colorbar import ColorBar
+from actviz.ui.panels.deferred import DeferredCall
 
 __all__ = ["SceneFit"]
 
@@ -176,12 +178,26 @@ class SceneFit:
             # only the view follows; the fitting below runs once, in the outer call.
             super().resizeEvent(event)
             return
-        if hasattr(self, "_fit_width") and not self.on_screen():
-            # Off screen (scrolled away, or not yet shown): a layout change resizes every
-            # panel's canvas in one turn, so the scene follows when this one is next painted
-            # or read (:meth:`ensure_scene`); whoever follows the width hears of it now.
+        if hasattr(self, "_fit_width"):
+            # The scene follows once, when the canvas is next painted or read
+            # (:meth:`ensure_scene`), or on the next turn: one layout pass can resize a canvas
+            # several times (a panel's height-for-width settling: 4 sizes in one turn after
+            # an edit's note appeared), and off screen (scrolled away, not yet shown) a layout
+            # change resizes every panel's canvas; fitting pyqtgraph's scene at each size
+            # held the GUI thread 135 ms (issue #37). Whoever follows the width hears now.
             self._scene_stale = True
-            self.resized.emit()
+            if getattr(self, "_announcing", False):
+                return  # a size set by a listener below: the fit to come takes the last one
+            self._announcing = True
+            try:
+                self.resized.emit()
+            finally:
+                self._announcing = False
+            if self.isVisible():
+                fit = getattr(self, "_fit_soon", None)
+                if fit is None:
+                    fit = self._fit_soon = DeferredCall(self, self._fit_if_shown)
+                fit.request()
             return
         self._scene_stale = False
         self._resizing = True
@@ -190,20 +206,27 @@ class SceneFit:
         finally:
             self._resizing = False
 
+    def _fit_if_shown(self) -> None:
+        """The deferred fit of a resize: on screen only (off screen waits for the paint)."""
+        if not self.closed and self.on_screen():
+            self.ensure_scene()
+
     def on_screen(self) -> bool:
         """Whether part of the canvas is on screen (its viewport covers the canvas itself, so
         the canvas's own visible region is always empty)."""
         return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
 
     def ensure_scene(self) -> None:
-        """Fit the scene to the canvas's size when a resize off screen left that for later
-        (what its next paint does)."""
+        """Fit the scene to the canvas's size when a resize left that for later (what its next
+        paint, a read of its geometry or the turn after the resize does)."""
         if not getattr(self, "_scene_stale", False) or getattr(self, "_resizing", False):
             return
         self._scene_stale = False
         if self.closed:
             return
         old = self.ci.geometry().size().toSize()
+        if old == self.size() == getattr(self, "_fitted_size", None):
+            return  # resized and back within the turn: the scene is fitted to this size
         self._resizing = True
         try:
             self._resize(QtGui.QResizeEvent(self.size(), old), announce=False)
@@ -223,6 +246,7 @@ class SceneFit:
             # scene wider than this one.
             self._fit_sides(event.size())
         super().resizeEvent(event)
+        self._fitted_size = event.size() if event is not None else None
         if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
             if announce:
                 self.resized.emit()
