@@ -39,6 +39,11 @@ CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
 
+#: Panels dropped (another model, unticked layers) deleted per event-loop pass: deleting all
+#: of a model's panels at once (49 for ResNet-18's leaves: their canvases' scenes) held the GUI
+#: thread 45-130 ms on a model switch (issue #37).
+DELETES_PER_PASS = 4
+
 #: Least time between two timing read-outs for live frames (seconds): readable, and fewer
 #: relayouts of the status bar.
 HELD_TEXT_INTERVAL_S = 0.25
@@ -109,6 +114,12 @@ class ResultDisplay:
         self._held_timer = QTimer(parent)
         self._held_timer.setSingleShot(True)
         self._held_timer.timeout.connect(self.refresh_held_text)
+        # Dropped panels, hidden, deleted a few a pass (DELETES_PER_PASS).
+        self._to_delete: list[QWidget] = []
+        self._delete_timer = QTimer(parent)
+        self._delete_timer.setSingleShot(True)
+        self._delete_timer.setInterval(0)
+        self._delete_timer.timeout.connect(self._delete_some)
         self.overview = OverviewDisplay(
             session, centre, self.input_preview, self.steps, lambda: self.selected_layer
         )
@@ -303,7 +314,7 @@ class ResultDisplay:
 
     def display_pending(self) -> bool:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""
-        return self.steps.pending()
+        return self.steps.pending() or bool(self._to_delete)
 
     def panel_updates_pending(self) -> bool:
         """Whether some layer panels still show an older result than ``session.result``, or
@@ -346,8 +357,27 @@ class ResultDisplay:
 
     def _drop_panel(self, panel: QWidget) -> None:
         self.layers_grid.removeWidget(panel)
-        panel.setParent(None)
-        panel.deleteLater()
+        # Hidden now (out of the layout, no paint), deleted in later passes: a child of the
+        # Layers tab meanwhile, so a window closed first takes it along.
+        panel.setVisible(False)
+        self._to_delete.append(panel)
+        if not self._delete_timer.isActive():
+            self._delete_timer.start()
+
+    def _delete_some(self) -> None:
+        batch, self._to_delete = (
+            self._to_delete[:DELETES_PER_PASS],
+            self._to_delete[DELETES_PER_PASS:],
+        )
+        for panel in batch:
+            panel.setParent(None)
+            panel.deleteLater()
+        if self._to_delete:
+            self._delete_timer.start()
+
+    def panels_deleting(self) -> bool:
+        """Whether dropped panels still wait to be deleted."""
+        return bool(self._to_delete)
 
     def selected_panel(self) -> QWidget:
         """The selected layer's panel (the current tab without one), as an export shows it:
