@@ -12,8 +12,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 
 _Qt = QtCore.Qt
-#: Role holding a cell's number for sorting (NaN sorts last either way round).
-SORT_ROLE = _Qt.ItemDataRole.UserRole + 1
 
 
 @dataclass(frozen=True)
@@ -41,20 +39,11 @@ def layer_figures(scan: Any, layer: str) -> LayerFigures:
         top = scan.top(layer, channel)
         if top:
             best[channel] = float(top[0].value)
-    dead = np.zeros(mean.shape, dtype=bool)
-    dead_index = np.asarray(scan.dead(layer))
-    if dead_index.dtype == bool:
-        dead = dead_index.copy()
-    else:
-        dead[dead_index.astype(int)] = True
-    return LayerFigures(
-        layer,
-        mean,
-        np.asarray(stats.std, dtype=np.float64),
-        np.asarray(stats.frac_positive, dtype=np.float64),
-        best,
-        dead,
-    )
+    dead = np.array(scan.dead(layer))
+    if dead.dtype != bool:  # the dead channels' indices
+        dead = np.isin(np.arange(mean.shape[0]), dead)
+    std, frac = (np.asarray(v, dtype=np.float64) for v in (stats.std, stats.frac_positive))
+    return LayerFigures(layer, mean, std, frac, best, dead)
 
 
 COLUMNS = (
@@ -68,20 +57,16 @@ COLUMNS = (
 
 
 class ChannelTableModel(QtCore.QAbstractTableModel):
-    """Rows = channels of one layer, columns = :data:`COLUMNS`, sorted here with numpy.
+    """Rows = channels of one layer (row ``r``: channel ``order[r]``), columns = :data:`COLUMNS`.
 
-    The model sorts itself (``sort``: one ``argsort``) instead of sitting behind a
-    ``QSortFilterProxyModel``: the proxy asks :meth:`data` once per comparison, some 20,000
-    Python calls for a 1,000-channel layer, which held the GUI thread 150 ms when a scan's
-    table filled (issue #37). Row ``r`` shows channel ``order[r]``.
-    """
+    Sorted here by one ``argsort``: a ``QSortFilterProxyModel`` asked :meth:`data` per
+    comparison, 20,000 calls for 1,000 channels, 150 ms of GUI thread (issue #37)."""
 
     def __init__(self, parent: QtCore.QObject | None = None) -> None:
         super().__init__(parent)
         self.figures: LayerFigures | None = None
         self.order = np.zeros(0, dtype=np.int64)
-        self.sort_column = 1
-        self.sort_order = _Qt.SortOrder.DescendingOrder
+        self.sort_column, self.sort_order = 1, _Qt.SortOrder.DescendingOrder
 
     def set_figures(self, figures: LayerFigures | None) -> None:
         self.beginResetModel()
@@ -91,46 +76,26 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
 
     def sort(self, column: int, order: Any = _Qt.SortOrder.AscendingOrder) -> None:
         """Sort the rows by ``column`` (NaN as below everything), stable."""
-        if not 0 <= column < len(COLUMNS):
-            return
         self.layoutAboutToBeChanged.emit()
-        # Persistent indexes (the selection) follow their channel to its new row.
-        before = self.persistentIndexList()
-        channels = [self.order[i.row()] if i.isValid() else -1 for i in before]
+        before = self.persistentIndexList()  # the selection follows its channels
+        cells = [(int(self.order[i.row()]), i.column()) for i in before]
         self.sort_column, self.sort_order = column, order
         self.order = self._sorted(column, order)
-        rows = np.empty_like(self.order)
-        rows[self.order] = np.arange(self.order.shape[0])
-        self.changePersistentIndexList(
-            before,
-            [
-                self.index(int(rows[c]), i.column()) if c >= 0 else QtCore.QModelIndex()
-                for i, c in zip(before, channels, strict=True)
-            ],
-        )
+        self.changePersistentIndexList(before, [self.index(self.row_of(c), k) for c, k in cells])
         self.layoutChanged.emit()
 
     def _sorted(self, column: int, order: Any) -> np.ndarray:
-        f = self.figures
+        f, key = self.figures, COLUMNS[max(column, 0)][0]
         if f is None:
             return np.zeros(0, dtype=np.int64)
-        key = COLUMNS[column][0]
-        n = f.channels
-        values = np.arange(n, dtype=np.float64) if key == "channel" else getattr(f, key)
-        values = np.where(np.isnan(values), -np.inf, np.asarray(values, dtype=np.float64))
-        if order == _Qt.SortOrder.DescendingOrder:
-            # Stable descending: ties keep channel order, as the proxy's sort did.
-            return np.argsort(-values, kind="stable").astype(np.int64)
-        return np.argsort(values, kind="stable").astype(np.int64)
-
-    def channel_at(self, row: int) -> int:
-        """The channel shown on row ``row``."""
-        return int(self.order[row])
+        values = np.arange(f.channels) if key == "channel" else getattr(f, key)
+        values = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=-np.inf)
+        sign = -1.0 if order == _Qt.SortOrder.DescendingOrder else 1.0  # ties: channel order
+        return np.argsort(sign * values, kind="stable")
 
     def row_of(self, channel: int) -> int:
-        """The row showing ``channel`` (-1: none)."""
-        hits = np.flatnonzero(self.order == channel)
-        return int(hits[0]) if hits.size else -1
+        """The row showing ``channel``."""
+        return int(np.flatnonzero(self.order == channel)[0])
 
     def rowCount(self, parent: Any = QtCore.QModelIndex()) -> int:  # noqa: N802, B008
         if parent.isValid() or self.figures is None:
@@ -145,16 +110,8 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
     ) -> Any:  # noqa: N802
         if orientation != _Qt.Orientation.Horizontal or not 0 <= section < len(COLUMNS):
             return None
-        if role == _Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section][1]
-        if role == _Qt.ItemDataRole.ToolTipRole:
-            return COLUMNS[section][2]
-        return None
-
-    def _value(self, key: str, row: int) -> float:
-        f = self.figures
-        assert f is not None
-        return float(row) if key == "channel" else float(getattr(f, key)[row])
+        part = {_Qt.ItemDataRole.DisplayRole: 1, _Qt.ItemDataRole.ToolTipRole: 2}.get(role)
+        return None if part is None else COLUMNS[section][part]
 
     def data(self, index: QtCore.QModelIndex, role: int = _Qt.ItemDataRole.DisplayRole) -> Any:
         f = self.figures
@@ -162,15 +119,12 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
             return None
         key = COLUMNS[index.column()][0]
         row = int(self.order[index.row()])
-        if role == SORT_ROLE:
-            value = self._value(key, row)
-            return -np.inf if np.isnan(value) else value
         if role == _Qt.ItemDataRole.DisplayRole:
             if key == "channel":
                 return str(row)
             if key == "dead":
                 return "dead" if f.dead[row] else ""
-            value = self._value(key, row)
+            value = float(getattr(f, key)[row])
             if key == "frac_positive":
                 return f"{100 * value:.0f} %"
             return "—" if np.isnan(value) else style.format_value(value)
@@ -184,16 +138,14 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
 
 
 class ChannelTable(QtWidgets.QTableView):
-    """The sortable channel table of one layer, mean descending first (``channel_clicked``).
-
-    One model for the table's life, refilled per layer; it sorts itself (no proxy).
-    """
+    """The sortable channel table of one layer, mean descending first (``channel_clicked``)."""
 
     channel_clicked = QtCore.Signal(str, int)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.table_model = ChannelTableModel(self)
+        self.proxy = self.table_model  # (the proxy's old name: the model sorts itself)
         self.setModel(self.table_model)
         self.setSortingEnabled(True)
         self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
@@ -207,11 +159,6 @@ class ChannelTable(QtWidgets.QTableView):
         self.sortByColumn(1, _Qt.SortOrder.DescendingOrder)
         self.clicked.connect(self._on_clicked)
 
-    @property
-    def proxy(self) -> ChannelTableModel:
-        """The model the view shows (sorted rows); kept under the proxy's old name."""
-        return self.table_model
-
     def set_figures(self, figures: LayerFigures | None) -> None:
         """Show ``figures`` (None: empty), keeping the current sort."""
         self.table_model.set_figures(figures)
@@ -222,7 +169,7 @@ class ChannelTable(QtWidgets.QTableView):
 
     def channel_at(self, row: int) -> int:
         """The channel shown on (sorted) row ``row``."""
-        return self.table_model.channel_at(row)
+        return int(self.table_model.order[row])
 
     def row_of(self, channel: int) -> int:
         """The (sorted) row showing ``channel``."""

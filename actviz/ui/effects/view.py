@@ -226,8 +226,7 @@ class EffectsSection(QtWidgets.QWidget):
 
     def set_layer(self, layer: str) -> None:
         """Show layer ``layer`` (a section is reused for another layer, not re-made)."""
-        self.layer = layer
-        self.bars.layer = layer
+        self.layer = self.bars.layer = layer
         self.title.setText(f"<b>{layer or '(model)'}</b>")
         self.title.setToolTip(layer)
 
@@ -332,7 +331,6 @@ class EffectsView(QtWidgets.QWidget):
         outer.addStretch(1)
         #: The sections shown, by layer.
         self.sections: dict[str, EffectsSection] = {}
-        # Sections not shown now, kept to be reused (:meth:`set_sections`).
         self._spare: list[EffectsSection] = []
 
     @property
@@ -358,22 +356,16 @@ class EffectsView(QtWidgets.QWidget):
         self.progress.setFormat(f"{done}/{total} channels")
 
     def set_sections(self, layers: Sequence[str]) -> None:
-        """Show the sections of ``layers`` (kept when they are the same).
-
-        Sections are reused: a layer's own section where it had one, otherwise one left over
-        (renamed); only missing ones are made, and those not needed are hidden for later.
-        Making and deleting them all held the GUI thread 105 ms (issue #37).
-        """
-        layers = list(layers)
-        if list(self.sections) == layers:
+        """Show the sections of ``layers``: a layer's own, else a spare one renamed, else a new
+        one; those left are hidden for later (re-making them all: 105 ms, issue #37)."""
+        old, layers = self.sections, list(layers)
+        if list(old) == layers:
             return
-        old = self.sections
         spare = [s for name, s in old.items() if name not in layers] + self._spare
         self.sections = {}
         for layer in layers:
-            section = old.get(layer)
-            if section is None and spare:
-                section = spare.pop(0)
+            section = old.get(layer) or (spare.pop(0) if spare else None)
+            if section is not None and section.layer != layer:
                 section.set_layer(layer)
                 section.bars.set_rows(())
             if section is None:
@@ -383,11 +375,10 @@ class EffectsView(QtWidgets.QWidget):
                 section.keep_requested.connect(self.keep_requested.emit)
             self.sections[layer] = section
         self._spare = spare
-        # Re-placed in order: taking a widget out of a layout and adding it back is cheap.
-        for section in [*self.sections.values(), *spare]:
+        for section in [*self.sections.values(), *spare]:  # re-placed in order (cheap)
             self.sections_box.removeWidget(section)
+        for section in spare:
+            section.setVisible(False)
         for section in self.sections.values():
             self.sections_box.addWidget(section)
             section.setVisible(True)
-        for section in spare:
-            section.setVisible(False)

@@ -1,7 +1,6 @@
 """How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: the height for a width,
 equal sides around an image narrower than its room, the colour bar's margins (as tall as the
-image), and the scene's size, fitted once per turn (when the canvas is next painted or read,
-or on the next turn), however often a layout pass resizes it.
+image), and the scene's size, fitted once when next painted or read (or the next turn).
 """
 
 from __future__ import annotations
@@ -173,43 +172,24 @@ class SceneFit:
             bar.set_margins(top, bottom)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
-        if getattr(self, "_resizing", False):
-            # Re-entered from inside its own pass (a layout answering a size set here):
-            # only the view follows; the fitting below runs once, in the outer call.
+        if getattr(self, "_resizing", False) or not hasattr(self, "_fit_width"):
+            # Re-entered from inside its own fit (a layout answering a size set there), or
+            # pyqtgraph's base class being built: only the view follows.
             super().resizeEvent(event)
             return
-        if hasattr(self, "_fit_width"):
-            # The scene follows once, when the canvas is next painted or read
-            # (:meth:`ensure_scene`), or on the next turn: one layout pass can resize a canvas
-            # several times (a panel's height-for-width settling: 4 sizes in one turn after
-            # an edit's note appeared), and off screen (scrolled away, not yet shown) a layout
-            # change resizes every panel's canvas; fitting pyqtgraph's scene at each size
-            # held the GUI thread 135 ms (issue #37). Whoever follows the width hears now.
-            self._scene_stale = True
-            if getattr(self, "_announcing", False):
-                return  # a size set by a listener below: the fit to come takes the last one
-            self._announcing = True
-            try:
-                self.resized.emit()
-            finally:
-                self._announcing = False
-            if self.isVisible():
-                fit = getattr(self, "_fit_soon", None)
-                if fit is None:
-                    fit = self._fit_soon = DeferredCall(self, self._fit_if_shown)
-                fit.request()
-            return
-        self._scene_stale = False
-        self._resizing = True
+        # The scene follows once, when next painted or read (ensure_scene) or the next turn: a
+        # layout pass resizes a canvas up to 7 times; a fit each time: 135 ms (issue #37).
+        self._scene_stale = True
+        if getattr(self, "_announcing", False):
+            return  # a listener's resize: the fit to come takes the last size
+        self._announcing = True
         try:
-            self._resize(event)
+            self.resized.emit()  # whoever follows the width hears now
         finally:
-            self._resizing = False
-
-    def _fit_if_shown(self) -> None:
-        """The deferred fit of a resize: on screen only (off screen waits for the paint)."""
-        if not self.closed and self.on_screen():
-            self.ensure_scene()
+            self._announcing = False
+        if getattr(self, "_fit_soon", None) is None:
+            self._fit_soon = DeferredCall(self, lambda: self.on_screen() and self.ensure_scene())
+        self._fit_soon.request()
 
     def on_screen(self) -> bool:
         """Whether part of the canvas is on screen (its viewport covers the canvas itself, so
@@ -229,11 +209,11 @@ class SceneFit:
             return  # resized and back within the turn: the scene is fitted to this size
         self._resizing = True
         try:
-            self._resize(QtGui.QResizeEvent(self.size(), old), announce=False)
+            self._resize(QtGui.QResizeEvent(self.size(), old))
         finally:
             self._resizing = False
 
-    def _resize(self, event: QtGui.QResizeEvent, *, announce: bool = True) -> None:
+    def _resize(self, event: QtGui.QResizeEvent) -> None:
         bar = getattr(self, "colorbar", None)
         if bar is not None and event.size().height() < event.oldSize().height():
             # The bar's margins (which make it span the letterboxed image) are part of the
@@ -246,14 +226,11 @@ class SceneFit:
             # scene wider than this one.
             self._fit_sides(event.size())
         super().resizeEvent(event)
-        self._fitted_size = event.size() if event is not None else None
-        if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
-            if announce:
-                self.resized.emit()
-            # A size set while this event was being handled (the fitted height, the layout
-            # answering it) can leave pyqtgraph's scene at the previous size: the image then
-            # sits off-centre and is cut. Check once control is back in the event loop.
-            self._sync_scene_soon.request()
+        self._fitted_size = event.size()
+        # A size set while this event was being handled (the fitted height, the layout
+        # answering it) can leave pyqtgraph's scene at the previous size: the image then
+        # sits off-centre and is cut. Check once control is back in the event loop.
+        self._sync_scene_soon.request()
 
     def _sync_scene(self) -> None:
         if self.closed or not self.isVisible():

@@ -37,13 +37,11 @@ def bar_ticks(peak: float) -> list[tuple[float, str]]:
 
 
 def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
-    """Give ``axis`` these ticks unless it has them: setting them drops the axis's drawn
-    picture, and re-drawing a token axis (its text laid out anew) was most of a token
-    canvas's paint; a pin's result shown again repainted every token canvas (issue #37)."""
-    if getattr(axis, "_actviz_ticks", "unset") == ticks:
-        return
-    axis._actviz_ticks = ticks  # type: ignore[attr-defined]
-    axis.setTicks(ticks)
+    """Give ``axis`` these ticks unless it has them: setting them redraws its text, most of a
+    token canvas's paint (a pin's result shown again redrew them all, issue #37)."""
+    if getattr(axis, "_actviz_ticks", "unset") != ticks:
+        axis._actviz_ticks = ticks  # type: ignore[attr-defined]
+        axis.setTicks(ticks)
 
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
@@ -71,8 +69,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        # No menus (style_plot turns them off): a view box menu built only to be dropped
-        # was a tenth of the canvas's making, which a token panel pays twice (issue #37).
+        # No menus (style_plot drops them): building them was a tenth of a canvas (#37).
         self.plot = self.addPlot(row=0, col=0, enableMenu=False)
         style_kwargs = {"x_label": x_label or None}
         style.style_plot(self.plot, **style_kwargs)
@@ -151,14 +148,9 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
                     self.bars_plot.removeItem(self.bars)
                     self.bars = None
                 return
-            shape = {
-                "x0": np.zeros(rows),
-                "y": np.arange(rows) + 0.5,
-                "height": 0.8,
-                "width": self.bar_values,
-            }
+            shape = dict(x0=np.zeros(rows), y=np.arange(rows) + 0.5, width=self.bar_values)
             if self.bars is None:
-                self.bars = pg.BarGraphItem(**shape, brush=self._bar_color, pen=None)
+                self.bars = pg.BarGraphItem(**shape, height=0.8, brush=self._bar_color, pen=None)
                 self.bars_plot.addItem(self.bars)
             else:
                 self.bars.setOpts(**shape)  # refilled: no item made and added per result

@@ -186,15 +186,8 @@ class PanelGrid:
         if placed == self._placed:
             return  # every live frame comes here: no relayout of the Layers tab
         self._placed = placed
-        self.display.layers_placeholder.setVisible(not order)
-        if not order:
-            self._clear_grid()
-            grid.addWidget(self.display.layers_placeholder, 0, 0)
-            return
-        self._columns = columns
-        # Only the panels that move (or go) leave the grid, and only the new ones join it:
-        # panels made a few a pass re-placed every panel in each pass (each a relayout),
-        # 35 ms of GUI thread with ResNet-18's 49 leaves (issue #37).
+        # Only panels that move or go leave the grid, only new ones join: panels made a few a
+        # pass re-placed them all each pass, 35 ms with ResNet-18's 49 leaves (issue #37).
         wanted = {id(panels[name]): (i // columns, i % columns) for i, name in enumerate(order)}
         placed_now: set[int] = set()
         for i in reversed(range(grid.count())):
@@ -207,6 +200,11 @@ class PanelGrid:
                 grid.removeWidget(widget)
             else:
                 placed_now.add(id(widget))
+        self.display.layers_placeholder.setVisible(not order)
+        if not order:
+            grid.addWidget(self.display.layers_placeholder, 0, 0)
+            return
+        self._columns = columns
         for row in range(grid.rowCount()):
             grid.setRowStretch(row, 0)
         for i, name in enumerate(order):
@@ -216,15 +214,6 @@ class PanelGrid:
             panel.setVisible(True)
         # Spare height below the last row: panels keep the height their mosaics ask for.
         grid.setRowStretch((len(order) + columns - 1) // columns, 1)
-
-    def _clear_grid(self) -> None:
-        grid = self.display.layers_grid
-        while grid.count():
-            widget = grid.itemAt(0).widget()
-            if widget is not None:
-                grid.removeWidget(widget)  # not takeAt: see layout()
-            else:
-                grid.takeAt(0)
 
     def _on_width_changed(self, width: int) -> None:
         if self.display.layer_panels and grid_columns(width) != self._columns:

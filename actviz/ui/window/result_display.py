@@ -23,6 +23,7 @@ from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import MIN_PAGE_CHANNELS
 from actviz.display.prepared import PreparedLayer, RunResult
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock
@@ -39,9 +40,7 @@ CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
 
-#: Panels dropped (another model, unticked layers) deleted per event-loop pass: deleting all
-#: of a model's panels at once (49 for ResNet-18's leaves: their canvases' scenes) held the GUI
-#: thread 45-130 ms on a model switch (issue #37).
+#: Dropped panels deleted per event-loop pass (all at once on a model switch: 45-130 ms, #37).
 DELETES_PER_PASS = 4
 
 #: Least time between two timing read-outs for live frames (seconds): readable, and fewer
@@ -114,12 +113,8 @@ class ResultDisplay:
         self._held_timer = QTimer(parent)
         self._held_timer.setSingleShot(True)
         self._held_timer.timeout.connect(self.refresh_held_text)
-        # Dropped panels, hidden, deleted a few a pass (DELETES_PER_PASS).
-        self._to_delete: list[QWidget] = []
-        self._delete_timer = QTimer(parent)
-        self._delete_timer.setSingleShot(True)
-        self._delete_timer.setInterval(0)
-        self._delete_timer.timeout.connect(self._delete_some)
+        self._to_delete: list[QWidget] = []  # dropped panels, hidden, deleted a few a pass
+        self._delete_soon = DeferredCall(parent, self._delete_some)
         self.overview = OverviewDisplay(
             session, centre, self.input_preview, self.steps, lambda: self.selected_layer
         )
@@ -357,27 +352,15 @@ class ResultDisplay:
 
     def _drop_panel(self, panel: QWidget) -> None:
         self.layers_grid.removeWidget(panel)
-        # Hidden now (out of the layout, no paint), deleted in later passes: a child of the
-        # Layers tab meanwhile, so a window closed first takes it along.
-        panel.setVisible(False)
+        panel.setVisible(False)  # deleted in later passes; a child till then (closes with us)
         self._to_delete.append(panel)
-        if not self._delete_timer.isActive():
-            self._delete_timer.start()
+        self._delete_soon.request()
 
     def _delete_some(self) -> None:
-        batch, self._to_delete = (
-            self._to_delete[:DELETES_PER_PASS],
-            self._to_delete[DELETES_PER_PASS:],
-        )
-        for panel in batch:
-            panel.setParent(None)
+        for panel in self._to_delete[:DELETES_PER_PASS]:
             panel.deleteLater()
-        if self._to_delete:
-            self._delete_timer.start()
-
-    def panels_deleting(self) -> bool:
-        """Whether dropped panels still wait to be deleted."""
-        return bool(self._to_delete)
+        del self._to_delete[:DELETES_PER_PASS]
+        self._delete_soon.request()  # (a call with none left ends it)
 
     def selected_panel(self) -> QWidget:
         """The selected layer's panel (the current tab without one), as an export shows it:

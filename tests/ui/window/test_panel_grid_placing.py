@@ -84,7 +84,7 @@ def test_dropped_panels_are_hidden_at_once_and_deleted_a_few_a_pass(actviz_windo
         panel.destroyed.connect(lambda *_: deaths.update([turn[0]]))
     w.display.clear_panels()  # what opening another model does
     assert not any(p.isVisible() for p in old)
-    assert w.display.panels_deleting() and w.display.display_pending()
+    assert w.display._to_delete and w.display.display_pending()
     w.wait_until(lambda: not w.display.display_pending())
     timer.stop()
     assert not any(shiboken6.isValid(p) for p in old)
