@@ -368,7 +368,7 @@ class DatasetScanUI(FeatureBase, QObject):
         if figures is not None and figures.layer == layer and 0 <= channel < figures.channels:
             row = table.row_of(channel)
             table.selectRow(row)
-            table.scrollTo(table.proxy.index(row, 0))
+            table.scrollTo(table.model().index(row, 0))
 
     def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
         if (layer, channel) != self._grid_key:

@@ -200,8 +200,7 @@ class EffectsSection(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 4)
         layout.setSpacing(2)
-        self.title = QtWidgets.QLabel(f"<b>{layer or '(model)'}</b>")
-        self.title.setToolTip(layer)
+        self.title = QtWidgets.QLabel()
         # A long module name may be cut rather than widen the dock.
         self.title.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
@@ -223,6 +222,13 @@ class EffectsSection(QtWidgets.QWidget):
         layout.addLayout(buttons)
         self.bars = EffectBars(layer)
         layout.addWidget(self.bars)
+        self.set_layer(layer)
+
+    def set_layer(self, layer: str) -> None:
+        """Show layer ``layer`` (a section is reused for another layer, not re-made)."""
+        self.layer = self.bars.layer = layer
+        self.title.setText(f"<b>{layer or '(model)'}</b>")
+        self.title.setToolTip(layer)
 
     def set_rows(
         self,
@@ -325,6 +331,7 @@ class EffectsView(QtWidgets.QWidget):
         outer.addStretch(1)
         #: The sections shown, by layer.
         self.sections: dict[str, EffectsSection] = {}
+        self._spare: list[EffectsSection] = []
 
     @property
     def top(self) -> int:
@@ -349,17 +356,29 @@ class EffectsView(QtWidgets.QWidget):
         self.progress.setFormat(f"{done}/{total} channels")
 
     def set_sections(self, layers: Sequence[str]) -> None:
-        """Make the sections of ``layers`` (kept when they are the same)."""
-        if list(self.sections) == list(layers):
+        """Show the sections of ``layers``: a layer's own, else a spare one renamed, else a new
+        one; those left are hidden for later (re-making them all: 105 ms, issue #37)."""
+        old, layers = self.sections, list(layers)
+        if list(old) == layers:
             return
-        for section in self.sections.values():
-            self.sections_box.removeWidget(section)
-            section.deleteLater()
+        spare = [s for name, s in old.items() if name not in layers] + self._spare
         self.sections = {}
         for layer in layers:
-            section = EffectsSection(layer)
-            section.bars.channel_clicked.connect(self.channel_clicked.emit)
-            section.ablate_requested.connect(self.ablate_requested.emit)
-            section.keep_requested.connect(self.keep_requested.emit)
-            self.sections_box.addWidget(section)
+            section = old.get(layer) or (spare.pop(0) if spare else None)
+            if section is not None and section.layer != layer:
+                section.set_layer(layer)
+                section.bars.set_rows(())
+            if section is None:
+                section = EffectsSection(layer)
+                section.bars.channel_clicked.connect(self.channel_clicked.emit)
+                section.ablate_requested.connect(self.ablate_requested.emit)
+                section.keep_requested.connect(self.keep_requested.emit)
             self.sections[layer] = section
+        self._spare = spare
+        for section in [*self.sections.values(), *spare]:  # re-placed in order (cheap)
+            self.sections_box.removeWidget(section)
+        for section in spare:
+            section.setVisible(False)
+        for section in self.sections.values():
+            self.sections_box.addWidget(section)
+            section.setVisible(True)

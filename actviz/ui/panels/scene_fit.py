@@ -1,6 +1,6 @@
 """How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: the height for a width,
 equal sides around an image narrower than its room, the colour bar's margins (as tall as the
-image), and the scene's size, fitted off screen only when the canvas is next painted or read.
+image), and the scene's size, fitted once when next painted or read (or the next turn).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import math
 from PySide6 import QtCore, QtGui
 
 from actviz.ui.panels.colorbar import ColorBar
+from actviz.ui.panels.deferred import DeferredCall
 
 __all__ = ["SceneFit"]
 
@@ -171,24 +172,24 @@ class SceneFit:
             bar.set_margins(top, bottom)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
-        if getattr(self, "_resizing", False):
-            # Re-entered from inside its own pass (a layout answering a size set here):
-            # only the view follows; the fitting below runs once, in the outer call.
+        if getattr(self, "_resizing", False) or not hasattr(self, "_fit_width"):
+            # Re-entered from inside its own fit (a layout answering a size set there), or
+            # pyqtgraph's base class being built: only the view follows.
             super().resizeEvent(event)
             return
-        if hasattr(self, "_fit_width") and not self.on_screen():
-            # Off screen (scrolled away, or not yet shown): a layout change resizes every
-            # panel's canvas in one turn, so the scene follows when this one is next painted
-            # or read (:meth:`ensure_scene`); whoever follows the width hears of it now.
-            self._scene_stale = True
-            self.resized.emit()
-            return
-        self._scene_stale = False
-        self._resizing = True
+        # The scene follows once, when next painted or read (ensure_scene) or the next turn: a
+        # layout pass resizes a canvas up to 7 times; a fit each time: 135 ms (issue #37).
+        self._scene_stale = True
+        if getattr(self, "_announcing", False):
+            return  # a listener's resize: the fit to come takes the last size
+        self._announcing = True
         try:
-            self._resize(event)
+            self.resized.emit()  # whoever follows the width hears now
         finally:
-            self._resizing = False
+            self._announcing = False
+        if getattr(self, "_fit_soon", None) is None:
+            self._fit_soon = DeferredCall(self, lambda: self.on_screen() and self.ensure_scene())
+        self._fit_soon.request()
 
     def on_screen(self) -> bool:
         """Whether part of the canvas is on screen (its viewport covers the canvas itself, so
@@ -196,21 +197,23 @@ class SceneFit:
         return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
 
     def ensure_scene(self) -> None:
-        """Fit the scene to the canvas's size when a resize off screen left that for later
-        (what its next paint does)."""
+        """Fit the scene to the canvas's size when a resize left that for later (what its next
+        paint, a read of its geometry or the turn after the resize does)."""
         if not getattr(self, "_scene_stale", False) or getattr(self, "_resizing", False):
             return
         self._scene_stale = False
         if self.closed:
             return
         old = self.ci.geometry().size().toSize()
+        if old == self.size() == getattr(self, "_fitted_size", None):
+            return  # resized and back within the turn: the scene is fitted to this size
         self._resizing = True
         try:
-            self._resize(QtGui.QResizeEvent(self.size(), old), announce=False)
+            self._resize(QtGui.QResizeEvent(self.size(), old))
         finally:
             self._resizing = False
 
-    def _resize(self, event: QtGui.QResizeEvent, *, announce: bool = True) -> None:
+    def _resize(self, event: QtGui.QResizeEvent) -> None:
         bar = getattr(self, "colorbar", None)
         if bar is not None and event.size().height() < event.oldSize().height():
             # The bar's margins (which make it span the letterboxed image) are part of the
@@ -223,13 +226,11 @@ class SceneFit:
             # scene wider than this one.
             self._fit_sides(event.size())
         super().resizeEvent(event)
-        if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
-            if announce:
-                self.resized.emit()
-            # A size set while this event was being handled (the fitted height, the layout
-            # answering it) can leave pyqtgraph's scene at the previous size: the image then
-            # sits off-centre and is cut. Check once control is back in the event loop.
-            self._sync_scene_soon.request()
+        self._fitted_size = event.size()
+        # A size set while this event was being handled (the fitted height, the layout
+        # answering it) can leave pyqtgraph's scene at the previous size: the image then
+        # sits off-centre and is cut. Check once control is back in the event loop.
+        self._sync_scene_soon.request()
 
     def _sync_scene(self) -> None:
         if self.closed or not self.isVisible():

@@ -36,6 +36,14 @@ def bar_ticks(peak: float) -> list[tuple[float, str]]:
     return [(0.0, ""), (nice, f"{nice:.3g}")]
 
 
+def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
+    """Give ``axis`` these ticks unless it has them: setting them redraws its text, most of a
+    token canvas's paint (a pin's result shown again redrew them all, issue #37)."""
+    if getattr(axis, "_actviz_ticks", "unset") != ticks:
+        axis._actviz_ticks = ticks  # type: ignore[attr-defined]
+        axis.setTicks(ticks)
+
+
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     """Heat map (rows x columns) with row labels on the left, optional column labels below,
     an optional bar per row on the right (a per-token norm) and an optional colour bar at the
@@ -61,7 +69,8 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        self.plot = self.addPlot(row=0, col=0)
+        # No menus (style_plot drops them): building them was a tenth of a canvas (#37).
+        self.plot = self.addPlot(row=0, col=0, enableMenu=False)
         style_kwargs = {"x_label": x_label or None}
         style.style_plot(self.plot, **style_kwargs)
         self.plot.invertY(True)
@@ -72,7 +81,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.bars: pg.BarGraphItem | None = None
         self._bar_color = bar_color
         if bars_label is not None:
-            self.bars_plot = self.addPlot(row=0, col=1)
+            self.bars_plot = self.addPlot(row=0, col=1, enableMenu=False)
             style.style_plot(self.bars_plot, x_label=bars_label)
             self.bars_plot.invertY(True)  # row 0 at the top, beside its heat-map row
             self.bars_plot.setYLink(self.plot)
@@ -134,25 +143,23 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             self._fit_colorbar()
         self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
         if self.bars_plot is not None:
-            if self.bars is not None:
-                self.bars_plot.removeItem(self.bars)
-                self.bars = None
-            if self.bar_values is not None:
-                self.bars = pg.BarGraphItem(
-                    x0=np.zeros(rows),
-                    y=np.arange(rows) + 0.5,
-                    height=0.8,
-                    width=self.bar_values,
-                    brush=self._bar_color,
-                    pen=None,
-                )
+            if self.bar_values is None:
+                if self.bars is not None:
+                    self.bars_plot.removeItem(self.bars)
+                    self.bars = None
+                return
+            shape = dict(x0=np.zeros(rows), y=np.arange(rows) + 0.5, width=self.bar_values)
+            if self.bars is None:
+                self.bars = pg.BarGraphItem(**shape, height=0.8, brush=self._bar_color, pen=None)
                 self.bars_plot.addItem(self.bars)
-                peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
-                peak = peak if np.isfinite(peak) and peak > 0 else 1.0
-                self.bars_plot.setXRange(0, peak, padding=0.05)
-                # One round value near the longest bar: pyqtgraph's own ticks ran into each
-                # other in a strip this narrow ("0.00.02.004").
-                self.bars_plot.getAxis("bottom").setTicks([bar_ticks(peak), []])
+            else:
+                self.bars.setOpts(**shape)  # refilled: no item made and added per result
+            peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
+            peak = peak if np.isfinite(peak) and peak > 0 else 1.0
+            self.bars_plot.setXRange(0, peak, padding=0.05)
+            # One round value near the longest bar: pyqtgraph's own ticks ran into each
+            # other in a strip this narrow ("0.00.02.004").
+            _set_ticks(self.bars_plot.getAxis("bottom"), [bar_ticks(peak), []])
 
     def _update_ticks(self) -> None:
         """Token labels on the axes, as many as fit: rows about 12 px apart, columns (wider
@@ -162,12 +169,12 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         rect = self.plot.vb.boundingRect()
         height, width = max(rect.height(), 120.0), max(rect.width(), 160.0)
         rows = min(MAX_TICKS, max(2, int(height // 12)))
-        self.plot.getAxis("left").setTicks([axis_ticks(self.row_labels, rows)])
+        _set_ticks(self.plot.getAxis("left"), [axis_ticks(self.row_labels, rows)])
         if self.col_labels is not None:
             cols = min(MAX_TICKS, max(2, int(width // 48)))
-            self.plot.getAxis("bottom").setTicks([axis_ticks(self.col_labels, cols)])
+            _set_ticks(self.plot.getAxis("bottom"), [axis_ticks(self.col_labels, cols)])
         else:
-            self.plot.getAxis("bottom").setTicks(None)
+            _set_ticks(self.plot.getAxis("bottom"), None)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if not self._on_screen():

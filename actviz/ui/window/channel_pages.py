@@ -49,9 +49,8 @@ class ChannelPages:
         view = layer.view
         if view is None or view.kind != "maps" or not 0 <= channel < view.data.shape[0]:
             return False
-        grad = None
-        if layer.grad_view is not None and layer.grad_view.kind == "maps":
-            grad = layer.grad_view.data[channel]
+        gv = layer.grad_view
+        grad = gv.data[channel] if gv is not None and gv.kind == "maps" else None
         self.display.channel_view.set_colormap(self.display.colormap)
         self.display.channel_view.set_gradients_visible(self.display.gradients_visible)
         self.display.channel_view.set_channel(
@@ -100,14 +99,11 @@ class ChannelPages:
             return False
         first = self.page_first(name) + step * self.page_size(name)
         order = self.session.channel_orders.get(name)
-        if order is not None:  # pages of the layer's own order: its channel at that place
-            if not 0 <= first < len(order.channels):
-                return False
-            self.session.set_channel_page(name, order.channels[first])
-        elif not 0 <= first < layer.mosaic.total_channels:
+        count = len(order.channels) if order is not None else layer.mosaic.total_channels
+        if not 0 <= first < count:
             return False
-        else:
-            self.session.set_channel_page(name, first)
+        # Pages of the layer's own order (sorted): its channel at that place.
+        self.session.set_channel_page(name, order.channels[first] if order is not None else first)
         if name in self.display.layer_panels:
             self.display.grid.show_now(name, layer)
         return True

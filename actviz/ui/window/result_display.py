@@ -23,6 +23,7 @@ from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import MIN_PAGE_CHANNELS
 from actviz.display.prepared import PreparedLayer, RunResult
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock
@@ -38,6 +39,9 @@ from actviz.workspace.session_state import Session
 CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
+
+#: Dropped panels deleted per event-loop pass (all at once on a model switch: 45-130 ms, #37).
+DELETES_PER_PASS = 4
 
 #: Least time between two timing read-outs for live frames (seconds): readable, and fewer
 #: relayouts of the status bar.
@@ -109,6 +113,8 @@ class ResultDisplay:
         self._held_timer = QTimer(parent)
         self._held_timer.setSingleShot(True)
         self._held_timer.timeout.connect(self.refresh_held_text)
+        self._to_delete: list[QWidget] = []  # dropped panels, hidden, deleted a few a pass
+        self._delete_soon = DeferredCall(parent, self._delete_some)
         self.overview = OverviewDisplay(
             session, centre, self.input_preview, self.steps, lambda: self.selected_layer
         )
@@ -303,7 +309,7 @@ class ResultDisplay:
 
     def display_pending(self) -> bool:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""
-        return self.steps.pending()
+        return self.steps.pending() or bool(self._to_delete)
 
     def panel_updates_pending(self) -> bool:
         """Whether some layer panels still show an older result than ``session.result``, or
@@ -346,8 +352,15 @@ class ResultDisplay:
 
     def _drop_panel(self, panel: QWidget) -> None:
         self.layers_grid.removeWidget(panel)
-        panel.setParent(None)
-        panel.deleteLater()
+        panel.setVisible(False)  # deleted in later passes; a child till then (closes with us)
+        self._to_delete.append(panel)
+        self._delete_soon.request()
+
+    def _delete_some(self) -> None:
+        for panel in self._to_delete[:DELETES_PER_PASS]:
+            panel.deleteLater()
+        del self._to_delete[:DELETES_PER_PASS]
+        self._delete_soon.request()  # (a call with none left ends it)
 
     def selected_panel(self) -> QWidget:
         """The selected layer's panel (the current tab without one), as an export shows it:

@@ -241,11 +241,12 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     table = win.dataset.dock.table
     model = table.table_model
     dead_column = 5
-    marks = [model.index(c, dead_column).data() for c in range(4)]
+    # The model's rows are the table's (sorted): each channel's row is row_of(channel).
+    marks = [model.index(table.row_of(c), dead_column).data() for c in range(4)]
     assert marks == ["", "", "dead", ""]
-    assert model.index(2, 1).data(Qt.ItemDataRole.BackgroundRole) is not None
-    assert model.index(1, 1).data(Qt.ItemDataRole.BackgroundRole) is None
-    assert model.index(2, 3).data() == "0 %"
+    assert model.index(table.row_of(2), 1).data(Qt.ItemDataRole.BackgroundRole) is not None
+    assert model.index(table.row_of(1), 1).data(Qt.ItemDataRole.BackgroundRole) is None
+    assert model.index(table.row_of(2), 3).data() == "0 %"
     assert "1 dead" in win.dataset.dock.hint_label.text()
     # A row opens its channel: the layer is run first (nothing was run yet).
     row = table.row_of(2)

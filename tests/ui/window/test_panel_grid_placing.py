@@ -1,0 +1,92 @@
+"""Panels made a few a pass join the Layers grid without re-placing those already there
+(issue #37: each pass took every panel out of the grid and put it back, a relayout each:
+35 ms of GUI thread with ResNet-18's leaves); the grid still shows them in execution order,
+columns following the width, and unticked panels leave it. Dropped panels are hidden at once
+and deleted a few a pass."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import shiboken6
+import torch
+from PySide6.QtCore import QTimer
+
+from actviz.ui.window import display_steps, result_display
+from tests.ui.tiny_models import TinyCNN
+
+LAYERS = ["conv1", "relu", "conv2", "pool", "flatten", "fc"]
+
+
+def _cells(w) -> dict[str, tuple[int, int]]:
+    grid = w.display.layers_grid
+    names = {id(p): n for n, p in w.host.layer_panels.items()}
+    cells = {}
+    for i in range(grid.count()):
+        widget = grid.itemAt(i).widget()
+        if widget is not None and id(widget) in names:
+            cells[names[id(widget)]] = grid.getItemPosition(i)[:2]
+    return cells
+
+
+def test_new_panels_join_the_grid_and_the_others_stay(actviz_window, monkeypatch):
+    monkeypatch.setattr(result_display, "CREATE_BUDGET_S", 0.0)  # one panel a pass
+    monkeypatch.setattr(display_steps, "DISPLAY_PASS_S", 0.0)
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS, size=(1280, 720))
+    w = win.window
+    grid = w.display.layers_grid
+    added: list[int] = []
+    removed: list[int] = []
+    add, remove = grid.addWidget, grid.removeWidget
+    monkeypatch.setattr(
+        grid, "addWidget", lambda widget, *a: (added.append(id(widget)), add(widget, *a))[1]
+    )
+    monkeypatch.setattr(
+        grid, "removeWidget", lambda widget: (removed.append(id(widget)), remove(widget))[1]
+    )
+    with win.expect_run(flush=False):
+        w.runs.run()
+    panels = w.host.layer_panels
+    assert list(panels) == LAYERS
+    # Six panels made in six passes: each joined once; none of them left the grid.
+    assert sorted(added) == sorted(id(p) for p in panels.values())
+    assert not set(removed) & {id(p) for p in panels.values()}
+    columns = w.display.grid._columns
+    assert _cells(w) == {n: (i // columns, i % columns) for i, n in enumerate(LAYERS)}
+    # Unticked: the panels after the gone ones move up, in order.
+    win.untick("relu", "pool")
+    win.run_and_wait()
+    kept = ["conv1", "conv2", "flatten", "fc"]
+    assert list(panels := w.host.layer_panels) == kept
+    assert _cells(w) == {n: (i // columns, i % columns) for i, n in enumerate(kept)}
+    assert all(p.isVisible() for p in panels.values())
+
+
+def test_dropped_panels_are_hidden_at_once_and_deleted_a_few_a_pass(actviz_window, monkeypatch):
+    """Another model's panels were all deleted in one event-loop turn (45-130 ms of GUI thread
+    on a model switch with ResNet-18's leaves): they go out of sight at once and are deleted
+    DELETES_PER_PASS a pass; the window is idle only once they are gone."""
+    monkeypatch.setattr(result_display, "DELETES_PER_PASS", 2)
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS, size=(1280, 720))
+    win.run_and_wait()
+    w = win.window
+    old = list(w.host.layer_panels.values())
+    assert len(old) == 6
+    turn = [0]
+    timer = QTimer()
+    timer.setInterval(0)
+    timer.timeout.connect(lambda: turn.__setitem__(0, turn[0] + 1))
+    timer.start()
+    deaths: Counter[int] = Counter()
+    for panel in old:
+        panel.destroyed.connect(lambda *_: deaths.update([turn[0]]))
+    w.display.clear_panels()  # what opening another model does
+    assert not any(p.isVisible() for p in old)
+    assert w.display._to_delete and w.display.display_pending()
+    w.wait_until(lambda: not w.display.display_pending())
+    timer.stop()
+    assert not any(shiboken6.isValid(p) for p in old)
+    assert sum(deaths.values()) == 6
+    assert max(deaths.values()) <= 2 and len(deaths) >= 3  # a few a pass, not all at once
