@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,13 @@ from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.display.repage import symmetric_for
+from actviz.display.token_maps import heat_levels
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",
     "attribution_images",
     "channel_pages",
+    "heat_png",
     "layer_page_images",
     "layer_pictures",
     "pick_gradcam_layer",
@@ -352,11 +355,106 @@ def layer_pictures(
     return layer_page_images(safe_name(name), kind, source, cmap, title, normalize)
 
 
+_HEAT_BG = (255, 255, 255)
+_HEAT_INK = (32, 33, 36)
+_CELL = 14  # pixels per heat-map cell (at least)
+_MAX_SIDE = 1400  # the longest side of a heat map body
+_LABEL_CHARS = 16
+#: A picture widens to show its whole title and range line up to this width; longer ones
+#: are cut with "…" (export's rule for its own pictures).
+_MAX_TITLE_PX = 1800
+
+
+def _short(label: str) -> str:
+    text = str(label).replace("\n", "\\n")
+    return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
+
+
+def _cell(count: int, least: int) -> int:
+    """Pixels per cell: short sides grow to about 240 px, long ones shrink to :data:`_MAX_SIDE`."""
+    count = max(count, 1)
+    return max(least, min(max(_CELL, 240 // count), 40, _MAX_SIDE // count))
+
+
+def heat_png(
+    heat: np.ndarray,
+    rows: Sequence[str],
+    *,
+    title: str,
+    cols: Sequence[str] | None = None,
+    bars: np.ndarray | None = None,
+    gradient: bool = False,
+    symmetric: bool | None = None,
+    levels: tuple[float, float] | None = None,
+    bars_label: str = "norm",
+) -> Image.Image:
+    """A labelled heat map: ``rows`` beside it, ``cols`` under it (rotated), one bar per row
+    on the right (``bars``, headed ``bars_label`` and their largest value), the title and the
+    value range above."""
+    heat = np.asarray(heat, dtype=np.float32)
+    if symmetric is None:
+        symmetric = bool((heat < 0).any())
+    lo, hi = levels or heat_levels(heat, symmetric=symmetric)
+    cmap = colormaps.resolve(colormaps.AUTO, signed=symmetric, gradient=gradient)
+    scaled = (heat - lo) / (hi - lo) if hi > lo else np.zeros_like(heat)
+    rgb = colormaps.colorize(np.clip(scaled, 0, 1), cmap)
+    n_rows, n_cols = heat.shape
+    cell_h = _cell(n_rows, 3)
+    cell_w = _cell(n_cols, 2)
+    body = Image.fromarray(rgb).resize((n_cols * cell_w, n_rows * cell_h), Image.NEAREST)
+    font, small = _font(13), _font(11)
+    probe = ImageDraw.Draw(body)
+    step = max(1, -(-n_rows * 12 // max(body.height, 1)))  # labels never overlap
+    row_labels = [(i, _short(rows[i])) for i in range(0, n_rows, step)]
+    left = 8 + max((int(probe.textlength(t, font=small)) for _, t in row_labels), default=0)
+    bars_w = 120 if bars is not None else 0
+    col_h = 0
+    col_labels: list[tuple[int, str]] = []
+    if cols is not None:
+        cstep = max(1, -(-n_cols * 12 // max(body.width, 1)))
+        col_labels = [(j, _short(cols[j])) for j in range(0, n_cols, cstep)]
+        col_h = 8 + max((int(probe.textlength(t, font=small)) for _, t in col_labels), default=0)
+    top = 44
+    width = left + body.width + (bars_w + 16 if bars_w else 8) + 8
+    height = top + body.height + col_h + 10
+    scale_line = f"{cmap}: {lo:.4g} .. {hi:.4g}"
+    # Widened so the title and the range line are read whole, never cut by the edge.
+    heads = [(title, font), (scale_line, small)]
+    text_w = max(int(probe.textlength(t, font=f)) for t, f in heads)
+    width = max(width, 360, min(text_w, _MAX_TITLE_PX) + 16)
+    canvas = Image.new("RGB", (width, height), _HEAT_BG)
+    draw = ImageDraw.Draw(canvas)
+    for (text, f), y in zip(heads, (6, 24), strict=True):
+        draw.text((8, y), elide(draw, text, f, width - 16), fill=_HEAT_INK, font=f)
+    x0 = left + 4
+    canvas.paste(body, (x0, top))
+    for i, text in row_labels:
+        y = top + i * cell_h + (cell_h - 11) // 2
+        draw.text(
+            (x0 - 4 - int(draw.textlength(text, font=small)), y), text, fill=_HEAT_INK, font=small
+        )
+    for j, text in col_labels:
+        w = int(draw.textlength(text, font=small)) + 2
+        label = Image.new("RGB", (w, 13), _HEAT_BG)
+        ImageDraw.Draw(label).text((0, 0), text, fill=_HEAT_INK, font=small)
+        rotated = label.rotate(90, expand=True)
+        canvas.paste(rotated, (x0 + j * cell_w + (cell_w - 13) // 2, top + body.height + 4))
+    if bars is not None:
+        values = np.asarray(bars, dtype=np.float32)
+        peak = float(np.nanmax(values)) if values.size and np.nanmax(values) > 0 else 1.0
+        bx = x0 + body.width + 12
+        color = (224, 123, 57) if gradient else (59, 110, 165)
+        for i, v in enumerate(values):
+            y = top + i * cell_h
+            length = int(round(bars_w * max(float(v), 0.0) / peak))
+            draw.rectangle([bx, y + 1, bx + max(length, 1), y + cell_h - 2], fill=color)
+        draw.text((bx, top - 14), f"{bars_label} (max {peak:.3g})", fill=_HEAT_INK, font=small)
+    return canvas
+
+
 def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> Image.Image:
     """A text input's saliency as a labelled strip: one row per token (its text beside it),
     coloured and with a bar by its ``|gradient x input embedding|`` (0 .. the largest)."""
-    from actviz.io.export.token_export import heat_png
-
     values = np.asarray(tokens.values, dtype=np.float32)
     if title is None:
         # "x", not "×": the pictures' default font has no such glyph.

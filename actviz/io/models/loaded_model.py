@@ -1,15 +1,43 @@
-"""What an opened model is (:class:`LoadedModel`)."""
+"""What an opened model is (:class:`LoadedModel`) and how well a guessed architecture fits its
+weights (:class:`ArchGuess`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch import nn
 
-if TYPE_CHECKING:
-    from actviz.io.models.arch_guess import ArchGuess
+
+@dataclass(frozen=True)
+class ArchGuess:
+    """How well one architecture (``name``, as ``open_model(arch=...)`` takes it) fits a state_dict.
+
+    ``score`` is 1.0 when every key and shape match, 0.99 when only the head's ``num_classes``
+    differs, at most 0.98 when the weights would not load. ``prefix`` is the wrapper prefix
+    removed; ``reason`` says why in a few words; ``zoo`` is ``"torchvision"`` or ``"timm"``.
+    """
+
+    name: str
+    score: float
+    matched: int
+    keys_matched: int
+    tensors: int
+    expected: int
+    prefix: str
+    num_classes: int | None
+    reason: str
+    zoo: str
+
+    @property
+    def fits(self) -> bool:
+        """Whether the weights load into this architecture as they are (head resized)."""
+        return self.matched == self.tensors == self.expected
+
+    def describe(self) -> str:
+        """One line for users: ``resnet18 (score 1.00: all 122 tensors match)``."""
+        return f"{self.name} (score {self.score:.2f}: {self.reason})"
 
 
 @dataclass

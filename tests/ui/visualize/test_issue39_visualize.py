@@ -32,7 +32,7 @@ def test_the_page_says_its_steps_and_time_left(actviz_window, tiny_cnn):
     assert int(m.group(2)) == 2 * 4096  # 6 channels: two chunks of 4096 steps
     win.qtbot.mouseClick(page.dock.cancel_button, LEFT)
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
-    from actviz.ui.host import step_message
+    from actviz.ui.feature_job import step_message
 
     assert step_message("Doing…", 10, 40, 5.0) == "Doing… Step 10 of 40, about 15 s left."
     assert step_message("Doing…", 40, 40, 5.0) == "Doing… Step 40 of 40."
