@@ -74,14 +74,16 @@ class LightPaint:
     def paint_event(self, event: QtGui.QPaintEvent) -> bool:
         """Paint ``event`` here when it asks for the image's rectangle only; False: the scene does."""
         pending, self.pending = self.pending, None
-        if pending is None or not event.region().subtracted(QtGui.QRegion(pending)).isEmpty():
+        # The region's bounding rectangle inside the one asked for: nothing else to paint.
+        if pending is None or not pending.contains(event.rect()):
             return False
         canvas = self._canvas
-        if canvas.image.deviceTransform(canvas.viewportTransform()) != self._geometry[0]:
+        geometry = self._geometry
+        if canvas.image.deviceTransform(canvas.viewportTransform()) != geometry[0]:
             return False  # the view moved since (a zoom, a pan): the scene paints it
         painter = QtGui.QPainter(canvas.viewport())
         try:
-            return self.paint(painter, self._geometry)
+            return self.paint(painter, geometry)
         finally:
             painter.end()
 
@@ -100,12 +102,41 @@ class LightPaint:
         painter.setClipRect(clip)
         painter.fillRect(clip, canvas.backgroundBrush())
         # The scene's order (z values, set in the canvas): image, gaps, channel numbers, marks.
-        image, grid, option = canvas.image, canvas.grid, self._option
+        image, grid = canvas.image, canvas.grid
         painter.setTransform(transform)
-        image.paint(painter, option, None)
-        for item in (grid.path_item, grid.label_item, canvas.marks):
-            if item.isVisible():
-                painter.setTransform(item.deviceTransform(canvas.viewportTransform()))
-                item.paint(painter, option, None)
+        if not self._draw_image(painter, image, transform):
+            image.paint(painter, self._option, None)
+        to_viewport = None
+        # Items with nothing to draw (no tiles, no numbers, no marks) are skipped.
+        for item, drawn in (
+            (grid.path_item, grid.has_lines),
+            (grid.label_item, grid.has_labels),
+            (canvas.marks, bool(canvas._marked)),  # noqa: SLF001 - its own canvas
+        ):
+            if drawn and item.isVisible():
+                if to_viewport is None:
+                    to_viewport = canvas.viewportTransform()
+                painter.setTransform(item.deviceTransform(to_viewport))
+                item.paint(painter, self._option, None)
         self.painted += 1
         return True
+
+    @staticmethod
+    def _draw_image(painter: QtGui.QPainter, item: Any, transform: QtGui.QTransform) -> bool:
+        """Draw the image item's picture as its ``paint`` does (without pyqtgraph's profiler
+        and checks); False: a case left to the item (a border, a composition mode)."""
+        if item.border is not None or item.paintMode is not None or item.axisOrder != "row-major":
+            return False
+        if item._renderRequired:  # noqa: SLF001 - pyqtgraph's flag, as its paint reads it
+            item.render()
+        if item._unrenderable or item.qimage is None:  # noqa: SLF001
+            return False
+        # As ClickableImageItem.paint: filtered when shrunk, crisp pixels when enlarged.
+        scale = max(abs(transform.m11()), abs(transform.m12()))
+        painter.setRenderHint(_SMOOTH, scale < 1.0)
+        height, width = item.image.shape[:2]
+        painter.drawImage(QtCore.QRectF(0.0, 0.0, float(width), float(height)), item.qimage)
+        return True
+
+
+_SMOOTH = QtGui.QPainter.RenderHint.SmoothPixmapTransform
