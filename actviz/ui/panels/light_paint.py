@@ -24,6 +24,9 @@ class LightPaint:
         #: :meth:`geometry` when :attr:`pending` was asked for.
         self._geometry: tuple[QtGui.QTransform, QtCore.QRectF] | None = None
         self._option = QtWidgets.QStyleOptionGraphicsItem()
+        #: :meth:`request`'s last geometry and viewport rectangle, and what they were made of.
+        self._key: tuple | None = None
+        self._known: tuple[tuple[QtGui.QTransform, QtCore.QRectF], QtCore.QRect] | None = None
         #: Paints done here (for tests and benchmarks).
         self.painted = 0
 
@@ -56,19 +59,36 @@ class LightPaint:
         canvas = self._canvas
         if not canvas.isVisible():
             return True  # painted in full, through the scene, when it is shown
-        geometry = self.geometry()
-        if geometry is None:
+        item, view = canvas.image, canvas.view
+        image = item.image
+        if image is None or getattr(view, "_matrixNeedsUpdate", False):
             return False
+        viewport = canvas.viewport()
+        # What the geometry follows (the image's place, the view box's, the viewport's size):
+        # every live frame asks again with all of it unchanged.
+        key = (
+            item.deviceTransform(canvas.viewportTransform()),
+            view.geometry(),
+            viewport.rect(),
+            image.shape[:2],
+        )
+        if key == self._key:
+            geometry, rect = self._known
+        else:
+            geometry = self.geometry()
+            if geometry is None:
+                return False
+            rect = geometry[1].toAlignedRect().intersected(key[2])
+            self._key, self._known = key, (geometry, rect)
         if self.pending is not None and geometry != self._geometry:
             # Moved since the last request: the scene repaints both rectangles.
             self.pending = self._geometry = None
             return False
-        rect = geometry[1].toAlignedRect().intersected(canvas.viewport().rect())
         if rect.isEmpty():
             return True  # panned or zoomed off the image: nothing of it is on screen
         self._geometry = geometry
         self.pending = rect if self.pending is None else self.pending.united(rect)
-        canvas.viewport().update(rect)
+        viewport.update(rect)
         return True
 
     def paint_event(self, event: QtGui.QPaintEvent) -> bool:
