@@ -22,6 +22,14 @@ from actviz.ui.panels.tile_grid import TileGrid
 _RGB_FAST_MAX_PIXELS = 512 * 512
 
 
+def _full_range(levels: object) -> bool:
+    """Whether ``levels`` are the two numbers 0 and 255 (a picture drawn as it is)."""
+    try:
+        return len(levels) == 2 and float(levels[0]) == 0.0 and float(levels[1]) == 255.0  # type: ignore[arg-type, index]
+    except (TypeError, ValueError):  # not two numbers (per-channel levels)
+        return False
+
+
 class ClickableImageItem(pg.ImageItem):
     """An ImageItem that reports left clicks in image pixel coordinates (x = column, y = row)."""
 
@@ -66,12 +74,19 @@ class ClickableImageItem(pg.ImageItem):
             and table.dtype == np.uint8
         ):
             return False
-        data = np.ascontiguousarray(image)
-        height, width = data.shape
-        indexed = QtGui.QImage(
-            data.data, width, height, data.strides[0], QtGui.QImage.Format.Format_Indexed8
-        )
-        indexed.setColorTable(color_table(table))
+        height, width = image.shape
+        # One indexed image per shape and table, over a buffer of its own that each frame's
+        # indices are copied into: no new image nor colour table per live frame.
+        key = (height, width, table.tobytes())
+        if getattr(self, "_indexed_key", None) != key:
+            buffer = np.empty((height, width), np.uint8)
+            indexed = QtGui.QImage(
+                buffer.data, width, height, width, QtGui.QImage.Format.Format_Indexed8
+            )
+            indexed.setColorTable(color_table(table))
+            self._indexed_key, self._indexed = key, (buffer, indexed)
+        buffer, indexed = self._indexed
+        np.copyto(buffer, image)
         return self._show(indexed)
 
     def _render_rgb(self) -> bool:
@@ -86,7 +101,7 @@ class ClickableImageItem(pg.ImageItem):
             and image.size
             and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
             and self.axisOrder == "row-major"  # (a colour table is for 2-D images only)
-            and (levels is None or np.array_equal(np.asarray(levels, dtype=float), [0.0, 255.0]))
+            and (levels is None or _full_range(levels))
         ):
             return False
         data = np.ascontiguousarray(image)
@@ -333,7 +348,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
             and (float(levels[0]), float(levels[1])) == (0.0, 255.0)
             and shown_levels is not None
-            and np.array_equal(np.asarray(shown_levels, dtype=float), [0.0, 255.0]),
+            and _full_range(shown_levels),
         )
 
     def set_tiles(
