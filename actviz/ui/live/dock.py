@@ -113,7 +113,7 @@ class LiveControls(QDockWidget):
         # None is news too: a frame without a picture must not leave the last one up. While
         # playing, the pad (for aiming the patch) follows at most every PAD_INTERVAL_S: the
         # Model dock's preview shows every frame, and each pad repaint costs the GUI thread.
-        pictures = SpacedReadout(self.pad.set_image, c, self, interval_s=PAD_INTERVAL_S)
+        pictures = SpacedReadout(self.pad.set_image, c, self.pad, interval_s=PAD_INTERVAL_S)
         c.input_image_changed.connect(pictures.offer)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
