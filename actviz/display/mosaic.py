@@ -147,8 +147,7 @@ class Mosaic:
         """The float image, made on first read when the mosaic was built straight to indices."""
         if self._image is None:
             grid = _tile_grid(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
-            # The tiles are kept unclipped (the painted indices clip as they scale).
-            _place(grid, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols)
+            _place(grid, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols)  # kept unclipped
             object.__setattr__(self, "_image", _frozen(_crop(grid, self.pad)))
             object.__setattr__(self, "_norm", None)
         return self._image  # type: ignore[return-value]
@@ -478,16 +477,14 @@ def mosaic(
     norm *= mul[:, None]
     if mid is not None:
         norm += mid[:, None]
-    # Clipped to [0, 1] where read (``Mosaic.image``); the indices clip as they scale.
-    norm = norm.reshape(c, h, w)
+    norm = norm.reshape(c, h, w)  # clipped to [0, 1] where read (Mosaic.image, _indices_of)
     indices = _indices_of(norm, rows, cols, pad) if finite else None
     return Mosaic(_image=None, indices=indices, _norm=norm, **meta)
 
 
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
-    """Exactly ``to_indices(image, (0, 1))`` of the image the tiles make once clipped to
-    [0, 1]: scaling is monotonic and maps 0 to 0 and 1 to ``PAD_INDEX``, so clipping the
-    scaled tiles to ``[0, PAD_INDEX - 1]`` gives the same indices in one pass less."""
+    """Exactly ``to_indices(image, (0, 1))`` of the tiles clipped to [0, 1] (clipped once
+    scaled: scaling is monotonic and maps 1 to ``PAD_INDEX``)."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
     np.clip(work, np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
     c, h, w = norm.shape

@@ -74,11 +74,6 @@ def _ask_tensor_file(parent: QWidget) -> str:
     return path
 
 
-#: Least time between two pictures on the perturbation pad while a sequence plays (seconds);
-#: paused, stepped or perturbed, each frame's picture shows at once.
-PAD_INTERVAL_S = 0.1
-
-
 class LiveControls(QDockWidget):
     """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file``
     (``(parent) -> path or ""``) default to file dialogs (tests inject their own)."""
@@ -110,10 +105,9 @@ class LiveControls(QDockWidget):
         c = controller
         c.status_changed.connect(self._on_controller_status_changed)
         c.frame_changed.connect(SpacedReadout(self._show_frame, c, self).offer)
-        # None is news too: a frame without a picture must not leave the last one up. While
-        # playing, the pad (for aiming the patch) follows at most every PAD_INTERVAL_S: the
-        # Model dock's preview shows every frame, and each pad repaint costs the GUI thread.
-        pictures = SpacedReadout(self.pad.set_image, c, self.pad, interval_s=PAD_INTERVAL_S)
+        # None is news too: a frame without a picture must not leave the last one up. Playing,
+        # at most one a 0.1 s (the Model dock's preview shows each frame; repaints cost).
+        pictures = SpacedReadout(self.pad.set_image, c, self.pad, interval_s=0.1)
         c.input_image_changed.connect(pictures.offer)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)

@@ -23,10 +23,10 @@ _RGB_FAST_MAX_PIXELS = 512 * 512
 
 
 def _full_range(levels: object) -> bool:
-    """Whether ``levels`` are the two numbers 0 and 255 (a picture drawn as it is)."""
+    """Whether ``levels`` are the numbers 0 and 255 (False for per-channel levels)."""
     try:
         return len(levels) == 2 and float(levels[0]) == 0.0 and float(levels[1]) == 255.0  # type: ignore[arg-type, index]
-    except (TypeError, ValueError):  # not two numbers (per-channel levels)
+    except (TypeError, ValueError):
         return False
 
 
@@ -74,20 +74,14 @@ class ClickableImageItem(pg.ImageItem):
             and table.dtype == np.uint8
         ):
             return False
-        height, width = image.shape
-        # One indexed image per shape and table, over a buffer of its own that each frame's
-        # indices are copied into: no new image nor colour table per live frame.
-        key = (height, width, table.tobytes())
-        if getattr(self, "_indexed_key", None) != key:
-            buffer = np.empty((height, width), np.uint8)
-            indexed = QtGui.QImage(
-                buffer.data, width, height, width, QtGui.QImage.Format.Format_Indexed8
-            )
-            indexed.setColorTable(color_table(table))
+        # One indexed image (and colour table) per shape and table, refilled with each frame.
+        (h, w), fmt = image.shape, QtGui.QImage.Format.Format_Indexed8
+        if getattr(self, "_indexed_key", None) != (key := (h, w, table.tobytes())):
+            buffer = np.empty((h, w), np.uint8)
+            (indexed := QtGui.QImage(buffer.data, w, h, w, fmt)).setColorTable(color_table(table))
             self._indexed_key, self._indexed = key, (buffer, indexed)
-        buffer, indexed = self._indexed
-        np.copyto(buffer, image)
-        return self._show(indexed)
+        np.copyto(self._indexed[0], image)
+        return self._show(self._indexed[1])
 
     def _render_rgb(self) -> bool:
         """Render a small (H, W, 3|4) uint8 picture at 0-255 straight into a QImage (large

@@ -24,9 +24,8 @@ class LightPaint:
         #: :meth:`geometry` when :attr:`pending` was asked for.
         self._geometry: tuple[QtGui.QTransform, QtCore.QRectF] | None = None
         self._option = QtWidgets.QStyleOptionGraphicsItem()
-        #: :meth:`request`'s last geometry and viewport rectangle, and what they were made of.
-        self._key: tuple | None = None
-        self._known: tuple[tuple[QtGui.QTransform, QtCore.QRectF], QtCore.QRect] | None = None
+        #: :meth:`request`'s last geometry and viewport rectangle, and what they follow.
+        self._key, self._known = None, None
         #: Paints done here (for tests and benchmarks).
         self.painted = 0
 
@@ -59,27 +58,15 @@ class LightPaint:
         canvas = self._canvas
         if not canvas.isVisible():
             return True  # painted in full, through the scene, when it is shown
-        item, view = canvas.image, canvas.view
-        image = item.image
-        if image is None or getattr(view, "_matrixNeedsUpdate", False):
+        item, viewport = canvas.image, canvas.viewport()
+        if item.image is None or getattr(canvas.view, "_matrixNeedsUpdate", False):
             return False
-        viewport = canvas.viewport()
-        # What the geometry follows (the image's place, the view box's, the viewport's size):
-        # every live frame asks again with all of it unchanged.
-        key = (
-            item.deviceTransform(canvas.viewportTransform()),
-            view.geometry(),
-            viewport.rect(),
-            image.shape[:2],
-        )
-        if key == self._key:
-            geometry, rect = self._known
-        else:
-            geometry = self.geometry()
-            if geometry is None:
-                return False
-            rect = geometry[1].toAlignedRect().intersected(key[2])
-            self._key, self._known = key, (geometry, rect)
+        # The geometry again only when the image, the view box or the viewport moved.
+        key = (item.deviceTransform(canvas.viewportTransform()), canvas.view.geometry())
+        if (key := (*key, viewport.rect(), item.image.shape[:2])) != self._key:
+            self._key, geometry = key, self.geometry()
+            self._known = geometry and (geometry, geometry[1].toAlignedRect() & key[2])
+        geometry, rect = self._known
         if self.pending is not None and geometry != self._geometry:
             # Moved since the last request: the scene repaints both rectangles.
             self.pending = self._geometry = None
@@ -94,11 +81,9 @@ class LightPaint:
     def paint_event(self, event: QtGui.QPaintEvent) -> bool:
         """Paint ``event`` here when it asks for the image's rectangle only; False: the scene does."""
         pending, self.pending = self.pending, None
-        # The region's bounding rectangle inside the one asked for: nothing else to paint.
-        if pending is None or not pending.contains(event.rect()):
+        if pending is None or not pending.contains(event.rect()):  # (the region's bounds)
             return False
-        canvas = self._canvas
-        geometry = self._geometry
+        canvas, geometry = self._canvas, self._geometry
         if canvas.image.deviceTransform(canvas.viewportTransform()) != geometry[0]:
             return False  # the view moved since (a zoom, a pan): the scene paints it
         painter = QtGui.QPainter(canvas.viewport())
@@ -122,20 +107,13 @@ class LightPaint:
         painter.setClipRect(clip)
         painter.fillRect(clip, canvas.backgroundBrush())
         # The scene's order (z values, set in the canvas): image, gaps, channel numbers, marks.
-        image, grid = canvas.image, canvas.grid
+        image, grid, to_viewport = canvas.image, canvas.grid, canvas.viewportTransform()
         painter.setTransform(transform)
         if not self._draw_image(painter, image, transform):
             image.paint(painter, self._option, None)
-        to_viewport = None
-        # Items with nothing to draw (no tiles, no numbers, no marks) are skipped.
-        for item, drawn in (
-            (grid.path_item, grid.has_lines),
-            (grid.label_item, grid.has_labels),
-            (canvas.marks, bool(canvas._marked)),  # noqa: SLF001 - its own canvas
-        ):
-            if drawn and item.isVisible():
-                if to_viewport is None:
-                    to_viewport = canvas.viewportTransform()
+        items = (grid.path_item, grid.has_lines), (grid.label_item, grid.has_labels)
+        for item, drawn in (*items, (canvas.marks, bool(canvas._marked))):  # noqa: SLF001
+            if drawn and item.isVisible():  # empty items are skipped
                 painter.setTransform(item.deviceTransform(to_viewport))
                 item.paint(painter, self._option, None)
         self.painted += 1
@@ -143,8 +121,7 @@ class LightPaint:
 
     @staticmethod
     def _draw_image(painter: QtGui.QPainter, item: Any, transform: QtGui.QTransform) -> bool:
-        """Draw the image item's picture as its ``paint`` does (without pyqtgraph's profiler
-        and checks); False: a case left to the item (a border, a composition mode)."""
+        """Draw the item's picture as its ``paint`` does; False: left to the item."""
         if item.border is not None or item.paintMode is not None or item.axisOrder != "row-major":
             return False
         if item._renderRequired:  # noqa: SLF001 - pyqtgraph's flag, as its paint reads it
@@ -152,11 +129,8 @@ class LightPaint:
         if item._unrenderable or item.qimage is None:  # noqa: SLF001
             return False
         # As ClickableImageItem.paint: filtered when shrunk, crisp pixels when enlarged.
-        scale = max(abs(transform.m11()), abs(transform.m12()))
-        painter.setRenderHint(_SMOOTH, scale < 1.0)
+        smooth = max(abs(transform.m11()), abs(transform.m12())) < 1.0
+        painter.setRenderHint(QtGui.QPainter.RenderHint.SmoothPixmapTransform, smooth)
         height, width = item.image.shape[:2]
         painter.drawImage(QtCore.QRectF(0.0, 0.0, float(width), float(height)), item.qimage)
         return True
-
-
-_SMOOTH = QtGui.QPainter.RenderHint.SmoothPixmapTransform

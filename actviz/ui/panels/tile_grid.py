@@ -49,10 +49,8 @@ class TileGrid:
         view.addItem(self.label_item, ignoreBounds=True)
         #: What the label pixmap was drawn for: redrawn only when it changes.
         self._label_key: tuple | None = None
-        #: Whether the gaps' path and the numbers' pixmap hold anything to draw (a live
-        #: frame's light paint skips empty items).
-        self.has_lines = False
-        self.has_labels = False
+        #: Whether the gaps and the numbers have anything to draw (light paints skip them).
+        self.has_lines = self.has_labels = False
         #: The labels wait for the canvas to come into view (see :meth:`_update_labels`).
         self.labels_stale = False
         # Drawn once after the pass that moved the view (a resize moves it several times).
