@@ -148,7 +148,7 @@ class Mosaic:
         """The float image, made on first read when the mosaic was built straight to indices."""
         if self._image is None:
             grid = _tile_grid(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
-            _place(grid, self._norm, self.rows, self.cols)
+            _place(grid, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols)  # kept unclipped
             object.__setattr__(self, "_image", _frozen(_crop(grid, self.pad)))
             object.__setattr__(self, "_norm", None)
         return self._image  # type: ignore[return-value]
@@ -437,9 +437,11 @@ def mosaic(
             bound_c = np.maximum(np.abs(lo_c), np.abs(hi_c))
             bound_c = np.where(bound_c > 0, bound_c, 1.0)  # an all-zero tile: mid-scale
             lo_c, hi_c = -bound_c, bound_c
-        span_c = (hi_c - lo_c).astype(np.float32)
-        lo = lo_c.astype(np.float32)
-        mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
+        span_c = (hi_c - lo_c).astype(np.float32, copy=False)
+        lo = lo_c.astype(np.float32, copy=False)
+        mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(
+            np.float32, copy=False
+        )
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
         constant = (span_c == 0) & (lo_c != 0)
     # A constant tile other than 0 paints mid-scale, so it does not read as "no signal".
@@ -470,16 +472,16 @@ def mosaic(
     norm *= mul[:, None]
     if mid is not None:
         norm += mid[:, None]
-    np.clip(norm, 0.0, 1.0, out=norm)
-    norm = norm.reshape(c, h, w)
+    norm = norm.reshape(c, h, w)  # clipped to [0, 1] where read (Mosaic.image, _indices_of)
     indices = _indices_of(norm, rows, cols, pad) if finite else None
     return Mosaic(_image=None, indices=indices, _norm=norm, **meta)
 
 
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
-    """Exactly ``to_indices(image, (0, 1))`` of the image the [0, 1] tiles make."""
+    """Exactly ``to_indices(image, (0, 1))`` of the tiles clipped to [0, 1] (clipped once
+    scaled: scaling is monotonic and maps 1 to ``PAD_INDEX``)."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
-    np.minimum(work, PAD_INDEX - 1, out=work)
+    np.clip(work, np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
     c, h, w = norm.shape
     grid = _tile_grid(rows, cols, h, w, pad, PAD_INDEX)
     _place(grid, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does

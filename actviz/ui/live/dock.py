@@ -105,8 +105,10 @@ class LiveControls(QDockWidget):
         c = controller
         c.status_changed.connect(self._on_controller_status_changed)
         c.frame_changed.connect(SpacedReadout(self._show_frame, c, self).offer)
-        # None is news too: a frame without a picture must not leave the last one up.
-        c.input_image_changed.connect(self.pad.set_image)
+        # None is news too: a frame without a picture must not leave the last one up. Playing,
+        # at most one a 0.1 s (the Model dock's preview shows each frame; repaints cost).
+        pictures = SpacedReadout(self.pad.set_image, c, self.pad, interval_s=0.1)
+        c.input_image_changed.connect(pictures.offer)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
         c.message.connect(self._on_controller_message)

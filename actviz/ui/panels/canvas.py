@@ -22,6 +22,14 @@ from actviz.ui.panels.tile_grid import TileGrid
 _RGB_FAST_MAX_PIXELS = 512 * 512
 
 
+def _full_range(levels: object) -> bool:
+    """Whether ``levels`` are the numbers 0 and 255 (False for per-channel levels)."""
+    try:
+        return len(levels) == 2 and float(levels[0]) == 0.0 and float(levels[1]) == 255.0  # type: ignore[arg-type, index]
+    except (TypeError, ValueError):
+        return False
+
+
 class ClickableImageItem(pg.ImageItem):
     """An ImageItem that reports left clicks in image pixel coordinates (x = column, y = row)."""
 
@@ -66,13 +74,14 @@ class ClickableImageItem(pg.ImageItem):
             and table.dtype == np.uint8
         ):
             return False
-        data = np.ascontiguousarray(image)
-        height, width = data.shape
-        indexed = QtGui.QImage(
-            data.data, width, height, data.strides[0], QtGui.QImage.Format.Format_Indexed8
-        )
-        indexed.setColorTable(color_table(table))
-        return self._show(indexed)
+        # One indexed image (and colour table) per shape and table, refilled with each frame.
+        (h, w), fmt = image.shape, QtGui.QImage.Format.Format_Indexed8
+        if getattr(self, "_indexed_key", None) != (key := (h, w, table.tobytes())):
+            buffer = np.empty((h, w), np.uint8)
+            (indexed := QtGui.QImage(buffer.data, w, h, w, fmt)).setColorTable(color_table(table))
+            self._indexed_key, self._indexed = key, (buffer, indexed)
+        np.copyto(self._indexed[0], image)
+        return self._show(self._indexed[1])
 
     def _render_rgb(self) -> bool:
         """Render a small (H, W, 3|4) uint8 picture at 0-255 straight into a QImage (large
@@ -86,7 +95,7 @@ class ClickableImageItem(pg.ImageItem):
             and image.size
             and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
             and self.axisOrder == "row-major"  # (a colour table is for 2-D images only)
-            and (levels is None or np.array_equal(np.asarray(levels, dtype=float), [0.0, 255.0]))
+            and (levels is None or _full_range(levels))
         ):
             return False
         data = np.ascontiguousarray(image)
@@ -333,7 +342,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
             and (float(levels[0]), float(levels[1])) == (0.0, 255.0)
             and shown_levels is not None
-            and np.array_equal(np.asarray(shown_levels, dtype=float), [0.0, 255.0]),
+            and _full_range(shown_levels),
         )
 
     def set_tiles(

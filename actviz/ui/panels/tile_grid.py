@@ -49,6 +49,8 @@ class TileGrid:
         view.addItem(self.label_item, ignoreBounds=True)
         #: What the label pixmap was drawn for: redrawn only when it changes.
         self._label_key: tuple | None = None
+        #: Whether the gaps and the numbers have anything to draw (light paints skip them).
+        self.has_lines = self.has_labels = False
         #: The labels wait for the canvas to come into view (see :meth:`_update_labels`).
         self.labels_stale = False
         # Drawn once after the pass that moved the view (a resize moves it several times).
@@ -91,6 +93,7 @@ class TileGrid:
             path.moveTo(line.p1())
             path.lineTo(line.p2())
         self.path_item.setPath(path)
+        self.has_lines = bool(lines)
         self._update_labels()
 
     def clear(self) -> None:
@@ -101,6 +104,7 @@ class TileGrid:
         self._lines = []
         self._rect = QtCore.QRectF()
         self.path_item.setPath(QtGui.QPainterPath())
+        self.has_lines = False
         self._update_labels()
 
     def lines(self) -> list[QtCore.QLineF]:
@@ -160,7 +164,7 @@ class TileGrid:
         transform = self._device_transform()
         if transform is None or self._tiles is None:
             self._label_key = None
-            self.label_item.setPixmap(QtGui.QPixmap())
+            self._set_pixmap(QtGui.QPixmap())
             return
         view = self._view.viewRect()
         ratio = views[0].devicePixelRatioF() if views else 1.0
@@ -177,14 +181,18 @@ class TileGrid:
         self._label_key = key
         labels = self.labels(transform)
         if not labels:
-            self.label_item.setPixmap(QtGui.QPixmap())
+            self._set_pixmap(QtGui.QPixmap())
             return
         pixmap, top_left = self._render_labels(labels, ratio)
         # The item ignores the view's scaling: its offset is in screen pixels from the origin.
         origin = transform.map(QtCore.QPointF(0.0, 0.0))
         self.label_item.setPos(0.0, 0.0)
         self.label_item.setOffset(top_left - origin)
+        self._set_pixmap(pixmap)
+
+    def _set_pixmap(self, pixmap: QtGui.QPixmap) -> None:
         self.label_item.setPixmap(pixmap)
+        self.has_labels = not pixmap.isNull()
 
     def request_labels(self) -> None:
         """Draw the channel numbers after this event-loop pass."""

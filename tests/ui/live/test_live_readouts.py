@@ -4,6 +4,7 @@ otherwise, and always end on the frame shown."""
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from actviz.testing import RUN_TIMEOUT_MS
@@ -85,3 +86,34 @@ def test_the_docks_frame_counter_is_spaced_while_playing_and_ends_on_the_frame_s
     now = live._shown_index  # noqa: SLF001
     assert dock.frame_label.text().startswith(f"frame {now + 1}/6")
     assert dock.frame_slider.value() == now
+
+
+def test_the_pads_picture_is_spaced_while_playing_and_ends_on_the_frame_shown(qtbot, actviz_window):
+    win = live_window(actviz_window)
+    live = win.live.configure(max_fps=1000)
+    dock = win.live.dock
+    preview = win.window.model_dock.input_preview
+    readout = dock.pad.findChild(SpacedReadout)
+    assert readout is not None and readout is not dock.findChild(SpacedReadout)
+    readout.interval_s = 30.0  # nothing is due while the test plays
+    live.set_source(TensorFrames(random_frames(6, 4), "clip"))
+    qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=RUN_TIMEOUT_MS)
+    assert dock.pad.rgb is not None
+    np.testing.assert_array_equal(dock.pad.rgb, preview.rgb)
+    pictures: list[tuple[np.ndarray, np.ndarray]] = []
+    live.frame_changed.connect(lambda *_: pictures.append((dock.pad.rgb, preview.rgb.copy())))
+    live.set_speed(200)
+    live.play()
+    qtbot.waitUntil(lambda: len(pictures) >= 4, timeout=RUN_TIMEOUT_MS)
+    # While playing: the pad keeps the first frame played, the preview shows every frame.
+    assert all(pad is pictures[0][0] for pad, _ in pictures) and readout.waiting
+    assert any(not np.array_equal(shown, pictures[0][1]) for _, shown in pictures)
+    live.pause()
+    qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
+    assert not readout.waiting
+    np.testing.assert_array_equal(dock.pad.rgb, preview.rgb)  # the frame shown last
+    # Paused, a step shows at once.
+    index = live._shown_index  # noqa: SLF001
+    live.step(1)
+    qtbot.waitUntil(lambda: live.idle and live._shown_index != index, timeout=RUN_TIMEOUT_MS)  # noqa: SLF001
+    np.testing.assert_array_equal(dock.pad.rgb, preview.rgb)

@@ -102,3 +102,31 @@ def test_a_view_moved_before_the_paint_is_painted_by_the_scene(qtbot):
     viewport = canvas.viewport()
     shown = rgba_array(screen.copy(viewport.geometry()))
     np.testing.assert_array_equal(shown, rgba_array(viewport.grab().toImage()))
+
+
+def test_frames_of_a_plain_image_reuse_one_indexed_image_and_paint_as_the_scene(qtbot):
+    # No tiles, numbers or marks: the light path skips those items; each frame's indices go
+    # into the one indexed image the canvas keeps, and still come out as the scene paints them.
+    canvas = ImageCanvas(passive=True, colorbar=True)
+    qtbot.addWidget(canvas)
+    canvas.resize(420, 300)
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    canvas.set_image(_mosaic(6), (0.0, 1.0))
+    process_events()
+    canvas.grab()
+    assert not canvas.grid.has_lines and not canvas.grid.has_labels and not canvas.marked()
+    light = canvas._light  # noqa: SLF001
+    kept = canvas.image._indexed[1]  # noqa: SLF001 - the indexed image made for this shape
+    for seed in (7, 8):
+        before = light.painted
+        pixels = _mosaic(seed)
+        canvas.set_image(pixels, (0.0, 1.0))
+        qtbot.waitUntil(lambda before=before: light.painted > before, timeout=2000)
+        assert canvas.image._indexed[1] is kept  # noqa: SLF001
+        # The kept image holds this frame's indices, not the first frame's.
+        assert kept.pixelIndex(1, 2) == pixels[2, 1]
+        viewport = canvas.viewport()
+        screen = QtWidgets.QApplication.primaryScreen().grabWindow(canvas.winId()).toImage()
+        shown = rgba_array(screen.copy(viewport.geometry()))
+        np.testing.assert_array_equal(shown, rgba_array(viewport.grab().toImage()))
