@@ -39,3 +39,8 @@ def rgba_array(qimage: QImage) -> np.ndarray:
     data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
     rows = data.reshape(height, image.bytesPerLine())[:, : width * 4]
     return rows.reshape(height, width, 4).copy()
+
+
+def scene_fits(canvas: Any) -> bool:
+    """Whether a canvas's pyqtgraph scene has been fitted to the canvas's present size."""
+    return canvas.ci.geometry().size().toSize() == canvas.size()

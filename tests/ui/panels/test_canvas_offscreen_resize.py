@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from actviz.ui.panels.canvas import ImageCanvas
+from tests.ui.qt_helpers import scene_fits
 
 
 def _many_layers() -> nn.Module:
@@ -16,10 +17,6 @@ def _many_layers() -> nn.Module:
     for _ in range(11):
         layers += [nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1)]
     return nn.Sequential(*layers).eval()
-
-
-def _scene_fits(canvas: ImageCanvas) -> bool:
-    return canvas.ci.geometry().size().toSize() == canvas.size()
 
 
 def test_a_resize_fits_only_the_canvases_on_screen_and_the_rest_when_scrolled_to(
@@ -50,8 +47,8 @@ def test_a_resize_fits_only_the_canvases_on_screen_and_the_rest_when_scrolled_to
     assert on and len(off) >= 4  # twelve panels do not fit in 900 px
     # The old code fitted every canvas, on screen or not, in the resize's turn.
     assert not [c for c in off if c in fitted]
-    assert all(_scene_fits(c) for c in on)
-    assert not all(_scene_fits(c) for c in off)  # left for their paint
+    assert all(scene_fits(c) for c in on)
+    assert not all(scene_fits(c) for c in off)  # left for their paint
 
     last = win.reveal(convs[-1])
     win.settle()
@@ -62,7 +59,7 @@ def test_a_resize_fits_only_the_canvases_on_screen_and_the_rest_when_scrolled_to
     ]
     assert shown
     win.window.grab()  # the paint that shows them
-    assert all(_scene_fits(c) for c in shown)
+    assert all(scene_fits(c) for c in shown)
     # The image inside its canvas, as on screen: mapped through the fitted scene.
     for c in shown:
         rect = c.image_rect_on_screen()

@@ -9,10 +9,7 @@ import numpy as np
 from PySide6.QtCore import QCoreApplication
 
 from actviz.ui.panels.canvas import ImageCanvas
-
-
-def _scene_fits(canvas: ImageCanvas) -> bool:
-    return canvas.ci.geometry().size().toSize() == canvas.size()
+from tests.ui.qt_helpers import scene_fits
 
 
 def test_resizes_in_one_turn_fit_the_scene_once(qtbot, monkeypatch):
@@ -23,7 +20,7 @@ def test_resizes_in_one_turn_fit_the_scene_once(qtbot, monkeypatch):
     qtbot.waitExposed(canvas)
     image = np.arange(20 * 30, dtype=np.float32).reshape(20, 30)
     canvas.set_image(image, (0.0, float(image.max())))
-    qtbot.waitUntil(lambda: _scene_fits(canvas))
+    qtbot.waitUntil(lambda: scene_fits(canvas))
     fitted = []
     resize = ImageCanvas._resize
 
@@ -41,7 +38,7 @@ def test_resizes_in_one_turn_fit_the_scene_once(qtbot, monkeypatch):
     for _ in range(5):
         QCoreApplication.processEvents()
     assert fitted == [(360, 240)]
-    assert _scene_fits(canvas)
+    assert scene_fits(canvas)
     # A size and back within a turn leaves the scene as it is: nothing to fit.
     canvas.resize(300, 200)
     canvas.resize(360, 240)
@@ -51,6 +48,6 @@ def test_resizes_in_one_turn_fit_the_scene_once(qtbot, monkeypatch):
     # Read before the turn ends, the canvas fits first: the image's corner is where it shows.
     canvas.resize(320, 200)
     corner = canvas.image_to_widget(30.0, 20.0)
-    assert fitted[-1] == (320, 200) and _scene_fits(canvas)
+    assert fitted[-1] == (320, 200) and scene_fits(canvas)
     rect = canvas.image_rect_on_screen()
     assert abs(corner.x() - rect.right()) <= 1.5 and abs(corner.y() - rect.bottom()) <= 1.5
