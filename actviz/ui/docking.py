@@ -64,23 +64,36 @@ class Docks:
                 self._fit_dock(dock)
 
     def fit_dock_width(self, dock: QDockWidget) -> None:
-        """Give a docked, untabbed ``dock`` its size hint's width (at most the width asked)."""
+        """Give a docked, untabbed ``dock`` its size hint's width (at most the width asked).
+
+        The docks stacked in the same area share its width: it is the widest any of them asks
+        for, so a narrow dock shown (the Edits) never squeezes a wide one beside it."""
         main = self._w
         if dock.isFloating() or not dock.isVisible() or main.tabifiedDockWidgets(dock):
             return
-        if main.dockWidgetArea(dock) not in (
+        area = main.dockWidgetArea(dock)
+        if area not in (
             Qt.DockWidgetArea.LeftDockWidgetArea,
             Qt.DockWidgetArea.RightDockWidgetArea,
         ):
             return
+        stacked = [
+            d
+            for d in main.findChildren(QDockWidget)
+            if d.isVisible() and not d.isFloating() and main.dockWidgetArea(d) == area
+        ]
+        width = max(self._wanted_width(d) for d in stacked)
+        if width != dock.width():
+            self.resize_dock(dock, width)
+
+    def _wanted_width(self, dock: QDockWidget) -> int:
+        """``dock``'s size hint's width, at most the width asked and the window's share."""
         width = dock.sizeHint().width()
         asked = int(dock.property("actviz_width") or 0)
         if asked > 0:
             width = min(width, asked)
-        width = min(width, int(main.width() * DOCK_MAX_SHARE))
-        width = max(width, dock.minimumSizeHint().width())
-        if width != dock.width():
-            self.resize_dock(dock, width)
+        width = min(width, int(self._w.width() * DOCK_MAX_SHARE))
+        return max(width, dock.minimumSizeHint().width())
 
     def _fit_dock(self, dock: QDockWidget) -> None:
         """A dock that makes the window taller than the user made it is tabbed instead."""

@@ -49,3 +49,21 @@ def test_every_dock_opens_at_its_content_width(actviz_window, size):
         assert abs(dock.width() - max(want, dock.minimumSizeHint().width())) <= 2, title
         dock.toggleViewAction().trigger()
         win.settle()
+
+
+def test_the_edits_dock_shown_beside_a_wide_dock_does_not_squeeze_it(actviz_window):
+    """An edit made with "Channels that matter" open shows the Edits dock above it: the area
+    they share keeps the wide dock's width (it fell to the Edits dock's ~90 px hint, cutting
+    every line of Channels that matter)."""
+    win = tiny_window(actviz_window, size=(1280, 720), auto_run=True)
+    effects = win.open_dock("Channels that matter")
+    win.settle()
+    wide = effects.width()
+    assert wide >= 250
+    with win.expect_run():
+        win.context_action("conv2", 1, "Ablate")
+    edits = win.whatif.dock
+    win.settle()
+    assert edits.isVisible() and effects.isVisible()
+    assert win.window.dockWidgetArea(edits) == win.window.dockWidgetArea(effects)
+    assert effects.width() >= wide - 2, (effects.width(), wide)
