@@ -36,7 +36,14 @@ class Pin:
 
     @property
     def nbytes(self) -> int:
-        return int(self.result.nbytes)
+        return result_bytes(self.result)
+
+
+def result_bytes(result: RunResult) -> int:
+    """Bytes ``result`` holds: its capture and, after a what-if edit, the unedited capture kept
+    beside it (counting the capture alone let edited pins hold twice their share)."""
+    baseline = getattr(result, "baseline", None)
+    return int(result.nbytes) + (int(baseline.nbytes) if baseline is not None else 0)
 
 
 class PinBoard:
@@ -62,10 +69,10 @@ class PinBoard:
         existing = self.find(result)
         if existing is not None:
             return existing
-        total = self.nbytes + int(result.nbytes)
+        total = self.nbytes + result_bytes(result)
         if budget is not None and total > int(budget * PINS_SHARE):
             raise PinRefused(
-                f"pinning needs {format_bytes(result.nbytes)} more; the pins would hold "
+                f"pinning needs {format_bytes(result_bytes(result))} more; the pins would hold "
                 f"{format_bytes(total)}, over their {format_bytes(int(budget * PINS_SHARE))} "
                 f"(a quarter of the {format_bytes(budget)} memory budget). "
                 "Unpin some results or raise the budget"
@@ -104,7 +111,7 @@ class PinBoard:
 
     def held_bytes(self, current: RunResult | None) -> int:
         """Bytes held by ``current`` and the pins together (a pinned current counted once)."""
-        extra = 0 if current is None or self.find(current) is not None else int(current.nbytes)
+        extra = 0 if current is None or self.find(current) is not None else result_bytes(current)
         return self.nbytes + extra
 
     def _changed(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 
@@ -76,3 +77,22 @@ def test_the_default_budget_leaves_pins_a_quarter():
     with pytest.raises(PinRefused, match=r"over their 256.0 MiB \(a quarter of the 1.0 GiB"):
         board.pin(Big(), "big", budget=DEFAULT_MEMORY_BUDGET)
     assert len(board) == 0
+
+
+def test_an_edited_result_counts_its_unedited_capture_too():
+    """A what-if run keeps the unedited capture beside the edited one: a pin holds both, so
+    both count (counted alone, edited pins held twice their share)."""
+    torch.manual_seed(0)
+    model = Net().eval()
+    plain, other = _result(model, 0), _result(model, 1)
+    size = plain.nbytes
+    assert other.capture.nbytes == size
+    edited = dataclasses.replace(plain, baseline=other.capture)
+    board = PinBoard()
+    board.pin(edited, "edited")
+    assert board.nbytes == 2 * size and board.held_bytes(_result(model, 2)) == 3 * size
+    budget = 4 * (3 * size)  # room for three captures: one more edited pin is two more
+    with pytest.raises(PinRefused):
+        board.pin(dataclasses.replace(other, baseline=plain.capture), "second", budget=budget)
+    board.pin(other, "plain", budget=budget)
+    assert board.nbytes == 3 * size
