@@ -566,10 +566,10 @@ class Session:
 
     def held_bytes(self) -> int:
         """Bytes the shown result and the pinned ones hold together, with the unedited
-        capture kept for edits (when it is not the shown capture itself)."""
+        capture kept for edits (when the shown result does not count it already)."""
         held = self.pins.held_bytes(self.result)
         baseline = self.baseline.held
-        shown = self.result.capture if self.result is not None else None
-        if baseline is not None and baseline is not shown:
+        counted = (self.result.capture, self.result.baseline) if self.result is not None else ()
+        if baseline is not None and not any(baseline is c for c in counted):
             held += int(baseline.nbytes)
         return held
