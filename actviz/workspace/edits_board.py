@@ -63,6 +63,10 @@ def with_value(edit: Edit, value: float) -> Edit:
     raise ValueError(f"a {edit.kind} edit has no value to change")
 
 
+#: Edits that change nothing when made twice in a row on one layer.
+IDEMPOTENT_KINDS = ("ablate", "keep", "clamp")
+
+
 class EditBoard:
     """The edits of one session in the order made, all of one model (``model``, set by
     :meth:`reset`; None: unchecked); ``on_change()`` after every change."""
@@ -101,7 +105,8 @@ class EditBoard:
     def add(self, layer: str, edit: Edit, note: str = "", *, model: Any = _SHOWN) -> EditEntry:
         """Add ``edit`` on ``layer`` (applied after the layer's earlier edits); ``note``
         says where a patch takes its values; ``model`` is the one the edit was made on
-        (omitted: the model shown). ``StaleEditError`` when it is not the board's model (it
+        (omitted: the model shown); the same edit made twice in a row is not added again
+        (:meth:`repeats`: its entry is returned). ``StaleEditError`` when it is not the board's model (it
         was switched since the edit was offered), or the board's model has no ``layer``."""
         if model is not _SHOWN and model is not self.model:
             raise StaleEditError(
@@ -110,10 +115,21 @@ class EditBoard:
             )
         if self._layers is not None and layer not in self._layers:
             raise StaleEditError(f"the model shown has no layer {layer!r}: the edit was not made")
+        repeated = self.repeats(layer, edit)
+        if repeated is not None:
+            return repeated
         entry = EditEntry(next(self._keys), layer, edit, note)
         self._entries.append(entry)
         self._changed()
         return entry
+
+    def repeats(self, layer: str, edit: Edit) -> EditEntry | None:
+        """The entry ``edit`` would repeat: the last one switched on for ``layer`` when it is
+        the same edit and doing it twice changes nothing (ablate, keep, clamp); else None."""
+        last = [e for e in self._entries if e.layer == layer and e.edit.enabled][-1:]
+        if last and edit.kind in IDEMPOTENT_KINDS and last[0].edit == edit:
+            return last[0]
+        return None
 
     def replace(self, key: int, edit: Edit) -> EditEntry:
         """Put ``edit`` in the place of entry ``key`` (same key, same position)."""

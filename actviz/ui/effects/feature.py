@@ -370,6 +370,10 @@ class EffectsFeature(FeatureBase, QObject):
         from actviz.workspace.edits_board import StaleEditError
 
         what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
+        repeated = self.session.edits.repeats(layer, edit)
+        if repeated is not None:
+            self.view.set_message(f"Already made: {repeated.describe()}.")
+            return False
         try:
             self.session.edits.add(layer, edit, f"top {len(channels)}{what} by effect, {verb}")
         except StaleEditError as exc:  # the ranking is of the model shown: a slip to say

@@ -109,6 +109,10 @@ class WhatIfController(FeatureBase, QObject):
         from actviz.workspace.edits_board import StaleEditError
 
         kwargs = {} if model is None else {"model": model}  # omitted: the model shown
+        repeated = self.session.edits.repeats(layer, edit)
+        if repeated is not None:
+            self.host.show_status(f"Already made: {repeated.describe()}.")
+            return False
         try:
             self.session.edits.add(layer, edit, note, **kwargs)
         except StaleEditError as exc:

@@ -282,6 +282,40 @@ def test_a_bad_edit_is_a_message_not_a_crash(qtbot, actviz_window, tiny_cnn):
     assert win.whatif.dock.error_label.isHidden()
 
 
+def test_the_same_edit_twice_in_a_row_is_one_entry_unless_twice_changes_something():
+    from actviz.workspace.edits_board import EditBoard
+
+    changes = []
+    board = EditBoard(lambda: changes.append(1))
+    first = board.add("conv1", ablate([0]))
+    assert board.add("conv1", ablate([0])) is first and len(board) == 1 and len(changes) == 1
+    board.add("conv1", scale([0], 2.0))
+    board.add("conv1", scale([0], 2.0))  # x2 twice is x4
+    board.add("conv1", clamp(0.0, 1.0))
+    board.add("conv1", clamp(0.0, 1.0))
+    board.add("conv1", ablate([0]))  # after other edits: not a repeat of the last one
+    assert [e.edit.kind for e in board] == ["ablate", "scale", "scale", "clamp", "ablate"]
+    board.set_enabled(board.entries[-1].key, False)
+    board.add("conv1", ablate([0]))  # the last one switched off: a new entry
+    assert len(board) == 6
+
+
+def test_ablating_a_channel_twice_from_its_tile_says_so_and_runs_once(
+    qtbot, actviz_window, tiny_cnn
+):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
+    with win.expect_run(flush=False):
+        assert win.context_action("fc", 2, "Ablate").text() == "Ablate ch 2"
+    edited = window.session.result
+    win.context_action("fc", 2, "Ablate")
+    qtbot.wait(50)
+    assert [e.describe() for e in window.session.edits] == ["fc: ablate ch 2"]
+    assert window.session.result is edited and not window.worker.is_busy()
+    assert "Already made: fc: ablate ch 2" in win.status_text()
+
+
 def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(
     qtbot, actviz_window, tiny_cnn
 ):
