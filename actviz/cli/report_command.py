@@ -57,22 +57,22 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
 def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz report``; ``progress`` writes a line to stderr, the result goes to stdout."""
     from actviz.io.errors import ActvizError
+    from actviz.io.export.report import write_report
     from actviz.io.files import check_out_file
 
     check_out_file(args.out)  # before any model runs
     if args.session:
-        report = _from_session(args, progress)
+        cap, what = _from_session(args, progress)
     elif args.model and args.input:
-        report = _from_model(args, open_model, progress)
+        cap, what = _from_model(args, open_model, progress)
     else:
         raise ActvizError("actviz report needs --session FILE, or --model and --input")
-    info = report()
+    info = write_report(cap, args.out, progress=page_progress(progress), **what)
     print(f"wrote {info.path} ({info.nbytes / 2**20:.1f} MiB, {len(info.panels)} pictures)")
     return 0
 
 
-def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> Callable[[], Any]:
-    from actviz.io.export.report import write_report
+def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> tuple[Any, dict]:
     from actviz.io.export.reproduce import args_source
     from actviz.io.input_files import open_input
 
@@ -81,9 +81,7 @@ def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> 
     layers, target, cap = capture_run(args, loaded, inp, progress)
     say_each(progress, cap.warnings)
     source = args_source(loaded, args, str(args.input), target)
-    return lambda: write_report(
-        cap,
-        args.out,
+    return cap, dict(
         image=inp.image,
         categories=loaded.categories,
         model_name=loaded.name,
@@ -96,15 +94,13 @@ def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> 
         source=source,
         tokens=getattr(inp, "tokens", None),
         tokenizer=getattr(loaded, "tokenizer", None),
-        progress=page_progress(progress),
     )
 
 
-def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> Callable[[], Any]:
+def _from_session(args: argparse.Namespace, progress: Say) -> tuple[Any, dict]:
     import actviz
     from actviz.core.edit_kinds import enabled_edits
     from actviz.io.errors import ActvizError
-    from actviz.io.export.report import write_report
     from actviz.io.export.reproduce import RunSource
     from actviz.workspace.session_file import load_state, open_model_source, verify_model_source
 
@@ -162,9 +158,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
         )
     names = [n for n in (asked or state.ticked or cap.names) if n in cap]
     inp = state.input
-    return lambda: write_report(
-        cap,
-        args.out,
+    return cap, dict(
         image=None if inp is None else inp.image,
         categories=state.categories or (None if loaded is None else loaded.categories),
         model_name=src.name or src.source if src is not None else "",
@@ -182,7 +176,6 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
         tokenizer=None if loaded is None else getattr(loaded, "tokenizer", None),
         notes=notes,
         title=f"actviz report: {args.session}",
-        progress=page_progress(progress),
     )
 
 

@@ -300,12 +300,16 @@ def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
 def _class_target(out: torch.Tensor, k: int) -> tuple[torch.Tensor, int | None, str]:
     if out.dim() == 0:
         raise ValueError(f"target class {k} given, but the model output is a scalar")
-    n_classes = out.shape[0] if out.dim() == 1 else out.shape[1]
-    if not -n_classes <= k < n_classes:
-        raise ValueError(f"target class {k} is out of range: the output has {n_classes} classes")
-    k = k % n_classes
+    k = _class_index(k, out.shape[0] if out.dim() == 1 else out.shape[1])
     value = out[k] if out.dim() == 1 else out[:, k].sum()
     return value, k, f"class {k}"
+
+
+def _class_index(k: int, n_classes: int) -> int:
+    """Class ``k`` of ``n_classes`` (negative counts from the end); ``ValueError`` outside."""
+    if not -n_classes <= k < n_classes:
+        raise ValueError(f"target class {k} is out of range: the output has {n_classes} classes")
+    return k % n_classes
 
 
 def _segmentation_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
@@ -313,15 +317,7 @@ def _segmentation_target(out: torch.Tensor, target: int | None) -> tuple[torch.T
     n_classes = out.shape[1]
     predicted = out.detach().argmax(dim=1)  # (N, H, W)
     counts = torch.bincount(predicted.flatten(), minlength=n_classes)
-    if target is None:
-        k = int(counts.argmax())
-    else:
-        k = int(target)
-        if not -n_classes <= k < n_classes:
-            raise ValueError(
-                f"target class {k} is out of range: the output has {n_classes} classes"
-            )
-        k %= n_classes
+    k = int(counts.argmax()) if target is None else _class_index(int(target), n_classes)
     pixels = int(counts[k])
     if pixels == 0:
         return out[:, k].sum(), k, f"class {k} logit summed over all pixels (none predicted {k})"

@@ -80,7 +80,8 @@ def _estimate(
     unknown = [name for name in names if name not in widths]
     total = None
     if unknown:
-        sample = _first_sample(items, range(min(8, len(items.sources))), spec)
+        order = range(min(8, len(items.sources)))
+        sample = _first_sample(items, order, _model_device(spec.model), spec.expected.dtype)
         if sample is not None:
             total, found = _probe_forward(spec.model, sample, unknown)
             widths.update(found)
@@ -88,9 +89,8 @@ def _estimate(
     return ScanMemory(n, widths, n * sum(widths.values()) * 2), total
 
 
-def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor | None:
-    """The first readable of items ``order`` as a batch of one, on the model's device."""
-    device, dtype = _model_device(spec.model), spec.expected.dtype
+def _first_sample(items: ScanData, order: Any, device: Any, dtype: Any) -> torch.Tensor | None:
+    """The first readable of items ``order`` as a batch of one, on ``device``."""
     for i in order:
         _, t, _ = items.dataset[int(i)]
         if t is not None:
@@ -151,9 +151,5 @@ def default_workers(
 def _probe(
     net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
 ) -> int:
-    for i in pending[:8].tolist():
-        _, t, _ = items.dataset[i]
-        if t is not None:
-            sample = t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
-            return choose_batch_size(net, sample)
-    return MAX_BATCH
+    sample = _first_sample(items, pending[:8], device, dtype)
+    return MAX_BATCH if sample is None else choose_batch_size(net, sample)

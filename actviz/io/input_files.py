@@ -31,7 +31,7 @@ from actviz.io.input_tensors import (
     _read_tensor_file,
 )
 from actviz.io.input_tensors import RANDOM_SEED as RANDOM_SEED  # re-exported: its old home
-from actviz.io.loaded_input import ExpectedInput, LoadedInput, expected_input
+from actviz.io.loaded_input import ExpectedInput, LoadedInput, expected_input, reads_text
 from actviz.io.models.checkpoints import FileFormat, one_line, sniff_format
 
 if TYPE_CHECKING:
@@ -166,9 +166,7 @@ def _open_value(
 
 def _check_takes_images(src: str, loaded_model: LoadedModel | None) -> None:
     """Refuse an image for a text model (a tokenizer and no image processor)."""
-    if loaded_model is None or getattr(loaded_model, "tokenizer", None) is None:
-        return
-    if getattr(loaded_model, "processor", None) is None:
+    if reads_text(loaded_model):
         raise InputError(
             f"{src}: {loaded_model.name} reads text (it has a tokenizer and no image "
             f"processor), not images; give text as {TEXT_PREFIX}your words"

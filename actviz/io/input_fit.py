@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from actviz.io.input_files import TEXT_PREFIX, expected_input
+from actviz.io.loaded_input import reads_text
 
 __all__ = ["DEFAULT_PROMPT", "input_kind", "input_misfit", "natural_input_source"]
 
@@ -22,14 +23,6 @@ DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog because it"
 #: Side of the random image given to an image model of unknown input size.
 DEFAULT_SIDE = 224
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
-
-
-def reads_text(loaded_model: Any) -> bool:
-    """True for a model with a tokenizer and no image processor (a language model)."""
-    return (
-        getattr(loaded_model, "tokenizer", None) is not None
-        and getattr(loaded_model, "processor", None) is None
-    )
 
 
 def input_kind(value: Any, source: str = "") -> str:

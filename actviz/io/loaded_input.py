@@ -1,5 +1,5 @@
 """What an opened input is (:class:`LoadedInput`) and what a model expects (:class:`ExpectedInput`,
-:func:`expected_input`): the records every opener shares.
+:func:`expected_input`, :func:`reads_text`): the records every opener shares.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch import nn
 if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
-__all__ = ["ExpectedInput", "LoadedInput", "expected_input"]
+__all__ = ["ExpectedInput", "LoadedInput", "expected_input", "reads_text"]
 
 
 @dataclass
@@ -48,6 +48,14 @@ class ExpectedInput:
     size: tuple[int, int] | None = None
     dtype: torch.dtype = torch.float32
     device: torch.device = torch.device("cpu")
+
+
+def reads_text(loaded_model: Any) -> bool:
+    """True for a model with a tokenizer and no image processor (a language model)."""
+    return (
+        getattr(loaded_model, "tokenizer", None) is not None
+        and getattr(loaded_model, "processor", None) is None
+    )
 
 
 def _first_conv(model: nn.Module) -> tuple[str, nn.Module] | None:

@@ -219,15 +219,11 @@ class Effects:
 def _ranks(x: np.ndarray) -> np.ndarray:
     """Ranks from 0, ties given their average rank."""
     order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x), dtype=np.float64)
     sorted_x = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0
-        i = j + 1
+    first = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # each run of ties
+    last = np.r_[first[1:], len(x)] - 1
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = np.repeat((first + last) / 2.0, last - first + 1)
     return ranks
 
 

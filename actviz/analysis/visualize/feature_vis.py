@@ -275,14 +275,13 @@ def fixed_size(model: nn.Module, loaded: Any) -> tuple[int, int] | None:
 
 def check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torch.dtype]:
     """Refuse what cannot take an RGB float image; the device and dtype to feed it."""
-    from actviz.io.input_files import expected_input
+    from actviz.io.loaded_input import expected_input, reads_text
 
-    if loaded is not None and getattr(loaded, "tokenizer", None) is not None:
-        if getattr(loaded, "processor", None) is None:
-            raise VisualizeError(
-                f"{loaded.name} reads text (it has a tokenizer and no image processor); "
-                "feature visualisation optimises an input image"
-            )
+    if reads_text(loaded):
+        raise VisualizeError(
+            f"{loaded.name} reads text (it has a tokenizer and no image processor); "
+            "feature visualisation optimises an input image"
+        )
     exp = expected_input(model)
     if exp.channels is None:
         # No convolution to read the input from, and an embedding table: token ids go in

@@ -37,11 +37,7 @@ def channels_first(act: torch.Tensor, module: nn.Module | None) -> torch.Tensor:
 def make_objective(
     objective: Any, target: Any, module: nn.Module | None, negative: bool
 ) -> Objective:
-    sign = -1.0 if negative else 1.0
-
-    def per_sample(t: torch.Tensor) -> torch.Tensor:
-        return t.reshape(t.shape[0], -1).mean(1)
-
+    sign, prefix = (-1.0, "-") if negative else (1.0, "")
     if target is not None:
 
         def logit(out: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -51,12 +47,11 @@ def make_objective(
                 )
             return sign * out.gather(1, keys[:, None])[:, 0]
 
-        return Objective(logit, "-logit" if negative else "logit", True)
+        return Objective(logit, prefix + "logit", True)
     if isinstance(objective, (torch.Tensor, np.ndarray)):
         vec = torch.as_tensor(np.asarray(objective, dtype=np.float32))
         if vec.dim() not in (1, 2):
             raise VisualizeError(f"a direction is (C,) or (K, C), not {tuple(vec.shape)}")
-        digest = _digest(vec)
 
         def direction(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
             a = channels_first(act, module)
@@ -78,8 +73,7 @@ def make_objective(
             a = a.reshape(a.shape[0], a.shape[1], -1)
             return sign * (a * v[:, :, None]).sum(1).mean(1)
 
-        name = f"direction:{digest}"
-        return Objective(direction, ("-" if negative else "") + name, False)
+        return Objective(direction, f"{prefix}direction:{_digest(vec)}", False)
     if callable(objective) and not isinstance(objective, str):
         user = objective
 
@@ -103,7 +97,7 @@ def make_objective(
             a = a.reshape(a.shape[0], a.shape[1], -1)
             return sign * a.gather(1, keys[:, None, None].expand(-1, 1, a.shape[2])).mean((1, 2))
 
-        return Objective(channel, ("-" if negative else "") + "channel", True)
+        return Objective(channel, prefix + "channel", True)
     if objective == "neuron":
 
         def neuron(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -112,13 +106,13 @@ def make_objective(
             a = a[(slice(None), slice(None), *centre)]
             return sign * a.gather(1, keys[:, None])[:, 0]
 
-        return Objective(neuron, ("-" if negative else "") + "neuron", True)
+        return Objective(neuron, prefix + "neuron", True)
     if objective == "layer":
 
         def layer(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-            return sign * per_sample(act.pow(2))
+            return sign * act.pow(2).reshape(act.shape[0], -1).mean(1)
 
-        return Objective(layer, ("-" if negative else "") + "layer", False)
+        return Objective(layer, prefix + "layer", False)
     raise VisualizeError(
         f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, a direction tensor or a "
         f"callable of the layer output, not {objective!r}"

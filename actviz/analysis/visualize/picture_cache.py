@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from actviz.core.model_copy import weights_signature
 from actviz.data.cache import cache_root, weights_fingerprint
 
 __all__ = ["VisualizationCache", "model_fingerprint", "visualize_cache_root"]
@@ -39,20 +40,10 @@ def visualize_cache_root() -> Path:
     return cache_root().parent / "visualize"
 
 
-def _tensor_state(model: nn.Module) -> tuple[Any, ...]:
-    # Storage and version of every tensor: an in-place change bumps the version, a new
-    # tensor has another address; either way the weights are hashed again.
-    return tuple(
-        (name, t.data_ptr(), t._version, tuple(t.shape), str(t.dtype))
-        for name, t in model.state_dict(keep_vars=True).items()
-        if hasattr(t, "data_ptr")
-    )
-
-
 def model_fingerprint(model: nn.Module) -> str:
-    """:func:`~actviz.data.cache.weights_fingerprint`, remembered while the tensors are
-    unchanged."""
-    state = _tensor_state(model)
+    """:func:`~actviz.data.cache.weights_fingerprint`, remembered while the tensors are unchanged
+    (:func:`~actviz.core.model_copy.weights_signature`)."""
+    state = weights_signature(model)
     with _LOCK:
         known = _FINGERPRINTS.get(model)
     if known is not None and known[0] == state:

@@ -83,7 +83,7 @@ def write_sequence_views(
             )
             arrays.update(grad_heat=view.grad_heat, grad_norms=view.grad_norms)
         png = out / f"{base}_tokens.png"
-        _stack(parts).save(png)
+        _grid(parts, columns=1).save(png)  # the two maps have the same rows: one height
         npz = out / f"{base}_tokens.npz"
         np.savez_compressed(npz, **arrays)
         written += [png, npz]
@@ -137,16 +137,6 @@ def write_sequence_views(
         written.append(path)
         summary["logit_lens"] = path.name
     return written, summary
-
-
-def _stack(parts: list[Image.Image]) -> Image.Image:
-    width = max(p.width for p in parts)
-    canvas = Image.new("RGB", (width, sum(p.height for p in parts)), _BG)
-    y = 0
-    for p in parts:
-        canvas.paste(p, (0, y))
-        y += p.height
-    return canvas
 
 
 def _grid(parts: list[Image.Image], columns: int = 4) -> Image.Image:

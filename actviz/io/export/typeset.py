@@ -355,14 +355,10 @@ def layer_pictures(
     return layer_page_images(safe_name(name), kind, source, cmap, title, normalize)
 
 
-_HEAT_BG = (255, 255, 255)
 _HEAT_INK = (32, 33, 36)
 _CELL = 14  # pixels per heat-map cell (at least)
 _MAX_SIDE = 1400  # the longest side of a heat map body
 _LABEL_CHARS = 16
-#: A picture widens to show its whole title and range line up to this width; longer ones
-#: are cut with "…" (export's rule for its own pictures).
-_MAX_TITLE_PX = 1800
 
 
 def _short(label: str) -> str:
@@ -422,7 +418,7 @@ def heat_png(
     heads = [(title, font), (scale_line, small)]
     text_w = max(int(probe.textlength(t, font=f)) for t, f in heads)
     width = max(width, 360, min(text_w, _MAX_TITLE_PX) + 16)
-    canvas = Image.new("RGB", (width, height), _HEAT_BG)
+    canvas = Image.new("RGB", (width, height), _BG)
     draw = ImageDraw.Draw(canvas)
     for (text, f), y in zip(heads, (6, 24), strict=True):
         draw.text((8, y), elide(draw, text, f, width - 16), fill=_HEAT_INK, font=f)
@@ -435,7 +431,7 @@ def heat_png(
         )
     for j, text in col_labels:
         w = int(draw.textlength(text, font=small)) + 2
-        label = Image.new("RGB", (w, 13), _HEAT_BG)
+        label = Image.new("RGB", (w, 13), _BG)
         ImageDraw.Draw(label).text((0, 0), text, fill=_HEAT_INK, font=small)
         rotated = label.rotate(90, expand=True)
         canvas.paste(rotated, (x0 + j * cell_w + (cell_w - 13) // 2, top + body.height + 4))

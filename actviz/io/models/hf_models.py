@@ -23,6 +23,7 @@ from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
     "ProcessorTransform",
+    "cached_hub_file",
     "cached_hub_folder",
     "is_model_folder",
     "looks_like_hub_id",
@@ -71,21 +72,27 @@ def looks_like_hub_id(text: str) -> bool:
     return importlib.util.find_spec("transformers") is not None
 
 
-def cached_hub_folder(repo_id: str) -> Path | None:
-    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None (the network
-    is never asked).
-    """
+def cached_hub_file(repo_id: str, *names: str) -> Path | None:
+    """The first of ``names`` in the local Hugging Face cache's snapshot of ``repo_id``, or None
+    (the network is never asked)."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
-    try:
-        found = try_to_load_from_cache(repo_id, CONFIG_FILE)
-    except ValueError:  # HFValidationError: not a valid repo id ("my model", "a//b")
-        return None
-    if isinstance(found, str) and Path(found).is_file():
-        return Path(found).parent
+    for name in names:
+        try:
+            found = try_to_load_from_cache(repo_id, name)
+        except ValueError:  # HFValidationError: not a valid repo id ("my model", "a//b")
+            return None
+        if isinstance(found, str) and Path(found).is_file():
+            return Path(found)
     return None
+
+
+def cached_hub_folder(repo_id: str) -> Path | None:
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None."""
+    found = cached_hub_file(repo_id, CONFIG_FILE)
+    return None if found is None else found.parent
 
 
 def hub_cache_dir() -> str:

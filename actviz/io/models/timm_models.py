@@ -14,6 +14,7 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import one_line
+from actviz.io.models.hf_models import cached_hub_file
 from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.zoo import (
     TIMM_PREFIX,
@@ -170,19 +171,9 @@ def imagenet_categories(model: nn.Module) -> list[str] | None:
 
 def _cached_weights(model: nn.Module) -> str | None:
     """The cached pretrained file of a timm model (Hugging Face cache), if any."""
-    cfg = getattr(model, "pretrained_cfg", None) or {}
-    hub_id = cfg.get("hf_hub_id")
-    if not hub_id:
-        return None
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    for filename in ("model.safetensors", "pytorch_model.bin"):
-        found = try_to_load_from_cache(hub_id, filename)
-        if isinstance(found, str):
-            return found
-    return None
+    hub_id = (getattr(model, "pretrained_cfg", None) or {}).get("hf_hub_id")
+    found = cached_hub_file(hub_id, "model.safetensors", "pytorch_model.bin") if hub_id else None
+    return None if found is None else str(found)
 
 
 def build_timm(
