@@ -487,6 +487,8 @@ class StressDriver(UserActions):
             self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
         gc.unfreeze()  # the arrays the window's idle collection froze are counted too
         breakdown = {**memory_breakdown_mib(), **python_heap_mib(), **live_array_mib()}
+        if (session := getattr(self.window, "session", None)) is not None:  # of the tensors
+            breakdown |= {"held": session.held_bytes() / 2**20, "pins": session.pins.nbytes / 2**20}
         if memory is not None:  # frozen again, as the window's full collection leaves them
             memory.collect_cycles(full=True)
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)

@@ -255,7 +255,7 @@ def describe_referrer(ref: Any) -> str:
 #: The columns of :meth:`StressReport.describe`'s memory table.
 _MEMORY_KEYS = (
     "rss", "files", "anonymous", "rss_anon", "heap_in_use", "heap_free", "python_heap", "tensors",
-    "arrays",
+    "arrays", "held", "pins",
 )  # fmt: skip
 
 

@@ -161,7 +161,11 @@ class WhatIfController(FeatureBase, QObject):
         panel.difference_toggled.connect(lambda name, _on: self.host.refresh_panel(name))
 
     def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
-        self.menu = self.tile_menu(layer, [int(c) for c in channels])
+        old, self.menu = self.menu, self.tile_menu(layer, [int(c) for c in channels])
+        if old is not None and shiboken6.isValid(old):
+            # A child of the window until deleted: its actions' closures would keep the model
+            # and the pinned captures it offered alive with the window (#37).
+            old.deleteLater()
         self.menu.popup(pos)
 
     def tile_menu(self, layer: str, channels: Sequence[int]) -> QMenu:
@@ -246,9 +250,10 @@ class WhatIfController(FeatureBase, QObject):
 
     def _on_model_changed(self) -> None:
         # The tile menu open was built for the previous model's panel: it goes with it.
-        menu = self.menu
-        if menu is not None and shiboken6.isValid(menu) and menu.isVisible():
+        menu, self.menu = self.menu, None
+        if menu is not None and shiboken6.isValid(menu):
             menu.close()
+            menu.deleteLater()  # its actions hold the previous model (#37)
 
     def _on_run_failed(self, text: str) -> None:
         if len(self.session.edits):
