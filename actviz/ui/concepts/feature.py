@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu
@@ -231,7 +232,9 @@ class ConceptsFeature(FeatureBase, QObject):
         action.triggered.connect(lambda: self.set_shown(layer, True))
 
     def _on_tiles_context_requested(self, layer: str, concepts: list, pos: QPoint) -> None:
-        self.menu = self.concept_menu(layer, [int(c) for c in concepts])
+        old, self.menu = self.menu, self.concept_menu(layer, [int(c) for c in concepts])
+        if old is not None and shiboken6.isValid(old):
+            old.deleteLater()  # a child of the window: one kept per right click otherwise
         self.menu.popup(pos)
 
     def concept_menu(self, layer: str, concepts: list[int]) -> QMenu:

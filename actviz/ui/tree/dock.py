@@ -258,7 +258,10 @@ class ModelDock(QDockWidget):
     def _on_tree_context_menu(self, pos: QPoint) -> None:
         index = self.tree_view.indexAt(pos)
         menu = self.tree_context_menu(index.data(NameRole) if index.isValid() else None)
-        menu.exec(self.tree_view.viewport().mapToGlobal(pos))
+        try:
+            menu.exec(self.tree_view.viewport().mapToGlobal(pos))
+        finally:
+            menu.deleteLater()  # a child of the dock: one kept per right click otherwise
 
 
 class _WidePanel(QWidget):
