@@ -306,3 +306,29 @@ def test_untick_all_repaints_one_span_per_parent(qtbot, resnet):
     }
     assert set(session.tree.leaves()) <= covered and "layer1.0" in covered and "" in covered
     assert all(tm.index_of(n).data(CHECK) == Qt.CheckState.Unchecked for n in covered)
+
+
+def test_ticks_do_not_refilter_the_rows(qtbot, resnet, monkeypatch):
+    # Ticks never change which rows a filter keeps: re-filtering each changed row and its
+    # holders in Python slowed "Untick all" (issue #37); the filter text still re-filters.
+    asked = []
+    original = ModuleFilterProxy.filterAcceptsRow
+    monkeypatch.setattr(
+        ModuleFilterProxy,
+        "filterAcceptsRow",
+        lambda self, row, parent: asked.append(row) or original(self, row, parent),
+    )
+    session = _session_on(resnet)
+    tm = ModuleTreeModel(session)
+    proxy = ModuleFilterProxy()
+    proxy.setSourceModel(tm)
+    view = QTreeView()
+    qtbot.addWidget(view)
+    view.setModel(proxy)
+    view.expandAll()
+    session.replace_ticked(session.tree.leaves())
+    asked.clear()
+    session.untick_all()
+    assert asked == []
+    proxy.set_text("downsample")
+    assert asked and "layer2.0.downsample" in _all_names(proxy) and "layer1" not in _all_names(proxy)
