@@ -331,4 +331,6 @@ def test_ticks_do_not_refilter_the_rows(qtbot, resnet, monkeypatch):
     session.untick_all()
     assert asked == []
     proxy.set_text("downsample")
-    assert asked and "layer2.0.downsample" in _all_names(proxy) and "layer1" not in _all_names(proxy)
+    assert (
+        asked and "layer2.0.downsample" in _all_names(proxy) and "layer1" not in _all_names(proxy)
+    )
