@@ -235,7 +235,9 @@ class EffectsDriver(FeatureDriver):
         """Wait until the estimates of the result shown are made (off the GUI thread) and
         return them (fails when there are none)."""
         feature = self.feature
-        self.driver.qtbot.waitUntil(lambda: not feature.estimating(), timeout=timeout_ms)
+        self.driver.qtbot.waitUntil(
+            lambda: not feature.estimating() and not feature.view.building(), timeout=timeout_ms
+        )
         assert feature.effects is not None, "no estimates were made"
         return feature.effects
 

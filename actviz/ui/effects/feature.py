@@ -288,7 +288,7 @@ class EffectsFeature(FeatureBase, QObject):
         v.set_sections(list(eff.layers))
         k = v.top
         verified_any = False
-        for layer, section in v.sections.items():
+        for layer in eff.layers:
             res, unit = eff[layer], units.unit_name(eff, layer)
             verified = int(res.verified.sum())
             info = f"{res.channels} {unit}s"
@@ -301,7 +301,7 @@ class EffectsFeature(FeatureBase, QObject):
                 rho_text = f"{rho:.2f}" if math.isfinite(rho) else "n/a"
                 info += f" · ρ = {rho_text} ({verified} verified)"
             att = self.session.concepts.get(layer)
-            section.set_rows(self.rows(layer), info, k, unit, att.names if att else None)
+            v.fill(layer, self.rows(layer), info, k, unit, att.names if att else None)
         parts = [f"target: {eff.target_description or 'the prediction'}"]
         parts.append(f"baseline: {eff.baseline}")
         parts.append("effect = target with the channel replaced − target")

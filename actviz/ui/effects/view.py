@@ -24,6 +24,9 @@ LABEL_WIDTH = 56
 #: The labels' width where the bars are concepts ("concept 1234").
 CONCEPT_LABEL_WIDTH = 84
 MARGIN = 4
+#: Sections made per event-loop turn (about those a dock shows; tiny GPT-2's 20-odd made at
+#: once held the GUI thread 106 ms, issue #37).
+SECTIONS_PER_TURN = 2
 
 
 class BarRow(NamedTuple):
@@ -332,6 +335,15 @@ class EffectsView(QtWidgets.QWidget):
         #: The sections shown, by layer.
         self.sections: dict[str, EffectsSection] = {}
         self._spare: list[EffectsSection] = []
+        #: The layers to show, in order; those whose sections are still to be made.
+        self._layers: list[str] = []
+        self._waiting: list[str] = []
+        #: What each layer's section shows (:meth:`fill`), kept for a section not made yet.
+        self._fills: dict[str, tuple[Any, ...]] = {}
+        self._more = QtCore.QTimer(self)
+        self._more.setSingleShot(True)
+        self._more.setInterval(0)
+        self._more.timeout.connect(self._make_sections)
 
     @property
     def top(self) -> int:
@@ -357,28 +369,55 @@ class EffectsView(QtWidgets.QWidget):
 
     def set_sections(self, layers: Sequence[str]) -> None:
         """Show the sections of ``layers``: a layer's own, else a spare one renamed, else a new
-        one; those left are hidden for later (re-making them all: 105 ms, issue #37)."""
+        one; those left are hidden for later (re-making them all: 105 ms, issue #37). At most
+        :data:`SECTIONS_PER_TURN` are made now, the rest a few per event-loop turn."""
         old, layers = self.sections, list(layers)
-        if list(old) == layers:
+        if list(old) == layers and not self._waiting:
             return
         spare = [s for name, s in old.items() if name not in layers] + self._spare
-        self.sections = {}
+        self._fills = {n: fill for n, fill in self._fills.items() if n in layers}
+        self.sections, self._layers, self._waiting = {}, layers, []
         for layer in layers:
             section = old.get(layer) or (spare.pop(0) if spare else None)
             if section is not None and section.layer != layer:
                 section.set_layer(layer)
                 section.bars.set_rows(())
             if section is None:
-                section = EffectsSection(layer)
-                section.bars.channel_clicked.connect(self.channel_clicked.emit)
-                section.ablate_requested.connect(self.ablate_requested.emit)
-                section.keep_requested.connect(self.keep_requested.emit)
-            self.sections[layer] = section
+                self._waiting.append(layer)
+            else:
+                self.sections[layer] = section
         self._spare = spare
-        for section in [*self.sections.values(), *spare]:  # re-placed in order (cheap)
-            self.sections_box.removeWidget(section)
         for section in spare:
+            self.sections_box.removeWidget(section)
             section.setVisible(False)
+        self._make_sections()
+
+    def building(self) -> bool:
+        """Whether sections are still being made (a few per event-loop turn)."""
+        return bool(self._waiting)
+
+    def fill(self, layer: str, *args: Any) -> None:
+        """:meth:`EffectsSection.set_rows` of ``layer``'s section, now or once it is made."""
+        self._fills[layer] = args
+        if layer in self.sections:
+            self.sections[layer].set_rows(*args)
+
+    def _make_sections(self) -> None:
+        """Make the next few waiting sections and place every section in order (cheap)."""
+        made, self._waiting = self._waiting[:SECTIONS_PER_TURN], self._waiting[SECTIONS_PER_TURN:]
+        for layer in made:
+            section = EffectsSection(layer)
+            section.bars.channel_clicked.connect(self.channel_clicked.emit)
+            section.ablate_requested.connect(self.ablate_requested.emit)
+            section.keep_requested.connect(self.keep_requested.emit)
+            self.sections[layer] = section
+            if layer in self._fills:
+                section.set_rows(*self._fills[layer])
+        self.sections = {n: self.sections[n] for n in self._layers if n in self.sections}
+        for section in self.sections.values():
+            self.sections_box.removeWidget(section)
         for section in self.sections.values():
             self.sections_box.addWidget(section)
             section.setVisible(True)
+        if self._waiting:
+            self._more.start()

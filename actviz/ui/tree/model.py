@@ -203,17 +203,7 @@ class ModuleTreeModel(QAbstractItemModel):
                 for before, new in zip(old.nodes, tree.nodes, strict=True)
                 if _shown_fields(before) != _shown_fields(new)
             ]
-        # One dataChanged per parent over its changed rows (one per module is too slow).
-        rows_by_parent: dict[str | None, list[int]] = {}
-        for node in changed:
-            rows_by_parent.setdefault(node.parent, []).append(self._row_of[node.name])
-        for parent, rows in rows_by_parent.items():
-            first, last = min(rows), max(rows)
-            siblings = [""] if parent is None else tree[parent].children  # row names
-            self.dataChanged.emit(
-                self.createIndex(first, SHAPE, self._id_of[siblings[first]]),
-                self.createIndex(last, PARAMS, self._id_of[siblings[last]]),
-            )
+        self._rows_changed(changed, SHAPE, PARAMS)
 
     def _on_session_model_changed(self) -> None:
         self.beginResetModel()
@@ -236,15 +226,28 @@ class ModuleTreeModel(QAbstractItemModel):
         self._inside = None
         rows = set(names)
         tree = self._tree
+        if tree is None:
+            return
         for name in names:  # and the modules that hold them (their bold name)
-            parent = tree[name].parent if tree is not None and name in tree else None
+            parent = tree[name].parent if name in tree else None
             while parent is not None and parent not in rows:
                 rows.add(parent)
                 parent = tree[parent].parent  # type: ignore[index]
-        for name in rows:
-            index = self.index_of(name)
-            if index.isValid():
-                self.dataChanged.emit(index, index)
+        self._rows_changed([tree[n] for n in rows if n in tree], NAME, NAME)
+
+    def _rows_changed(self, nodes: list[ModuleNode], first_column: int, last_column: int) -> None:
+        """One dataChanged per parent over its rows among ``nodes`` (one per module: 58 ms
+        for "Untick all" on ResNet-18, issue #37)."""
+        rows_by_parent: dict[str | None, list[int]] = {}
+        for node in nodes:
+            rows_by_parent.setdefault(node.parent, []).append(self._row_of[node.name])
+        for parent, rows in rows_by_parent.items():
+            first, last = min(rows), max(rows)
+            siblings = [""] if parent is None else self._tree[parent].children  # type: ignore[index]
+            self.dataChanged.emit(
+                self.createIndex(first, first_column, self._id_of[siblings[first]]),
+                self.createIndex(last, last_column, self._id_of[siblings[last]]),
+            )
 
 
 def _shown_fields(node: ModuleNode) -> tuple:
@@ -268,6 +271,10 @@ class ModuleFilterProxy(QSortFilterProxyModel):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.setRecursiveFilteringEnabled(True)
+        # Ticks and shapes never change which rows pass (names and types do not change but
+        # with the model): re-filtering each changed row and its holders in Python made
+        # "Untick all" on ResNet-18 tens of ms slower (issue #37). set_text re-filters.
+        self.setDynamicSortFilter(False)
         self._text = ""
 
     def set_text(self, text: str) -> None:
