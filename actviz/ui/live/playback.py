@@ -373,15 +373,10 @@ class LiveController(QObject):
         self.frames_shown += 1
         self.rate.tick(now)
         self._shown_index = spec.index
-        label = spec.frame.label if spec.frame is not None else ""
         length = len(self.source) if self.source is not None else 1
-        if spec.image is not None:  # at once: a display step may be skipped by the next frame
-            self.host.show_input_image(spec.image, spec.caption(length))
-        self.frame_changed.emit(spec.index, length, label)
-        self.base_image_changed.emit(spec.base_image)
-        self.input_image_changed.emit(spec.image)
-        if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
-            self.emit_status()
+        # In the display pass that fills the frame's panels: one repaint of the window a frame,
+        # not one for the preview and one for the panels. Never skipped by a newer frame.
+        self.host.defer_display(lambda: self._announce(spec, length, now), stale_ok=True)
         if (
             spec.partial
             and not self.player.playing
@@ -391,6 +386,19 @@ class LiveController(QObject):
             # Settled: bring the off-screen panels up to date too (one more frame).
             self.coalescer.offer(FrameSpec(spec.index, spec.perturbation, full=True))
         self.runner.pump()
+
+    def _announce(self, spec: FrameSpec, length: int, now: float) -> None:
+        """Frame ``spec`` to the preview, the read-outs and :attr:`frame_changed`'s listeners."""
+        if self.closed:
+            return
+        if spec.image is not None:
+            self.host.show_input_image(spec.image, spec.caption(length))
+        label = spec.frame.label if spec.frame is not None else ""
+        self.frame_changed.emit(spec.index, length, label)
+        self.base_image_changed.emit(spec.base_image)
+        self.input_image_changed.emit(spec.image)
+        if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
+            self.emit_status()
 
     def play_held_ticks(self) -> None:
         """Offer the frames of the play ticks held while the coalescer had no room."""
