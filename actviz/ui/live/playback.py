@@ -113,6 +113,8 @@ class LiveController(QObject):
         self.lanes = FrameLanes(host.private_model(self, keep=True))
         self._status_at = -1.0
         self._shown_index = 0
+        #: The frame shown last, until the display pass that puts it on screen (_announce).
+        self._announced: FrameSpec | None = None
         self.closed = False
         self._webcam: WebcamSource | None = None
 
@@ -375,7 +377,8 @@ class LiveController(QObject):
         self._shown_index = spec.index
         length = len(self.source) if self.source is not None else 1
         # In the display pass that fills the frame's panels: one repaint of the window a frame,
-        # not one for the preview and one for the panels. Never skipped by a newer frame.
+        # not one for the preview and one for the panels.
+        self._announced = spec
         self.host.defer_display(lambda: self._announce(spec, length, now), stale_ok=True)
         if (
             spec.partial
@@ -389,8 +392,8 @@ class LiveController(QObject):
 
     def _announce(self, spec: FrameSpec, length: int, now: float) -> None:
         """Frame ``spec`` to the preview, the read-outs and :attr:`frame_changed`'s listeners."""
-        if self.closed:
-            return
+        if self.closed or spec is not self._announced:
+            return  # a newer frame came first: this one's panels never showed either
         if spec.image is not None:
             self.host.show_input_image(spec.image, spec.caption(length))
         label = spec.frame.label if spec.frame is not None else ""
