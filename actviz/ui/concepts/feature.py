@@ -193,6 +193,8 @@ class ConceptsFeature(FeatureBase, QObject):
         from actviz.analysis.concepts.tiles import concept_tiles
 
         att = self.session.concepts.get(name)
+        if (att is None or not att.shown) and name not in self.tiles and not panel.tile_unit():
+            return  # no concepts shown there, none to take off: every live frame comes here
         result = self.session.result
         if att is None or not att.shown or result is None or result.capture is None:
             self.tiles.pop(name, None)

@@ -113,6 +113,8 @@ class LiveController(QObject):
         self.lanes = FrameLanes(host.private_model(self, keep=True))
         self._status_at = -1.0
         self._shown_index = 0
+        #: The frame shown last, until the display pass that puts it on screen (_announce).
+        self._announced: FrameSpec | None = None
         self.closed = False
         self._webcam: WebcamSource | None = None
 
@@ -373,15 +375,11 @@ class LiveController(QObject):
         self.frames_shown += 1
         self.rate.tick(now)
         self._shown_index = spec.index
-        label = spec.frame.label if spec.frame is not None else ""
         length = len(self.source) if self.source is not None else 1
-        if spec.image is not None:  # at once: a display step may be skipped by the next frame
-            self.host.show_input_image(spec.image, spec.caption(length))
-        self.frame_changed.emit(spec.index, length, label)
-        self.base_image_changed.emit(spec.base_image)
-        self.input_image_changed.emit(spec.image)
-        if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
-            self.emit_status()
+        # In the display pass that fills the frame's panels: one repaint of the window a frame,
+        # not one for the preview and one for the panels.
+        self._announced = spec
+        self.host.defer_display(lambda: self._announce(spec, length, now), stale_ok=True)
         if (
             spec.partial
             and not self.player.playing
@@ -391,6 +389,19 @@ class LiveController(QObject):
             # Settled: bring the off-screen panels up to date too (one more frame).
             self.coalescer.offer(FrameSpec(spec.index, spec.perturbation, full=True))
         self.runner.pump()
+
+    def _announce(self, spec: FrameSpec, length: int, now: float) -> None:
+        """Frame ``spec`` to the preview, the read-outs and :attr:`frame_changed`'s listeners."""
+        if self.closed or spec is not self._announced:
+            return  # a newer frame came first: this one's panels never showed either
+        if spec.image is not None:
+            self.host.show_input_image(spec.image, spec.caption(length))
+        label = spec.frame.label if spec.frame is not None else ""
+        self.frame_changed.emit(spec.index, length, label)
+        self.base_image_changed.emit(spec.base_image)
+        self.input_image_changed.emit(spec.image)
+        if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
+            self.emit_status()
 
     def play_held_ticks(self) -> None:
         """Offer the frames of the play ticks held while the coalescer had no room."""

@@ -140,8 +140,10 @@ class LayerPanel(PanelBase):
             if view.kind == "maps"
             else max(self._min_height, MIN_PANEL_HEIGHT)
         )
-        self._shape_text = style.format_shape(data_shape(view))
-        self._update_title()
+        shape_text = style.format_shape(data_shape(view))
+        if shape_text != self._shape_text:  # the same with every live frame
+            self._shape_text = shape_text
+            self._update_title()
         self.page_bar.show_page(mosaic if view.kind == "maps" else None)
         self._show_description()
 

@@ -147,6 +147,8 @@ class DifferenceToggle(QtWidgets.QToolButton):
 
     def withdraw(self) -> None:
         """No difference to offer (no edits at all): hidden, unchecked, without a signal."""
+        if self.isHidden() and not self.isChecked():
+            return  # withdrawn already (every live frame without edits asks again)
         with QtCore.QSignalBlocker(self):
             self.setChecked(False)
         self.setVisible(False)

@@ -50,13 +50,15 @@ class PanelGrid:
         # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
         self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
         self._columns = 1  # two on a wide tab: laid out again when the width crosses the line
+        #: Waiting panels found off screen since the view last moved: asked once, not each pass.
+        self._off_screen: set[str] = set()
         scroll = display.layers_scroll
         for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
-            bar.valueChanged.connect(self.schedule)
+            bar.valueChanged.connect(self._on_view_moved)
             # A resized window changes the range: it may bring waiting panels on screen.
-            bar.rangeChanged.connect(self.schedule)
+            bar.rangeChanged.connect(self._on_view_moved)
         # Back on the Layers tab, panels left waiting come on screen without a scroll.
-        display.tabs.currentChanged.connect(self.schedule)
+        display.tabs.currentChanged.connect(self._on_view_moved)
         scroll.viewport_resized.connect(self._on_width_changed)
 
     def flush(self) -> None:
@@ -125,10 +127,15 @@ class PanelGrid:
         self.pending = pending
         self._epoch += 1
         self._scheduled = False
+        self._off_screen.clear()
         self.schedule()
 
     def _on_screen(self, panel: QWidget) -> bool:
         return panel.isVisible() and not panel.visibleRegion().isEmpty()
+
+    def _on_view_moved(self, *_args: object) -> None:
+        self._off_screen.clear()  # a scroll, a resize, a tab: other panels may be on screen
+        self.schedule()
 
     def schedule(self, *_args: object) -> None:
         """Fill the waiting panels on screen in the next display pass (a scroll, a resize)."""
@@ -143,17 +150,28 @@ class PanelGrid:
         if epoch != self._epoch:
             return  # a newer result replaced these updates
         self._scheduled = False
-        pending = self.pending
-        panels = self.display.layer_panels
-        on_screen = [n for n in list(pending) if n in panels and self._on_screen(panels[n])]
+        pending, panels, off_screen = self.pending, self.display.layer_panels, self._off_screen
         for name in [n for n in pending if n not in panels]:
             del pending[name]
-        # Off-screen panels wait to be scrolled into view. A token panel builds its plots a
-        # pass at a time before it shows the tokens.
-        for name in on_screen[:PANELS_PER_PASS]:
-            if not panels[name].prepare_tokens(pending[name].tokens):
+        # Off-screen panels wait to be scrolled into view; each is asked once per view
+        # position (asked each pass, 20 panels cost 210 region queries a frame). A token panel
+        # builds its plots a pass at a time before it shows the tokens.
+        filled, more = 0, False
+        for name in list(pending):
+            if name in off_screen:
+                continue
+            if not self._on_screen(panels[name]):
+                off_screen.add(name)
+                continue
+            if filled == PANELS_PER_PASS:
+                more = True
+                break
+            filled += 1
+            if panels[name].prepare_tokens(pending[name].tokens):
+                more = True
+            else:
                 self.update(panels[name], pending.pop(name))
-        if any(name in pending for name in on_screen):
+        if more:
             self.schedule()
 
     def update_placeholder(self, running: bool) -> None:
@@ -186,6 +204,7 @@ class PanelGrid:
         if placed == self._placed:
             return  # every live frame comes here: no relayout of the Layers tab
         self._placed = placed
+        self._off_screen.clear()
         # Only panels that move or go leave the grid, only new ones join: panels made a few a
         # pass re-placed them all each pass, 35 ms with ResNet-18's 49 leaves (issue #37).
         wanted = {id(panels[name]): (i // columns, i % columns) for i, name in enumerate(order)}
@@ -216,5 +235,6 @@ class PanelGrid:
         grid.setRowStretch((len(order) + columns - 1) // columns, 1)
 
     def _on_width_changed(self, width: int) -> None:
+        self._on_view_moved()  # a taller viewport shows more panels
         if self.display.layer_panels and grid_columns(width) != self._columns:
             self.layout(list(self.display.layer_panels))

@@ -82,3 +82,25 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     ref = capture(model, frames[2:3], [LAYER])[LAYER].tensor[0]
     m = panel.activation_slot.mosaic
     assert np.array_equal(m.indices, mosaic(ref, symmetric=m.symmetric).indices)
+
+
+def test_a_panel_without_concepts_is_left_alone_by_each_new_result(
+    actviz_window, tmp_path, monkeypatch
+):
+    """Every live frame fills the panels: one without concepts shown, and none to take off,
+    costs the concepts feature nothing (#39); the one with concepts still shows them."""
+    from actviz.ui.panels.feature_map import LayerPanel
+
+    win, _model, _feature, _c, _folder = concepts_opened(actviz_window, tmp_path)
+    touched: list[str] = []
+    real = LayerPanel.set_tile_unit
+
+    def spy(self, unit=""):
+        touched.append(self.name)
+        return real(self, unit)
+
+    monkeypatch.setattr(LayerPanel, "set_tile_unit", spy)
+    win.run_and_wait()
+    assert "conv1" not in touched
+    assert win.panel("conv1").tile_unit() == "" and win.panel(LAYER).tile_unit() == "concept"
+    assert LAYER in touched  # its tiles follow the new result

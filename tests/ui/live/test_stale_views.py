@@ -266,3 +266,34 @@ def test_export_everything_accepts_a_folder_that_does_not_exist_yet(qtbot, actvi
         window.commands.export_all_action.trigger()
     # The first folder dialog starts at home (not the folder the app was started from).
     assert (target / "summary.json").is_file() and asked == [str(pathlib.Path.home())]
+
+
+def test_the_frame_counter_never_runs_ahead_of_the_panels_on_screen(qtbot, actviz_window):
+    """The preview, the counter and the read-outs follow a frame in the display pass that
+    fills its first panel on screen (one repaint of the window a frame, #39): when the
+    counter names a frame, that panel shows it too, never the frame before."""
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.configure(max_fps=1000)
+    live.set_source(TensorFrames(random_frames(6, 3), "clip"))
+    win.live.wait_idle()
+    grid, panels = window.display.grid, window.host.layer_panels
+    first = next(n for n, p in panels.items() if grid._on_screen(p))  # noqa: SLF001
+    behind: list[int] = []
+    checked: list[int] = []
+
+    def on_frame(index: int, _length: int, _label: str) -> None:
+        view = panels[first].activation_slot.view
+        shown = window.session.result.layers[first].view
+        if first in grid.pending or not np.array_equal(view.data, shown.data):
+            behind.append(index)
+        checked.append(index)
+
+    live.frame_changed.connect(on_frame)
+    live.set_speed(60)
+    live.play()
+    qtbot.waitUntil(lambda: len(checked) >= 4, timeout=RUN_TIMEOUT_MS)
+    live.pause()
+    win.live.wait_idle()
+    live.frame_changed.disconnect(on_frame)
+    assert behind == []
