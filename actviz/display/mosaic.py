@@ -311,10 +311,16 @@ def downsample(maps: np.ndarray, scale: int) -> np.ndarray:
         return maps
     c, h, w = maps.shape
     if h % scale == 0 and w % scale == 0:  # strided sums: faster than avg_pool2d
-        out = np.zeros((c, h // scale, w // scale), dtype=np.float32)
-        for dy in range(scale):
-            for dx in range(scale):
-                out += maps[:, dy::scale, dx::scale]
+        blocks = [maps[:, dy::scale, dx::scale] for dy in range(scale) for dx in range(scale)]
+        if maps.dtype == np.float32:
+            # 0 + b0 + b1 + ... summed as b0 + b1 + ... + 0, one strided pass less: the 0
+            # only turns a sum of negative zeros into +0, first or last.
+            out = np.add(blocks[0], blocks[1])
+            blocks = [*blocks[2:], np.float32(0.0)]
+        else:
+            out = np.add(blocks.pop(0), np.float32(0.0), dtype=np.float32)
+        for block in blocks:
+            out += block
         out *= np.float32(1.0 / (scale * scale))
         return out
     t = torch.from_numpy(np.ascontiguousarray(maps, dtype=np.float32))
@@ -404,9 +410,13 @@ def mosaic(
     pad = mosaic_pad(shown.shape) if pad is None else pad
     flat = shown.reshape(c, -1)
     if c and h and w:
-        lo_c, hi_c, finite = _channel_ranges(flat)
+        lo_c, hi_c = flat.min(axis=1), flat.max(axis=1)
         lo_all, hi_all = float(lo_c.min()), float(hi_c.max())
+        # NaN propagates through min and max, and a channel holding Inf reaches an end.
+        finite = math.isfinite(lo_all) and math.isfinite(hi_all)
         if not finite:
+            lo_c, hi_c, _ = _channel_ranges(flat)
+            lo_all, hi_all = float(lo_c.min()), float(hi_c.max())
             # NaN marks what is not data; Inf would otherwise paint as an end colour.
             shown = np.where(np.isfinite(shown), shown, np.float32(np.nan))
     else:
@@ -435,17 +445,26 @@ def mosaic(
     else:
         if symmetric:
             bound_c = np.maximum(np.abs(lo_c), np.abs(hi_c))
-            bound_c = np.where(bound_c > 0, bound_c, 1.0)  # an all-zero tile: mid-scale
+            if not bound_c.all():
+                bound_c[bound_c == 0] = 1.0  # an all-zero tile: mid-scale
             lo_c, hi_c = -bound_c, bound_c
-        span_c = (hi_c - lo_c).astype(np.float32, copy=False)
-        lo = lo_c.astype(np.float32, copy=False)
-        mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(
-            np.float32, copy=False
+        span_c = hi_c - lo_c  # float32: min and max of float32 tiles
+        lo = lo_c
+        positive = span_c > 0
+        # Ranges in float32, as the tiles: 1 / 0 never taken (0: no signal, or mid-scale).
+        mul = (
+            1.0 / span_c
+            if positive.all()
+            else np.where(positive, 1.0 / np.where(positive, span_c, 1.0), 0.0).astype(np.float32)
         )
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
-        constant = (span_c == 0) & (lo_c != 0)
+        constant = None if positive.all() else (span_c == 0) & (lo_c != 0)
     # A constant tile other than 0 paints mid-scale, so it does not read as "no signal".
-    mid = np.where(constant, 0.5, 0.0).astype(np.float32) if constant.any() else None
+    mid = (
+        np.where(constant, 0.5, 0.0).astype(np.float32)
+        if constant is not None and constant.any()
+        else None
+    )
     rows, cols = grid_shape(c, h, w) if c else (1, 1)
     meta = dict(
         levels=(0.0, 1.0),
@@ -483,6 +502,11 @@ def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
     np.clip(work, np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
     c, h, w = norm.shape
-    grid = _tile_grid(rows, cols, h, w, pad, PAD_INDEX)
-    _place(grid, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
-    return _crop(grid, pad)
+    image = np.full((rows * (h + pad) - pad, cols * (w + pad) - pad), PAD_INDEX, np.uint8)
+    # The tiles of ``image`` as a (rows, h, cols, w) view: placed there, no padded grid to crop.
+    width = image.shape[1]
+    tiles = np.lib.stride_tricks.as_strided(
+        image, (rows, h, cols, w), ((h + pad) * width, width, w + pad, 1), writeable=True
+    )
+    _place(tiles, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
+    return image

@@ -34,7 +34,7 @@ from actviz.display.attribution import (
     top_predictions,
 )
 from actviz.display.device import HostLayer, copy_to_host
-from actviz.display.layer_views import LayerView, layer_view, magnitude_view
+from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import (
     MAX_MOSAIC_PIXELS,
@@ -106,8 +106,18 @@ def prepare_layer(
         else:
             stats = tensor_stats(tensor, rec.grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
-        g = layer_view(grad, spec.sample) if grad is not None else None  # off screen: lazy |g|
-        grad_view = g and magnitude_view(g, lazy=stand_in is not None)
+        grad_view = None
+        if grad is not None and stand_in is not None:  # off screen: |g| made when read
+            # The gradient has the layer's shape: its view is laid out and described as the layer's.
+            sample = spec.sample
+            grad_view = LazyLayerView(
+                view.kind,
+                lambda: np.abs(layer_view(grad, sample).data),
+                view.shape,
+                view.description,
+            )
+        elif grad is not None:
+            grad_view = magnitude_view(layer_view(grad, spec.sample))
         hist = Lazy(lambda: histogram(tensor))
     if hist_now:
         hist.get()
@@ -127,7 +137,9 @@ def prepare_layer(
             tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
     first, page = spec.first_channel(name), spec.page_size(name)
     order = spec.channel_orders.get(name)
-    symmetric = symmetric_for(spec.colormap, view)
+    # An off-screen panel keeps its mosaics whatever their symmetry: the panel grid makes
+    # them again on this frame's views, and its colour map's range, once scrolled to
+    # (repage.current_mosaics, with_page); the sign of the layer is not read for them.
     if (
         stand_in is not None
         and stand_in.shape == shape
@@ -135,7 +147,6 @@ def prepare_layer(
         and stand_in.mosaic.order == order
         and stand_in.mosaic.normalize == spec.normalize
         and stand_in.mosaic.page_size == page
-        and stand_in.mosaic.symmetric == symmetric
     ):
         act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic
         if grad_view is None:
@@ -150,7 +161,7 @@ def prepare_layer(
             first,
             max_pixels=max_pixels if fast else None,
             page=page,
-            symmetric=symmetric,
+            symmetric=symmetric_for(spec.colormap, view),
             order=order,
         )
     if tokens is not None:
