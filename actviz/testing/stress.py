@@ -470,11 +470,12 @@ class StressDriver(UserActions):
         self.settle()
         counts: dict[str, int] = {}
         # A cancelled job may still be finishing on its pool thread: give its runner a moment.
-        gc.unfreeze()  # what the window's idle collection froze is counted too
         for _ in range(10):
             flush_deletes()
             gc.collect()
             flush_deletes()
+            # What the window's idle collection froze is counted too: it may run in the flushes.
+            gc.unfreeze()
             counts = count_objects()
             if counts["_Runner"] == 0:
                 break

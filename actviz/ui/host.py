@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import shiboken6
 from PySide6.QtCore import QByteArray
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
@@ -456,6 +457,16 @@ class FeatureBase:
 
     def reset_layout(self) -> None:
         """Put the feature's docks where a first start puts them."""
+
+    def pop_up(self, menu: QMenu, pos: Any) -> QMenu:
+        """Show ``menu`` at ``pos`` as the feature's one open menu (``self.menu``): the one
+        before is deleted, a child of the window whose actions' closures held what it offered
+        (a model, pinned captures) for the window's life otherwise."""
+        old, self.menu = getattr(self, "menu", None), menu
+        if old is not None and shiboken6.isValid(old):
+            old.deleteLater()
+        menu.popup(pos)
+        return menu
 
     def shutdown(self) -> None:
         """Stop what runs and let go of the window (called once, when it closes)."""

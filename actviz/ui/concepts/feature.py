@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import shiboken6
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu
@@ -234,10 +233,7 @@ class ConceptsFeature(FeatureBase, QObject):
         action.triggered.connect(lambda: self.set_shown(layer, True))
 
     def _on_tiles_context_requested(self, layer: str, concepts: list, pos: QPoint) -> None:
-        old, self.menu = self.menu, self.concept_menu(layer, [int(c) for c in concepts])
-        if old is not None and shiboken6.isValid(old):
-            old.deleteLater()  # a child of the window: one kept per right click otherwise
-        self.menu.popup(pos)
+        self.pop_up(self.concept_menu(layer, [int(c) for c in concepts]), pos)
 
     def concept_menu(self, layer: str, concepts: list[int]) -> QMenu:
         """The menu of a right click on concept tiles (built, not shown)."""

@@ -161,12 +161,7 @@ class WhatIfController(FeatureBase, QObject):
         panel.difference_toggled.connect(lambda name, _on: self.host.refresh_panel(name))
 
     def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
-        old, self.menu = self.menu, self.tile_menu(layer, [int(c) for c in channels])
-        if old is not None and shiboken6.isValid(old):
-            # A child of the window until deleted: its actions' closures would keep the model
-            # and the pinned captures it offered alive with the window (#37).
-            old.deleteLater()
-        self.menu.popup(pos)
+        self.pop_up(self.tile_menu(layer, [int(c) for c in channels]), pos)
 
     def tile_menu(self, layer: str, channels: Sequence[int]) -> QMenu:
         """The menu of a right click on ``channels`` of ``layer`` (built, not shown)."""
