@@ -113,8 +113,8 @@ class LiveController(QObject):
         self.lanes = FrameLanes(host.private_model(self, keep=True))
         self._status_at = -1.0
         self._shown_index = 0
-        #: The frame shown last, until the display pass that puts it on screen (_announce).
-        self._announced: FrameSpec | None = None
+        #: Frames shown so far: only the last one's display pass announces it (_announce).
+        self._announced = 0
         self.closed = False
         self._webcam: WebcamSource | None = None
 
@@ -378,8 +378,9 @@ class LiveController(QObject):
         length = len(self.source) if self.source is not None else 1
         # In the display pass that fills the frame's panels: one repaint of the window a frame,
         # not one for the preview and one for the panels.
-        self._announced = spec
-        self.host.defer_display(lambda: self._announce(spec, length, now), stale_ok=True)
+        self._announced += 1
+        seq = self._announced
+        self.host.defer_display(lambda: self._announce(spec, length, now, seq), stale_ok=True)
         if (
             spec.partial
             and not self.player.playing
@@ -390,9 +391,9 @@ class LiveController(QObject):
             self.coalescer.offer(FrameSpec(spec.index, spec.perturbation, full=True))
         self.runner.pump()
 
-    def _announce(self, spec: FrameSpec, length: int, now: float) -> None:
+    def _announce(self, spec: FrameSpec, length: int, now: float, seq: int) -> None:
         """Frame ``spec`` to the preview, the read-outs and :attr:`frame_changed`'s listeners."""
-        if self.closed or spec is not self._announced:
+        if self.closed or seq != self._announced:
             return  # a newer frame came first: this one's panels never showed either
         if spec.image is not None:
             self.host.show_input_image(spec.image, spec.caption(length))
