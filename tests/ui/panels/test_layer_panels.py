@@ -93,7 +93,9 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     tile_px = canvas.grid.tile_screen_px()
     assert tile_px == pytest.approx(_tile_on_screen(canvas, m, 0)[0], abs=0.5)
     assert bool(canvas.grid.labels()) == (tile_px >= LABEL_MIN_TILE_PX)
-    # The hover read-out names the channel.
+    # The hover read-out names the channel (the layout settled: a later pass would move the
+    # tile from under the point the pointer was sent to).
+    assert win.settle()
     y0, x0 = m.tile_origin(7)
     # From another point first: a move to where the pointer already is (an earlier test left
     # it there) sends no event, and the read-out would wait for one.
