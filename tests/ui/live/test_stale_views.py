@@ -18,6 +18,18 @@ def _normalisations(window) -> dict[str, str]:
     }
 
 
+def _play_frames(qtbot, win, on_frame, checked: list, count: int) -> None:
+    """Play at 60 frames a second with ``on_frame`` on every frame shown until it checked
+    ``count`` of them, then pause and wait for the last frame's display."""
+    live = win.live.controller
+    live.frame_changed.connect(on_frame)
+    live.set_speed(60)
+    live.play()
+    qtbot.waitUntil(lambda: len(checked) >= count, timeout=RUN_TIMEOUT_MS)
+    live.pause()
+    win.live.wait_idle()
+
+
 def test_scale_changed_on_the_overview_reaches_the_layer_panels_without_a_run(
     qtbot, actviz_window, tiny_cnn
 ):
@@ -153,12 +165,7 @@ def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_windo
             mismatches.append((index, "image"))
         checked.append(index)
 
-    live.frame_changed.connect(on_frame)
-    live.set_speed(60)
-    live.play()
-    qtbot.waitUntil(lambda: len(checked) >= 5, timeout=RUN_TIMEOUT_MS)
-    live.pause()
-    win.live.wait_idle()
+    _play_frames(qtbot, win, on_frame, checked, 5)
     assert mismatches == []
     # Once every display step ran, the preview still names the last frame shown.
     last = live.status().last.index
@@ -289,11 +296,6 @@ def test_the_frame_counter_never_runs_ahead_of_the_panels_on_screen(qtbot, actvi
             behind.append(index)
         checked.append(index)
 
-    live.frame_changed.connect(on_frame)
-    live.set_speed(60)
-    live.play()
-    qtbot.waitUntil(lambda: len(checked) >= 4, timeout=RUN_TIMEOUT_MS)
-    live.pause()
-    win.live.wait_idle()
-    live.frame_changed.disconnect(on_frame)
+    _play_frames(qtbot, win, on_frame, checked, 4)
+    win.live.controller.frame_changed.disconnect(on_frame)
     assert behind == []
