@@ -243,9 +243,11 @@ def test_many_panels_bench_measures_blocks_of_a_small_model(qtbot):
     assert figures["max_ms"] == max(figures["blocks_ms"].values())
 
 
-def test_visualize_bench_quick_run_reports_its_figures(capsys):
+def test_visualize_bench_quick_run_reports_its_figures(capsys, monkeypatch):
     from actviz.bench import visualize_bench
 
+    # The quick run's table and figures at the smallest sizes (the quick sizes take ~50 s).
+    monkeypatch.setitem(visualize_bench.SETTINGS, True, (32, 1, 1, 2, 2, 32, 1))
     summary: dict = {}
     visualize_bench.run(True, summary)
     keys = (

@@ -72,11 +72,14 @@ OPEN_ALLOWANCE_S = 60.0
 @dataclasses.dataclass(frozen=True)
 class ModelSetup:
     """How the stress driver shows a model: ``name`` for reports, ``open(window)`` to show it (may
-    load in the background).
+    load in the background); ``prepare()`` makes what it needs (a file, the model), once, outside
+    the timed actions: a case only pays for the models it opens.
     """
 
     name: str
     open: Callable[[Any], None]
+    prepare: Callable[[], Any] | None = None
+    path: Path | None = None  # a dropped model's file or folder
 
 
 def demo_model() -> ModelSetup:
@@ -89,26 +92,37 @@ def demo_model() -> ModelSetup:
 
 
 def module_model(
-    name: str, model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None = None
+    name: str,
+    model: torch.nn.Module | Callable[[], torch.nn.Module],
+    inputs: Any,
+    layers: Sequence[str] | None = None,
 ) -> ModelSetup:
-    """An in-memory model and its input, shown as a script does; the same object in every window, so
-    a hook one window leaves is found by the next check.
+    """An in-memory model (or the function that makes it, called once) and its input, shown as
+    a script does; the same object in every window, so a hook one window leaves is found by the
+    next check.
     """
+    made = [model] if isinstance(model, torch.nn.Module) else []
+
+    def prepare() -> None:
+        if not made:
+            made.append(model())  # type: ignore[operator]
 
     def open_module(window: Any) -> None:
+        prepare()
         window.script.set_model(
-            model, name=name, layers=list(layers) if layers is not None else None
+            made[0], name=name, layers=list(layers) if layers is not None else None
         )
         window.script.set_input(inputs)
 
-    return ModelSetup(name, open_module)
+    return ModelSetup(name, open_module, prepare)
 
 
-def dropped_model(name: str, path: str | Path) -> ModelSetup:
-    """A model file or folder (a checkpoint, a Hugging Face folder) dropped on the window."""
+def dropped_model(name: str, path: str | Path, make: Callable[[], Any] | None = None) -> ModelSetup:
+    """A model file or folder (a checkpoint, a Hugging Face folder) dropped on the window;
+    ``make()`` writes it before the first drop."""
     from actviz.testing.stress_dialogs import drop_file
 
-    return ModelSetup(name, lambda window: drop_file(window, path))
+    return ModelSetup(name, lambda window: drop_file(window, path), make, Path(path))
 
 
 class StressDriver(UserActions):
@@ -128,7 +142,7 @@ class StressDriver(UserActions):
         sample_every: int = 50,
         size: tuple[int, int] = (1280, 720),
         switches: dict[str, ModelSetup] | None = None,
-        checkpoint: str | Path | None = None,
+        checkpoint: str | Path | ModelSetup | None = None,
         block_limit_ms: float = BLOCK_LIMIT_MS,
         hang_s: float | None = None,
         log_path: str | Path | None = None,
@@ -174,8 +188,18 @@ class StressDriver(UserActions):
         return path
 
     def checkpoint_path(self) -> str:
-        """What the Open model dialog is given: the checkpoint, else the demo."""
+        """What the Open model dialog is given: the checkpoint (a file, or a dropped model's
+        setup: its file made first), else the demo."""
+        if isinstance(self.checkpoint, ModelSetup):
+            return str(self.ready(self.checkpoint).path)
         return str(self.checkpoint) if self.checkpoint is not None else "demo"
+
+    def ready(self, setup: ModelSetup) -> ModelSetup:
+        """``setup`` with what it needs made (untimed: the driver's work, not the window's)."""
+        if setup.prepare is not None:
+            with self.untimed():
+                setup.prepare()
+        return setup
 
     @contextlib.contextmanager
     def untimed(self) -> Iterator[None]:
@@ -375,7 +399,7 @@ class StressDriver(UserActions):
         ):
             signal.connect(lambda text, kind=kind: self._error_shown(f"{kind}: {text}"))
         self.window = window
-        self.setup.open(window)
+        self.ready(self.setup).open(window)
         self._wait(lambda: window.session.model is not None and not window.files.is_loading())
         window.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
         if window.session.result is None and window.session.can_run():
@@ -483,9 +507,9 @@ class StressDriver(UserActions):
         # Memory as the idle window leaves it, after its idle trim (a user pauses; actions not).
         memory = getattr(self.window, "memory", None)
         if memory is not None:
-            trims = memory.trims
-            memory.touch()
-            self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
+            passes = memory.passes  # a pass need not trim (little kept): not trims
+            memory.idle_now()
+            self._wait(lambda: memory.passes > passes, timeout_s=MEMORY_IDLE_WAIT_S)
         gc.unfreeze()  # the arrays the window's idle collection froze are counted too
         breakdown = {**memory_breakdown_mib(), **python_heap_mib(), **live_array_mib()}
         if (session := getattr(self.window, "session", None)) is not None:  # of the tensors

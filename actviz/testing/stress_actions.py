@@ -64,6 +64,7 @@ class UserActions:
     window: Any
     params: dict[str, Any]
     restart_window: Any
+    ready: Any
 
     # ------------------------------------------------------------------ shared pieces
     def _click(self, widget: Any, pos: Any = None, button: Any = None) -> None:
@@ -365,7 +366,7 @@ class UserActions:
         name = choose(p, "model", names, 0)
         if name is None:
             return "switch model (none)"
-        self.switches[name].open(self.window)
+        self.ready(self.switches[name]).open(self.window)
         return f"switch to {name}"
 
     def act_reopen(self, p: dict[str, Any]) -> str:

@@ -75,27 +75,28 @@ def save_tiny_gpt2(folder: Path) -> Path:
     return folder
 
 
-def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Path]:
+def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
     """The model ``case`` opens with, the models a switch opens (by name) and the
-    checkpoint file the Open model dialog is given."""
+    checkpoint the Open model dialog is given (a dropped model's setup: its file)."""
     import torch
 
     from actviz.testing.stress import demo_model, dropped_model, module_model
 
     models = folder / "models"
-    checkpoint = save_checkpoint(models)
-    gpt2 = save_tiny_gpt2(models / "tiny-gpt2")
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
-    setups = {
-        "demo": demo_model,
-        "resnet18": lambda: module_model("resnet18", _resnet18(), x),
-        "gpt2": lambda: dropped_model("gpt2", gpt2),
-        "checkpoint": lambda: dropped_model("checkpoint", checkpoint),
+    gpt2 = models / "tiny-gpt2"
+    # Files and models are made when first opened (ModelSetup.prepare), not all up front.
+    made = {
+        "demo": demo_model(),
+        "resnet18": module_model("resnet18", _resnet18, x),
+        "gpt2": dropped_model("gpt2", gpt2, lambda: save_tiny_gpt2(gpt2)),
+        "checkpoint": dropped_model(
+            "checkpoint", models / "my_resnet18.pt", lambda: save_checkpoint(models)
+        ),
     }
-    if case not in setups:
+    if case not in made:
         raise ValueError(f"unknown stress case {case!r} ({', '.join(CASES)})")
-    made = {name: make() for name, make in setups.items()}
-    return made[case], made, checkpoint
+    return made[case], made, made["checkpoint"]
 
 
 # ---------------------------------------------------------------------- the child process

@@ -104,31 +104,23 @@ def test_info_on_code_reference(tmp_path):
     assert "fc1" in proc.stdout and "Linear" in proc.stdout
 
 
-def test_errors_are_one_line_without_traceback(tmp_path):
+def test_errors_are_one_line_without_traceback(tmp_path, cli):
     proc = run("info", "--model", str(tmp_path / "missing.pt"))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("actviz: error:")
     assert "missing.pt" in proc.stderr and "Traceback" not in proc.stderr
+    # The same main() in this process (a subprocess each: 5 s of imports).
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"\x00not a checkpoint" * 10)
-    proc = run("export", "--model", str(bad), "--input", "random:1x3", "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "bad.pt" in proc.stderr and "Traceback" not in proc.stderr
-    proc = run("--debug", "info", "--model", str(tmp_path / "missing.pt"))
-    assert proc.returncode == 2 and "Traceback" in proc.stderr
-    proc = run(
-        "export",
-        "--model",
-        "resnet18",
-        "--weights",
-        "none",
-        "--input",
-        "random:1x3x32x32",
-        "--layers",
-        "layer9",
-        "--out",
-        str(tmp_path / "o"),
-    )
-    assert proc.returncode == 2 and "unknown layer 'layer9'" in proc.stderr
+    code, _, err = cli("export", "--model", str(bad), "--input", "random:1x3", "--out", "o")
+    assert code == 2 and "bad.pt" in err and "Traceback" not in err
+    code, _, err = cli("--debug", "info", "--model", str(tmp_path / "missing.pt"))
+    assert code == 2 and "Traceback" in err
+    out = str(tmp_path / "o")
+    args = ("--weights", "none", "--input", "random:1x3x32x32", "--layers", "layer9")
+    code, _, err = cli("export", "--model", "resnet18", *args, "--out", out)
+    assert code == 2 and "unknown layer 'layer9'" in err
+    assert err.strip().splitlines()[-1].startswith("actviz: error:")
 
 
 def test_seed_mlp_export_from_pickled_module_needs_trust(tmp_path):

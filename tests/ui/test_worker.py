@@ -463,7 +463,7 @@ def test_a_hundred_jobs_leave_no_runner_or_signals_alive(qtbot, worker):
 
 
 def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actviz_window):
-    """100 runs over two windows, then both closed: their jobs and pools are all gone."""
+    """40 runs over two windows, then both closed: their jobs and pools are all gone."""
     from PySide6.QtCore import QThreadPool
 
     from actviz.ui.worker import _Runner, _RunnerSignals
@@ -477,7 +477,7 @@ def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actv
     for _ in range(2):
         win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", "fc"])
         window = win.window
-        for _ in range(50):
+        for _ in range(20):
             win.run_and_wait(flush=False)
         window.display.flush_panel_updates()
         _flush_deletes()

@@ -393,8 +393,13 @@ class LiveController(QObject):
 
     def _announce(self, spec: FrameSpec, length: int, now: float, seq: int) -> None:
         """Frame ``spec`` to the preview, the read-outs and :attr:`frame_changed`'s listeners."""
-        if self.closed or seq != self._announced:
-            return  # a newer frame came first: this one's panels never showed either
+        if self.closed:
+            return
+        if seq != self._announced:
+            # A newer frame came first: this one's panels never showed either, so it counts
+            # as dropped (the read-out's shown and dropped add up to the frames played).
+            self.coalescer.dropped += 1
+            return
         if spec.image is not None:
             self.host.show_input_image(spec.image, spec.caption(length))
         label = spec.frame.label if spec.frame is not None else ""

@@ -345,20 +345,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             and _full_range(shown_levels),
         )
 
-    def set_tiles(
-        self,
-        rows: int,
-        cols: int,
-        tile_h: int,
-        tile_w: int,
-        pad: int,
-        channels: int,
-        first_channel: int,
-        channel_ids: tuple[int, ...] | None = None,
-    ) -> None:
-        """Draw the gaps (and channel numbers) of a mosaic over the image (:class:`TileGrid`)."""
-        self.grid.set_tiles(rows, cols, tile_h, tile_w, pad, channels, first_channel, channel_ids)
-
     def clear_tiles(self) -> None:
         """Draw no tile grid (the image is not a mosaic)."""
         self.grid.clear()

@@ -214,7 +214,7 @@ class ViewSlot(QtWidgets.QWidget):
                 source=lambda m=mosaic: m.image,
             )
             m, ids = mosaic, mosaic.tile_channels if mosaic.order is not None else None
-            canvas.set_tiles(
+            canvas.grid.set_tiles(  # its gaps and channel numbers over the image
                 m.rows, m.cols, m.tile_h, m.tile_w, m.pad, m.channels, m.first_channel, ids
             )
             self.legend.setText(scale_legend(mosaic))

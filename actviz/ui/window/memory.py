@@ -50,6 +50,7 @@ class IdleMemory(QObject):
         self._timer.timeout.connect(self._on_idle)
         self._thread: threading.Thread | None = None
         self.trims = 0  # trims done (tests read it)
+        self.passes = 0  # idle passes ended, with or without a trim (the stress driver waits)
         #: Whether this window freezes what survives its collections (see the module).
         self.freezes = _FREEZE[0]
         #: Idle moments before a full collection is due (the window's start makes one).
@@ -64,6 +65,12 @@ class IdleMemory(QObject):
         """Something changed: trim once the window is idle again."""
         self._timer.start()
         self._full_timer.stop()
+
+    def idle_now(self) -> None:
+        """The idle pass at once, as if the window had been idle :data:`IDLE_MS` (the stress
+        driver's checkpoints are a user's pause)."""
+        self._timer.stop()
+        self._on_idle()
 
     def _on_long_idle(self) -> None:
         if self._busy():
@@ -83,11 +90,14 @@ class IdleMemory(QObject):
         self._thread.start()
 
     def _trim(self) -> None:
-        heap = allocator.heap_in_use_mib()
-        if heap is not None and allocator.rss_mib() - heap < SLACK_MIB:
-            return
-        if allocator.release_freed_memory():
-            self.trims += 1
+        try:
+            heap = allocator.heap_in_use_mib()
+            if heap is not None and allocator.rss_mib() - heap < SLACK_MIB:
+                return
+            if allocator.release_freed_memory():
+                self.trims += 1
+        finally:
+            self.passes += 1
 
     def stop(self) -> None:
         """The window closes: no more trims; the collector sees every object again."""

@@ -143,6 +143,34 @@ def test_a_slow_capture_holds_the_play_timer_and_every_frame_is_shown_or_dropped
     assert len(ticks) < len(frames) - 1
 
 
+def test_a_frame_whose_display_pass_a_newer_frame_overtook_counts_as_dropped(qtbot, actviz_window):
+    """Two frames reach the window in one event-loop turn (the GUI was busy painting): only
+    the newer one is announced, and the older one, never painted, counts as dropped, so the
+    read-out's shown and dropped still add up to the frames played."""
+    import torch
+
+    from actviz.ui.live.frame_job import FrameSpec
+    from actviz.ui.live.frame_status import FrameTiming
+    from actviz.ui.live.frames import TensorFrames
+    from tests.ui.tiny_models import TinyCNN
+
+    frames = torch.randn(6, 3, 16, 16, generator=torch.Generator().manual_seed(3))
+    win = actviz_window(TinyCNN().eval(), frames[:1], ["conv1"], size=(1000, 700))
+    win.run_and_wait(flush=False)
+    live = win.live.configure()
+    live.set_source(TensorFrames(frames, "clip"))
+    qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=30_000)
+    announced: list[int] = []
+    live.frame_changed.connect(lambda i, n, label: announced.append(i))
+    dropped0 = live.coalescer.dropped
+    for index in (3, 4):
+        live.frame_shown(FrameSpec(index, live.perturbation), FrameTiming(index), 1.0)
+    qtbot.waitUntil(lambda: bool(announced), timeout=10_000)
+    win.settle()
+    assert announced[:1] == [4] and 3 not in announced
+    assert live.coalescer.dropped - dropped0 == 1
+
+
 def test_playing_relays_out_neither_the_status_bar_nor_the_model_dock(qtbot, actviz_window):
     """The run time and the live rate in the status bar and the input's caption change while
     frames play: each repaints itself, without relaying out the status bar (and the window)

@@ -29,7 +29,7 @@ def _canvas(qtbot, size: tuple[int, int] = (420, 300)) -> ImageCanvas:
     canvas.show()
     qtbot.waitExposed(canvas)
     canvas.set_image(_mosaic(0), (0.0, 1.0))
-    canvas.set_tiles(2, 3, 8, 8, 1, 6, 10)
+    canvas.grid.set_tiles(2, 3, 8, 8, 1, 6, 10)
     canvas.set_marks([QtCore.QRectF(9, 0, 8, 8)])
     process_events()
     canvas.grab()

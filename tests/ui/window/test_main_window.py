@@ -902,10 +902,10 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
 
 # -------------------------------------------------------------------------------- lifecycle
 @pytest.mark.slow
-def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, actviz_window):
+def test_open_and_close_fifteen_times_leaves_no_hooks(qtbot, actviz_window):
     model = seeded_tiny_cnn()
     x = frame(1)
-    for i in range(50):
+    for i in range(15):
         win = actviz_window(size=None, debounce_ms=5, auto_run=True, show=False)
         window = win.window
         try:
