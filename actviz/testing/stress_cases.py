@@ -120,6 +120,7 @@ def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, 
     parallel_in_workers_only()
     keep_collector_off_clicks()  # and Python's full collections at idle moments (memory.py)
     from actviz.testing.stress import StressDriver
+    from actviz.testing.stress_report import WARM_UP_ACTIONS
 
     ensure_qt_app()
     folder = Path(args.folder)
@@ -135,6 +136,9 @@ def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, 
         hang_s=args.hang_s,
         log_path=args.log,
     )
+    if args.actions > WARM_UP_ACTIONS:  # memory figures count after it: nothing made later
+        for made in (*switches.values(), checkpoint):
+            driver.ready(made)
     injected = {step: {"kind": kind} for step, kind in inject.items()}
     report = driver.run(args.actions, steps=steps, inject=injected)
     Path(args.out).write_text(json.dumps(report.to_json()))

@@ -67,8 +67,7 @@ class IdleMemory(QObject):
         self._full_timer.stop()
 
     def idle_now(self) -> None:
-        """The idle pass at once, as if the window had been idle :data:`IDLE_MS` (the stress
-        driver's checkpoints are a user's pause)."""
+        """The idle pass now, as after :data:`IDLE_MS` idle (a stress checkpoint is a pause)."""
         self._timer.stop()
         self._on_idle()
 
