@@ -112,11 +112,11 @@ def test_errors_are_one_line_without_traceback(tmp_path, cli):
     # The same main() in this process (a subprocess each: 5 s of imports).
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"\x00not a checkpoint" * 10)
-    code, _, err = cli("export", "--model", str(bad), "--input", "random:1x3", "--out", "o")
+    out = str(tmp_path / "o")
+    code, _, err = cli("export", "--model", str(bad), "--input", "random:1x3", "--out", out)
     assert code == 2 and "bad.pt" in err and "Traceback" not in err
     code, _, err = cli("--debug", "info", "--model", str(tmp_path / "missing.pt"))
     assert code == 2 and "Traceback" in err
-    out = str(tmp_path / "o")
     args = ("--weights", "none", "--input", "random:1x3x32x32", "--layers", "layer9")
     code, _, err = cli("export", "--model", "resnet18", *args, "--out", out)
     assert code == 2 and "unknown layer 'layer9'" in err
