@@ -131,7 +131,7 @@ def scan(
     if embed:
         need, probed = _estimate(spec, items, [name for name in names if name in embed], store)
         if batch_size is None and probed is not None:
-            batch_size = _batch_for(probed)  # that pass was the batch-size probe too
+            batch_size = _batch_for(probed, _model_device(net))  # that pass was the probe too
         if memory_budget is not None and need.embedding_bytes > memory_budget:
             raise ScanTooLarge(
                 f"{need.describe()}, over the {format_bytes(memory_budget)} memory budget; "
@@ -302,7 +302,7 @@ def _run(
             batch_size = _probe(net, items, pending, device, dtype)
         batch_size = max(1, int(batch_size))
         workers = (
-            default_workers(items, len(pending), batch_size, background)
+            default_workers(items, len(pending), batch_size, background, device)
             if num_workers is None
             else max(0, int(num_workers))
         )

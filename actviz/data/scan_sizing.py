@@ -33,6 +33,8 @@ __all__ = [
 ACTIVATION_BUDGET = 256 << 20
 #: Largest automatic batch size.
 MAX_BATCH = 64
+#: Loader processes at most for a scan whose forward runs on a GPU (the loaders set its pace).
+GPU_MAX_WORKERS = 16
 
 
 def _embedding_layers(net: nn.Module, names: list[str], embeddings: Any) -> set[str]:
@@ -103,14 +105,26 @@ def _model_device(net: nn.Module) -> torch.device:
 
 
 def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
-    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`,
-    from one run on ``sample`` (``(1, C, ...)``) summing every module's output bytes.
+    """Images per batch so that one batch's layer outputs stay within the activation budget of
+    ``sample``'s device (:func:`activation_budget`), from one run on ``sample`` (``(1, C, ...)``)
+    summing every module's output bytes.
     """
-    return _batch_for(_probe_forward(net, sample, ())[0])
+    return _batch_for(_probe_forward(net, sample, ())[0], sample.device)
 
 
-def _batch_for(total: int) -> int:
-    return int(max(1, min(MAX_BATCH, ACTIVATION_BUDGET // max(total, 1))))
+def activation_budget(device: torch.device | None = None) -> int:
+    """Bytes of layer outputs one automatic batch may produce on ``device``:
+    :data:`ACTIVATION_BUDGET` in host memory, a quarter of the free memory on a CUDA device
+    (where small batches leave the GPU waiting on its launches).
+    """
+    if device is not None and device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return max(ACTIVATION_BUDGET, free // 4)
+    return ACTIVATION_BUDGET
+
+
+def _batch_for(total: int, device: torch.device | None = None) -> int:
+    return int(max(1, min(MAX_BATCH, activation_budget(device) // max(total, 1))))
 
 
 def _probe_forward(
@@ -137,14 +151,22 @@ def _probe_forward(
 
 
 def default_workers(
-    items: ScanData, pending: int, batch_size: int, background: bool = False
+    items: ScanData,
+    pending: int,
+    batch_size: int,
+    background: bool = False,
+    device: torch.device | None = None,
 ) -> int:
-    """``min(2, cores)`` for files worth it (more than two batches), else 0; a background scan
-    leaves one core to the foreground (at least 1 worker).
+    """Loader processes for files worth it (more than two batches), else 0: ``min(2, cores)``
+    when the CPU runs the forward too; every core but one (at most :data:`GPU_MAX_WORKERS`)
+    when a GPU does, since decoding the images then sets the pace. A background scan leaves one
+    core to the foreground (at least 1 worker).
     """
     if not items.files or pending <= 2 * batch_size:
         return 0
     cores = available_cores()
+    if device is not None and device.type == "cuda":
+        return max(1, min(GPU_MAX_WORKERS, cores - 1))
     return max(1, min(2, cores - 1 if background else cores))
 
 

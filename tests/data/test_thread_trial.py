@@ -105,3 +105,30 @@ def test_a_background_scan_leaves_a_core_to_the_foreground(
     items = open_data(folder, resolve_model(tiny_net()))
     assert default_workers(items, 12, 4, background) == expected
     assert default_workers(items, 8, 4, background) == 0  # two batches: not worth a process
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(1, 1), (2, 1), (16, 15), (64, 16)])
+def test_a_gpu_scan_gives_the_loaders_every_core_but_one(tmp_path, monkeypatch, cores, expected):
+    import sys
+
+    from actviz.data.scan import default_workers
+    from actviz.data.sources import open_data, resolve_model
+
+    monkeypatch.setattr(sys.modules["actviz.data.scan_sizing"], "available_cores", lambda: cores)
+    folder = tmp_path / "images"
+    write_images(folder, 12)
+    items = open_data(folder, resolve_model(tiny_net()))
+    gpu = torch.device("cuda")
+    assert default_workers(items, 12, 4, device=gpu) == expected
+    assert default_workers(items, 12, 4, True, gpu) == expected  # the GPU does the forward
+    assert default_workers(items, 8, 4, device=gpu) == 0  # two batches: not worth a process
+
+
+def test_the_automatic_batch_on_a_gpu_fits_a_quarter_of_its_free_memory(monkeypatch):
+    from actviz.data import scan_sizing
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 << 30, 16 << 30))
+    per_image = 36 << 20  # every output of a ResNet-18 at 224 px, about
+    assert scan_sizing._batch_for(per_image) == 7  # host memory: 256 MiB
+    assert scan_sizing._batch_for(per_image, torch.device("cuda")) == 56  # 2 GiB free / 4
+    assert scan_sizing._batch_for(1 << 20, torch.device("cuda")) == scan_sizing.MAX_BATCH

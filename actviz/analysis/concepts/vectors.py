@@ -208,7 +208,11 @@ def stream_batches(
         pending = np.arange(n)
         if batch_size is None:
             batch_size = min(MAX_BATCH, _probe(net, items, pending, device, dtype))
-        workers = default_workers(items, n, batch_size) if num_workers is None else int(num_workers)
+        workers = (
+            default_workers(items, n, batch_size, device=device)
+            if num_workers is None
+            else int(num_workers)
+        )
         loader = DataLoader(
             items.dataset,
             batch_size=max(1, int(batch_size)),
