@@ -105,26 +105,18 @@ def _model_device(net: nn.Module) -> torch.device:
 
 
 def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
-    """Images per batch so that one batch's layer outputs stay within the activation budget of
-    ``sample``'s device (:func:`activation_budget`), from one run on ``sample`` (``(1, C, ...)``)
-    summing every module's output bytes.
+    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`
+    (on a GPU, a quarter of its free memory if more), from one run on ``sample``
+    (``(1, C, ...)``) summing every module's output bytes.
     """
     return _batch_for(_probe_forward(net, sample, ())[0], sample.device)
 
 
-def activation_budget(device: torch.device | None = None) -> int:
-    """Bytes of layer outputs one automatic batch may produce on ``device``:
-    :data:`ACTIVATION_BUDGET` in host memory, a quarter of the free memory on a CUDA device
-    (where small batches leave the GPU waiting on its launches).
-    """
-    if device is not None and device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return max(ACTIVATION_BUDGET, free // 4)
-    return ACTIVATION_BUDGET
-
-
 def _batch_for(total: int, device: torch.device | None = None) -> int:
-    return int(max(1, min(MAX_BATCH, activation_budget(device) // max(total, 1))))
+    budget = ACTIVATION_BUDGET
+    if device is not None and device.type == "cuda":  # a GPU waits on small batches' launches
+        budget = max(budget, torch.cuda.mem_get_info(device)[0] // 4)
+    return int(max(1, min(MAX_BATCH, budget // max(total, 1))))
 
 
 def _probe_forward(
@@ -157,10 +149,9 @@ def default_workers(
     background: bool = False,
     device: torch.device | None = None,
 ) -> int:
-    """Loader processes for files worth it (more than two batches), else 0: ``min(2, cores)``
-    when the CPU runs the forward too; every core but one (at most :data:`GPU_MAX_WORKERS`)
-    when a GPU does, since decoding the images then sets the pace. A background scan leaves one
-    core to the foreground (at least 1 worker).
+    """Loader processes for files worth it (more than two batches), else 0: ``min(2, cores)``,
+    a background scan leaving one core to the foreground; on a GPU, which the decoding keeps
+    waiting, every core but one (at most :data:`GPU_MAX_WORKERS`).
     """
     if not items.files or pending <= 2 * batch_size:
         return 0

@@ -30,6 +30,7 @@ __all__ = [
     "mosaic",
     "mosaic_pad",
     "page_channels_for",
+    "page_image_shape",
     "page_start",
     "tile_screen_px",
 ]
@@ -234,6 +235,15 @@ def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> 
     pad = mosaic_pad((tile_h, tile_w))
     _rows, cols = grid_shape(max(1, channels), tile_h, tile_w)
     return float(width_px) * tile_w / max(1, cols * (tile_w + pad) - pad)
+
+
+def page_image_shape(m: Mosaic, page_size: int, position: int) -> tuple[int, int]:
+    """``(rows, cols)`` in pixels of the page of at most ``page_size`` tiles from ``position``
+    (in ``m``'s order) made with ``m``'s tiles: its shape before it is made."""
+    last = len(m.order.channels) if m.order is not None else m.total_channels
+    shown = max(0, min(int(page_size), last - max(0, min(int(position), last - 1))))
+    rows, cols = grid_shape(shown, m.tile_h, m.tile_w) if shown else (1, 1)
+    return rows * (m.tile_h + m.pad) - m.pad, cols * (m.tile_w + m.pad) - m.pad
 
 
 #: Fewest channels a mosaic page holds in the window, however narrow its panel.

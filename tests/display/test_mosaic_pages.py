@@ -110,3 +110,24 @@ def test_page_size_is_found_without_trying_every_count(monkeypatch):
         assert len(tried) <= 2 * int(np.log2(total)) + 2, (total, len(tried))
         largest = max(k for k in range(1, total + 1) if original(k, h, w, width) >= 32 or k == 1)
         assert n <= largest and (n == total or original(n, h, w, width) >= 32)
+
+
+@pytest.mark.parametrize(
+    ("channels", "tile", "page", "position", "ordered"),
+    [
+        (64, (8, 8), 16, 0, False),
+        (64, (8, 8), 24, 48, False),  # the last page holds 16
+        (10, (3, 3), 4, 9, False),  # tiny tiles: no padding; one tile on the last page
+        (12, (5, 9), 5, 3, True),
+        (7, (6, 4), 256, 0, False),
+    ],
+)
+def test_a_pages_shape_is_known_before_it_is_made(channels, tile, page, position, ordered):
+    from actviz.display.mosaic import ChannelOrder, mosaic, page_image_shape
+
+    rng = np.random.default_rng(channels)
+    maps = rng.random((channels, *tile), dtype=np.float32)
+    order = ChannelOrder(tuple(rng.permutation(channels).tolist())) if ordered else None
+    shown = mosaic(maps, max_channels=8, order=order)
+    made = mosaic(maps, first_channel=position, max_channels=page, order=order)
+    assert page_image_shape(shown, page, position) == made.image.shape

@@ -203,6 +203,8 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self._fit_width = fit_width
         self._lock_aspect = True
         self._shape: tuple[int, ...] | None = None
+        #: The shape of an image still to come that the layout already makes room for.
+        self._expected_shape: tuple[int, ...] | None = None
         margins = (_CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V)
         self._init_cell(passive, margins, _CANVAS_SPACING)
 
@@ -296,6 +298,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
                 self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
         shape = tuple(image.shape[:2])
         reshaped = shape != self._shape
+        expected, self._expected_shape = self._expected_shape, None
         if reshaped:
             self._shape = shape
             self._lock_aspect = lock_aspect
@@ -303,6 +306,8 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             self.reset_view()
             self._fit_sides()  # after the reset: the sides follow the range shown
             self._fit_height()
+        elif expected is not None:
+            self._fit_height()  # room was made for another shape: back to this one's
         if self.colorbar is not None:
             low, high = bar_range if bar_range is not None else levels
             if not (np.isfinite(low) and np.isfinite(high)):
@@ -446,7 +451,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self.image.clear()
         self.grid.clear()
         self.set_marks([])
-        self._shape = None
+        self._shape = self._expected_shape = None
         self._source = None
         self._levels = None
         self._fit_sides()

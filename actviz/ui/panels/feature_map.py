@@ -82,6 +82,9 @@ class LayerPanel(PanelBase):
         self.page_bar = PageBar()
         self.page_bar.requested.connect(lambda step: self.page_requested.emit(self.name, step))
         bottom.addWidget(self.page_bar)
+        # The read-out line is as high with the page bar as without: a page bar coming or going
+        # would move every panel below.
+        self.status_label.setMinimumHeight(self.page_bar.sizeHint().height())
         self.content.addLayout(bottom)
         self._narrow = False
         self._arrange = DeferredCall(self, lambda: self._set_narrow(self.width() < NARROW_PANEL_PX))
@@ -146,6 +149,12 @@ class LayerPanel(PanelBase):
             self._update_title()
         self.page_bar.show_page(mosaic if view.kind == "maps" else None)
         self._show_description()
+
+    def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
+        """Take now the height a page of mosaics of ``shape`` needs, before a later display pass
+        shows it: filling the panel then moves nothing below it."""
+        for slot in (self.activation_slot, self.gradient_slot):
+            slot.expect_mosaic_shape(shape)
 
     def set_tile_unit(self, unit: str = "") -> None:
         """Tiles of another kind than channels (``"concept"``; "" for channels): clicks send the

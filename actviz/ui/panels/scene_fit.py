@@ -25,15 +25,27 @@ class SceneFit:
     """The geometry half of :class:`~actviz.ui.panels.canvas.ImageCanvas` (a mixin over its
     ``view``, ``ci``, ``colorbar``, ``_shape`` and sizing flags)."""
 
+    def _layout_shape(self) -> tuple[int, ...] | None:
+        """The image shape the layout makes room for: the expected image's, else the shown one's."""
+        return self._expected_shape or self._shape
+
     def _fits(self) -> bool:
-        return self._fit_width and self._shape is not None and self._lock_aspect
+        return self._fit_width and self._layout_shape() is not None and self._lock_aspect
+
+    def expect_shape(self, shape: tuple[int, int] | None) -> None:
+        """Make room now for an image of ``shape`` (rows, cols) that comes later, so that showing
+        it moves nothing (None: room for the image shown)."""
+        shape = None if shape is None or tuple(shape) == self._shape else tuple(shape)
+        if shape != self._expected_shape:
+            self._expected_shape = shape
+            self._fit_height()
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
         """The height at which the image fills ``width`` (``fit_width`` canvases showing an
         aspect-locked image); otherwise the height the canvas prefers."""
         if not self._fits():
             return max(self.minimumHeight(), self.sizeHint().height())
-        height, image_width = self._shape[:2]
+        height, image_width = self._layout_shape()[:2]  # type: ignore[index]
         needed = math.ceil(self.image_area_width(width) * height / max(image_width, 1))
         return max(needed + 2 * _CANVAS_MARGIN_V, 40, self.minimumHeight())
 

@@ -254,6 +254,13 @@ class ViewSlot(QtWidgets.QWidget):
         finally:
             self._choice = choice
 
+    def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
+        """Make room for a mosaic of ``shape`` that a later pass shows (see
+        :meth:`~actviz.ui.panels.canvas.ImageCanvas.expect_shape`)."""
+        canvas = self.image_canvas
+        if canvas is not None and self.stack.currentWidget() is canvas:
+            canvas.expect_shape(shape)
+
     def image_width(self) -> int:
         """Screen pixels the image (a mosaic) fills across (0 while it is not shown)."""
         canvas = self.image_canvas

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.structures import first_tensor
 from actviz.display.layer_views import class_units
+from actviz.display.mosaic import page_image_shape
 from actviz.display.prepared import PreparedLayer
 from actviz.display.repage import current_mosaics, symmetric_for, with_page
 from actviz.ui.tokens.token_panel import TokenLayerPanel
@@ -119,7 +120,14 @@ class PanelGrid:
         result = self.session.result
         if result is None or name not in self.display.layer_panels or name not in result.layers:
             return
-        self.pending.setdefault(name, result.layers[name])
+        layer = self.pending.setdefault(name, result.layers[name])
+        panel = self.display.layer_panels[name]
+        size = self.session.page_channels.get(name)
+        if layer.mosaic is not None and size is not None and not panel.tile_unit():
+            # Its height for the new page now, for every panel at once: filled one a pass, each
+            # would move the panels below it again (a resize repainted them a dozen times).
+            position = self.display.page_first(name)
+            panel.expect_mosaic_shape(page_image_shape(layer.mosaic, size, position))
         self.schedule()
 
     def queue(self, pending: dict[str, PreparedLayer]) -> None:

@@ -371,3 +371,62 @@ def test_small_tiles_of_larger_maps_are_flagged(actviz_window):
     found = [p for p in layout_problems(win.window) if p.kind == "tiles"]
     assert [p.widget for p in found] == ["LayerPanel 'conv1'"], found
     assert f"tiles {tile:.0f} px wide" in found[0].detail and "64 px wide maps" in found[0].detail
+
+
+def _panel_at(qtbot, width: int):
+    from actviz.ui.panels.feature_map import LayerPanel
+
+    panel = LayerPanel("layer", module_type="Conv2d")
+    qtbot.addWidget(panel)
+    panel.resize(width, 400)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def test_a_page_bar_coming_or_going_moves_nothing(qtbot):
+    """Four tiles of four channels (no page bar) and four of eight (a page bar) are as high:
+    the read-out line keeps the bar's height (a resize re-paged the panels one a pass, and
+    each bar shown moved every panel below by 6 px)."""
+    from actviz.display.layer_views import layer_view
+    from actviz.display.mosaic import mosaic
+
+    panel = _panel_at(qtbot, 620)
+    x = torch.randn(1, 8, 12, 12, generator=torch.Generator().manual_seed(0))
+    whole, paged = layer_view(x[:, :4]), layer_view(x)
+    panel.set_activation(whole, mosaic(whole.data))
+    process_events()
+    assert panel.page_text() == ""
+    alone = panel.heightForWidth(620)
+    panel.set_activation(paged, mosaic(paged.data, max_channels=4))
+    process_events()
+    assert panel.page_text() == "ch 0-3 of 8"
+    assert panel.heightForWidth(620) == alone
+
+
+def test_a_panel_takes_its_new_pages_height_before_the_page_is_shown(qtbot):
+    from actviz.display.layer_views import layer_view
+    from actviz.display.mosaic import mosaic, page_image_shape
+
+    panel = _panel_at(qtbot, 620)
+    view = layer_view(torch.randn(1, 64, 8, 8, generator=torch.Generator().manual_seed(1)))
+    shown = mosaic(view.data, max_channels=64)
+    panel.set_activation(view, shown)
+    panel.set_gradient(view, shown)
+    process_events()
+    before = panel.heightForWidth(620)
+    panel.expect_mosaic_shape(page_image_shape(shown, 16, 0))
+    process_events()
+    expected = panel.heightForWidth(620)
+    assert expected > before + 10  # 16 tiles, 4 rows of 5 (35x44 px); 64 were 7 of 10 (62x89)
+    page = mosaic(view.data, max_channels=16)
+    panel.set_activation(view, page)
+    panel.set_gradient(view, page)
+    process_events()
+    assert panel.heightForWidth(620) == expected
+    # The room made for a shape that did not come goes with the next image.
+    panel.expect_mosaic_shape((500, 20))
+    panel.set_activation(view, page)
+    panel.set_gradient(view, page)
+    process_events()
+    assert panel.heightForWidth(620) == expected
