@@ -56,12 +56,11 @@ __all__ = [
 
 
 class LiveController(QObject):
-    """Drives live frames through a window's worker (the module docstring).
+    """Drives live frames through the worker and panels of the window's ``host`` (the module
+    docstring).
 
     Parameters
     ----------
-    host
-        The window's :class:`~actviz.ui.host.WindowHost`: the worker and panels it drives.
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
