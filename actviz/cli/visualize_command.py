@@ -23,13 +23,8 @@ _DEFAULT_BATCH = 16
 
 
 def parse_channels(text: str) -> list[int]:
-    """``"0-3,7,9-10"`` -> ``[0, 1, 2, 3, 7, 9, 10]`` (order kept, repeats dropped).
-
-    Raises
-    ------
-    ValueError
-        A part that is not a number or a range ``a-b`` with ``a <= b``.
-    """
+    """``"0-3,7,9-10"`` -> ``[0, 1, 2, 3, 7, 9, 10]`` (order kept, repeats dropped);
+    ValueError for a part that is not a number or a range ``a-b`` with ``a <= b``."""
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()

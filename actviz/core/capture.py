@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -35,7 +35,6 @@ from actviz.core.records import (
 )
 from actviz.core.structures import iter_tensors, map_tensors
 from actviz.core.targets import resolve_target, target_numbers
-from actviz.core.transfer import to_host
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +51,11 @@ __all__ = [
 ]
 
 _MAX_ATTEMPTS = 3
+#: Records go to the host in one transfer per device and dtype (:func:`to_host`); CUDA buffers
+#: cross through a page-locked staging buffer of this size (bytes)...
+STAGING_BYTES = 32 << 20
+#: ... unless smaller than this: they go straight to pageable memory (staging would not pay).
+DIRECT_BYTES = 1 << 20
 
 
 def capture(
@@ -499,3 +503,40 @@ def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
         if rec.grad_inputs is not None:
             rec.grad_inputs = tuple(cpu(g) for g in rec.grad_inputs)
     return recorder.records
+
+
+def to_host(tensors: Iterable[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """``id(device tensor) -> contiguous CPU copy`` for the tensors not on the CPU."""
+    groups: dict[tuple[torch.device, torch.dtype], dict[int, torch.Tensor]] = {}
+    for t in tensors:
+        if t.device.type != "cpu":
+            groups.setdefault((t.device, t.dtype), {}).setdefault(id(t), t)
+    out: dict[int, torch.Tensor] = {}
+    for group in groups.values():
+        items = list(group.items())
+        if len(items) == 1:
+            key, t = items[0]
+            out[key] = t.detach().cpu()
+            continue
+        flat = torch.cat([t.detach().reshape(-1) for _, t in items])
+        host = _copy_flat(flat)
+        del flat  # the device buffer goes before the next group's is made
+        for (key, t), piece in zip(items, host.split([t.numel() for _, t in items]), strict=True):
+            out[key] = piece.view(t.shape)
+    return out
+
+
+def _copy_flat(flat: torch.Tensor) -> torch.Tensor:
+    """A 1-D device tensor on the host, through a page-locked staging buffer from CUDA."""
+    nbytes = flat.numel() * flat.element_size()
+    if flat.device.type != "cuda" or nbytes <= DIRECT_BYTES:
+        return flat.cpu()
+    n = flat.numel()
+    host = torch.empty(n, dtype=flat.dtype)
+    chunk = max(1, STAGING_BYTES // flat.element_size())
+    stage = torch.empty(min(chunk, n), dtype=flat.dtype, pin_memory=True)
+    for start in range(0, n, chunk):
+        k = min(chunk, n - start)
+        stage[:k].copy_(flat[start : start + k])  # synchronous: the chunk is on the host after
+        host[start : start + k].copy_(stage[:k])
+    return host

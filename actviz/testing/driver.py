@@ -2,21 +2,23 @@
 
 :class:`WindowDriver` wraps a shown window and a pytest-qt ``qtbot``: it ticks layers, runs and
 waits, reads painted pixels, clicks, resizes and opens docks as a user would. The
-``actviz_window`` fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks.
+``actviz_window`` fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks;
+without a ``qtbot``, :class:`EventBot` waits and clicks with Qt alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QCoreApplication, QPoint, QPointF, Qt
+from PySide6.QtCore import QCoreApplication, QEventLoop, QPoint, QPointF, Qt, QTimer
 from PySide6.QtGui import QAction, QImage
-from PySide6.QtWidgets import QApplication, QDockWidget, QMenu
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QDockWidget, QMenu, QWidget
 
 from actviz.testing.feature_drivers import DRIVERS
 
@@ -63,13 +65,11 @@ class Prediction:
 
 class WindowDriver:
     """Drive one actviz window as a user would, from a test; each feature has its own driver
-    (``win.live``, ...). ``qtbot`` None uses Qt alone (:class:`~actviz.testing.bot.EventBot`).
+    (``win.live``, ...). ``qtbot`` None uses Qt alone (:class:`EventBot`).
     """
 
     def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
         if qtbot is None:
-            from actviz.testing.bot import EventBot
-
             qtbot = EventBot()
         from actviz.ui.window.script import window_of
 
@@ -331,6 +331,58 @@ class WindowDriver:
             window.deleteLater()  # with everything parented to it
         del window
         flush_deletes()
+
+
+class EventBot:
+    """For a driver made without pytest-qt: ``waitSignal``, ``waitUntil``, ``mouseClick`` and
+    ``wait`` as pytest-qt's bot has them, failing the same way (``TimeoutError``)."""
+
+    @contextlib.contextmanager
+    def waitSignal(self, signal: Any, timeout: int = 5_000) -> Iterator[None]:  # noqa: N802
+        """Wait, after the ``with`` body, for ``signal`` (``TimeoutError`` after ``timeout``
+        ms)."""
+        seen: list[bool] = []
+        loop = QEventLoop()
+
+        def fired(*_args: Any) -> None:
+            seen.append(True)
+            loop.quit()
+
+        signal.connect(fired)
+        try:
+            yield
+            if not seen:
+                QTimer.singleShot(timeout, loop, loop.quit)  # dropped with the loop
+                loop.exec()
+        finally:
+            signal.disconnect(fired)
+        if not seen:
+            raise TimeoutError(f"the signal was not emitted within {timeout} ms")
+
+    def waitUntil(self, condition: Callable[[], Any], timeout: int = 5_000) -> None:  # noqa: N802
+        """Process events until ``condition()`` is true (``TimeoutError`` after ``timeout`` ms)."""
+        deadline = time.perf_counter() + timeout / 1000
+        while True:
+            if condition():
+                return
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"the condition was not met within {timeout} ms")
+            QTest.qWait(5)
+
+    def mouseClick(  # noqa: N802
+        self,
+        widget: QWidget,
+        button: Qt.MouseButton,
+        modifier: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifier,
+        pos: QPoint | None = None,
+        delay: int = -1,
+    ) -> None:
+        """Click ``widget`` at ``pos`` (its centre by default), as ``QTest.mouseClick``."""
+        QTest.mouseClick(widget, button, modifier, pos or widget.rect().center(), delay)
+
+    def wait(self, ms: int) -> None:
+        """Process events for ``ms`` milliseconds."""
+        QTest.qWait(ms)
 
 
 # The per-feature drivers (:mod:`actviz.testing.feature_drivers`): ``win.live``, ``win.compare``...

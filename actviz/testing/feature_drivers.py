@@ -189,7 +189,7 @@ class CompareDriver(FeatureDriver):
         "page": ("get", "page", "The Compare tab's page."),
         "view": ("get", "view", "The CompareView (chart, sources, buttons)."),
         "show_page": ("tab", "page", "Make the Compare tab the current one; returns its page."),
-        "wait_diff_panels": ("until", "not diff_panels_pending", "Wait for the diff panels."),
+        "wait_diff_panels": ("until", "not painter.pending", "Wait for the diff panels."),
     }
 
     def compare_with_input(self, source: str, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:

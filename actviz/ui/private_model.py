@@ -47,21 +47,11 @@ class _CopySignals(QObject):
 
 
 class PrivateModel(QObject):
-    """One owner's private copy of the session's model (made by :class:`ModelCopyService`).
-
-    Parameters
-    ----------
-    service
-        The window's copy service.
-    owner
-        The feature (or its part) the copy is for: the Qt parent.
-    to_eval
-        Hand out copies in eval mode (else they keep the model's train/eval flags).
-    keep
-        The owner keeps the copy it holds between its jobs (a live lane, a scan running):
-        no sibling takes it and the idle trim leaves it; it goes with the model, the window,
-        or :meth:`forget`.
-    """
+    """One ``owner``'s (its Qt parent's) private copy of the session's model, made by the
+    window's copy ``service``; in eval mode with ``to_eval`` (else with the model's flags).
+    With ``keep`` the owner keeps its copy between its jobs (a live lane, a scan running): no
+    sibling takes it and the idle trim leaves it; it goes with the model, the window, or
+    :meth:`forget`."""
 
     def __init__(
         self, service: ModelCopyService, owner: QObject, *, to_eval: bool, keep: bool
@@ -205,19 +195,9 @@ class PrivateModel(QObject):
 
 class ModelCopyService(QObject):
     """The window's private copies of its model: one :class:`PrivateModel` per owner, all
-    released with the model and the window (see the module docstring).
-
-    Parameters
-    ----------
-    session
-        The window's session (its model is what is copied; a new model releases the copies).
-    worker
-        The capture worker (copies are made on it between its jobs).
-    idle
-        A signal emitted when the window idles (copies no job uses go), or None.
-    parent
-        The Qt parent (the window).
-    """
+    released with the model and the window (see the module docstring). Copies of the
+    ``session``'s model are made on the capture ``worker`` between its jobs; those no job uses
+    go when ``idle`` (a signal, or None) is emitted."""
 
     def __init__(
         self, session: Session, worker: Worker, idle: Any = None, parent: QObject | None = None

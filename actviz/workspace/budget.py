@@ -59,14 +59,8 @@ _rss_read: tuple[float, int | None] | None = None
 
 
 def rss_bytes(max_age_s: float = RSS_MAX_AGE_S) -> int | None:
-    """Resident memory of this process (Linux ``/proc/self/statm``), None elsewhere.
-
-    Parameters
-    ----------
-    max_age_s
-        A figure read less than this long ago is returned again without reading (0: read
-        now, as a measurement does).
-    """
+    """Resident memory of this process (Linux ``/proc/self/statm``), None elsewhere; a figure
+    read less than ``max_age_s`` ago is returned again (0: read now, as a measurement does)."""
     global _rss_read
     now = time.monotonic()
     last = _rss_read

@@ -1,4 +1,4 @@
-"""Records to the host in one transfer per device and dtype (actviz.core.transfer)."""
+"""Records to the host in one transfer per device and dtype (actviz.core.capture.to_host)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import pytest
 import torch
 import torchvision
 
-from actviz.core import transfer
-from actviz.core.capture import capture
-from actviz.core.transfer import to_host
+from actviz.core import capture as transfer
+from actviz.core.capture import capture, to_host
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -14,11 +14,10 @@ import torchvision
 from torch import nn
 
 from actviz.core.capture import capture
-from actviz.display import device as device_module
+from actviz.display import prepare as device_module
 from actviz.display.colormaps import to_indices
-from actviz.display.device import copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for, mosaic
-from actviz.display.prepare import prepare
+from actviz.display.prepare import copy_to_host, prepare
 from actviz.display.prepared import DisplaySpec, LazyMap, LazyStats
 from actviz.display.repage import current_mosaics, renormalised, reusable_mosaics, with_page
 from actviz.display.stats import histogram, layer_stats, tensor_stats

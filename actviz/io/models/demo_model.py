@@ -256,10 +256,9 @@ def _draw_shape(
         pass  # texture only
     elif cls == "circle":
         ellipse(r * 0.85, 255)
-    elif cls == "square":
-        draw.polygon(_regular_polygon(cx, cy, r, 4, angle), fill=255)
-    elif cls == "triangle":
-        draw.polygon(_regular_polygon(cx, cy, r, 3, angle), fill=255)
+    elif cls in ("square", "triangle"):
+        sides = 4 if cls == "square" else 3
+        draw.polygon(_regular_polygon(cx, cy, r, sides, angle), fill=255)
     elif cls == "star":
         pts = []
         for k in range(10):

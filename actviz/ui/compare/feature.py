@@ -352,22 +352,6 @@ class CompareController(FeatureBase, QObject):
         if self.host.current_tab() is self.page:
             self.painter.tab_shown()
 
-    def diff_panels_pending(self) -> bool:
-        """Whether difference panels in (or near) the area's view wait to be painted."""
-        return self.painter.pending()
-
-    def diff_panels_unpainted(self) -> list[str]:
-        """The layers whose difference panels wait to be scrolled to, in depth order."""
-        return self.painter.waiting()
-
-    def paint_diff_panels(self) -> None:
-        """Paint every difference panel now (the tab must be on screen)."""
-        self.painter.paint_all()
-
-    def turn_page(self, name: str, step: int) -> bool:
-        """Show the previous (-1) or next (+1) page of layer ``name``'s difference mosaic."""
-        return self.painter.turn_page(name, step)
-
     def _reveal(self, name: str) -> None:
         if not self._closed:
             self.host.reveal_panel(name)

@@ -52,14 +52,8 @@ def eta_seconds(done: int, total: int, images_per_s: float) -> float:
 
 
 class DatasetScans(QObject):
-    """The window's dataset scans: the current :class:`Scan`, the scan and views workers.
-
-    Parameters
-    ----------
-    session
-        The window's session: its model is copied for each scan; a new model forgets the scan.
-    parent
-        Qt parent (the window).
+    """The window's dataset scans: the current :class:`Scan`, the scan and views workers. The
+    ``host``'s session model is copied for each scan; a new model forgets the scan.
 
     Signals
     -------
@@ -124,14 +118,9 @@ class DatasetScans(QObject):
         return self.scan is not None and layer in tuple(self.scan.layers)
 
     # -- scans ---------------------------------------------------------------------------------
-    def start(self, spec: ScanSpec) -> int:
-        """Scan ``spec`` in the background (a running scan is stopped first, keeping its work).
-
-        Returns
-        -------
-        Job or None
-            The scan's job (None when the session has no model).
-        """
+    def start(self, spec: ScanSpec) -> Job | None:
+        """Scan ``spec`` in the background (a running scan is stopped first, keeping its work);
+        the scan's job, None when the session has no model."""
         model = self.session.model
         if model is None:
             self.scan_failed.emit("Open a model first, then scan a dataset.")
@@ -147,13 +136,8 @@ class DatasetScans(QObject):
         as its partial result; nothing saved (or an error): nothing is reported. No image is
         run through the model (the engine stops before its first batch), so opening a model
         shows its last scan at once without a scan's cost. Models over
-        :data:`PEEK_COPY_LIMIT` are skipped (the scan's model copy would double them).
-
-        Returns
-        -------
-        Job or None
-            The job (None without a model).
-        """
+        :data:`PEEK_COPY_LIMIT` are skipped (the scan's model copy would double them). The job,
+        None without a model."""
         model = self.session.model
         if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
             return None  # a big model is not copied unasked (a scan, asked for, still copies it)
@@ -317,14 +301,9 @@ class DatasetScans(QObject):
 
     # -- top-k views ---------------------------------------------------------------------------
     def request_views(self, layer: str, channel: int) -> bool:
-        """Make channel ``channel`` of ``layer``'s top-k views in the background.
-
-        Returns
-        -------
-        bool
-            False when the current scan does not hold ``layer`` (nothing to show). Views
-            already made arrive at once (``views_ready`` is emitted before this returns).
-        """
+        """Make channel ``channel`` of ``layer``'s top-k views in the background; False when
+        the current scan does not hold ``layer``. Views already made arrive at once
+        (``views_ready`` is emitted before this returns)."""
         scan = self.scan
         if scan is None or layer not in tuple(scan.layers):
             return False

@@ -29,13 +29,8 @@ class CopyHolder(Protocol):
 
 
 class FrameLanes:
-    """The model's copy for lane 1 and the frames capturing on each lane.
-
-    Parameters
-    ----------
-    copies
-        Holds the copy (the window's copy service: it goes with the model and the window).
-    """
+    """The model's copy for lane 1 (held by ``copies``, the window's copy service: it goes
+    with the model and the window) and the frames capturing on each lane."""
 
     def __init__(self, copies: CopyHolder) -> None:
         self.copies = copies

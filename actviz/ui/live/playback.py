@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from actviz.ui.host import WindowHost
 from actviz.ui.live.frame_job import FrameSpec
@@ -33,7 +34,6 @@ from actviz.ui.live.frames import (
 )
 from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
-from actviz.ui.live.play_clock import PlayClock
 from actviz.ui.live.webcam import WebcamSource, webcam_status
 from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, default_budget, parse_bytes, rss_bytes
 
@@ -55,13 +55,63 @@ __all__ = [
 ]
 
 
+class PlayClock:
+    """A repeating timer of ``parent``'s that calls ``tick()`` every ``interval_ms``, or is
+    held: while the frames in flight leave no room (the model slower than the playback), a
+    tick could only replace the frame waiting, at a cost to the GUI thread. On resuming it
+    moves on by the ticks that would have fired meanwhile (as many count as dropped)."""
+
+    def __init__(self, parent: QObject, tick: Callable[[], None]) -> None:
+        self._timer = QTimer(parent)
+        self._timer.timeout.connect(tick)
+        self._interval_ms = 1
+        self._held_at: float | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether it ticks, or is held (it ticks again when resumed)."""
+        return self._timer.isActive() or self._held_at is not None
+
+    @property
+    def held(self) -> bool:
+        return self._held_at is not None
+
+    def start(self, interval_ms: int) -> None:
+        self._held_at = None
+        self._interval_ms = max(1, int(interval_ms))
+        self._timer.start(self._interval_ms)
+
+    def stop(self) -> None:
+        self._held_at = None
+        self._timer.stop()
+
+    def set_interval(self, interval_ms: int) -> None:
+        self._interval_ms = max(1, int(interval_ms))
+        if self._timer.isActive():
+            self._timer.setInterval(self._interval_ms)
+
+    def hold(self) -> None:
+        """Stop ticking until :meth:`resume` (no-op when stopped or held already)."""
+        if self._timer.isActive():
+            self._timer.stop()
+            self._held_at = time.perf_counter()
+
+    def resume(self) -> int:
+        """Tick again; returns how many ticks would have fired while held (0: not held)."""
+        if self._held_at is None:
+            return 0
+        missed = int((time.perf_counter() - self._held_at) * 1000.0 / self._interval_ms)
+        self._held_at = None
+        self._timer.start(self._interval_ms)
+        return missed
+
+
 class LiveController(QObject):
-    """Drives live frames through a window's worker (the module docstring).
+    """Drives live frames through the worker and panels of the window's ``host`` (the module
+    docstring).
 
     Parameters
     ----------
-    host
-        The window's :class:`~actviz.ui.host.WindowHost`: the worker and panels it drives.
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
@@ -321,7 +371,7 @@ class LiveController(QObject):
 
     def _on_play_timer(self, steps: int = 1, *, pump: bool = True) -> None:
         index, moved, ended = None, 0, False
-        for _ in range(steps):  # more than one: the ticks held over (play_clock)
+        for _ in range(steps):  # more than one: the ticks held over (PlayClock)
             if (step := self.player.advance()) is None:
                 ended = True  # the end of a sequence played once (the last frame offered)
                 break
@@ -412,7 +462,7 @@ class LiveController(QObject):
     def play_held_ticks(self) -> None:
         """Offer the frames of the play ticks held while the coalescer had no room."""
         if self._clock.held and (missed := self._clock.resume()):
-            self._on_play_timer(missed, pump=False)  # the ticks held over (play_clock)
+            self._on_play_timer(missed, pump=False)  # the ticks held over (PlayClock)
 
     def _on_window_run_started(self) -> None:
         # Our frame in flight (if any) was superseded by the window's run; while engaged, the

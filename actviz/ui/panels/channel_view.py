@@ -315,10 +315,6 @@ class ChannelView(PanelBase):
         """The activation's display levels."""
         return self.activation_canvas.levels()
 
-    def set_levels(self, low: float, high: float) -> None:
-        """Draw the activation from ``low`` (first colour) to ``high`` (last colour)."""
-        self.activation_levels.set_levels(low, high, emit=True)
-
     def set_edit_note(self, text: str) -> None:
         """Say how the layer shown is edited (``text``: "ablate ch 3"); "" hides the note."""
         self.edit_label.setText(f"edited: {text}" if text else "")

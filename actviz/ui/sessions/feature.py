@@ -15,12 +15,11 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.sessions import questions
 from actviz.ui.sessions.autosave import Autosave, autosave_path
 from actviz.ui.sessions.reports import ReportExport
 from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, SessionSaver
@@ -44,6 +43,59 @@ from actviz.workspace.session_file import (
 log = logging.getLogger(__name__)
 
 __all__ = ["SessionsFeature", "autosave_path"]
+
+#: ``(parent, text) -> bool``: questions answered yes or no.
+Ask = Callable[[QWidget, str], bool]
+#: ``(parent, text) -> bool | None``: keep the pins' captures (True), leave them out (False)
+#: or do not save (None).
+AskCaptures = Callable[[QWidget, str], "bool | None"]
+#: ``(parent, text) -> str | None``: where the checkpoint is now (None: not located).
+Locate = Callable[[QWidget, str], "str | None"]
+
+
+def _yes(parent: QWidget, text: str, title: str) -> bool:
+    answer = QMessageBox.question(parent, title, text)
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def ask_restore(parent: QWidget, text: str) -> bool:
+    """Default question at start: restore the session kept on quit?"""
+    return _yes(parent, text, "Restore the last session")
+
+
+def confirm_changed(parent: QWidget, text: str) -> bool:
+    """Default question: open a session whose checkpoint changed anyway?"""
+    return _yes(parent, f"{text}\n\nOpen the session with this checkpoint anyway?", "Checkpoint")
+
+
+def locate_checkpoint(parent: QWidget, text: str) -> str | None:
+    """Default: say the checkpoint is gone and let the user pick where it is now."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle("Checkpoint not found")
+    box.setText(f"{text}.\n\nLocate it to open the session.")
+    locate = box.addButton("Locate…", QMessageBox.ButtonRole.AcceptRole)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.exec()
+    if box.clickedButton() is not locate:
+        return None
+    path, _ = QFileDialog.getOpenFileName(parent, "Locate the checkpoint")
+    return path or None
+
+
+def ask_pin_captures(parent: QWidget, text: str) -> bool | None:
+    """Default question before saving pins that hold captures: keep them, leave them out."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setWindowTitle("Save session")
+    box.setText(text)
+    keep = box.addButton("Keep the captures", QMessageBox.ButtonRole.AcceptRole)
+    drop = box.addButton("Leave them out", QMessageBox.ButtonRole.DestructiveRole)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setDefaultButton(keep)
+    box.exec()
+    clicked = box.clickedButton()
+    return True if clicked is keep else False if clicked is drop else None
 
 
 @dataclass
@@ -75,10 +127,10 @@ class SessionsFeature(FeatureBase, QObject):
         self._store: QSettings = host.settings.store
         #: The file Save session (Ctrl+S) writes; None until saved or opened once.
         self.path: Path | None = None
-        self.ask_restore: questions.Ask = questions.ask_restore
-        self.ask_pin_captures: questions.AskCaptures = questions.ask_pin_captures
-        self.confirm_changed: questions.Ask = questions.confirm_changed
-        self.locate_checkpoint: questions.Locate = questions.locate_checkpoint
+        self.ask_restore: Ask = ask_restore
+        self.ask_pin_captures: AskCaptures = ask_pin_captures
+        self.confirm_changed: Ask = confirm_changed
+        self.locate_checkpoint: Locate = locate_checkpoint
         #: Reads, writes, hashes, model opening and preparation (never a capture).
         self.worker = Worker(self)
         self._jobs: dict[Job, _Opening] = {}

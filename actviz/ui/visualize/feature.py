@@ -33,13 +33,7 @@ __all__ = ["VisualizeFeature"]
 
 class VisualizeFeature(FeatureBase, QObject):
     """ "What it wants" for the channel the channel view shows, "What channels want" for a
-    layer's page, and their export.
-
-    Parameters
-    ----------
-    host
-        The window's host: its session (model), capture worker and channel view.
-    """
+    layer's page, and their export, over the ``host``'s session, worker and channel view."""
 
     name = "visualize"
 

@@ -116,18 +116,9 @@ class _PartSignals(QObject):
 
 
 class PageVisualiser(QObject):
-    """The dock and its background synthesis.
-
-    Parameters
-    ----------
-    host
-        The window.
-    settings
-        ``() -> VisualizeSettings`` (the channel view's "What it wants" settings, so both
-        views ask the cache for the same pictures).
-    settings_menu
-        That settings popover, also offered in the dock.
-    """
+    """The dock and its background synthesis. ``settings()`` gives the channel view's "What it
+    wants" settings (both views ask the cache for the same pictures); ``settings_menu``, their
+    popover, is offered in the dock too."""
 
     def __init__(
         self, host: WindowHost, settings: Callable[[], VisualizeSettings], settings_menu: Any

@@ -65,7 +65,7 @@ def _difference(cap_a, cap_b, name: str) -> np.ndarray:
 def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
     """Every painted panel shows A - B of these captures; the others show nothing (or are not
     made yet). Returns the painted panels' names."""
-    unpainted = set(ctrl.diff_panels_unpainted())
+    unpainted = set(ctrl.painter.waiting())
     painted = []
     for name in ctrl.view.diffs.order():
         panel = ctrl.view.diffs.panels.get(name)
@@ -102,13 +102,13 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
     # The first panels (the first divergence, conv1, scrolled to) are painted; the deep
     # ones, far below the area, are not yet (nor made).
     assert painted and painted[0] == "conv1" and view.diffs.panels["conv1"].is_selected()
-    assert "layer3" in ctrl.diff_panels_unpainted() and "layer3" not in view.diffs.panels
+    assert "layer3" in ctrl.painter.waiting() and "layer3" not in view.diffs.panels
     assert len(painted) < len(LAYERS)
 
     _scroll_down_until(qtbot, view, lambda: "layer3" in view.diffs.panels)
     panel = view.diffs.panels["layer3"]
     view.diffs.ensureWidgetVisible(panel)
-    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.painter.waiting(), timeout=5000)
     shown = panel.activation_slot.view.data
     diff = _difference(cap_a, cap_b, "layer3")
     np.testing.assert_allclose(shown, diff)
@@ -125,7 +125,7 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
     # Scrolled to the end: every panel on the way there has been painted, right.
     bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())
-    qtbot.waitUntil(lambda: "fc" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    qtbot.waitUntil(lambda: "fc" not in ctrl.painter.waiting(), timeout=5000)
     assert len(_assert_panels_show(ctrl, cap_a, cap_b)) > len(painted)
 
     win.delete()  # closes cleanly with panels still waiting (the fixture checks leftovers)
@@ -140,7 +140,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     cap_a = window.session.result.capture
     bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
-    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.painter.waiting(), timeout=5000)
     panels = dict(view.diffs.panels)
     bar.setValue(0)
 
@@ -148,7 +148,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     cap_b = second.result.capture
     # The same panels, kept: those in view show the second comparison, the others nothing.
     assert view.diffs.panels == panels
-    assert "layer3" in ctrl.diff_panels_unpainted()
+    assert "layer3" in ctrl.painter.waiting()
     assert view.diffs.panels["layer3"].activation_slot.view is None
     assert view.diffs.panels["layer3"].title_label.text().startswith("layer3 · ")
     painted = _assert_panels_show(ctrl, cap_a, cap_b)
@@ -158,7 +158,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
             _difference(cap_a, first.result.capture, "conv1"), _difference(cap_a, cap_b, "conv1")
         )
 
-    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
+    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.painter.waiting())
     np.testing.assert_allclose(
         view.diffs.panels["layer3"].activation_slot.view.data,
         _difference(cap_a, cap_b, "layer3"),
@@ -176,11 +176,11 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     window.host.show_tab(None)
     with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
         assert ctrl.compare()
-    assert ctrl.diff_panels_pending() and ctrl.diff_panels_unpainted() == LAYERS
+    assert ctrl.painter.pending() and ctrl.painter.waiting() == LAYERS
     cap_a, cap_b = window.session.result.capture, pin.result.capture
     _assert_panels_show(ctrl, cap_a, cap_b)
     window.host.show_tab(ctrl.page)
-    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
     before = _assert_panels_show(ctrl, cap_a, cap_b)
     assert before and len(before) < len(LAYERS)
 
@@ -188,18 +188,18 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     # painted. (A wider one makes the painted panels taller: their mosaics fill the width.)
     win.resize(1280, 1400)
     view.splitter.setSizes([200, 2000])
-    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
     after = _assert_panels_show(ctrl, cap_a, cap_b)
     assert len(after) > len(before)
     # Wide enough for two columns: the panels go side by side, those now in view painted.
     win.resize(2200, 1400)
-    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
     conv1, bn1 = view.diffs.panels["conv1"], view.diffs.panels["bn1"]
     assert conv1.y() == bn1.y() and conv1.x() < bn1.x()
     assert len(_assert_panels_show(ctrl, cap_a, cap_b)) >= len(after)
     # Every panel at once (what a report or a test reading them all asks for).
-    ctrl.paint_diff_panels()
-    assert ctrl.diff_panels_unpainted() == []
+    ctrl.painter.paint_all()
+    assert ctrl.painter.waiting() == []
     assert _assert_panels_show(ctrl, cap_a, cap_b) == LAYERS
 
     # Another model: the comparison and its panels go, none waits.
@@ -207,8 +207,8 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     import torchvision
 
     win.set_model(torchvision.models.resnet18(weights=None).eval(), ["conv1", "layer1"])
-    assert view.diffs.panels == {} and ctrl.diff_panels_unpainted() == []
-    assert not ctrl.diff_panels_pending()
+    assert view.diffs.panels == {} and ctrl.painter.waiting() == []
+    assert not ctrl.painter.pending()
 
 
 def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_window, resnet):
@@ -222,13 +222,13 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     assert view.message().startswith(STALE_NOTE)
     window.host.show_tab(ctrl.page)
     # Panels painted now show the comparison made, not the live frame.
-    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
+    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.painter.waiting())
     _assert_panels_show(ctrl, cap_a, cap_b)
     # Live mode off again: still that comparison.
     win.live.dock.close()
     win.wait_idle()
     view.diffs.verticalScrollBar().setValue(view.diffs.verticalScrollBar().maximum())
-    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
     _assert_panels_show(ctrl, cap_a, cap_b)
 
 

@@ -159,7 +159,7 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
     assert "input B: random" in view.message()
     # Compared while the Layers tab was shown: the difference panels are filled once the
     # Compare tab is on screen (a canvas filled while hidden keeps its hidden size's range).
-    assert win.compare.feature.diff_panels_pending()
+    assert win.compare.feature.painter.pending()
     win.compare.show_page()
     win.compare.wait_diff_panels(2000)
     diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()

@@ -75,7 +75,7 @@ class _Events(QObject):
 
 
 def test_the_play_clock_holds_and_counts_the_ticks_it_missed(qtbot):
-    from actviz.ui.live.play_clock import PlayClock
+    from actviz.ui.live.playback import PlayClock
 
     owner = QObject()
     ticks: list[float] = []

@@ -381,7 +381,7 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
     from PySide6.QtCore import QTimer
 
     from actviz.ui import app as app_module
-    from actviz.ui.sessions import questions
+    from actviz.ui.sessions import feature as questions
     from actviz.ui.window.main_window import MainWindow
 
     win = actviz_window()
