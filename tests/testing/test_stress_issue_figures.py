@@ -60,3 +60,15 @@ def test_missing_breakdown_gives_no_ratio():
     summary: dict = {}
     stress_bench.summarise([bare], summary)
     assert summary["stress_rss_over_heap"] is None
+
+
+def test_a_long_run_imports_before_its_first_action_what_a_feature_imports_at_first_use():
+    """timm (the architecture guess) and every actviz module (the exports among them): imported
+    at a first use after the warm-up, they read as growth (+54 MiB of RSS in one step, seed
+    3601)."""
+    from actviz.testing.stress_cases import first_use_modules
+
+    names = first_use_modules()
+    wanted = {"timm", "actviz.io.export.report", "actviz.io.models.arch_guess", "actviz.data.sheet"}
+    assert wanted <= set(names)
+    assert not any(name.startswith("actviz.bench") or name.endswith("__main__") for name in names)
