@@ -125,7 +125,7 @@ class PanelGrid:
         size = self.session.page_channels.get(name)
         if layer.mosaic is not None and size is not None and not panel.tile_unit():
             # Its height for the new page now, for every panel at once: filled one a pass, each
-            # would move the panels below it again (a resize repainted them a dozen times).
+            # would move the panels below it again.
             position = self.display.page_first(name)
             panel.expect_mosaic_shape(page_image_shape(layer.mosaic, size, position))
         self.schedule()
