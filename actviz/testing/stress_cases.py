@@ -93,8 +93,7 @@ def first_use_modules() -> list[str]:
 
 def import_on_first_use() -> None:
     """Import :func:`first_use_modules` and Pillow's image plugins before a long run's first
-    action: a one-time import after the warm-up would read as memory growth (timm alone: 26 MiB
-    of Python heap, 54 MiB of RSS)."""
+    action: a one-time import after the warm-up would read as memory growth."""
     import importlib
 
     import PIL.Image
