@@ -449,6 +449,9 @@ def test_a_hundred_jobs_leave_no_runner_or_signals_alive(qtbot, worker):
     """A job's runner and signals object are freed when it ends, staged ones included."""
     from actviz.ui.worker import _Runner, _RunnerSignals
 
+    # Another test's deletes still posted would be freed in the count after the jobs and
+    # read as fewer than none: they run before the count starts.
+    _flush_deletes()
     runners, signals = _live(_Runner), _live(_RunnerSignals)
     for i in range(100):
         if i % 2:
@@ -473,6 +476,7 @@ def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actv
     torch.manual_seed(0)
     # Counted against what already lives in this process (another test's window may not be
     # collected yet): these two windows must leave nothing behind.
+    _flush_deletes()
     pools, runners, signals = _live(QThreadPool), _live(_Runner), _live(_RunnerSignals)
     for _ in range(2):
         win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", "fc"])
