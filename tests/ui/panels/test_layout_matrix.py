@@ -44,13 +44,12 @@ def _known(problem: LayoutProblem) -> bool:
 def _settle_with_compare(win) -> None:
     window = win.window
     compare = win.compare if win.compare.present else None
-    for _ in range(2):
-        win.settle()
-        win.qtbot.waitUntil(lambda: not window.pending_work(), timeout=RUN_TIMEOUT_MS)
-        window.display.flush_panel_updates()
-        if compare is not None and compare.page.isVisible():  # painted while it is shown
-            compare.wait_diff_panels(RUN_TIMEOUT_MS)
     win.settle()
+    win.qtbot.waitUntil(lambda: not window.pending_work(), timeout=RUN_TIMEOUT_MS)
+    window.display.flush_panel_updates()
+    if compare is not None and compare.page.isVisible():  # painted while it is shown
+        compare.wait_diff_panels(RUN_TIMEOUT_MS)
+    win.settle()  # what the flush and the comparison's panels moved
 
 
 def _set_docks(win, names: tuple[str, ...]) -> None:
@@ -121,21 +120,25 @@ def walk(win, label: str, sizes, dock_sets, tabs, channels) -> tuple[list[str], 
             line = f"{label} {state}: {problem}"
             (known if _known(problem) else new).append(line)
 
+    turn = itertools.count()
     for docks, channel in itertools.product(dock_sets, channels):
         _set_docks(win, DOCK_SETS[docks])
         _set_channel(win, layer, channel)
-        for tab in tabs:
-            _set_tab(win, tab)
-            _settle_with_compare(win)
-            w, h = win.window.width(), win.window.height()
-            check(f"{w}x{h} docks={docks} tab={tab} channel={'open' if channel else 'closed'}")
-            for size in sizes:
+        state = f"docks={docks} channel={'open' if channel else 'closed'}"
+        for size in (None, *sizes):
+            if size is not None:
+                # Each tab takes its turn at being the one shown through a resize (the others
+                # are laid out when they are shown): every tab is resized while shown, and
+                # every (size, docks, tab, channel) state is checked, with a quarter of the
+                # resizes that resizing under each tab in turn would take.
+                _set_tab(win, tabs[next(turn) % len(tabs)])
                 win.resize(*size)
+            w, h = win.window.width(), win.window.height()
+            how = "" if size is None else " (after a resize)"
+            for tab in tabs:
+                _set_tab(win, tab)
                 _settle_with_compare(win)
-                check(
-                    f"{size[0]}x{size[1]} (after a resize) docks={docks} tab={tab} "
-                    f"channel={'open' if channel else 'closed'}"
-                )
+                check(f"{w}x{h}{how} {state} tab={tab}")
     return new, known
 
 

@@ -31,8 +31,8 @@ def _tiny_setup():
 
 
 def test_a_short_case_in_its_own_process_leaves_nothing_behind():
-    report = run_case("demo", seed=7, actions=50, hang_s=30, sample_every=50)
-    assert report.actions == 50, report.describe()
+    report = run_case("demo", seed=2, actions=24, hang_s=30, sample_every=24)
+    assert report.actions == 24, report.describe()
     assert not report.crashes and not report.hangs, report.describe()
     assert not report.exceptions, report.describe()
     assert not report.leaked_hooks, report.describe()
@@ -40,18 +40,18 @@ def test_a_short_case_in_its_own_process_leaves_nothing_behind():
     assert not report.stuck, report.describe()
     # Many kinds of action were taken, every one recorded with what it clicked.
     assert len(report.action_counts) >= 12, report.action_counts
-    assert len(report.steps) == 50 and all("r" in p for _, p in report.steps)
+    assert len(report.steps) == 24 and all("r" in p for _, p in report.steps)
     assert any("layer" in p and "channel" in p for n, p in report.steps if n == "tile_click")
     # Job runners are freed when their jobs end; windows, pools and workers stay flat.
     assert report.objects_growth == 0, report.describe()
-    assert [s.action for s in report.samples] == [0, 50]
+    assert [s.action for s in report.samples] == [0, 24]
     assert all(s.rss_mib > 0 and s.heap_mib > 0 for s in report.samples)
     assert report.max_block_ms > 0
 
 
 @pytest.mark.parametrize("kind", ["crash", "hang"])
 def test_a_crash_or_a_hang_in_the_case_process_is_counted_with_its_stack(kind):
-    report = run_case("demo", seed=1, actions=4, inject={2: kind}, hang_s=10)
+    report = run_case("demo", seed=1, actions=4, inject={2: kind}, hang_s=6)
     found = report.crashes if kind == "crash" else report.hangs
     assert len(found) == 1 and len(report.findings()) == 1, report.describe()
     # The stack faulthandler printed, down to the driver's action that died.
@@ -66,11 +66,11 @@ def test_a_crash_or_a_hang_in_the_case_process_is_counted_with_its_stack(kind):
 def test_a_failure_shrinks_to_the_step_that_causes_it(qapp, tmp_path):
     driver = StressDriver(_tiny_setup(), seed=4, folder=tmp_path / "0", sample_every=100)
     driver.weights = {n: (1.0 if n in QUICK else 0.0) for n in driver.actions}
-    report = driver.run(12, inject={7: {"kind": "exception"}})
+    report = driver.run(8, inject={5: {"kind": "exception"}})
     assert len(report.exceptions) == 1, report.describe()
     failure = report.exceptions[0]
-    assert "RuntimeError: injected failure" in failure.text and failure.action == 7
-    assert failure.recent[-1] == "7:inject exception"
+    assert "RuntimeError: injected failure" in failure.text and failure.action == 5
+    assert failure.recent[-1] == "5:inject exception"
     replays = []
 
     def replay(steps):
