@@ -25,11 +25,15 @@ from PySide6.QtCore import QCoreApplication, QSettings, QStandardPaths  # noqa: 
 
 from actviz.testing import assert_no_hooks  # noqa: E402
 
-# Each worker computes on its share of the cores (two workers on two cores: one thread each).
-# A second intra-op thread per worker makes more busy threads than cores, and OpenMP's threads
-# wait for each other by spinning: a 1 s capture measured 17 s beside the other worker.
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // _WORKERS)))
+torch.set_num_threads(2)
+#: torch's threads in a test without Qt: the worker's share of the cores (two workers on two
+#: cores: one each). More busy threads than cores make OpenMP's threads wait for each other by
+#: spinning: the bench, visualisation and core tests took 132 s on two workers at two threads
+#: each, 86 s at one. A window's tests keep two (its features plan for them: live mode's second
+#: lane), and every test starts at its count whatever the one before it set.
+_PLAIN_TEST_THREADS = max(
+    1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+)
 
 # Where Qt puts user settings before any test moves it, to put it back afterwards.
 _QT_USER_CONFIG = QStandardPaths.writableLocation(
@@ -83,12 +87,17 @@ def pytest_runtest_protocol(item, nextitem):
     collector off.
     """
     global _tests_since_full
+    from actviz.core.threads import torch_threads
+
+    threads = 2 if _QT_FIXTURES.intersection(item.fixturenames) else _PLAIN_TEST_THREADS
     qt = QCoreApplication.instance() is not None or _QT_FIXTURES.intersection(item.fixturenames)
     if not qt:
-        yield
+        with torch_threads(threads):
+            yield
         return
     gc.disable()
-    yield
+    with torch_threads(threads):
+        yield
     _tests_since_full += 1
     if _tests_since_full >= _FULL_COLLECTION_EVERY:
         _tests_since_full = 0

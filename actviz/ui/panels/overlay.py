@@ -28,7 +28,7 @@ class TokenStrip(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        self.plot = self.addPlot(row=0, col=0)
+        self.plot = self.addPlot(row=0, col=0, enableMenu=False)
         style.style_plot(self.plot, x_label=x_label or None)
         self.plot.invertY(True)  # the first token at the top, as text reads
         self.plot.setMouseEnabled(x=False, y=False)
