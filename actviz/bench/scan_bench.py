@@ -399,7 +399,10 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
         if not w.files.open_model_source("demo", wait=True):
             raise RuntimeError("the demo model did not open")
         done: list[Any] = []
-        w.features["dataset"].scans.scan_finished.connect(done.append)
+        failed: list[str] = []
+        scans = w.features["dataset"].scans
+        scans.scan_finished.connect(done.append)
+        scans.scan_failed.connect(failed.append)  # said at once, not after the wait
         spec = ScanSpec(str(folder), tuple(_LAYERS["demo"]), k=9, batch_size=batch_size)
         for case in ("idle", "beside live"):
             if case == "beside live":
@@ -417,9 +420,11 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
             probe.start()
             t0 = time.perf_counter()
             w.features["dataset"].start(spec)
-            finished = wait_until(lambda: bool(done), 600.0)
+            finished = wait_until(lambda: bool(done or failed), 600.0)
             seconds = time.perf_counter() - t0
             probe.stop()
+            if failed:
+                raise RuntimeError(f"the window's scan failed ({case}): {failed[0]}")
             if not finished:
                 raise TimeoutError(f"the window's scan did not finish ({case})")
             out[case] = {**probe.summary(), "images_per_s": done[0].count / seconds}

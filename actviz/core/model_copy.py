@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from actviz.core.guards import model_lock
 from actviz.core.plan import model_plan
 
 #: The largest model copied for a live lane (parameters and buffers, bytes).
@@ -104,7 +105,18 @@ def _is_transient(hook: Any) -> bool:
 def private_copy(model: nn.Module, *, to_eval: bool = False) -> nn.Module:
     """A deep copy of ``model`` (not changed) for another thread (see the module docstring),
     in eval mode with ``to_eval``, else with the original's flags; raises what
-    :func:`copy.deepcopy` raises for a model that cannot be copied."""
+    :func:`copy.deepcopy` raises for a model that cannot be copied.
+
+    Safe beside a capture of ``model`` on another thread: it waits for that capture to end
+    (captures of a model take turns: :func:`~actviz.core.guards.model_lock`), since a capture
+    wraps and unwraps the modules' ``forward`` while it runs. (A copy made under way failed
+    on about 1 in 6 tries with "dictionary changed size during iteration" or a recorded
+    non-leaf tensor, and 1 in 40 carried the capture's wrappers.)"""
+    with model_lock(model):
+        return _copy(model, to_eval)
+
+
+def _copy(model: nn.Module, to_eval: bool) -> nn.Module:
     memo: dict[int, Any] = {}
     wrapped: list[tuple[nn.Module, Any]] = []  # modules whose forward a capture wraps now
     for module in model.modules():
@@ -147,8 +159,8 @@ def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
 @dataclass
 class ModelCopy:
     """A copy (``twin``, None until built or when copying failed) of ``original``, made once
-    by :meth:`build` (on a thread where no capture runs on the original), then used by another
-    thread while :meth:`usable`. ``error`` and ``failure`` say why it could not be made;
+    by :meth:`build` (on any thread: it waits for a capture of the original to end), then
+    used by another thread while :meth:`usable`. ``error`` and ``failure`` say why it could not be made;
     ``nbytes`` is its parameters and buffers (0 until built)."""
 
     original: nn.Module = field(repr=False)

@@ -100,7 +100,8 @@ class PrivateModel(QObject):
 
     def unbuilt(self, model: Any = None) -> ModelCopy:
         """A copy of ``model`` (None: the session's) to build in a job of the owner's, on a
-        thread where no capture runs on the model (:meth:`ModelCopy.build`). Held from now
+        thread of its own (:meth:`ModelCopy.build` waits for a capture of the model running
+        elsewhere to end). Held from now
         on like any copy of this owner's (released with the model and the window)."""
         entry = ModelCopy(self.session.model if model is None else model, to_eval=self.to_eval)
         self.abandon()

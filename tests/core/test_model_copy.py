@@ -4,6 +4,8 @@ kept by purpose while nothing changed, and never carries a running capture's hoo
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 
 import pytest
 import torch
@@ -152,6 +154,48 @@ def test_a_copy_made_during_a_capture_leaves_its_hooks_out_and_keeps_the_users()
         assert len(user_calls) == 3
     finally:
         handle.remove()
+
+
+def test_a_copy_made_on_another_thread_while_captures_run_waits_its_turn_and_is_clean():
+    """A dataset scan copies the model on its own thread while live mode captures it on the
+    capture worker. Copied under way, 1 copy in 6 failed ("dictionary changed size during
+    iteration", a recorded non-leaf tensor) and 1 in 40 carried the capture's wrappers; the
+    window's scan then failed beside live mode. The copy takes its turn with the captures."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.ReLU(), nn.Flatten()
+    ).eval()
+    x = torch.randn(2, 3, 12, 12)
+    stop = threading.Event()
+    captures: list[int] = []
+    errors: list[BaseException] = []
+
+    def capture_loop() -> None:
+        try:
+            while not stop.is_set():
+                capture(model, x, ["0", "1", "2", "3"])
+                captures.append(1)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=capture_loop)
+    thread.start()
+    twins = []
+    try:
+        for _ in range(40):
+            seen = len(captures)
+            while len(captures) == seen and thread.is_alive():  # a capture between two copies
+                time.sleep(0.0005)
+            twins.append(private_copy(model, to_eval=True))
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors and len(captures) >= 40
+    for twin in twins:
+        assert all("forward" not in m.__dict__ for m in twin.modules())
+        assert all(not m._forward_hooks for m in twin.modules())  # noqa: SLF001
+    assert all(not m._forward_hooks for m in model.modules())  # noqa: SLF001
+    assert torch.equal(twins[-1](x), model(x))
 
 
 def test_a_copy_carries_no_edit_and_applies_the_edits_its_run_is_given():
