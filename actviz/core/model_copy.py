@@ -105,18 +105,9 @@ def _is_transient(hook: Any) -> bool:
 def private_copy(model: nn.Module, *, to_eval: bool = False) -> nn.Module:
     """A deep copy of ``model`` (not changed) for another thread (see the module docstring),
     in eval mode with ``to_eval``, else with the original's flags; raises what
-    :func:`copy.deepcopy` raises for a model that cannot be copied.
-
-    Safe beside a capture of ``model`` on another thread: it waits for that capture to end
-    (captures of a model take turns: :func:`~actviz.core.guards.model_lock`), since a capture
-    wraps and unwraps the modules' ``forward`` while it runs. (A copy made under way failed
-    on about 1 in 6 tries with "dictionary changed size during iteration" or a recorded
-    non-leaf tensor, and 1 in 40 carried the capture's wrappers.)"""
-    with model_lock(model):
-        return _copy(model, to_eval)
-
-
-def _copy(model: nn.Module, to_eval: bool) -> nn.Module:
+    :func:`copy.deepcopy` raises for a model that cannot be copied. Beside a capture of
+    ``model`` on another thread, hold :func:`~actviz.core.guards.model_lock` (as
+    :meth:`ModelCopy.build` does): the capture wraps the modules' ``forward`` while it runs."""
     memo: dict[int, Any] = {}
     wrapped: list[tuple[nn.Module, Any]] = []  # modules whose forward a capture wraps now
     for module in model.modules():
@@ -174,7 +165,8 @@ class ModelCopy:
 
     def build(self) -> None:
         """Copy the model (once); a failure is kept in :attr:`error`, never raised."""
-        with self._lock:
+        # After a capture running on the original (a copy made under way failed 1 time in 6).
+        with self._lock, model_lock(self.original):
             if self.twin is not None or self.error is not None:
                 return
             try:

@@ -186,7 +186,10 @@ def test_a_copy_made_on_another_thread_while_captures_run_waits_its_turn_and_is_
             seen = len(captures)
             while len(captures) == seen and thread.is_alive():  # a capture between two copies
                 time.sleep(0.0005)
-            twins.append(private_copy(model, to_eval=True))
+            entry = ModelCopy(model, to_eval=True)
+            entry.build()
+            assert entry.error is None, entry.failure
+            twins.append(entry.twin)
     finally:
         stop.set()
         thread.join()

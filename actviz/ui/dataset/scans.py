@@ -153,8 +153,7 @@ class DatasetScans(QObject):
         signals = self._signals
         holder: list[Job | None] = [None]
         copy = self.scan_copy
-        # Built on the scan's thread (after a capture of the model running now: they take
-        # turns, so its hooks stay out);
+        # Built on the scan's thread (after a capture running now: its hooks stay out);
         # in a box the job empties, so the copy goes when the scan ends.
         box = [copy.unbuilt(model)]
 
