@@ -379,11 +379,14 @@ def _memory(
         row.growths.append(peaks["scan"] - peaks["bare"])
 
 
-def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]]:
+def window_lag(
+    folder: Path, batch_size: int = 32, timeout_s: float = 600.0
+) -> dict[str, dict[str, float]]:
     """GUI timer lag while the window scans ``folder`` with the demo model (all its blocks and
     ``fc``): once with the window idle, once beside live mode on the demo (the case where the
     scan competes with the window's own work for the cores). Each scan starts afresh (its
-    cache folder, under the benchmark's scratch ``XDG_CACHE_HOME``, is emptied)."""
+    cache folder, under the benchmark's scratch ``XDG_CACHE_HOME``, is emptied); a scan
+    taking over ``timeout_s`` raises ``TimeoutError``."""
     from actviz.bench.ui_bench import LagProbe, ensure_qt_app, scratch_settings, wait_until
     from actviz.ui.dataset.dialog import ScanSpec
     from actviz.ui.live.frames import TensorFrames
@@ -420,7 +423,7 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
             probe.start()
             t0 = time.perf_counter()
             w.features["dataset"].start(spec)
-            finished = wait_until(lambda: bool(done or failed), 600.0)
+            finished = wait_until(lambda: bool(done or failed), timeout_s)
             seconds = time.perf_counter() - t0
             probe.stop()
             if failed:

@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: How long the driver waits for one run of a small model (ms): generous, for loaded CI machines.
 RUN_TIMEOUT_MS = 60_000
-#: How long it waits for a widget to appear or a menu to pop up (ms).
-UI_TIMEOUT_MS = 5_000
+#: How long it waits for a widget to appear or a menu to pop up (ms): as generous.
+UI_TIMEOUT_MS = 20_000
 
 
 def painted_pixels(item: Any) -> np.ndarray:
@@ -338,7 +338,7 @@ class EventBot:
     ``wait`` as pytest-qt's bot has them, failing the same way (``TimeoutError``)."""
 
     @contextlib.contextmanager
-    def waitSignal(self, signal: Any, timeout: int = 5_000) -> Iterator[None]:  # noqa: N802
+    def waitSignal(self, signal: Any, timeout: int = UI_TIMEOUT_MS) -> Iterator[None]:  # noqa: N802
         """Wait, after the ``with`` body, for ``signal`` (``TimeoutError`` after ``timeout``
         ms)."""
         seen: list[bool] = []
@@ -359,7 +359,7 @@ class EventBot:
         if not seen:
             raise TimeoutError(f"the signal was not emitted within {timeout} ms")
 
-    def waitUntil(self, condition: Callable[[], Any], timeout: int = 5_000) -> None:  # noqa: N802
+    def waitUntil(self, condition: Callable[[], Any], timeout: int = UI_TIMEOUT_MS) -> None:  # noqa: N802
         """Process events until ``condition()`` is true (``TimeoutError`` after ``timeout`` ms)."""
         deadline = time.perf_counter() + timeout / 1000
         while True:

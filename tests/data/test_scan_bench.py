@@ -101,7 +101,7 @@ def test_a_scan_on_fewer_threads_is_also_compared_like_for_like(monkeypatch):
 
 def test_window_lag_scans_in_the_window_idle_and_beside_live_mode(qtbot, tmp_path, capsys):
     folder = scan_bench.make_folder(tmp_path / "images", 16, 32)
-    lag = scan_bench.window_lag(folder, batch_size=8)
+    lag = scan_bench.window_lag(folder, batch_size=8, timeout_s=120.0)  # 16 images
     assert list(lag) == ["idle", "beside live"]
     for case in lag.values():
         assert case["n"] > 0 and case["images_per_s"] > 0 and case["max_ms"] >= case["p99_ms"]

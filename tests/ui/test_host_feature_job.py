@@ -48,7 +48,7 @@ def test_a_finished_job_frees_the_view_then_hands_over_its_value(qtbot, tracked)
     handle = _start(job, work, context="sum")
     assert job.running and job.job is handle and host.worker.jobs() == [handle]
     assert view.busy == [True] and view.messages == [("Adding…", False)]
-    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    qtbot.waitUntil(lambda: bool(ended), timeout=30_000)
     assert ended == [("finished", 5, "sum")]
     assert view.busy == [True, False] and view.steps == [(1, 2)]
     assert host.statuses == ["Adding 2 and 3…", "Added"]
@@ -69,7 +69,7 @@ def test_a_failure_is_logged_and_said_in_red(qtbot, tracked, caplog):
 
     with caplog.at_level(logging.INFO, logger=RecordingHost.__module__):
         _start(job, work, failed="Could not add 2 and 3")
-        qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+        qtbot.waitUntil(lambda: bool(ended), timeout=30_000)
     text = "Could not add 2 and 3: no numbers today"
     assert ended == [("failed", text, None)]
     assert view.messages[-1] == (text, True) and view.busy == [True, False]
@@ -78,7 +78,7 @@ def test_a_failure_is_logged_and_said_in_red(qtbot, tracked, caplog):
     # The failure prefix given to one start is that job's only.
     ended.clear()
     _start(job, work)
-    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    qtbot.waitUntil(lambda: bool(ended), timeout=30_000)
     assert ended == [("failed", "Could not add: no numbers today", None)]
 
 
@@ -95,7 +95,7 @@ def test_cancel_stops_the_job_and_says_so(qtbot, tracked):
     _start(job, work)
     assert began.wait(5)
     assert job.cancel() is True
-    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    qtbot.waitUntil(lambda: bool(ended), timeout=30_000)
     assert ended == [("failed", "The adding was cancelled.", None)]
     assert view.messages[-1] == ("The adding was cancelled.", True)
     assert host.statuses[-1] == "Adding cancelled" and not job.running
@@ -116,5 +116,5 @@ def test_a_superseding_run_interrupts_it_and_other_jobs_are_not_its_own(qtbot, t
     # stayed in the status bar after the job had ended.
     assert host.statuses[-1] == "Adding interrupted"
     # The run's end is the run's own: nothing of it reaches this job.
-    qtbot.waitUntil(lambda: run.done, timeout=5000)
+    qtbot.waitUntil(lambda: run.done, timeout=30_000)
     assert run.outcome == "finished" and len(ended) == 1

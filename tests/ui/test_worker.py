@@ -35,7 +35,7 @@ def wait_result(qtbot, worker, fn, **kwargs):
 
 def test_finished_carries_the_jobs_result(qtbot, worker):
     job = worker.submit(lambda stop, progress: 6 * 7)
-    with qtbot.waitSignal(job.finished, timeout=5000) as blocker:
+    with qtbot.waitSignal(job.finished, timeout=30_000) as blocker:
         pass
     assert blocker.args == [42] and job.outcome == "finished" and job.done
     assert not worker.is_busy()
@@ -46,7 +46,7 @@ def test_errors_are_emitted_not_swallowed(qtbot, worker):
         raise ZeroDivisionError("boom")
 
     handle = worker.submit(job)
-    with qtbot.waitSignal(handle.failed, timeout=5000) as blocker:
+    with qtbot.waitSignal(handle.failed, timeout=30_000) as blocker:
         pass
     assert isinstance(blocker.args[0], ZeroDivisionError)
     assert str(blocker.args[0]) == "boom"
@@ -61,7 +61,7 @@ def test_progress_is_forwarded(qtbot, worker):
 
     handle = worker.submit(job)
     handle.progress.connect(messages.append)
-    with qtbot.waitSignal(handle.finished, timeout=5000):
+    with qtbot.waitSignal(handle.finished, timeout=30_000):
         pass
     assert messages == ["half way"]
 
@@ -88,7 +88,7 @@ def test_stale_results_are_dropped_and_the_stale_job_is_asked_to_stop(qtbot, wor
     release.set()
     # Both results reach the worker (it is idle only once every job's result was handled):
     # the stale one arrived first and was dropped, not merely late.
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert finished == ["new"] and got == [(0, "superseded")]
     assert saw_stop == [True]
     assert "dropping stale result of job 1" in caplog.messages
@@ -121,7 +121,7 @@ def test_cancel_stops_a_capture_between_modules(qtbot, worker):
     assert entered.wait(5)
     assert worker.cancel()
     cancel_sent.set()
-    qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    qtbot.waitUntil(lambda: bool(got), timeout=30_000)
     assert got == [(0, "cancelled")]
     # Stopped before the next module call (capture polls should_stop before every one):
     # layer 0 ran before the cancel, none of the other 49 ran after it.
@@ -141,7 +141,7 @@ def test_cancelled_job_reports_cancelled_even_if_it_ignores_should_stop(qtbot, w
     events = ends(job)
     assert job.cancel()
     release.set()
-    qtbot.waitUntil(lambda: bool(events), timeout=5000)
+    qtbot.waitUntil(lambda: bool(events), timeout=30_000)
     assert events == [(0, "cancelled")] and job.outcome == "cancelled"
 
 
@@ -163,7 +163,7 @@ def test_jobs_never_overlap(qtbot, worker):
     jobs = [worker.submit(job) for _ in range(5)]
     for handle in jobs:
         handle.finished.connect(results.append)
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert max(overlap) == 1
     assert len(results) == 1 and jobs[-1].outcome == "finished"  # only the latest reports
     assert [j.outcome for j in jobs[:-1]] == ["superseded"] * 4
@@ -187,7 +187,7 @@ def test_a_job_superseded_before_it_starts_never_runs(qtbot, worker):
     finished = []
     last.finished.connect(finished.append)
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert ran == []
     assert finished == ["last"]
 
@@ -213,7 +213,7 @@ def test_cancel_of_one_job_leaves_the_job_queued_behind_it(qtbot, worker):
     got = ends(a, b)
     assert a.cancel() is True
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     # Only the job asked for stopped: a feature's Cancel no longer kills another's job.
     assert got == [(0, "cancelled"), (1, "finished", "second")]
 
@@ -223,7 +223,7 @@ def test_capture_cancelled_is_reported_as_cancel_not_error(qtbot, worker):
         raise CaptureCancelled("stop")
 
     got = ends(worker.submit(job))
-    qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    qtbot.waitUntil(lambda: bool(got), timeout=30_000)
     assert got == [(0, "cancelled")]
 
 
@@ -243,11 +243,11 @@ def test_a_loader_worker_starts_a_new_job_while_a_stale_one_still_runs(qtbot):
         assert started.wait(5)
         worker.submit(lambda stop, progress: "fresh").finished.connect(finished.append)
         # With two threads the fresh job does not wait for the stale one.
-        qtbot.waitUntil(lambda: finished == ["fresh"], timeout=5000)
+        qtbot.waitUntil(lambda: finished == ["fresh"], timeout=30_000)
         assert worker.is_busy() and not worker.has_current_job()
         release.set()
         # Idle only once the stale job's result has reached the worker (and been dropped).
-        qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+        qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
         assert finished == ["fresh"]
     finally:
         release.set()
@@ -264,7 +264,7 @@ def test_drop_silences_the_running_job_and_has_current_job_tracks_it(qtbot, work
     assert events == [(0, "superseded")]
     release.set()
     # Idle only once the dropped job's result has reached the worker: nothing more reported.
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert events == [(0, "superseded")]
 
 
@@ -344,12 +344,12 @@ def test_supersede_makes_earlier_staged_jobs_stale(qtbot, worker):
 
     old = worker.submit(lambda stop, progress: Staged(slow_then))
     got = ends(old)
-    qtbot.waitUntil(lambda: worker.has_current_job(), timeout=5000)
+    qtbot.waitUntil(lambda: worker.has_current_job(), timeout=30_000)
     new = worker.submit(lambda stop, progress: "new")
     ends(new, into=got, start=1)
     assert old.outcome == "superseded" and not new.done
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert got == [(0, "superseded"), (1, "finished", "new")]
 
 
@@ -366,7 +366,7 @@ def test_cancel_stops_every_pipelined_job(qtbot, worker):
     ends(worker.submit(waits, supersede=False), into=got, start=1)
     assert worker.cancel()
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert sorted(got) == [(0, "cancelled"), (1, "cancelled")]
     assert not worker.has_current_job()
 
@@ -525,7 +525,7 @@ def test_run_unreported_runs_on_the_capture_thread_after_the_queue(qtbot, worker
     worker.submit(job)
     worker.run_unreported(lambda: order.append(("fn", threading.get_ident())))
     gate.set()
-    qtbot.waitUntil(lambda: len(order) == 2 and not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: len(order) == 2 and not worker.is_busy(), timeout=30_000)
     assert [what for what, _ in order] == ["job", "fn"]
     assert order[0][1] == order[1][1] != threading.get_ident()
 
@@ -548,7 +548,7 @@ def test_in_the_apps_process_workers_run_in_parallel_and_the_gui_thread_does_not
         assert torch.get_num_threads() == 1 and worker_threads() == before
         wait_result(qtbot, worker, first)
         worker.run_unreported(lambda: seen.setdefault("unreported", torch.get_num_threads()))
-        qtbot.waitUntil(lambda: "unreported" in seen, timeout=5000)
+        qtbot.waitUntil(lambda: "unreported" in seen, timeout=30_000)
     finally:
         undo()
     assert seen == {"first": before, "second": 1, "unreported": before}
@@ -589,7 +589,7 @@ def test_a_lane_one_job_runs_beside_lane_zero_and_results_report_in_submission_o
     qtbot.wait(50)  # its result is back on the GUI thread by now, and held
     assert got == []
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert got == [(0, "finished", "first"), (1, "finished", "second")]
     assert threads["lane1"][0] != threads["lane0"]
     assert threads["lane1"][1] == 1
@@ -612,7 +612,7 @@ def test_a_held_result_is_dropped_when_its_job_goes_stale(qtbot, worker):
     worker.drop()  # both stale: neither reports, the held one included
     ends(worker.submit(lambda stop, progress: "new", lane=1), into=got, start=2)
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert got == [(0, "superseded"), (1, "superseded"), (2, "finished", "new")]
     assert worker._held == {}  # noqa: SLF001 - nothing kept once everything reported
     assert worker.submitted == 3
@@ -629,7 +629,7 @@ def test_an_error_on_lane_zero_releases_the_result_held_behind_it(qtbot, worker)
     events = ends(a, worker.submit(lambda stop, progress: "ok", supersede=False, lane=1))
     qtbot.wait(50)
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     error = events[0][2]
     assert isinstance(error, ValueError)
     assert events == [(0, "failed", error), (1, "finished", "ok")]
@@ -737,7 +737,7 @@ def test_each_stages_thread_marks_its_malloc_arena_for_the_idle_trim(qtbot, work
 
     try:
         assert wait_result(qtbot, worker, first) == "done"
-        qtbot.waitUntil(lambda: len(allocator._marks) == 2, timeout=5000)
+        qtbot.waitUntil(lambda: len(allocator._marks) == 2, timeout=30_000)
         # The capture's thread and the second stage's: one mark each, from their own arenas.
         assert sorted(allocator._marks) == sorted(threads) and len(set(threads)) == 2
         assert wait_result(qtbot, worker, first) == "done"

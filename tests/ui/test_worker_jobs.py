@@ -20,7 +20,7 @@ def test_finished_goes_only_to_the_submitting_handle(qtbot, worker):
     a = worker.submit(lambda stop, progress: "a", supersede=False)
     b = worker.submit(lambda stop, progress: "b", supersede=False)
     got_a, got_b = record(a), record(b)
-    qtbot.waitUntil(lambda: a.done and b.done, timeout=5000)
+    qtbot.waitUntil(lambda: a.done and b.done, timeout=30_000)
     assert got_a == [("started",), ("finished", "a")]
     assert got_b == [("started",), ("finished", "b")]
     assert worker.jobs() == []
@@ -42,9 +42,9 @@ def test_a_superseded_job_says_so_at_once_and_never_finishes(qtbot, worker):
     assert got[-1] == ("superseded",) and old.outcome == "superseded"
     assert worker.jobs() == [new]
     release.set()
-    with qtbot.waitSignal(new.finished, timeout=5000) as blocker:
+    with qtbot.waitSignal(new.finished, timeout=30_000) as blocker:
         pass
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert blocker.args == ["new"]
     assert [g[0] for g in got].count("superseded") == 1 and ("finished", "old") not in got
 
@@ -66,7 +66,7 @@ def test_cancel_on_one_handle_leaves_the_other_job_running(qtbot, worker):
     assert a.cancel() is True
     assert worker.jobs() == [a, b]  # cancelled, not ended yet: it reports its cancel
     release.set()
-    qtbot.waitUntil(lambda: a.done and b.done, timeout=5000)
+    qtbot.waitUntil(lambda: a.done and b.done, timeout=30_000)
     assert got_a == [("cancelled",)] and a.outcome == "cancelled"
     assert got_b == [("started",), ("finished", "second")]
     assert a.cancel() is False  # ended: nothing to cancel
@@ -90,7 +90,7 @@ def test_jobs_report_in_submission_order_across_lanes_and_stages(qtbot, worker):
     qtbot.wait(50)  # both lane-1 results are back and held behind lane 0's
     assert order == []
     release.set()
-    qtbot.waitUntil(lambda: len(order) == 3, timeout=5000)
+    qtbot.waitUntil(lambda: len(order) == 3, timeout=30_000)
     assert [value for value, _ in order] == ["lane 0", "lane 1", "lane 1 again"]
     # The outcome is set before the signal goes out: a slot sees the job as done.
     assert {outcome for _, outcome in order} == {"finished"}
@@ -105,7 +105,7 @@ def test_a_failed_jobs_exception_arrives_on_its_own_handle(qtbot, worker):
     good = worker.submit(lambda stop, progress: 1, supersede=False)
     failing = worker.submit(bad, supersede=False)
     got_good, got_bad = record(good), record(failing)
-    qtbot.waitUntil(lambda: good.done and failing.done, timeout=5000)
+    qtbot.waitUntil(lambda: good.done and failing.done, timeout=30_000)
     assert got_good == [("started",), ("finished", 1)]
     assert [g[0] for g in got_bad] == ["started", "failed"]
     error = got_bad[1][1]
@@ -126,7 +126,7 @@ def test_on_connects_several_slots_and_drop_supersedes_every_job(qtbot, worker):
     assert seen == ["a gone", "b gone"] and worker.jobs() == []
     assert a.done and b.done
     release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
     assert seen == ["a gone", "b gone"]
     # Closing drops quietly: a window's slots are not called while it goes.
     c = worker.submit(lambda stop, progress: 3).on(superseded=lambda: seen.append("c gone"))
@@ -151,7 +151,7 @@ def test_an_ended_job_lets_go_of_its_slots_and_what_they_hold(qtbot, worker):
         owners.append(weakref.ref(owner))
         jobs.append(job)  # the handles stay held (a request keeps its job)
         del owner, job
-    qtbot.waitUntil(lambda: all(j.done for j in jobs), timeout=5000)
+    qtbot.waitUntil(lambda: all(j.done for j in jobs), timeout=30_000)
     assert [j.outcome for j in jobs] == ["superseded", "finished"]
     gc.collect()
     assert [o() for o in owners] == [None, None]

@@ -59,7 +59,7 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
     # A diamond holds a box of half-size r when its radius is 2r; eight vertices.
     angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
     shape = centre + 2 * half * np.stack([np.cos(angles), np.sin(angles)], axis=1)
-    with qtbot.waitSignal(view.lasso_selected, timeout=5000) as drawn:
+    with qtbot.waitSignal(view.lasso_selected, timeout=30_000) as drawn:
         lasso(qtbot, view, shape)
     got = drawn.args[0]
     assert got.shape[1] == 2 and len(got) >= 8
@@ -191,7 +191,7 @@ def test_a_pan_moves_the_maps_image_with_the_pixels_of_a_fresh_splat(qtbot):
     vb.scaleBy((0.5, 0.5))
     zoomed = grab()
     assert dots.renders == first + 1
-    qtbot.waitUntil(lambda: dots.renders == first + 2, timeout=5000)
+    qtbot.waitUntil(lambda: dots.renders == first + 2, timeout=30_000)
     np.testing.assert_array_equal(grab(), zoomed)
     vb.translateBy(x=60 * px * 0.5, y=0)
     grab()

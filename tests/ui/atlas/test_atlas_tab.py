@@ -56,7 +56,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     row = 7
     pos = view.widget_pos_of(row)
     qtbot.mouseMove(view.plot.viewport(), pos)
-    qtbot.waitUntil(lambda: atlas_ui.hover_text != "", timeout=5000)
+    qtbot.waitUntil(lambda: atlas_ui.hover_text != "", timeout=30_000)
     source = atlas_ui.source(row)
     assert source == str(scan.embeddings(LAYER).sources[row])
     assert source.split("/")[-1] in atlas_ui.hover_text and "class:" in atlas_ui.hover_text
@@ -69,7 +69,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     assert opened.args == [source] and window.session.input.source == source
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
         window.runs.run()
-    qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=5000)
+    qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=30_000)
     # float16 embeddings against the run's float32 capture: the same place to ~1e-2.
     assert np.allclose(view.marker_position(), atlas.coords[row], atol=2e-2)
     capture = window.session.result.capture
@@ -92,7 +92,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     inside = view.rows_in(rect)
     view.select_button.setChecked(True)
     assert set(cluster) <= set(inside)
-    with qtbot.waitSignal(view.rect_selected, timeout=5000) as dragged:
+    with qtbot.waitSignal(view.rect_selected, timeout=30_000) as dragged:
         drag(qtbot, view, rect)
     assert list(atlas_ui.selection) == list(view.rows_in(dragged.args[0]))
     assert list(atlas_ui.selection) == list(inside)

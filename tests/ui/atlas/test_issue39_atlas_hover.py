@@ -20,9 +20,9 @@ def test_the_hover_thumbnail_stays_while_the_pointer_rests(qtbot, actviz_window,
     row = 3
     pos = view.widget_pos_of(row)
     qtbot.mouseMove(view.plot.viewport(), pos)
-    qtbot.waitUntil(lambda: atlas_ui.hover_text != "", timeout=5000)
+    qtbot.waitUntil(lambda: atlas_ui.hover_text != "", timeout=30_000)
     assert "<img" in atlas_ui.hover_text
-    qtbot.waitUntil(QToolTip.isVisible, timeout=5000)
+    qtbot.waitUntil(QToolTip.isVisible, timeout=30_000)
     # The pointer rests: Qt's hover delay passes and the viewport gets its tooltip event.
     qtbot.wait(1500)
     assert QToolTip.isVisible() and "<img" in QToolTip.text()
@@ -30,5 +30,5 @@ def test_the_hover_thumbnail_stays_while_the_pointer_rests(qtbot, actviz_window,
     assert name in view.hover_label.text()
     # Off the dots: the tooltip and the side panel's image go.
     qtbot.mouseMove(view.plot.viewport(), QPoint(2, 2))
-    qtbot.waitUntil(lambda: atlas_ui.hover_text == "", timeout=5000)
+    qtbot.waitUntil(lambda: atlas_ui.hover_text == "", timeout=30_000)
     assert view.hover_label.text() == HOVER_HINT

@@ -28,7 +28,7 @@ def test_the_divergence_name_clears_the_points(actviz_window):
     win.settle()
     chart = compare.view.chart
     text = chart.divergence_text
-    win.qtbot.waitUntil(text.isVisible, timeout=5000)
+    win.qtbot.waitUntil(text.isVisible, timeout=30_000)
     vb = chart.plot.vb
     highest = max(float(v) for v in [*chart.cosine, *chart.rel_l2])
     points_top = vb.mapViewToScene(QPointF(0.0, highest)).y()

@@ -108,7 +108,7 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
     _scroll_down_until(qtbot, view, lambda: "layer3" in view.diffs.panels)
     panel = view.diffs.panels["layer3"]
     view.diffs.ensureWidgetVisible(panel)
-    qtbot.waitUntil(lambda: "layer3" not in ctrl.painter.waiting(), timeout=5000)
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.painter.waiting(), timeout=30_000)
     shown = panel.activation_slot.view.data
     diff = _difference(cap_a, cap_b, "layer3")
     np.testing.assert_allclose(shown, diff)
@@ -125,7 +125,7 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
     # Scrolled to the end: every panel on the way there has been painted, right.
     bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())
-    qtbot.waitUntil(lambda: "fc" not in ctrl.painter.waiting(), timeout=5000)
+    qtbot.waitUntil(lambda: "fc" not in ctrl.painter.waiting(), timeout=30_000)
     assert len(_assert_panels_show(ctrl, cap_a, cap_b)) > len(painted)
 
     win.delete()  # closes cleanly with panels still waiting (the fixture checks leftovers)
@@ -140,7 +140,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     cap_a = window.session.result.capture
     bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
-    qtbot.waitUntil(lambda: "layer3" not in ctrl.painter.waiting(), timeout=5000)
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.painter.waiting(), timeout=30_000)
     panels = dict(view.diffs.panels)
     bar.setValue(0)
 
@@ -180,7 +180,7 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     cap_a, cap_b = window.session.result.capture, pin.result.capture
     _assert_panels_show(ctrl, cap_a, cap_b)
     window.host.show_tab(ctrl.page)
-    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=30_000)
     before = _assert_panels_show(ctrl, cap_a, cap_b)
     assert before and len(before) < len(LAYERS)
 
@@ -188,12 +188,12 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     # painted. (A wider one makes the painted panels taller: their mosaics fill the width.)
     win.resize(1280, 1400)
     view.splitter.setSizes([200, 2000])
-    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=30_000)
     after = _assert_panels_show(ctrl, cap_a, cap_b)
     assert len(after) > len(before)
     # Wide enough for two columns: the panels go side by side, those now in view painted.
     win.resize(2200, 1400)
-    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=30_000)
     conv1, bn1 = view.diffs.panels["conv1"], view.diffs.panels["bn1"]
     assert conv1.y() == bn1.y() and conv1.x() < bn1.x()
     assert len(_assert_panels_show(ctrl, cap_a, cap_b)) >= len(after)
@@ -228,7 +228,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     win.live.dock.close()
     win.wait_idle()
     view.diffs.verticalScrollBar().setValue(view.diffs.verticalScrollBar().maximum())
-    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not ctrl.painter.pending(), timeout=30_000)
     _assert_panels_show(ctrl, cap_a, cap_b)
 
 

@@ -79,7 +79,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     assert view.diffs.order() == LAYERS
     # Panels in view are painted in the pass that shows the result, those near it one per
     # event-loop pass after.
-    qtbot.waitUntil(lambda: {"conv1", "conv2"} <= set(view.diffs.panels), timeout=2000)
+    qtbot.waitUntil(lambda: {"conv1", "conv2"} <= set(view.diffs.panels), timeout=10_000)
     for name in ("conv1", "conv2"):
         shown = view.diffs.panels[name].activation_slot.view.data
         diff = (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
@@ -88,7 +88,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
         # |A - B| beside it, where the Layers tab shows |gradient|.
         np.testing.assert_allclose(view.diffs.panels[name].gradient_slot.view.data, np.abs(diff))
     # The first divergence's panel is selected and scrolled to.
-    qtbot.waitUntil(lambda: view.diffs.panels["conv1"].is_selected(), timeout=2000)
+    qtbot.waitUntil(lambda: view.diffs.panels["conv1"].is_selected(), timeout=10_000)
     # Both predictions: A's and B's probabilities of every class listed.
     p_a = torch.softmax(cap_a.output[0].double(), 0).numpy()
     p_b = torch.softmax(cap_b.output[0].double(), 0).numpy()
@@ -117,12 +117,12 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     y0, x0 = m.tile_origin(3)
     point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
     qtbot.mouseMove(canvas.viewport(), point)
-    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 3"), timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 3"), timeout=10_000)
     assert "A−B " in panel.status_label.text() and "|A−B| " in panel.status_label.text()
-    with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
+    with qtbot.waitSignal(panel.channel_clicked, timeout=10_000):
         qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=point)
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
-    qtbot.waitUntil(window.centre.channel_box.isVisible, timeout=2000)
+    qtbot.waitUntil(window.centre.channel_box.isVisible, timeout=10_000)
     assert (window.centre.channel_view.name, window.centre.channel_view.channel) == ("conv2", 3)
     win.compare.show_page()
 
@@ -130,7 +130,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     chart = view.chart
     where = chart.point_position(1)
     qtbot.mouseMove(chart.plot_widget.viewport(), where)
-    qtbot.waitUntil(lambda: "conv2" in chart.status_label.text(), timeout=2000)
+    qtbot.waitUntil(lambda: "conv2" in chart.status_label.text(), timeout=10_000)
     qtbot.mouseClick(chart.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=where)
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
     assert window.display.selected_layer == "conv2"

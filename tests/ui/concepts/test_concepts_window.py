@@ -66,7 +66,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     # A click on the second tile opens the Concept dock on that concept.
     second = order[1]
     _click_concept_tile(win, second)
-    win.qtbot.waitUntil(lambda: feature.view.shown == (LAYER, second), timeout=5000)
+    win.qtbot.waitUntil(lambda: feature.view.shown == (LAYER, second), timeout=30_000)
     assert feature.dock.isVisible()
     assert f"Concept {second} of 12" in feature.view.title.text()
     win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)

@@ -49,7 +49,7 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     action.trigger()  # View > Dataset: closed, "Channels that matter" in front
     assert not dataset.isVisible()
     assert shown.count() == 0, shown.calls  # none in the menu's turn
-    win.qtbot.waitUntil(lambda: not effects_dock.visibleRegion().isEmpty(), timeout=5_000)
+    win.qtbot.waitUntil(lambda: not effects_dock.visibleRegion().isEmpty(), timeout=30_000)
     win.qtbot.waitUntil(lambda: not w.display.display_pending(), timeout=30_000)
     assert shown.most_in_a_turn() <= 1, shown.calls
     w.display.flush_panel_updates()

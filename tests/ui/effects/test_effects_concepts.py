@@ -81,7 +81,7 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     # A bar's click opens that concept in the Concept dock.
     first = section.bars.rows[0].channel
     win.qtbot.mouseClick(section.bars, Qt.MouseButton.LeftButton, pos=QPoint(150, 4 + 10))
-    win.qtbot.waitUntil(lambda: concepts_feature.view.shown == (LAYER, first), timeout=5000)
+    win.qtbot.waitUntil(lambda: concepts_feature.view.shown == (LAYER, first), timeout=30_000)
 
     # Ablate top 2: the two concepts removed, the re-run equals the hand-written hook.
     feature.view.top_spin.setValue(2)

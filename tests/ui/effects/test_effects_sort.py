@@ -102,7 +102,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     win.reveal("conv2")
     pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
     win.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos))
-    win.qtbot.waitUntil(lambda: window.host.channel_view.channel == third, timeout=5000)
+    win.qtbot.waitUntil(lambda: window.host.channel_view.channel == third, timeout=30_000)
     assert window.host.channel_view.name == "conv2"
     # Opening a channel keeps the sorted page holding it (the panel narrows beside the
     # channel view: fewer tiles per page, the page still the one holding it).
@@ -200,7 +200,7 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
     assert set(order.channels[-3:]) == set(top)
     panel = win.panel("conv2")
     panel.difference_button.setChecked(True)
-    win.qtbot.waitUntil(panel.difference_shown, timeout=5000)
+    win.qtbot.waitUntil(panel.difference_shown, timeout=30_000)
     diff = panel.activation_slot.mosaic
     assert diff.order == order and diff.tile_channels == shown.tile_channels
     assert panel.page_text().startswith("by effect: 1-")

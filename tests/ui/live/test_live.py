@@ -405,11 +405,11 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     _wait_frames(qtbot, live, 2)
     panel = window.host.layer_panels["0"]
     # The page size follows the panel's width (tiles >= 32 px; the frames ask for it too).
-    qtbot.waitUntil(lambda: "0" in window.session.page_channels, timeout=5000)
+    qtbot.waitUntil(lambda: "0" in window.session.page_channels, timeout=30_000)
     size = window.session.page_channels["0"]
     assert MIN_PAGE_CHANNELS <= size < 150
     qtbot.waitUntil(
-        lambda: window.session.result.layers["0"].mosaic.page_size == size, timeout=5000
+        lambda: window.session.result.layers["0"].mosaic.page_size == size, timeout=30_000
     )
     window.display.flush_panel_updates()
     assert panel.page_text() == f"ch 0-{size - 1} of 300"
@@ -483,7 +483,7 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
     _wait_frames(qtbot, live, 1)
     assert dock.play_action.isEnabled() and dock.next_action.isEnabled()
     window.activateWindow()
-    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    qtbot.waitUntil(window.isActiveWindow, timeout=10_000)
     ctrl = Qt.KeyboardModifier.ControlModifier
     qtbot.keyClick(window, Qt.Key.Key_Right, ctrl)
     qtbot.keyClick(window, Qt.Key.Key_Right, ctrl)
@@ -648,7 +648,7 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, actviz_
     window = win.window
     live = win.live.controller
     window.centre.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
-    qtbot.waitUntil(lambda: live.runner.visible_layers() == set(), timeout=2000)
+    qtbot.waitUntil(lambda: live.runner.visible_layers() == set(), timeout=10_000)
     before = len(live.timings)
     old = window.session.result.layers["conv1"].mosaic
     live.update_perturbation(brightness=0.2)
@@ -1019,7 +1019,7 @@ def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
     shown: list[str] = []
     live.status_changed.connect(lambda st: shown.append(st.memory_text()))
     feature.dock.close()  # live mode off: the copy's memory goes back
-    qtbot.waitUntil(lambda: live.lanes.replica is None, timeout=5000)  # noqa: SLF001
+    qtbot.waitUntil(lambda: live.lanes.replica is None, timeout=30_000)  # noqa: SLF001
     assert "model copy" not in shown[-1] and live.status().copy_bytes == 0
     # A run of the window changes what the session holds: the dock's line says so at once.
     live.set_source(None)  # back to the opened input: the window runs it
@@ -1055,7 +1055,7 @@ def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
     offer = live.coalescer.offer
     monkeypatch.setattr(live.coalescer, "offer", lambda spec: None if spec.full else offer(spec))
     window.centre.layers_scroll.verticalScrollBar().setValue(0)
-    qtbot.waitUntil(lambda: "conv1" in live.runner.visible_layers(), timeout=2000)
+    qtbot.waitUntil(lambda: "conv1" in live.runner.visible_layers(), timeout=10_000)
     off = [n for n in ("relu", "conv2") if n not in live.runner.visible_layers()]
     assert off, "a maps panel must be off screen for this test"
     name = off[-1]

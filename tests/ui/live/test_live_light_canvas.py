@@ -79,7 +79,7 @@ def test_live_frames_on_screen_are_what_the_scene_paints_and_the_hover_reads_the
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 2.5, y0 + 1.5))
     value = window.session.result.layers["conv2"].view.data[4, 1, 2]
     want = f"ch 4  (x=2, y=1)  value {_format(value)}"
-    qtbot.waitUntil(lambda: panel.status_label.text().startswith(want), timeout=5000)
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith(want), timeout=30_000)
     index = live.status().last.index
     expected = _conv2(window, frames[index : index + 1])[4, 1, 2]
     assert abs(float(value) - expected) <= 1e-5 * max(1.0, abs(expected))

@@ -47,10 +47,10 @@ def test_scale_changed_on_the_overview_reaches_the_layer_panels_without_a_run(
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    qtbot.waitUntil(lambda: not window.display.display_pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not window.display.display_pending(), timeout=30_000)
     window.centre.tabs.setCurrentWidget(window.centre.layers_splitter)
     qtbot.waitUntil(
-        lambda: _normalisations(window) == {"conv1": "shared", "conv2": "shared"}, timeout=5000
+        lambda: _normalisations(window) == {"conv1": "shared", "conv2": "shared"}, timeout=30_000
     )
     for name, panel in window.host.layer_panels.items():
         if panel.activation_slot.mosaic is not None:
@@ -134,7 +134,7 @@ def test_perturbation_sliders_show_their_values(qtbot, actviz_window):
         (dock.contrast_slider, dock.contrast_value),
         (dock.size_slider, dock.size_value),
     ):  # next to its slider, on screen
-        qtbot.waitUntil(label.isVisible, timeout=2000)
+        qtbot.waitUntil(label.isVisible, timeout=10_000)
         assert label.parent() is slider.parent() and label.width() > 0
     dock.noise_slider.setValue(35)
     dock.brightness_slider.setValue(-20)

@@ -23,15 +23,15 @@ LAYERS = ["conv1", "layer2"]
 def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
     panel = window.host.layer_panels[name]
     window.centre.layers_scroll.ensureWidgetVisible(panel)
-    qtbot.waitUntil(lambda: panel.activation_slot.mosaic.page_size > 1, timeout=5000)
+    qtbot.waitUntil(lambda: panel.activation_slot.mosaic.page_size > 1, timeout=30_000)
     window.display.flush_panel_updates()
     m = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     y0, x0 = m.tile_origin(channel)
     point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
-    with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
+    with qtbot.waitSignal(panel.channel_clicked, timeout=10_000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
-    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=10_000)
     QApplication.processEvents()
 
 
@@ -185,7 +185,7 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     assert not view.gradient_shown()
     qtbot.waitUntil(
         lambda: view.activation_canvas.image_rect_on_screen().width() > before.width() + 10,
-        timeout=2000,
+        timeout=10_000,
     )
     window.display.open_channel("layer2", 6)
     QApplication.processEvents()

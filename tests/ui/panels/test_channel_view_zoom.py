@@ -87,7 +87,7 @@ def test_a_zoomed_map_uses_the_room_beside_it(qtbot, actviz_window):
     window = win.window
     win.run_and_wait()
     assert window.display.open_channel("side", 2)
-    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=10_000)
     win.settle()
     view = window.centre.channel_view
     act = view.activation_canvas
@@ -151,7 +151,7 @@ def test_maps_one_above_the_other_zoom_together_across_the_room(qtbot, actviz_wi
     window = win.window
     win.run_and_wait()
     assert window.display.open_channel("layer2", 3)
-    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=10_000)
     win.settle()
     view = window.centre.channel_view
     act, grad = view.activation_canvas, view.gradient_canvas

@@ -31,5 +31,5 @@ def test_the_axis_title_fits_under_the_bars(actviz_window):
     win.whatif.dock.close()
     w.resize(1920, 1080)
     win.settle()
-    win.qtbot.waitUntil(lambda: panel.axis.labelText == AXIS_TITLE, timeout=5000)
+    win.qtbot.waitUntil(lambda: panel.axis.labelText == AXIS_TITLE, timeout=30_000)
     assert _title_fits(panel)

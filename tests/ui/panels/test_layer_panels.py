@@ -37,7 +37,7 @@ def _settled(qtbot, window: MainWindow, name: str) -> None:
         )
         return m.page_size == want
 
-    qtbot.waitUntil(fits, timeout=5000)
+    qtbot.waitUntil(fits, timeout=30_000)
     window.display.flush_panel_updates()
 
 
@@ -78,7 +78,7 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     # The colour bar follows the re-paged mosaic once its layout pass ran.
     qtbot.waitUntil(
         lambda: abs(strip_rect().height() - canvas.image_rect_on_screen().height()) <= 3,
-        timeout=5000,
+        timeout=30_000,
     )
     rect = canvas.image_rect_on_screen()
     assert abs(rect.width() - canvas.image_area_width()) <= 3
@@ -101,7 +101,9 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     # it there) sends no event, and the read-out would wait for one.
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 1.5, y0 + 1.5))
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 3.5, y0 + 2.5))
-    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 7  (x=3, y=2)"), timeout=5000)
+    qtbot.waitUntil(
+        lambda: panel.status_label.text().startswith("ch 7  (x=3, y=2)"), timeout=30_000
+    )
     # Next page: the layer's channels, still readable.
     assert window.display.turn_page("layer2", 1)
     m2 = panel.activation_slot.mosaic
@@ -124,7 +126,7 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_
     small_page = window.session.page_channels["layer2"]
     held = window.session.result.layers["layer2"].mosaic
     window.resize(1600, 1000)
-    qtbot.waitUntil(lambda: panel.mosaic_width() > small_width + 50, timeout=5000)
+    qtbot.waitUntil(lambda: panel.mosaic_width() > small_width + 50, timeout=30_000)
     _settled(qtbot, window, "layer2")
     canvas = panel.activation_slot.image_canvas
     assert canvas.image_rect_on_screen().width() > small_width + 50

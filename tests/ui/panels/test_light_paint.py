@@ -44,7 +44,7 @@ def test_new_pixels_are_painted_without_the_scene_as_the_scene_paints_them(qtbot
     canvas.set_image(_mosaic(1), (0.0, 1.0))
     pending = light.pending
     assert pending is not None and not pending.isEmpty()
-    qtbot.waitUntil(lambda: light.painted > before, timeout=2000)
+    qtbot.waitUntil(lambda: light.painted > before, timeout=10_000)
     # What the light path paints, on an image of the viewport ...
     viewport = canvas.viewport()
     mine = QtGui.QImage(viewport.size(), QtGui.QImage.Format.Format_ARGB32_Premultiplied)
@@ -68,7 +68,7 @@ def test_the_channel_numbers_of_large_tiles_are_drawn(qtbot):
     assert [c for c, _ in canvas.grid.labels()] == list(range(10, 16))
     # Drawn into the pixmap the scene shows (the view's own visible region is empty: its
     # viewport covers it, so the numbers were left "stale" for ever).
-    qtbot.waitUntil(lambda: not canvas.grid.label_item.pixmap().isNull(), timeout=2000)
+    qtbot.waitUntil(lambda: not canvas.grid.label_item.pixmap().isNull(), timeout=10_000)
     assert not canvas.grid.labels_stale
 
 
@@ -97,7 +97,7 @@ def test_a_view_moved_before_the_paint_is_painted_by_the_scene(qtbot):
     assert light.painted == before  # the scene painted the frame and the zoom together
     # A new frame in the moved view is painted light again, where the scene paints it.
     canvas.set_image(_mosaic(5), (0.0, 1.0))
-    qtbot.waitUntil(lambda: light.painted > before, timeout=2000)
+    qtbot.waitUntil(lambda: light.painted > before, timeout=10_000)
     screen = QtWidgets.QApplication.primaryScreen().grabWindow(canvas.winId()).toImage()
     viewport = canvas.viewport()
     shown = rgba_array(screen.copy(viewport.geometry()))
@@ -122,7 +122,7 @@ def test_frames_of_a_plain_image_reuse_one_indexed_image_and_paint_as_the_scene(
         before = light.painted
         pixels = _mosaic(seed)
         canvas.set_image(pixels, (0.0, 1.0))
-        qtbot.waitUntil(lambda before=before: light.painted > before, timeout=2000)
+        qtbot.waitUntil(lambda before=before: light.painted > before, timeout=10_000)
         assert canvas.image._indexed[1] is kept  # noqa: SLF001
         # The kept image holds this frame's indices, not the first frame's.
         assert kept.pixelIndex(1, 2) == pixels[2, 1]

@@ -45,6 +45,6 @@ def test_a_narrow_panel_keeps_the_layer_name_whole(actviz_window):
     w.host.channel_view.close_requested.emit()
     win.whatif.dock.close()
     win.settle()
-    win.qtbot.waitUntil(lambda: label.shown_text() == full, timeout=5000)
+    win.qtbot.waitUntil(lambda: label.shown_text() == full, timeout=30_000)
     label.repaint()
     assert label.toolTip() == ""

@@ -200,12 +200,12 @@ def test_layer_panel_hover_reports_channel_pixel_and_raw_value(qtbot, conv_captu
     canvas = panel.activation_slot.image_canvas
     qtbot.mouseMove(canvas.viewport(), _mosaic_point(panel, tiles, 5, 3, 7))
     expected = f"ch 5  (x=3, y=7)  value {format_value(view.data[5, 7, 3])}"
-    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=10_000)
     # Over the padding between tiles there is no channel: the description comes back.
     y0, x0 = tiles.tile_origin(0)
     gap = canvas.image_to_widget(x0 + tiles.tile_w + 0.5, y0 + 2.5)
     qtbot.mouseMove(canvas.viewport(), gap)
-    qtbot.waitUntil(lambda: panel.status_label.text() == view.description, timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text() == view.description, timeout=10_000)
 
 
 def test_layer_panel_hover_adds_the_gradient_value(qtbot, conv_capture):
@@ -220,16 +220,16 @@ def test_layer_panel_hover_adds_the_gradient_value(qtbot, conv_capture):
         f"ch 2  (x=10, y=4)  value {format_value(view.data[2, 4, 10])}"
         f"  |grad| {format_value(grad_view.data[2, 4, 10])}"
     )
-    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=10_000)
 
 
 def test_layer_panel_click_on_a_tile_emits_channel_clicked(qtbot, conv_capture):
     panel, view, tiles = _maps_panel(qtbot, conv_capture)
     canvas = panel.activation_slot.image_canvas
-    with qtbot.waitSignal(panel.channel_clicked, timeout=2000) as blocker:
+    with qtbot.waitSignal(panel.channel_clicked, timeout=10_000) as blocker:
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=_mosaic_point(panel, tiles, 6, 8, 8))
     assert blocker.args == ["conv1", 6]
-    with qtbot.waitSignal(panel.channel_clicked, timeout=2000) as blocker:
+    with qtbot.waitSignal(panel.channel_clicked, timeout=10_000) as blocker:
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=_mosaic_point(panel, tiles, 0, 0, 0))
     assert blocker.args == ["conv1", 0]
 
@@ -253,7 +253,7 @@ def test_layer_panel_bars_for_the_two_unit_seed_mlp(qtbot, mlp_capture):
     assert ticks == [[(0.0, "0"), (1.0, "1")]]
     point = bars.mapFromScene(bars.view.mapViewToScene(QtCore.QPointF(1.0, 0.1)))
     qtbot.mouseMove(bars.viewport(), point)
-    qtbot.waitUntil(lambda: panel.status_label.text() == "unit 1  value 0.392", timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text() == "unit 1  value 0.392", timeout=10_000)
 
 
 def test_layer_panel_heatmap_and_scalar(qtbot):
@@ -407,7 +407,7 @@ def test_channel_view_shows_channel_and_gradient(qtbot, conv_capture):
     point = panel.activation_canvas.image_to_widget(5.5, 9.5)
     qtbot.mouseMove(panel.activation_canvas.viewport(), point)
     expected = f"(x=5, y=9)  value {format_value(act[9, 5])}  |grad| {format_value(grad[9, 5])}"
-    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=2000)
+    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=10_000)
     panel.set_channel("conv1", 4, act, None)
     assert panel.gradient_canvas.image.image is None
     assert panel._grad_box.isHidden()
@@ -489,7 +489,7 @@ def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
     with qtbot.assertNotEmitted(panel.layer_changed):
         panel.set_layers(["conv1", "conv2"], "conv2")
     assert panel.current_layer() == "conv2"
-    with qtbot.waitSignal(panel.layer_changed, timeout=1000) as blocker:
+    with qtbot.waitSignal(panel.layer_changed, timeout=10_000) as blocker:
         panel.layer_combo.setCurrentIndex(0)
     assert blocker.args == ["conv1"]
 
@@ -566,7 +566,7 @@ def test_stats_table_highlights_nan_rows_sorts_and_selects(qtbot, conv_capture):
     assert model.data(model.index(len(all_rows) - 1, grad_column)) == "—"
 
     cell = table.view.visualRect(model.index(1, 3)).center()
-    with qtbot.waitSignal(table.layer_selected, timeout=1000) as blocker:
+    with qtbot.waitSignal(table.layer_selected, timeout=10_000) as blocker:
         qtbot.mouseClick(table.view.viewport(), LEFT, pos=cell)
     assert blocker.args == [table.names()[1]]
     with qtbot.assertNotEmitted(table.layer_selected):
@@ -607,7 +607,7 @@ def test_plot_panels_read_out_what_is_under_the_mouse(qtbot, conv_capture):
     third = (edges[2] + edges[3]) / 2
     qtbot.mouseMove(hist.plot_widget.viewport(), _plot_point(hist, third, counts.max() / 2))
     expected = f"[{format_value(edges[2])}, {format_value(edges[3])})  count {int(counts[2])}"
-    qtbot.waitUntil(lambda: hist.status_label.text() == expected, timeout=2000)
+    qtbot.waitUntil(lambda: hist.status_label.text() == expected, timeout=10_000)
     assert hist.plot_widget.toolTip() == expected
     assert hist.hover_text(edges[-1] + 1.0) is None  # right of the last bin
     QtCore.QCoreApplication.sendEvent(
@@ -622,7 +622,7 @@ def test_plot_panels_read_out_what_is_under_the_mouse(qtbot, conv_capture):
     assert flow.status_label.text() == "3 layers, 1 with zero gradient"
     qtbot.mouseMove(flow.plot_widget.viewport(), _plot_point(flow, 2.1, flow.floor + 0.1))
     expected = f"2: c  ‖grad‖ {format_value(2.5)}"
-    qtbot.waitUntil(lambda: flow.status_label.text() == expected, timeout=2000)
+    qtbot.waitUntil(lambda: flow.status_label.text() == expected, timeout=10_000)
     assert flow.hover_text(-0.7) is None
     flow.clear()
     assert flow.status_label.text() == "no gradients"

@@ -146,7 +146,7 @@ def test_the_saliency_strip_reads_out_the_token_under_the_mouse(actviz_window, t
     win.qtbot.mouseMove(strip.viewport(), strip.row_centre(2))
     want = tokens.describe(2)
     assert want.startswith(f"token 2 {tokens.tokens[2]!r}: |grad × embedding| ")
-    win.qtbot.waitUntil(lambda: sal.status_label.text() == want, timeout=3000)
+    win.qtbot.waitUntil(lambda: sal.status_label.text() == want, timeout=10_000)
     ticks = [label for _pos, label in strip.plot.getAxis("left")._tickLevels[0]]
     assert ticks == list(tokens.tokens)
 
@@ -164,7 +164,7 @@ def test_the_gradcam_layer_selector_shortens_names_in_the_middle(qtbot):
     qtbot.waitExposed(panel)
     shown = combo.shown_text()
     assert "…" in shown and shown.startswith("tr") and shown.endswith("proj")
-    qtbot.waitUntil(lambda: combo.toolTip() == names[1], timeout=3000)
+    qtbot.waitUntil(lambda: combo.toolTip() == names[1], timeout=10_000)
     assert combo.view().textElideMode() == QtCore.Qt.TextElideMode.ElideMiddle
 
 
@@ -184,7 +184,7 @@ def test_the_attention_layer_selector_shortens_names_in_the_middle(qtbot):
     qtbot.waitExposed(panel)
     shown = combo.shown_text()
     assert "…" in shown and shown.endswith("attn") and shown.startswith("tr")
-    qtbot.waitUntil(lambda: combo.toolTip() == "transformer.h.1.attn", timeout=3000)
+    qtbot.waitUntil(lambda: combo.toolTip() == "transformer.h.1.attn", timeout=10_000)
 
 
 def test_the_export_lists_the_same_next_tokens_as_the_window(actviz_window, tmp_path):

@@ -91,5 +91,5 @@ def test_a_canvas_off_screen_lays_out_its_plots_when_painted_or_read(qtbot):
     middle = canvases[2]
     assert middle._layout_stale
     scroll.ensureWidgetVisible(middle)
-    qtbot.waitUntil(lambda: not middle._layout_stale, timeout=5000)
+    qtbot.waitUntil(lambda: not middle._layout_stale, timeout=30_000)
     assert middle.ci.geometry().width() == middle.width()

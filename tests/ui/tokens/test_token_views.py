@@ -45,7 +45,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     np.testing.assert_array_equal(panel.token_grad_canvas.heat, grad)
     qtbot.mouseMove(canvas.viewport(), canvas.cell_centre(2, 7))
     want = f"token 2 ' sat', feature 7: value {values[2, 7]:.4g}"
-    qtbot.waitUntil(lambda: panel.status_label.text() == want, timeout=3000)
+    qtbot.waitUntil(lambda: panel.status_label.text() == want, timeout=10_000)
 
     # Attention tab: the model's own attentions, per head and the mean; token labels.
     tabs = window.centre.tabs
@@ -65,7 +65,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     qtbot.waitUntil(lambda: att.canvas.isVisible() and att.canvas.plot.vb.width() > 50)
     qtbot.mouseMove(att.canvas.viewport(), att.canvas.cell_centre(4, 1))
     want = f"query 4 ' a' -> key 1 ' cat': {float(heat[4, 1]):.4f}"
-    qtbot.waitUntil(lambda: att.status_label.text() == want, timeout=3000)
+    qtbot.waitUntil(lambda: att.status_label.text() == want, timeout=10_000)
     assert "head 2" in att.title()
 
     # Logit lens: one row per block, the last block's top token is the model's prediction.

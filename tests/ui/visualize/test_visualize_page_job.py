@@ -54,9 +54,9 @@ def test_the_cancel_message_says_what_was_done_when_it_is_shown(qtbot, own_worke
     began = threading.Event()
     job.start(_counting(done, began), message="Counting…", status="Counting", done="Counted")
     assert began.wait(5)
-    qtbot.waitUntil(lambda: done["n"] >= 3, timeout=5000)
+    qtbot.waitUntil(lambda: done["n"] >= 3, timeout=30_000)
     assert job.cancel()
-    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    qtbot.waitUntil(lambda: bool(ended), timeout=30_000)
     text = f"Cancelled ({done['n']} counted)."
     assert done["n"] >= 3 and ended == [("failed", text)]
     assert view.messages[-1] == (text, True) and host.statuses[-1] == "Counting cancelled"
@@ -74,7 +74,7 @@ def test_a_dropped_job_never_reports_and_the_next_one_does(qtbot, own_worker):
     assert job.cancel() is False  # nothing of this job's runs now
     second = job.start(lambda _s, _r: "again", message="Again…", status="", done="2", context=2)
     assert second.is_after(first)
-    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    qtbot.waitUntil(lambda: bool(ended), timeout=30_000)
     qtbot.wait(50)  # the dropped job stopped (it was asked to) and said nothing
     assert ended == [("again", 2)] and not job.running
     assert view.busy == [True, True, False] and host.statuses[-1] == "2"

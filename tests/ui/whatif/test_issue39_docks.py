@@ -32,7 +32,7 @@ def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
     with win.expect_run():
         win.qtbot.mouseClick(clear, Qt.MouseButton.LeftButton)
     assert not win.window.session.edits.entries
-    win.qtbot.waitUntil(lambda: not dock.isVisible(), timeout=2_000)
+    win.qtbot.waitUntil(lambda: not dock.isVisible(), timeout=10_000)
     win.settle()
     assert centre.width() >= before - 2
 

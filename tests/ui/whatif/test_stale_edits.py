@@ -109,7 +109,7 @@ def test_a_tile_menu_of_the_previous_model_makes_no_edit_on_the_next(
     # or, with other names, made every run fail with "cannot edit unknown layer").
     if shiboken6.isValid(menu) and menu.isVisible():
         _click(qtbot, menu, "Ablate")
-    qtbot.waitUntil(lambda: not shiboken6.isValid(menu), timeout=5000)  # deleted with it
+    qtbot.waitUntil(lambda: not shiboken6.isValid(menu), timeout=30_000)  # deleted with it
     _assert_next_model_runs_unedited(win, model, failed)
 
 
@@ -130,7 +130,7 @@ def test_a_scale_asked_while_the_model_changes_is_not_made_on_the_next(qtbot, ac
     win.feature("whatif").ask_factor = ask_factor
     menu = win.tile_menu("conv2", 1)
     _click(qtbot, menu, "Scale ch 1")
-    qtbot.waitUntil(lambda: bool(asked), timeout=5000)
+    qtbot.waitUntil(lambda: bool(asked), timeout=30_000)
     assert asked == ["Multiply ch 1 of conv2 by:"]
     _assert_next_model_runs_unedited(win, model, failed)
     assert any("Edit not made" in t for t in win.banner_messages()), win.banner_messages()
@@ -180,7 +180,7 @@ def test_tile_menus_let_go_of_the_model_and_the_pins_they_offered(qtbot, actviz_
         menu = win.tile_menu("conv2", channel)
         assert any(a.text() == "Patch from pin" and a.menu() for a in menu.actions())
         qtbot.keyClick(menu, Qt.Key.Key_Escape)
-        qtbot.waitUntil(lambda menu=menu: not menu.isVisible(), timeout=5000)
+        qtbot.waitUntil(lambda menu=menu: not menu.isVisible(), timeout=30_000)
     pins.unpin_all_action.trigger()  # Run > Pinned results > Unpin all
     win.set_model(seeded_tiny_cnn(2), LAYERS)
     win.run_and_wait()

@@ -29,7 +29,7 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
     )
     panel = window.host.layer_panels["layer4"]
     # The page size follows the panel's width (re-paged from the views, the pin untouched).
-    qtbot.waitUntil(lambda: "layer4" in window.session.page_channels, timeout=5000)
+    qtbot.waitUntil(lambda: "layer4" in window.session.page_channels, timeout=30_000)
     window.display.flush_panel_updates()
     size = window.session.page_channels["layer4"]
     assert panel.activation_slot.mosaic.page_size == size and size < 512
@@ -79,7 +79,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
     )
     win.run_and_wait()
     # Pages sized to the panels' widths (the export writes whole layers: compare tile by tile).
-    qtbot.waitUntil(lambda: set(window.session.page_channels) == set(layers), timeout=5000)
+    qtbot.waitUntil(lambda: set(window.session.page_channels) == set(layers), timeout=30_000)
     window.display.flush_panel_updates()
     assert window.exports.export_all(tmp_path / "out", wait=True)
     for name in layers:

@@ -20,11 +20,11 @@ def test_every_dock_open_at_1280x720_keeps_the_window_height(actviz_window):
     assert len(docks) >= 4
     for dock in docks:
         win.open_dock(dock.windowTitle())
-        win.qtbot.waitUntil(lambda: w.height() == 720, timeout=5000)
+        win.qtbot.waitUntil(lambda: w.height() == 720, timeout=30_000)
         assert dock.isVisible() and not dock.visibleRegion().isEmpty()  # in front
     assert all(d.toggleViewAction().isChecked() for d in docks)
     assert w.minimumSizeHint().height() <= 720
     # Closing and opening one again keeps the height too.
     win.whatif.dock.close()
     win.open_dock("Edits")
-    win.qtbot.waitUntil(lambda: w.height() == 720, timeout=5000)
+    win.qtbot.waitUntil(lambda: w.height() == 720, timeout=30_000)

@@ -14,12 +14,12 @@ def test_memory_is_trimmed_after_a_run_once_idle(actviz_window, monkeypatch):
     monkeypatch.setattr(memory.allocator, "release_freed_memory", lambda: trims.append(1) or True)
     win = small_conv_window(actviz_window)
     idle = win.window.memory
-    win.qtbot.waitUntil(lambda: idle.trims >= 1, timeout=5000)
+    win.qtbot.waitUntil(lambda: idle.trims >= 1, timeout=30_000)
     assert len(trims) == 1
     win.qtbot.wait(300)
     assert len(trims) == 1  # once per idle stretch, not on a timer
     win.run_and_wait()
-    win.qtbot.waitUntil(lambda: idle.trims >= 2, timeout=5000)
+    win.qtbot.waitUntil(lambda: idle.trims >= 2, timeout=30_000)
 
 
 def test_an_idle_pass_with_little_kept_ends_without_a_trim(actviz_window, monkeypatch):
@@ -30,7 +30,7 @@ def test_an_idle_pass_with_little_kept_ends_without_a_trim(actviz_window, monkey
     monkeypatch.setattr(memory.allocator, "release_freed_memory", lambda: 1 / 0)
     win = small_conv_window(actviz_window)
     idle = win.window.memory
-    win.qtbot.waitUntil(lambda: idle.passes >= 1, timeout=5000)
+    win.qtbot.waitUntil(lambda: idle.passes >= 1, timeout=30_000)
     assert idle.trims == 0
 
 
@@ -63,7 +63,7 @@ def test_cyclic_garbage_is_collected_when_idle_and_the_rest_frozen_until_the_clo
     try:
         young = cycle()
         idle.touch()
-        win.qtbot.waitUntil(lambda: young() is None, timeout=5000)
+        win.qtbot.waitUntil(lambda: young() is None, timeout=30_000)
         # A cycle frozen while alive, garbage later: freed once the frozen objects grew by
         # half since the last full collection (here: said to have), at the next idle moment.
         old = Node()
@@ -79,7 +79,7 @@ def test_cyclic_garbage_is_collected_when_idle_and_the_rest_frozen_until_the_clo
         idle.touch()
         win.qtbot.wait(250)
         assert gone() is not None  # due, but only after a longer idle stretch
-        win.qtbot.waitUntil(lambda: gone() is None, timeout=5000)
+        win.qtbot.waitUntil(lambda: gone() is None, timeout=30_000)
         assert idle.idles_before_full == memory.FULL_EVERY  # counted again from the full one
     finally:
         gc.enable()

@@ -25,7 +25,7 @@ def _hover_tile(win, panel, channel: int) -> str:
     point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
     win.qtbot.mouseMove(canvas.viewport(), point)
     win.qtbot.waitUntil(
-        lambda: panel.status_label.text().startswith(f"ch {channel} "), timeout=5000
+        lambda: panel.status_label.text().startswith(f"ch {channel} "), timeout=30_000
     )
     return panel.status_label.shown_text()
 

@@ -47,7 +47,7 @@ def test_the_class_scores_bars_name_their_classes(actviz_window):
     height = float(np.asarray(panel.activation_slot.view.data)[2])
     scene = canvas.view.mapViewToScene(QPointF(2.0, height / 2))
     win.qtbot.mouseMove(canvas.viewport(), QPoint(canvas.mapFromScene(scene)))
-    win.qtbot.waitUntil(lambda: "class 2: star" in panel.status_label.text(), timeout=3_000)
+    win.qtbot.waitUntil(lambda: "class 2: star" in panel.status_label.text(), timeout=10_000)
     # A layer that is not the class scores keeps "unit".
     assert result.layers["fc"].shape == (1, 5)
     from actviz.display.layer_views import class_units

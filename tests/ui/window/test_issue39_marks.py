@@ -34,7 +34,7 @@ def test_unticking_the_marks_and_closing_the_dock_clears_the_outlines(actviz_win
     _click(win, box)
     assert win.panel("conv2").selected_channels() == top
     dock.toggleViewAction().trigger()
-    win.qtbot.waitUntil(lambda: not dock.isVisible(), timeout=2_000)
+    win.qtbot.waitUntil(lambda: not dock.isVisible(), timeout=10_000)
     assert win.panel("conv2").selected_channels() == []
     # The tile menu speaks of the tile clicked alone.
     menu = win.tile_menu("conv2", 1)

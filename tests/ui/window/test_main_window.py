@@ -140,10 +140,10 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
     mosaic = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     window.centre.layers_scroll.ensureWidgetVisible(panel)
-    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
+    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=10_000)
     y0, x0 = mosaic.tile_origin(4)
     point = canvas.image_to_widget(x0 + 2.5, y0 + 3.5)
-    with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
+    with qtbot.waitSignal(panel.channel_clicked, timeout=10_000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
     assert window.centre.channel_box.isVisible()
     layer = window.session.result.layers["conv2"]
@@ -178,8 +178,8 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     win.run_and_wait()
     narrow, wide = window.host.layer_panels["layer3"], window.host.layer_panels["layer4"]
     # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
-    qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=5000)
-    qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") > 0, timeout=5000)
+    qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=30_000)
+    qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") > 0, timeout=30_000)
     n3, size = _page_fits_width(window, "layer3"), _page_fits_width(window, "layer4")
     assert MIN_PAGE_CHANNELS <= n3 < 256 and MIN_PAGE_CHANNELS <= size < 256
     assert narrow.activation_slot.image_canvas.grid.tile_screen_px() >= 32
@@ -189,7 +189,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert not wide.page_bar.prev_button.isEnabled() and wide.page_bar.next_button.isEnabled()
     window.centre.layers_scroll.ensureWidgetVisible(wide)
-    qtbot.waitUntil(lambda: not wide.page_bar.next_button.visibleRegion().isEmpty(), timeout=2000)
+    qtbot.waitUntil(lambda: not wide.page_bar.next_button.visibleRegion().isEmpty(), timeout=10_000)
     qtbot.mouseClick(wide.page_bar.next_button, LEFT)
     layer = window.session.result.layers["layer4"]
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
@@ -222,22 +222,22 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     point = canvas.image_to_widget(x0 + 0.5, y0 + 0.5)
     qtbot.mouseMove(canvas.viewport(), point)
     qtbot.waitUntil(
-        lambda: wide.status_label.text().startswith(f"ch {target}  (x=0, y=0)"), timeout=2000
+        lambda: wide.status_label.text().startswith(f"ch {target}  (x=0, y=0)"), timeout=10_000
     )
-    with qtbot.waitSignal(wide.channel_clicked, timeout=2000):
+    with qtbot.waitSignal(wide.channel_clicked, timeout=10_000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
     assert window.centre.channel_view.channel == target
     np.testing.assert_array_equal(window.centre.channel_view.activation, layer.view.data[target])
     assert window.session.channel_pages == {"layer4": target}
     # The channel view takes most of the tab: the mosaic's page follows its narrower width
     # and still holds the channel opened.
-    qtbot.waitUntil(lambda: 0 < _page_fits_width(window, "layer4") < size, timeout=5000)
+    qtbot.waitUntil(lambda: 0 < _page_fits_width(window, "layer4") < size, timeout=30_000)
     small = _page_fits_width(window, "layer4")
     first = target // small * small
     assert wide.page_text() == f"ch {first}-{first + small - 1} of 512"
     # Closed again, the page is as wide as before and holds the channel opened.
     window.centre.channel_view.close_button.click()
-    qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") == size, timeout=5000)
+    qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") == size, timeout=30_000)
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     # The page holds for the next run; the first page is one click back.
     win.run_and_wait()
@@ -489,7 +489,7 @@ def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
         with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
             window.runs.run()
             assert model.entered.wait(10)  # the capture is inside the forward
-            qtbot.waitUntil(window.status.progress_bar.isVisible, timeout=5000)
+            qtbot.waitUntil(window.status.progress_bar.isVisible, timeout=30_000)
             assert window.commands.cancel_action.isEnabled()
             window.cancel()
             model.release.set()
@@ -663,7 +663,7 @@ def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, actviz_window):
     # On a first start the dock opens at its default width (wider than its minimum).
     assert window.model_dock.width() == 300
     window.resizeDocks([window.model_dock], [700], Qt.Orientation.Horizontal)
-    qtbot.waitUntil(lambda: view.viewport().width() > 600, timeout=2000)
+    qtbot.waitUntil(lambda: view.viewport().width() > 600, timeout=10_000)
     fm = view.fontMetrics()
     cap = int(view.viewport().width() * 0.6)
     # A name wider than 170 px but inside 60 % of the tree: the column fits it exactly.
@@ -686,7 +686,7 @@ def test_a_model_set_before_show_is_fitted_once_shown(qtbot, actviz_window):
     window = win.window
     window.show()
     qtbot.waitExposed(window)
-    qtbot.waitUntil(lambda: not window.model_dock._fit_pending, timeout=2000)
+    qtbot.waitUntil(lambda: not window.model_dock._fit_pending, timeout=10_000)
     view = window.model_dock.tree_view
     wanted = view.sizeHintForColumn(0)
     assert wanted > 170
@@ -818,7 +818,7 @@ def test_shortcuts(qtbot, actviz_window):
     assert keys["Export everything…"] == "Ctrl+E"
     assert keys["Quit"] == "Ctrl+Q"
     window.activateWindow()
-    with qtbot.waitSignal(window.run_started, timeout=5000):
+    with qtbot.waitSignal(window.run_started, timeout=30_000):
         qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
 
@@ -923,7 +923,7 @@ def test_open_and_close_fifteen_times_leaves_no_hooks(qtbot, actviz_window):
         destroyed: list[bool] = []
         window.destroyed.connect(lambda *_, seen=destroyed: seen.append(True))
         window.deleteLater()
-        qtbot.waitUntil(lambda seen=destroyed: bool(seen), timeout=5000)
+        qtbot.waitUntil(lambda seen=destroyed: bool(seen), timeout=30_000)
         assert_no_hooks(model)
     assert not model.training
     # Closing mid-capture leaves no global hooks either (the helper checks module hooks).
@@ -1050,7 +1050,7 @@ def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
     win.run_and_wait()
     window = win.window
     window.resize(900, 420)  # room for about one layer panel: the others are off screen
-    qtbot.waitUntil(lambda: not window.display.panel_updates_pending(), timeout=2000)
+    qtbot.waitUntil(lambda: not window.display.panel_updates_pending(), timeout=10_000)
     window.script.set_input(frame(7))
     with win.expect_run(flush=False):
         assert window.runs.run() is not None
@@ -1063,12 +1063,12 @@ def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
         return not window.host.layer_panels[name].visibleRegion().isEmpty()
 
     names = list(window.host.layer_panels)
-    qtbot.waitUntil(lambda: all(current(n) for n in names if on_screen(n)), timeout=2000)
+    qtbot.waitUntil(lambda: all(current(n) for n in names if on_screen(n)), timeout=10_000)
     hidden = [n for n in names if not on_screen(n)]
     assert hidden, "the test needs an off-screen panel"
     assert not any(current(n) for n in hidden)  # not painted while nobody can see them
     assert window.display.panel_updates_pending()
     window.centre.layers_scroll.ensureWidgetVisible(window.host.layer_panels[hidden[-1]])
-    qtbot.waitUntil(lambda: current(hidden[-1]), timeout=2000)
+    qtbot.waitUntil(lambda: current(hidden[-1]), timeout=10_000)
     window.display.flush_panel_updates()
     assert all(current(n) for n in names) and not window.display.panel_updates_pending()

@@ -52,7 +52,7 @@ def _press_ctrl_p(qtbot, window: MainWindow) -> None:
     from PySide6.QtCore import Qt
 
     window.activateWindow()
-    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    qtbot.waitUntil(window.isActiveWindow, timeout=10_000)
     qtbot.keyClick(window, Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier)
 
 
@@ -63,9 +63,9 @@ def _pop_up_and_click(qtbot, menu, text: str) -> None:
     action = next(a for a in menu.actions() if a.text() == text)
     assert action.isEnabled(), f"{text!r} is disabled"
     menu.popup(QPoint(0, 0))
-    qtbot.waitUntil(menu.isVisible, timeout=2000)
+    qtbot.waitUntil(menu.isVisible, timeout=10_000)
     qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
-    qtbot.waitUntil(lambda: not menu.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: not menu.isVisible(), timeout=10_000)
 
 
 def _run_menu(window: MainWindow):

@@ -25,7 +25,7 @@ def test_the_layers_tab_starts_at_the_top_for_another_model(actviz_window):
     win.run_and_wait()
     bar = win.window.centre.layers_scroll.verticalScrollBar()
     win.reveal("fc")
-    win.qtbot.waitUntil(lambda: bar.value() > 0, timeout=5000)
+    win.qtbot.waitUntil(lambda: bar.value() > 0, timeout=30_000)
     tabs = win.window.centre.tabs
     tabs.setCurrentWidget(win.window.centre.overview_tab)  # the switch made on another tab
     win.settle()

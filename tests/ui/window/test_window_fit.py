@@ -35,7 +35,7 @@ def _fits(window: QMainWindow) -> tuple[int, int]:
 
 def _resize_to(qtbot, window: QMainWindow, w: int, h: int) -> None:
     window.resize(w, h)
-    qtbot.waitUntil(lambda: (window.width(), window.height()) == (w, h), timeout=2000)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (w, h), timeout=10_000)
 
 
 # ------------------------------------------------------------------------------ point 1
@@ -82,13 +82,13 @@ def test_layers_get_sixty_percent_of_the_width_at_1280x720(qtbot, actviz_window,
     window = win.window
     window.centre.tabs.setCurrentIndex(0)
     _resize_to(qtbot, window, 1280, 720)
-    qtbot.waitUntil(lambda: window.centre.layers_scroll.width() > 0, timeout=2000)
+    qtbot.waitUntil(lambda: window.centre.layers_scroll.width() > 0, timeout=10_000)
     share = window.centre.layers_scroll.width() / window.width()
     assert share >= 0.6, share
     # The Model dock opens at its default width, and the user can widen it.
     assert window.model_dock.width() == PREFERRED_WIDTH
     window.resizeDocks([window.model_dock], [450], Qt.Orientation.Horizontal)
-    qtbot.waitUntil(lambda: window.model_dock.width() == 450, timeout=2000)
+    qtbot.waitUntil(lambda: window.model_dock.width() == 450, timeout=10_000)
 
 
 def _view_menu(window: QMainWindow):
@@ -171,7 +171,7 @@ def test_window_state_is_restored_from_settings(qtbot, actviz_window):
     window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.model_dock)
     win.live.dock.show()
     window.tabifyDockWidget(window.model_dock, win.live.dock)
-    qtbot.waitUntil(lambda: win.live.dock.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: win.live.dock.isVisible(), timeout=10_000)
     saved = (window.width(), window.height())
     assert saved[0] == 760  # (tabbed docks may need a little more height)
     window.close()
@@ -302,5 +302,5 @@ def test_every_mosaic_scene_matches_its_canvas_after_the_demo_opens_at_1280x720(
                 c.ensure_scene()  # off screen: what the paint that shows it does
         return all(c.ci.geometry().size().toSize() == c.size() for c in canvases)
 
-    qtbot.waitUntil(scenes_fit, timeout=2000)
+    qtbot.waitUntil(scenes_fit, timeout=10_000)
     window.close()
