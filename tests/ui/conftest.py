@@ -9,6 +9,8 @@ the ``tiny_cnn`` and ``resnet`` models, ``demo_resources`` and ``LOAD_TIMEOUT_MS
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -38,6 +40,16 @@ def _pointer_elsewhere(qapp):
     from PySide6.QtGui import QCursor
 
     QCursor.setPos(QPoint(-10_000, -10_000))
+
+
+@pytest.fixture
+def actviz_window(actviz_window, request):
+    """The plugin's factory; in a module or test marked ``window_features(*names)`` its
+    windows have only those features (a window without them is built in half the time)."""
+    marker = request.node.get_closest_marker("window_features")
+    if marker is None:
+        return actviz_window
+    return functools.partial(actviz_window, features=marker.args)
 
 
 def small_conv_window(actviz_window):

@@ -14,6 +14,9 @@ from actviz.core.capture import CaptureCancelled
 from actviz.ui.worker import Staged, Worker
 from actviz.workspace.session_state import RunRequest, run_job
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 
 def ends(*jobs, into=None, start=0):
     """Every end (and ``staged``) the jobs emit, in order, appended to ``into`` (a new list by
@@ -479,7 +482,8 @@ def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actv
     _flush_deletes()
     pools, runners, signals = _live(QThreadPool), _live(_Runner), _live(_RunnerSignals)
     for _ in range(2):
-        win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", "fc"])
+        # Every feature: their workers and pools must go too.
+        win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", "fc"], features=None)
         window = win.window
         for _ in range(20):
             win.run_and_wait(flush=False)

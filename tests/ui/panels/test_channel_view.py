@@ -14,6 +14,9 @@ from actviz.ui.panels.channel_view import OVERLAY_OPACITY
 from actviz.ui.window.main_window import MainWindow
 from tests.helpers import noise_picture
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 LEFT = Qt.MouseButton.LeftButton
 
 

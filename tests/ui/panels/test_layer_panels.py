@@ -19,6 +19,9 @@ from actviz.display.mosaic import (
 from actviz.ui.panels.tile_grid import LABEL_MIN_TILE_PX
 from actviz.ui.window.main_window import MainWindow
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 
 def _uniform_image(size: int = 224) -> torch.Tensor:
     return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1))

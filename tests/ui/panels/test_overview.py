@@ -21,6 +21,9 @@ from actviz.ui.panels.stats_table import COLUMNS, StatsTable
 from actviz.ui.window.result_display import default_selected_layer
 from tests.ui.qt_helpers import show_widget
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 OWL = "great grey owl, great gray owl, Strix nebulosa"
 
 

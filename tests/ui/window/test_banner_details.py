@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from actviz.ui.background_loads import MAX_ERROR_CHARS, describe_error
 from tests.ui.tiny_models import TinyCNN
+
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
 
 
 def test_a_failing_run_says_one_line_and_keeps_the_traceback_for_details(actviz_window):

@@ -12,6 +12,9 @@ from actviz.display.mosaic import mosaic
 from actviz.io.export.typeset import MOSAIC_BACKGROUND
 from tests.helpers import frame, tile_pixels
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 SIZE = (1400, 900)
 
 

@@ -27,6 +27,9 @@ from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
 from tests.ui.tiny_models import SIZE, TINY_LAYERS, TinyCNN, seeded_tiny_cnn  # noqa: F401 - an arch string names it here
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 LEFT = Qt.MouseButton.LeftButton
 
 
@@ -994,6 +997,7 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, act
     window.shutdown()
 
 
+@pytest.mark.window_features("live")
 def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
     qtbot, actviz_window, monkeypatch, caplog
 ):

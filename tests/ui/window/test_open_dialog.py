@@ -4,11 +4,15 @@ after a failure, and nothing sends the user to the command line."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torchvision
 from PySide6.QtCore import Qt
 
 from tests.ui.conftest import LOAD_TIMEOUT_MS
+
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
 
 TIED = ["fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_fpn"]
 

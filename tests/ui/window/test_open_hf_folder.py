@@ -7,6 +7,9 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
 pytest.importorskip("tokenizers", reason="needs the hf extra (tokenizers)")
 

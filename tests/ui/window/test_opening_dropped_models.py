@@ -4,10 +4,14 @@ read as an input and refused ("is a model file (torchscript), not an input")."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tests.helpers import ConvMean
 from tests.ui.conftest import LOAD_TIMEOUT_MS, frame
+
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
 
 
 def _dropped_net_window(actviz_window):

@@ -22,6 +22,9 @@ from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
 from tests.ui.tiny_models import SIZE, TINY_LAYERS, TinyCNN, seeded_tiny_cnn
 
+#: The core window is what these tests drive: built without the features.
+pytestmark = pytest.mark.window_features()
+
 
 def _loaded(source: str, model: torch.nn.Module | None = None, **extra) -> LoadedModel:
     return LoadedModel(model if model is not None else seeded_tiny_cnn(), f"tiny {source}", source, "module",
