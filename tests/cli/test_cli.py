@@ -1,4 +1,5 @@
-"""The headless CLI, run as a user would: python -m actviz in a subprocess."""
+"""The headless CLI, run as a user would: ``python -m actviz`` in a subprocess for a whole
+export and its errors, ``main()`` in this process for the rest (a child imports torch again)."""
 
 from __future__ import annotations
 
@@ -86,22 +87,25 @@ def test_export_resnet18_state_dict_with_image(tmp_path):
         Image.open(out / name).verify()  # complete PNGs (their pixels: tests/io/test_export.py)
 
 
-def test_info_prints_tree_with_shapes(tmp_path):
-    proc = run("info", "--model", "resnet18", "--weights", "none", "--input", "random:1x3x64x64")
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+def test_info_prints_tree_with_shapes(cli):
+    code, out, err = cli(
+        "info", "--model", "resnet18", "--weights", "none", "--input", "random:1x3x64x64"
+    )
+    assert code == 0, err
+    lines = out.splitlines()
     conv = next(line for line in lines if line.split()[:1] == ["conv1"])
     assert "Conv2d" in conv and "9408" in conv and "1x64x32x32" in conv
     assert any("layer1.0.relu" in line and "(2 calls)" in line for line in lines)
     assert lines[-1].startswith("68 modules, 52 leaves, 11,689,512 parameters")
 
 
-def test_info_on_code_reference(tmp_path):
+def test_info_on_code_reference(tmp_path, cli, monkeypatch):
     src = tmp_path / "mlp.py"
     src.write_text("from tests.core.seed_models import SeedMLP as Net\n")
-    proc = run("info", "--model", f"{src}:Net", cwd=tmp_path)  # `tests` comes from PYTHONPATH
-    assert proc.returncode == 0, proc.stderr
-    assert "fc1" in proc.stdout and "Linear" in proc.stdout
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("info", "--model", f"{src}:Net")
+    assert code == 0, err
+    assert "fc1" in out and "Linear" in out
 
 
 def test_errors_are_one_line_without_traceback(tmp_path, cli):
@@ -123,16 +127,17 @@ def test_errors_are_one_line_without_traceback(tmp_path, cli):
     assert err.strip().splitlines()[-1].startswith("actviz: error:")
 
 
-def test_seed_mlp_export_from_pickled_module_needs_trust(tmp_path):
+def test_seed_mlp_export_from_pickled_module_needs_trust(tmp_path, cli):
     path = tmp_path / "whole.pt"
     torch.save(SeedMLP(), path)
     tensor = tmp_path / "x.pt"
     torch.save(torch.tensor([0.05, 0.1]), tensor)
     out = tmp_path / "o"
-    proc = run("export", "--model", str(path), "--input", str(tensor), "--out", str(out))
-    assert proc.returncode == 2 and "--trust" in proc.stderr and not out.exists()
-    proc = run("export", "--model", str(path), "--input", str(tensor), "--out", str(out), "--trust")
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = cli("export", "--model", str(path), "--input", str(tensor), "--out", str(out))
+    assert code == 2 and "--trust" in err and not out.exists()
+    args = ("--model", str(path), "--input", str(tensor), "--out", str(out), "--trust")
+    code, _, err = cli("export", *args)
+    assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["layers"]["s2"]["max"] == pytest_approx(0.7729)
 
