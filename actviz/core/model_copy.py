@@ -151,8 +151,8 @@ def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
 class ModelCopy:
     """A copy (``twin``, None until built or when copying failed) of ``original``, made once
     by :meth:`build` (on any thread: it waits for a capture of the original to end), then
-    used by another thread while :meth:`usable`. ``error`` and ``failure`` say why it could not be made;
-    ``nbytes`` is its parameters and buffers (0 until built)."""
+    used by another thread while :meth:`usable`. ``error`` and ``failure`` say why it could
+    not be made; ``nbytes`` is its parameters and buffers (0 until built)."""
 
     original: nn.Module = field(repr=False)
     to_eval: bool = False
@@ -165,7 +165,7 @@ class ModelCopy:
 
     def build(self) -> None:
         """Copy the model (once); a failure is kept in :attr:`error`, never raised."""
-        # After a capture running on the original (a copy made under way failed 1 time in 6).
+        # Not during a capture of the original: it wraps the modules' forward while it runs.
         with self._lock, model_lock(self.original):
             if self.twin is not None or self.error is not None:
                 return

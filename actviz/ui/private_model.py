@@ -101,8 +101,8 @@ class PrivateModel(QObject):
     def unbuilt(self, model: Any = None) -> ModelCopy:
         """A copy of ``model`` (None: the session's) to build in a job of the owner's, on a
         thread of its own (:meth:`ModelCopy.build` waits for a capture of the model running
-        elsewhere to end). Held from now
-        on like any copy of this owner's (released with the model and the window)."""
+        elsewhere). Held from now on like any copy of this owner's (released with the model
+        and the window)."""
         entry = ModelCopy(self.session.model if model is None else model, to_eval=self.to_eval)
         self.abandon()
         with self.service.lock:  # a job of the owner's may be letting go of the one before
