@@ -105,9 +105,13 @@ def _is_transient(hook: Any) -> bool:
 def private_copy(model: nn.Module, *, to_eval: bool = False) -> nn.Module:
     """A deep copy of ``model`` (not changed) for another thread (see the module docstring),
     in eval mode with ``to_eval``, else with the original's flags; raises what
-    :func:`copy.deepcopy` raises for a model that cannot be copied. Beside a capture of
-    ``model`` on another thread, hold :func:`~actviz.core.guards.model_lock` (as
-    :meth:`ModelCopy.build` does): the capture wraps the modules' ``forward`` while it runs."""
+    :func:`copy.deepcopy` raises for a model that cannot be copied. A capture of ``model`` on
+    another thread ends first: it wraps the modules' ``forward`` while it runs."""
+    with model_lock(model):
+        return _copy(model, to_eval)
+
+
+def _copy(model: nn.Module, to_eval: bool) -> nn.Module:
     memo: dict[int, Any] = {}
     wrapped: list[tuple[nn.Module, Any]] = []  # modules whose forward a capture wraps now
     for module in model.modules():
@@ -150,7 +154,7 @@ def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
 @dataclass
 class ModelCopy:
     """A copy (``twin``, None until built or when copying failed) of ``original``, made once
-    by :meth:`build` (on any thread: it waits for a capture of the original to end), then
+    by :meth:`build` (on any thread: :func:`private_copy` waits for a capture), then
     used by another thread while :meth:`usable`. ``error`` and ``failure`` say why it could
     not be made; ``nbytes`` is its parameters and buffers (0 until built)."""
 
@@ -165,8 +169,7 @@ class ModelCopy:
 
     def build(self) -> None:
         """Copy the model (once); a failure is kept in :attr:`error`, never raised."""
-        # Not during a capture of the original: it wraps the modules' forward while it runs.
-        with self._lock, model_lock(self.original):
+        with self._lock:
             if self.twin is not None or self.error is not None:
                 return
             try:
