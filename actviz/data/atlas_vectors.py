@@ -208,7 +208,7 @@ def separating_channels(
     score[~spread & (diff > 0)] = np.inf
     score[~spread & (diff < 0)] = -np.inf
     # Ties (infinite scores of channels without spread, in a map of a few images) go to the
-    # larger difference of the means, then to the lower channel (they went by channel).
+    # larger difference of the means, then to the lower channel.
     order = np.lexsort((np.arange(c), -np.abs(diff), -np.abs(score)))[: int(k)]
     return tuple(
         ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order

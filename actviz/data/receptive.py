@@ -414,8 +414,7 @@ def top_views(
             "the scan was over samples, not files: pass the same data as data= to top_views"
         )
     spec = resolve_model(model, transform)
-    # An image gone or changed since the scan leaves a grey view saying so; the others are
-    # shown (one moved file made the whole channel's views fail).
+    # An image gone or changed since the scan leaves a grey view saying so; the others show.
     loaded: list[tuple[torch.Tensor, np.ndarray] | str] = []
     for e in entries:
         try:

@@ -2,10 +2,8 @@
 
 Start at :func:`~actviz.display.prepare.prepare` (single runs, live frames, pins, export) and
 :mod:`~actviz.display.repage` (page turns, renormalising); :mod:`~actviz.display.mosaic` is the
-one place mosaics are normalised and :mod:`~actviz.display.colormaps` the one colour registry.
-The rest: layer views, statistics, attribution (saliency, Grad-CAM, predictions), the GPU
-host copy, run differences, token maps, attention, the logit lens, and the frozen results
-(:mod:`~actviz.display.prepared`).
+one place mosaics are normalised and :mod:`~actviz.display.colormaps` the one colour registry;
+the frozen results are in :mod:`~actviz.display.prepared`.
 
 Imports point one way: ``ui -> io -> display -> core``.
 """

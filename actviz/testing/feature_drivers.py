@@ -1,9 +1,7 @@
 """Small drivers, one per feature of the window.
 
-Reached by the feature's name (``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
-``win.whatif``, ``win.tokens``, ``win.sessions``, ``win.visualize``, ``win.atlas``,
-``win.concepts``), so tests do not reach into ``window.features``; a driver's ``feature`` is the
-feature itself. The members that only read or wait on the feature are generated from each
+Reached by the feature's name (``win.live``, ``win.compare``, ...), so tests do not reach into
+``window.features``. Members that only read or wait on the feature are generated from each
 driver's ``members`` table (see :func:`_member`).
 """
 

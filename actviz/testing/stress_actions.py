@@ -225,8 +225,8 @@ class UserActions:
             index = view.indexBelow(index)
         texts = [str(i.data()) for i in rows]
         text = choose(p, "row", texts, 0)
-        # A persistent index across the spin: a plain one used after a model switch reset the
-        # tree pointed at freed rows (the driver segfaulted its process in visualRect).
+        # A persistent index across the spin: a plain one goes stale if a model switch resets
+        # the tree meanwhile.
         index = QPersistentModelIndex(rows[texts.index(text)])
         view.scrollTo(QModelIndex(index))
         self.spin(0.01)

@@ -112,14 +112,10 @@ class Host(Docks):
     def private_model(
         self, owner: Any, *, to_eval: bool = False, keep: bool = False
     ) -> PrivateModel:
-        """The one way a feature gets a private copy of the session's model for work beside
-        the window's captures (hooks are per-module state). The handle, a child of ``owner``,
-        hands out a copy made on the capture worker between two jobs (``get(then, failed)``)
-        or one to build in a job of the owner's (``unbuilt()``); a copy whose original's
-        weights changed is made again, a sibling's copy no job uses is shared, and copies go
-        with the model (a switch), the idle window and the window's close. ``to_eval``: copies
-        in eval mode; ``keep``: the owner keeps its copy between its jobs (not shared, not
-        trimmed). Edits are never in a copy: a job passes them to its run."""
+        """``owner``'s private copy of the session's model for work beside the window's
+        captures (:mod:`actviz.ui.private_model`). ``to_eval``: copies in eval mode; ``keep``:
+        the owner keeps its copy between its jobs (not shared, not trimmed). Edits are never in
+        a copy: a job passes them to its run."""
         if self.model_copies is None:  # the window's session and worker exist by now
             self.model_copies = ModelCopyService.of_window(self._w)
         return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)

@@ -1,20 +1,12 @@
 """The window's one model-copy service: :meth:`WindowHost.private_model` hands a feature a
 :class:`PrivateModel`, its private copy of the session's model.
 
-Hooks are per-module state, so work beside the window's captures (a synthesis, a concept job,
-a dataset scan, a live lane) runs on a copy (:mod:`actviz.core.model_copy`). The service
-
-* makes a copy *on* the capture worker, as a short job between two of its jobs, so no
-  capture's hooks or flags are inside the model while it is copied (:meth:`PrivateModel.get`),
-  or hands an owner an unbuilt copy to build in a job of its own (:meth:`PrivateModel.unbuilt`:
-  live mode's lane 0, a scan's thread);
-* keeps each copy in step with the loaded weights: a copy whose original's weights changed
-  (in place, replaced or moved: :func:`~actviz.core.model_copy.weights_signature`) is never
-  handed out again, a new one is made;
-* lets the copies of a window be shared: an owner asking for a copy takes a sibling's that no
-  job uses (a copy is as large as the model);
-* releases them with the model: at a model switch, when the window idles (copies no job uses)
-  and when the window closes.
+Hooks are per-module state, so work beside the window's captures (a synthesis, a scan, a
+live lane) runs on a copy (:mod:`actviz.core.model_copy`), made on the capture worker between
+two of its jobs so no capture's hooks are inside it (:meth:`PrivateModel.get`), or built in a
+job of the owner's (:meth:`PrivateModel.unbuilt`). A copy whose original's weights changed
+is made again; one no job uses is shared with siblings (a copy is as large as the model);
+copies go with the model, when the window idles, and with the window.
 """
 
 from __future__ import annotations

@@ -146,8 +146,8 @@ def compare_job(
             "Runs A and B have no layer in common: tick the same layers and run again."
         )
     report("comparing")
-    # The layers shown, not every record: a text model's run also records its embedding for
-    # the saliency, and the chart counted and plotted that layer nobody ticked.
+    # The layers shown, not every record (a text model's run also records its embedding for
+    # the saliency).
     shown = [n for n in request.spec.layers if n in common]
     comparison = compare(cap_a, cap_b, layers=shown or None)
     if not comparison.layers:

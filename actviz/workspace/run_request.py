@@ -1,8 +1,6 @@
-"""A run's request and its job: :class:`RunRequest` (taken on the GUI thread by
-:func:`request_of`, with what the sequence views need, read with the module walk cached per
-model) and :func:`run_job` (capture and prepare on the worker, never touching the session
-again; an edited run gets the unedited capture of the same input beside it, cached while model,
-input, layers and target stay, so toggling an edit costs one forward and backward).
+"""A run's request (:class:`RunRequest`, taken on the GUI thread) and its job (:func:`run_job`,
+on the worker, never touching the session). An edited run keeps the unedited capture beside it,
+so toggling an edit costs one forward and backward.
 """
 
 from __future__ import annotations

@@ -2,10 +2,7 @@
 
 A zip of ``manifest.json`` (settings) and ``.npz`` members (arrays), never a pickle: arrays are
 read with ``allow_pickle=False`` and unknown members are refused, so opening cannot run code.
-:func:`save_state` writes a :class:`SessionState` atomically; :func:`load_state` reads one or
-raises :class:`SessionFileError` in one line; :func:`verify_model_source` checks a
-checkpoint's SHA-256. Edits are stored as JSON (a patch names its pin, a concept edit a
-dictionary kept in the file); custom callables cannot be, and :func:`unsaved_warnings` says so.
+Custom callable edits cannot be stored, and :func:`unsaved_warnings` says so.
 """
 
 from __future__ import annotations

@@ -4,14 +4,9 @@
 describe ("Feature Visualization", Distill 2017): Fourier parameterisation with 1/f scaling,
 decorrelated colour, robustness transforms (:mod:`actviz.analysis.visualize.image_param`), and
 Lucid's redirected ReLU for channels silent on the start image
-(:class:`LayerRunner`). It is faster than Lucent's ``render_vis``
-because the forward stops at the layer, weights take no gradient, transforms are one affine
-resampling per step and channels run as one batch (each from its own seed). The model is left
-as found (:class:`~actviz.core.guards.ModelState`); no Qt here. Here too: what the model expects
-of an image (the module inside an opened model, its normalisation and fixed input size, the
-checks that refuse models that take no RGB float image) and the optimisation loop (per chunk of
-keys, Adam on the image parameters through the robustness transforms, the objective read at the
-layer; the model's parameters frozen for the run).
+(:class:`LayerRunner`). The forward stops at the layer, weights take no gradient, transforms
+are one affine resampling per step and channels run as one batch. The model is left as found
+(:class:`~actviz.core.guards.ModelState`); no Qt here.
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ MARKER_MARGIN = 0.06
 #: At most this many times the view's width (and height) to show the star: beyond, the
 #: dots would shrink to a speck, and the star stays out of view (the tab says so).
 MAX_WIDEN = 4.0
-#: Below this width the tab shows the strips under the map, not beside it (beside, a 1024 px
-#: window with its docks left the map a hundred pixels wide and the strips cut).
+#: Below this width the tab shows the strips under the map, not beside it (where both would
+#: be too narrow).
 NARROW_TAB_PX = 560
 #: The map's least size (the tab scrolls below what it and the strips need): higher with the
 #: strips under it, where the page scrolls down rather than squeeze the map.

@@ -1,11 +1,8 @@
 """Concepts in the window: a layer panel shows a dictionary's concepts instead of channels.
 
-:class:`ConceptsFeature` attaches through the host only. Data > Train concepts… (on a worker
-of its own, on a copy of the model) and Data > Open concepts… attach a dictionary to a layer
-(``session.set_concepts``); such a panel can show the concepts most active for the input as
-tiles (:func:`actviz.analysis.concepts.tiles.concept_tiles`), whose clicks open the Concept
-dock (:class:`~actviz.ui.concepts.view.ConceptView`: map, name, Remove / Scale edits, effect,
-top images). Sessions and reports keep the dictionaries and names.
+Data > Train concepts… (on a copy of the model, on a worker of its own) and Data > Open
+concepts… attach a dictionary to a layer; its panel can show the input's most active concepts
+as tiles, whose clicks open the Concept dock (:class:`~actviz.ui.concepts.view.ConceptView`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""What sessions and reports keep of the dictionaries attached to a window's layers (the
-:class:`~actviz.ui.concepts.feature.ConceptsFeature`'s parts of a session file and of an
-exported report).
+"""What sessions and reports keep of the dictionaries attached to a window's layers.
 
-A session keeps each layer's dictionary folder (the weights stay there), the names the user
-gave and whether the panel shows concepts; a report shows each layer's concept tiles for the
-input, the dictionary described and its named concepts listed.
+A session keeps each layer's dictionary folder (the weights stay there), the concepts' names
+and whether the panel shows concepts; a report shows each layer's concept tiles and names.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """DatasetScans: runs dataset scans and top-k views off the GUI thread (no widgets here).
 
-A scan runs on its own worker on a private copy of the model that it builds on that thread,
-and top-k views on a second worker with a copy made on the capture worker and shared with the
-window's other features (both from ``host.private_model``; hooks are per-module state), so both
-go on beside the window's captures. Progress reaches the GUI thread by a queued signal;
-Cancel is polled once per batch and the scan saves what it has, so scanning again resumes.
+Scans and top-k views run on two workers of their own, each on a private copy of the model
+(hooks are per-module state), so both go on beside the window's captures. Cancel is polled
+once per batch and the scan saves what it has, so scanning again resumes.
 """
 
 from __future__ import annotations
@@ -133,11 +131,9 @@ class DatasetScans(QObject):
         """Show what is saved for ``spec`` with the session's model, running nothing.
 
         A scan saved whole arrives as ``scan_finished`` (``from_cache``), one cancelled before
-        as its partial result; nothing saved (or an error): nothing is reported. No image is
-        run through the model (the engine stops before its first batch), so opening a model
-        shows its last scan at once without a scan's cost. Models over
-        :data:`PEEK_COPY_LIMIT` are skipped (the scan's model copy would double them). The job,
-        None without a model."""
+        as its partial result; nothing saved (or an error): nothing is reported. Models over
+        :data:`PEEK_COPY_LIMIT` are skipped (the copy would double them). The job, None
+        without a model."""
         model = self.session.model
         if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
             return None  # a big model is not copied unasked (a scan, asked for, still copies it)

@@ -24,8 +24,7 @@ LABEL_WIDTH = 56
 #: The labels' width where the bars are concepts ("concept 1234").
 CONCEPT_LABEL_WIDTH = 84
 MARGIN = 4
-#: Sections made per event-loop turn (about those a dock shows; tiny GPT-2's 20-odd made at
-#: once held the GUI thread 106 ms, issue #37).
+#: Sections made per event-loop turn (about those a dock shows), so no turn holds the GUI long.
 SECTIONS_PER_TURN = 2
 
 
@@ -369,7 +368,7 @@ class EffectsView(QtWidgets.QWidget):
 
     def set_sections(self, layers: Sequence[str]) -> None:
         """Show the sections of ``layers``: a layer's own, else a spare one renamed, else a new
-        one; those left are hidden for later (re-making them all: 105 ms, issue #37). At most
+        one; those left are hidden for later (re-making them is slow). At most
         :data:`SECTIONS_PER_TURN` are made now, the rest a few per event-loop turn."""
         old, layers = self.sections, list(layers)
         if list(old) == layers and not self._waiting:

@@ -81,11 +81,8 @@ class LiveStatus:
 class SpacedReadout(QObject):
     """Calls ``show(*args)`` with the arguments last offered: at once while ``player`` is
     not playing (paused, a step, a seek), else at most every ``interval_s``; the last offered
-    is shown when the interval is over or the playing stops. Numbers that change with every
-    frame cannot be read, and each repaint costs the GUI thread.
-
-    ``player`` has a bool ``playing`` and a ``playing_changed(bool)`` signal (the
-    :class:`~actviz.ui.live.playback.LiveController`).
+    is shown when the interval is over or the playing stops (numbers changing every frame
+    cannot be read, and repaints cost). ``player`` has ``playing`` and ``playing_changed(bool)``.
     """
 
     def __init__(

@@ -1,9 +1,6 @@
-"""Live inputs without widgets, driven by :mod:`actviz.ui.live.playback`: frame sources (a
-``(T, C, H, W)`` tensor, a folder of images, the current input alone; a camera is
-:mod:`~actviz.ui.live.webcam`'s), the :class:`Player`, the :class:`Coalescer` (at most ``limit``
-frames in flight and the latest one waiting, starts spaced to cap repaints) and a
-:class:`RateMeter`. ``FrameSource.frame`` runs on the worker thread, so decoding an image never
-blocks the GUI.
+"""Live inputs without widgets, driven by :mod:`actviz.ui.live.playback`: frame sources, the
+:class:`Player`, the :class:`Coalescer` and a :class:`RateMeter`. ``FrameSource.frame`` runs on
+the worker thread, so decoding an image never blocks the GUI.
 """
 
 from __future__ import annotations

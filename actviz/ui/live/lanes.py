@@ -1,10 +1,8 @@
 """Which model each live frame captures on: the session's (lane 0) or its copy (lane 1).
 
 While a sequence plays on a small CPU model, frames alternate between the model and a copy of
-it, so two captures run at once, one per core. Plain logic without Qt: the live controller
-asks :meth:`FrameLanes.choose` for every frame it submits and reports the frames' progress.
-The copy is held by the window's copy service (``host.private_model(..., keep=True)``), which
-lets go of it with the model and the window; lane 0 builds it between two captures.
+it, so two captures run at once, one per core. Plain logic without Qt; the copy is held by
+``host.private_model(..., keep=True)`` and lane 0 builds it between two captures.
 """
 
 from __future__ import annotations

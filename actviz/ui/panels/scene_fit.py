@@ -190,7 +190,7 @@ class SceneFit:
             super().resizeEvent(event)
             return
         # The scene follows once, when next painted or read (ensure_scene) or the next turn: a
-        # layout pass resizes a canvas up to 7 times; a fit each time: 135 ms (issue #37).
+        # layout pass resizes a canvas several times, and each fit is slow.
         self._scene_stale = True
         if getattr(self, "_announcing", False):
             return  # a listener's resize: the fit to come takes the last size

@@ -38,7 +38,7 @@ def bar_ticks(peak: float) -> list[tuple[float, str]]:
 
 def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
     """Give ``axis`` these ticks unless it has them: setting them redraws its text, most of a
-    token canvas's paint (a pin's result shown again redrew them all, issue #37)."""
+    token canvas's paint."""
     if getattr(axis, "_actviz_ticks", "unset") != ticks:
         axis._actviz_ticks = ticks  # type: ignore[attr-defined]
         axis.setTicks(ticks)
@@ -69,7 +69,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        # No menus (style_plot drops them): building them was a tenth of a canvas (#37).
+        # No menus (style_plot drops them): building them is a tenth of a canvas.
         self.plot = self.addPlot(row=0, col=0, enableMenu=False)
         style_kwargs = {"x_label": x_label or None}
         style.style_plot(self.plot, **style_kwargs)
@@ -178,9 +178,8 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if not self._on_screen():
-            # Off screen (scrolled away, not yet shown): a window resize resized every token
-            # panel's two canvases (~0.7 ms of pyqtgraph layout each: 64 ms with 25 GPT-2
-            # panels). The plot follows the size when next painted or read (ensure_layout).
+            # Off screen (scrolled away, not yet shown): pyqtgraph's layout is costly per
+            # canvas, so the plot follows the size when next painted or read (ensure_layout).
             self._layout_stale = True
             return
         self._layout_stale = False

@@ -103,8 +103,7 @@ class TokenLayerPanel(LayerPanel):
     def set_difference(
         self, view: LayerView, mosaic: Mosaic | None, colormap: str | None = None
     ) -> None:
-        """As :meth:`LayerPanel.set_difference`; a token view shows the difference in its own
-        heat map, on the tokens (the map kept the edited values while "difference" was on)."""
+        """As :meth:`LayerPanel.set_difference`; a token view shows it in its own heat map."""
         super().set_difference(view, mosaic, colormap)
         tv = self.token_view
         if tv is None or self.token_canvas is None or view.kind != "heatmap":
@@ -147,10 +146,8 @@ class TokenLayerPanel(LayerPanel):
         if view is None:
             super()._update_gradient_visibility()
             return
-        # The mosaic's gradient slot stays hidden under the token maps. Shown by the base
-        # class and hidden again here, it cost every token canvas of every panel two resizes
-        # per update (Qt lays out all visible ancestors when a widget is shown): ~90 ms of
-        # the GUI thread per run with 25 GPT-2 panels.
+        # The mosaic's gradient slot stays hidden under the token maps, never shown by the
+        # base class first (Qt lays out all visible ancestors when a widget is shown).
         self.gradient_slot.setHidden(True)
         if self.token_grad_canvas is not None:
             self.token_grad_canvas.setVisible(

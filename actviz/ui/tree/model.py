@@ -236,8 +236,7 @@ class ModuleTreeModel(QAbstractItemModel):
         self._rows_changed([tree[n] for n in rows if n in tree], NAME, NAME)
 
     def _rows_changed(self, nodes: list[ModuleNode], first_column: int, last_column: int) -> None:
-        """One dataChanged per parent over its rows among ``nodes`` (one per module: 58 ms
-        for "Untick all" on ResNet-18, issue #37)."""
+        """One dataChanged per parent over its rows among ``nodes`` (one per module is slow)."""
         rows_by_parent: dict[str | None, list[int]] = {}
         for node in nodes:
             rows_by_parent.setdefault(node.parent, []).append(self._row_of[node.name])
@@ -271,9 +270,8 @@ class ModuleFilterProxy(QSortFilterProxyModel):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.setRecursiveFilteringEnabled(True)
-        # Ticks and shapes never change which rows pass (names and types do not change but
-        # with the model): re-filtering each changed row and its holders in Python made
-        # "Untick all" on ResNet-18 tens of ms slower (issue #37). set_text re-filters.
+        # Ticks and shapes never change which rows pass, and re-filtering each changed row in
+        # Python is slow: set_text re-filters.
         self.setDynamicSortFilter(False)
         self._text = ""
 

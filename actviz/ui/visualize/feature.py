@@ -2,10 +2,8 @@
 (:mod:`actviz.ui.visualize.page`) and File > Export visualisations.
 
 "What it wants" runs :func:`actviz.visualize` on a worker of its own, on a private copy of
-the model made between the capture worker's jobs (``host.private_model``: the synthesis hooks
-the model it runs), so window runs go on and never replace it. Results go
-to the visualisation cache, asked first for every channel shown (``only_cached=True``) on a
-thread of its own, since the first hash of a large model's weights takes a while.
+the model (the synthesis hooks the model it runs), so window runs go on beside it. The cache is
+asked first for every channel shown, on a thread of its own: hashing large weights is slow.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Visualising a layer's page of channels in the background: the "What channels want" dock.
 
 A page can take minutes on a CPU, so it runs on a worker of its own with a private copy of the
-model (hooks are per-module state: one model, one worker), made on the capture worker so no
-capture's hooks are inside it while copied. Window runs come first: between optimisation steps
-the page waits while the capture worker is busy. Cached channels show at once, the rest are
-synthesised a few at a time into the shared visualisation cache; Cancel keeps what is done.
-The synthesis is tracked by :class:`~actviz.ui.host.FeatureJob`; a session file keeps the page
-(:meth:`PageVisualiser.state` / :meth:`PageVisualiser.restore`, which never runs the model).
+model (hooks are per-module state). Window runs come first: between optimisation steps the page
+waits while the capture worker is busy. Cached channels show at once, the rest are synthesised
+a few at a time into the shared visualisation cache; Cancel keeps what is done.
 """
 
 from __future__ import annotations

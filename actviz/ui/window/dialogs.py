@@ -1,8 +1,7 @@
-"""Dialogs: open a model (searchable lists, file + architecture, recents; it stays open while
-the model loads), the confirmation before untrusted code runs, and where Export everything
-writes (a folder typed need not exist yet: the export creates it, which a plain folder picker
-refuses). The model lists are built once per process on a thread of their own (importing
-torchvision's registry and timm is slow).
+"""Dialogs: open a model (it stays open while the model loads), the confirmation before
+untrusted code runs, and where Export everything writes (a folder typed need not exist yet,
+which a plain folder picker refuses). The model lists are built once per process on a thread
+of their own (importing torchvision's registry and timm is slow).
 """
 
 from __future__ import annotations

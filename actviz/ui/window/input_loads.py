@@ -2,9 +2,8 @@
 
 An input asked for while a model is being opened waits for that model (its transforms decide
 the size and normalisation); one being read when another model arrives is read again for it.
-A model switch reads the input shown again for the new model, or, when the new model cannot
-take it, keeps it aside for a later switch back and shows another (:class:`InputSwap`: an
-input of a kind the model takes, kept from before, else the model's natural input).
+A model switch reads the input shown again for the new model, or, when it cannot take it,
+keeps it aside for a later switch back and shows another (:class:`InputSwap`).
 """
 
 from __future__ import annotations

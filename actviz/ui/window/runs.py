@@ -1,11 +1,8 @@
 """The window's runs: when one starts, what it captures, and where its result or error goes.
 
 :class:`RunControl` owns the debounce timer and the capture worker's slots: session changes
-schedule a run, Ctrl+R runs at once; results go to
-:class:`~actviz.ui.window.result_display.ResultDisplay`, errors to the banner as one sentence
-(traceback to the log). Features' jobs on the shared worker are left to them. Toolbar view
-settings are written to the session here and re-prepare the result without a forward pass
-where they can.
+schedule a run, Ctrl+R runs at once; errors go to the banner as one sentence (traceback to the
+log). Toolbar view settings re-prepare the result without a forward pass where they can.
 """
 
 from __future__ import annotations
