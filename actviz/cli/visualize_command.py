@@ -126,8 +126,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
             "--objective layer maximises the whole layer (no channels): leave out --channels "
             "(one image; --seed for another)"
         )
-    # What can be told without the model is told before it is opened and optimised: the
-    # settings' values and whether the pictures can be written at all.
+    # Settings and the output folder are checked before the model is opened and optimised.
     # The options named as VisualizeSettings' fields (--steps, --lr, ...) are its fields.
     given = {f.name: getattr(args, f.name) for f in fields(VisualizeSettings) if f.name in args}
     settings = VisualizeSettings(**given, decorrelate=not args.no_decorrelate)

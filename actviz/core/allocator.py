@@ -43,9 +43,8 @@ _M_ARENA_MAX = -8
 MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.
 TRIM_THRESHOLD = 1 * 2**30
-#: Arenas a tuned process may have at least: more than the threads that allocate in the
-#: window's process (the GUI thread, Qt's pools, the workers, OpenMP's team, the trim thread:
-#: ~10), so no other thread shares the GUI thread's (glibc's main) arena (:func:`arena_max`).
+#: Arenas a tuned process may have at least: more than the window's allocating threads, so
+#: none shares the GUI thread's (glibc's main) arena (:func:`arena_max`).
 MIN_ARENAS = 16
 
 _tuned: bool | None = None  # None: not tried yet in this process
@@ -88,7 +87,7 @@ def arena_max() -> int:
     """How many malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core.
 
     Enough that worker threads never share the GUI thread's arena, whose lock the idle trim
-    would otherwise hold while a click waits (CHANGELOG, #37).
+    would otherwise hold while a click waits.
     """
     try:
         cores = len(os.sched_getaffinity(0))

@@ -118,8 +118,7 @@ class ModelState:
 
 
 #: Buffer copies (a saved copy and a scratch one) are kept per model for its next capture up
-#: to this size in all (most models hold a few KiB of BatchNorm statistics); larger buffers
-#: are copied afresh each time.
+#: to this size in all; larger buffers are copied afresh each time.
 KEEP_COPIES_BYTES = 64 * 2**20
 
 

@@ -230,9 +230,8 @@ class LayerState:
     def _merge(self, reduced: Reduced, indices: np.ndarray) -> None:
         maxima = reduced.maxima.T  # (C, B)
         k = self.k
-        # Once the top-k have filled, most channels gain nothing from a batch: only those that
-        # do are merged (an entry enters when it beats the k-th: a larger value, or an equal
-        # one seen earlier).
+        # Once the top-k have filled, most channels gain nothing from a batch: only those whose
+        # batch beats the k-th (a larger value, or an equal one seen earlier) are merged.
         last_v, last_i = self.values[:, -1:], self.indices[:, -1:]
         enters = (maxima > last_v) | ((maxima == last_v) & (indices[None] < last_i))
         rows = np.flatnonzero(enters.any(axis=1))

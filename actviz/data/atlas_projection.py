@@ -32,9 +32,8 @@ UMAP_EPOCHS = 200
 UMAP_PCA_DIMS = 50
 #: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
 UMAP_EXACT_MAX = 50_000
-#: UMAP fits at most this many vectors: a larger set (a scan of a million images) is fitted on
-#: a seeded random sample of this many and the others are placed by the fit's ``transform``
-#: (:attr:`Projection.fitted_on` says so). Its neighbour search stays the exact one.
+#: UMAP fits at most this many vectors: a larger set is fitted on a seeded sample of this many
+#: and the others placed by ``transform`` (:attr:`Projection.fitted_on` says so).
 UMAP_FIT_MAX = UMAP_EXACT_MAX
 #: Vectors placed by one ``transform`` call of a sampled UMAP fit.
 _PLACE_CHUNK = 50_000

@@ -271,9 +271,8 @@ def _run(
     device = _model_device(net)
     dtype = spec.expected.dtype
     modules = dict(net.named_modules())
-    # The batch being run: each layer's reduced output (a module called twice in one forward
-    # counts its first call). Reduced in the hook, while the output is alive; merged after
-    # the forward, all layers together.
+    # Each layer's reduced output of the batch being run (a module's first call), reduced in
+    # the hook while the output is alive; merged after the forward, all layers together.
     reduced: dict[str, Reduced] = {}
 
     def make_hook(run: _LayerRun) -> Callable[..., None]:

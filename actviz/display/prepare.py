@@ -145,8 +145,7 @@ def prepare_layer(
     first, page = spec.first_channel(name), spec.page_size(name)
     order = spec.channel_orders.get(name)
     # An off-screen panel keeps its mosaics whatever their symmetry: the panel grid makes
-    # them again on this frame's views, and its colour map's range, once scrolled to
-    # (repage.current_mosaics, with_page); the sign of the layer is not read for them.
+    # them again from this frame's views once scrolled to (repage.current_mosaics).
     if (
         stand_in is not None
         and stand_in.shape == shape

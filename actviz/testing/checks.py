@@ -185,9 +185,8 @@ def leaked_widgets(before: Collection[int]) -> list[QWidget]:
     if QApplication.instance() is None:
         return []
     known = set(before)
-    # The collector runs here, outside Qt's event handling. The young generations first (what
-    # the test made, when automatic collection was off during it); a full collection (slow in
-    # a large process) only when something still looks left behind.
+    # The collector runs here, outside Qt's event handling: the young generations first (what
+    # the test made); a full collection (slow) only when something still looks left behind.
     for generation in (1, 2):
         flush_deletes()
         gc.collect(generation)

@@ -1,6 +1,6 @@
 """Pinned results: captures kept beside the latest one (no Qt) until unpinned or another model
 opens. Pins may hold :data:`PINS_SHARE` of the memory budget; one more is refused, so pinning
-cannot grow the process without bound (#37).
+cannot grow the process without bound.
 """
 
 from __future__ import annotations

@@ -158,8 +158,7 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
         inputs=session.input.value if session.input is not None else None,
         layers=layers,
         # None (auto) stays None: an edited run holds it to its unedited twin's top-1
-        # (capture_pair), the very class of the session's ``auto_target``, and the unedited capture
-        # kept for edits stays the one made before them.
+        # (capture_pair), so the unedited capture kept for edits stays the one made before them.
         target=session.target,
         normalize=session.normalize,
         extra_layers=extra,

@@ -263,8 +263,7 @@ def export_needs_trust(path: str | os.PathLike[str]) -> str:
 
 
 # Keys under which training scripts commonly nest the model's weights, most specific first.
-# EMA weights come first when present (timm's train.py saves both), as timm's own loader
-# prefers them: they are the averaged, usually better, copy of the same network.
+# EMA weights (the averaged, usually better copy) come first, as timm's own loader does.
 _WEIGHT_KEYS = (
     "state_dict_ema",
     "model_ema",

@@ -41,9 +41,8 @@ __all__ = [
 ]
 
 #: Class names, index = logit index. The sample files are named ``<class>.png``.
-#: "background" (texture only, no object) is a class of its own: it soaks up the evidence that
-#: the texture alone carries, so no shape class can be predicted "by default" from the
-#: background, and Grad-CAM for a shape has to come from the shape.
+#: "background" (texture only) is a class of its own, so no shape is predicted from the
+#: texture alone and Grad-CAM for a shape has to come from the shape.
 DEMO_CLASSES: list[str] = [
     "background",
     "circle",

@@ -19,9 +19,8 @@ from actviz.workspace.compare_job import CompareOutcome
 
 __all__ = ["PAINT_MARGIN", "DiffPainter", "panel_title"]
 
-#: Difference panels this far (a fraction of the area's height) above or below the area are
-#: painted after those in it (one per event-loop pass), so that a little scrolling finds them
-#: painted.
+#: Difference panels this far (a fraction of the area's height) outside the area are painted
+#: after those in it (one per event-loop pass), so a little scrolling finds them painted.
 PAINT_MARGIN = 0.5
 
 

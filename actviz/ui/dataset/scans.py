@@ -187,9 +187,8 @@ class DatasetScans(QObject):
                     should_stop=_always if peek else should_stop,
                     num_workers=num_workers,
                     background=True,
-                    # Each image's pooled vector per layer (float16, N x C x 2 bytes) for
-                    # the dataset atlas, within the session's memory budget (the engine
-                    # refuses before any image runs).
+                    # Each image's pooled vector per layer (float16) for the dataset atlas,
+                    # within the memory budget (refused before any image runs).
                     embeddings=embeddings,
                     memory_budget=self.session.memory_budget if embeddings else None,
                 )
@@ -198,9 +197,8 @@ class DatasetScans(QObject):
                 try:
                     return run(True)
                 except ScanTooLarge as exc:
-                    # The top images take memory that does not grow with the data: only
-                    # the atlas's vectors were over the budget (it refused the whole scan,
-                    # though the user asked for top images). Scan without them, say so.
+                    # Only the atlas's vectors grow with the data: scan without them and
+                    # say so, since the user asked for the top images.
                     result = run(False)
                     note = f"{NO_ATLAS_NOTE} (the top images are complete): {exc}."
                     return dataclasses.replace(result, warnings=(*result.warnings, note))

@@ -117,11 +117,9 @@ class SceneFit:
             view_w = room_w - 2 * side
             if scale <= fit * (1 + 1e-6) and target.width() * scale <= view_w + 1:
                 return  # not zoomed in, and all of the range fits: it stays (a resize refits)
-            # Otherwise the range becomes what the view shows at that scale: a range wider
-            # than the view (zoomed out from a wider view) would be fitted in, shrinking the
-            # image further than the zoom asked. Across, it stays on the image: a view that
-            # grew wider (a zoom, a wider window) shows more of the image, not blank beside
-            # it while the image's other side stays cut.
+            # Otherwise the range becomes what the view shows at that scale (a wider range
+            # would be fitted in, shrinking the image more than the zoom asked). Across, it
+            # stays on the image: a wider view shows more of it, not blank beside it.
             half = view_w / scale / 2
             centre_x = width / 2
             if width > 2 * half + 1 / scale:
@@ -173,9 +171,8 @@ class SceneFit:
             return
         top = max(0.0, image.top() - cell.top())
         bottom = max(0.0, cell.bottom() - image.bottom())
-        # The margins count in the scene's minimum height: never more than the canvas holds
-        # (fitted to an image letterboxed in a scene taller than the canvas, they would keep
-        # the scene that tall).
+        # The margins count in the scene's minimum height: never more than the canvas holds,
+        # or they would keep the scene taller than the canvas.
         room = max(0.0, self.height() - 2 * _CANVAS_MARGIN_V - 8.0)
         if top + bottom > room:
             scale = room / (top + bottom)
@@ -228,10 +225,8 @@ class SceneFit:
     def _resize(self, event: QtGui.QResizeEvent) -> None:
         bar = getattr(self, "colorbar", None)
         if bar is not None and event.size().height() < event.oldSize().height():
-            # The bar's margins (which make it span the letterboxed image) are part of the
-            # scene's minimum height: margins fitted to a taller canvas would keep the scene
-            # taller than the canvas, cutting the image and the bar. The view's resize fits
-            # them again.
+            # The bar's margins are part of the scene's minimum height: fitted to a taller
+            # canvas, they would cut the image and the bar. The view's resize fits them again.
             bar.set_margins(0.0, 0.0)
         if hasattr(self, "_side"):
             # Before the scene is resized: margins fitted to a wider canvas would hold the
@@ -239,9 +234,8 @@ class SceneFit:
             self._fit_sides(event.size())
         super().resizeEvent(event)
         self._fitted_size = event.size()
-        # A size set while this event was being handled (the fitted height, the layout
-        # answering it) can leave pyqtgraph's scene at the previous size: the image then
-        # sits off-centre and is cut. Check once control is back in the event loop.
+        # A size set while this event was handled can leave pyqtgraph's scene at the previous
+        # size (the image off-centre and cut): check once back in the event loop.
         self._sync_scene_soon.request()
 
     def _sync_scene(self) -> None:

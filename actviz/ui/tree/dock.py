@@ -33,9 +33,8 @@ NAME_COLUMN_MIN_PX = 140
 #: When Name and Type do not both fit, Type is shortened first, down to this many pixels
 #: ("BertFor…fication": its hover has the rest); the names are what the tree is read by.
 TYPE_COLUMN_MIN_PX = 100
-#: Width the dock asks for on first start (a restored layout wins): the Name and Type columns
-#: of a torchvision model; the user widens it (the splitter) or scrolls for the rest. The
-#: layer panels are what the window is for, so they get the room.
+#: Width the dock asks for on first start (a restored layout wins): a torchvision model's Name
+#: and Type columns; the layer panels are what the window is for, so they get the room.
 PREFERRED_WIDTH = 300
 #: The dock never forces the window wider than this (a laptop screen must fit).
 MIN_WIDTH = 200

@@ -32,9 +32,8 @@ __all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser", "page_job"]
 DOCK_WIDTH = 340
 #: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).
 VECTOR_PAGE = 16
-#: The most channels a page holds. A wide panel shows a whole layer on one page (192 tokens'
-#: channels of a ViT block, 512 of a ResNet's layer4): synthesised at the default settings
-#: that is an hour of CPU behind one click, in tiles too small to see in the dock.
+#: The most channels a page holds: a wide panel's whole layer on one page would be an hour of
+#: CPU behind one click, in tiles too small to see in the dock.
 MAX_PAGE = 32
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
@@ -43,9 +42,8 @@ STATE_KEY = "visualize_page"
 #: Channels synthesised together (one batch): small enough that tiles appear every few
 #: seconds, large enough that a GPU is kept busy.
 CHUNK = 4
-#: The longest one optimisation step of the page waits for the capture worker's job (a run, a
-#: live frame) to end before it goes on beside it: the window's own work comes first, and a
-#: page beside live mode still moves.
+#: The longest an optimisation step waits for the capture worker's job (a run, a live frame):
+#: the window's own work comes first, yet a page beside live mode still moves.
 YIELD_S = 1.0
 
 
@@ -129,9 +127,8 @@ class PageVisualiser(QObject):
         #: The synthesis (on the model's copy); one page at a time, newest wins.
         self.worker = Worker(self)
         self._signals = _PartSignals(self)
-        #: ``pictures_made(token, kind, value)``: a part of the page was made or found in the
-        #: cache (``kind`` "part", ``value`` its Visualization), or its layer's channel count
-        #: became known ("total").
+        #: ``pictures_made(token, kind, value)``: a part made or found in the cache ("part", its
+        #: Visualization), or the layer's channel count ("total").
         self.pictures_made = self._signals.part
         #: Layer, channels of the page, the layer's channel count (0 while unknown).
         self.layer = ""
@@ -211,9 +208,8 @@ class PageVisualiser(QObject):
         self.dock.raise_()
         self.dock.set_busy(True)
         if not self.copy.is_held() and self.host.worker.is_busy():
-            # The copy is made on the capture worker after what it runs now, which may be a
-            # long run of a large model: say what the page waits for, not that it
-            # synthesises.
+            # The copy is made on the capture worker after what it runs now (maybe a long
+            # run): say what the page waits for, not that it synthesises.
             self.dock.set_message(
                 "Waiting for the run in progress to end, then "
                 f"{self._synthesising()[0].lower()}{self._synthesising()[1:]}"
@@ -480,9 +476,8 @@ class PageVisualiser(QObject):
         self.host.refresh_busy(status)
 
     def _on_dock_toggled(self, shown: bool) -> None:
-        # Closed, the page would go on synthesising unseen (minutes of CPU, a busy window
-        # with nothing on screen saying why), as live mode's dock would play: it stops.
-        # The tiles done stay (and in the cache); Visualise goes on from there.
+        # Closed, the page would synthesise unseen (minutes of CPU, nothing on screen saying
+        # why): it stops. The tiles done stay (and in the cache); Visualise goes on from there.
         if not shown and not self.host.is_closed():
             self.cancel()
 

@@ -248,7 +248,7 @@ class WhatIfController(FeatureBase, QObject):
         menu, self.menu = self.menu, None
         if menu is not None and shiboken6.isValid(menu):
             menu.close()
-            menu.deleteLater()  # its actions hold the previous model (#37)
+            menu.deleteLater()  # its actions hold the previous model
 
     def _on_run_failed(self, text: str) -> None:
         if len(self.session.edits):
