@@ -28,11 +28,7 @@ class TrainSpec:
 
 class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
     """The Train concepts dialog (not modal: the window stays usable while it trains).
-
-    Signals
-    -------
-    train_requested(TrainSpec), cancel_requested()
-    """
+    Signals: ``train_requested(TrainSpec)``, ``cancel_requested``."""
 
     train_requested = QtCore.Signal(object)
     cancel_requested = QtCore.Signal()

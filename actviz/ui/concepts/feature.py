@@ -32,13 +32,7 @@ DOCK_WIDTH = 360
 
 
 class ConceptsFeature(FeatureBase, QObject):
-    """Dictionaries of concepts on layers: trained, opened, shown, edited (see the module doc).
-
-    Parameters
-    ----------
-    host
-        The window.
-    """
+    """Dictionaries of concepts on the ``host`` window's layers: trained, opened, shown, edited."""
 
     name = "concepts"
 

@@ -29,17 +29,8 @@ def concepts_of(attached: Any) -> Any:
 
 
 class ConceptJobs(QObject):
-    """What the Concept dock (``view``) runs in the background.
-
-    Parameters
-    ----------
-    host
-        The window (its session: the dictionaries, the result, the target).
-    copies
-        The shared copy of the model the jobs run on (one worker: one job at a time).
-    view
-        The Concept dock's view.
-    """
+    """What the Concept dock (``view``) runs in the background for the ``host`` window, on
+    ``copies``, the shared copy of the model (one worker: one job at a time)."""
 
     def __init__(
         self, host: WindowHost, copies: PrivateModel, view: ConceptView, parent: QObject

@@ -56,15 +56,8 @@ class _Handover(QObject):
 
 
 class ConceptTraining(QObject):
-    """One training at a time, shown in :attr:`dialog`.
-
-    Parameters
-    ----------
-    host
-        The window.
-    on_trained
-        ``(spec, concepts, scan)`` once a training ended well.
-    """
+    """One training at a time for the ``host`` window, shown in :attr:`dialog`;
+    ``on_trained(spec, concepts, scan)`` once a training ended well."""
 
     def __init__(
         self,

@@ -42,16 +42,9 @@ def concept_stats(tiles: Any, scan: Any, concept: int) -> str:
 
 
 class ConceptView(QtWidgets.QWidget):
-    """One concept, large, with what can be done to it.
-
-    Signals
-    -------
-    remove_requested(), scale_requested(float)
-        Remove the concept (an edit), or scale it by the factor in the spin box.
-    name_edited(str)
-        The user named the concept (Enter or leaving the field).
-    wants_requested(), top_requested()
-        Synthesise what it wants; find its top images in a folder.
+    """One concept, large, with what can be done to it. Signals: ``remove_requested``,
+    ``scale_requested(float)`` (the spin box's factor), ``name_edited(str)`` (Enter or leaving
+    the field), ``wants_requested`` (synthesise), ``top_requested`` (top images in a folder).
     """
 
     remove_requested = QtCore.Signal()

@@ -47,12 +47,8 @@ def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     """Heat map (rows x columns) with row labels on the left, optional column labels below,
     an optional bar per row on the right (a per-token norm) and an optional colour bar at the
-    far right, spanning the map's height (``colorbar``).
-
-    Signals
-    -------
-    hovered(int, int)
-        The row and column under the mouse; ``(-1, -1)`` when it leaves the map.
+    far right, spanning the map's height (``colorbar``). ``hovered(int, int)``: the row and
+    column under the mouse, ``(-1, -1)`` when it leaves the map.
     """
 
     hovered = QtCore.Signal(int, int)

@@ -29,12 +29,7 @@ _PENDING = QtGui.QColor(220, 220, 220)
 
 class WantsMosaic(QtWidgets.QWidget):
     """Tiles of channels, each with its number; a tile without its picture yet is grey.
-
-    Signals
-    -------
-    tile_clicked(int)
-        The channel of the tile clicked.
-    """
+    ``tile_clicked(int)``: the channel of the tile clicked."""
 
     tile_clicked = QtCore.Signal(int)
 
@@ -151,18 +146,8 @@ class WantsMosaic(QtWidgets.QWidget):
 
 class MosaicDock(QtWidgets.QDockWidget, RunRow):
     """The dock: a title line (layer and page), page buttons, Visualise / Cancel, progress,
-    Export, the mosaic and a message line.
-
-    Signals
-    -------
-    page_requested(int)
-        -1 or +1: the previous or next page.
-    visualise_requested()
-        Visualise (again) the page shown.
-    cancel_requested()
-        Stop the synthesis.
-    export_requested()
-        Export the pictures.
+    Export, the mosaic and a message line. Signals: ``page_requested(int)`` (-1 or +1: the
+    previous or next page), ``visualise_requested``, ``cancel_requested``, ``export_requested``.
     """
 
     page_requested = QtCore.Signal(int)

@@ -98,17 +98,8 @@ class RunRow(StepsAndLine):
 
 
 class WantsSection(QtWidgets.QWidget, RunRow):
-    """ "What it wants" under the channel's maps.
-
-    Signals
-    -------
-    requested()
-        The "What it wants" button was pressed.
-    cancel_requested()
-        Cancel was pressed.
-    settings_changed()
-        Steps, size or the objective changed.
-    """
+    """ "What it wants" under the channel's maps. Signals: ``requested`` (its button),
+    ``cancel_requested``, ``settings_changed`` (steps, size or the objective)."""
 
     requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
