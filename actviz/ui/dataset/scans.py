@@ -53,23 +53,11 @@ class DatasetScans(QObject):
     """The window's dataset scans: the current :class:`Scan`, the scan and views workers. The
     ``host``'s session model is copied for each scan; a new model forgets the scan.
 
-    Signals
-    -------
-    scan_started(object)
-        A :class:`ScanSpec` began scanning.
-    scan_progressed(int, int, float, float)
-        done, total, images/s, seconds left (NaN: unknown).
-    scan_finished(object)
-        The ``Scan`` (also :attr:`scan`).
-    scan_failed(str)
-        The scan raised: a readable one-line message.
-    scan_cancelled()
-        The scan stopped on request; what it had is saved (a later scan resumes) and, when
-        it scanned any image, is :attr:`scan` now (partial).
-    views_ready(str, int, object)
-        Layer, channel and the engine's ``TopView`` tuple for the channel asked last.
-    views_failed(str, int, str)
-        Layer, channel and why its views could not be made.
+    Signals: ``scan_started(ScanSpec)``, ``scan_progressed(done, total, images/s, seconds
+    left or NaN)``, ``scan_finished(Scan)`` (also :attr:`scan`), ``scan_failed(message)``,
+    ``scan_cancelled()`` (what it had is saved and, when any image ran, is :attr:`scan` now),
+    ``views_ready(layer, channel, TopView tuple)`` for the channel asked last,
+    ``views_failed(layer, channel, why)``.
     """
 
     scan_started = Signal(object)

@@ -57,18 +57,10 @@ class PredictionChangeView(PanelBase):
     """Per class: its name, then its probability in both runs and the changes (A minus B);
     the target and each run's top probability bold. Hidden with neither rows nor a message.
 
-    Parameters
-    ----------
-    names, tips
-        Headers and tooltips of run A's and run B's (the reference's) probabilities.
-    reference_first
-        Show run B's column first (``before | after``).
-    caption
-        A line above the table, shown with it.
-    empty_text
-        The message of :meth:`clear`; when empty, a cleared view is hidden.
-    framed
-        Draw the panel's frame and margins (False: inside another panel).
+    ``names``/``tips``: headers and tooltips of run A's and run B's (the reference's)
+    probabilities; ``reference_first`` shows run B's column first (``before | after``);
+    ``caption`` a line above the table; ``empty_text`` the message of :meth:`clear` (empty: a
+    cleared view is hidden); ``framed`` the panel's frame and margins (False: inside another).
     """
 
     def __init__(

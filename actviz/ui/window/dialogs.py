@@ -152,12 +152,8 @@ class OpenModelDialog(QDialog):
         Open does not close the dialog: it emits ``open_requested(ModelSpec)`` and waits for
         :meth:`opened` (closes) or :meth:`show_failure` (stays, path kept, says why).
 
-    Signals
-    -------
-    open_requested(ModelSpec)
-        Open was pressed with a choice (``keep_open`` only).
-    names_loaded()
-        The model lists were filled (at once when the names were listed already).
+    Signals: ``open_requested(ModelSpec)`` (Open pressed with a choice, ``keep_open`` only),
+    ``names_loaded()`` (the model lists filled; at once when listed already).
     """
 
     open_requested = Signal(object)
