@@ -208,13 +208,11 @@ class Recorder:
             clone_input = self._clones[key] = _inplace(module) or key in self._inplace_ids
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.requires_grad:
-                # A fresh node per module input: its gradient is what flows through this
-                # module only. A view is free; in-place modules need a clone, because a hook
-                # on a view that is then modified in place never fires. The hook goes on
-                # before the module runs, so it sees the gradient of the value it received.
-                # ``a[...]`` is ``aten::alias`` (every stride kept; view_as would reset those
-                # of size-1 dims, and convolutions then pick another memory format, other
-                # rounding) without the Python dispatch of ``torch.ops``.
+                # A fresh node per module input: its gradient is what flows through this module
+                # only. A view is free; in-place modules need a clone (a hook on a view modified
+                # in place never fires), hooked before the module runs. ``a[...]`` is
+                # ``aten::alias`` without ``torch.ops``' Python dispatch, every stride kept
+                # (view_as resets size-1 dims', and convolutions pick another memory format).
                 tap = clone_keep_layout(a) if clone_input else a[...]
                 holder: list = [None]
                 hooked = clone_input or self.copy_all or key in self._hook_ids

@@ -108,12 +108,10 @@ TRANSFORM_SETS: dict[str, dict[str, object]] = {
 class RobustTransforms:
     """Per-sample pad, jitter, scale, rotation and jitter as one affine resampling per step.
 
-    The map of each sample and step is drawn when the object is made, from the sample's own
-    generator, so the draws do not depend on which other samples share the batch or on any
-    global random state. Jitter is centred (shifts from ``-(d-1)/2`` to ``(d-1)/2``) so it
-    does not drift the picture one way. ``steps`` maps are drawn per sample (one seed
-    each) for an ``image_size`` ``(h, w)`` image fed at ``out_size`` ``(H, W)`` (None: the image
-    with its padding, ``h + 2 pad``); ``transforms`` is a key of :data:`TRANSFORM_SETS`.
+    ``steps`` maps per sample are drawn up front from the sample's own generator, so they do not
+    depend on the batch's other samples or global random state. Jitter is centred so it does
+    not drift the picture. ``image_size`` ``(h, w)`` is fed at ``out_size`` ``(H, W)`` (None:
+    the image with its padding, ``h + 2 pad``); ``transforms`` is a key of :data:`TRANSFORM_SETS`.
     """
 
     def __init__(
