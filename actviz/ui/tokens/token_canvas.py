@@ -26,10 +26,9 @@ __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
 
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:
-    """Ticks of a bar axis from 0 to ``peak`` (> 0): an unlabelled one at 0 (the bars start
-    there; a "0" label ran into the other in a strip ~45 px wide) and the largest 1, 2 or
-    5 x 10^k not above 0.7 ``peak`` (so its label stays clear of the axis's right end),
-    written short ("0.002", "20", "5e+04")."""
+    """Ticks of a bar axis from 0 to ``peak`` (> 0): an unlabelled one at 0 (a "0" label runs
+    into the other in so narrow a strip) and the largest 1, 2 or 5 x 10^k not above 0.7
+    ``peak`` (its label clear of the axis's end), written short ("0.002", "20", "5e+04")."""
     room = 0.7 * peak
     step = 10.0 ** math.floor(math.log10(room))
     nice = max(m * step for m in (1, 2, 5) if m * step <= room * (1 + 1e-9))

@@ -338,8 +338,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _on_page_pictures(self, _token: int, kind: str, vis: Any) -> None:
         """The page made (or found) pictures: the channel shown among them, with the same
-        settings, is shown here too (the section kept "Cancelled." beside a page that had
-        made its picture meanwhile)."""
+        settings, is shown here too."""
         key = self.key()
         if kind != "part" or key is None or self._closed or self.is_synthesising():
             return
