@@ -4,7 +4,7 @@ built once like a ``setupUi``: the parts take the widgets they drive from :class
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -83,7 +83,7 @@ class Centre:
         # Heights follow widths: a scroll bar that came and went would change the widths.
         scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         container = QWidget()
-        self.layers_grid = QGridLayout(container)
+        self.layers_grid = LayersGrid(container)
         self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
         self.layers_grid.setSpacing(PANEL_SPACING)
         self.layers_placeholder = QLabel(
@@ -161,6 +161,20 @@ class _LayersScroll(QScrollArea):
         if width != self._announced:
             self._announced = width
             self.viewport_resized.emit(width)
+
+
+class LayersGrid(QGridLayout):
+    """The Layers tab's panel grid: its container takes the height the rows need before they
+    are placed. Qt lays a grid out at once when one of its widgets is shown, in a container
+    the scroll area has not grown yet: every row would be squeezed for a pass."""
+
+    def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt name
+        container = self.parentWidget()
+        need = self.totalHeightForWidth(rect.width()) if self.hasHeightForWidth() else -1
+        if container is not None and container.height() < need:
+            container.resize(container.width(), need)  # lays the grid out at that height
+            return
+        super().setGeometry(rect)
 
 
 class _OverviewPage(QScrollArea):

@@ -10,7 +10,8 @@ from collections import Counter
 
 import shiboken6
 import torch
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import QApplication
 
 from actviz.ui.window import display_steps, result_display
 from tests.ui.tiny_models import TinyCNN
@@ -95,3 +96,38 @@ def test_dropped_panels_are_hidden_at_once_and_deleted_a_few_a_pass(actviz_windo
     timer.stop()
     assert sum(deaths.values()) == 6
     assert max(deaths.values()) <= 2 and len(deaths) >= 3  # a few a pass, not all at once
+
+
+def test_no_panel_is_laid_out_lower_than_it_asks_for(actviz_window, monkeypatch):
+    """Qt lays a grid out at once when one of its panels is shown (a new panel, a canvas in
+    place of its placeholder), in a container the scroll area grows only later: every row was
+    squeezed for a pass, then restored, moving all the panels twice (turns of up to 150 ms
+    with ResNet-18's leaves). The container takes the rows' height first."""
+    monkeypatch.setattr(result_display, "CREATE_BUDGET_S", 0.0)  # one panel a pass
+    monkeypatch.setattr(display_steps, "DISPLAY_PASS_S", 0.0)
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS, size=(1280, 720))
+    w = win.window
+    container = w.display.layers_scroll.widget()
+    squeezed: list[tuple[int, int]] = []
+
+    class Spy(QObject):
+        def eventFilter(self, obj, event):  # noqa: N802 - Qt name
+            if event.type() == QEvent.Type.Resize and obj.parent() is container:
+                size = event.size()
+                if obj.hasHeightForWidth() and size.height() < obj.heightForWidth(size.width()):
+                    squeezed.append((size.height(), obj.heightForWidth(size.width())))
+            return False
+
+    spy = Spy()
+    QApplication.instance().installEventFilter(spy)
+    try:
+        with win.expect_run(flush=False):
+            w.runs.run()
+        w.wait_until(lambda: not w.display.display_pending())
+    finally:
+        QApplication.instance().removeEventFilter(spy)
+    panels = list(w.host.layer_panels.values())
+    assert len(panels) == 6 and container.height() > w.display.layers_scroll.viewport().height()
+    assert squeezed == []
+    assert all(p.height() >= p.heightForWidth(p.width()) for p in panels)
