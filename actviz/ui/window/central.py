@@ -83,6 +83,8 @@ class Centre:
         # Heights follow widths: a scroll bar that came and went would change the widths.
         scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         container = QWidget()
+        # Grown by each new row: only the new part paints, not every panel on screen again.
+        container.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
         self.layers_grid = LayersGrid(container)
         self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
         self.layers_grid.setSpacing(PANEL_SPACING)
