@@ -192,7 +192,7 @@ class _RunnerSignals(QObject):
     started = Signal(int)
     staged = Signal(int)
     progress = Signal(int, str)
-    done = Signal(int, object, object, float)  # generation, result, exception, seconds
+    done = Signal(int, object, object)  # generation, result, exception
 
 
 def _stopped() -> bool:
@@ -211,7 +211,7 @@ class _Runner:
         signals: _RunnerSignals,
         *,
         second_stage: QThreadPool | None = None,
-        started_at: float | None = None,
+        second: bool = False,
         threads: int | None = None,
         nice: int = 0,
     ) -> None:
@@ -222,16 +222,14 @@ class _Runner:
         self.should_stop = should_stop
         self.signals = signals
         # A first stage may hand a Staged result to ``second_stage``; a second stage (made by
-        # its first, with the first's signals and start time) may not.
+        # its first, with the first's signals) may not.
         self.second_stage = second_stage
-        self.is_second_stage = started_at is not None
-        self.started_at = started_at
+        self.is_second_stage = second
 
     def run(self) -> None:
         gen = self.generation
         signals = self.signals
         job = self.job
-        start = self.started_at if self.started_at is not None else time.perf_counter()
         result: Any = None
         error: BaseException | None = None
         if self.nice:  # before torch's first op: the OpenMP team it starts inherits it
@@ -251,7 +249,7 @@ class _Runner:
                     raise TypeError("a Staged job's `then` returned Staged again")
                 # Handed over from this thread: a busy event loop must not delay the capture.
                 continuation = _Runner(
-                    gen, result.then, self.should_stop, signals, started_at=start, nice=self.nice
+                    gen, result.then, self.should_stop, signals, second=True, nice=self.nice
                 )
                 self.release()
                 signals.staged.emit(gen)
@@ -265,7 +263,7 @@ class _Runner:
         del job
         # What the job freed in this thread's malloc arena can go back at the idle trim.
         mark_arena()
-        signals.done.emit(gen, result, error, time.perf_counter() - start)
+        signals.done.emit(gen, result, error)
 
     def release(self) -> None:
         """Drop what the job holds (its request, input tensors, images) and the pools."""
@@ -316,8 +314,7 @@ class Worker(QObject):
         # Handles of the jobs that will still report (current), by generation.
         self._jobs: dict[int, Job] = {}
         # Results of current jobs that ended before an earlier current job: reported after it.
-        self._held: dict[int, tuple[object, object, float]] = {}
-        self.last_elapsed_s = 0.0
+        self._held: dict[int, tuple[object, object]] = {}
 
     @property
     def submitted(self) -> int:
@@ -472,11 +469,11 @@ class Worker(QObject):
     def _on_runner_progress(self, gen: int, message: str) -> None:
         self._relay(gen, "progress", message)
 
-    @Slot(int, object, object, float)
-    def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
+    @Slot(int, object, object)
+    def _on_runner_done(self, gen: int, result: object, error: object) -> None:
         self._runners.discard(gen)
         self._running.discard(gen)
-        self._held[gen] = (result, error, seconds)
+        self._held[gen] = (result, error)
         # In submission order: a result waits for every earlier current job (another lane's,
         # or a second stage still running); stale ones are dropped on the way.
         while self._held:
@@ -487,7 +484,7 @@ class Worker(QObject):
                 break
             self._report(first, *self._held.pop(first))
 
-    def _report(self, gen: int, result: object, error: object, seconds: float) -> None:
+    def _report(self, gen: int, result: object, error: object) -> None:
         with self._lock:
             current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled
@@ -496,7 +493,6 @@ class Worker(QObject):
         if not current or job is None:
             log.debug("dropping stale result of job %d", gen)
             return
-        self.last_elapsed_s = seconds
         # Finished before it noticed the cancel: the user asked not to see it either.
         if was_cancelled or isinstance(error, CaptureCancelled):
             job._end("cancelled")  # noqa: SLF001 - the worker ends its jobs

@@ -150,7 +150,6 @@ class ConceptView(QtWidgets.QWidget):
         self.shown = (layer, int(concept))
         self.title.set_text(f"Concept {concept} of {concepts} · {layer}")
         self.name_edit.setText(name)
-        self.picture_array = np.asarray(picture)
         self.picture.setPixmap(style.rgb_pixmap(picture, PICTURE_PX))
         self.stats_label.setText(stats)
         for button in (self.remove_button, self.scale_button, self.wants_button):
@@ -188,7 +187,6 @@ class ConceptView(QtWidgets.QWidget):
     def clear(self) -> None:
         """Show no concept."""
         self.shown = None
-        self.picture_array = None
         self.title.set_text("Concept")
         self.name_edit.setText("")
         self.picture.clear()

@@ -39,7 +39,6 @@ class FrameSpec:
     perturbation: Perturbation
     full: bool = False  # every mosaic, not only the panels on screen
     partial: bool = False  # set at submit: some off-screen mosaics were reused
-    submitted: float = 0.0
     timing: dict[str, float] = field(default_factory=dict)
     frame: Any = None
     image: np.ndarray | None = None

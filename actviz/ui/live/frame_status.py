@@ -29,7 +29,6 @@ class FrameTiming:
     prepare_ms: float = 0.0  # display.prepare (worker)
     prepare_cpu_ms: float = 0.0  # display.prepare, the preparing thread's CPU time
     shown_ms: float = 0.0  # job end -> the window has put it on the panels (GUI)
-    total_ms: float = 0.0  # submit -> shown
 
 
 @dataclass
