@@ -332,7 +332,7 @@ class Host(Docks):
 
     def refresh_panel(self, layer: str) -> None:
         """Show ``layer`` anew in its panel (a feature changed what it decorates it with)."""
-        self._w.display.refresh_panel(layer)
+        self._w.display.grid.refresh(layer)
 
     def page_channels(self, layer: str) -> int:
         """Channels per mosaic page of ``layer`` in its panel."""

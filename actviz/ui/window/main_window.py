@@ -224,7 +224,7 @@ class MainWindow(QMainWindow):
         loading = any(w.has_current_job() for w in others) or self.files.is_loading()
         self.status.progress_bar.setVisible(busy and (loading or not self.runs.streaming()))
         self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
-        self.display.update_placeholder(busy)
+        self.display.grid.update_placeholder(busy)
         if text:
             self.host.show_status(text)
 

@@ -316,14 +316,6 @@ class ResultDisplay:
         are still to be made."""
         return bool(self.grid.pending) or bool(self._to_create)
 
-    def refresh_panel(self, name: str) -> None:
-        """Show layer ``name`` of the result in its panel again (:meth:`PanelGrid.refresh`)."""
-        self.grid.refresh(name)
-
-    def update_placeholder(self, running: bool) -> None:
-        """What the empty Layers tab says (:meth:`PanelGrid.update_placeholder`)."""
-        self.grid.update_placeholder(running)
-
     def flush_panel_updates(self) -> None:
         """Show the whole result now: every panel made, every waiting display step and every
         layer panel filled (on screen or not), e.g. before an export or a test reads them."""
