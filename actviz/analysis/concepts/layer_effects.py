@@ -5,14 +5,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.concepts.ranking import (
@@ -23,7 +20,7 @@ from actviz.analysis.concepts.ranking import (
 )
 from actviz.analysis.effects.baseline import resolve_baseline
 from actviz.analysis.effects.channel_effects import _jobs, estimate_from_capture, verify
-from actviz.analysis.effects.effect_results import DEFAULT_BATCH, Effects, RunContext, frozen
+from actviz.analysis.effects.effect_results import DEFAULT_BATCH, Effects, RunContext
 from actviz.analysis.effects.exact import TargetReader
 
 __all__ = ["UnitEffects", "estimate_layers", "unit_edit", "unit_name", "verify_layers"]
@@ -90,16 +87,13 @@ def estimate_layers(
         warnings.extend(est.warnings)
     base = resolve_baseline("zero")
     baseline = _description(0.0) if channels is None else f"{base.description}; {_description(0.0)}"
-    return UnitEffects(
-        layers=tuple(n for n in layers if n in results),
-        results=types.MappingProxyType(results),
-        method="estimate",
-        baseline=baseline,
-        target_value=float(cap.target_value) if cap.target_value is not None else math.nan,
-        target_description=cap.target_description,
-        target_index=cap.target_index,
-        warnings=tuple(warnings),
-        elapsed_s=time.perf_counter() - start,
+    return UnitEffects.estimated(
+        cap,
+        [n for n in layers if n in results],
+        results,
+        baseline,
+        warnings,
+        start,
         context=RunContext(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names)),
         dictionaries=types.MappingProxyType(dicts),
     )
@@ -165,12 +159,8 @@ def verify_layers(
             batch=DEFAULT_BATCH if batch is None else batch, edits=ctx.edits,
             progress=step(done), should_stop=should_stop,
         )  # fmt: skip
-        res = results[name]
-        exact, verified = np.array(res.exact), np.array(res.verified)
-        for i, value in zip(chosen, values, strict=True):
-            exact[i] = value - clean
-            verified[i] = True
-        results[name] = dataclasses.replace(res, exact=frozen(exact), verified=frozen(verified))
+        changes = {i: value - clean for i, value in zip(chosen, values, strict=True)}
+        results[name] = results[name].with_exact(changes)
         done, seconds, forwards = done + len(chosen), seconds + took, forwards + passes
     return dataclasses.replace(
         eff,

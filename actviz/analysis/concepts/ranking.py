@@ -8,7 +8,6 @@ concepts per forward. Results are :class:`~actviz.analysis.effects.effect_result
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +23,6 @@ from actviz.analysis.effects.effect_results import (
     DEFAULT_VERIFY,
     Effects,
     LayerEffects,
-    frozen,
 )
 from actviz.analysis.effects.exact import TargetReader, one_sample, repeat_inputs, run_batches
 from actviz.core.capture import capture
@@ -95,16 +93,8 @@ def concept_estimate_from_capture(
             total += (z.cpu().double() * along).sum(0)
     est = (-(1.0 - float(scale)) * total).numpy()
     result = LayerEffects.estimated(layer, est, dim, shape, len(recs))
-    return Effects(
-        layers=(layer,),
-        results=types.MappingProxyType({layer: result}),
-        method="estimate",
-        baseline=_description(float(scale)),
-        target_value=float(cap.target_value) if cap.target_value is not None else math.nan,
-        target_description=cap.target_description,
-        target_index=cap.target_index,
-        warnings=tuple(warnings),
-        elapsed_s=time.perf_counter() - start,
+    return Effects.estimated(
+        cap, [layer], {layer: result}, _description(float(scale)), warnings, start
     )
 
 
@@ -277,12 +267,7 @@ def concept_effects(
         batch=DEFAULT_BATCH if batch is None else batch, edits=cap.edits, progress=progress,
         should_stop=should_stop,
     )  # fmt: skip
-    exact = np.array(res.exact)
-    verified = np.array(res.verified)
-    for i, value in zip(chosen, values, strict=True):
-        exact[i] = value - clean
-        verified[i] = True
-    result = dataclasses.replace(res, exact=frozen(exact), verified=frozen(verified))
+    result = res.with_exact({i: value - clean for i, value in zip(chosen, values, strict=True)})
     return dataclasses.replace(
         est,
         results=types.MappingProxyType({layer: result}),

@@ -12,7 +12,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -234,21 +234,7 @@ def train(
     info = dict(concepts.info)
     info["fvu_on"] = "held-out" if held.shape[0] else "training vectors"
     info["seconds"] = round(time.perf_counter() - t_start, 3)
-    return Concepts(
-        W_enc=concepts.W_enc,
-        W_dec=concepts.W_dec,
-        b_enc=concepts.b_enc,
-        b_dec=concepts.b_dec,
-        architecture=concepts.architecture,
-        hook_name=concepts.hook_name,
-        k=concepts.k,
-        threshold=concepts.threshold,
-        apply_b_dec_to_input=True,
-        heldout_fvu=held_fvu,
-        l0=l0,
-        dead_fraction=concepts.dead_fraction,
-        info=info,
-    )
+    return replace(concepts, heldout_fvu=held_fvu, l0=l0, info=info)
 
 
 class _Trainer:

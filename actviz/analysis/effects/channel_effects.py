@@ -9,7 +9,6 @@ run, so both measure the same quantity.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +25,6 @@ from actviz.analysis.effects.effect_results import (
     Effects,
     LayerEffects,
     RunContext,
-    frozen,
 )
 from actviz.analysis.effects.exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
@@ -122,17 +120,9 @@ def estimate_from_capture(
                 "among the capture's layers)"
             )
         results[name] = _layer_estimate(name, modules[name], cap, base, warnings)
-    return Effects(
-        layers=tuple(names),
-        results=types.MappingProxyType(results),
-        method="estimate",
-        baseline=base.description,
-        target_value=float(cap.target_value) if cap.target_value is not None else math.nan,
-        target_description=cap.target_description,
-        target_index=cap.target_index,
-        warnings=tuple(warnings),
-        elapsed_s=time.perf_counter() - start,
-        context=RunContext(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names)),
+    context = RunContext(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names))
+    return Effects.estimated(
+        cap, names, results, base.description, warnings, start, context=context
     )
 
 
@@ -204,17 +194,10 @@ def verify(
         progress=progress,
         should_stop=should_stop,
     )
-    exact = {layer: np.array(eff.results[layer].exact) for layer in eff.layers}
-    verified = {layer: np.array(eff.results[layer].verified) for layer in eff.layers}
+    changes: dict[str, dict[int, float]] = {layer: {} for layer in eff.layers}
     for (layer, channel), value in zip(jobs, values, strict=True):
-        exact[layer][channel] = value - clean
-        verified[layer][channel] = True
-    results = {
-        layer: dataclasses.replace(
-            eff.results[layer], exact=frozen(exact[layer]), verified=frozen(verified[layer])
-        )
-        for layer in eff.layers
-    }
+        changes[layer][channel] = value - clean
+    results = {layer: eff.results[layer].with_exact(changes[layer]) for layer in eff.layers}
     return dataclasses.replace(
         eff,
         results=types.MappingProxyType(results),

@@ -5,8 +5,10 @@ estimated (and exact) effects, their rankings, agreement (Spearman) and JSON for
 from __future__ import annotations
 
 import math
+import time
+import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,6 +71,14 @@ class LayerEffects:
         nan, no = np.full(n, np.nan), np.zeros(n, dtype=bool)
         return cls(layer, frozen(estimate), frozen(nan), frozen(no), dim, shape, calls)
 
+    def with_exact(self, changes: Mapping[int, float]) -> LayerEffects:
+        """These effects with the exact ``{channel: change}`` of ``changes`` (others kept)."""
+        exact, verified = np.array(self.exact), np.array(self.verified)
+        for channel, change in changes.items():
+            exact[channel] = change
+            verified[channel] = True
+        return replace(self, exact=frozen(exact), verified=frozen(verified))
+
     @property
     def channels(self) -> int:
         """Number of channels."""
@@ -126,6 +136,32 @@ class Effects:
     exact_s: float = 0.0
     forwards: int = 0
     context: RunContext | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def estimated(
+        cls,
+        cap: Any,
+        layers: Sequence[str],
+        results: Mapping[str, LayerEffects],
+        baseline: str,
+        warnings: Sequence[str],
+        start: float,
+        **more: Any,
+    ) -> Effects:
+        """Estimates of ``layers`` on capture ``cap``'s target, begun at ``start``
+        (``time.perf_counter()``); ``more``: further fields (``context``, ...)."""
+        return cls(
+            layers=tuple(layers),
+            results=types.MappingProxyType(dict(results)),
+            method="estimate",
+            baseline=baseline,
+            target_value=float(cap.target_value) if cap.target_value is not None else math.nan,
+            target_description=cap.target_description,
+            target_index=cap.target_index,
+            warnings=tuple(warnings),
+            elapsed_s=time.perf_counter() - start,
+            **more,
+        )
 
     def __getitem__(self, layer: str) -> LayerEffects:
         try:
