@@ -124,11 +124,8 @@ class LazyLayerView(LayerView):
         return data
 
 
-def magnitude_view(view: LayerView, *, lazy: bool = False) -> LayerView:
-    """The same view of ``|values|`` (a gradient's magnitude), same layout and description;
-    ``lazy``: made on first read (:class:`LazyLayerView`)."""
-    if lazy:
-        return LazyLayerView(view.kind, lambda: np.abs(view.data), view.shape, view.description)
+def magnitude_view(view: LayerView) -> LayerView:
+    """The same view of ``|values|`` (a gradient's magnitude), same layout and description."""
     return LayerView(view.kind, np.abs(view.data), view.shape, view.description)
 
 

@@ -256,11 +256,11 @@ def page_channels_for(
     tile_w: int,
     width_px: float,
     *,
-    min_tile_px: float = MIN_TILE_SCREEN_PX,
     max_channels: int = MAX_MOSAIC_CHANNELS,
     min_channels: int = 1,
 ) -> int:
-    """Channels per page so a mosaic ``width_px`` wide has tiles at least ``min_tile_px`` wide.
+    """Channels per page so a mosaic ``width_px`` wide has tiles at least
+    :data:`MIN_TILE_SCREEN_PX` wide.
 
     The largest such page (at most ``max_channels``), rounded down to whole grid rows where that
     keeps the columns; at least one channel.
@@ -271,7 +271,7 @@ def page_channels_for(
     best, over = 1, limit + 1
     while over - best > 1:
         n = (best + over) // 2
-        small = tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px
+        small = tile_screen_px(n, tile_h, tile_w, width_px) < MIN_TILE_SCREEN_PX
         best, over = (best, n) if small else (n, over)
     if best >= limit:  # the whole layer, or the cap: the tiles are large enough
         return limit

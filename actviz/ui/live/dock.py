@@ -76,21 +76,14 @@ def _ask_tensor_file(parent: QWidget) -> str:
 
 class LiveControls(QDockWidget):
     """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file``
-    (``(parent) -> path or ""``) default to file dialogs (tests inject their own)."""
+    (``(parent) -> path or ""``) are file dialogs (tests replace them)."""
 
-    def __init__(
-        self,
-        controller: LiveController,
-        parent: QWidget | None = None,
-        *,
-        choose_folder: Chooser | None = None,
-        choose_tensor_file: Chooser | None = None,
-    ) -> None:
+    def __init__(self, controller: LiveController, parent: QWidget | None = None) -> None:
         super().__init__("Live", parent)
         self.setObjectName("liveDock")
         self.controller = controller
-        self.choose_folder: Chooser = choose_folder or _ask_folder
-        self.choose_tensor_file: Chooser = choose_tensor_file or _ask_tensor_file
+        self.choose_folder: Chooser = _ask_folder
+        self.choose_tensor_file: Chooser = _ask_tensor_file
         body = QWidget()
         layout = QVBoxLayout(body)
         layout.setContentsMargins(4, 4, 4, 4)

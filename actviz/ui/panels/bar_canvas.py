@@ -36,7 +36,6 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         x_label: str = "unit",
         y_label: str = "value",
         positive_color: str = style.BAR_POSITIVE,
-        negative_color: str = style.BAR_NEGATIVE,
     ) -> None:
         super().__init__(parent)
         self._count = 0
@@ -56,7 +55,7 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.zero_line = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen(style.AXIS_PEN))
         self.view.addItem(self.zero_line)
         self.positive = bar_series(positive_color, height=np.zeros(0))
-        self.negative = bar_series(negative_color, height=np.zeros(0))
+        self.negative = bar_series(style.BAR_NEGATIVE, height=np.zeros(0))
         self.view.addItem(self.positive)
         self.view.addItem(self.negative)
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
