@@ -4,6 +4,7 @@ page size that follows a panel's width."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
@@ -135,6 +136,12 @@ class ChannelPages:
 
     def _apply_new_widths(self) -> None:
         widths, self._new_widths = self._new_widths, {}
+        # Panels not filled yet will have the width their grid's columns give the others: paged
+        # for it now, their first fill is their last (else each is filled again for its width).
+        guess = statistics.mode(widths.values()) if widths else 0
+        for name, panel in self.display.layer_panels.items():
+            if guess and name not in widths and not panel.mosaic_width():
+                widths[name] = guess
         for name, width in widths.items():
             self.fit_page_to_width(name, width)
 

@@ -131,3 +131,38 @@ def test_no_panel_is_laid_out_lower_than_it_asks_for(actviz_window, monkeypatch)
     assert len(panels) == 6 and container.height() > w.display.layers_scroll.viewport().height()
     assert squeezed == []
     assert all(p.height() >= p.heightForWidth(p.width()) for p in panels)
+
+
+def test_panels_filled_after_the_first_take_its_page_width_and_are_filled_once(
+    actviz_window, monkeypatch
+):
+    """Each panel's first page was made for a width its panel did not have yet, then made
+    again once the panel reported its width: every panel filled twice, its height changing
+    twice. Panels not filled yet are paged for the width the first ones reported."""
+    monkeypatch.setattr(result_display, "CREATE_BUDGET_S", 0.0)  # one panel a pass
+    monkeypatch.setattr(display_steps, "DISPLAY_PASS_S", 0.0)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 96, 3), torch.nn.ReLU(), torch.nn.Conv2d(96, 96, 3), torch.nn.ReLU()
+    ).eval()
+    win = actviz_window(model, torch.randn(1, 3, 20, 20), ["0", "1", "2", "3"], size=(1280, 720))
+    w = win.window
+    fills: Counter[str] = Counter()
+    real_update = w.display.grid.update
+    monkeypatch.setattr(
+        w.display.grid,
+        "update",
+        lambda panel, layer: (fills.update([layer.name]), real_update(panel, layer))[1],
+    )
+    with win.expect_run(flush=False):
+        w.runs.run()
+    w.wait_until(lambda: not w.display.display_pending())
+    w.display.flush_panel_updates()
+    panels = w.host.layer_panels
+    sizes = {n: w.session.page_channels.get(n) for n in panels}
+    # The first panel is filled again for its width; the others once.
+    assert fills["0"] == 2 and [fills[n] for n in ("1", "2", "3")] == [1, 1, 1]
+    # Pages fitted to the panels' width: fewer than the 96 channels, the same for all four.
+    assert len(set(sizes.values())) == 1 and 0 < sizes["0"] < 96
+    for name, panel in panels.items():
+        assert panel.activation_slot.mosaic.page_size == sizes[name]
