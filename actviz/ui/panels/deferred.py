@@ -13,11 +13,10 @@ class DeferredCall:
     one call; the timer is ``owner``'s, so nothing runs once it is deleted)."""
 
     def __init__(self, owner: QtCore.QObject, fn: Callable[[], object]) -> None:
-        self._fn = fn
         self._timer = QtCore.QTimer(owner)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
-        self._timer.timeout.connect(self._run)
+        self._timer.timeout.connect(fn)
 
     def request(self, *_args: object) -> None:
         """Ask for the call (signal arguments are ignored)."""
@@ -27,6 +26,3 @@ class DeferredCall:
     def pending(self) -> bool:
         """Whether a call is waiting for the event loop."""
         return self._timer.isActive()
-
-    def _run(self) -> None:
-        self._fn()

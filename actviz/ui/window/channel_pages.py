@@ -7,9 +7,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject
 
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
+from actviz.ui.panels.deferred import DeferredCall
 
 __all__ = ["CHANNEL_VIEW_SHARE", "ChannelPages"]
 
@@ -28,10 +29,7 @@ class ChannelPages:
         self.opened: tuple[str, int] | None = None
         # Panels' new mosaic widths, applied together on the next pass.
         self._new_widths: dict[str, int] = {}
-        self._width_timer = QTimer(parent)
-        self._width_timer.setSingleShot(True)
-        self._width_timer.setInterval(0)
-        self._width_timer.timeout.connect(self._apply_new_widths)
+        self._apply_widths_soon = DeferredCall(parent, self._apply_new_widths)
         display.channel_view.step_requested.connect(self.step_channel)
 
     def keep_open(self) -> None:
@@ -131,13 +129,11 @@ class ChannelPages:
         """Re-page layer ``name`` for its panel's mosaic ``width``, on the next pass (a
         resize sends many in a row)."""
         self._new_widths[name] = width
-        if not self._width_timer.isActive():
-            self._width_timer.start()
+        self._apply_widths_soon.request()
 
     def _apply_new_widths(self) -> None:
         widths, self._new_widths = self._new_widths, {}
-        # Panels not filled yet will have the width their grid's columns give the others: paged
-        # for it now, their first fill is their last (else each is filled again for its width).
+        # Panels not filled yet get their row-mates' width: filled once, not again for it.
         guess = statistics.mode(widths.values()) if widths else 0
         for name, panel in self.display.layer_panels.items():
             if guess and name not in widths and not panel.mosaic_width():
