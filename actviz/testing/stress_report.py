@@ -118,10 +118,6 @@ class StressReport:
         """The largest growth of the :data:`FLAT_TYPES` between the first and last checkpoint."""
         return max((self.growth(t) for t in FLAT_TYPES), default=0)
 
-    def peak(self, type_name: str) -> int:
-        """The most objects of ``type_name`` seen alive at a checkpoint."""
-        return max((s.counts.get(type_name, 0) for s in self.samples), default=0)
-
     @property
     def rss_growth_mib(self) -> float:
         """Resident memory at the last checkpoint minus at the second (the first after the
