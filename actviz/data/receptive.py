@@ -143,21 +143,30 @@ class ReceptiveField:
         return template
 
 
-def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, int] | None:
-    """``(h, w)`` of the layer's map for an input of ``shape`` (None for a layer without one)."""
+def _layer_output(
+    net: nn.Module, layer: str, x: torch.Tensor, grad: bool = False
+) -> tuple[torch.Tensor, Any]:
+    """``(x as the model takes it, the layer's first output tensor)`` of one eval-mode forward."""
     module = dict(net.named_modules())[layer]
+    params = next(net.parameters(), None)
+    dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
+    device = params.device if params is not None else torch.device("cpu")
+    x = x.to(device=device, dtype=dtype).requires_grad_(grad)
     got: list[Any] = []
 
     def hook(_m: nn.Module, _a: tuple, output: Any) -> None:
         if not got:
-            got.append(tuple(first_tensor(output).shape))
+            got.append(first_tensor(output))
 
-    params = next(net.parameters(), None)
-    dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
-    device = params.device if params is not None else torch.device("cpu")
-    with forward_hooks([module], hook), eval_mode(net), torch.no_grad():
-        net(torch.zeros(shape, dtype=dtype, device=device))
-    return (int(got[0][-2]), int(got[0][-1])) if got and len(got[0]) == 4 else None
+    with forward_hooks([module], hook), eval_mode(net), torch.set_grad_enabled(grad):
+        net(x)
+    return x, got[0] if got else None
+
+
+def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(h, w)`` of the layer's map for an input of ``shape`` (None for a layer without one)."""
+    _, out = _layer_output(net, layer, torch.zeros(shape))
+    return (int(out.shape[-2]), int(out.shape[-1])) if out is not None and out.ndim == 4 else None
 
 
 def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]:
@@ -285,24 +294,10 @@ def _gradient_box(
     net: nn.Module, layer: str, shape: tuple[int, ...], location: tuple[int, int]
 ) -> tuple[int, int, int, int]:
     """Bounding box of the input pixels where the map at ``location`` has a gradient."""
-    module = dict(net.named_modules())[layer]
-    params = next(net.parameters(), None)
-    dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
-    device = params.device if params is not None else torch.device("cpu")
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn((4, *shape[1:]), generator=gen).to(device=device, dtype=dtype)
-    x.requires_grad_(True)
-    got: list[torch.Tensor] = []
-
-    def hook(_module: nn.Module, _args: tuple, output: Any) -> None:
-        if not got:
-            got.append(first_tensor(output))
-
-    with forward_hooks([module], hook), eval_mode(net), torch.enable_grad():
-        net(x)
-        out = got[0]
-        y, xx = int(location[0]), int(location[1])
-        value = out[:, :, y, xx].abs().sum()
+    x, out = _layer_output(net, layer, torch.randn((4, *shape[1:]), generator=gen), grad=True)
+    with torch.enable_grad():
+        value = out[:, :, int(location[0]), int(location[1])].abs().sum()
         (grad,) = torch.autograd.grad(value, x, allow_unused=True)
     h, w = shape[2], shape[3]
     if grad is None:

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Subset
 
 from actviz.core.capture import format_bytes, resolve_layers
 from actviz.core.edit_kinds import channel_dim
+from actviz.core.guards import eval_mode
 from actviz.core.threads import ThreadTuner, background_loader_init
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
@@ -148,19 +149,20 @@ def scan(
         attach_rows(runs, embeddings_dir, n, ctx)
 
     def run(rows: np.ndarray, report: Any, stop: Any) -> int:
-        return _run(
-            spec,
-            items,
-            runs,
-            rows,
-            batch_size,
-            num_workers,
-            report,
-            stop,
-            warnings,
-            background,
-            labels,
-        )
+        with eval_mode(net):  # every module's training flag put back after
+            return _run(
+                spec,
+                items,
+                runs,
+                rows,
+                batch_size,
+                num_workers,
+                report,
+                stop,
+                warnings,
+                background,
+                labels,
+            )
 
     def result(cached: bool, threads: int | None) -> Scan:
         return _result(runs, k, items, cached, folder, warnings, threads, labels)
@@ -266,7 +268,7 @@ def _run(
     background: bool = False,
     labels: np.ndarray | None = None,
 ) -> int:
-    """Run the pending items; returns the CPU threads the forward passes ended on."""
+    """Run the pending items (model in eval mode); returns the CPU threads it ended on."""
     net = spec.model
     device = _model_device(net)
     dtype = spec.expected.dtype
@@ -290,13 +292,11 @@ def _run(
 
         return hook
 
-    training = [(m, m.training) for m in net.modules()]
     handles: list[Any] = []
     tuner: ThreadTuner | None = None
     n = len(items.sources)
     done_before = n - len(pending)
     try:
-        net.eval()
         if batch_size is None:
             batch_size = _probe(net, items, pending, device, dtype)
         batch_size = max(1, int(batch_size))
@@ -361,7 +361,7 @@ def _run(
                         # Done all the same: a layer that never runs must not make every
                         # later scan run the whole data again.
                         silent.add(r.name)
-                        r.mark_run(idx, items)
+                        r._mark(idx[~r.done[idx]], "D", items)
             changed = False
             for r in runs:
                 r.skip(bad, items)
@@ -387,9 +387,6 @@ def _run(
                 r.cache.close()
         for h in handles:
             h.remove()
-        for m, flag in training:
-            if m.training != flag:
-                m.training = flag
 
 
 def _folder(runs: list[_LayerRun]) -> Any:
@@ -470,10 +467,6 @@ class _LayerRun:
                 f"earlier images {self.vectors.shape[1]}"
             )
         self.vectors[indices] = rows
-
-    def mark_run(self, indices: np.ndarray, data: ScanData) -> None:
-        """The images ``indices`` ran but this layer gave nothing to merge."""
-        self._mark(indices[~self.done[indices]], "D", data)
 
     def scanned(self) -> int:
         """Images done for this layer, skipped ones excluded."""
