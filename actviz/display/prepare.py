@@ -200,13 +200,12 @@ def _patch_views(
     text = f"{shape[2]} features on the {rows}x{cols} patch grid"
     if layout.prefix:
         text += f" ({layout.prefix} prefix token{'s' if layout.prefix > 1 else ''} left out)"
-    view = LayerView("maps", patch_maps(values, layout, pick), shape, text + batch)
-    grad_view = None
-    if grads is not None and tuple(grads.shape)[1:] == shape[1:]:
-        grad_view = magnitude_view(
-            LayerView("maps", patch_maps(grads, layout, pick), shape, text + batch)
-        )
-    return view, grad_view
+
+    def maps(t: Any) -> LayerView:
+        return LayerView("maps", patch_maps(t, layout, pick), shape, text + batch)
+
+    same = grads is not None and tuple(grads.shape)[1:] == shape[1:]
+    return maps(values), magnitude_view(maps(grads)) if same else None
 
 
 def _cam_inputs(rec: Any, layout: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,18 +286,18 @@ def prepare(
     sal_msg = ""
     hosts: dict[str, HostLayer] = {}
     if on_device:
-        extras: dict[str, torch.Tensor] = {}
+        to_copy: dict[str, torch.Tensor] = {}
         if cam_default is not None and cam_default in cams_now:
             rec = cap[cam_default]
-            extras["gradcam"] = grad_cam_tensor(*_cam_inputs(rec, spec.layout), size, spec.sample)
+            to_copy["gradcam"] = grad_cam_tensor(*_cam_inputs(rec, spec.layout), size, spec.sample)
         if not saliency_unavailable(cap.input_grads, image):
             grad = first_tensor(cap.input_grads)
-            extras["saliency"] = saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
+            to_copy["saliency"] = saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
         copied = copy_to_host(
             [(n, cap[n].tensor, cap[n].grad) for n in order],
             sample=spec.sample,
             hist_names=[n for n in order if n in hist_names],
-            extras=extras,
+            extras=to_copy,
         )
         hosts = copied.layers
         if "gradcam" in copied.extras:
@@ -342,29 +341,7 @@ def prepare(
     for name in [n for n in candidates if n in cams_now]:
         check()
         _ = grad_cams[name]  # computed here, off the GUI thread
-    extras = _sequence_extras(cap, spec, model, image, fast)
-    shapes = output_shapes(cap)
-    tree = None
-    if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
-        from actviz.core.tree import module_tree
-
-        tree = module_tree(model, cap)
-    result = _assemble(
-        cap, spec, layers, order, image, sal, sal_msg, grad_cams, cam_default, tree, shapes
-    )
-    if tok_sal is not None:
-        extras["token_saliency"] = tok_sal
-    return replace(result, **extras) if extras else result
-
-
-def _sequence_extras(
-    cap: Any,
-    spec: DisplaySpec,
-    model: torch.nn.Module | None,
-    image: np.ndarray | None,
-    fast: bool,
-) -> dict[str, Any]:
-    """Attention maps, their rollout over a ViT's image, and a language model's logit lens."""
+    # Attention maps, their rollout over a ViT's image, and a language model's logit lens.
     from actviz.display.attention import attention_rollout, rollout_map
 
     extras: dict[str, Any] = {}
@@ -374,7 +351,6 @@ def _sequence_extras(
         if spec.layout is not None and attention.layers:
             try:
                 rollout = attention_rollout(attention.stacked(spec.sample))
-                size = image.shape[:2] if image is not None else None
                 extras["rollout"] = rollout_map(rollout, spec.layout, size)
             except ValueError as exc:  # tokens that are not the patch layout's
                 log.debug("no attention rollout: %s", exc)
@@ -391,22 +367,14 @@ def _sequence_extras(
                 tokens=spec.tokens,
                 layers=lens,
             )
-    return extras
+    shapes = output_shapes(cap)
+    tree = None
+    if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
+        from actviz.core.tree import module_tree
 
-
-def _assemble(
-    cap: Any,
-    spec: DisplaySpec,
-    layers: dict[str, PreparedLayer],
-    order: list[str],
-    image: np.ndarray | None,
-    saliency: np.ndarray | None,
-    saliency_message: str,
-    grad_cams: LazyMap,
-    gradcam_default: str | None,
-    tree: Any,
-    shapes: dict[str, tuple[int, ...]],
-) -> RunResult:
+        tree = module_tree(model, cap)
+    if tok_sal is not None:
+        extras["token_saliency"] = tok_sal
     errors: list[str] = []
     out = first_tensor(cap.output)
     if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
@@ -437,10 +405,10 @@ def _assemble(
         target_text=target_text,
         target_index=cap.target_index,
         image=image,
-        saliency=saliency,
-        saliency_message=saliency_message,
+        saliency=sal,
+        saliency_message=sal_msg,
         grad_cams=grad_cams,
-        gradcam_default=gradcam_default,
+        gradcam_default=cam_default,
         grad_norm_names=tuple(order),
         output_shapes=shapes,
         warnings=tuple(cap.warnings),
@@ -450,6 +418,7 @@ def _assemble(
         spec=spec,
         capture=cap,
         tree=tree,
+        **extras,
     )
 
 
