@@ -269,13 +269,14 @@ def saliency_at_image(
 
 def spatial_layers(cap: Any) -> list[str]:
     """Captured layers with an ``(N, C, H, W)`` output and a same-shape gradient (Grad-CAM's)."""
-    out = []
-    for name in cap.names:
-        act, grad = cap[name].tensor, cap[name].grad
-        if act is None or grad is None or act.dim() != 4 or act.shape != grad.shape:
-            continue
-        out.append(name)
-    return out
+    return [
+        name
+        for name in cap.names
+        if (act := cap[name].tensor) is not None
+        and (grad := cap[name].grad) is not None
+        and act.dim() == 4
+        and act.shape == grad.shape
+    ]
 
 
 def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -> list[str]:
@@ -345,11 +346,10 @@ def top_k(
         return []
     probs = torch.softmax(t.double(), dim=0)
     values, idx = torch.topk(probs, min(k, t.numel()))
-    rows = []
-    for p, i in zip(values.tolist(), idx.tolist(), strict=True):
-        label = categories[i] if categories and i < len(categories) else f"class {i}"
-        rows.append((int(i), label, float(p)))
-    return rows
+    return [
+        (int(i), categories[i] if categories and i < len(categories) else f"class {i}", float(p))
+        for p, i in zip(values.tolist(), idx.tolist(), strict=True)
+    ]
 
 
 def prediction_kind(output: Any, categories: Sequence[str] | None = None) -> str:
@@ -409,13 +409,9 @@ def top_predictions(
 
 def gradient_flow(cap: Any) -> tuple[list[str], np.ndarray]:
     """Per captured layer (execution order), the L2 norm of d target / d its output."""
-    names, norms = [], []
-    for name in cap.names:
-        g = cap[name].grad
-        names.append(name)
-        norms.append(
-            float(torch.linalg.vector_norm(g.detach(), dtype=torch.float64))
-            if g is not None
-            else np.nan
-        )
-    return names, np.asarray(norms, dtype=np.float32)
+    grads = [cap[name].grad for name in cap.names]
+    norms = [
+        np.nan if g is None else float(torch.linalg.vector_norm(g.detach(), dtype=torch.float64))
+        for g in grads
+    ]
+    return list(cap.names), np.asarray(norms, dtype=np.float32)
