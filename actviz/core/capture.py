@@ -295,16 +295,14 @@ def _capture_once(
     should_stop: Callable[[], bool] | None,
     warnings_in: list[str],
     start: float,
-    copy_all: bool = False,
-    keep_on_device: bool = False,
-    input_grads: bool = True,
-    edits: dict | None = None,
-    plan: ModelPlan | None = None,
-    module_list: list[nn.Module] | None = None,
+    copy_all: bool,
+    keep_on_device: bool,
+    input_grads: bool,
+    edits: dict,
+    plan: ModelPlan,
+    module_list: list[nn.Module],
 ) -> Capture:
     warnings = list(warnings_in)
-    if plan is None or module_list is None:
-        plan, module_list = model_plan(model)
     device = model_device(model, module_list)
     index = plan.index
     by_module = {module_list[index[n]]: n for n in names}
