@@ -169,14 +169,9 @@ def _reduce(t: torch.Tensor) -> Reduced:
     flat = t.reshape(b, c, -1)
     # The mean in the map's own precision: a float64 reduction would copy the whole map.
     means = _numpy64(flat.mean(dim=-1))
-    if t.ndim > 4:  # no location is kept for maps of more than 2 dimensions
-        values = flat.amax(dim=-1)
-        nan = values.isnan()
-        if bool(nan.any()):
-            bb, cc = nan.nonzero(as_tuple=True)
-            values[bb, cc] = _without_nan(flat[bb, cc]).amax(dim=-1)
-        return Reduced(_numpy64(values), means, None, None, spatial)
     maxima, argmax = _max_and_argmax(flat)
+    if t.ndim > 4:  # no location is kept for maps of more than 2 dimensions
+        return Reduced(maxima, means, None, None, spatial)
     widths = np.full(c, spatial[-1], dtype=np.int64)
     return Reduced(maxima, means, argmax, widths, spatial)
 
