@@ -74,9 +74,8 @@ class LayerEffects:
     def with_exact(self, changes: Mapping[int, float]) -> LayerEffects:
         """These effects with the exact ``{channel: change}`` of ``changes`` (others kept)."""
         exact, verified = np.array(self.exact), np.array(self.verified)
-        for channel, change in changes.items():
-            exact[channel] = change
-            verified[channel] = True
+        exact[list(changes)] = list(changes.values())
+        verified[list(changes)] = True
         return replace(self, exact=frozen(exact), verified=frozen(verified))
 
     @property

@@ -134,10 +134,7 @@ def visualize(
         from actviz.analysis.visualize.picture_cache import VisualizationCache
 
         store = VisualizationCache.for_model(net, layer, record)
-        for k in keys:
-            hit = store.get(k)
-            if hit is not None:
-                found[k] = hit
+        found = {k: hit for k in keys if (hit := store.get(k)) is not None}
     todo = [k for k in keys if k not in found]
     if only_cached:
         keys, todo = [k for k in keys if k in found], []

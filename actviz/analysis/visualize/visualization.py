@@ -6,7 +6,7 @@ computed chunk by chunk.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -97,12 +97,9 @@ class VisualizeSettings:
             raise VisualizeError(f"size must be at least 8 pixels, not {size}")
         if not self.lr > 0:
             raise VisualizeError(f"lr must be positive, not {self.lr}")
-        if self.transforms not in ("standard", "none"):
-            raise VisualizeError(
-                f"transforms must be 'standard' or 'none', not {self.transforms!r}"
-            )
-        if self.param not in ("fourier", "pixel"):
-            raise VisualizeError(f"param must be 'fourier' or 'pixel', not {self.param!r}")
+        for k, (a, b) in (("transforms", ("standard", "none")), ("param", ("fourier", "pixel"))):
+            if getattr(self, k) not in (a, b):
+                raise VisualizeError(f"{k} must be {a!r} or {b!r}, not {getattr(self, k)!r}")
 
     def record(self, objective: str | None, norm: Any = None) -> dict[str, Any]:
         """The settings as :attr:`Visualization.settings` holds them and the cache is keyed by
@@ -166,14 +163,12 @@ class Visualization:
         rows = [self.index(c) for c in channels]
         if rows == list(range(len(self.channels))):
             return self
-        return Visualization(
-            layer=self.layer,
+        return replace(
+            self,
             channels=tuple(self.channels[r] for r in rows),
             images=frozen(self.images[rows]),
             objective=frozen(self.objective[:, rows]),
             activations=frozen(self.activations[rows]),
-            settings=self.settings,
-            elapsed_s=self.elapsed_s,
             from_cache=tuple(self.from_cache[r] for r in rows) if self.from_cache else (),
         )
 
