@@ -204,13 +204,11 @@ def _tile_grid(rows: int, cols: int, h: int, w: int, pad: int, fill: Any) -> np.
 def _place(grid: np.ndarray, tiles: np.ndarray, rows: int, cols: int) -> None:
     c, h, w = tiles.shape
     full = c // cols if c else 0
+    n = full * cols
     if full:
-        n = full * cols
         grid[:full, :h, :, :w] = tiles[:n].reshape(full, cols, h, w).transpose(0, 2, 1, 3)
-    rest = c - full * cols
-    if rest:
-        n = full * cols
-        grid[full, :h, :rest, :w] = tiles[n:].transpose(1, 0, 2)
+    if c > n:
+        grid[full, :h, : c - n, :w] = tiles[n:].transpose(1, 0, 2)
 
 
 def _crop(grid: np.ndarray, pad: int) -> np.ndarray:
