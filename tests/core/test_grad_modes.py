@@ -50,6 +50,18 @@ NETS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Exact comparisons on one thread: on two, ResNet-18's backward differs from one call to
+    the next in the last bits (the suite's two workers run one thread each; ``-n 0`` two)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module", params=list(NETS))
 def net(request):
     make, layers, shape = NETS[request.param]
