@@ -88,17 +88,16 @@ class PluginRecord:
         """``"layer view: Channel correlation; input opener: wav (.wav)"``."""
         if self.plugin is None:
             return ""
-        parts = []
-        for c in self.plugin.contributions:
-            if isinstance(c, LayerView):
-                parts.append(f"layer view: {c.title}")
-            elif isinstance(c, InputOpener):
-                parts.append(f"input opener: {c.name} ({' '.join(c.suffixes) or 'test'})")
-            elif isinstance(c, ModelOpener):
-                parts.append(f"model opener: {c.name} ({' '.join(c.patterns)})")
-            elif isinstance(c, WindowFeature):
-                parts.append(f"window feature: {c.name}")
-        return "; ".join(parts)
+        texts: dict[type, Callable[[Any], str]] = {
+            LayerView: lambda c: f"layer view: {c.title}",
+            InputOpener: lambda c: f"input opener: {c.name} ({' '.join(c.suffixes) or 'test'})",
+            ModelOpener: lambda c: f"model opener: {c.name} ({' '.join(c.patterns)})",
+            WindowFeature: lambda c: f"window feature: {c.name}",
+        }
+        contributions = self.plugin.contributions
+        return "; ".join(
+            text(c) for c in contributions for t, text in texts.items() if isinstance(c, t)
+        )
 
 
 class PluginRegistry:
@@ -136,7 +135,7 @@ class PluginRegistry:
             except BaseException as exc:  # noqa: BLE001 - a plugin must not stop the app
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                self._failed(record, "import", exc)
+                self.fail(record, "import", exc)
                 continue
             self._construct(record, obj)
         return added
@@ -156,7 +155,7 @@ class PluginRegistry:
                 for part in attr.split("."):
                     obj = getattr(obj, part)
             except Exception as exc:  # noqa: BLE001
-                self._failed(record, "import", exc)
+                self.fail(record, "import", exc)
                 return record
             self._construct(record, obj)
             return record
@@ -178,7 +177,7 @@ class PluginRegistry:
                     f"the entry point gives {type(plugin).__name__}, not actviz.plugins.Plugin"
                 )
         except Exception as exc:  # noqa: BLE001
-            self._failed(record, "construction", exc)
+            self.fail(record, "construction", exc)
             return
         record.plugin = plugin
         if record.source == "given":
@@ -193,8 +192,9 @@ class PluginRegistry:
             )
             log.warning("%s", record.error)
 
-    def _failed(self, record: PluginRecord, where: str, exc: BaseException) -> None:
-        """Mark ``record`` failed in ``where`` and tell the listeners (once per plugin)."""
+    def fail(self, record: PluginRecord, where: str, exc: BaseException) -> None:
+        """Report that ``record`` raised ``exc`` in ``where``: disabled, the listeners told (once
+        per plugin)."""
         if record.status == "failed":
             return
         record.status = "failed"
@@ -210,10 +210,6 @@ class PluginRegistry:
                 listener(record)
             except Exception:  # noqa: BLE001 - reporting must not raise into the plugin's caller
                 log.exception("plugin failure listener failed")
-
-    def fail(self, record: PluginRecord, where: str, exc: BaseException) -> None:
-        """Report that ``record`` raised ``exc`` in ``where`` (disables it)."""
-        self._failed(record, where, exc)
 
     def disable(self, record: PluginRecord) -> None:
         """Stop ``record`` for the rest of the session (the user unticked it)."""
@@ -231,7 +227,7 @@ class PluginRegistry:
             found.add(module.split(".")[0] if record.distribution else module)
         plugin = record.plugin
         for c in plugin.contributions if plugin is not None else ():
-            for value in _fields(c):
+            for value in (getattr(c, n, None) for n in getattr(c, "__dataclass_fields__", {})):
                 owner = getattr(value, "__module__", None)
                 if callable(value) and isinstance(owner, str) and not owner.startswith("actviz."):
                     found.add(owner)
@@ -267,7 +263,7 @@ class PluginRegistry:
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - isolation is the point
-                self._failed(record, where, exc)
+                self.fail(record, where, exc)
                 return default
 
         guarded.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -399,12 +395,6 @@ class PluginRegistry:
             return [path]
 
         return write
-
-
-def _fields(contribution: Any) -> list[Any]:
-    """The field values of a contribution (a dataclass)."""
-    names = getattr(contribution, "__dataclass_fields__", {})
-    return [getattr(contribution, n, None) for n in names]
 
 
 def layer_data(layer: PreparedLayer) -> LayerData:
