@@ -46,6 +46,8 @@ class SessionFileError(ActvizError):
 
 #: Edit kinds that a session file can hold (custom edits are Python callables).
 _SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch", "concept")
+#: An edit's values a row holds when set.
+_EDIT_VALUES = ("factor", "min", "max", "call", "dim")
 
 
 @dataclass(frozen=True)
@@ -55,10 +57,6 @@ class PinState:
     label: str
     pinned_at: float = 0.0
     capture: Capture | None = field(default=None, repr=False, compare=False)
-
-
-def _pin_of(source: Any, pins: Sequence[PinState]) -> str | None:
-    return next((p.label for p in pins if p.capture is not None and p.capture is source), None)
 
 
 def edits_to_json(
@@ -87,7 +85,7 @@ def edits_to_json(
                 continue
             row: dict[str, Any] = {"layer": layer, "kind": edit.kind}
             if edit.kind == "patch":
-                pin = _pin_of(edit.source, pins)
+                pin = next((p.label for p in pins if p.capture is edit.source is not None), None)
                 if pin is None:
                     warnings.append(
                         f"edit {edit.describe()!r} on layer {layer!r}: its source run is not a "
@@ -102,10 +100,7 @@ def edits_to_json(
                     dictionaries.append(edit.concepts)
                 row["concepts"] = found[0] if found else len(dictionaries) - 1
             row["channels"] = None if edit.channels is None else list(edit.channels)
-            for name in ("factor", "min", "max", "call", "dim"):
-                value = getattr(edit, name)
-                if value is not None:
-                    row[name] = value
+            row.update({n: getattr(edit, n) for n in _EDIT_VALUES if getattr(edit, n) is not None})
             row["enabled"] = bool(edit.enabled)
             rows.append(row)
     return rows, warnings
@@ -153,14 +148,10 @@ def edits_from_json(
             edit = Edit(
                 kind,
                 channels=row.get("channels"),
-                factor=row.get("factor"),
-                min=row.get("min"),
-                max=row.get("max"),
                 source=source,
-                call=row.get("call"),
                 enabled=bool(row.get("enabled", True)),
-                dim=row.get("dim"),
                 concepts=concepts,
+                **{n: row.get(n) for n in _EDIT_VALUES},
             )
             out.setdefault(str(row["layer"]), []).append(edit)
         except (KeyError, TypeError, ValueError) as exc:
@@ -197,18 +188,14 @@ class _Arrays:
             np.savez(fh, **self.arrays)
 
 
-def _tensor_node(t: torch.Tensor, store: _Arrays) -> dict[str, Any]:
-    t = t.detach().cpu()
-    dtype = str(t.dtype).replace("torch.", "")
-    # numpy has no bfloat16: widen it, which is exact, and narrow it again when read
-    a = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
-    return {"t": "tensor", "k": store.add(a), "dtype": dtype, "grad": bool(t.requires_grad)}
-
-
 def _encode(obj: Any, store: _Arrays) -> dict[str, Any]:
     """A nested tensor structure as JSON, its tensors put in ``store``."""
     if isinstance(obj, torch.Tensor):
-        return _tensor_node(obj, store)
+        t = obj.detach().cpu()
+        dtype = str(t.dtype).replace("torch.", "")
+        # numpy has no bfloat16: widen it, which is exact, and narrow it again when read
+        a = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
+        return {"t": "tensor", "k": store.add(a), "dtype": dtype, "grad": bool(t.requires_grad)}
     if isinstance(obj, np.ndarray):
         return {"t": "ndarray", "k": store.add(obj)}
     if isinstance(obj, (list, tuple)):
@@ -252,31 +239,26 @@ _RECORD_TENSORS = ("inputs", "output", "grad_output", "grad_inputs")
 _CAPTURE_TENSORS = ("output", "input_grads", "inputs")
 
 
-def _float_json(v: float | None) -> Any:
-    return None if v is None else repr(float(v))
-
-
 def _capture_to_json(
     cap: Capture, store: _Arrays, pins: Sequence[PinState], dictionaries: list[Any]
 ) -> dict[str, Any]:
-    records = []
+    records = [
+        {
+            "name": rec.name,
+            "call": rec.call_index,
+            "type": rec.module_type,
+            **{k: _encode(getattr(rec, k), store) for k in _RECORD_TENSORS},
+        }
+        for name in cap.names
+        for rec in cap.records[name]
+    ]
     # The edits it ran with, as the session's own (a patch's source: a saved pin).
     edit_rows, _ = edits_to_json(cap.edits, pins, dictionaries)
-    for name in cap.names:
-        for rec in cap.records[name]:
-            records.append(
-                {
-                    "name": rec.name,
-                    "call": rec.call_index,
-                    "type": rec.module_type,
-                    **{k: _encode(getattr(rec, k), store) for k in _RECORD_TENSORS},
-                }
-            )
     return {
         "names": list(cap.names),
         "records": records,
         **{k: _encode(getattr(cap, k), store) for k in _CAPTURE_TENSORS},
-        "target_value": _float_json(cap.target_value),
+        "target_value": None if cap.target_value is None else repr(float(cap.target_value)),
         "target_index": cap.target_index,
         "target_description": cap.target_description,
         "warnings": list(cap.warnings),
@@ -541,9 +523,7 @@ def verify_model_source(
     where = Path(path) if path is not None else Path(src.source)
     if not where.is_file():
         return ModelCheck(
-            "missing",
-            f"{where}: the session's checkpoint is not there any more",
-            where,
+            "missing", f"{where}: the session's checkpoint is not there any more", where
         )
     digest = file_sha256(where)
     if digest != src.sha256:

@@ -188,6 +188,12 @@ def _members(
     ``measure``, the members count their bytes and hold no arrays."""
     actviz_version, torch_version = _versions()
     members: dict[str, _Arrays] = {}
+
+    def member(name: str) -> tuple[dict[str, Any], _Arrays]:
+        """A new ``.npz`` member: its manifest section (naming it) and its arrays."""
+        members[name] = _Arrays(measure)
+        return {"member": name}, members[name]
+
     pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
     labels = [p.label for p in pins]
     if len(set(labels)) != len(labels):
@@ -211,52 +217,33 @@ def _members(
         "model_weights": None,
     }
     if state.input is not None:
-        store = _Arrays(measure)
+        manifest["input"], store = member("input.npz")
         inp = state.input
-        manifest["input"] = {
-            "member": "input.npz",
-            "value": _encode(inp.value, store),
-            "image": None if inp.image is None else _encode(np.asarray(inp.image), store),
-            "source": inp.source,
-            "kind": inp.kind,
-            "description": inp.description,
-            "tokens": None if inp.tokens is None else list(inp.tokens),
-        }
-        members["input.npz"] = store
+        manifest["input"].update(
+            value=_encode(inp.value, store),
+            image=None if inp.image is None else _encode(np.asarray(inp.image), store),
+            source=inp.source,
+            kind=inp.kind,
+            description=inp.description,
+            tokens=None if inp.tokens is None else list(inp.tokens),
+        )
     if state.model_weights is not None:
-        store = _Arrays(measure)
-        manifest["model_weights"] = {
-            "member": "weights.npz",
-            "tensors": _encode(dict(state.model_weights), store),
-        }
-        members["weights.npz"] = store
+        manifest["model_weights"], store = member("weights.npz")
+        manifest["model_weights"]["tensors"] = _encode(dict(state.model_weights), store)
     if state.capture is not None:
-        store = _Arrays(measure)
-        manifest["capture"] = {
-            "member": "capture.npz",
-            **_capture_to_json(state.capture, store, pins, dictionaries),
-        }
-        members["capture.npz"] = store
+        manifest["capture"], store = member("capture.npz")
+        manifest["capture"].update(_capture_to_json(state.capture, store, pins, dictionaries))
     for i, pin in enumerate(pins):
         entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
         if pin.capture is not None:
-            store = _Arrays(measure)
-            member = f"pin{i}.npz"
-            entry["capture"] = {
-                "member": member,
-                **_capture_to_json(pin.capture, store, pins, dictionaries),
-            }
-            members[member] = store
+            entry["capture"], store = member(f"pin{i}.npz")
+            entry["capture"].update(_capture_to_json(pin.capture, store, pins, dictionaries))
         manifest["pins"].append(entry)
     if dictionaries:
-        store = _Arrays(measure)
-        manifest["concepts"] = {
-            "member": _CONCEPTS_MEMBER,
-            "dictionaries": [
-                {"cfg": d.to_cfg(), "tensors": _encode(d.weights(), store)} for d in dictionaries
-            ],
-        }
-        members[_CONCEPTS_MEMBER] = store
+        manifest["concepts"], store = member(_CONCEPTS_MEMBER)
+        manifest["concepts"]["dictionaries"] = [
+            {"cfg": d.to_cfg(), "tensors": _encode(d.weights(), store)} for d in dictionaries
+        ]
     return manifest, members, warnings
 
 
@@ -392,14 +379,9 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             f"this actviz reads up to format {FORMAT_VERSION}: update actviz to open it",
         )
     # Only the manifest and the .npz members it names: anything else is refused unread.
-    wanted = {_MANIFEST}
-    kept = ("input", "capture", "model_weights", "concepts")
-    for section in (manifest.get(name) for name in kept):
-        if section is not None:
-            wanted.add(section["member"])
-    for pin in manifest.get("pins", []):
-        if pin.get("capture") is not None:
-            wanted.add(pin["capture"]["member"])
+    sections = [manifest.get(n) for n in ("input", "capture", "model_weights", "concepts")]
+    sections += [pin.get("capture") for pin in manifest.get("pins", [])]
+    wanted = {_MANIFEST} | {section["member"] for section in sections if section is not None}
     for name in names:
         if name not in wanted:
             what = "a pickle" if name.endswith((".pkl", ".pickle", ".pt", ".pth")) else "unknown"
