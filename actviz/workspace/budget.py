@@ -28,16 +28,13 @@ def parse_bytes(text: str) -> int:
             s = s[: -len(suffix)]
             break
     unit = s[-1] if s and s[-1].isalpha() else ""
-    number = s[:-1] if unit else s
-    if unit not in units:
-        raise ValueError(f"not a size: {text!r} (write e.g. 1073741824, 512MiB or 2GiB)")
     try:
-        value = float(number)
-    except ValueError:
+        value = float(s[:-1] if unit else s) * units[unit]
+    except (KeyError, ValueError):
         raise ValueError(f"not a size: {text!r} (write e.g. 1073741824, 512MiB or 2GiB)") from None
     if value <= 0:
         raise ValueError(f"a memory budget must be positive, got {text!r}")
-    return int(value * units[unit])
+    return int(value)
 
 
 def default_budget() -> int:

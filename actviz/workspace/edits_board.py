@@ -165,17 +165,15 @@ class EditBoard:
 
     def request_edits(self) -> dict[str, tuple[Edit, ...]]:
         """``{layer: (edit, ...)}`` of the edits switched on, as ``capture(edits=)`` takes."""
-        out: dict[str, list[Edit]] = {}
+        out: dict[str, tuple[Edit, ...]] = {}
         for entry in self.active():
-            out.setdefault(entry.layer, []).append(entry.edit)
-        return {layer: tuple(edits) for layer, edits in out.items()}
+            out[entry.layer] = (*out.get(entry.layer, ()), entry.edit)
+        return out
 
     def descriptions(self) -> dict[str, str]:
         """``{layer: "ablate ch 3; scale ch 5 x0.5"}`` of the edits switched on (badges)."""
-        out: dict[str, list[str]] = {}
-        for entry in self.active():
-            out.setdefault(entry.layer, []).append(entry.edit.describe())
-        return {layer: "; ".join(texts) for layer, texts in out.items()}
+        edits = self.request_edits().items()
+        return {layer: "; ".join(e.describe() for e in items) for layer, items in edits}
 
     def _changed(self) -> None:
         if self.on_change is not None:

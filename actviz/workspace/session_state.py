@@ -59,10 +59,8 @@ class Event:
         if callback not in self._callbacks:
             self._callbacks.append(callback)
 
-    def disconnect(self, callback: Callable[..., Any] | None = None) -> None:
-        if callback is None:
-            self._callbacks.clear()
-        elif callback in self._callbacks:
+    def disconnect(self, callback: Callable[..., Any]) -> None:
+        if callback in self._callbacks:
             self._callbacks.remove(callback)
 
     def emit(self, *args: Any) -> None:
@@ -116,7 +114,7 @@ def input_problem(session: Any, value: Any = None, source: str | None = None) ->
 def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
     """What an input made in memory is, for the Model dock's caption: ``tensor (1, 3, 16, 16)
     float32``, ``5 tokens: [CLS] the cat …``, ``dict: input_ids (1, 5) int64, …`` ("": none
-    of these). Without it a text input set from a script was captioned "no input"."""
+    of these)."""
 
     def one(t: Any) -> str:
         return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
@@ -494,17 +492,10 @@ class Session:
     def set_ticked(self, names: Iterable[str], ticked: bool = True) -> None:
         """Tick (or untick) ``names``; emits ``ticks_changed`` with the names that changed."""
         names = set(names)
-        before = set(self._ticked)
-        if ticked:
-            self._ticked |= names
-        else:
-            self._ticked -= names
-        changed = before ^ self._ticked
-        if changed:
-            self.ticks_changed.emit(changed)
+        self.replace_ticked(self._ticked | names if ticked else self._ticked - names)
 
     def replace_ticked(self, names: Iterable[str]) -> None:
-        """Make exactly ``names`` ticked."""
+        """Make exactly ``names`` ticked; emits ``ticks_changed`` with the names that changed."""
         names = set(names)
         changed = names ^ self._ticked
         self._ticked = names
@@ -513,10 +504,8 @@ class Session:
 
     def tick_leaves_below(self, name: str) -> None:
         """Tick every leaf under ``name`` (``name`` itself when it is a leaf)."""
-        if self.tree is None:
-            return
-        below = self.tree.descendants(name, leaves_only=True) or [name]
-        self.set_ticked(below, True)
+        if self.tree is not None:
+            self.set_ticked(self.tree.descendants(name, leaves_only=True) or [name], True)
 
     def tick_type(self, type_name: str) -> None:
         """Tick every module of class ``type_name``."""

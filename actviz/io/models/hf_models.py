@@ -204,16 +204,14 @@ def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.
     kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
     kwargs.update(_PLACEMENT[-1])
     try:
-        return cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs), ""
-    except (ValueError, TypeError) as exc:
-        if "attn" not in str(exc).lower():
-            raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
-        note = f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
-    except Exception as exc:  # transformers and remote code raise many kinds
-        raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
-    try:
+        try:
+            return cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs), ""
+        except (ValueError, TypeError) as exc:
+            if "attn" not in str(exc).lower():
+                raise
+            note = f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
         return cls.from_pretrained(str(folder), **kwargs), note
-    except Exception as exc:
+    except Exception as exc:  # transformers and remote code raise many kinds
         raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
 
 

@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,13 @@ __all__ = ["CodeRef", "parse_code_ref", "build_from_code", "module_classes_in_fi
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
+@dataclass(frozen=True)
 class CodeRef:
     """A parsed ``target:attr`` reference; ``is_file`` tells a .py path from a module name."""
 
-    def __init__(self, target: str, attr: str, is_file: bool) -> None:
-        self.target = target
-        self.attr = attr
-        self.is_file = is_file
+    target: str
+    attr: str
+    is_file: bool
 
     def __str__(self) -> str:
         return f"{self.target}:{self.attr}"
