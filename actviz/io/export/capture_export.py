@@ -128,6 +128,7 @@ def export_capture(
         the sequence views' inputs, as :func:`prepare_export` takes them.
     """
     out = check_out_folder(out_dir)
+    report = progress or (lambda _done, _total, _what: None)
     names = list(layers) if layers is not None else list(cap.names)
     missing = [n for n in names if n not in cap.names]
     if missing:
@@ -144,8 +145,7 @@ def export_capture(
     npz_files: dict[str, str] = {}  # for reproduce.py
     total = len(names) + 1
     for i, name in enumerate(names):
-        if progress is not None:
-            progress(i, total, name)
+        report(i, total, name)
         recs = cap.calls(name)
         rec = recs[0]
         base = safe_name(name)
@@ -170,8 +170,7 @@ def export_capture(
         entry["files"] = [p.name for p in files]
         written += files
         layer_summary[name] = entry
-    if progress is not None:
-        progress(len(names), total, "saliency and Grad-CAM")
+    report(len(names), total, "saliency and Grad-CAM")
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     for key in ("saliency", "gradcam"):
         written += _save_attribution(out, key, pictures, attribution)
@@ -216,8 +215,7 @@ def export_capture(
     path = out / "summary.json"
     path.write_text(json.dumps(summary, indent=2, default=_jsonable))
     written.append(path)
-    if progress is not None:
-        progress(total, total, "done")
+    report(total, total, "done")
     return written
 
 

@@ -104,6 +104,7 @@ def write_report(
         :func:`~actviz.io.export.capture_export.prepare_export` takes them.
     """
     out = Path(path)
+    report = progress or (lambda _done, _total, _what: None)
     names = list(layers) if layers is not None else list(cap.names)
     module = getattr(model, "model", model)
     torch_module = module if isinstance(module, torch.nn.Module) else None
@@ -128,8 +129,7 @@ def write_report(
 
     prediction_section(page, prepared, cap, baseline, categories)
 
-    if progress is not None:
-        progress(0, total, "saliency and Grad-CAM")
+    report(0, total, "saliency and Grad-CAM")
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     if pictures or attribution.get("gradcam_error"):
         page.section("attribution", "Saliency and Grad-CAM")
@@ -154,8 +154,7 @@ def write_report(
         else no_layers_text(cap)
     )
     for i, name in enumerate(names):
-        if progress is not None:
-            progress(i + 1, total, name)
+        report(i + 1, total, name)
         rec = cap[name]
         layer = prepared.layers.get(name)
         anchor = anchor_id("layer", name)
@@ -211,8 +210,7 @@ def write_report(
     page.add(f"<pre>{esc(reproduce_script(cap, source, names, files=files, saved=saved))}</pre>")
     _reproduce_files(page, cap, source)
 
-    if progress is not None:
-        progress(total - 1, total, "writing")
+    report(total - 1, total, "writing")
     title = title or f"actviz report: {model_name or 'model'}"
     subtitle = " · ".join(
         x
@@ -228,8 +226,7 @@ def write_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w", encoding="utf-8") as fh:
         fh.write(text)
-    if progress is not None:
-        progress(total, total, "done")
+    report(total, total, "done")
     return ReportInfo(out, out.stat().st_size, tuple(page.panels))
 
 

@@ -265,10 +265,9 @@ def pick_gradcam_layer(cap: Capture) -> str | None:
 def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.Image:
     cmap = colormaps.OVERLAY_CMAP  # the window's overlay colours
     if image is not None:
-        rgb = colormaps.overlay(image, heat, alpha=0.5, cmap=cmap)
+        img = Image.fromarray(colormaps.overlay(image, heat, alpha=0.5, cmap=cmap))
     else:
-        rgb = colormaps.colorize(heat, cmap)
-    img = Image.fromarray(rgb)
+        img = Image.fromarray(colormaps.colorize(heat, cmap))
     if max(img.size) < 256:
         k = math.ceil(256 / max(img.size))
         img = img.resize((img.width * k, img.height * k), Image.BILINEAR)
@@ -309,27 +308,15 @@ def layer_page_images(
     else:
         painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
     for first, suffix in channel_pages(view):
-        pictures.append(
-            (
-                suffix,
-                render_layer_png(
-                    view,
-                    title,
-                    cmap=painted,
-                    normalize=normalize,
-                    first_channel=first,
-                    symmetric=symmetric,
-                ),
-            )
-        )
+        # The readable picture and the one-pixel-per-value mosaic of one page, scaled alike.
+        page: dict[str, Any] = {
+            "normalize": normalize,
+            "first_channel": first,
+            "symmetric": symmetric,
+        }
+        pictures.append((suffix, render_layer_png(view, title, cmap=painted, **page)))
         if view.kind == "maps":
-            m = mosaic(
-                view.data,
-                normalize=normalize,
-                first_channel=first,
-                max_channels=EXPORT_PAGE_CHANNELS,
-                symmetric=symmetric,
-            )
+            m = mosaic(view.data, max_channels=EXPORT_PAGE_CHANNELS, **page)
             pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
     return pictures
 
