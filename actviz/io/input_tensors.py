@@ -237,20 +237,13 @@ def _display_image(value: Any) -> np.ndarray | None:
     return _to_uint8_rgb(x)
 
 
-def _move(value: Any, exp: ExpectedInput) -> Any:
-    def move(t: torch.Tensor) -> torch.Tensor:
-        return (
-            t.to(device=exp.device, dtype=exp.dtype) if t.is_floating_point() else t.to(exp.device)
-        )
-
-    return map_tensors(value, move)
-
-
 def _from_value(value: Any, src: str, kind: str, word: str, exp: ExpectedInput) -> LoadedInput:
     notes: list[str] = []
     if isinstance(value, torch.Tensor):
         value, notes = _fit_tensor(value, src, word, exp)
-    value = _move(value, exp)
+    value = map_tensors(
+        value, lambda t: t.to(exp.device, exp.dtype) if t.is_floating_point() else t.to(exp.device)
+    )
     name = Path(src).name if not src.startswith(("<", "random")) else src
     extra = f" ({', '.join(notes)})" if notes else ""
     return LoadedInput(value, src, kind, _display_image(value), f"{name}: {describe(value)}{extra}")

@@ -133,9 +133,7 @@ def _pattern(key: str) -> str:
 
 def _shape(value: Any) -> Shape | None:
     shape = getattr(value, "shape", None)
-    if shape is None:
-        return None
-    return tuple(int(s) for s in shape)
+    return None if shape is None else tuple(int(s) for s in shape)
 
 
 @functools.cache
@@ -188,9 +186,7 @@ def _stem(name: str) -> str:
 def _torchvision_families() -> Mapping[str, tuple[str, ...]]:
     import torchvision.models as tvm
 
-    names: list[str] = []
-    for module in (tvm, tvm.segmentation, tvm.detection):
-        names.extend(tvm.list_models(module=module))
+    names = [n for m in (tvm, tvm.segmentation, tvm.detection) for n in tvm.list_models(module=m)]
     families: dict[str, list[str]] = {}
     for name in names:
         try:
@@ -245,13 +241,8 @@ def _family_overlap(patterns: frozenset[str], family: tuple[str, ...]) -> float:
 
 def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
     """Architectures of families whose key patterns overlap the checkpoint's, best first."""
-    families = _FAMILIES[zoo_name]()
-    ranked = []
-    for names in families.values():
-        overlap = _family_overlap(patterns, names)
-        if overlap >= FAMILY_OVERLAP:
-            ranked.append((overlap, names))
-    ranked.sort(key=lambda item: -item[0])
+    overlaps = [(_family_overlap(patterns, n), n) for n in _FAMILIES[zoo_name]().values()]
+    ranked = sorted((o for o in overlaps if o[0] >= FAMILY_OVERLAP), key=lambda item: -item[0])
     limit = _LIMITS.get(zoo_name)
     chosen: list[str] = []
     for _, names in ranked:
@@ -413,7 +404,5 @@ def confident_guess(guesses: Iterable[ArchGuess]) -> ArchGuess | None:
     if not ranked or not ranked[0].fits:
         return None
     best = ranked[0]
-    for other in ranked[1:]:
-        if other.fits and other.score == best.score and other.zoo == best.zoo:
-            return None
-    return best
+    tied = any(o.fits and o.score == best.score and o.zoo == best.zoo for o in ranked[1:])
+    return None if tied else best
