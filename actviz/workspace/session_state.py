@@ -7,7 +7,7 @@ of their own live in :mod:`~actviz.workspace.display_settings`,
 :class:`TargetChoice` (the target: the user's class or else the auto target held for the input,
 the unedited run's top-1), :mod:`~actviz.workspace.run_request`,
 :mod:`~actviz.workspace.default_ticks` (re-exported); the input is an :class:`InputState`,
-checked against the model by :func:`input_problem`.
+checked against the model by :meth:`Session.input_problem`.
 """
 
 from __future__ import annotations
@@ -79,36 +79,6 @@ class InputState:
     description: str
     #: The token strings of a text input (token views' labels).
     tokens: tuple[str, ...] | None = None
-
-
-def input_problem(session: Any, value: Any = None, source: str | None = None) -> str:
-    """Why an input cannot run on ``session``'s model ("" when it can): the one gate for runs, live
-    frames, exports, reports, effects and scans. A model given in memory is not checked.
-    """
-    from actviz.io.input_fit import input_misfit, reads_text
-
-    if session.model is None:
-        return "Open a model first."
-    loaded = session.loaded_model
-    if source in ("frames", "images"):  # pictures made with the model's own transforms
-        if loaded is None or not reads_text(loaded):
-            return ""
-        if source == "frames":
-            return f"The frames are pictures; {session.model_name} reads text."
-        return (
-            f"{session.model_name} reads text, not images: a dataset scan runs a folder of "
-            "images through the model. Open an image model to scan one."
-        )
-    if value is None:
-        if session.input is None:
-            return "Open an input first (an image, a tensor file or a sample)."
-        value, source = session.input.value, session.input.source or ""
-    if loaded is None:
-        return ""
-    why = input_misfit(loaded, value, source or "", model=session.model)
-    if why is None:
-        return ""
-    return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
 
 
 def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
@@ -527,9 +497,33 @@ class Session:
         return self.model is not None and self.input is not None
 
     def input_problem(self, value: Any = None, source: str | None = None) -> str:
-        """Why an input cannot run on the current model ("" when it can): the one gate of
-        every run (:func:`input_problem`)."""
-        return input_problem(self, value, source)
+        """Why an input cannot run on the current model ("" when it can): the one gate for runs,
+        live frames, exports, reports, effects and scans. A model given in memory is not checked.
+        """
+        from actviz.io.input_fit import input_misfit, reads_text
+
+        if self.model is None:
+            return "Open a model first."
+        loaded = self.loaded_model
+        if source in ("frames", "images"):  # pictures made with the model's own transforms
+            if loaded is None or not reads_text(loaded):
+                return ""
+            if source == "frames":
+                return f"The frames are pictures; {self.model_name} reads text."
+            return (
+                f"{self.model_name} reads text, not images: a dataset scan runs a folder of "
+                "images through the model. Open an image model to scan one."
+            )
+        if value is None:
+            if self.input is None:
+                return "Open an input first (an image, a tensor file or a sample)."
+            value, source = self.input.value, self.input.source or ""
+        if loaded is None:
+            return ""
+        why = input_misfit(loaded, value, source or "", model=self.model)
+        if why is None:
+            return ""
+        return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
 
     def make_request(self, *, allow_no_input: bool = False) -> RunRequest:
         """Snapshot the state for a run (:func:`~actviz.workspace.run_request.request_of`)."""
