@@ -104,15 +104,14 @@ def layer_mismatch(cap_a: Any, model: nn.Module, layers: Sequence[str]) -> str:
         for n in layers
         if n in modules and n in cap_a and type(modules[n]).__name__ != cap_a[n].module_type
     ]
-    parts = []
-    if missing:
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        parts.append("it has no " + ", ".join(repr(n) for n in missing[:5]) + more)
-    if other:
-        more = f" and {len(other) - 3} more" if len(other) > 3 else ""
-        parts.append("other modules under " + ", ".join(other[:3]) + more)
-    if not parts:
+    if not missing and not other:
         return ""
+
+    def listed(items: list[str], most: int) -> str:
+        return ", ".join(items[:most]) + (f" and {len(items) - most} more" if items[most:] else "")
+
+    parts = [f"it has no {listed([repr(n) for n in missing], 5)}"] if missing else []
+    parts += [f"other modules under {listed(other, 3)}"] if other else []
     return (
         f"Model B is not the architecture of run A: {'; '.join(parts)}. "
         "Open a checkpoint of the same architecture."

@@ -25,17 +25,17 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     At most ``limit``, spread evenly, the last leaf kept; a text model gets every transformer
     block (up to :data:`DEFAULT_BLOCK_LIMIT`).
     """
-    text_blocks = _text_blocks(tree)
-    if text_blocks:
-        head = tree.leaves()[-1]
-        picks = [b for b in text_blocks if b != head]
-        return _in_tree_order(tree, _spread(picks, DEFAULT_BLOCK_LIMIT) + [head])
-    # Containers are walked through; any other module with children is a block.
-    blocks = _walk_blocks(tree, lambda node: None if node.type_name in _CONTAINERS else [node.name])
     leaves = tree.leaves()
     if not leaves or leaves == [""]:
         return [""] if "" in tree else []
     head = leaves[-1]
+    # A text model (an embedding first): its blocks, the children of its outermost block lists.
+    text_blocks = _listed_blocks(tree) if "Embedding" in tree[leaves[0]].type_name else []
+    if text_blocks:
+        picks = [b for b in text_blocks if b != head]
+        return _in_tree_order(tree, _spread(picks, DEFAULT_BLOCK_LIMIT) + [head])
+    # Containers are walked through; any other module with children is a block.
+    blocks = _walk_blocks(tree, lambda node: None if node.type_name in _CONTAINERS else [node.name])
     if len(blocks) < 2:
         # One wrapper with all inside (a Hugging Face image model's ``vit``): its list of
         # blocks, rather than its first convolution (``vit.embeddings...projection``).
@@ -78,14 +78,6 @@ def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> l
 
     walk("")
     return blocks
-
-
-def _text_blocks(tree: ModuleTree) -> list[str]:
-    """A text model's blocks (children of its outermost block lists); [] for other models."""
-    leaves = tree.leaves()
-    if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
-        return []
-    return _listed_blocks(tree)
 
 
 def _listed_blocks(tree: ModuleTree) -> list[str]:

@@ -174,19 +174,14 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
     return warnings
 
 
-def _versions() -> tuple[str, str]:
-    # The package is imported before any of its modules: read it without an import edge
-    # back to it (the window imports this module, and ``actviz`` imports the window lazily).
-    version = getattr(sys.modules.get("actviz"), "__version__", "")
-    return str(version), torch.__version__
-
-
 def _members(
     state: SessionState, pin_captures: bool, measure: bool = False
 ) -> tuple[dict[str, Any], dict[str, _Arrays], list[str]]:
     """The manifest, the ``.npz`` members' arrays and the warnings of saving ``state``; with
     ``measure``, the members count their bytes and hold no arrays."""
-    actviz_version, torch_version = _versions()
+    # The package is imported before any of its modules: read it without an import edge
+    # back to it (the window imports this module, and ``actviz`` imports the window lazily).
+    actviz_version = str(getattr(sys.modules.get("actviz"), "__version__", ""))
     members: dict[str, _Arrays] = {}
 
     def member(name: str) -> tuple[dict[str, Any], _Arrays]:
@@ -205,7 +200,7 @@ def _members(
         "kind": _KIND,
         "format": FORMAT_VERSION,
         "actviz": actviz_version,
-        "torch": torch_version,
+        "torch": torch.__version__,
         "model": None if state.model is None else dict(vars(state.model)),
         "input": None,
         "settings": dict(state.settings),

@@ -133,16 +133,13 @@ def write_report(
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     if pictures or attribution.get("gradcam_error"):
         page.section("attribution", "Saliency and Grad-CAM")
+        captions = {
+            "saliency": attribution.get("saliency_of", "saliency |d target / d input|"),
+            "gradcam": f"Grad-CAM at {attribution.get('gradcam_layer')}",
+            "rollout": "attention rollout",
+        }
         for key, (picture, _values) in pictures.items():
-            page.figure(
-                key,
-                picture,
-                {
-                    "saliency": attribution.get("saliency_of", "saliency |d target / d input|"),
-                    "gradcam": f"Grad-CAM at {attribution.get('gradcam_layer')}",
-                    "rollout": "attention rollout",
-                }[key],
-            )
+            page.figure(key, picture, captions[key])
         if attribution.get("gradcam_error"):
             page.add(f'<p class="warn">Grad-CAM: {esc(attribution["gradcam_error"])}</p>')
 
@@ -212,16 +209,8 @@ def write_report(
 
     report(total - 1, total, "writing")
     title = title or f"actviz report: {model_name or 'model'}"
-    subtitle = " · ".join(
-        x
-        for x in (
-            input_name,
-            prepared.target_text or cap.target_description,
-            f"{len(names)} layers",
-        )
-        if x
-    )
-    text = page.html(title, subtitle)
+    heads = (input_name, prepared.target_text or cap.target_description, f"{len(names)} layers")
+    text = page.html(title, " · ".join(x for x in heads if x))
     check_out_file(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w", encoding="utf-8") as fh:
