@@ -74,7 +74,7 @@ class EditBoard:
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._entries: list[EditEntry] = []
         self._keys = itertools.count(1)
-        self.on_change = on_change
+        self._changed: Callable[[], Any] = on_change or (lambda: None)
         self.model: Any = None
         # The layer names edits may name (None: unchecked), the model's module tree.
         self._layers: Container[str] | None = None
@@ -174,10 +174,6 @@ class EditBoard:
         """``{layer: "ablate ch 3; scale ch 5 x0.5"}`` of the edits switched on (badges)."""
         edits = self.request_edits().items()
         return {layer: "; ".join(e.describe() for e in items) for layer, items in edits}
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
 
 
 @dataclass(frozen=True, eq=False)

@@ -51,7 +51,7 @@ class PinBoard:
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._pins: list[Pin] = []
-        self.on_change = on_change
+        self._changed: Callable[[], Any] = on_change or (lambda: None)
 
     def __len__(self) -> int:
         return len(self._pins)
@@ -113,7 +113,3 @@ class PinBoard:
         """Bytes held by ``current`` and the pins together (a pinned current counted once)."""
         extra = 0 if current is None or self.find(current) is not None else result_bytes(current)
         return self.nbytes + extra
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()

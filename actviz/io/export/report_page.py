@@ -136,17 +136,16 @@ def html_table(
     head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, hits: Sequence[bool] = ()
 ) -> str:
     """An HTML table; the first ``left`` columns left-aligned; cells are HTML already."""
-    th = "".join(
-        f'<th class="l">{h}</th>' if i < left else f"<th>{h}</th>" for i, h in enumerate(head)
-    )
+
+    def cells(tag: str, row: Sequence[str]) -> str:
+        aligned = [f'<{tag} class="l">' if i < left else f"<{tag}>" for i in range(len(row))]
+        return "".join(f"{start}{c}</{tag}>" for start, c in zip(aligned, row, strict=True))
+
     body = []
     for r, row in enumerate(rows):
         cls = ' class="hit"' if r < len(hits) and hits[r] else ""
-        tds = "".join(
-            f'<td class="l">{c}</td>' if i < left else f"<td>{c}</td>" for i, c in enumerate(row)
-        )
-        body.append(f"<tr{cls}>{tds}</tr>")
-    thead = f"<thead><tr>{th}</tr></thead>" if any(head) else ""  # a key/value table has none
+        body.append(f"<tr{cls}>{cells('td', row)}</tr>")
+    thead = f"<thead><tr>{cells('th', head)}</tr></thead>" if any(head) else ""  # key/value: none
     return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
 
 

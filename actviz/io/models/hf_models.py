@@ -268,9 +268,7 @@ def _hw(size: Any) -> tuple[int, int] | None:
         size.get(k) if isinstance(size, dict) else getattr(size, k, None)
         for k in ("height", "width")
     )
-    if isinstance(h, int) and isinstance(w, int):
-        return (h, w)
-    return None
+    return (h, w) if isinstance(h, int) and isinstance(w, int) else None
 
 
 def _categories(model: nn.Module, task: str | None) -> list[str] | None:

@@ -244,12 +244,11 @@ def _open_torchscript(path: Path, src: str) -> LoadedModel:
             model = torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
         raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
-    loaded = LoadedModel(model, f"{path.name} (TorchScript)", src, "torchscript")
     from actviz.core.capture import TORCHSCRIPT_WARNING
 
     # The sentence each of its captures warns too (the window's banner shows it once).
-    loaded.warnings.append(TORCHSCRIPT_WARNING)
-    return loaded
+    warnings = [TORCHSCRIPT_WARNING]
+    return LoadedModel(model, f"{path.name} (TorchScript)", src, "torchscript", warnings=warnings)
 
 
 def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
