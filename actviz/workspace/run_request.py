@@ -268,14 +268,12 @@ def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
     """The run request's sequence-view fields: ``tokens``, ``layout``, ``tokenizer``, ``attention``
     and ``extra_layers`` (the lens's blocks and the input embedding for saliency).
     """
-    model = session.model
-    info = model_sequences(model)
-    tokens = session.input.tokens if session.input is not None else None
+    info = model_sequences(session.model)
+    inp = session.input
     extra = [b for b in info.lens_blocks if b not in layers]
-    value = session.input.value if session.input is not None else None
     if (
         info.embedding is not None
-        and token_input(value)
+        and token_input(inp.value if inp is not None else None)
         and info.embedding not in layers
         and info.embedding not in extra
     ):
@@ -283,7 +281,7 @@ def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
         # export or a later look at the Overview then finds the saliency in the same run.
         extra.insert(0, info.embedding)
     return dict(
-        tokens=tokens,
+        tokens=inp.tokens if inp is not None else None,
         layout=info.layout,
         tokenizer=getattr(session.loaded_model, "tokenizer", None),
         attention=info.attention,

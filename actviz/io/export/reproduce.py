@@ -115,9 +115,8 @@ def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:
     channels = None if edit.channels is None else list(edit.channels)
     if edit.dim is not None or not edit.enabled:
         fields = [f"{edit.kind!r}", f"channels={edit.channels!r}"]
-        for name in ("factor", "min", "max", "call", "dim"):
-            if getattr(edit, name) is not None:
-                fields.append(f"{name}={getattr(edit, name)!r}")
+        values = ("factor", "min", "max", "call", "dim")
+        fields += [f"{n}={getattr(edit, n)!r}" for n in values if getattr(edit, n) is not None]
         if edit.kind == "patch":
             fields.append(f"source={source_var}")
         if edit.kind == "custom":
@@ -261,14 +260,13 @@ def reproduce_script(
                 patch_index += 1
                 if src.edits:
                     notes.append(f"{source_var} had edits of its own, not rebuilt here")
-                src_layers = [layer]
                 lines.append(
                     f"# {source_var}: the run {layer!r} is patched from, captured again from its "
                     "input with this model (a source from another checkpoint cannot be rebuilt)"
                 )
                 lines.append(
                     f"{source_var} = actviz.capture(model, torch.load(HERE / {saved[key]!r}, "
-                    f"weights_only=True), {src_layers!r}, gradients=False, mode={src.mode!r})"
+                    f"weights_only=True), {[layer]!r}, gradients=False, mode={src.mode!r})"
                 )
             if edit.kind == "custom":
                 fn_var = f"custom_fn{custom_index}"

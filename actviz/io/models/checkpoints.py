@@ -62,10 +62,8 @@ _SAFETENSORS_MAX_HEADER = 100_000_000
 
 def one_line(exc: BaseException | str, limit: int = 300) -> str:
     """The first non-empty line of ``exc`` without ANSI escapes, cut to ``limit`` characters."""
-    text = str(exc) if not isinstance(exc, str) else exc
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     if not first and isinstance(exc, BaseException):
         first = type(exc).__name__
     if len(first) > limit:
