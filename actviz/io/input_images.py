@@ -132,9 +132,7 @@ def _describe_transforms(transforms: Any) -> str:
     if mean is not None:
         imagenet = [round(float(v), 3) for v in mean] == [0.485, 0.456, 0.406]
         parts.append("ImageNet normalisation" if imagenet else "mean/std normalisation")
-    if parts:
-        return ", ".join(parts)
-    return f"via {getattr(transforms, '__name__', type(transforms).__name__)}"
+    return ", ".join(parts) or f"via {getattr(transforms, '__name__', type(transforms).__name__)}"
 
 
 def _from_image(

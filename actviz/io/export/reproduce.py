@@ -30,6 +30,9 @@ __all__ = [
 
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"
+_EDITS_IMPORT = (
+    "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401"
+)
 
 
 @dataclass(frozen=True)
@@ -201,13 +204,7 @@ def _script(
         "import torch",
         "",
         "import actviz",
-        *(
-            [
-                "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401"
-            ]
-            if edits
-            else []
-        ),
+        *([_EDITS_IMPORT] if edits else []),
         "from actviz.io.models.loading import open_model",
         "",
         "HERE = Path(__file__).resolve().parent",

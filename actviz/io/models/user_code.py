@@ -122,12 +122,9 @@ def build_from_code(ref: CodeRef) -> nn.Module:
     obj: Any = module
     for part in ref.attr.split("."):
         if not hasattr(obj, part):
-            names = [n for n in dir(module) if not n.startswith("_")]
+            public = {n: getattr(module, n) for n in dir(module) if not n.startswith("_")}
             candidates = [
-                n
-                for n in names
-                if isinstance(getattr(module, n), type)
-                and issubclass(getattr(module, n), nn.Module)
+                n for n, v in public.items() if isinstance(v, type) and issubclass(v, nn.Module)
             ]
             hint = f"; it defines {', '.join(candidates[:8])}" if candidates else ""
             raise ModelLoadError(f"{ref}: {ref.target} has no attribute {part!r}{hint}")

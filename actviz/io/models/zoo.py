@@ -101,10 +101,9 @@ def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_
     if _offline_by_env():
         return False
     try:
-        conn = socket.create_connection((host, 443), timeout=timeout)
+        socket.create_connection((host, 443), timeout=timeout).close()
     except OSError:
         return False
-    conn.close()
     return True
 
 
