@@ -112,13 +112,8 @@ class Page:
     def html(self, title: str, subtitle: str) -> str:
         toc = []
         for anchor, name, subs in self.toc:
-            inner = ""
-            if subs:
-                inner = (
-                    "<ol>"
-                    + "".join(f'<li><a href="#{esc(a)}">{esc(n)}</a></li>' for a, n in subs)
-                    + "</ol>"
-                )
+            links = "".join(f'<li><a href="#{esc(a)}">{esc(n)}</a></li>' for a, n in subs)
+            inner = f"<ol>{links}</ol>" if subs else ""
             toc.append(f'<li><a href="#{esc(anchor)}">{esc(name)}</a>{inner}</li>')
         body = "".join(self.parts) + ("</section>" if self.toc else "")
         return (
@@ -340,9 +335,7 @@ def comparison_section(page: Page, comparison: Any, label: str) -> None:
     rows, hits = [], []
     for d in diffs:
         width = int(300 * d.rel_l2 / top) if top > 0 and math.isfinite(d.rel_l2) else 0
-        name = d.name or "(model)"
-        if d is comparison.output:
-            name = "output"
+        name = "output" if d is comparison.output else d.name or "(model)"
         rows.append(
             (
                 esc(name),
