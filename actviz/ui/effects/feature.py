@@ -140,7 +140,6 @@ class EffectsFeature(FeatureBase, QObject):
         QObject.__init__(self, host.dialog_parent())
         self.host = host
         self.session = host.session
-        self.worker = host.worker
         #: Estimates (no model run, no hooks: a thread of their own, newest result wins).
         self.estimates = Worker(self)
         #: The estimates being made (each replaces, and silences, the one before).
@@ -335,25 +334,15 @@ class EffectsFeature(FeatureBase, QObject):
 
     def rows(self, layer: str) -> list[BarRow]:
         """The bars of ``layer`` as shown: its top channels by ``|estimate|``."""
-        if self.effects is None or layer not in self.effects.results:
-            return []
         eff = self.effects
-        # A channel without effect is not one that matters, however it ranks.
-        rows = [
-            BarRow(r.channel, r.estimate, r.exact)
-            for r in eff.top(layer, self.view.top)
-            if r.has_effect
-        ]
-        shown = {r.channel for r in rows}
-        res = eff[layer]
-        for c in self.verification.asked.get(
-            layer, ()
-        ):  # measured from the tile menu: after the top ones
-            if c not in shown and 0 <= c < res.channels:
-                r = res.row(c)
-                rows.append(BarRow(r.channel, r.estimate, r.exact))
-                shown.add(c)
-        return rows
+        if eff is None or layer not in eff.results:
+            return []
+        # A channel without effect is not one that matters, however it ranks; those measured
+        # from the tile menu come after the top ones.
+        top = [r for r in eff.top(layer, self.view.top) if r.has_effect]
+        shown, res = {r.channel for r in top}, eff[layer]
+        asked = [c for c in self.asked.get(layer, ()) if c not in shown and 0 <= c < res.channels]
+        return [BarRow(r.channel, r.estimate, r.exact) for r in [*top, *map(res.row, asked)]]
 
     def show_effects(self) -> None:
         """Show the effects held: each layer's bars and the lines under them."""
@@ -393,11 +382,7 @@ class EffectsFeature(FeatureBase, QObject):
         self._mark_panels()
 
     def _mark_panels(self) -> None:
-        if (
-            self.effects is None
-            or not self.view.mark_check.isChecked()
-            or not self.dock.isVisible()
-        ):
+        if self.effects is None or not (self.view.mark_check.isChecked() and self.dock.isVisible()):
             # Unticked or the dock closed: the outlines this dock drew go with it.
             self.marks.unmark()
             return

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import ProgressBar
 
 __all__ = ["BarRow", "EffectBars", "EffectsSection", "EffectsView", "bar_text"]
@@ -339,10 +340,7 @@ class EffectsView(QtWidgets.QWidget):
         self._waiting: list[str] = []
         #: What each layer's section shows (:meth:`fill`), kept for a section not made yet.
         self._fills: dict[str, tuple[Any, ...]] = {}
-        self._more = QtCore.QTimer(self)
-        self._more.setSingleShot(True)
-        self._more.setInterval(0)
-        self._more.timeout.connect(self._make_sections)
+        self._more = DeferredCall(self, self._make_sections)
 
     @property
     def top(self) -> int:
@@ -419,4 +417,4 @@ class EffectsView(QtWidgets.QWidget):
             self.sections_box.addWidget(section)
             section.setVisible(True)
         if self._waiting:
-            self._more.start()
+            self._more.request()
