@@ -110,7 +110,9 @@ class LiveControls(QDockWidget):
         self._sync_transport()
         self._show_still_input()
         c.host.session.input_changed.connect(self._on_session_input_changed)
-        c.host.closed.connect(self._on_window_closed)
+        c.host.closed.connect(
+            lambda: c.host.session.input_changed.disconnect(self._on_session_input_changed)
+        )
 
     def _build_actions(self) -> None:
         """Playback as window actions, so the keyboard drives it wherever the focus is (the
@@ -303,22 +305,18 @@ class LiveControls(QDockWidget):
 
     def _on_source_activated(self, index: int) -> None:
         c = self.controller
-        ok = True
         if index == _STILL:
             c.set_source(None)
             self._show_still_input()
-        elif index == _FOLDER:
-            path = self.choose_folder(self)
-            ok = bool(path) and c.open_folder(path)
-        elif index == _TENSOR:
-            path = self.choose_tensor_file(self)
-            ok = bool(path) and c.open_tensor_file(path)
+        elif index == _FOLDER and (path := self.choose_folder(self)):
+            c.open_folder(path)
+        elif index == _TENSOR and (path := self.choose_tensor_file(self)):
+            c.open_tensor_file(path)
         elif index == _WEBCAM:
-            ok = c.open_webcam()
-        if not ok:
-            # Keep showing what is really playing.
-            with QSignalBlocker(self.source_combo):
-                self.source_combo.setCurrentIndex(self._source_index())
+            c.open_webcam()
+        # Show what really plays (a choice refused or cancelled included).
+        with QSignalBlocker(self.source_combo):
+            self.source_combo.setCurrentIndex(self._source_index())
         self._sync_transport()
 
     def _source_index(self) -> int:
@@ -438,9 +436,6 @@ class LiveControls(QDockWidget):
         value, image = c.perturbation.apply(inp.value, inp.image)
         # The picture a frame of this input gets (as prepare makes it); None without one.
         self.pad.set_image(display_image(value, image))
-
-    def _on_window_closed(self) -> None:
-        self.controller.host.session.input_changed.disconnect(self._on_session_input_changed)
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt name
         # Closing the dock pauses playback; perturbations stay until reset.

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QScrollArea
 
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.live.dock import LiveControls, show_dock
 from actviz.ui.live.playback import LiveController
-from actviz.ui.panels.style import ReadoutText
+from actviz.ui.panels.style import ReadoutText, scroll_area
 
 __all__ = ["DOCK_WIDTH", "LiveMode"]
 
@@ -36,11 +35,7 @@ class LiveMode(FeatureBase):
         host.offer_run_override(lambda: self.controller.engaged)
         self.dock = LiveControls(self.controller, host.dialog_parent())
         # Scrolls rather than making the window taller than a laptop screen.
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self.dock.widget())
-        self.dock.setWidget(scroll)
+        self.dock.setWidget(scroll_area(self.dock.widget(), frameless=True))
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
         self.controller.source_changed.connect(lambda text: text and show_dock(self.dock))
         self.controller.playing_changed.connect(lambda on: on and show_dock(self.dock))

@@ -39,7 +39,6 @@ class VisualizeFeature(FeatureBase, QObject):
         QObject.__init__(self, host.dialog_parent())
         self.host = host
         self.session = host.session
-        self.worker = host.worker
         self.channel_view = host.channel_view
         self.section = WantsSection()
         self.section.setVisible(False)

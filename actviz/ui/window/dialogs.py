@@ -405,19 +405,13 @@ class OpenModelDialog(QDialog):
             path = self.file_edit.text().strip()
             if not path:
                 return None
-            arch = self.arch_combo.currentText().strip() or None
-            return ModelSpec(path, arch)
+            return ModelSpec(path, self.arch_combo.currentText().strip() or None)
         item = self.recent_list.currentItem()
-        if item is None:
-            return None
-        source, arch = item.data(Qt.ItemDataRole.UserRole)
-        return ModelSpec(source, arch)
+        return ModelSpec(*item.data(Qt.ItemDataRole.UserRole)) if item is not None else None
 
     def timm_names(self) -> list[str]:
         """The names the timm tab's search keeps, best match first (empty without timm)."""
-        if self.timm_list is None:
-            return []
-        return _listed(self.timm_list)
+        return _listed(self.timm_list) if self.timm_list is not None else []
 
     def names_ready(self) -> bool:
         """Whether the model lists are filled (see ``names_loaded``)."""
@@ -563,6 +557,4 @@ class ExportFolderDialog(QDialog):
 def ask_export_folder(parent: QWidget | None, start: str = "") -> str:
     """Ask where to export (a new folder is fine); "" when cancelled."""
     dialog = ExportFolderDialog(parent, start)
-    if dialog.exec() != QDialog.DialogCode.Accepted:
-        return ""
-    return dialog.folder()
+    return dialog.folder() if dialog.exec() == QDialog.DialogCode.Accepted else ""
