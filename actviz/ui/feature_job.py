@@ -160,7 +160,8 @@ class FeatureJob(QObject):
         self.host.refresh_busy(status)
         return context
 
-    def _fail(self, status: str, text: str) -> None:
+    def fail(self, status: str, text: str) -> None:
+        """End as failed before or without a job: ``text`` in red, ``status`` in the bar."""
         self._free(status)
         self.view.set_message(text, error=True)
         if self._on_failed is not None:
@@ -181,7 +182,7 @@ class FeatureJob(QObject):
     def _superseded(self, job: Job) -> None:
         if job is self.job and self._interrupted:
             # A status of its own: live frames set none, so the job's "…ing" would stay.
-            self._fail(
+            self.fail(
                 f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
             )
 
@@ -192,12 +193,12 @@ class FeatureJob(QObject):
     def _errored(self, job: Job, error: BaseException) -> None:
         if job is self.job:
             self._log.info("%s failed: %s", self._log_as, error)
-            self._fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
+            self.fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
 
     def _was_cancelled(self, job: Job) -> None:
         if job is self.job:
             text = self._cancelled() if callable(self._cancelled) else self._cancelled
-            self._fail(self._cancelled_status, text)
+            self.fail(self._cancelled_status, text)
 
 
 def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:

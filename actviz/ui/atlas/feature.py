@@ -422,9 +422,7 @@ class AtlasFeature(FeatureBase, QObject):
     def session_part(self) -> dict[str, Any]:
         """What a session file keeps of the map (:func:`saved_map`)."""
         atlas = self.atlas
-        if atlas is None:
-            return {}
-        return {"atlas": saved_map(atlas, self.view, self.selection)}
+        return {} if atlas is None else {"atlas": saved_map(atlas, self.view, self.selection)}
 
     def restore_session_part(self, parts: Any) -> None:
         """Put back :meth:`session_part`'s map (layer, method, colouring, selection) once the

@@ -226,9 +226,7 @@ class SimilarityChart(PlotPanel):
     def index_at(self, x: float) -> int | None:
         """The layer whose point is nearest data x-coordinate ``x`` (None off the points)."""
         index = int(round(x))
-        if 0 <= index < len(self.names) and abs(x - index) <= CLICK_REACH:
-            return index
-        return None
+        return index if 0 <= index < len(self.names) and abs(x - index) <= CLICK_REACH else None
 
     def hover_text(self, x: float) -> str | None:
         """``3: layer2 · cosine 0.981 · rel L2 0.192 · max |Δ| 1.52`` for the layer at ``x``."""

@@ -98,9 +98,7 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
         return int(np.flatnonzero(self.order == channel)[0])
 
     def rowCount(self, parent: Any = QtCore.QModelIndex()) -> int:  # noqa: N802, B008
-        if parent.isValid() or self.figures is None:
-            return 0
-        return self.figures.channels
+        return 0 if parent.isValid() or self.figures is None else self.figures.channels
 
     def columnCount(self, parent: Any = QtCore.QModelIndex()) -> int:  # noqa: N802, B008
         return 0 if parent.isValid() else len(COLUMNS)

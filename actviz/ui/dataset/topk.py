@@ -28,9 +28,7 @@ SOURCE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 
 def source_name(source: str | int) -> str:
     """How a tile names its image: the file name, or ``#12`` for a sample index."""
-    if isinstance(source, (int, np.integer)):
-        return f"#{int(source)}"
-    return Path(str(source)).name
+    return f"#{int(source)}" if isinstance(source, (int, np.integer)) else Path(str(source)).name
 
 
 def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:

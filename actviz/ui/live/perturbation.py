@@ -62,9 +62,7 @@ class Perturbation:
         y0 = math.floor(cy - side / 2 + 0.5)
         x0c, y0c = max(0, x0), max(0, y0)
         x1c, y1c = min(width, x0 + side), min(height, y0 + side)
-        if x1c <= x0c or y1c <= y0c:
-            return None
-        return y0c, y1c, x0c, x1c
+        return None if x1c <= x0c or y1c <= y0c else (y0c, y1c, x0c, x1c)
 
     def apply(self, value: Any, image: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
         """Perturb a model input and its ``(H', W', 3)`` uint8 picture (or None) the same way;

@@ -35,9 +35,7 @@ def webcam_status() -> tuple[bool, str]:
         cameras = QMediaDevices.videoInputs()
     except Exception as exc:  # noqa: BLE001 - a broken multimedia backend is "unavailable"
         return False, _webcam_failure(exc)
-    if not cameras:
-        return False, "no camera found"
-    return True, cameras[0].description()
+    return (False, "no camera found") if not cameras else (True, cameras[0].description())
 
 
 def _webcam_failure(exc: BaseException) -> str:

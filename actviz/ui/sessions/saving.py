@@ -38,9 +38,7 @@ class SessionSaver:
     def save(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save to ``path``, else to the file last saved or opened, else ask where."""
         target = Path(path) if path is not None else self.feature.path
-        if target is None:
-            return self.save_as(wait=wait)
-        return self._save(target, wait=wait)
+        return self.save_as(wait=wait) if target is None else self._save(target, wait=wait)
 
     def save_as(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save to a file chosen in a dialog (or ``path``)."""

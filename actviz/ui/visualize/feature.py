@@ -158,9 +158,7 @@ class VisualizeFeature(FeatureBase, QObject):
     def visualise_page(self, layer: str, first: int | None = None) -> bool:
         """Fill "What channels want" with ``layer``'s page starting at ``first`` (None: the
         page its panel shows), in the background; False when nothing started."""
-        if self._closed:
-            return False
-        return self.page.visualise(layer, first)
+        return False if self._closed else self.page.visualise(layer, first)
 
     def visualise_selected(self) -> bool:
         """Run > Visualise channels: the selected layer's page (else the channel view's)."""

@@ -207,15 +207,12 @@ class PageVisualiser(QObject):
         self.dock.setVisible(True)
         self.dock.raise_()
         self.dock.set_busy(True)
+        text = self._synthesising()
         if not self.copy.is_held() and self.host.worker.is_busy():
             # The copy is made on the capture worker after what it runs now (maybe a long
             # run): say what the page waits for, not that it synthesises.
-            self.dock.set_message(
-                "Waiting for the run in progress to end, then "
-                f"{self._synthesising()[0].lower()}{self._synthesising()[1:]}"
-            )
-        else:
-            self.dock.set_message(self._synthesising())
+            text = f"Waiting for the run in progress to end, then {text[0].lower()}{text[1:]}"
+        self.dock.set_message(text)
         self.job.progress = (0, 0)
         # A copy already asked for starts this page when made.
         self.copy.get(self._start, self._on_copy_failed)
@@ -284,7 +281,7 @@ class PageVisualiser(QObject):
             return False
         # Still waiting for its copy: nothing started.
         self.copy.abandon()
-        self._end("Cancelled.", "Visualising channels cancelled")
+        self.job.fail("Visualising channels cancelled", "Cancelled.")
         return True
 
     def forget(self) -> None:
@@ -425,9 +422,8 @@ class PageVisualiser(QObject):
             self.dock.mosaic.set_channels(())
 
     def _on_copy_failed(self, error: BaseException) -> None:
-        self._end(
-            f"Could not copy the model: {describe_error(error)}", "Visualising channels failed"
-        )
+        text = f"Could not copy the model: {describe_error(error)}"
+        self.job.fail("Visualising channels failed", text)
 
     def _on_part(self, token: int, kind: str, value: Any) -> None:
         if token != self._token:
@@ -468,12 +464,6 @@ class PageVisualiser(QObject):
     def _cancelled_text(self) -> str:
         done = len(self.dock.mosaic.filled())
         return f"Cancelled ({done} of {_count(len(self.channels))} done)."
-
-    def _end(self, message: str, status: str) -> None:
-        """The page's copy step ended without a synthesis: ``message`` in red."""
-        self.dock.set_busy(False)
-        self.dock.set_message(message, error=True)
-        self.host.refresh_busy(status)
 
     def _on_dock_toggled(self, shown: bool) -> None:
         # Closed, the page would synthesise unseen (minutes of CPU, nothing on screen saying
