@@ -108,9 +108,8 @@ class AtlasView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.coords = np.zeros((0, 2), np.float64)
-        # A small window scrolls the tab (a tab's minimum size is every tab's).
+        # Below its layout's least size the tab scrolls (a tab's minimum size is every tab's).
         root = style.bare_box(self, vertical=True)
-        # Below its layout's least size the tab scrolls: no widget is squeezed.
         content = QWidget()
         root.addWidget(style.scroll_area(content, frameless=True))
         outer = QVBoxLayout(content)
@@ -341,10 +340,8 @@ class AtlasView(QWidget):
         if isinstance(item, RasterDots):
             rgb = np.broadcast_to(SELECTION_RGB, (len(rows), 3))
             item.set_data(self.coords[rows].reshape(-1, 2), rgb)
-        elif len(rows):
-            item.setData(x=self.coords[rows, 0], y=self.coords[rows, 1])
         else:
-            item.setData([], [])
+            item.setData(x=self.coords[rows, 0], y=self.coords[rows, 1])
 
     def row_at(self, view: QPointF) -> int:
         """The dot nearest ``view`` (view coordinates) within :data:`HOVER_PX`, else -1."""

@@ -138,9 +138,8 @@ class CompareView(QtWidgets.QWidget):
         return super().event(event)
 
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
-        if event.type() == QtCore.QEvent.Type.Resize:
-            if watched is self.parentWidget():
-                self._fit_bar(self.parentWidget().width())
+        if event.type() == QtCore.QEvent.Type.Resize and watched is self.parentWidget():
+            self._fit_bar(self.parentWidget().width())
         return super().eventFilter(watched, event)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name

@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from torch import nn
 
 from actviz.core.model_copy import model_bytes, with_loading
+from actviz.ui.background_loads import describe_error
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.host import WindowHost
 from actviz.ui.worker import Job, Worker
@@ -267,8 +268,6 @@ class DatasetScans(QObject):
         if peek:  # the last folder is gone or unreadable: nothing to show
             log.info("no saved scan to show: %s", error)
             return
-        from actviz.ui.background_loads import describe_error
-
         log.info("scan failed", exc_info=(type(error), error, error.__traceback__))
         self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
 
@@ -332,8 +331,6 @@ class DatasetScans(QObject):
     def _on_views_errored(self, error: BaseException) -> None:
         if self._views_key is None:
             return
-        from actviz.ui.background_loads import describe_error
-
         log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
         layer, channel = self._views_key
         self.views_failed.emit(layer, channel, describe_error(error))

@@ -136,11 +136,10 @@ class TopKGrid(QtWidgets.QWidget):
 
     def rows_shown(self) -> int:
         """Rows of tiles shown without scrolling (one, or two in a tall window)."""
-        tall = self._tall()
         grid = self.tiles.gridSize()
         per_row = max(1, (self.tiles.viewport().width() or self.width()) // max(1, grid.width()))
         needed = max(1, -(-self.tiles.count() // per_row))
-        return min(needed, 2 if tall else 1)
+        return min(needed, 2 if self._tall() else 1)
 
     def _fit_height(self) -> None:
         self._set_tile_size(TILE_PX if self._tall() else SMALL_TILE_PX)

@@ -88,10 +88,7 @@ class Autosave(QObject):
         events = (s.model_changed, s.input_changed, s.ticks_changed, s.target_changed,
                   s.result_changed, s.pins_changed, s.edits_changed)  # fmt: skip
         for event in events:
-            if on:
-                event.connect(self._changed)
-            else:
-                event.disconnect(self._changed)
+            (event.connect if on else event.disconnect)(self._changed)
         if not on:
             self._timer.stop()
 

@@ -119,9 +119,7 @@ def prepare_saved(
     from actviz.display.prepare import prepare
 
     spec = request.display_spec()
-    result = None
-    if state.capture is not None:
-        result = prepare(state.capture, spec, model=request.model)
+    result = None if state.capture is None else prepare(state.capture, spec, model=request.model)
     pins = [
         (pin, prepare(pin.capture, spec, model=request.model))
         for pin in state.pins
@@ -166,11 +164,8 @@ def apply_view(host: WindowHost, state: SessionState) -> list[str]:
             notes.append(f"edit on {layer} not restored: the model has no such layer")
             continue
         for edit in edits:
-            source = getattr(edit, "source", None)
-            note = (
-                f"pin {labels[id(source)]}" if source is not None and id(source) in labels else ""
-            )
-            s.edits.add(layer, edit, note)
+            source = id(getattr(edit, "source", None))  # labels holds no id(None)
+            s.edits.add(layer, edit, f"pin {labels[source]}" if source in labels else "")
     return notes
 
 

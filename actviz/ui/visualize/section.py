@@ -185,17 +185,14 @@ class WantsSection(QtWidgets.QWidget, RunRow):
             return
         self.image = np.ascontiguousarray(image, dtype=np.uint8)
         h, w = self.image.shape[:2]
-        pixmap = style.rgb_pixmap(self.image, MAX_SHOWN if max(h, w) > MAX_SHOWN else None)
+        big = max(h, w) > MAX_SHOWN
+        pixmap = style.rgb_pixmap(self.image, MAX_SHOWN if big else None)
         factor = max(1, -(-MIN_SHOWN // max(1, min(h, w))))
-        tip = ""
-        if max(h, w) > MAX_SHOWN:
-            tip = (
-                f"{w}x{h} px, drawn at {pixmap.width()}x{pixmap.height()} (Export writes it whole)"
-            )
-        elif factor > 1:
+        if factor > 1 and not big:
             pixmap = pixmap.scaled(
                 w * factor, h * factor, mode=QtCore.Qt.TransformationMode.FastTransformation
             )
         self.picture.setPixmap(pixmap)
-        self.picture.setToolTip(tip)
+        drawn = f"{w}x{h} px, drawn at {pixmap.width()}x{pixmap.height()} (Export writes it whole)"
+        self.picture.setToolTip(drawn if big else "")
         self.picture.setVisible(True)
