@@ -206,16 +206,14 @@ class AtlasView(QWidget):
         self.selection_title = _wrapped(SELECTION_HINT)
         self.selection_strip = ThumbStrip()
         self.channel_list = QListWidget()
-        for widget in (
-            self.hover_label,
-            self.nearest_title,
-            self.nearest_strip,
-            self.selection_title,
-            self.selection_strip,
-            _wrapped("Channels that set the selection apart (click: its channel view)"),
-            self.channel_list,
-        ):
-            rv.addWidget(widget, 0 if isinstance(widget, QLabel) else 1)
+        # The labels keep their height; the strips and the list share the rest.
+        rv.addWidget(self.hover_label)
+        rv.addWidget(self.nearest_title)
+        rv.addWidget(self.nearest_strip, 1)
+        rv.addWidget(self.selection_title)
+        rv.addWidget(self.selection_strip, 1)
+        rv.addWidget(_wrapped("Channels that set the selection apart (click: its channel view)"))
+        rv.addWidget(self.channel_list, 1)
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
@@ -302,9 +300,7 @@ class AtlasView(QWidget):
             self.bar_image.setPixmap(style.rgb_pixmap(colours.palette[None, :, :3]))
             self.bar_low.setText(f"{lo:.3g}")
             self.bar_high.setText(f"{hi:.3g}")
-            self.colour_bar.show()
-        else:
-            self.colour_bar.hide()
+        self.colour_bar.setVisible(colours.scale is not None)
 
     def set_marker(self, xy: np.ndarray | None) -> bool:
         """The current input's place (None: not on the map); returns whether the star is in
@@ -356,8 +352,7 @@ class AtlasView(QWidget):
 
     def widget_pos_of(self, row: int) -> Any:
         """Where dot ``row`` is in the plot widget's own coordinates (tests point there)."""
-        scene = self.box.mapViewToScene(QPointF(*self.coords[row, :2]))
-        return self.plot.mapFromScene(scene)
+        return self.plot.mapFromScene(self.box.mapViewToScene(QPointF(*self.coords[row, :2])))
 
     def rows_in(self, rect: QRectF) -> np.ndarray:
         """The dots inside ``rect`` (view coordinates)."""

@@ -221,5 +221,4 @@ class DifferenceArea(QtWidgets.QScrollArea):
         if anchor is None or anchor[0] not in self.cells:
             return
         name, offset = anchor
-        bar = self.verticalScrollBar()
-        bar.setValue(self.cells[name].y() - offset)
+        self.verticalScrollBar().setValue(self.cells[name].y() - offset)

@@ -255,13 +255,10 @@ class CompareController(FeatureBase, QObject):
         self._closed = True
         self.painter.stop()
         self.b.shutdown()
-        for event, slot in (
-            (self.session.pins_changed, self._refresh_pins),
-            (self.session.model_changed, self._on_session_model_changed),
-            (self.session.input_changed, self._refresh_input_choices),
-            (self.session.result_changed, self._on_session_result_changed),
-        ):
-            event.disconnect(slot)
+        self.session.pins_changed.disconnect(self._refresh_pins)
+        self.session.model_changed.disconnect(self._on_session_model_changed)
+        self.session.input_changed.disconnect(self._refresh_input_choices)
+        self.session.result_changed.disconnect(self._on_session_result_changed)
 
     def _refuse(self, text: str) -> bool:
         self.view.set_message(text, error=True)

@@ -32,10 +32,8 @@ MAX_K = 64
 
 @dataclass(frozen=True)
 class ScanSpec:
-    """What to scan: a folder of images, the layers, the images kept per channel.
-
-    ``batch_size`` None lets the engine choose within the memory budget.
-    """
+    """What to scan: a folder of images, the layers, the images kept per channel
+    (``batch_size`` None: the engine's choice within the memory budget)."""
 
     folder: str
     layers: tuple[str, ...]
@@ -111,8 +109,7 @@ class ScanDialog(QDialog):
         """List ``layers`` (the ``ticked`` ones first, checked), again when another model opens."""
         self.layer_list.clear()
         ticked_set = set(ticked)
-        order = [n for n in layers if n in ticked_set] + [n for n in layers if n not in ticked_set]
-        for name in order:
+        for name in sorted(layers, key=lambda n: n not in ticked_set):  # stable: ticked first
             item = QListWidgetItem(name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             self.layer_list.addItem(item)
@@ -128,8 +125,9 @@ class ScanDialog(QDialog):
         wanted = set(names)
         for i in range(self.layer_list.count()):
             item = self.layer_list.item(i)
-            state = Qt.CheckState.Checked if item.text() in wanted else Qt.CheckState.Unchecked
-            item.setCheckState(state)
+            item.setCheckState(
+                Qt.CheckState.Checked if item.text() in wanted else Qt.CheckState.Unchecked
+            )
 
     def spec(self) -> ScanSpec | str:
         """The :class:`ScanSpec` chosen, or why there is none (a sentence)."""

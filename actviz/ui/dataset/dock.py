@@ -31,8 +31,7 @@ def format_eta(seconds: float) -> str:
     """``"0:07"``, ``"12:03"``, ``"1:02:03"``; ``"—"`` while unknown."""
     if not math.isfinite(seconds) or seconds < 0:
         return "—"
-    total = int(round(seconds))
-    hours, rest = divmod(total, 3600)
+    hours, rest = divmod(int(round(seconds)), 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
@@ -192,8 +191,7 @@ class DatasetDock(QDockWidget):
         """A note under the summary (skipped files, failure); "" hides it."""
         self.message_label.setText(text)
         self.message_label.setToolTip(tooltip)
-        colour = style.BAR_BAD if error else style.MUTED_TEXT
-        self.message_label.setStyleSheet(f"color: {colour}")
+        self.message_label.setStyleSheet(f"color: {style.BAR_BAD if error else style.MUTED_TEXT}")
         self.message_label.setVisible(bool(text))
 
     def set_layers(self, layers: Sequence[str], current: str | None = None) -> None:

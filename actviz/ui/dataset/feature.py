@@ -380,13 +380,11 @@ class DatasetScanUI(FeatureBase, QObject):
     def show_saved(self) -> Job | None:
         """Show the last folder's saved scan for the session's model without running anything;
         returns the job (None: nothing to show)."""
-        text = str(self._store.value(LAYERS_KEY, "") or "")
-        layers = tuple(n for n in text.split(",") if n)
+        layers = tuple(n for n in str(self._store.value(LAYERS_KEY, "") or "").split(",") if n)
         return self._peek(self._last_folder, layers, self._last_k) if self._last_folder else None
 
     def _peek(self, folder: str, layers: tuple[str, ...], k: int) -> Job | None:
-        """Show the saved scan of ``layers`` in ``folder`` (None: a folder or layers that are
-        gone, nothing shown)."""
+        """Show the saved scan of ``layers`` in ``folder`` (None: those are gone)."""
         tree = self.session.tree
         if not layers or tree is None or not Path(folder).is_dir():
             return None

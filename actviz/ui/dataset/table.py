@@ -143,7 +143,6 @@ class ChannelTable(QtWidgets.QTableView):
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.table_model = ChannelTableModel(self)
-        self.proxy = self.table_model  # (the proxy's old name: the model sorts itself)
         self.setModel(self.table_model)
         self.setSortingEnabled(True)
         self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)

@@ -83,9 +83,7 @@ def measured_text(eff: Any, measured: Mapping[str, Sequence[int]]) -> str:
 
 def _colour(value: float, exact: bool) -> QtGui.QColor:
     rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
-    if exact:
-        rgb = tuple(int(c * 0.6) for c in rgb)
-    return QtGui.QColor(*rgb)
+    return QtGui.QColor(*(tuple(int(c * 0.6) for c in rgb) if exact else rgb))
 
 
 class EffectBars(QtWidgets.QWidget):
@@ -138,8 +136,7 @@ class EffectBars(QtWidgets.QWidget):
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
         try:
-            palette = self.palette()
-            ink = palette.color(QtGui.QPalette.ColorRole.WindowText)
+            ink = self.palette().color(QtGui.QPalette.ColorRole.WindowText)
             left = LABEL_WIDTH if self.unit != "concept" else CONCEPT_LABEL_WIDTH
             width = max(10, self.width() - left - MARGIN)
             zero = left + width / 2

@@ -257,8 +257,7 @@ class LiveControls(QDockWidget):
     def _amount(
         self, form: QFormLayout, key: str, span: tuple[int, int, int], fmt: str, tip: str
     ) -> tuple[QSlider, QLabel]:
-        """A row of ``form``: a slider setting the perturbation's ``key`` in % (``span``: least,
-        most, unperturbed), its value beside."""
+        """A row of ``form``: a slider of ``key`` in % (``span``: least, most, unperturbed)."""
         lo, hi, start = span
         s, label = slider(lo, hi, start, tip), QLabel()
         s.valueChanged.connect(lambda v: self.controller.update_perturbation(**{key: v / 100.0}))
@@ -343,8 +342,7 @@ class LiveControls(QDockWidget):
             self.controller.seek(value)
 
     def _on_occlusion_toggled(self, on: bool) -> None:
-        p = self.controller.perturbation
-        centre = (p.occlusion or (0.5, 0.5)) if on else None
+        centre = (self.controller.perturbation.occlusion or (0.5, 0.5)) if on else None
         self.controller.update_perturbation(occlusion=centre)
         self._sync_patch()
 
@@ -416,16 +414,14 @@ class LiveControls(QDockWidget):
         )
 
     def _sync_perturbation_enabled(self) -> None:
-        """Perturbations change an image-like tensor only: with the opened input holding none
-        (token ids, a feature vector) their controls are disabled and say why."""
+        """Without an image-like tensor in the input, the perturbations are off and say why."""
         tip = perturbation_refusal(self.controller)
         for widget in self.perturbation_controls():
             widget.setEnabled(not tip)
             widget.setToolTip(tip or widget.property("enabledTip") or "")
 
     def _show_still_input(self) -> None:
-        """The opened input on the pad as the model will get it (the current perturbation
-        applied), until a frame computed from it arrives."""
+        """The opened input on the pad, perturbed, until a frame computed from it arrives."""
         c = self.controller
         inp = c.host.session.input
         if c.source is not None or inp is None:
@@ -462,8 +458,7 @@ def perturbation_refusal(controller: LiveController) -> str:
 
 def show_dock(dock: QDockWidget) -> None:
     """Show ``dock`` in front (when tabbed with another dock)."""
-    if not dock.isVisible():
-        dock.show()
+    dock.show()  # nothing happens to a dock shown already
     dock.raise_()
 
 

@@ -80,8 +80,7 @@ class FrameLanes:
                 self.refusal = (model, rep.failure)
             self.drop()
             rep = None
-        if rep is None:
-            rep = self.copies.unbuilt(model)
+        rep = self.copies.unbuilt(model) if rep is None else rep
         if rep.twin is None:
             # Asked for already, by a frame still on its way (a frame dropped before its job
             # ran never made the copy: ask again).

@@ -10,6 +10,7 @@ submit. A live frame is shown but never replaces the opened input. docs/architec
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -411,8 +412,7 @@ class LiveController(QObject):
         """
         if self.closed:
             return
-        if index is None:
-            index = self.player.index
+        index = self.player.index if index is None else index
         self.coalescer.offer(FrameSpec(int(index), self.perturbation, full=full))
         self.runner.pump()
 
@@ -485,14 +485,10 @@ class LiveController(QObject):
         self._clock.stop()
         self.runner.stop()
         self._stop_webcam()
-        for sig, slot in (
-            (self.host.run_started, self._on_window_run_started),
-            (self.host.pinned_shown, self.pause),
-        ):
-            try:
-                sig.disconnect(slot)
-            except (RuntimeError, TypeError):  # already gone with the window
-                pass
+        with contextlib.suppress(RuntimeError, TypeError):  # gone with the window already
+            self.host.run_started.disconnect(self._on_window_run_started)
+        with contextlib.suppress(RuntimeError, TypeError):
+            self.host.pinned_shown.disconnect(self.pause)
         self.host.session.input_changed.disconnect(self._on_session_input_changed)
         self.host.session.model_changed.disconnect(self._on_session_model_changed)
         self.host.session.result_changed.disconnect(self._on_session_result_changed)

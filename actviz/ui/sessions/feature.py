@@ -54,8 +54,7 @@ Locate = Callable[[QWidget, str], "str | None"]
 
 
 def _yes(parent: QWidget, text: str, title: str) -> bool:
-    answer = QMessageBox.question(parent, title, text)
-    return answer == QMessageBox.StandardButton.Yes
+    return QMessageBox.question(parent, title, text) == QMessageBox.StandardButton.Yes
 
 
 def ask_restore(parent: QWidget, text: str) -> bool:

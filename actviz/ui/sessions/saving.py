@@ -82,8 +82,7 @@ class SessionSaver:
         self.host.show_status(f"Saving the session to {path.name}…")
 
         def job(_stop: Any, _progress: Callable[[str], None]) -> tuple[Path, list[str]]:
-            full = model_part(state, opened)
-            return path, save_state(full, path, pin_captures=pin_captures)
+            return path, save_state(model_part(state, opened), path, pin_captures=pin_captures)
 
         handle = self.feature.worker.submit(job, supersede=False)
         outcome: list[bool] = []

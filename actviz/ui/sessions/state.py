@@ -95,8 +95,7 @@ def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
     if opened is None:
         return state
     source = model_source_of(opened.loaded, **open_args(opened.open_args))
-    weights = weights_to_keep(opened.loaded)
-    return dataclasses.replace(state, model=source, model_weights=weights)
+    return dataclasses.replace(state, model=source, model_weights=weights_to_keep(opened.loaded))
 
 
 def open_args(args: Mapping[str, Any]) -> dict[str, Any]:

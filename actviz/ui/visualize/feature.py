@@ -334,8 +334,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._show_cached()
 
     def _on_page_pictures(self, _token: int, kind: str, vis: Any) -> None:
-        """The page made (or found) pictures: the channel shown among them, with the same
-        settings, is shown here too."""
+        """The page's pictures hold the channel shown, with the same settings: shown here too."""
         key = self.key()
         if kind != "part" or key is None or self._closed or self.is_synthesising():
             return

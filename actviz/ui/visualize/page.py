@@ -187,8 +187,7 @@ class PageVisualiser(QObject):
         if self._closed or self.session.model is None or not layer:
             return False
         size = self._page_size(layer) if size is None else max(1, int(size))
-        if first is None:
-            first = int(self.session.page_start(layer, size))
+        first = int(self.session.page_start(layer, size)) if first is None else first
         order = self.session.channel_orders.get(layer)
         self._order = tuple(order.channels) if order is not None else None
         self._order_label = order.label if order is not None else ""

@@ -46,7 +46,7 @@ def _demo_window(actviz_window):
 
 
 def _click_row(qtbot, table, row: int) -> None:
-    index = table.proxy.index(row, 0)
+    index = table.table_model.index(row, 0)
     table.scrollTo(index)
     qtbot.mouseClick(table.viewport(), LEFT, pos=table.visualRect(index).center())
 
@@ -94,10 +94,10 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     # Channels by mean activation, largest first.
     table = dock.table
     stats = scan.stats(LAYER)
-    assert table.proxy.rowCount() == stats.mean.shape[0] == 32
-    order = [table.channel_at(r) for r in range(table.proxy.rowCount())]
+    assert table.table_model.rowCount() == stats.mean.shape[0] == 32
+    order = [table.channel_at(r) for r in range(table.table_model.rowCount())]
     assert sorted(order) == list(range(32)) and np.all(np.diff(stats.mean[order]) <= 0)
-    first = table.proxy.index(0, 1).data()
+    first = table.table_model.index(0, 1).data()
     assert first == f"{stats.mean[order[0]]:.3f}"
     # Sorting by the best value (the top image's) puts the largest maximum first.
     table.sortByColumn(4, Qt.SortOrder.DescendingOrder)
@@ -113,7 +113,7 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
         assert window.files.open_model_source("demo", wait=True)
     assert saved.args[0].from_cache and saved.args[0].count == IMAGES and seen == []
-    assert "saved result" in dock.summary_label.text() and table.proxy.rowCount() == 32
+    assert "saved result" in dock.summary_label.text() and table.table_model.rowCount() == 32
     # The next dialog (also after a restart: the window's settings) offers the same folder.
     assert window.settings.store.value("dataset/folder") == str(folder)
     dialog = win.dataset.open_dialog()
@@ -267,7 +267,7 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     assert win.dataset.dock.summary_label.text() == "images: 16 images · top 3"
     # Another model: the scan belongs to the old one and is forgotten.
     window.script.set_model(DeadNet().eval(), layers=["relu"])
-    assert win.dataset.scan is None and table.proxy.rowCount() == 0
+    assert win.dataset.scan is None and table.table_model.rowCount() == 0
     assert win.dataset.dock.summary_label.text() == "No dataset scanned"
     # A model too big to copy unasked: its saved scan is not looked up when it opens.
     assert model_bytes(window.session.model) == (4 * 3 * 9 + 4 + 3 * 4 + 3) * 4

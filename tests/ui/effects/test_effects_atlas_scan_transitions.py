@@ -158,7 +158,7 @@ def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
     runs: list[int] = []
     window.run_finished.connect(lambda: runs.append(1))
     table = dock.table
-    index = table.proxy.index(0, 0)
+    index = table.table_model.index(0, 0)
     channel = table.channel_at(0)
     qtbot.mouseClick(
         table.viewport(), Qt.MouseButton.LeftButton, pos=table.visualRect(index).center()
