@@ -30,11 +30,8 @@ def panel_title(layer: PreparedLayer) -> str:
 
 
 class DiffPainter(QObject):
-    """Paints ``view``'s difference panels (on ``page``, the tab) lazily, with their pages.
-
-    :attr:`pages` (first channel shown) and :attr:`page_sizes` are what a new comparison is
-    prepared with.
-    """
+    """Paints ``view``'s difference panels (on ``page``, the tab) lazily, with their pages
+    (:attr:`pages`: first channel shown, and :attr:`page_sizes`: a new comparison's)."""
 
     def __init__(self, view: CompareView, page: QWidget, parent: QObject) -> None:
         super().__init__(parent)

@@ -39,10 +39,6 @@ class _ScanSignals(QObject):
     progressed = Signal(object, int, int, float)  # the scan's job, done, total, images/s
 
 
-def _always() -> bool:
-    return True
-
-
 def eta_seconds(done: int, total: int, images_per_s: float) -> float:
     """Seconds left at ``images_per_s`` (NaN while unknown)."""
     if images_per_s <= 0 or not math.isfinite(images_per_s) or total <= 0:
@@ -173,7 +169,7 @@ class DatasetScans(QObject):
                     # An in-memory module: the session's transforms, if it was given any.
                     transform=transform if isinstance(target, nn.Module) else None,
                     progress=None if peek else progress,
-                    should_stop=_always if peek else should_stop,
+                    should_stop=(lambda: True) if peek else should_stop,
                     num_workers=num_workers,
                     background=True,
                     # Each image's pooled vector per layer (float16) for the dataset atlas,

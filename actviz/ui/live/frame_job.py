@@ -42,7 +42,6 @@ class FrameSpec:
     timing: dict[str, float] = field(default_factory=dict)
     frame: Any = None
     image: np.ndarray | None = None
-    base_image: np.ndarray | None = None
     payload: dict[str, Any] | None = field(default=None, repr=False)
 
     def caption(self, length: int) -> str:
@@ -79,11 +78,9 @@ def frame_job(
 ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
     """The worker job of one live frame: load and perturb it, capture it (on ``capture_model``,
     after building ``build``'s copy) and stage its preparation (the fast variant of
-    :func:`~actviz.display.prepare.prepare`, only the ``visible`` layers' mosaics).
-
-    ``selected`` is the layer whose histogram is made now, when the Overview is shown
-    (``overview``); hidden, its histograms, Grad-CAM maps and statistics wait for a read.
-    """
+    :func:`~actviz.display.prepare.prepare`, only the ``visible`` layers' mosaics). ``selected``:
+    the layer whose histogram is made now while the Overview is shown (``overview``); hidden,
+    its histograms, Grad-CAM maps and statistics wait for a read."""
     from actviz.core.capture import CaptureCancelled, capture
 
     # A one-shot dict, emptied when the job starts (or its frame is dropped): the closure may
@@ -142,7 +139,6 @@ def frame_job(
             )
         t2 = time.perf_counter()
         spec_.frame = frame
-        spec_.base_image = frame.image
         origin = {
             "input": Path(frame.path).name if frame.path else frame.label,
             "path": frame.path,
@@ -191,9 +187,8 @@ def frame_job(
 
 def mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
     """Pixels a mosaic of this frame may have: about what its canvas shows on screen (more
-    would be drawn shrunk anyway). Tiles are then area averages; the read-outs still read the
-    layer's own values. A full frame (``visible`` None: export, a pin) keeps the usual budget.
-    """
+    would be drawn shrunk; tiles are then area averages, the read-outs read the layer's own
+    values). A full frame (``visible`` None: export, a pin) keeps the usual budget."""
     if visible is None:
         return MAX_MOSAIC_PIXELS
     most = 0.0

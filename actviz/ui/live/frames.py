@@ -208,10 +208,8 @@ class ImageFolder(FrameSource):
 
 
 class Player:
-    """Play/pause/step/seek over ``length`` frames at ``fps`` frames per second.
-
-    The player only keeps the position; the controller's timer calls :meth:`advance`.
-    """
+    """Play/pause/step/seek over ``length`` frames at ``fps`` frames per second: only the
+    position (the controller's timer calls :meth:`advance`)."""
 
     MIN_FPS = 0.25
     MAX_FPS = 60.0
@@ -304,12 +302,9 @@ class RateMeter:
 
 
 class Coalescer:
-    """At most ``limit`` jobs in flight and one waiting; the waiting one is always the latest.
-
-    ``offer`` while jobs run replaces the waiting item (the replaced one is *dropped*);
-    ``take`` hands out the waiting item when fewer than ``limit`` run and at least
-    ``min_interval_s`` passed since the last start (which caps the result rate, e.g. ~60 Hz).
-    """
+    """At most ``limit`` jobs in flight and one waiting, the latest: ``offer`` replaces (drops)
+    the waiting item; ``take`` hands it out when fewer than ``limit`` run and
+    ``min_interval_s`` passed since the last start (which caps the result rate, e.g. ~60 Hz)."""
 
     def __init__(
         self,

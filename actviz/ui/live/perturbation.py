@@ -117,8 +117,7 @@ class Perturbation:
         if self.noise:
             gen = torch.Generator(device="cpu").manual_seed(self.seed)
             field = torch.randn(t.shape, generator=gen).to(t.device)
-            std = t.std(dim=(1, 2, 3), keepdim=True)
-            t = t + self.noise * std * field
+            t = t + self.noise * t.std(dim=(1, 2, 3), keepdim=True) * field
         box = self.patch_box(t.shape[2], t.shape[3])
         if box is not None:
             y0, y1, x0, x1 = box
@@ -153,13 +152,10 @@ class Perturbation:
 
 
 def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> np.ndarray | None:
-    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``, so the
-    picture shows exactly what the model receives.
-
-    The per-channel affine map from ``clean`` to ``image`` (a min-max view, or the
-    normalisation undone) is fitted and applied to ``tensor``. None when ``image`` is no such
-    view of ``clean``: the caller then perturbs the picture itself.
-    """
+    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean`` (exactly
+    what the model receives): the per-channel affine map from ``clean`` to ``image`` (a min-max
+    view, or the normalisation undone) fitted and applied to ``tensor``. None when ``image`` is
+    no such view of ``clean``: the caller then perturbs the picture itself."""
     if tensor.dim() == 4:
         tensor, clean = tensor[0], clean[0]
     if tensor.dim() != 3 or clean.shape != tensor.shape or tensor.shape[0] not in (1, 3):
@@ -186,14 +182,11 @@ def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> 
     return out
 
 
-def _is_image_tensor(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() in (3, 4)
-
-
 def image_tensor(value: Any) -> torch.Tensor | None:
     """The tensor a perturbation applies to: the input itself or the first image-like one
     (float, 3 or 4 dimensions); None when ``value`` holds none (token ids, features)."""
-    return next((t for t in iter_tensors(value) if _is_image_tensor(t)), None)
+    found = (t for t in iter_tensors(value) if t.is_floating_point() and t.dim() in (3, 4))
+    return next(found, None)
 
 
 def _replace_image_tensor(value: Any, new: torch.Tensor) -> Any:

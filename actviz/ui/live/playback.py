@@ -126,9 +126,7 @@ class LiveController(QObject):
     status_changed = Signal(object)
     #: Index, frame count and label of the frame now shown.
     frame_changed = Signal(int, int, str)
-    #: The shown frame's picture before perturbation ((H, W, 3) uint8 or None).
-    base_image_changed = Signal(object)
-    #: Its picture as the model received it (what the perturbation pad shows).
+    #: The shown frame's picture as the model received it (what the perturbation pad shows).
     input_image_changed = Signal(object)
     playing_changed = Signal(bool)
     #: The playback speed (frames per second) was set.
@@ -454,7 +452,6 @@ class LiveController(QObject):
             self.host.show_input_image(spec.image, spec.caption(length))
         label = spec.frame.label if spec.frame is not None else ""
         self.frame_changed.emit(spec.index, length, label)
-        self.base_image_changed.emit(spec.base_image)
         self.input_image_changed.emit(spec.image)
         if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
             self.emit_status()

@@ -105,9 +105,7 @@ class ReportExport(QObject):
         path, _ = QFileDialog.getSaveFileName(
             self.host.dialog_parent(), "Export report", start, REPORT_FILTER
         )
-        if not path:
-            return False
-        return self.export(path if path.endswith(".html") else path + ".html")
+        return bool(path) and self.export(path if path.endswith(".html") else path + ".html")
 
     def export(self, path: str | Path, *, wait: bool = False) -> bool:
         """Write the result shown as one self-contained HTML report (off the GUI thread); True

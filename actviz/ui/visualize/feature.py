@@ -181,8 +181,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def export_to(self, folder: str | Path) -> list[Path]:
         """Write the pictures shown into ``folder`` (``page/`` and ``channel/``: PNGs, a contact
-        sheet and ``visualize.json``); returns the files written.
-        """
+        sheet and ``visualize.json``); the files written."""
         pictures = {"page": self.page.result(), "channel": self.shown}
         return write_pictures(self.session, pictures, folder)
 
@@ -215,9 +214,8 @@ class VisualizeFeature(FeatureBase, QObject):
         return (view.name, int(view.channel), self.section.settings())
 
     def synthesise(self) -> bool:
-        """Synthesise the shown channel's picture in the background, once the capture worker has
-        copied the model; False when not started.
-        """
+        """Synthesise the channel shown in the background, once the model is copied; False when
+        not started."""
         key = self.key()
         if self._closed or self.is_synthesising() or key is None:
             return False

@@ -180,10 +180,8 @@ class PageVisualiser(QObject):
         return merged.select([c for c in self.channels if c in merged.channels])
 
     def visualise(self, layer: str, first: int | None = None, *, size: int | None = None) -> bool:
-        """Show the dock and fill it with ``size`` channels of ``layer`` from position ``first`` of
-        its panel's order (None: the panel's page and page size, at most :data:`MAX_PAGE`). False
-        when there is nothing to visualise.
-        """
+        """Fill the dock with ``size`` channels of ``layer`` from ``first`` in its panel's order
+        (None: the panel's page and page size, at most :data:`MAX_PAGE`); False: nothing to do."""
         if self._closed or self.session.model is None or not layer:
             return False
         size = self._page_size(layer) if size is None else max(1, int(size))
@@ -294,9 +292,7 @@ class PageVisualiser(QObject):
         self.dock.set_message("")
 
     def state(self) -> dict[str, Any] | None:
-        """What a session file keeps of the page (JSON-able; None when no page was shown and the
-        dock is closed).
-        """
+        """What a session file keeps of the page (JSON-able; None: no page shown, dock closed)."""
         is_open = self.dock.toggleViewAction().isChecked()
         if not self.layer and not is_open:
             return None
@@ -315,9 +311,8 @@ class PageVisualiser(QObject):
         return state
 
     def restore(self, state: Any) -> bool:
-        """Show the page of :meth:`state` again from the visualisation cache, without running the
-        model. False (only the dock's visibility changes) when ``state`` names no layer shown.
-        """
+        """Show the page of :meth:`state` again from the cache, running no model; False (only the
+        dock's visibility changes) when ``state`` names no layer shown."""
         if not isinstance(state, dict) or self._closed:
             return False
         if isinstance(state.get("open"), bool):
