@@ -322,13 +322,11 @@ class AtlasFeature(FeatureBase, QObject):
                 if r >= 0
             ]
         )
-        title = (
-            f"Nearest in the dataset ({self.atlas.layer}, cosine)"
-            if xy is not None
-            else "Nearest in the dataset: run an input"
-        )
-        if xy is not None and not in_view:
-            title += f" · {FAR_OFF_MAP}"
+        if xy is None:
+            title = "Nearest in the dataset: run an input"
+        else:
+            far = "" if in_view else f" · {FAR_OFF_MAP}"
+            title = f"Nearest in the dataset ({self.atlas.layer}, cosine){far}"
         self.view.nearest_title.setText(title)
 
     def source(self, row: int) -> str:
@@ -374,17 +372,11 @@ class AtlasFeature(FeatureBase, QObject):
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
         self.view.selection_title.setText(selection_text(atlas, rows))
-        self.view.selection_strip.set_items(
-            [
-                (
-                    int(r),
-                    self._thumb(self.source(int(r))),
-                    Path(self.source(int(r))).name,
-                    self._describe(int(r)),
-                )
-                for r in rows[:SELECTION_THUMBS]
-            ]
-        )
+        strip = []
+        for r in (int(r) for r in rows[:SELECTION_THUMBS]):
+            source = self.source(r)
+            strip.append((r, self._thumb(source), Path(source).name, self._describe(r)))
+        self.view.selection_strip.set_items(strip)
         self.view.channel_list.clear()
         for split in self.separating:
             text, tip = separating_texts(split, atlas.layer)
