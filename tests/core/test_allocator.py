@@ -92,11 +92,12 @@ def faults_per_capture(tuning: str) -> float:
 
 
 def test_tuned_repeated_captures_do_not_page_fault():
+    # Every leaf of ResNet-18 held at once: tuned, the heap is reused (0 fresh pages here).
+    # Untuned, glibc mostly trims it after each capture (5,800-9,800 fresh pages a capture),
+    # but not always (17 once in CI: a block left at the heap's top stops the trim), so the
+    # untuned figure is the failure message's reference, not a condition.
     tuned = faults_per_capture("1")
-    untuned = faults_per_capture("0")
-    # every leaf of ResNet-18 held at once: thousands of fresh pages per capture by default
-    assert untuned > 1000
-    assert tuned < untuned / 10
+    assert tuned < 100, f"{tuned} fresh pages a capture tuned, {faults_per_capture('0')} untuned"
 
 
 # Threads allocating at once, each holding 1 MiB from malloc (the window's Qt threads, loaders,
