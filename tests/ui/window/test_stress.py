@@ -268,3 +268,25 @@ def test_the_channel_view_hang_replayed_through_real_events_returns():
     assert [name for name, _ in report.steps] == [name for name, _ in BUG1_STEPS]
     assert report.samples[-1].counts["LayerPanel"] == 25  # every Conv2d module ticked
     assert report.steps[5][1]["items"][0].startswith("Ablate ch ")
+
+
+def test_a_stuck_finding_names_what_kept_the_window_busy(qapp, tmp_path):
+    from PySide6.QtWidgets import QMessageBox
+
+    driver = StressDriver(_tiny_setup(), folder=tmp_path, sample_every=100)
+    driver.open_window()
+    box = QMessageBox(driver.window)
+    try:
+        box.setWindowTitle("Replace the model?")
+        box.setModal(True)
+        box.show()
+        qapp.processEvents()
+        assert driver._busy_parts() == "modal QMessageBox 'Replace the model?'"
+        box.close()
+        driver.window.runs.run()
+        assert "busy" in driver._busy_parts().split(", ")
+        assert driver.settle(timeout_s=30)
+        assert driver._busy_parts() == "idle by now"
+    finally:
+        box.deleteLater()
+        driver.close_window()
