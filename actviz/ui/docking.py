@@ -49,7 +49,7 @@ class Docks:
         # Sized to what it asks for when shown, not to Qt's default share.
         dock.setProperty("actviz_width", width or 0)
         self._w.commands.view_menu.addAction(dock.toggleViewAction())
-        dock.visibilityChanged.connect(lambda shown, d=dock: shown and self._fit_dock_soon(d))
+        dock.visibilityChanged.connect(lambda _shown, d=dock: self._fit_dock_soon(d))
 
     def _fit_dock_soon(self, dock: QDockWidget) -> None:
         """Fit ``dock``'s width on the next event-loop turn (once it has its geometry)."""
@@ -67,12 +67,11 @@ class Docks:
         """Give a docked, untabbed ``dock`` its size hint's width (at most the width asked).
 
         The docks stacked in the same area share its width: it is the widest any of them asks
-        for, so a narrow dock shown (the Edits) never squeezes a wide one beside it."""
+        for, so a narrow dock shown (the Edits) never squeezes a wide one beside it, and a dock
+        closed (``dock`` hidden) hands its width back to the panels, not to those left."""
         main = self._w
-        if dock.isFloating() or not dock.isVisible() or main.tabifiedDockWidgets(dock):
-            return
         area = main.dockWidgetArea(dock)
-        if area not in (
+        if dock.isFloating() or area not in (
             Qt.DockWidgetArea.LeftDockWidgetArea,
             Qt.DockWidgetArea.RightDockWidgetArea,
         ):
@@ -82,6 +81,9 @@ class Docks:
             for d in main.findChildren(QDockWidget)
             if d.isVisible() and not d.isFloating() and main.dockWidgetArea(d) == area
         ]
+        if dock.isVisible() and main.tabifiedDockWidgets(dock) or not stacked:
+            return
+        dock = dock if dock.isVisible() else stacked[0]
         width = max(self._wanted_width(d) for d in stacked)
         if width != dock.width():
             self.resize_dock(dock, width)
@@ -128,15 +130,13 @@ class Docks:
 
     def resize_dock(self, dock: QDockWidget, width: int) -> None:
         """Give ``dock`` this width (its area's other docks follow)."""
-        main = self._w
-        main.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
+        self._w.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
 
     def dock_back(
         self, dock: QDockWidget, area: Qt.DockWidgetArea, *, width: int | None = None
     ) -> None:
         """Dock ``dock`` again in ``area`` (Reset window layout): not floating, at ``width``."""
-        main = self._w
         dock.setFloating(False)
-        main.addDockWidget(area, dock)  # moves it back from wherever it was
+        self._w.addDockWidget(area, dock)  # moves it back from wherever it was
         if width is not None:
             self.resize_dock(dock, width)

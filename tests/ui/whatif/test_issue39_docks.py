@@ -3,8 +3,11 @@ feature asked for); an empty Edits dock takes no more than its hint, and Clear a
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractButton, QDockWidget
 
 from actviz.ui.docking import DOCK_MAX_SHARE
 from actviz.ui.whatif.dock import PREFERRED_WIDTH
@@ -67,3 +70,69 @@ def test_the_edits_dock_shown_beside_a_wide_dock_does_not_squeeze_it(actviz_wind
     assert edits.isVisible() and effects.isVisible()
     assert win.window.dockWidgetArea(edits) == win.window.dockWidgetArea(effects)
     assert effects.width() >= wide - 2, (effects.width(), wide)
+
+
+def _close(win, dock: QDockWidget) -> None:
+    """Close ``dock`` with the close button of its title bar, as a user does."""
+    button = dock.findChild(QAbstractButton, "qt_dockwidget_closebutton")
+    win.qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: not dock.isVisible(), timeout=10_000)
+    win.settle()
+
+
+def test_the_empty_edits_dock_keeps_its_hint_after_live_is_opened_and_closed(actviz_window):
+    win = tiny_window(actviz_window, size=(1280, 720), auto_run=True)
+    centre = win.window.centralWidget()
+    edits = win.open_dock("Edits")
+    beside = centre.width()
+    live = win.open_dock("Live")  # View > Live
+    assert win.window.dockWidgetArea(live) == win.window.dockWidgetArea(edits)
+    assert edits.width() > edits.sizeHint().width()  # the area is as wide as Live asks
+    _close(win, live)
+    assert not win.window.session.edits.entries
+    assert edits.width() <= edits.sizeHint().width(), (edits.width(), edits.sizeHint())
+    assert centre.width() >= beside - 2
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(("Live", "Channels that matter"))))
+def test_the_empty_edits_dock_keeps_its_hint_whatever_order_its_neighbours_close(
+    actviz_window, order
+):
+    win = tiny_window(actviz_window, size=(1280, 720), auto_run=True)
+    edits = win.open_dock("Edits")
+    docks = {title: win.open_dock(title) for title in order}
+    for i, title in enumerate(order):
+        if i % 2:
+            _close(win, docks[title])
+        else:  # View > title, unticked
+            docks[title].toggleViewAction().trigger()
+            win.settle()
+        left = [edits, *(docks[t] for t in order[i + 1 :])]
+        widest = max(d.sizeHint().width() for d in left)
+        assert edits.width() <= widest, (title, edits.width(), widest)
+    assert edits.width() <= edits.sizeHint().width() <= PREFERRED_WIDTH
+
+
+def test_an_edits_dock_left_open_with_no_edits_shrinks_back_to_its_hint(actviz_window):
+    """The last edit removed with its row's button (the dock stays open), after Live came and
+    went, and Clear all then View > Edits: both times the empty dock is no wider than its hint."""
+    win = tiny_window(actviz_window, size=(1280, 720), auto_run=True)
+    with win.expect_run():
+        win.context_action("conv2", 1, "Ablate")
+    edits = win.whatif.dock
+    win.settle()
+    _close(win, win.open_dock("Live"))
+    with win.expect_run():
+        win.qtbot.mouseClick(edits.rows[0].remove_button, Qt.MouseButton.LeftButton)
+    win.settle()
+    assert edits.isVisible() and not win.window.session.edits.entries
+    assert edits.width() <= edits.sizeHint().width(), (edits.width(), edits.sizeHint())
+    with win.expect_run():
+        win.context_action("conv2", 1, "Ablate")
+    win.open_dock("Live")
+    with win.expect_run():
+        win.qtbot.mouseClick(edits.clear_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: not edits.isVisible(), timeout=10_000)
+    _close(win, win.open_dock("Live"))
+    win.open_dock("Edits")
+    assert edits.width() <= edits.sizeHint().width(), (edits.width(), edits.sizeHint())
