@@ -81,7 +81,7 @@ class Docks:
             for d in main.findChildren(QDockWidget)
             if d.isVisible() and not d.isFloating() and main.dockWidgetArea(d) == area
         ]
-        if dock.isVisible() and main.tabifiedDockWidgets(dock) or not stacked:
+        if (dock.isVisible() and main.tabifiedDockWidgets(dock)) or not stacked:
             return
         dock = dock if dock.isVisible() else stacked[0]
         width = max(self._wanted_width(d) for d in stacked)
