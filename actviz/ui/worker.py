@@ -1,14 +1,9 @@
-"""Background jobs as handles: stale results dropped, cooperative cancel.
+"""Background jobs as handles (:meth:`Worker.submit` returns a :class:`Job`): a new job
+supersedes the earlier ones (their results dropped), cancel is cooperative, errors are emitted.
 
-:meth:`Worker.submit` returns a :class:`Job`; only whoever submits connects to it (the shape of
-superqt's ``WorkerBase``). Hooks are per-module state, so a capture worker runs jobs one after
-the other on one thread. By default a job supersedes every earlier one: those emit
-``superseded``, their ``should_stop`` turns True and their results are dropped. Errors are
-emitted, never swallowed.
-
-A job may return :class:`Staged` once it no longer needs the model: its ``then`` runs on a
-second thread while the next capture starts. ``submit(lane=1)`` runs a capture of a model copy
-beside the model's own thread. Results are reported in submission order whatever ends first.
+Captures run one at a time on one thread (hooks are per-module state). A :class:`Staged` result
+frees the model while its ``then`` runs on a second thread; ``lane=1`` captures a model copy
+beside it. Results are reported in submission order.
 """
 
 from __future__ import annotations
@@ -42,8 +37,7 @@ CAPTURE_NICE = 5
 
 
 def favour_gui_thread() -> None:
-    """Let the GUI thread take the GIL within ~1 ms while workers run Python (process-wide,
-    only lowered; the last :func:`release_gui_thread` puts the value back)."""
+    """Let the GUI thread take the GIL within ~1 ms while workers run Python (process-wide)."""
     global _favour_count, _interval_before
     if _favour_count == 0:
         _interval_before = sys.getswitchinterval()
@@ -55,8 +49,7 @@ def favour_gui_thread() -> None:
 
 
 def release_gui_thread() -> None:
-    """Undo one :func:`favour_gui_thread`; the last one restores the switch interval (unless
-    someone else changed it meanwhile)."""
+    """Undo one :func:`favour_gui_thread`; the last restores the interval unless changed since."""
     global _favour_count, _interval_before
     if _favour_count == 0:
         return
@@ -81,10 +74,8 @@ class Staged:
 
 
 class Job(QObject):
-    """One job submitted to a :class:`Worker`: connect to its signals, ask it to stop.
-
-    Exactly one of ``finished``, ``failed``, ``cancelled`` and ``superseded`` is emitted, once,
-    on the GUI thread.
+    """One job of a :class:`Worker`. Exactly one of ``finished``, ``failed``, ``cancelled`` and
+    ``superseded`` is emitted, once, on the GUI thread.
 
     Signals
     -------
@@ -101,8 +92,7 @@ class Job(QObject):
     cancelled
         It stopped, or ended unseen, because it was cancelled.
     superseded
-        A later job (or :meth:`Worker.drop`) made it stale, at that moment: it reports nothing
-        more, although its thread may still run until it notices.
+        A later job (or :meth:`Worker.drop`) made it stale; its thread may run on a while.
     """
 
     started = Signal()
@@ -138,10 +128,7 @@ class Job(QObject):
         return self._number > other._number
 
     def on(self, **slots: Callable[..., Any]) -> Job:
-        """Connect ``signal=slot`` pairs (``finished=self._show``); returns the job.
-
-        The slots are called directly, before Qt's, in the order given (cheaper than Qt
-        connections made and undone per live frame)."""
+        """Connect ``signal=slot`` pairs; called directly, before Qt's (cheaper per live frame)."""
         for name, slot in slots.items():
             if name not in _SIGNALS:
                 raise AttributeError(f"a job has no signal {name!r}")
@@ -162,8 +149,7 @@ class Job(QObject):
         self.outcome = outcome
         if not quietly:
             self._emit(outcome, *args)
-        # Nothing more is emitted: let go of the slots, and of what their closures hold (a
-        # slot that names its job makes a cycle through Qt that the collector cannot see).
+        # Let go of the slots: one that names its job makes a cycle through Qt the GC cannot see.
         self._slots.clear()
         connected = [n for n in _SIGNALS if self.isSignalConnected(_SIGNAL_METHODS[n])]
         for name in connected:
@@ -217,12 +203,10 @@ class _Runner:
     ) -> None:
         self.generation = generation
         self.nice = nice
-        self.threads = threads  # torch's count for a first stage (None: as the thread has it)
+        self.threads = threads  # torch's count for a first stage
         self.job: JobFn | None = job
         self.should_stop = should_stop
         self.signals = signals
-        # A first stage may hand a Staged result to ``second_stage``; a second stage (made by
-        # its first, with the first's signals) may not.
         self.second_stage = second_stage
         self.is_second_stage = second
 
@@ -239,8 +223,7 @@ class _Runner:
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
                 signals.started.emit(gen)
-            # A second stage runs torch on one thread: a second OpenMP team would slow the
-            # capture beside it (core/threads.py).
+            # One torch thread for a second stage: another OpenMP team slows the capture beside it.
             with torch_threads(1 if self.is_second_stage else self.threads):
                 result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
@@ -258,25 +241,21 @@ class _Runner:
                 return
         except BaseException as exc:  # noqa: BLE001 - reported to the GUI, never swallowed
             error = exc
-        # Nothing of the job stays with the runner once it has reported.
         self.release()
         del job
-        # What the job freed in this thread's malloc arena can go back at the idle trim.
-        mark_arena()
+        mark_arena()  # what the job freed in this thread's arena goes back at the idle trim
         signals.done.emit(gen, result, error)
 
     def release(self) -> None:
-        """Drop what the job holds (its request, input tensors, images) and the pools."""
+        """Drop what the job holds (request, tensors, images) and the pools."""
         self.job = None
         self.should_stop = _stopped
         self.second_stage = None
 
 
 class Worker(QObject):
-    """Runs jobs off the GUI thread; only current jobs (not superseded, dropped or ended)
-    report. ``max_threads``: 1 for captures (hooks are per-module state); loads may use more.
-    ``nice``: its threads run that many steps below the GUI thread (Linux), so a paint never
-    waits for a time slice while a capture's threads fill both cores.
+    """Runs jobs off the GUI thread; only current jobs report. ``max_threads``: 1 for captures
+    (hooks are per-module state). ``nice``: steps below the GUI thread (Linux), so paints never wait.
     """
 
     #: Every job as it is submitted, for whoever watches the whole worker (tests, benchmarks).
@@ -286,15 +265,13 @@ class Worker(QObject):
         self, parent: QObject | None = None, *, max_threads: int = 1, nice: int = 0
     ) -> None:
         super().__init__(parent)
-        #: Nice steps below the GUI thread its threads run at (Linux), from their first job.
         self.nice = nice
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(max(1, int(max_threads)))
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
         self._second = QThreadPool(self)
         self._second.setMaxThreadCount(1)
-        # Lane 1 (a copy of the model). Its thread starts on first use only.
-        self._lane = QThreadPool(self)
+        self._lane = QThreadPool(self)  # lane 1: a copy of the model
         self._lane.setMaxThreadCount(1)
         # Set explicitly: a pool thread would otherwise keep torch's last count set anywhere.
         self.threads = worker_threads() or torch.get_num_threads()
@@ -305,16 +282,13 @@ class Worker(QObject):
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
         self._runners: set[int] = set()  # generations queued or running, until ``done``
-        # Every runner reports through this one object, queued to the GUI thread.
-        self._signals = _RunnerSignals(self)
+        self._signals = _RunnerSignals(self)  # every runner's, queued to the GUI thread
         self._signals.started.connect(self._on_runner_started)
         self._signals.staged.connect(self._on_runner_staged)
         self._signals.progress.connect(self._on_runner_progress)
         self._signals.done.connect(self._on_runner_done)
-        # Handles of the jobs that will still report (current), by generation.
-        self._jobs: dict[int, Job] = {}
-        # Results of current jobs that ended before an earlier current job: reported after it.
-        self._held: dict[int, tuple[object, object]] = {}
+        self._jobs: dict[int, Job] = {}  # current jobs by generation
+        self._held: dict[int, tuple[object, object]] = {}  # results waiting for an earlier job
 
     @property
     def submitted(self) -> int:
@@ -340,8 +314,8 @@ class Worker(QObject):
         return self._floor <= generation <= self._generation and generation not in self._cancelled
 
     def run_unreported(self, fn: Callable[[], None]) -> None:
-        """Run ``fn()`` (which must not raise) on this worker's thread after the jobs queued,
-        unreported and unsuperseded: for benchmarks on live mode's capture thread."""
+        """Run ``fn()`` (must not raise) on the worker's thread after the queue, unreported
+        (benchmarks)."""
 
         def run() -> None:
             if self.nice:
@@ -361,14 +335,11 @@ class Worker(QObject):
         job
             ``job(should_stop, progress)``; it may return :class:`Staged`.
         supersede
-            False keeps the earlier current jobs current: they still report, in order
-            (pipelined live frames).
+            False keeps the earlier jobs current, reporting in order (pipelined live frames).
         lane
-            0: the model's thread. 1: a second thread, for a job whose first stage touches no
-            model that lane 0's jobs use (it captures a copy of the model).
+            0: the model's thread. 1: a second thread, for jobs capturing a copy of the model.
         threads
-            torch's thread count for the first stage (None: :attr:`threads`). Two lanes
-            capturing at once share the cores between them.
+            torch's thread count for the first stage (None: :attr:`threads`).
 
         Returns
         -------
@@ -425,16 +396,14 @@ class Worker(QObject):
             return bool(current)
 
     def drop(self, *, quietly: bool = False) -> None:
-        """Make every queued or running job stale: each emits ``superseded`` (nothing at all
-        when ``quietly``: the window is closing) and reports nothing more."""
+        """Make every queued or running job stale: each emits ``superseded`` (unless ``quietly``)."""
         with self._lock:
             self._generation += 1
             self._floor = self._generation
         self._supersede(emit=not quietly)
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
-        """Cancel everything and wait up to ``timeout_ms`` (0: not at all) for the threads to
-        finish; False if a job was still running."""
+        """Cancel everything and wait up to ``timeout_ms`` (0: not at all); False if one still ran."""
         self.drop(quietly=True)
         pools = [self._pool, self._lane]
         if timeout_ms <= 0:
@@ -474,8 +443,7 @@ class Worker(QObject):
         self._runners.discard(gen)
         self._running.discard(gen)
         self._held[gen] = (result, error)
-        # In submission order: a result waits for every earlier current job (another lane's,
-        # or a second stage still running); stale ones are dropped on the way.
+        # In submission order: a result waits for every earlier current job; stale ones dropped.
         while self._held:
             with self._lock:
                 floor = self._floor

@@ -1,6 +1,5 @@
 """The window's actions, toolbar and menus, built once like a ``setupUi``; each part of the
-window connects the actions it drives.
-"""
+window connects the actions it drives."""
 
 from __future__ import annotations
 
@@ -131,8 +130,7 @@ class WindowActions:
         bar.addWidget(self.export_button)
 
     def _menus(self, window: QMainWindow, auto_run: bool) -> None:
-        """Menu bar: File (open, recents, export, quit), Run (run, cancel, pins, auto), Data,
-        View."""
+        """Menu bar: File, Run, Data, View."""
         menu = window.menuBar().addMenu("&File")
         menu.addAction(self.open_model_action)
         self.recent_models_menu = menu.addMenu("Recent models")

@@ -33,9 +33,7 @@ _ZERO_WIDTH_SPACE = "\u200b"
 
 
 def level_icon(level: str) -> QIcon:
-    """The style's own icon for a message level ("error", "warning", else information): it
-    renders whatever fonts are installed, where a glyph like "⛔" may not.
-    """
+    """The style's icon for a message level (a glyph like "⛔" needs a font that may be missing)."""
     pixmap = {
         "error": QStyle.StandardPixmap.SP_MessageBoxCritical,
         "warning": QStyle.StandardPixmap.SP_MessageBoxWarning,
@@ -44,9 +42,7 @@ def level_icon(level: str) -> QIcon:
 
 
 def breakable(text: str) -> str:
-    """``text`` with zero-width break opportunities inside long runs without spaces, so a long
-    path cannot widen a word-wrapped label (and the window).
-    """
+    """``text`` with zero-width breaks in long runs, so a long path cannot widen a wrapped label."""
 
     def soften(word: str) -> str:
         if len(word) < _LONG_TOKEN:
@@ -57,11 +53,8 @@ def breakable(text: str) -> str:
 
 
 class MessageBanner(QFrame):
-    """Warnings and errors under the toolbar; visible until dismissed or replaced.
-
-    Grouped by source ("action", "model", "run"), so a new run replaces only its own; long texts
-    wrap, so the banner never widens the window.
-    """
+    """Warnings and errors under the toolbar until dismissed or replaced, grouped by source
+    ("action", "model", "run") so a new run replaces only its own."""
 
     _COLOURS = {
         "error": (style.ROW_BAD_BACKGROUND, style.ERROR_TEXT),
@@ -154,8 +147,7 @@ class MessageBanner(QFrame):
         self._refresh()
 
     def messages(self) -> list[tuple[str, str]]:
-        """All ``(level, text)`` shown, in display order; a text two sources say (a model's
-        warning that each of its runs repeats) shows once, where it comes first."""
+        """All ``(level, text)`` shown, in order; a text two sources say shows once."""
         order = [s for s in SOURCES if s in self._messages]
         order += [s for s in self._messages if s not in SOURCES]
         seen: set[str] = set()

@@ -1,6 +1,5 @@
 """The window's central area (banner, Layers and Overview tabs), status bar and default size,
-built once like a ``setupUi``: the parts take the widgets they drive from :class:`Centre` and
-:class:`StatusWidgets`."""
+built once like a ``setupUi``."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def default_window_size(available: QSize | None) -> QSize:
 
 
 class Centre:
-    """The central area of ``window``, made its central widget (like a ``setupUi``): the
-    banner above two tabs, Layers (panel grid | large channel view) and Overview."""
+    """``window``'s central widget: the banner above the Layers and Overview tabs."""
 
     def __init__(self, window: QMainWindow) -> None:
         central = QWidget()
@@ -166,9 +164,8 @@ class _LayersScroll(QScrollArea):
 
 
 class LayersGrid(QGridLayout):
-    """The Layers tab's panel grid: its container takes the height the rows need before they
-    are placed. Qt lays a grid out at once when one of its widgets is shown, in a container
-    the scroll area has not grown yet: every row would be squeezed for a pass."""
+    """The Layers tab's panel grid, whose container takes the rows' height before they are
+    placed: Qt lays a grid out at once, before the scroll area grows it (rows squeezed)."""
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt name
         container = self.parentWidget()

@@ -1,6 +1,5 @@
-"""The channel view and the pages of the layer panels' mosaics: opening a channel large,
-stepping through a layer's channels (in its own order when sorted), turning pages, and the
-page size that follows a panel's width."""
+"""The channel view and the layer panels' mosaic pages: opening and stepping channels, turning
+pages, and the page size that follows a panel's width."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ CHANNEL_VIEW_SHARE = 0.62
 
 
 class ChannelPages:
-    """The channel opened in the channel view and the mosaic pages of ``display``'s panels
-    (``parent`` owns the timer that applies new panel widths)."""
+    """The channel view's channel and the mosaic pages of ``display``'s panels."""
 
     def __init__(self, display: Any, parent: QObject) -> None:
         self.display = display
@@ -77,8 +75,7 @@ class ChannelPages:
         return True
 
     def step_channel(self, step: int) -> bool:
-        """Open the previous (``step`` -1) or next (+1) channel in the channel view (in the
-        layer's own order when sorted)."""
+        """Open the previous (``step`` -1) or next (+1) channel, in the layer's order."""
         if self.opened is None:
             return False
         name, channel = self.opened
@@ -91,8 +88,7 @@ class ChannelPages:
         return self.open_channel(name, channel + step)
 
     def turn_page(self, name: str, step: int) -> bool:
-        """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels,
-        re-paged from the result's views (no new run); False when there is no such page."""
+        """Show the previous (-1) or next (+1) page of ``name`` (no new run); False if none."""
         layer = self._layer(name)
         if layer is None or layer.mosaic is None:
             return False
@@ -117,8 +113,7 @@ class ChannelPages:
         return max(1, int(size))
 
     def page_first(self, name: str) -> int:
-        """First channel (or order position) of the page of layer ``name`` that holds the
-        channel the user turned or stepped to."""
+        """First channel (or order position) of ``name``'s page the user turned or stepped to."""
         return self.session.page_start(name, self.page_size(name))
 
     def _layer(self, name: str) -> Any:
@@ -126,8 +121,7 @@ class ChannelPages:
         return result.layers.get(name) if result is not None else None
 
     def on_mosaic_width_changed(self, name: str, width: int) -> None:
-        """Re-page layer ``name`` for its panel's mosaic ``width``, on the next pass (a
-        resize sends many in a row)."""
+        """Re-page ``name`` for ``width`` on the next pass (a resize sends many in a row)."""
         self._new_widths[name] = width
         self._apply_widths_soon.request()
 
@@ -142,8 +136,7 @@ class ChannelPages:
             self.fit_page_to_width(name, width)
 
     def fit_page_to_width(self, name: str, width: int) -> None:
-        """Pick the page size whose tiles stay readable in ``width`` screen pixels and re-page
-        layer ``name`` from the result's views (no new run)."""
+        """Re-page ``name`` with tiles readable in ``width`` pixels (no new run)."""
         layer = self._layer(name)
         if layer is None or layer.view is None or layer.view.kind != "maps":
             return

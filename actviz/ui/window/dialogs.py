@@ -1,7 +1,5 @@
-"""Dialogs: open a model (it stays open while the model loads), the confirmation before
-untrusted code runs, and where Export everything writes (a folder typed need not exist yet,
-which a plain folder picker refuses). The model lists are built once per process on a thread
-of their own (importing torchvision's registry and timm is slow).
+"""Dialogs: open a model (open while it loads), trust untrusted code, and where Export
+everything writes (a new folder is fine). Model lists are built once, off the GUI thread.
 """
 
 from __future__ import annotations
@@ -63,8 +61,7 @@ class ModelSpec:
 def confirm_untrusted_file(
     parent: QWidget | None, path: str, message: str, *, code: bool = False
 ) -> bool:
-    """Ask before unpickling ``path`` (or, with ``code``, running a model folder's own code);
-    True only when the user explicitly chose to trust it (Cancel is the default)."""
+    """Ask before unpickling ``path`` (``code``: running a model's own code); True if trusted."""
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
@@ -96,8 +93,7 @@ def torchvision_model_names() -> list[str]:
 
 
 def build_model_names() -> tuple[list[str], list[str]]:
-    """The torchvision and timm model names the Open model dialog lists, each sorted (slow:
-    called off the GUI thread, see :func:`prefetch_model_names`)."""
+    """The torchvision and timm model names, sorted (slow: see :func:`prefetch_model_names`)."""
     from actviz.io.models.timm_models import timm_names
 
     return torchvision_model_names(), sorted(timm_names())
@@ -146,14 +142,12 @@ class OpenModelDialog(QDialog):
     recent
         Recent entries as stored by :class:`~actviz.ui.window.settings.AppSettings` (``source|arch``).
     names
-        torchvision names to list (default: all of them, listed in the background: see
-        :meth:`names_ready`).
+        torchvision names to list (default: all, listed in the background).
     keep_open
-        Open does not close the dialog: it emits ``open_requested(ModelSpec)`` and waits for
-        :meth:`opened` (closes) or :meth:`show_failure` (stays, path kept, says why).
+        Open emits ``open_requested(ModelSpec)`` and waits for :meth:`opened` or
+        :meth:`show_failure` instead of closing.
 
-    Signals: ``open_requested(ModelSpec)`` (Open pressed with a choice, ``keep_open`` only),
-    ``names_loaded()`` (the model lists filled; at once when listed already).
+    Signals: ``open_requested(ModelSpec)`` (``keep_open`` only), ``names_loaded()``.
     """
 
     open_requested = Signal(object)
@@ -240,7 +234,7 @@ class OpenModelDialog(QDialog):
         if recent:
             self.tabs.setCurrentIndex(2)
 
-        # timm (an optional extra): its ~1,300 names come with torchvision's, off the GUI thread.
+        # timm is an optional extra.
         self.timm_list: QListWidget | None = None
         if importlib.util.find_spec("timm") is not None:
             self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
@@ -249,8 +243,6 @@ class OpenModelDialog(QDialog):
             self.timm_search.textChanged.connect(lambda _text: self._refill_timm(select=True))
             self._refill_timm(select=False)
 
-        # Why the last attempt failed, or "Opening ..." while it loads; an error belongs to
-        # the tab it was said on.
         self._error_tab: int | None = None
         self.tabs.currentChanged.connect(self._on_tab_changed)
         self.message_label = QLabel("")
@@ -322,8 +314,7 @@ class OpenModelDialog(QDialog):
             self._say(text, error=False)
 
     def show_failure(self, text: str, *, path: str = "", candidates: Sequence[Any] = ()) -> None:
-        """Opening failed: say why here and keep the path; list ``candidates``
-        (:class:`~actviz.io.models.arch_guess.ArchGuess`, best first) to choose an architecture."""
+        """Opening failed: say why, keep the path, list ``candidates`` (``ArchGuess``, best first)."""
         self.set_busy(False)
         if path:
             self.tabs.setCurrentIndex(1)

@@ -1,7 +1,5 @@
-"""Showing a result in small steps, one event-loop pass at a time, so input and painting
-never wait for a whole result. The steps run from a zero-interval timer: Qt would handle
-posted events all in one go.
-"""
+"""Showing a result in small steps, one event-loop pass at a time, so input and painting never
+wait; a zero-interval timer, since Qt handles posted events all in one go."""
 
 from __future__ import annotations
 
@@ -16,14 +14,12 @@ __all__ = ["DISPLAY_PASS_S", "DisplaySteps"]
 
 log = logging.getLogger(__name__)
 
-#: Steps run in one pass until it took this long (a live frame's few panels: one repaint of
-#: the window, not one each).
+#: Steps run in one pass until it took this long (a live frame: one window repaint, not several).
 DISPLAY_PASS_S = 0.004
 
 
 class DisplaySteps:
-    """The steps waiting to show the result on screen, each tagged with the result's epoch;
-    ``parent`` owns the step timer, ``show_error(text, source)`` reports a failing step."""
+    """The steps waiting to show a result, tagged with its epoch; ``show_error`` reports failures."""
 
     def __init__(self, parent: QObject, show_error: Callable[[str, str], None]) -> None:
         #: The result shown: a step of an older epoch is skipped.
@@ -37,8 +33,7 @@ class DisplaySteps:
         self._timer.timeout.connect(self._run)
 
     def defer(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
-        """Run ``step`` on a later pass, after the steps already waiting; skipped when a newer
-        result arrived meanwhile, unless ``stale_ok``."""
+        """Run ``step`` on a later pass; skipped if a newer result came meanwhile (unless ``stale_ok``)."""
         self._steps.append((None if stale_ok else self.epoch, step))
         if not self._timer.isActive():
             self._timer.start()

@@ -1,6 +1,5 @@
-"""Export menu actions: everything (on its own worker: it reads only the finished capture's
-detached tensors, so it may overlap the next capture), one panel as PNG, one layer's arrays.
-"""
+"""Export menu actions: everything (on its own worker, overlapping the next capture), one panel
+as PNG, one layer's arrays."""
 
 from __future__ import annotations
 
@@ -39,9 +38,7 @@ BANNER_SOURCE = "export"
 
 
 class ExportActions:
-    """Export everything (in the background on the ``export_worker`` of ``window``, the
-    MainWindow, also the dialogs' parent), a panel as PNG, a layer's arrays as .npy; the Export
-    actions are connected here."""
+    """Export everything (on ``window``'s ``export_worker``), a panel as PNG, a layer as .npy."""
 
     def __init__(self, window: Any) -> None:
         self.window = window
@@ -72,10 +69,8 @@ class ExportActions:
         return self.actions.colormap
 
     def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
-        """Write what the CLI's ``export`` writes for the current result to ``out_dir``, in the
-        background (``export_finished(paths)`` or ``export_failed(message)`` follows).
-
-        Returns whether it started, or with ``wait`` (a local event loop) whether it succeeded.
+        """Write the CLI's ``export`` of the current result to ``out_dir`` in the background
+        (``export_finished`` or ``export_failed`` follows); whether it started (``wait``: succeeded).
         """
         result = self.session.result
         if result is None or result.capture is None:
@@ -246,8 +241,7 @@ class ExportActions:
         return path
 
     def export_layer_npy(self, out_dir: str | Path, name: str | None = None) -> list[Path]:
-        """Save layer ``name``'s (default: selected) activation and gradient as
-        ``<name>.activation.npy`` / ``<name>.gradient.npy``."""
+        """Save ``name``'s (default: selected) activation and gradient as ``.npy`` files."""
         result = self.session.result
         name = name if name is not None else self.display.selected_layer
         if result is None or result.capture is None or name is None or name not in result.capture:

@@ -1,8 +1,4 @@
-"""The features a window hosts by default, in the order they attach.
-
-Each is a class constructed with the window's :class:`~actviz.ui.host.Host`; the order sets
-where their tabs, toolbars and menu entries appear.
-"""
+"""The features a window hosts by default; their order sets where tabs and menus appear."""
 
 from __future__ import annotations
 
@@ -13,9 +9,7 @@ __all__ = ["default_features"]
 
 
 def default_features() -> tuple[Callable[[Any], Any], ...]:
-    """Token views, what-if edits, the Compare tab, dataset scans, live mode and session
-    files (File > Save session / Open session / Export report), and concepts (Data > Train
-    concepts…, panels of concepts)."""
+    """Every default feature class, in the order they attach."""
     from actviz.ui.atlas.feature import AtlasFeature
     from actviz.ui.compare.feature import CompareController
     from actviz.ui.concepts import ConceptsFeature

@@ -1,8 +1,5 @@
-"""Opening models and inputs off the GUI thread: menus, recents, samples, drops, the demo.
-
-Only the latest request is adopted; a failure goes to the banner and the previous model stays.
-A file that needs trust is asked about here, on the GUI thread, then loaded again with
-``trust=True``.
+"""Opening models and inputs off the GUI thread. Only the latest request is adopted; a failure
+goes to the banner and the previous model stays. Trust is asked here, then it loads again.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
 class FileOpening:
-    """Opens models and inputs in the background: the Open actions, recents, samples, on the
-    loader workers of ``window`` (the MainWindow that owns this part)."""
+    """Opens models and inputs on ``window``'s loader workers."""
 
     def __init__(self, window: Any) -> None:
         self.window = window
@@ -65,9 +61,9 @@ class FileOpening:
     ) -> bool:
         """Open a model (zoo name, file, ``module:attr`` or "demo") in the background.
 
-        ``source, arch, weights, trust`` are as for :func:`actviz.io.models.loading.open_model`.
-        Returns whether the load started, or with ``wait`` (a local event loop runs meanwhile)
-        whether the model was adopted; ``model_loaded`` or ``model_load_failed`` follows.
+        Arguments as for :func:`actviz.io.models.loading.open_model`. Returns whether the load
+        started (``wait``: whether the model was adopted); ``model_loaded`` or
+        ``model_load_failed`` follows.
         """
         if self.window.is_closed():
             return False
@@ -78,8 +74,7 @@ class FileOpening:
         return outcome(request, wait, self.window.wait_until)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
-        """Open an input (any source ``open_input`` knows) in the background; returns as
-        :meth:`open_model_source` does (``input_loaded`` or ``input_load_failed`` follows)."""
+        """Open an input in the background; returns as :meth:`open_model_source` does."""
         if self.window.is_closed():
             return False
         request = InputRequest(str(source), remember=remember)
@@ -242,8 +237,7 @@ class FileOpening:
         path: str = "",
         candidates: Any = (),
     ) -> None:
-        """A load that ends unfinished (``level`` None: cancelled, ``text`` a status): said in
-        the dialog it came from (which can Open again), else at ``level`` in the banner."""
+        """A load ended unfinished (``level`` None: cancelled): said in its dialog, else the banner."""
         dialog = self._dialog_of(request)
         self.model_request = None
         request.succeeded = False
@@ -272,8 +266,7 @@ class FileOpening:
             from actviz.io.models.demo_model import DEMO_GRADCAM_LAYER
 
             gradcam = DEMO_GRADCAM_LAYER
-        # The input is re-read with the new model's transforms (or replaced when it cannot
-        # take it), registered before the model changes so the automatic run waits for it.
+        # Registered before the model changes, so the automatic run waits for the re-read input.
         reread, restore = self.inputs.request, None
         if reread is None:
             reread, restore = self.swap.input_for(loaded)

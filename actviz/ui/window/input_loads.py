@@ -1,9 +1,7 @@
-"""The input being opened: one request at a time, read on a loader worker.
+"""The input being opened, one request at a time on a loader worker.
 
-An input asked for while a model is being opened waits for that model (its transforms decide
-the size and normalisation); one being read when another model arrives is read again for it.
-A model switch reads the input shown again for the new model, or, when it cannot take it,
-keeps it aside for a later switch back and shows another (:class:`InputSwap`).
+An input waits for a model being opened (its transforms decide size and normalisation). A
+model switch re-reads the input, or keeps it aside when it does not fit (:class:`InputSwap`).
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ Slot = Callable[..., None]
 
 
 def while_current(request: Any, job: Job, current: Callable[[], Any]) -> Callable[[Slot], Slot]:
-    """Wraps ``slot(request, ...)`` to run only while ``request`` is ``current()`` and ``job``
-    its load: a superseded or restarted load's signals are ignored."""
+    """``slot`` run only while ``request`` is ``current()`` and ``job`` its load."""
     return lambda slot: (
         lambda *args: current() is request and request.job is job and slot(request, *args)
     )
@@ -46,11 +43,8 @@ def outcome(request: Any, wait: bool, wait_until: Callable[[Callable[[], bool]],
 
 
 class InputLoads:
-    """The input loads of ``files`` (a :class:`~actviz.ui.window.file_opening.FileOpening`).
-
-    ``request`` is the input being opened (None when none is); its ``job`` is None while it
-    waits for a model being opened.
-    """
+    """The input loads of ``files``; ``request`` is the one being opened (its ``job`` None
+    while it waits for a model)."""
 
     def __init__(self, files: Any, worker: Worker) -> None:
         self.files = files
@@ -60,8 +54,7 @@ class InputLoads:
         self.request: InputRequest | None = None
 
     def ask(self, request: InputRequest) -> None:
-        """Open ``request`` (it supersedes one being opened), or let it wait for a model
-        being opened."""
+        """Open ``request`` (superseding any), or let it wait for a model being opened."""
         previous = self.request
         if previous is not None and previous is not request:
             previous.succeeded = False
@@ -99,8 +92,7 @@ class InputLoads:
             self.start(pending)
 
     def model_failed(self) -> None:
-        """The model being opened failed: an input that waited for it is read for the
-        current model instead (a quiet start-up default is dropped when there is none)."""
+        """The model being opened failed: an input waiting for it is read for the current one."""
         pending = self.request
         if pending is None or pending.job is not None:
             return
@@ -123,9 +115,8 @@ class InputLoads:
             self.window.input_load_failed.emit(text)
 
     def refit(self) -> None:
-        """After an input that did not open: the input still held may be the previous
-        model's (the failed one waited for a model switch and took the place of the input read
-        for it). One the model cannot take is kept aside and replaced, as on a switch."""
+        """After a failed input: the one still held may not fit the model (it waited for a
+        switch); keep it aside and replace it, as on a switch."""
         from actviz.io.input_fit import input_misfit
 
         loaded, inp = self.session.loaded_model, self.session.input
@@ -150,8 +141,7 @@ class InputLoads:
         banner = self.files.banner
         banner.clear("action")
         if not (request.quiet or request.swap):
-            # An input the user opened: a note that another input stands in for theirs
-            # (a model switch's swap) is no longer true.
+            # The user's own input: a note that another stands in for theirs is stale.
             banner.clear("input")
         self.session.set_loaded_input(loaded)
         if request.remember:
@@ -194,9 +184,7 @@ class InputLoads:
 
 
 class InputSwap:
-    """The inputs kept aside across model switches by ``files`` (a
-    :class:`~actviz.ui.window.file_opening.FileOpening`), and the notes in its banner that say
-    so (a warning when an input does not fit and nothing can stand in for it)."""
+    """Inputs kept aside across model switches, and the banner notes that say so."""
 
     def __init__(self, files: Any) -> None:
         self.session, self.banner = files.session, files.banner
@@ -208,8 +196,8 @@ class InputSwap:
         self.failure: tuple[str, str] | None = None
 
     def input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
-        """``(request to read, state to restore)`` for the new model: the current input when it
-        fits, else a kept one it takes, else its natural default; the misfit is kept."""
+        """``(request, state)`` for the new model: the input if it fits, else a kept one, else
+        its default; the misfit is kept."""
         from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
 
         inp = self.session.input

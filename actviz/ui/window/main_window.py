@@ -1,8 +1,6 @@
-"""The explorer window: assembles its parts and hosts the features.
-
-Widgets change the :class:`~actviz.workspace.session_state.Session`; its events schedule a
-debounced run on the capture worker and the result goes to passive panels. Each part owns its
-widgets; features are built with the window's ``host``; a script holds ``script``.
+"""The explorer window: assembles its parts and hosts the features. Widgets change the
+:class:`~actviz.workspace.session_state.Session`, whose events schedule a debounced run; the
+result goes to passive panels.
 """
 
 from __future__ import annotations
@@ -319,8 +317,7 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        """Stop the workers (the capture worker waited for: no hook outlives the window) and
-        the features, and save settings."""
+        """Stop the workers (waiting for captures: no hook outlives the window) and features."""
         if self._closed:
             return
         self._closed = True

@@ -1,8 +1,5 @@
-"""Freed memory goes back to the system once the window has been idle a moment.
-
-After :data:`IDLE_MS` idle, a background thread trims what malloc keeps beyond
-:data:`SLACK_MIB`. In the app's own process Python's cyclic collector runs at idle moments and
-freezes the survivors (``gc.freeze``), with a full collection every :data:`FULL_EVERY`.
+"""Freed memory goes back to the system after :data:`IDLE_MS` idle (malloc trimmed beyond
+:data:`SLACK_MIB`); in the app's process the cyclic collector runs then and freezes survivors.
 """
 
 from __future__ import annotations
@@ -30,14 +27,12 @@ _FREEZE = [False]
 
 
 def keep_collector_off_clicks(on: bool = True) -> None:
-    """Windows made from now on collect garbage when idle and freeze the rest (the app's
-    process); ``on=False`` leaves it to Python again."""
+    """New windows collect garbage when idle and freeze the rest (``on=False``: Python's way)."""
     _FREEZE[0] = bool(on)
 
 
 class IdleMemory(QObject):
-    """Trims freed memory off the GUI thread when ``busy()`` has been False for a while, once
-    per idle stretch (:meth:`touch` starts one); ``idle`` first, so model copies may go too."""
+    """Trims freed memory off the GUI thread once per idle stretch; ``idle`` runs first."""
 
     idle = Signal()
 
@@ -106,8 +101,7 @@ class IdleMemory(QObject):
             gc.unfreeze()
 
     def collect_cycles(self, *, full: bool = False) -> None:
-        """Collect cyclic garbage among the young objects (every object with ``full``) and
-        freeze the survivors; nothing in a process that keeps Python's schedule."""
+        """Collect young cyclic garbage (``full``: all) and freeze survivors (the app's process)."""
         if not self.freezes:
             return
         if full:

@@ -1,5 +1,4 @@
-"""The window's ways to ask for a model or an input: File > Open model / Open input, the sample
-picker, the recent menus, and the status bar's note on the model adopted last."""
+"""Open model / Open input, the sample picker, the recent menus, and the adopted model's note."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ __all__ = ["OpenMenus"]
 
 
 class OpenMenus:
-    """The Open actions, the sample picker and the recent menus of ``files`` (a
-    :class:`~actviz.ui.window.file_opening.FileOpening`), connected and filled here."""
+    """The Open actions, sample picker and recent menus of ``files``."""
 
     def __init__(self, files: Any, actions: WindowActions) -> None:
         self.files = files
@@ -77,8 +75,7 @@ class OpenMenus:
         dialog.deleteLater()
 
     def show_note(self, text: str) -> None:
-        """Show ``text`` about the model just adopted in the status bar for 20 s ("": none);
-        the previous model's note goes, a message of anything else stays."""
+        """Show ``text`` about the adopted model in the status bar for 20 s, replacing the last."""
         bar = self.files.window.statusBar()  # the files' window is the MainWindow
         if text:
             bar.showMessage(text, 20_000)

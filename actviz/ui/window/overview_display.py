@@ -1,7 +1,5 @@
-"""The Overview tab's side of showing a result: predictions, saliency, Grad-CAM, gradient flow,
-statistics and the selected layer's histogram. A live frame leaves a hidden Overview as it is
-until the tab is shown (no painting for nobody).
-"""
+"""The Overview tab's panels of a result (predictions, saliency, Grad-CAM, gradient flow,
+statistics, histogram); a hidden Overview waits for the tab to be shown."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ __all__ = ["OverviewDisplay"]
 
 
 class OverviewDisplay:
-    """Fills the Overview's panels from the session's result, in display ``steps``;
-    ``selected_layer()`` names the layer the histogram is about."""
+    """Fills the Overview's panels in display ``steps``; the histogram is ``selected_layer()``'s."""
 
     def __init__(
         self,

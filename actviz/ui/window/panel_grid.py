@@ -1,5 +1,4 @@
-"""The grid of layer panels: where each panel goes, and panels filled with the result shown a
-few per display pass, on screen first (those off screen once scrolled to)."""
+"""The grid of layer panels, filled a few per display pass (off-screen ones once scrolled to)."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ __all__ = [
     "grid_columns",
 ]
 
-#: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
-#: as its width needs: the mosaic fills the width).
+#: Minimum height of a layer panel showing a heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
 #: From this width of the Layers tab's viewport on, the layer panels go in two columns.
 TWO_COLUMNS_PX = 1300
@@ -80,9 +78,8 @@ class PanelGrid:
 
     def update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         """Show ``layer`` in ``panel`` on the user's page and colour map."""
-        # The user's page, page size and the colour map's symmetric range, as a new layer (the
-        # result may hold an older page). Mosaics kept from an earlier live frame are made for
-        # this one, except under concept tiles (no channels shown).
+        # The result may hold an older page; an earlier frame's mosaics are remade (not under
+        # concept tiles).
         layer = with_page(
             layer if panel.tile_unit() else current_mosaics(layer),
             self.display.page_first(layer.name),
@@ -124,8 +121,7 @@ class PanelGrid:
         panel = self.display.layer_panels[name]
         size = self.session.page_channels.get(name)
         if layer.mosaic is not None and size is not None and not panel.tile_unit():
-            # Its height for the new page now, for every panel at once: filled one a pass, each
-            # would move the panels below it again.
+            # Every panel's new height at once: one a pass would move those below each time.
             position = self.display.page_first(name)
             panel.expect_mosaic_shape(page_image_shape(layer.mosaic, size, position))
         self.schedule()
@@ -161,9 +157,8 @@ class PanelGrid:
         pending, panels, off_screen = self.pending, self.display.layer_panels, self._off_screen
         for name in [n for n in pending if n not in panels]:
             del pending[name]
-        # Off-screen panels wait to be scrolled into view; each is asked once per view
-        # position (asked each pass, 20 panels cost 210 region queries a frame). A token panel
-        # builds its plots a pass at a time before it shows the tokens.
+        # Off-screen panels wait to be scrolled to (asked once per view position); a token
+        # panel builds its plots a pass at a time first.
         filled, more = 0, False
         for name in list(pending):
             if name in off_screen:
@@ -213,8 +208,7 @@ class PanelGrid:
             return  # every live frame comes here: no relayout of the Layers tab
         self._placed = placed
         self._off_screen.clear()
-        # Only panels that move or go leave the grid, only new ones join: panels made a few a
-        # pass re-placed them all each pass, 35 ms with ResNet-18's 49 leaves (issue #37).
+        # Only panels that move leave the grid and only new ones join (re-placing all is slow).
         wanted = {id(panels[name]): (i // columns, i % columns) for i, name in enumerate(order)}
         placed_now: set[int] = set()
         for i in reversed(range(grid.count())):
@@ -222,8 +216,8 @@ class PanelGrid:
             if widget is None:
                 grid.takeAt(i)
             elif wanted.get(id(widget)) != grid.getItemPosition(i)[:2]:
-                # Not takeAt: a layout item Python keeps alive stays tied to the widget, and
-                # its new item's cached height-for-width never hears of its changes.
+                # Not takeAt: a kept layout item would stay tied to the widget, its new item's
+                # cached height-for-width stale.
                 grid.removeWidget(widget)
             else:
                 placed_now.add(id(widget))

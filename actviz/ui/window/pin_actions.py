@@ -1,5 +1,4 @@
-"""The window's pinned results (``pins_ui``): Run > Pin this result (Ctrl+P), Run > Pinned
-results; the pins themselves live in ``session.pins``."""
+"""Run > Pin this result and Run > Pinned results; the pins live in ``session.pins``."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from actviz.workspace.pins import Pin, PinRefused
 
 
 class PinActions:
-    """Pin, show and unpin results in ``window`` (the MainWindow that owns this part; its
-    ``pinned_shown`` is emitted before a pin is shown)."""
+    """Pin, show and unpin results in ``window`` (``pinned_shown`` before a pin is shown)."""
 
     def __init__(self, window: Any) -> None:
         self.session = window.session

@@ -1,12 +1,7 @@
 """Pushing a finished run into the panels: layer mosaics, overview, channel view, selection.
 
-Only numpy from a :class:`~actviz.workspace.session_state.RunResult` reaches a widget, through the panels'
-typed ``set_`` methods; the raw capture stays in the result for export.
-
-A result reaches the screen in small steps, one per event-loop pass
-(:mod:`~actviz.ui.window.display_steps`): first the layer panels' layout and the predictions,
-then the Overview's pictures, gradient flow and statistics
-(:mod:`~actviz.ui.window.overview_display`), then the on-screen layer panels one at a time.
+Only numpy reaches a widget, through the panels' ``set_`` methods. A result is shown in steps,
+one per event-loop pass: layout and predictions, the Overview, then on-screen layer panels.
 """
 
 from __future__ import annotations
@@ -40,28 +35,24 @@ CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
 
-#: Dropped panels deleted per event-loop pass (all at once on a model switch: 45-130 ms, #37).
+#: Dropped panels deleted per event-loop pass (all at once blocks a model switch).
 DELETES_PER_PASS = 4
 
-#: Least time between two timing read-outs for live frames (seconds): readable, and fewer
-#: relayouts of the status bar.
+#: Least time between two live timing read-outs (s): readable, fewer status-bar relayouts.
 HELD_TEXT_INTERVAL_S = 0.25
 
 
 def default_selected_layer(result: RunResult) -> str | None:
-    """The layer selected (histogram, export) after a run that did not keep the selection:
-    the last shown layer with a spatial output larger than 1x1 (a ``fc``'s 8 values make a
-    poor histogram), else the last shown layer."""
+    """The layer selected after a run that lost the selection: the last one with a spatial
+    output larger than 1x1 (a poor histogram otherwise), else the last."""
     shapes = {name: result.layers[name].shape for name in result.shown}
     found = last_spatial_layer(result.shown, shapes)
     return found or (result.shown[-1] if result.shown else None)
 
 
 class ResultDisplay:
-    """Shows the ``session``'s result in the window's parts: the ``centre``'s tabs and panels,
-    the ``status`` bar's labels, the ``actions`` (colour map, gradients, unpin) and the
-    ``model_dock``'s tree and input preview. ``show_error(text, source)`` reports a display
-    error; ``parent`` owns the display steps' timer."""
+    """Shows the ``session``'s result in the centre's panels, the status bar, the actions and
+    the model dock; ``show_error(text, source)`` reports a display error."""
 
     def __init__(
         self,
@@ -94,8 +85,7 @@ class ResultDisplay:
         self.layer_panels: dict[str, TokenLayerPanel] = {}
         #: The layer the histogram and the single-layer exports are about.
         self.selected_layer: str | None = None
-        #: Called with each new layer panel, and after a panel shows a layer (what-if: the
-        #: tile menu, the edit badge and the difference view, actviz.ui.whatif).
+        #: Called with each new layer panel, and after a panel shows a layer (what-if).
         self.panel_created: list[Callable[[LayerPanel], None]] = []
         self.panel_updated: list[Callable[[LayerPanel, PreparedLayer], None]] = []
         #: ``fill(menu, layer, channels)`` of each feature adding entries to the tile menu.
@@ -107,8 +97,7 @@ class ResultDisplay:
         self._create_epoch = 0
         #: The grid of layer panels and their waiting updates (:mod:`.panel_grid`).
         self.grid = PanelGrid(self)
-        # Live frames' timing read-out: at most every HELD_TEXT_INTERVAL_S, the last one
-        # always (a trailing refresh), so it stays readable and ends on the frame shown.
+        # Live timing read-out: at most every HELD_TEXT_INTERVAL_S, the last always.
         self._held_text_at = -1.0
         self._held_timer = QTimer(parent)
         self._held_timer.setSingleShot(True)
@@ -134,9 +123,8 @@ class ResultDisplay:
         return self.actions.gradients_action.isChecked()
 
     def set_colormap(self, name: str) -> None:
-        """Show the feature maps and the channel view in colour map ``name`` ("auto": one per
-        layer). Mosaics change their normalisation too where "auto" makes them symmetric
-        about 0: new layers from the result's views, no new run; the result is not changed."""
+        """Show the maps in colour map ``name`` ("auto": one per layer); mosaics re-made from
+        the result's views where it changes their symmetry (no new run)."""
         self.session.set_view(colormap=name)
         for panel in self.layer_panels.values():
             panel.set_colormap(name)
@@ -167,11 +155,8 @@ class ResultDisplay:
         return self.pages.page_first(name)
 
     def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
-        """Make ``name`` the selected layer: histogram, export target, tree selection.
-
-        ``reveal`` scrolls its panel into view (not done for each new result, so a user
-        scrolling through the panels while live frames arrive is not pulled back).
-        """
+        """Make ``name`` the selected layer (histogram, export, tree); ``reveal`` scrolls to it
+        (not for each new result: live frames must not pull the user back)."""
         self.selected_layer = name
         for panel_name, panel in self.layer_panels.items():
             panel.set_selected(panel_name == name)  # repaints only a panel that changes
@@ -223,9 +208,7 @@ class ResultDisplay:
             self._held_timer.start(int(wait * 1000) + 1)
 
     def _create_panels(self, epoch: int, budget_s: float | None) -> None:
-        """Make the panels still missing for the result shown, for at most ``budget_s``
-        seconds (None: all) and lay the grid out (the rest on the next pass); the passes after
-        fill them."""
+        """Make missing panels for at most ``budget_s`` (None: all) and lay the grid out."""
         if epoch != self._create_epoch:
             return  # a newer result decides which panels to make
         result = self.session.result
@@ -300,8 +283,7 @@ class ResultDisplay:
         self.steps.defer(step, stale_ok=stale_ok)
 
     def after_panels(self, step: Callable[[], None]) -> None:
-        """Run ``step`` (like :meth:`defer_display`) once every layer panel of the result
-        shown exists: ``run_finished`` promises the panels are there."""
+        """Run ``step`` once every layer panel exists (``run_finished`` promises them)."""
         if not self._to_create:
             self.steps.defer(step)
         else:
@@ -312,13 +294,11 @@ class ResultDisplay:
         return self.steps.pending() or bool(self._to_delete)
 
     def panel_updates_pending(self) -> bool:
-        """Whether some layer panels still show an older result than ``session.result``, or
-        are still to be made."""
+        """Whether some layer panels are still to be made or show an older result."""
         return bool(self.grid.pending) or bool(self._to_create)
 
     def flush_panel_updates(self) -> None:
-        """Show the whole result now: every panel made, every waiting display step and every
-        layer panel filled (on screen or not), e.g. before an export or a test reads them."""
+        """Show the whole result now, every panel filled (before an export or a test reads)."""
         if self._to_create:
             self._create_panels(self._create_epoch, budget_s=None)
         self.steps.flush()
@@ -344,9 +324,8 @@ class ResultDisplay:
 
     def _drop_panel(self, panel: QWidget) -> None:
         self.layers_grid.removeWidget(panel)
-        # Deleted in later passes (a child till then: it closes with us). Hidden where it is
-        # seen, else only moved out of the grid's way: hiding all 52 of ResNet-18's (a hide
-        # reaches every child widget) took 18 ms of "Untick all" (issue #37).
+        # Deleted in later passes. Only a visible one is hidden (a hide reaches every child):
+        # others are moved out of the way.
         if panel.isVisible() and not panel.visibleRegion().isEmpty():
             panel.setVisible(False)
         else:
@@ -361,8 +340,7 @@ class ResultDisplay:
         self._delete_soon.request()  # (a call with none left ends it)
 
     def selected_panel(self) -> QWidget:
-        """The selected layer's panel (the current tab without one), as an export shows it:
-        showing the current result (only that panel is filled)."""
+        """The selected layer's panel (else the current tab), filled with the current result."""
         name = self.selected_layer
         if self.tabs.currentWidget() is self.layers_splitter and name in self.layer_panels:
             self.steps.flush()

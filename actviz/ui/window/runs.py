@@ -1,8 +1,5 @@
-"""The window's runs: when one starts, what it captures, and where its result or error goes.
-
-:class:`RunControl` owns the debounce timer and the capture worker's slots: session changes
-schedule a run, Ctrl+R runs at once; errors go to the banner as one sentence (traceback to the
-log). Toolbar view settings re-prepare the result without a forward pass where they can.
+"""The window's runs: a debounced run on session changes, Ctrl+R at once; errors to the banner
+(traceback to the log); view settings re-prepare without a forward pass where they can.
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ class RunControl:
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
 
     def run(self, *, input_grads: bool | None = None) -> Job | None:
-        """Start a run now; its job, or None when it cannot run. ``input_grads``:
-        differentiate back to the input whether or not a saliency view is on screen."""
+        """Start a run now (None when it cannot); ``input_grads``: back to the input regardless."""
         w = self.window
         self._debounce.stop()
         self._run_due = False
@@ -93,10 +89,8 @@ class RunControl:
         return job
 
     def watch(self, job: Job, *, kind: str = "run", streamed: bool = False) -> None:
-        """Show ``job``'s end as a run's: its result in the panels, its error in the banner.
-        ``kind``: "run", "prepare" (new views of the result shown) or "frame" (a live frame);
-        ``streamed``: a frame of a stream playing, which says nothing per frame in the status
-        bar."""
+        """Show ``job``'s end as a run's. ``kind``: "run", "prepare" or "frame"; ``streamed``:
+        quiet in the status bar."""
         if kind != "frame":
             self._job_kind = kind
         job.on(
@@ -153,8 +147,7 @@ class RunControl:
             self.window.host.show_error(f"Not fed as a list: {exc}.")
 
     def streaming(self) -> bool:
-        """Whether the capture worker's latest job that started is a stream's frame and the
-        worker is still busy (frames keep coming until the stream stops)."""
+        """Whether the latest job started is a stream's frame and the worker is still busy."""
         return self._stream_started and self.worker.is_busy()
 
     def _on_started(self, streamed: bool) -> None:
@@ -254,8 +247,7 @@ class RunControl:
             return
         if result is None or request is None:
             return
-        # New mosaics from the result's views: no new forward pass, and the result shown
-        # (maybe pinned) is not changed.
+        # From the result's views: no forward pass, the result shown (maybe pinned) unchanged.
         pages = dict(self.session.channel_pages)
         sizes, cmap = dict(self.session.page_channels), self.session.colormap
         request = dataclasses.replace(
@@ -271,8 +263,7 @@ class RunControl:
         w.refresh_busy("Updating views…")
 
     def on_saliency_shown(self, shown: bool) -> None:
-        """Without a saliency view on screen, runs stop the backward at the first captured
-        layer (``capture(input_grads=False)``); showing it re-runs a result made that way."""
+        """Runs stop the backward early without a saliency view; showing one re-runs."""
         self.session.set_saliency_wanted(shown)
         result, request = self.session.result, self.last_request
         if (

@@ -1,6 +1,5 @@
-"""What a script holds: :class:`Explorer`, the small façade ``actviz.explore()`` returns (in
-the spirit of ndv's ``ArrayViewer``). The window's names that moved to a part (:data:`MOVED`)
-still work for one release, with a :class:`MovedWarning`.
+""":class:`Explorer`, the façade ``actviz.explore()`` returns; names that moved to a part
+(:data:`MOVED`) still work for one release, with a :class:`MovedWarning`.
 """
 
 from __future__ import annotations
@@ -129,8 +128,7 @@ class Explorer:
         )
 
     def tick(self, *names: str | Sequence[str], ticked: bool = True) -> None:
-        """Tick layers by name: ``tick("conv1", "fc")`` or a list; ``ticked=False`` unticks.
-        ValueError for an unknown name (close matches suggested) or without a model."""
+        """Tick layers by name (or a list); ``ticked=False`` unticks. ValueError if unknown."""
         self.session.set_ticked(_known_layers(self.session, names), ticked)
 
     def untick(self, *names: str | Sequence[str]) -> None:
@@ -139,8 +137,7 @@ class Explorer:
         self.tick(*names, ticked=False)
 
     def wait_idle(self, timeout_ms: int = 60_000) -> bool:
-        """Process events until nothing runs, no run is due and the panels show the latest
-        result; False when ``timeout_ms`` passed first."""
+        """Process events until nothing runs and the panels are current; False on timeout."""
         w = self._window
         timer = QTimer()
         timer.setSingleShot(True)

@@ -1,7 +1,4 @@
-"""Persistent view settings (QSettings): colormap, normalisation, gradients, geometry, recents.
-
-Tests inject a ``QSettings`` at a file under ``tmp_path`` so they never touch the user's own.
-"""
+"""Persistent view settings (QSettings): colormap, normalisation, gradients, geometry, recents."""
 
 from __future__ import annotations
 
