@@ -255,7 +255,7 @@ class _Runner:
 
 class Worker(QObject):
     """Runs jobs off the GUI thread; only current jobs report. ``max_threads``: 1 for captures
-    (hooks are per-module state). ``nice``: steps below the GUI thread (Linux), so paints never wait.
+    (hooks are per-module state). ``nice``: steps below the GUI thread (Linux): paints never wait.
     """
 
     #: Every job as it is submitted, for whoever watches the whole worker (tests, benchmarks).
@@ -396,14 +396,14 @@ class Worker(QObject):
             return bool(current)
 
     def drop(self, *, quietly: bool = False) -> None:
-        """Make every queued or running job stale: each emits ``superseded`` (unless ``quietly``)."""
+        """Make every queued or running job stale; each emits ``superseded`` unless ``quietly``."""
         with self._lock:
             self._generation += 1
             self._floor = self._generation
         self._supersede(emit=not quietly)
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
-        """Cancel everything and wait up to ``timeout_ms`` (0: not at all); False if one still ran."""
+        """Cancel everything, wait up to ``timeout_ms`` (0: not at all); False if one still ran."""
         self.drop(quietly=True)
         pools = [self._pool, self._lane]
         if timeout_ms <= 0:

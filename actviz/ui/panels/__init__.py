@@ -1,8 +1,5 @@
-"""Passive pyqtgraph panels of the desktop window: typed setters in, signals out, no torch.
-
-Every panel is a QWidget with ``clear()`` and ``export_png(path)``; the data they show is
-numpy, prepared by ``actviz.display`` off the GUI thread.
-"""
+"""Passive pyqtgraph panels: typed numpy setters in, signals out, no torch; each has
+``clear()`` and ``export_png(path)``."""
 
 from __future__ import annotations
 

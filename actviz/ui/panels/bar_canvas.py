@@ -13,16 +13,14 @@ __all__ = ["BarCanvas", "bar_series"]
 
 
 def bar_series(color: str, **columns: np.ndarray) -> pg.BarGraphItem:
-    """An empty bar series in one colour. Its cosmetic 1-px outline in the fill colour keeps
-    bars narrower than a pixel (1000 logits in a grid cell) drawn."""
+    """An empty bar series in one colour; its 1-px outline keeps sub-pixel bars drawn."""
     return pg.BarGraphItem(
         x=np.zeros(0), width=0.8, brush=color, pen=pg.mkPen(color, width=0), **columns
     )
 
 
 class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
-    """A bar chart of a vector, one bar per entry, redrawn in place (positive and negative
-    entries are one series each; no PlotItem, whose menus are slow to build)."""
+    """A bar chart of a vector, redrawn in place (no PlotItem: its menus are slow to build)."""
 
     hovered = QtCore.Signal(int)
     hover_left = QtCore.Signal()

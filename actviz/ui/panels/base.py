@@ -17,10 +17,7 @@ _EXPORT_FALLBACK_SIZE = QtCore.QSize(480, 320)
 
 
 def export_widget_png(widget: QtWidgets.QWidget, path: str | Path) -> None:
-    """Render ``widget`` (and its children) to a PNG file (``OSError`` if Qt cannot write it).
-
-    A never-shown widget is laid out at its size hint (at least 480x320) first.
-    """
+    """Render ``widget`` to a PNG file (never shown: at its size hint); ``OSError`` on failure."""
     path = Path(path)
     if not widget.isVisible() and not widget.testAttribute(QtCore.Qt.WidgetAttribute.WA_Resized):
         widget.resize(widget.sizeHint().expandedTo(_EXPORT_FALLBACK_SIZE))
@@ -35,8 +32,7 @@ def export_widget_png(widget: QtWidgets.QWidget, path: str | Path) -> None:
 
 
 class PanelBase(QtWidgets.QFrame):
-    """A framed panel with a bold title line on top and ``self.content`` (a QVBoxLayout)
-    below it; subclasses implement :meth:`clear`."""
+    """A framed panel with a bold title over ``self.content`` (a QVBoxLayout)."""
 
     def __init__(self, title: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)

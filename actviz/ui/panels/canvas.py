@@ -1,6 +1,4 @@
-"""Reusable pyqtgraph canvases the panels are built from: :class:`ImageCanvas` (an image with a
-colour bar and an optional tile grid). *Passive* canvases (grid cells) let the wheel scroll.
-"""
+""":class:`ImageCanvas`, the pyqtgraph image with a colour bar the panels are built from."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ class ClickableImageItem(pg.ImageItem):
     sigClicked = QtCore.Signal(float, float)
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
-        # Shrinking with nearest-neighbour drops whole rows, so some 1-px tile separators of a
-        # mosaic vanish; filter when shrinking, keep crisp pixels when enlarging.
+        # Nearest-neighbour shrinking drops 1-px tile separators: filter when shrinking only.
         transform = painter.deviceTransform()
         scale = max(abs(transform.m11()), abs(transform.m12()))
         painter.setRenderHint(QtGui.QPainter.RenderHint.SmoothPixmapTransform, scale < 1.0)
@@ -52,8 +49,7 @@ class ClickableImageItem(pg.ImageItem):
             self._show(qimage)
 
     def _show(self, qimage: QtGui.QImage) -> bool:
-        # Premultiplied ARGB is Qt's fast draw path (an indexed QImage takes the slow one);
-        # the conversion copies, so the array behind ``qimage`` may go.
+        # Premultiplied ARGB is Qt's fast draw path; the conversion copies, so the array may go.
         self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
         self._renderRequired = False
         self._unrenderable = False
@@ -84,8 +80,7 @@ class ClickableImageItem(pg.ImageItem):
         return self._show(self._indexed[1])
 
     def _render_rgb(self) -> bool:
-        """Render a small (H, W, 3|4) uint8 picture at 0-255 straight into a QImage (large
-        ones keep pyqtgraph's path, which downsamples them first)."""
+        """Render a small (H, W, 3|4) uint8 picture straight into a QImage (large: pyqtgraph's)."""
         image, levels = self.image, self.levels
         if not (
             isinstance(image, np.ndarray)
@@ -173,11 +168,9 @@ class _GridCellCanvas:
 
 
 class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
-    """A single ImageItem with a colour bar, updated in place.
-
-    ``passive``: no zoom/pan, the wheel scrolls the surrounding area. ``fit_width``: ask for
-    the height at which an aspect-locked image fills the width. Signals carry image pixel
-    ``(x, y)`` (column, row); ``select_clicked``'s bool is Shift (range) rather than Ctrl.
+    """An ImageItem with a colour bar, updated in place. ``passive``: the wheel scrolls the
+    surrounding area; ``fit_width``: ask for the height that fills the width. Signals carry
+    pixel ``(x, y)``; ``select_clicked``'s bool is Shift (range) rather than Ctrl.
     """
 
     hovered = QtCore.Signal(float, float)
@@ -266,9 +259,8 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         indices: np.ndarray | None = None,
         source: Callable[[], np.ndarray] | None = None,
     ) -> None:
-        """Show ``image`` (2-D float32, 2-D uint8 indices, or (H, W, 3|4) uint8) at ``levels``.
-
-        Updated in place; the view resets only when the shape changes (no flicker, zoom kept).
+        """Show ``image`` (2-D float32, 2-D uint8 indices, or (H, W, 3|4) uint8) at ``levels``;
+        the view resets only when the shape changes.
 
         Parameters
         ----------
@@ -321,8 +313,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
                 self._fit_colorbar()  # same shape: the bar still spans the image
 
     def _swap(self, pixels: np.ndarray, drawn_alike: bool) -> bool:
-        """Only new pixels of the same shape and drawing (every live frame): swap them in
-        without ``ImageItem.setImage``'s general handling. False: take the general path."""
+        """Swap in new pixels of the same shape and drawing (live frames); False: general path."""
         shown = self.image.image
         if not (
             drawn_alike

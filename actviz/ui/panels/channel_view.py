@@ -1,5 +1,4 @@
-"""ChannelView: one channel of a layer, large, beside its gradient magnitude (linked zoom,
-own levels, statistics, key stepping, an optional input overlay)."""
+"""ChannelView: one channel of a layer, large, beside its gradient magnitude."""
 
 from __future__ import annotations
 
@@ -71,10 +70,8 @@ def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
 
 
 class ChannelView(PanelBase):
-    """A single channel large: activation and |gradient| side by side with linked zoom.
-
-    ``step_requested(int)``: previous (-1) / next (+1) channel asked for;
-    ``channel_changed(str, int)``: a channel shown, ``("", -1)`` when cleared.
+    """A channel's activation and |gradient| side by side, zoom linked. ``step_requested(int)``:
+    -1 / +1; ``channel_changed(str, int)``: shown, ``("", -1)`` when cleared.
     """
 
     step_requested = QtCore.Signal(int)
@@ -110,8 +107,7 @@ class ChannelView(PanelBase):
         row.addWidget(self._act_box, 1)
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
-        # The user's zoom and pan are copied; pyqtgraph's setXLink/setYLink drift under a
-        # locked aspect.
+        # Zoom and pan copied by hand: setXLink/setYLink drift under a locked aspect.
         for one, other in (
             (self.activation_canvas, self.gradient_canvas),
             (self.gradient_canvas, self.activation_canvas),
@@ -188,10 +184,8 @@ class ChannelView(PanelBase):
         signed: bool | None = None,
         image: np.ndarray | None = None,
     ) -> None:
-        """Show channel ``channel`` of layer ``name``: ``(H, W)`` activation and |gradient|.
-
-        ``channels``: the layer's count (0: unknown); ``signed``: whether the layer has
-        negative values (None: this channel's); ``image``: the input picture for the overlay.
+        """Show ``channel`` of ``name``: ``(H, W)`` activation and |gradient|. ``channels``: the
+        layer's count (0: unknown); ``signed`` (None: this channel's); ``image``: for the overlay.
         """
         activation = np.ascontiguousarray(activation, dtype=np.float32)
         if activation.ndim != 2:

@@ -81,8 +81,7 @@ _TICK_LENGTH = 4
 
 
 def nice_ticks(low: float, high: float, most: int) -> list[float]:
-    """At most ``most`` (at least 2) round values from ``low`` to ``high``: steps of 1, 2 or 5
-    times a power of ten, the ends included where they are round."""
+    """At most ``most`` round values (1, 2 or 5 times a power of ten) from ``low`` to ``high``."""
     span = high - low
     if not (math.isfinite(span) and span > 0):
         return [low] if math.isfinite(low) else []
@@ -97,8 +96,7 @@ def nice_ticks(low: float, high: float, most: int) -> list[float]:
 
 
 def tick_texts(values: list[float], step: float) -> list[str]:
-    """``values`` written alike, with the decimals ``step`` needs (scientific when tiny or
-    huge)."""
+    """``values`` written alike, with the decimals ``step`` needs."""
     if values and (max(abs(v) for v in values) >= 1e5 or step < 1e-4):
         return ["0" if v == 0 else _short_e(f"{v:.2g}") for v in values]
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
@@ -111,9 +109,8 @@ def _short_e(text: str) -> str:
 
 
 class ValueAxis(pg.GraphicsWidget):
-    """The values beside a colour bar's strip: round numbers (or two words at the ends),
-    laid out once per size and range. pyqtgraph's AxisItem lays its ticks out again at every
-    paint after a resize, two thirds of a canvas's repaint."""
+    """The values beside a colour bar, laid out once per size and range (pyqtgraph's AxisItem
+    re-lays them at every paint after a resize)."""
 
     def __init__(self, width: int) -> None:
         super().__init__()
@@ -191,8 +188,7 @@ class ValueAxis(pg.GraphicsWidget):
 
 
 class ColorBar(pg.GraphicsLayout):
-    """A light colour bar: the colour map as a strip with a :class:`ValueAxis` beside it (a
-    ``pg.ColorBarItem`` is a full PlotItem, slow to build for a grid of dozens of layers)."""
+    """A colour map strip with a :class:`ValueAxis` (``pg.ColorBarItem`` is slow to build)."""
 
     def __init__(self, width: int = COLORBAR_WIDTH, axis_width: int = COLORBAR_AXIS_WIDTH):
         super().__init__()

@@ -1,5 +1,4 @@
-"""pyqtgraph tables of the one colour registry, :mod:`actviz.display.colormaps`, so the window
-shows exactly the colours an export writes."""
+"""pyqtgraph tables of :mod:`actviz.display.colormaps`: the window shows an export's colours."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ from PySide6 import QtCore
 
 
 class DeferredCall:
-    """Run ``fn`` once on the next event-loop turn after :meth:`request` (requests fold into
-    one call; the timer is ``owner``'s, so nothing runs once it is deleted)."""
+    """Run ``fn`` once on the next turn after :meth:`request`s (nothing once ``owner`` is gone)."""
 
     def __init__(self, owner: QtCore.QObject, fn: Callable[[], object]) -> None:
         self._timer = QtCore.QTimer(owner)

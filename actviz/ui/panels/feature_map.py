@@ -29,13 +29,11 @@ PREFERRED_PANEL_PX = 500
 
 
 class LayerPanel(PanelBase):
-    """One layer of the grid: its activation and, beside it, its gradient magnitude.
+    """One layer of the grid: its activation beside its gradient magnitude.
 
-    Every signal carries the layer ``name`` first. ``mosaic_width_changed``: the screen
-    pixels the activation mosaic may fill (the window sizes pages from it);
-    ``channels_context_requested``: a right-clicked tile's channel or the selection holding it;
-    ``tile_clicked`` / ``tiles_context_requested`` replace the channel signals while the
-    tiles are another unit (:meth:`set_tile_unit`).
+    Every signal carries the layer ``name`` first. ``mosaic_width_changed``: the pixels the
+    mosaic may fill; ``tile_clicked`` / ``tiles_context_requested`` replace the channel signals
+    while the tiles are another unit (:meth:`set_tile_unit`).
     """
 
     channel_clicked = QtCore.Signal(str, int)
@@ -82,8 +80,7 @@ class LayerPanel(PanelBase):
         self.page_bar = PageBar()
         self.page_bar.requested.connect(lambda step: self.page_requested.emit(self.name, step))
         bottom.addWidget(self.page_bar)
-        # The read-out line is as high with the page bar as without: a page bar coming or going
-        # would move every panel below.
+        # As high with the page bar as without, so it coming or going moves no panel below.
         self.status_label.setMinimumHeight(self.page_bar.sizeHint().height())
         self.content.addLayout(bottom)
         self._narrow = False
@@ -129,8 +126,7 @@ class LayerPanel(PanelBase):
             slot.set_unit_label("class" if names else "unit")
 
     def set_activation(self, view: LayerView, mosaic: Mosaic | None) -> None:
-        """Show the layer's activation (``mosaic``: for kind "maps"; ``view.data`` is read under
-        the mouse)."""
+        """Show the layer's activation (``mosaic``: for kind "maps")."""
         self._difference_shown = False
         self.activation_slot.show_view(view, mosaic)
         # Back from the difference view: the caption names the activation again.
@@ -151,14 +147,12 @@ class LayerPanel(PanelBase):
         self._show_description()
 
     def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
-        """Take now the height a page of mosaics of ``shape`` needs, before a later display pass
-        shows it: filling the panel then moves nothing below it."""
+        """Take the height a later mosaic of ``shape`` needs now, so filling it moves nothing."""
         for slot in (self.activation_slot, self.gradient_slot):
             slot.expect_mosaic_shape(shape)
 
     def set_tile_unit(self, unit: str = "") -> None:
-        """Tiles of another kind than channels (``"concept"``; "" for channels): clicks send the
-        tile signals and the page buttons are off."""
+        """Tiles of another unit (``"concept"``; "" for channels): tile signals, no page buttons."""
         if unit != self._tile_unit:
             self._tile_unit = unit
             self.set_selected_channels([])
@@ -195,8 +189,7 @@ class LayerPanel(PanelBase):
     def set_difference(
         self, view: LayerView, mosaic: Mosaic | None, colormap: str | None = None
     ) -> None:
-        """Show ``view`` (edited minus unedited) in the activation side, painted with
-        ``colormap`` (None: "auto") whatever the colour-map choice."""
+        """Show ``view`` (edited minus unedited) in the activation side, in ``colormap``."""
         slot = self.activation_slot
         slot.show_difference(view, mosaic, colormap or AUTO)
         self._difference_shown = True
@@ -260,8 +253,8 @@ class LayerPanel(PanelBase):
             self.updateGeometry()
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        # A hint, not setMinimumHeight, which would hide the layout's height-for-width. The
-        # width must not follow the arrangement, or the panel would switch back and forth.
+        # A hint, not setMinimumHeight (it hides height-for-width); a width following the
+        # arrangement would make the panel switch back and forth.
         hint = super().minimumSizeHint()
         width = hint.width() if self._narrow else min(hint.width(), NARROW_MIN_PX)
         return QtCore.QSize(max(width, NARROW_MIN_PX), max(hint.height(), self._min_height))
@@ -294,8 +287,7 @@ class LayerPanel(PanelBase):
         self._show_description()
 
     def set_colormap(self, choice: str) -> None:
-        """Use colour map ``choice`` for both sides ("auto": per side, see
-        :func:`actviz.display.colormaps.resolve`)."""
+        """Use colour map ``choice`` for both sides ("auto": per side)."""
         self.activation_slot.set_colormap(choice)
         self.gradient_slot.set_colormap(choice)
 

@@ -155,8 +155,7 @@ def _decade(power: int) -> str:
 
 
 class GradFlowPanel(PlotPanel):
-    """Bar chart of each layer's gradient norm (execution order, log10 y): zero norms are grey
-    stubs, NaN/Inf norms full-height red bars."""
+    """Each layer's gradient norm (log10): zeros are grey stubs, NaN/Inf full-height red bars."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Gradient flow", AXIS_TITLE, "gradient L2 norm", parent)

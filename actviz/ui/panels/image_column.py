@@ -81,8 +81,7 @@ class LevelControls(QtWidgets.QWidget):
 
 
 class ImageColumn(QtWidgets.QWidget):
-    """A caption over an image with its :class:`LevelControls` under it, painted with
-    ``colormap()``."""
+    """A caption over an image with its :class:`LevelControls` under it."""
 
     def __init__(self, caption: str, colormap: Callable[[], Any]) -> None:
         super().__init__()

@@ -1,8 +1,5 @@
-"""New pixels of an :class:`~actviz.ui.panels.canvas.ImageCanvas` painted without its scene.
-
-A live frame changes only pixels; :class:`LightPaint` repaints the image's rectangle itself,
-as the scene would, and leaves any other change to the scene (docs/performance.md).
-"""
+"""A live frame's new pixels of an :class:`~actviz.ui.panels.canvas.ImageCanvas`, painted
+without its scene (any other change is the scene's; docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ class LightPaint:
         self.painted = 0
 
     def geometry(self) -> tuple[QtGui.QTransform, QtCore.QRectF] | None:
-        """The image item's transform to viewport pixels and the view box's clip there
-        (None: no image, or the view box's range is not applied yet)."""
+        """The image's transform to viewport pixels and the view box's clip (None: not ready)."""
         canvas = self._canvas
         image = canvas.image.image
         if image is None or getattr(canvas.view, "_matrixNeedsUpdate", False):

@@ -1,5 +1,4 @@
-"""OverlayPanel: a heat map (saliency, Grad-CAM) drawn over the input picture, or for a text
-input a strip of per-token values beside the tokens (:class:`TokenStrip`)."""
+"""OverlayPanel: a heat map over the input picture, or per-token values for a text input."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ DEFAULT_OPACITY = 0.5
 
 
 class TokenStrip(pg.GraphicsLayoutWidget):
-    """One bar per token, top to bottom, coloured by its share of the largest in the overlay's
-    colours; ``hovered(int)`` says the token under the mouse (-1: none)."""
+    """One coloured bar per token; ``hovered(int)`` says the token under the mouse (-1: none)."""
 
     hovered = QtCore.Signal(int)
 
@@ -107,8 +105,7 @@ class TokenStrip(pg.GraphicsLayoutWidget):
 
 
 class MiddleElidedComboBox(QtWidgets.QComboBox):
-    """A combo box that shortens long entries in the middle ("transformer…h.3.mlp"), the whole
-    text as its tooltip."""
+    """A combo box that shortens long entries in the middle ("transformer…h.3.mlp")."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -155,10 +152,8 @@ def layer_row(min_length: int) -> tuple[QtWidgets.QHBoxLayout, MiddleElidedCombo
 
 
 class OverlayPanel(PanelBase):
-    """The input picture with a [0, 1] heat map over it, an opacity slider and a colour bar.
-
-    ``with_layer_selector`` adds a layer selector (Grad-CAM) that emits ``layer_changed``.
-    """
+    """The input with a [0, 1] heat map over it, an opacity slider and a colour bar;
+    ``with_layer_selector`` adds a layer selector emitting ``layer_changed`` (Grad-CAM)."""
 
     layer_changed = QtCore.Signal(str)
 
@@ -219,8 +214,7 @@ class OverlayPanel(PanelBase):
         *,
         x_label: str = "|grad × embedding|",
     ) -> None:
-        """Show one value per token (a text input's saliency) in place of the picture;
-        ``descriptions`` are the hover texts."""
+        """Show one value per token instead of the picture; ``descriptions``: hover texts."""
         if self.token_strip is None:
             self.token_strip = TokenStrip(x_label)
             self.token_strip.hovered.connect(self._on_token_hovered)

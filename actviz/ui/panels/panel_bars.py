@@ -18,8 +18,7 @@ EDIT_BADGE_MAX_PX = 260
 
 
 class BadgeLabel(QtWidgets.QLabel):
-    """The "edited: ..." badge, shortened with "…" to the width it gets, so a long edit never
-    widens its panel (a plain label's minimum width is its whole text)."""
+    """The "edited: ..." badge, shortened with "…" so a long edit never widens its panel."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -10,8 +10,7 @@ from actviz.ui.panels.base import PanelBase
 
 
 class PlotPanel(PanelBase):
-    """A titled panel with ``self.plot`` and a read-out line: the summary, or what is under the
-    mouse (subclasses implement :meth:`hover_text`)."""
+    """A titled panel with ``self.plot`` and a read-out line (summary, or :meth:`hover_text`)."""
 
     def __init__(
         self, title: str, x_label: str, y_label: str, parent: QtWidgets.QWidget | None = None

@@ -1,5 +1,4 @@
-"""PredictionPanel: the model's top answers (classes, a language model's next tokens, detections)
-as a horizontal bar chart with their labels."""
+"""PredictionPanel: the model's top answers (classes, next tokens, detections) as labelled bars."""
 
 from __future__ import annotations
 
@@ -129,8 +128,7 @@ class PredictionPanel(PanelBase):
         self.content.insertWidget(stretch_at, widget)
 
     def set_predictions(self, rows: list[tuple[int, str, float]], kind: str | None = None) -> None:
-        """Show ``rows`` (index, label, probability) in order; ``kind`` (``"class"``,
-        ``"token"``, ``"detection"``; None: unchanged) names the index in the tooltip."""
+        """Show ``rows`` (index, label, probability); ``kind`` names the index (None: unchanged)."""
         if kind is not None:
             self._kind = str(kind)
         self._data = [(int(i), str(label), float(p)) for i, label, p in rows]

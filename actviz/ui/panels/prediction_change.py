@@ -1,5 +1,4 @@
-"""PredictionChangeView: the predictions of two runs side by side, with their change (one
-table for every before/after; two lines per class so a narrow panel stays readable)."""
+"""PredictionChangeView: two runs' predictions side by side with their change."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def format_percent(p: float) -> str:
 
 
 def format_change(value: float, *, percent: bool) -> str:
-    """A signed change, compact for the table: ``+12.3`` percentage points when ``percent``,
-    else a logit change in at most six characters (``-0.04``)."""
+    """A signed change: ``+12.3`` points when ``percent``, else a logit in six characters."""
     if math.isnan(value):
         return "nan"
     if percent:
@@ -54,13 +52,11 @@ def format_change(value: float, *, percent: bool) -> str:
 
 
 class PredictionChangeView(PanelBase):
-    """Per class: its name, then its probability in both runs and the changes (A minus B);
-    the target and each run's top probability bold. Hidden with neither rows nor a message.
+    """Per class, its probability in runs A and B and the change (A minus B); hidden when empty.
 
-    ``names``/``tips``: headers and tooltips of run A's and run B's (the reference's)
-    probabilities; ``reference_first`` shows run B's column first (``before | after``);
-    ``caption`` a line above the table; ``empty_text`` the message of :meth:`clear` (empty: a
-    cleared view is hidden); ``framed`` the panel's frame and margins (False: inside another).
+    ``names``/``tips``: headers and tooltips of A's and B's columns; ``reference_first``: B's
+    first; ``caption``: a line above; ``empty_text``: :meth:`clear`'s message (empty: hidden);
+    ``framed``: False inside another panel.
     """
 
     def __init__(
@@ -147,8 +143,7 @@ class PredictionChangeView(PanelBase):
         top_b: int | None = None,
         message: str = "",
     ) -> None:
-        """Show ``rows`` in order, then ``target``'s row when not among them; ``top_a`` /
-        ``top_b`` are bold in their run's column; ``message`` goes under the table."""
+        """Show ``rows``, then ``target``'s if missing; ``top_a``/``top_b`` bold; ``message``."""
         new_rows = list(rows)
         shown = (tuple(new_rows), target, top_a, top_b, message)
         if shown == self._shown:

@@ -1,6 +1,5 @@
-"""How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: the height for a width,
-equal sides around an image narrower than its room, the colour bar's margins (as tall as the
-image), and the scene's size, fitted once when next painted or read (or the next turn).
+"""How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: height for width, side
+margins, the colour bar's margins, and the scene's size (fitted once, when next needed).
 """
 
 from __future__ import annotations
@@ -14,16 +13,14 @@ from actviz.ui.panels.deferred import DeferredCall
 
 __all__ = ["SceneFit"]
 
-#: Canvas margins (left/right, top/bottom: room for the colour bar's end labels) and the
-#: spacing between the image and its colour bar, in pixels.
+#: Canvas margins (top/bottom: the colour bar's end labels) and image-to-bar spacing, pixels.
 _CANVAS_MARGIN = 1
 _CANVAS_MARGIN_V = 7
 _CANVAS_SPACING = 2
 
 
 class SceneFit:
-    """The geometry half of :class:`~actviz.ui.panels.canvas.ImageCanvas` (a mixin over its
-    ``view``, ``ci``, ``colorbar``, ``_shape`` and sizing flags)."""
+    """The geometry half of :class:`~actviz.ui.panels.canvas.ImageCanvas` (a mixin)."""
 
     def _layout_shape(self) -> tuple[int, ...] | None:
         """The image shape the layout makes room for: the expected image's, else the shown one's."""
@@ -33,16 +30,14 @@ class SceneFit:
         return self._fit_width and self._layout_shape() is not None and self._lock_aspect
 
     def expect_shape(self, shape: tuple[int, int] | None) -> None:
-        """Make room now for an image of ``shape`` (rows, cols) that comes later, so that showing
-        it moves nothing (None: room for the image shown)."""
+        """Make room now for a later image of ``shape`` (None: the image shown)."""
         shape = None if shape is None or tuple(shape) == self._shape else tuple(shape)
         if shape != self._expected_shape:
             self._expected_shape = shape
             self._fit_height()
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
-        """The height at which the image fills ``width`` (``fit_width`` canvases showing an
-        aspect-locked image); otherwise the height the canvas prefers."""
+        """The height at which an aspect-locked image fills ``width`` (``fit_width`` only)."""
         if not self._fits():
             return max(self.minimumHeight(), self.sizeHint().height())
         height, image_width = self._layout_shape()[:2]  # type: ignore[index]
@@ -53,11 +48,8 @@ class SceneFit:
         return self._fits()
 
     def _fit_height(self) -> None:
-        """``fit_width`` canvases ask for the height at which the image fills their width.
-
-        Through height-for-width, which layouts resolve in the same pass as the width; a minimum
-        height set after a resize would lag a pass behind and be ignored by such grids.
-        """
+        """Ask for the height that fills the width through height-for-width (resolved in the
+        width's pass; a minimum height set after a resize would lag a pass)."""
         if not self._fit_width:
             return
         fits = self._fits()
@@ -80,17 +72,12 @@ class SceneFit:
                 _CANVAS_MARGIN + side, _CANVAS_MARGIN_V, _CANVAS_MARGIN + side, _CANVAS_MARGIN_V
             )
             if now:
-                # The view gets its width at once: a wheel step before the next layout pass
-                # would zoom from the range shown in the old width.
+                # At once: a wheel step before the next layout would zoom from the old width.
                 self.ci.layout.activate()
 
     def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
-        """Keep the colour bar next to its image, and let a zoomed image use the room.
-
-        Equal side margins take the band an aspect-locked image would leave beside its bar, so the
-        two are centred together. Zoomed in, the image may widen to the whole room, and the range keeps
-        the scale as the width changes. Computed from ``size`` (before a resize), so margins fitted to
-        a wider canvas never hold the scene wider than this one.
+        """Centre the image and its colour bar with equal side margins; zoomed in, the image may
+        use the whole room at a kept scale. From ``size``, before a resize (never held wider).
         """
         now = size is None  # a size given: before a resize (the layout follows it)
         if not self._sides_follow():
@@ -117,9 +104,8 @@ class SceneFit:
             view_w = room_w - 2 * side
             if scale <= fit * (1 + 1e-6) and target.width() * scale <= view_w + 1:
                 return  # not zoomed in, and all of the range fits: it stays (a resize refits)
-            # Otherwise the range becomes what the view shows at that scale (a wider range
-            # would be fitted in, shrinking the image more than the zoom asked). Across, it
-            # stays on the image: a wider view shows more of it, not blank beside it.
+            # The range is what the view shows at that scale (a wider one would shrink the
+            # image); across, it stays on the image.
             half = view_w / scale / 2
             centre_x = width / 2
             if width > 2 * half + 1 / scale:
@@ -171,8 +157,7 @@ class SceneFit:
             return
         top = max(0.0, image.top() - cell.top())
         bottom = max(0.0, cell.bottom() - image.bottom())
-        # The margins count in the scene's minimum height: never more than the canvas holds,
-        # or they would keep the scene taller than the canvas.
+        # Margins count in the scene's minimum height: never more than the canvas holds.
         room = max(0.0, self.height() - 2 * _CANVAS_MARGIN_V - 8.0)
         if top + bottom > room:
             scale = room / (top + bottom)
@@ -182,12 +167,10 @@ class SceneFit:
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if getattr(self, "_resizing", False) or not hasattr(self, "_fit_width"):
-            # Re-entered from inside its own fit (a layout answering a size set there), or
-            # pyqtgraph's base class being built: only the view follows.
+            # Re-entered from its own fit, or pyqtgraph still building: only the view follows.
             super().resizeEvent(event)
             return
-        # The scene follows once, when next painted or read (ensure_scene) or the next turn: a
-        # layout pass resizes a canvas several times, and each fit is slow.
+        # The scene follows once, later (ensure_scene): a layout resizes often, and fits are slow.
         self._scene_stale = True
         if getattr(self, "_announcing", False):
             return  # a listener's resize: the fit to come takes the last size
@@ -201,13 +184,11 @@ class SceneFit:
         self._fit_soon.request()
 
     def on_screen(self) -> bool:
-        """Whether part of the canvas is on screen (its viewport covers the canvas itself, so
-        the canvas's own visible region is always empty)."""
+        """Whether part of the canvas is on screen (its viewport's region: its own is empty)."""
         return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
 
     def ensure_scene(self) -> None:
-        """Fit the scene to the canvas's size when a resize left that for later (what its next
-        paint, a read of its geometry or the turn after the resize does)."""
+        """Fit the scene to the canvas's size if a resize left that for later."""
         if not getattr(self, "_scene_stale", False) or getattr(self, "_resizing", False):
             return
         self._scene_stale = False
@@ -225,17 +206,14 @@ class SceneFit:
     def _resize(self, event: QtGui.QResizeEvent) -> None:
         bar = getattr(self, "colorbar", None)
         if bar is not None and event.size().height() < event.oldSize().height():
-            # The bar's margins are part of the scene's minimum height: fitted to a taller
-            # canvas, they would cut the image and the bar. The view's resize fits them again.
+            # Margins fitted to a taller canvas would cut the image: the view's resize refits them.
             bar.set_margins(0.0, 0.0)
         if hasattr(self, "_side"):
-            # Before the scene is resized: margins fitted to a wider canvas would hold the
-            # scene wider than this one.
+            # Before the scene's resize: a wider canvas's margins would hold it wider.
             self._fit_sides(event.size())
         super().resizeEvent(event)
         self._fitted_size = event.size()
-        # A size set while this event was handled can leave pyqtgraph's scene at the previous
-        # size (the image off-centre and cut): check once back in the event loop.
+        # A size set during this event can leave pyqtgraph's scene stale: check once later.
         self._sync_scene_soon.request()
 
     def _sync_scene(self) -> None:

@@ -145,10 +145,8 @@ class StatsModel(QtCore.QAbstractTableModel):
 
 
 class StatsTable(PanelBase):
-    """Per-layer statistics, sortable by any column; selecting a row emits ``layer_selected``.
-
-    ``name_view`` keeps the names in view over ``view``'s left edge (Qt's frozen column).
-    """
+    """Per-layer statistics, sortable; a row selected emits ``layer_selected``. ``name_view``
+    keeps the names over ``view``'s left edge (Qt's frozen column)."""
 
     layer_selected = QtCore.Signal(str)
 

@@ -1,5 +1,4 @@
-"""The panels' shared look: light plot backgrounds, dark text, small readable fonts (styled
-per item, never through global ``pg.setConfigOptions``)."""
+"""The panels' shared look, styled per item (never global ``pg.setConfigOptions``)."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def style_plot(
 
 
 class ElidedLabel(QtWidgets.QLabel):
-    """A one-line label that shortens its text with "…" instead of widening the layout
-    (``text()`` and the tooltip keep the full text)."""
+    """A one-line label elided with "…" rather than widen the layout (``text()`` is whole)."""
 
     def __init__(
         self,
@@ -107,8 +105,7 @@ class ElidedLabel(QtWidgets.QLabel):
     def set_text(
         self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
     ) -> None:
-        """Show ``text``, or where it does not fit the first of ``fallbacks`` that does, else
-        ``last_resort`` (default: the last fallback) shortened with "…"."""
+        """Show ``text``, else the first of ``fallbacks`` that fits, else ``last_resort`` elided."""
         fallbacks = tuple(fallbacks)
         if (text, fallbacks, last_resort) == (self.text(), self._fallbacks, self._last_resort):
             return  # unchanged (set again with every live frame): no repaint
@@ -181,8 +178,7 @@ class SteadyElidedLabel(ElidedLabel):
 
 
 class SteadyText(QtWidgets.QWidget):
-    """Text that changes often (a live frame's caption) in ``lines`` reserved lines, wrapped
-    and shortened with "…", repainted without relaying out the window."""
+    """Often-changing text in ``lines`` reserved lines, repainted without relaying out."""
 
     def __init__(
         self, text: str = "", parent: QtWidgets.QWidget | None = None, *, lines: int = 2
@@ -261,8 +257,7 @@ class SteadyText(QtWidgets.QWidget):
 
 
 class ReadoutText(QtWidgets.QLabel):
-    """A one-line label that changes often (a run time) at a fixed size (the widest text so
-    far), so a new text does not relay out its bar."""
+    """An often-changing label as wide as its widest text so far, so it never relays out."""
 
     def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(text, parent)
@@ -390,8 +385,7 @@ def bare_box(
 
 
 def fit_combo(combo: QtWidgets.QComboBox, length: int) -> None:
-    """Size ``combo`` for ``length`` characters, whatever its entries (a long one never
-    widens the layout)."""
+    """Size ``combo`` for ``length`` characters, whatever its entries."""
     combo.setSizeAdjustPolicy(
         QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
     )
@@ -406,8 +400,7 @@ def scroll_area(
     wrap: bool = False,
     cls: type[QtWidgets.QScrollArea] = QtWidgets.QScrollArea,
 ) -> QtWidgets.QScrollArea:
-    """``widget`` in a resizable scroll area (``wrap``: never scrolls sideways; ``cls``: a
-    subclass to make)."""
+    """``widget`` in a resizable scroll area (``wrap``: never sideways; ``cls``: a subclass)."""
     area = cls()
     area.setWidgetResizable(True)
     if name:
@@ -447,8 +440,7 @@ def rgb_pixmap(rgb: np.ndarray, side: int | None = None, smooth: bool = True) ->
 
 
 class ProgressBar(QtWidgets.QProgressBar):
-    """A progress bar repainted with the rest of the window (``QProgressBar.setValue``
-    repaints at once, which paints every widget waiting for a paint)."""
+    """A progress bar repainted with the window (``setValue`` would paint all waiting widgets)."""
 
     def _later(self, change: Callable[[], None]) -> None:
         was = self.updatesEnabled()

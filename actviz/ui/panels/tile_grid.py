@@ -19,11 +19,8 @@ MAX_TILE_LABELS = 256
 
 
 class TileGrid:
-    """Lines between the tiles of a mosaic and channel numbers on tiles large enough.
-
-    The lines are a cosmetic-pen path (a gap stays a screen pixel at every zoom); the numbers
-    one unscaled pixmap, redrawn only when tiles or the transform change. Both are plain Qt
-    items, so a scene painting after its canvas was dropped cannot call into Python.
+    """Lines between a mosaic's tiles (a cosmetic pen: one pixel at every zoom) and channel
+    numbers (one pixmap). Plain Qt items: a scene painting after its canvas went calls no Python.
     """
 
     def __init__(self, view: pg.ViewBox) -> None:
@@ -68,8 +65,8 @@ class TileGrid:
         first_channel: int,
         channel_ids: tuple[int, ...] | None = None,
     ) -> None:
-        """Lay the grid over a mosaic of ``rows x cols`` tiles ``pad`` apart, numbered from
-        ``first_channel`` (or by ``channel_ids`` in tile order)."""
+        """Lay the grid over ``rows x cols`` tiles ``pad`` apart, numbered from ``first_channel``
+        (or ``channel_ids``)."""
         tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
         if tiles == self._tiles and channel_ids == self._channel_ids:
             return

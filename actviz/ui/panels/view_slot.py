@@ -1,5 +1,4 @@
-"""The two sides of a layer panel (:class:`ViewSlot`: a mosaic, a heat map, bars or a value,
-with its colour bar and legend) and what the mouse reads on them."""
+"""The two sides of a layer panel (:class:`ViewSlot`) and what the mouse reads on them."""
 
 from __future__ import annotations
 
@@ -99,8 +98,7 @@ def data_shape(view: LayerView) -> tuple[int, ...]:
 
 
 class ViewSlot(QtWidgets.QWidget):
-    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases,
-    each created on first use and then only updated."""
+    """One side of a LayerPanel: a caption and canvases, each made on first use."""
 
     hovered = QtCore.Signal(object)  # Location
     hover_left = QtCore.Signal()
@@ -246,8 +244,7 @@ class ViewSlot(QtWidgets.QWidget):
         self.stack.setCurrentWidget(self.placeholder)
 
     def show_difference(self, view: LayerView, mosaic: Mosaic | None, colormap: str) -> None:
-        """Show ``view`` (edited minus unedited) painted with ``colormap`` whatever the
-        colour-map choice, which stays for the next view."""
+        """Show ``view`` (edited minus unedited) in ``colormap``, whatever the choice."""
         choice, self._choice = self._choice, colormap
         try:
             self.show_view(view, mosaic)
@@ -255,8 +252,7 @@ class ViewSlot(QtWidgets.QWidget):
             self._choice = choice
 
     def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
-        """Make room for a mosaic of ``shape`` that a later pass shows (see
-        :meth:`~actviz.ui.panels.canvas.ImageCanvas.expect_shape`)."""
+        """Make room for a mosaic of ``shape`` that a later pass shows."""
         canvas = self.image_canvas
         if canvas is not None and self.stack.currentWidget() is canvas:
             canvas.expect_shape(shape)
@@ -346,8 +342,7 @@ def hover_text(
     unit_names: tuple[str, ...] = (),
     short: bool = False,
 ) -> str:
-    """The read-out at ``loc``, e.g. ``ch 12  (x=3, y=7)  value 0.532``; ``short``: fewer
-    characters (``ch 12 (3,7) 0.532 |g| 0.1``)."""
+    """The read-out at ``loc`` (``ch 12  (x=3, y=7)  value 0.532``; ``short``: fewer characters)."""
     fmt = short_value if short else style.format_value
     if loc.kind == "maps":
         at = f"({loc.x},{loc.y})" if short else f" (x={loc.x}, y={loc.y})"

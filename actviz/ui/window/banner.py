@@ -33,7 +33,7 @@ _ZERO_WIDTH_SPACE = "\u200b"
 
 
 def level_icon(level: str) -> QIcon:
-    """The style's icon for a message level (a glyph like "⛔" needs a font that may be missing)."""
+    """The style's icon for a message level (a glyph like "⛔" needs a font that may lack)."""
     pixmap = {
         "error": QStyle.StandardPixmap.SP_MessageBoxCritical,
         "warning": QStyle.StandardPixmap.SP_MessageBoxWarning,

@@ -314,7 +314,8 @@ class OpenModelDialog(QDialog):
             self._say(text, error=False)
 
     def show_failure(self, text: str, *, path: str = "", candidates: Sequence[Any] = ()) -> None:
-        """Opening failed: say why, keep the path, list ``candidates`` (``ArchGuess``, best first)."""
+        """Opening failed: say why, keep the path, list ``candidates`` (``ArchGuess``es, best first)
+        to choose from."""
         self.set_busy(False)
         if path:
             self.tabs.setCurrentIndex(1)

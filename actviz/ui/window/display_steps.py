@@ -19,7 +19,7 @@ DISPLAY_PASS_S = 0.004
 
 
 class DisplaySteps:
-    """The steps waiting to show a result, tagged with its epoch; ``show_error`` reports failures."""
+    """The steps waiting to show a result, tagged with its epoch; ``show_error`` says failures."""
 
     def __init__(self, parent: QObject, show_error: Callable[[str, str], None]) -> None:
         #: The result shown: a step of an older epoch is skipped.
@@ -33,7 +33,7 @@ class DisplaySteps:
         self._timer.timeout.connect(self._run)
 
     def defer(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
-        """Run ``step`` on a later pass; skipped if a newer result came meanwhile (unless ``stale_ok``)."""
+        """Run ``step`` on a later pass; skipped if a newer result came (unless ``stale_ok``)."""
         self._steps.append((None if stale_ok else self.epoch, step))
         if not self._timer.isActive():
             self._timer.start()

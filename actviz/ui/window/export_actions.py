@@ -70,7 +70,7 @@ class ExportActions:
 
     def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
         """Write the CLI's ``export`` of the current result to ``out_dir`` in the background
-        (``export_finished`` or ``export_failed`` follows); whether it started (``wait``: succeeded).
+        (``export_finished`` or ``export_failed`` follows); whether it started (``wait``: worked).
         """
         result = self.session.result
         if result is None or result.capture is None:

@@ -237,7 +237,7 @@ class FileOpening:
         path: str = "",
         candidates: Any = (),
     ) -> None:
-        """A load ended unfinished (``level`` None: cancelled): said in its dialog, else the banner."""
+        """A load ended unfinished (``level`` None: cancelled): said in its dialog, else banner."""
         dialog = self._dialog_of(request)
         self.model_request = None
         request.succeeded = False
