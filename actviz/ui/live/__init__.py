@@ -1,2 +1,1 @@
-"""Live mode: frame sources and perturbations (``frames``), the controller that drives them
-through the window's worker (``controller``) and its dock (``dock``)."""
+"""Live mode: frame sources and perturbations, the controller that runs them, and its dock."""

@@ -1,9 +1,5 @@
-"""The "Live" dock: source, transport, perturbation sliders, fps / timing / memory read-outs.
-
-A thin view over a :class:`~actviz.ui.live.playback.LiveController`: widgets call the controller,
-the controller's signals update the widgets. File choosers are injectable callables so tests
-never open a blocking dialog.
-"""
+"""The "Live" dock: source, transport, perturbation sliders and read-outs, a thin view over a
+:class:`~actviz.ui.live.playback.LiveController`."""
 
 from __future__ import annotations
 
@@ -75,8 +71,8 @@ def _ask_tensor_file(parent: QWidget) -> str:
 
 
 class LiveControls(QDockWidget):
-    """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file``
-    (``(parent) -> path or ""``) are file dialogs (tests replace them)."""
+    """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file`` are
+    ``(parent) -> path or ""`` dialogs (tests replace them)."""
 
     def __init__(self, controller: LiveController, parent: QWidget | None = None) -> None:
         super().__init__("Live", parent)
@@ -98,8 +94,7 @@ class LiveControls(QDockWidget):
         c = controller
         c.status_changed.connect(self._on_controller_status_changed)
         c.frame_changed.connect(SpacedReadout(self._show_frame, c, self).offer)
-        # None is news too: a frame without a picture must not leave the last one up. Playing,
-        # at most one a 0.1 s (the Model dock's preview shows each frame; repaints cost).
+        # None too (a frame without a picture clears the last); at most one per 0.1 s playing.
         pictures = SpacedReadout(self.pad.set_image, c, self.pad, interval_s=0.1)
         c.input_image_changed.connect(pictures.offer)
         c.playing_changed.connect(self._on_controller_playing_changed)
@@ -115,9 +110,8 @@ class LiveControls(QDockWidget):
         )
 
     def _build_actions(self) -> None:
-        """Playback as window actions, so the keyboard drives it wherever the focus is (the
-        Live menu lists them). Ctrl+arrows, not bare keys: the module tree and the sliders
-        use those."""
+        """Playback as window actions, wherever the focus is; Ctrl+arrows (the tree and sliders
+        use bare ones)."""
 
         def action(text: str, shortcut: str, slot: Callable[[], None]) -> QAction:
             act = QAction(text, self)
@@ -440,8 +434,7 @@ class LiveControls(QDockWidget):
 
 
 def perturbation_refusal(controller: LiveController) -> str:
-    """Why the perturbations cannot change what live mode plays ("" when they can): the opened
-    input holds no image-like tensor (token ids, a feature vector), or the model refuses it."""
+    """Why the perturbations cannot change what live mode plays ("" when they can)."""
     from actviz.ui.live.frames import StillFrame
     from actviz.ui.live.perturbation import image_tensor
 

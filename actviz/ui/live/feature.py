@@ -1,9 +1,7 @@
 """Live mode as a window feature: the controller, its "Live" dock, menu and status label.
 
-The dock comes up when live mode is used (a source chosen, Play pressed); the playback
-shortcuts and the status label work with it closed. Closing it pauses playback and drops the
-perturbations (set in the dock, they must not act unseen); a sequence stays loaded. Opening
-another model resets the perturbations too (they were set up on the old model's input).
+The dock comes up when live mode is used. Closing it pauses and drops the perturbations (they
+must not act unseen), as does another model (they were set on the old input).
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ DOCK_WIDTH = 300
 
 
 class LiveMode(FeatureBase):
-    """Live mode in a window (see the module docstring); ``kwargs`` go to
-    :class:`LiveController` (``max_fps``, ``memory_budget``, ...)."""
+    """Live mode in a window; ``kwargs`` go to :class:`LiveController`."""
 
     name = "live"
 
@@ -66,8 +63,7 @@ class LiveMode(FeatureBase):
         return self.controller
 
     def _on_status_changed(self, st: Any) -> None:
-        # Only while live frames replace the window's runs: "live paused" after live mode is
-        # off would say it is still on.
+        # Only while live frames replace runs: "live paused" would say it is still on.
         on = st.frames and (self.controller.engaged or self.controller.playing)
         self.status_label.setText(f"live {st.state_text()}" if on else "")
 

@@ -1,5 +1,4 @@
-"""One live frame as a worker job: what it carries, the job that loads, perturbs, captures and
-prepares it, and the pixel budget of its mosaics."""
+"""One live frame as a worker job, and the pixel budget of its mosaics."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ class FrameSpec:
     payload: dict[str, Any] | None = field(default=None, repr=False)
 
     def caption(self, length: int) -> str:
-        """The frame's caption under the input preview (its place in a sequence of
-        ``length``, its label, the perturbation)."""
+        """The caption under the input preview: place among ``length``, label, perturbation."""
         label = self.frame.label if self.frame is not None else ""
         caption = label if length == 1 else f"frame {self.index + 1}/{length} · {label}"
         if not self.perturbation.is_identity():
@@ -76,15 +74,12 @@ def frame_job(
     budget: int | None = None,
     capture_threads: int | None = None,
 ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
-    """The worker job of one live frame: load and perturb it, capture it (on ``capture_model``,
-    after building ``build``'s copy) and stage its preparation (the fast variant of
-    :func:`~actviz.display.prepare.prepare`, only the ``visible`` layers' mosaics). ``selected``:
-    the layer whose histogram is made now while the Overview is shown (``overview``); hidden,
-    its histograms, Grad-CAM maps and statistics wait for a read."""
+    """The job of one live frame: load, perturb and capture it on ``capture_model`` (after
+    building ``build``'s copy), then stage a fast preparation of the ``visible`` mosaics; the
+    Overview's parts (``selected``'s histogram) wait for a read while it is hidden."""
     from actviz.core.capture import CaptureCancelled, capture
 
-    # A one-shot dict, emptied when the job starts (or its frame is dropped): the closure may
-    # outlive the job and must not pin frames, requests or mosaics.
+    # Emptied when the job starts or is dropped: the closure may outlive it and must pin nothing.
     payload: dict[str, Any] = {
         "spec": spec,
         "source": source,
@@ -186,9 +181,8 @@ def frame_job(
 
 
 def mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
-    """Pixels a mosaic of this frame may have: about what its canvas shows on screen (more
-    would be drawn shrunk; tiles are then area averages, the read-outs read the layer's own
-    values). A full frame (``visible`` None: export, a pin) keeps the usual budget."""
+    """Pixels a mosaic may have: about what its canvas shows (more would be drawn shrunk); a full
+    frame (``visible`` None) keeps the usual budget."""
     if visible is None:
         return MAX_MOSAIC_PIXELS
     most = 0.0

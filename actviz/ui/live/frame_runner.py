@@ -1,11 +1,6 @@
-"""The worker side of live mode: which frame goes next, on which lane, as which job, and what
-each job's end means for the frames in flight.
-
-:class:`FrameRunner` belongs to a :class:`~actviz.ui.live.playback.LiveController`: the
-controller offers frames (a tick, a slider, a perturbation) to its coalescer and asks the
-runner to :meth:`~FrameRunner.pump`; the runner submits them to the window's worker, and hands
-each frame shown back to the controller (:meth:`LiveController.frame_shown`), which updates
-the read-outs, the preview and the dock.
+"""The worker side of live mode: which frame goes next, on which lane, and what each job's end
+means for the frames in flight. The controller offers frames and calls
+:meth:`~FrameRunner.pump`; frames shown go back to ``LiveController.frame_shown``.
 """
 
 from __future__ import annotations
@@ -40,9 +35,7 @@ class FrameRunner:
         self.worker = live.worker
         self.coalescer = live.coalescer
         self.lanes = live.lanes
-        # Frames submitted and not yet reported, oldest first (job -> spec); those not
-        # captured yet are in ``lanes.capturing`` with their lane (one, or CAPTURES_AHEAD per
-        # lane while playing), the others are being prepared.
+        # Frames submitted, not yet reported (job -> spec); those capturing are in ``lanes``.
         self.inflight: dict[Job, FrameSpec] = {}
         self._pump_timer = QTimer(live)
         self._pump_timer.setSingleShot(True)
@@ -60,8 +53,7 @@ class FrameRunner:
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
 
     def pump(self) -> None:
-        """Submit the frame waiting in the coalescer when there is room for it (or come back
-        when its start is due)."""
+        """Submit the waiting frame when there is room (or come back when its start is due)."""
         if self.live.closed:
             return
         if not self.coalescer.busy:

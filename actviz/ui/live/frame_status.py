@@ -1,6 +1,4 @@
-"""What a live frame cost (:class:`FrameTiming`), what the Live dock's read-outs say
-(:class:`LiveStatus`), for :class:`~actviz.ui.live.playback.LiveController`, and how often
-they change while playing (:class:`SpacedReadout`)."""
+"""What a live frame cost, what the Live dock's read-outs say, and how often they change."""
 
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ class LiveStatus:
     sequence: bool = False  # the source has several frames (it can play or be paused)
 
     def state_text(self) -> str:
-        """``"2.1 fps"`` while playing, ``"paused"`` for a paused sequence, else ``"still input"``:
-        a rate measured while playing means nothing once it stopped."""
+        """``"2.1 fps"`` while playing, else ``"paused"`` or ``"still input"`` (no stale rate)."""
         if self.playing:
             return f"{self.fps:.1f} fps"
         return "paused" if self.sequence else "still input"
@@ -78,10 +75,8 @@ class LiveStatus:
 
 
 class SpacedReadout(QObject):
-    """Calls ``show(*args)`` with the arguments last offered: at once while ``player`` is
-    not playing (paused, a step, a seek), else at most every ``interval_s``; the last offered
-    is shown when the interval is over or the playing stops (numbers changing every frame
-    cannot be read, and repaints cost). ``player`` has ``playing`` and ``playing_changed(bool)``.
+    """Calls ``show(*args)`` with the last arguments offered: at once unless ``player`` plays,
+    else at most every ``interval_s`` (per-frame numbers cannot be read), the last one always.
     """
 
     def __init__(

@@ -1,6 +1,5 @@
-"""Live inputs without widgets, driven by :mod:`actviz.ui.live.playback`: frame sources, the
-:class:`Player`, the :class:`Coalescer` and a :class:`RateMeter`. ``FrameSource.frame`` runs on
-the worker thread, so decoding an image never blocks the GUI.
+"""Live inputs without widgets: frame sources, :class:`Player`, :class:`Coalescer`,
+:class:`RateMeter`. ``FrameSource.frame`` runs on the worker thread (decoding never blocks).
 """
 
 from __future__ import annotations
@@ -92,8 +91,7 @@ class StillFrame(FrameSource):
 
 
 class TensorFrames(FrameSource):
-    """The frames of a ``(T, C, H, W)`` tensor (or ``(T, ...)``): frame ``i`` is
-    ``frames[i:i+1]``, moved to the model's ``device`` (float frames get its ``dtype``)."""
+    """The frames ``frames[i:i+1]`` of a ``(T, ...)`` tensor, on the model's device and dtype."""
 
     def __init__(
         self,
@@ -121,8 +119,7 @@ class TensorFrames(FrameSource):
 
     @classmethod
     def from_file(cls, path: str | Path, model: torch.nn.Module | None = None) -> TensorFrames:
-        """Read a tensor file (``.pt``/``.npy``/``.npz``/``.safetensors``) holding ``(T, C, H, W)``;
-        ValueError when it holds something else, ``InputError`` when it cannot be read."""
+        """Read a ``(T, C, H, W)`` tensor file (ValueError if not such, ``InputError`` if unread)."""
         from actviz.io.input_files import open_input
 
         loaded = open_input(str(path))  # no model: the (T, ...) layout is not checked as (N, ...)
@@ -155,8 +152,7 @@ class TensorFrames(FrameSource):
 
 
 class ImageFolder(FrameSource):
-    """The images of a folder (class subfolders included), in name order, each opened as an
-    input for ``model`` / ``loaded_model`` (size, transforms); ``cache`` frames stay decoded."""
+    """A folder's images (subfolders too) in name order, opened for ``model``; ``cache`` kept."""
 
     def __init__(
         self,
@@ -208,8 +204,7 @@ class ImageFolder(FrameSource):
 
 
 class Player:
-    """Play/pause/step/seek over ``length`` frames at ``fps`` frames per second: only the
-    position (the controller's timer calls :meth:`advance`)."""
+    """The position of play/pause/step/seek over ``length`` frames at ``fps`` (no timer)."""
 
     MIN_FPS = 0.25
     MAX_FPS = 60.0
@@ -302,9 +297,8 @@ class RateMeter:
 
 
 class Coalescer:
-    """At most ``limit`` jobs in flight and one waiting, the latest: ``offer`` replaces (drops)
-    the waiting item; ``take`` hands it out when fewer than ``limit`` run and
-    ``min_interval_s`` passed since the last start (which caps the result rate, e.g. ~60 Hz)."""
+    """At most ``limit`` jobs in flight and the latest one waiting (``offer`` drops the last);
+    ``take`` hands it out when there is room and ``min_interval_s`` passed."""
 
     def __init__(
         self,
@@ -366,8 +360,7 @@ class Coalescer:
 def estimate_bytes(
     shapes: dict[str, tuple[int, ...]], layers: Sequence[str], gradients: bool = True
 ) -> int | None:
-    """Bytes a capture of ``layers`` will hold, from the output shapes of an earlier run
-    (float32 outputs, and as much again for gradients); None when a layer's shape is unknown."""
+    """Bytes a capture of ``layers`` will hold (outputs and gradients, float32; None: unknown)."""
     total = 0
     for name in layers:
         shape = shapes.get(name)

@@ -1,8 +1,5 @@
-"""Which model each live frame captures on: the session's (lane 0) or its copy (lane 1).
-
-While a sequence plays on a small CPU model, frames alternate between the model and a copy of
-it, so two captures run at once, one per core. Plain logic without Qt; the copy is held by
-``host.private_model(..., keep=True)`` and lane 0 builds it between two captures.
+"""Which model each live frame captures on: the session's (lane 0) or its copy (lane 1), so a
+small CPU model playing runs two captures at once, one per core (plain logic, no Qt).
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ class CopyHolder(Protocol):
 
 
 class FrameLanes:
-    """The model's copy for lane 1 (held by ``copies``, the window's copy service: it goes
-    with the model and the window) and the frames capturing on each lane."""
+    """The model's copy for lane 1 (held by ``copies``) and the frames capturing on each lane."""
 
     def __init__(self, copies: CopyHolder) -> None:
         self.copies = copies
@@ -46,8 +42,7 @@ class FrameLanes:
         return self.copies.held
 
     def wanted(self, model: Any, *, playing: bool, threads: int, forced: bool) -> bool:
-        """Whether frames should alternate between ``model`` and a copy: a sequence playing,
-        more than one thread, no thread count forced, a small CPU model that can be copied."""
+        """Whether frames alternate between ``model`` and a copy (a small CPU model playing)."""
         if not playing or forced or threads < 2:
             return False
         if self.refusal is None or self.refusal[0] is not model:
@@ -68,8 +63,7 @@ class FrameLanes:
     def choose(
         self, model: Any, inflight: Any, *, playing: bool, threads: int, forced: bool
     ) -> tuple[int, Any, ModelCopy | None]:
-        """``(lane, model to capture, copy to build first)`` for the next frame; ``inflight``
-        holds the frames on their way (a copy asked for by one of them is not asked again)."""
+        """``(lane, model to capture, copy to build first)`` for the next frame."""
         options = {"playing": playing, "threads": threads, "forced": forced}
         if not self.wanted(model, **options):
             return 0, model, None
@@ -82,8 +76,7 @@ class FrameLanes:
             rep = None
         rep = self.copies.unbuilt(model) if rep is None else rep
         if rep.twin is None:
-            # Asked for already, by a frame still on its way (a frame dropped before its job
-            # ran never made the copy: ask again).
+            # Asked for by a frame still on its way (a dropped one never made it: ask again).
             if self.build_job in inflight:
                 return 0, model, None
             return 0, model, rep  # lane 0 copies the model between two of its captures
@@ -91,8 +84,7 @@ class FrameLanes:
         for lane in self.capturing.values():
             on[lane] += 1
         lane = 0 if on[0] < on[1] else 1 if on[1] < on[0] else 1 - self._last
-        # The weights changed in place, or moved (to another device: ask again)? Asked only
-        # for a frame the copy would capture (lane 0 runs the model): it reads every tensor.
+        # Weights changed or moved? Asked only for the copy's frames: it reads every tensor.
         if lane == 1 and not rep.usable():
             self.drop(forget_refusal=True)
             build = self.copies.unbuilt(model) if self.wanted(model, **options) else None

@@ -1,5 +1,4 @@
-"""The perturbation pad of the Live dock (the frame as the model receives it, with the occlusion
-patch to drag) and the dock's slider rows."""
+"""The Live dock's perturbation pad (the occlusion patch to drag) and slider rows."""
 
 from __future__ import annotations
 
@@ -12,16 +11,14 @@ __all__ = ["NOT_AN_IMAGE_TEXT", "NO_INPUT_TEXT", "OcclusionPad", "slider", "with
 
 #: What the perturbation pad says before there is an input.
 NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
-#: What it says when the input (or a frame) has no picture (token ids, a feature vector): the
-#: perturbations change image-like tensors only.
+#: What it says for an input without a picture: perturbations change image-like tensors only.
 NOT_AN_IMAGE_TEXT = "No picture: not an image"
 #: Light grey on the pad's dark background.
 _PLACEHOLDER_TEXT = "#bdc1c6"
 
 
 class OcclusionPad(QWidget):
-    """The current frame as the model receives it (perturbed), with the occlusion patch
-    outlined; press and drag to move the patch."""
+    """The perturbed frame with the occlusion patch outlined; drag to move the patch."""
 
     #: New patch centre as fractions of the image width and height.
     moved = Signal(float, float)
@@ -47,8 +44,7 @@ class OcclusionPad(QWidget):
         return self._rgb
 
     def set_image(self, rgb: np.ndarray | None, placeholder: str = NOT_AN_IMAGE_TEXT) -> None:
-        """Show ``rgb`` ((H, W, 3) uint8); None shows ``placeholder``, a line saying why
-        there is no picture."""
+        """Show ``rgb`` ((H, W, 3) uint8); None shows ``placeholder``."""
         if rgb is None:
             self._rgb = self._qimage = None
             self.placeholder = placeholder
@@ -124,10 +120,8 @@ def slider(lo: int, hi: int, value: int, tip: str) -> QSlider:
 
 
 def with_value(slider: QSlider, label: QLabel, fmt: str, parent: QWidget) -> QWidget:
-    """``slider`` with ``label`` beside it showing its value (``fmt``), kept in step.
-
-    ``parent`` owns the row at once: a form layout not yet on a widget does not, and a row
-    owned by nobody is deleted with its Python reference."""
+    """``slider`` with ``label`` showing its value. ``parent`` owns the row at once: an unowned
+    row would die with its Python reference."""
     row = QWidget(parent)
     h = QHBoxLayout(row)
     h.setContentsMargins(0, 0, 0, 0)

@@ -1,5 +1,5 @@
-"""What a perturbation does to a live frame: an occlusion patch, noise, brightness and contrast,
-applied to the model input *and* to its picture, so what the panels show is what the model saw."""
+"""A live frame's perturbation (occlusion, noise, brightness, contrast), applied to the input
+*and* its picture alike."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ __all__ = ["Perturbation", "image_tensor", "picture_of"]
 
 @dataclass(frozen=True)
 class Perturbation:
-    """Changes applied to the current frame before the model sees it. All amounts are
-    relative, so one setting means the same on any input scale (pixels, normalised tensors)."""
+    """Changes to the current frame, relative so they mean the same on any input scale."""
 
     #: Centre ``(x, y)`` of a square patch, as fractions of the width and height; None: off.
     occlusion: tuple[float, float] | None = None
@@ -65,10 +64,8 @@ class Perturbation:
         return None if x1c <= x0c or y1c <= y0c else (y0c, y1c, x0c, x1c)
 
     def apply(self, value: Any, image: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
-        """Perturb a model input and its ``(H', W', 3)`` uint8 picture (or None) the same way;
-        returns the new ``(value, image)`` (nothing is changed in place). In ``value`` (a
-        tensor, or a tuple, list or dict) the first float ``(N, C, H, W)`` or ``(C, H, W)``
-        tensor is perturbed; without one ``value`` is returned as it is."""
+        """Perturb a model input and its uint8 picture (or None) alike; returns new
+        ``(value, image)``. Only ``value``'s first image-like float tensor changes."""
         if self.is_identity():
             return value, image
         noise_field: torch.Tensor | None = None
@@ -86,8 +83,7 @@ class Perturbation:
         return new_value, new_image
 
     def as_dict(self) -> dict[str, Any]:
-        """Every perturbation that applies, with its value (``{}`` when none does), e.g.
-        ``{"noise": 0.2, "seed": 0, "brightness": 0.1, "occlusion": {"x": .., "y": .., "size": ..}}``."""
+        """Every perturbation that applies, with its value (``{"noise": 0.2, "seed": 0, ...}``)."""
         out: dict[str, Any] = {}
         if self.occlusion is not None:
             x, y = self.occlusion
@@ -152,10 +148,8 @@ class Perturbation:
 
 
 def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> np.ndarray | None:
-    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean`` (exactly
-    what the model receives): the per-channel affine map from ``clean`` to ``image`` (a min-max
-    view, or the normalisation undone) fitted and applied to ``tensor``. None when ``image`` is
-    no such view of ``clean``: the caller then perturbs the picture itself."""
+    """``tensor`` (a perturbed ``clean``) drawn as ``image`` draws ``clean``, through the fitted
+    per-channel affine map; None when there is none (the caller perturbs the picture)."""
     if tensor.dim() == 4:
         tensor, clean = tensor[0], clean[0]
     if tensor.dim() != 3 or clean.shape != tensor.shape or tensor.shape[0] not in (1, 3):
@@ -183,8 +177,7 @@ def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> 
 
 
 def image_tensor(value: Any) -> torch.Tensor | None:
-    """The tensor a perturbation applies to: the input itself or the first image-like one
-    (float, 3 or 4 dimensions); None when ``value`` holds none (token ids, features)."""
+    """The input's first image-like tensor (float, 3 or 4 dimensions), else None."""
     found = (t for t in iter_tensors(value) if t.is_floating_point() and t.dim() in (3, 4))
     return next(found, None)
 

@@ -1,11 +1,6 @@
-"""Live mode's controller: play frame sequences and perturb the input, the window's panels
-following each frame as they follow a run.
-
-Frames run as pipelined jobs on the window's worker (:mod:`~actviz.ui.live.frame_runner`),
-alternating between the model and a copy while a small model plays
-(:mod:`~actviz.ui.live.lanes`); the layers, target and views come from the session at each
-submit. A live frame is shown but never replaces the opened input. docs/architecture.md
-("Live mode") explains the pipeline, the lanes and the coalescing.
+"""Live mode's controller: play frame sequences and perturb the input, the panels following
+each frame as they follow a run. A frame never replaces the opened input; docs/architecture.md
+("Live mode") explains the pipeline, lanes and coalescing.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, default_budget, parse
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 60.0
-#: Least time between two status read-outs while playing (seconds): each one reads the
-#: process's memory and relays out the dock's labels.
+#: Least time between two status read-outs playing (s): each reads memory and relays out.
 STATUS_INTERVAL_S = 0.25
 
 
@@ -57,10 +51,8 @@ __all__ = [
 
 
 class PlayClock:
-    """A repeating timer of ``parent``'s that calls ``tick()`` every ``interval_ms``, or is
-    held: while the frames in flight leave no room (the model slower than the playback), a
-    tick could only replace the frame waiting, at a cost to the GUI thread. On resuming it
-    moves on by the ticks that would have fired meanwhile (as many count as dropped)."""
+    """Calls ``tick()`` every ``interval_ms``, held while frames in flight leave no room (a
+    tick would only replace the waiting one); resuming skips the ticks missed (as dropped)."""
 
     def __init__(self, parent: QObject, tick: Callable[[], None]) -> None:
         self._timer = QTimer(parent)
@@ -108,8 +100,7 @@ class PlayClock:
 
 
 class LiveController(QObject):
-    """Drives live frames through the worker and panels of the window's ``host`` (the module
-    docstring).
+    """Drives live frames through the worker and panels of the window's ``host``.
 
     Parameters
     ----------
@@ -194,8 +185,7 @@ class LiveController(QObject):
 
     @property
     def idle(self) -> bool:
-        """Nothing in flight, nothing waiting, and the last frame fully on screen (its display
-        steps done)."""
+        """Nothing in flight or waiting, and the last frame fully on screen."""
         busy = self.coalescer.busy or self.coalescer.has_pending or self.runner.inflight
         return not busy and not self.host.display_pending()
 
@@ -244,8 +234,7 @@ class LiveController(QObject):
         if source is not None:
             self.request(0)
         elif self.host.session.can_run():
-            # Back to the opened input: its own frame now (perturbed, or a plain run), never
-            # the last frame of the sequence left in the maps.
+            # Back to the opened input's own frame, not the sequence's last.
             if self.perturbation.is_identity():
                 self.host.run()
             else:
@@ -307,8 +296,7 @@ class LiveController(QObject):
             self.emit_status()
 
     def drop_model_copy(self) -> None:
-        """Let go of the model's copy for the second lane (live mode switched off); playing
-        again makes a new one."""
+        """Let go of the second lane's model copy (playing again makes a new one)."""
         self.lanes.drop()
         self.emit_status()
 
@@ -402,11 +390,8 @@ class LiveController(QObject):
         self.set_perturbation(Perturbation(seed=self.perturbation.seed))
 
     def request(self, index: int | None = None, *, full: bool = False) -> None:
-        """Ask for frame ``index`` (default: the current one) with the current perturbation.
-
-        While a frame is computing, the request waits; a later request replaces it. Frames
-        build the mosaics of the panels on screen only (off-screen ones keep the previous
-        frame's) unless ``full``; once nothing more is coming, a full frame follows.
+        """Ask for frame ``index`` (default: current), perturbed; a later request replaces a
+        waiting one. Only on-screen mosaics are built unless ``full``; a full frame ends a run.
         """
         if self.closed:
             return
@@ -415,8 +400,7 @@ class LiveController(QObject):
         self.runner.pump()
 
     def frame_shown(self, spec: FrameSpec, timing: FrameTiming, now: float) -> None:
-        """Frame ``spec`` reached the panels (the window's own slot showed its result): the
-        read-outs, the input preview and the dock follow."""
+        """Frame ``spec`` reached the panels: the read-outs, preview and dock follow."""
         self.last_timing = timing
         self.timings.append(timing)
         del self.timings[:-500]
@@ -424,8 +408,7 @@ class LiveController(QObject):
         self.rate.tick(now)
         self._shown_index = spec.index
         length = len(self.source) if self.source is not None else 1
-        # In the display pass that fills the frame's panels: one repaint of the window a frame,
-        # not one for the preview and one for the panels.
+        # In the pass that fills the frame's panels: one window repaint a frame, not two.
         self._announced += 1
         seq = self._announced
         self.host.defer_display(lambda: self._announce(spec, length, now, seq), stale_ok=True)
@@ -444,8 +427,7 @@ class LiveController(QObject):
         if self.closed:
             return
         if seq != self._announced:
-            # A newer frame came first: this one's panels never showed either, so it counts
-            # as dropped (the read-out's shown and dropped add up to the frames played).
+            # A newer frame came first: this one counts as dropped (shown + dropped = played).
             self.coalescer.dropped += 1
             return
         if spec.image is not None:
@@ -462,8 +444,7 @@ class LiveController(QObject):
             self._on_play_timer(missed, pump=False)  # the ticks held over (PlayClock)
 
     def _on_window_run_started(self) -> None:
-        # Our frame in flight (if any) was superseded by the window's run; while engaged, the
-        # live frame supersedes the window's run in turn ("Run" refreshes the live frame).
+        # The window's run superseded our frame; while engaged, a live frame supersedes it back.
         if self.engaged:
             self.request()
 

@@ -1,5 +1,4 @@
-"""A camera as a live frame source (QtMultimedia, from PySide6-Addons), and why it is missing
-where it cannot work."""
+"""A camera as a live frame source (QtMultimedia, PySide6-Addons), and why it may be missing."""
 
 from __future__ import annotations
 
@@ -20,9 +19,7 @@ WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
 
 
 def webcam_status() -> tuple[bool, str]:
-    """``(True, camera description)`` where a webcam source can work, else ``(False, why)``:
-    :data:`WEBCAM_MISSING` without QtMultimedia (PySide6-Essentials lacks it), "no camera
-    found", or why Qt's camera support did not load."""
+    """``(True, camera description)`` where a webcam can work, else ``(False, why)``."""
     try:
         spec = importlib.util.find_spec("PySide6.QtMultimedia")
     except (ImportError, ValueError):
@@ -51,11 +48,8 @@ def _webcam_failure(exc: BaseException) -> str:
 
 
 class WebcamSource(FrameSource):
-    """Frames from the default camera through QtMultimedia (PySide6-Addons).
-
-    The camera pushes frames on the GUI thread; the newest one is kept and :meth:`frame`
-    turns it into a model input with ``open_input`` (the model's transforms apply). Create it
-    only when :func:`webcam_status` says it can work.
+    """Frames from the default camera: the newest pushed (GUI thread) is kept, and :meth:`frame`
+    opens it as a model input. Create it only when :func:`webcam_status` says it can work.
     """
 
     name = "webcam"
