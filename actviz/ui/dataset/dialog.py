@@ -32,8 +32,7 @@ MAX_K = 64
 
 @dataclass(frozen=True)
 class ScanSpec:
-    """What to scan: a folder of images, the layers, the images kept per channel
-    (``batch_size`` None: the engine's choice within the memory budget)."""
+    """What to scan: a folder, the layers, k per channel (``batch_size`` None: the engine's)."""
 
     folder: str
     layers: tuple[str, ...]
@@ -42,8 +41,7 @@ class ScanSpec:
 
 
 class ScanDialog(QDialog):
-    """Pick a folder, the ``layers`` (the ``ticked`` ones first, checked) and k, then "Scan":
-    ``scan_requested(ScanSpec)`` and the dialog closes; a wrong choice is said in it."""
+    """Pick a folder, ``layers`` (``ticked`` checked) and k; "Scan" emits ``scan_requested``."""
 
     scan_requested = Signal(object)
 

@@ -48,14 +48,12 @@ def is_partial(scan: Any) -> bool:
 
 
 def kept(scan: Any) -> int:
-    """Images kept per channel: the scan's k, or all of them when it scanned fewer ("8
-    images · top 9" read as if a ninth were missing)."""
+    """Images kept per channel: the scan's k, or all when it scanned fewer."""
     return min(int(scan.k), int(scan.count))
 
 
 def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
-    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``:
-    files that failed for the same reason share it, said without their path."""
+    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``."""
     named = skipped[:SKIPPED_NAMED]
     groups: dict[str, list[str]] = {}
     for path, reason in named:
@@ -74,8 +72,7 @@ def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
 
 
 class DatasetDock(QDockWidget):
-    """Dataset: what was scanned, the running scan's progress and Cancel, channels by mean
-    (``scan_clicked``, ``cancel_clicked``, ``layer_chosen(layer)``)."""
+    """What was scanned, the scan's progress and Cancel, channels by mean."""
 
     scan_clicked = Signal()
     cancel_clicked = Signal()
@@ -142,8 +139,7 @@ class DatasetDock(QDockWidget):
         self.summary_label.setToolTip(tooltip or text)
 
     def show_scan(self, scan: Any, spec: Any) -> None:
-        """The summary of ``scan`` (of ``spec``, None: not known) and its notes (skipped
-        files, warnings)."""
+        """The summary of ``scan`` (of ``spec``, None: unknown) and its notes."""
         folder = Path(spec.folder).name if spec else "dataset"
         saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
         saved = " (partial)" if is_partial(scan) else saved

@@ -1,8 +1,5 @@
-"""The window's dataset part: Data > Scan a dataset…, the Dataset dock, the channel's top-k.
-
-Scans run on :class:`~actviz.ui.dataset.scans.DatasetScans`' workers. A channel of a scanned
-layer shows its top-k images under the channel view (a click opens one as the input); a row of
-the dock's table opens its channel (ticking and running its layer first when needed).
+"""The window's dataset part: Data > Scan a dataset…, the Dataset dock, and a channel's top-k
+images under the channel view (a click opens one as the input).
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ TOP_NAMED = 5
 
 
 class ChannelOpening:
-    """Opens channels of the dataset feature's ``scans`` in the channel view, running the layer
-    first when the result shown does not hold it (on the channel's best image when no input is
-    open yet); the ``dock`` says when one has no maps to open large."""
+    """Opens channels of ``scans`` in the channel view, running the layer first when needed
+    (on the channel's best image without an input)."""
 
     def __init__(self, host: Any, scans: Any, dock: Any) -> None:
         self.host = host
@@ -184,8 +180,7 @@ class DatasetScanUI(FeatureBase, QObject):
         return self.scans.scan
 
     def open_saved_scan(self, folder: str | None = None) -> bool:
-        """Show the scan saved in ``folder`` (asked for when None); False when there is none
-        or a scan is running. Its embeddings stay memory-mapped (see actviz.data.scan_file)."""
+        """Show the scan saved in ``folder`` (None: ask); False if none or one is running."""
         if self.scans.is_scanning():
             self.host.show_warning("A scan is running: cancel it first.", BANNER_SOURCE)
             return False
@@ -270,8 +265,7 @@ class DatasetScanUI(FeatureBase, QObject):
         return True
 
     def open_channel(self, layer: str, channel: int) -> bool:
-        """Open ``channel`` of ``layer`` (ticked and run first when not in the result); True
-        when it opened now."""
+        """Open ``channel`` of ``layer`` (ticked and run first if needed); True if opened now."""
         return self.opening.open(layer, channel)
 
     def shutdown(self) -> None:
@@ -378,8 +372,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.show_saved()
 
     def show_saved(self) -> Job | None:
-        """Show the last folder's saved scan for the session's model without running anything;
-        returns the job (None: nothing to show)."""
+        """Show the last folder's saved scan, running nothing; the job (None: nothing)."""
         layers = tuple(n for n in str(self._store.value(LAYERS_KEY, "") or "").split(",") if n)
         return self._peek(self._last_folder, layers, self._last_k) if self._last_folder else None
 
@@ -393,8 +386,7 @@ class DatasetScanUI(FeatureBase, QObject):
         return self.scans.peek(ScanSpec(folder, layers, k))
 
     def session_part(self) -> dict[str, Any]:
-        """What a session file keeps of the scan shown: its cache key (the folder of its
-        saved arrays) and what was scanned, so opening the session shows it again."""
+        """The scan shown's cache key and spec, so opening the session shows it again."""
         spec, scan = self.scans.spec, self.scan
         if spec is None or scan is None:
             return {}
@@ -405,8 +397,7 @@ class DatasetScanUI(FeatureBase, QObject):
         }
 
     def report_part(self) -> dict[str, Any]:
-        """The scan shown, for File > Export report: each layer's contact sheet of top-k
-        images, made when the report is written."""
+        """Each scanned layer's top-k contact sheet, made when the report is written."""
         scan, model = self.scan, self.session.loaded_model or self.session.model
         if scan is None or model is None:
             return {}
@@ -419,8 +410,7 @@ class DatasetScanUI(FeatureBase, QObject):
         return {"scan_sheets": sheets}
 
     def restore_session_part(self, parts: Any) -> Job | None:
-        """Show a session's scan again from its saved arrays (nothing is run: a folder or
-        layers that are gone show nothing). Returns the job (None: none)."""
+        """Show a session's scan again from its saved arrays, running nothing; the job or None."""
         saved = parts.get("dataset")
         if not isinstance(saved, dict):
             return None

@@ -1,8 +1,5 @@
-"""DatasetScans: runs dataset scans and top-k views off the GUI thread (no widgets here).
-
-Scans and top-k views run on two workers of their own, each on a private copy of the model
-(hooks are per-module state), so both go on beside the window's captures. Cancel is polled
-once per batch and the scan saves what it has, so scanning again resumes.
+"""DatasetScans: dataset scans and top-k views on two workers of their own, each on a private
+model copy (hooks are per-module state). A cancelled scan saves what it has; scanning resumes.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ log = logging.getLogger(__name__)
 
 #: Side of the crops the top-k grid asks the engine for (input pixels are resampled to it).
 VIEW_SIZE = 96
-#: Models larger than this (parameters and buffers, bytes) are not copied to show a saved scan
-#: when they open; scanning (asked for) still works.
+#: Models larger than this (bytes) are not copied to show a saved scan when they open.
 PEEK_COPY_LIMIT = 1 << 30
 #: Channels whose top-k views are kept, so stepping back and forth does not re-run the model.
 VIEWS_KEPT = 32
@@ -47,13 +43,12 @@ def eta_seconds(done: int, total: int, images_per_s: float) -> float:
 
 
 class DatasetScans(QObject):
-    """The window's dataset scans: the current :class:`Scan`, the scan and views workers. The
-    ``host``'s session model is copied for each scan; a new model forgets the scan.
+    """The window's dataset scans: the current :class:`Scan` and its workers (a new model
+    forgets it).
 
     Signals: ``scan_started(ScanSpec)``, ``scan_progressed(done, total, images/s, seconds
-    left or NaN)``, ``scan_finished(Scan)`` (also :attr:`scan`), ``scan_failed(message)``,
-    ``scan_cancelled()`` (what it had is saved and, when any image ran, is :attr:`scan` now),
-    ``views_ready(layer, channel, TopView tuple)`` for the channel asked last,
+    left or NaN)``, ``scan_finished(Scan)``, ``scan_failed(message)``, ``scan_cancelled()``
+    (a partial :attr:`scan` kept), ``views_ready(layer, channel, TopView tuple)``,
     ``views_failed(layer, channel, why)``.
     """
 
@@ -102,8 +97,7 @@ class DatasetScans(QObject):
 
     # -- scans ---------------------------------------------------------------------------------
     def start(self, spec: ScanSpec) -> Job | None:
-        """Scan ``spec`` in the background (a running scan is stopped first, keeping its work);
-        the scan's job, None when the session has no model."""
+        """Scan ``spec`` in the background (stopping a running one); the job (None: no model)."""
         model = self.session.model
         if model is None:
             self.scan_failed.emit("Open a model first, then scan a dataset.")
@@ -113,12 +107,8 @@ class DatasetScans(QObject):
         return job
 
     def peek(self, spec: ScanSpec) -> Job | None:
-        """Show what is saved for ``spec`` with the session's model, running nothing.
-
-        A scan saved whole arrives as ``scan_finished`` (``from_cache``), one cancelled before
-        as its partial result; nothing saved (or an error): nothing is reported. Models over
-        :data:`PEEK_COPY_LIMIT` are skipped (the copy would double them). The job, None
-        without a model."""
+        """Report what is saved for ``spec`` as ``scan_finished``, running nothing (silent when
+        nothing is; models over :data:`PEEK_COPY_LIMIT` skipped). The job, None without a model."""
         model = self.session.model
         if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
             return None  # a big model is not copied unasked (a scan, asked for, still copies it)
@@ -134,8 +124,7 @@ class DatasetScans(QObject):
         signals = self._signals
         holder: list[Job | None] = [None]
         copy = self.scan_copy
-        # Built on the scan's thread (after a capture running now: its hooks stay out);
-        # in a box the job empties, so the copy goes when the scan ends.
+        # Built on the scan's thread (a running capture's hooks stay out); the box lets it go.
         box = [copy.unbuilt(model)]
 
         def progress(done: int, total: int, ips: float) -> None:
@@ -147,8 +136,7 @@ class DatasetScans(QObject):
             from actviz.data.atlas_map import NO_ATLAS_NOTE
             from actviz.data.scan_result import ScanTooLarge
 
-            # The GUI thread and live mode come first on shared cores (the pool's threads
-            # run scans only; see actviz.core.threads).
+            # The GUI thread and live mode come first on shared cores (actviz.core.threads).
             lower_thread_priority()
             entry = box[0]
             entry.build()
@@ -172,8 +160,7 @@ class DatasetScans(QObject):
                     should_stop=(lambda: True) if peek else should_stop,
                     num_workers=num_workers,
                     background=True,
-                    # Each image's pooled vector per layer (float16) for the dataset atlas,
-                    # within the memory budget (refused before any image runs).
+                    # Pooled vectors for the dataset atlas, within the memory budget.
                     embeddings=embeddings,
                     memory_budget=self.session.memory_budget if embeddings else None,
                 )
@@ -182,8 +169,7 @@ class DatasetScans(QObject):
                 try:
                     return run(True)
                 except ScanTooLarge as exc:
-                    # Only the atlas's vectors grow with the data: scan without them and
-                    # say so, since the user asked for the top images.
+                    # Only the atlas's vectors grow with the data: scan without them, say so.
                     result = run(False)
                     note = f"{NO_ATLAS_NOTE} (the top images are complete): {exc}."
                     return dataclasses.replace(result, warnings=(*result.warnings, note))
@@ -246,8 +232,7 @@ class DatasetScans(QObject):
         self.scan_finished.emit(scan)
 
     def show_saved(self, scan: Any) -> None:
-        """Show ``scan``, opened from a saved scan folder (:mod:`actviz.data.scan_file`), as a
-        finished scan (``scan_finished``); it was asked for by no spec of this window."""
+        """Show ``scan``, opened from a saved scan folder, as finished (``scan_finished``)."""
         self.spec = None
         self._adopt(scan)
         self.scan_finished.emit(scan)
@@ -278,9 +263,8 @@ class DatasetScans(QObject):
 
     # -- top-k views ---------------------------------------------------------------------------
     def request_views(self, layer: str, channel: int) -> bool:
-        """Make channel ``channel`` of ``layer``'s top-k views in the background; False when
-        the current scan does not hold ``layer``. Views already made arrive at once
-        (``views_ready`` is emitted before this returns)."""
+        """Make ``channel`` of ``layer``'s top-k views in the background (already made: emitted
+        before this returns); False when the scan lacks ``layer``."""
         scan = self.scan
         if scan is None or layer not in tuple(scan.layers):
             return False

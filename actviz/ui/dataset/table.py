@@ -1,5 +1,4 @@
-"""ChannelTable: a scanned layer's channels, sortable by mean, std, fraction > 0 and best value;
-dead channels (never above zero) on a red row."""
+"""ChannelTable: a scanned layer's channels, sortable; dead channels (never > 0) on red rows."""
 
 from __future__ import annotations
 
@@ -57,10 +56,8 @@ COLUMNS = (
 
 
 class ChannelTableModel(QtCore.QAbstractTableModel):
-    """Rows = channels of one layer (row ``r``: channel ``order[r]``), columns = :data:`COLUMNS`.
-
-    Sorted here by one ``argsort``: a ``QSortFilterProxyModel`` would call :meth:`data` per
-    comparison."""
+    """Rows: one layer's channels (row ``r``: ``order[r]``); columns: :data:`COLUMNS`. Sorted by
+    one ``argsort`` (a ``QSortFilterProxyModel`` calls :meth:`data` per comparison)."""
 
     def __init__(self, parent: QtCore.QObject | None = None) -> None:
         super().__init__(parent)

@@ -1,6 +1,4 @@
-"""TopKGrid: a channel's top-k dataset images, each cropped around its maximum, heat overlaid,
-in a wrapping ``QListWidget`` (a click emits the image it came from).
-"""
+"""TopKGrid: a channel's top-k dataset images, cropped around the maximum, heat overlaid."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ from actviz.ui.panels import style
 #: Side of a tile on screen (pixels) in a tall window, and in a small one.
 TILE_PX = 88
 SMALL_TILE_PX = 72
-#: Opacity of the activation over the crop where it is strongest (it fades with the value,
-#: so the picture stays visible where the channel is silent).
+#: Opacity of the heat where strongest (fading with the value, the picture shows elsewhere).
 HEAT_ALPHA = 0.6
 #: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
 TWO_ROWS_MIN_WINDOW_HEIGHT = 900
@@ -32,8 +29,7 @@ def source_name(source: str | int) -> str:
 
 
 def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
-    """Each ``TopView``'s ``(S, S, 3)`` crop with its heat blended over it, from 0 to the
-    tile's own maximum, opacity growing with heat (at most :data:`HEAT_ALPHA`)."""
+    """Each ``TopView``'s ``(S, S, 3)`` crop with its heat blended over it."""
     out = []
     for view in views:
         heat = np.nan_to_num(np.asarray(view.heat, dtype=np.float32), nan=0.0)
@@ -47,8 +43,7 @@ def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
 
 
 class TopKGrid(QtWidgets.QWidget):
-    """The top-k images of one channel: caption line above a wrapping grid of tiles
-    (``source_clicked``: a tile's image path or sample index)."""
+    """A channel's top-k tiles under a caption (``source_clicked``: path or sample index)."""
 
     source_clicked = QtCore.Signal(object)
 

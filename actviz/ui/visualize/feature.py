@@ -1,9 +1,6 @@
-"""Feature visualisation in the window: "What it wants", the "What channels want" dock
-(:mod:`actviz.ui.visualize.page`) and File > Export visualisations.
-
-"What it wants" runs :func:`actviz.visualize` on a worker of its own, on a private copy of
-the model (the synthesis hooks the model it runs), so window runs go on beside it. The cache is
-asked first for every channel shown, on a thread of its own: hashing large weights is slow.
+"""Feature visualisation: "What it wants", the "What channels want" dock and File > Export
+visualisations. Synthesis runs on its own worker and model copy (it hooks the model); the
+cache is asked on a thread of its own (hashing large weights is slow).
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ __all__ = ["VisualizeFeature"]
 
 
 class VisualizeFeature(FeatureBase, QObject):
-    """ "What it wants" for the channel the channel view shows, "What channels want" for a
-    layer's page, and their export, over the ``host``'s session, worker and channel view."""
+    """ "What it wants" for the channel view's channel, "What channels want", and their export."""
 
     name = "visualize"
 
@@ -48,8 +44,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._closed = False
         #: Cache look-ups (no model run, no hooks: a thread of their own, newest wins).
         self.lookups = Worker(self)
-        # The key the cache was last asked for (answered or not): a live frame showing the
-        # same channel again asks nothing.
+        # Last key asked for: a live frame showing the same channel asks nothing.
         self._asked: tuple[Any, ...] | None = None
         self._pending = False
 
@@ -75,8 +70,7 @@ class VisualizeFeature(FeatureBase, QObject):
             on_failed=self._on_synthesis_failed,
             worker=self.synth_worker,
         )
-        # The section's Cancel stops its own synthesis only; Esc (:meth:`cancel`) stops the
-        # page in the What channels want dock too.
+        # The section's Cancel stops its own synthesis only; Esc stops the page too.
         self.section.cancel_requested.connect(self._cancel_synthesis)
         self.session.model_changed.connect(self._on_model_changed)
 
@@ -116,21 +110,17 @@ class VisualizeFeature(FeatureBase, QObject):
         return self._pending
 
     def report_part(self) -> dict[str, Any]:
-        """File > Export report: the picture the channel view shows ("What it wants") and the
-        page of "What channels want" as a numbered sheet."""
+        """The "What it wants" picture and the "What channels want" page, for the report."""
         figures = report_figures(self.shown, self.page.result())
         return {"figures": figures} if figures else {}
 
     def session_part(self) -> dict[str, Any]:
-        """What a session file keeps: the What channels want page (layer, page, the settings
-        its pictures are made with, whether the dock is open; the pictures themselves stay
-        in the visualisation cache)."""
+        """The What channels want page (layer, page, settings, dock open); pictures stay cached."""
         state = self.page.state()
         return {STATE_KEY: state} if state is not None else {}
 
     def restore_session_part(self, parts: Any) -> None:
-        """Put back :meth:`session_part`'s page: its settings in the settings popover (shared
-        with What it wants), its tiles from the cache, the others waiting for Visualise."""
+        """Put back :meth:`session_part`'s page: its settings, and its tiles from the cache."""
         state = parts.get(STATE_KEY)
         if not isinstance(state, dict):
             return
@@ -146,8 +136,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.page.dock.setVisible(False)
 
     def shutdown(self) -> None:
-        """Stop listening to the session and stop the page's synthesis (the window stops its
-        capture worker)."""
+        """Stop listening to the session and stop the page's synthesis."""
         self._closed = True
         self.lookups.shutdown()
         self.synth_worker.shutdown()
@@ -156,8 +145,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.session.model_changed.disconnect(self._on_model_changed)
 
     def visualise_page(self, layer: str, first: int | None = None) -> bool:
-        """Fill "What channels want" with ``layer``'s page starting at ``first`` (None: the
-        page its panel shows), in the background; False when nothing started."""
+        """Fill "What channels want" with ``layer``'s page from ``first`` (None: the panel's)."""
         return False if self._closed else self.page.visualise(layer, first)
 
     def visualise_selected(self) -> bool:
@@ -180,8 +168,7 @@ class VisualizeFeature(FeatureBase, QObject):
         )
 
     def export_to(self, folder: str | Path) -> list[Path]:
-        """Write the pictures shown into ``folder`` (``page/`` and ``channel/``: PNGs, a contact
-        sheet and ``visualize.json``); the files written."""
+        """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``; the files."""
         pictures = {"page": self.page.result(), "channel": self.shown}
         return write_pictures(self.session, pictures, folder)
 
@@ -214,8 +201,7 @@ class VisualizeFeature(FeatureBase, QObject):
         return (view.name, int(view.channel), self.section.settings())
 
     def synthesise(self) -> bool:
-        """Synthesise the channel shown in the background, once the model is copied; False when
-        not started."""
+        """Synthesise the channel shown in the background; False when not started."""
         key = self.key()
         if self._closed or self.is_synthesising() or key is None:
             return False
@@ -308,8 +294,7 @@ class VisualizeFeature(FeatureBase, QObject):
         if self.is_synthesising():
             return  # the job's message stays
         if vis is None:
-            # Nothing synthesised for this channel and these settings yet: say what the
-            # button does and with which settings (it takes a while on a CPU).
+            # Nothing synthesised yet: say what the button does (it takes a while on a CPU).
             key = self.key()
             self.section.set_message(
                 ""
@@ -370,8 +355,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._show(None)
 
     def _on_synthesis_failed(self, _text: str) -> None:
-        # The copy is let go of after each synthesis: a large model is not held twice while
-        # nothing runs (the next one copies again: a short job between two runs).
+        # The copy goes after each synthesis: a large model is not held twice while idle.
         self.copy.forget()
 
     def _on_synthesised(self, value: Visualization, key: tuple[Any, ...] | None) -> None:
@@ -391,10 +375,8 @@ def _visualize_key(model: Any, key: tuple[Any, ...], **kwargs: Any) -> Visualiza
 
 
 def write_pictures(session: Any, pictures: dict[str, Any], folder: str | Path) -> list[Path]:
-    """Write each of ``pictures`` (a sub-folder name: its
-    :class:`~actviz.analysis.visualize.visualization.Visualization`, or None) into its
-    sub-folder of ``folder``: a PNG per channel, a contact sheet and ``visualize.json`` with
-    the settings, ``session``'s model and how to make them again. Returns the files written."""
+    """Write each of ``pictures`` (sub-folder name: Visualization or None) into ``folder``: PNGs,
+    a contact sheet and ``visualize.json`` (settings, model, how to remake). The files written."""
     from actviz.analysis.visualize.picture_cache import model_fingerprint
     from actviz.analysis.visualize.picture_files import reproduce, write_visualization
 
@@ -412,8 +394,7 @@ def write_pictures(session: Any, pictures: dict[str, Any], folder: str | Path) -
     if loaded is not None and source:
         from actviz.io.export.reproduce import run_source
 
-        # Random weights (a torchvision name without weights, model code): reopening the
-        # source gives other weights, so its command line would make other pictures.
+        # Random weights: reopening the source gives others, so no command line to remake.
         if run_source(loaded, None).state is not None:
             note = (
                 f"{extra['model']} has random weights: opening {source!r} again gives "
@@ -432,8 +413,7 @@ def write_pictures(session: Any, pictures: dict[str, Any], folder: str | Path) -
 
 
 def report_figures(shown: Any, page: Any) -> list[tuple[str, Any]]:
-    """The report's figures: the channel's picture ``shown`` and the ``page`` as a
-    numbered sheet (each None: left out), with their captions."""
+    """The report's figures, ``shown`` and the ``page`` sheet (each None: left out), captioned."""
     figures = []
     if shown is not None:
         caption = (

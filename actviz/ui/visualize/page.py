@@ -1,9 +1,5 @@
-"""Visualising a layer's page of channels in the background: the "What channels want" dock.
-
-A page can take minutes on a CPU, so it runs on a worker of its own with a private copy of the
-model (hooks are per-module state). Window runs come first: between optimisation steps the page
-waits while the capture worker is busy. Cached channels show at once, the rest are synthesised
-a few at a time into the shared visualisation cache; Cancel keeps what is done.
+"""The "What channels want" dock: a layer's page visualised on its own worker and model copy
+(minutes on a CPU). Window runs come first; cached channels show at once, Cancel keeps the rest.
 """
 
 from __future__ import annotations
@@ -32,18 +28,15 @@ __all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser", "page_job"]
 DOCK_WIDTH = 340
 #: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).
 VECTOR_PAGE = 16
-#: The most channels a page holds: a wide panel's whole layer on one page would be an hour of
-#: CPU behind one click, in tiles too small to see in the dock.
+#: The most channels a page holds (a whole layer would be an hour of CPU, in tiny tiles).
 MAX_PAGE = 32
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
 
 
-#: Channels synthesised together (one batch): small enough that tiles appear every few
-#: seconds, large enough that a GPU is kept busy.
+#: Channels synthesised per batch: tiles appear every few seconds, a GPU stays busy.
 CHUNK = 4
-#: The longest an optimisation step waits for the capture worker's job (a run, a live frame):
-#: the window's own work comes first, yet a page beside live mode still moves.
+#: The longest an optimisation step waits for the capture worker's job (live mode still moves).
 YIELD_S = 1.0
 
 
@@ -59,12 +52,8 @@ def page_job(
     set_progress: Callable[[tuple[int, int]], None],
     capture_worker: Any,
 ) -> Callable[[Any, Any], None]:
-    """The job (``job(should_stop, report)``) filling ``channels`` of ``layer`` of model
-    ``target`` with ``settings``.
-
-    ``emit("total", n)`` tells the layer's channel count (with ``need_total``), ``emit("part",
-    vis)`` each :class:`~actviz.analysis.visualize.visualization.Visualization` found or made;
-    ``set_progress((done, total))`` counts the optimisation steps."""
+    """The job filling ``channels`` of ``layer`` of ``target``: ``emit("total", n)`` (with
+    ``need_total``), ``emit("part", vis)`` each Visualization, ``set_progress((done, total))``."""
     steps = settings.steps
 
     def job(should_stop: Any, report: Any) -> None:
@@ -111,9 +100,7 @@ class _PartSignals(QObject):
 
 
 class PageVisualiser(QObject):
-    """The dock and its background synthesis. ``settings()`` gives the channel view's "What it
-    wants" settings (both views ask the cache for the same pictures); ``settings_menu``, their
-    popover, is offered in the dock too."""
+    """The dock and its background synthesis, with "What it wants"'s ``settings()`` and menu."""
 
     def __init__(
         self, host: WindowHost, settings: Callable[[], VisualizeSettings], settings_menu: Any
@@ -127,16 +114,14 @@ class PageVisualiser(QObject):
         #: The synthesis (on the model's copy); one page at a time, newest wins.
         self.worker = Worker(self)
         self._signals = _PartSignals(self)
-        #: ``pictures_made(token, kind, value)``: a part made or found in the cache ("part", its
-        #: Visualization), or the layer's channel count ("total").
+        #: ``pictures_made(token, kind, value)``: "part" (a Visualization) or "total" (count).
         self.pictures_made = self._signals.part
         #: Layer, channels of the page, the layer's channel count (0 while unknown).
         self.layer = ""
         self.channels: tuple[int, ...] = ()
         self.total = 0
         self._parts: list[Visualization] = []
-        # The page: its position in the layer's order (channel numbers, or the panel's order
-        # of its own, e.g. by effect) and size.
+        # The page: its position in the layer's (or the panel's) order, and its size.
         self._order: tuple[int, ...] | None = None
         self._order_label = ""
         self._pos = 0
@@ -153,8 +138,7 @@ class PageVisualiser(QObject):
         self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
         self._signals.part.connect(self._on_part)
-        #: The page's job on :attr:`worker` (the synthesis, or a restored page's look-up);
-        #: its context: ``(kind, token)``.
+        #: The page's job on :attr:`worker` and its ``(kind, token)``.
         self.job = FeatureJob(
             self,
             host,
@@ -180,8 +164,8 @@ class PageVisualiser(QObject):
         return merged.select([c for c in self.channels if c in merged.channels])
 
     def visualise(self, layer: str, first: int | None = None, *, size: int | None = None) -> bool:
-        """Fill the dock with ``size`` channels of ``layer`` from ``first`` in its panel's order
-        (None: the panel's page and page size, at most :data:`MAX_PAGE`); False: nothing to do."""
+        """Fill the dock with ``size`` channels of ``layer`` from ``first`` (None: the panel's
+        page); False: nothing to do."""
         if self._closed or self.session.model is None or not layer:
             return False
         size = self._page_size(layer) if size is None else max(1, int(size))
@@ -193,8 +177,7 @@ class PageVisualiser(QObject):
         return self._synthesise(layer, first, size)
 
     def again(self) -> bool:
-        """The dock's Visualise: synthesise the page shown (its channels in its order, which
-        for a page opened from a session may be an order the panels no longer have)."""
+        """The dock's Visualise: synthesise the page shown, in its own order."""
         if self._closed or self.session.model is None or not self.layer:
             return False
         return self._synthesise(self.layer, self._pos, self._size)
@@ -206,8 +189,7 @@ class PageVisualiser(QObject):
         self.dock.set_busy(True)
         text = self._synthesising()
         if not self.copy.is_held() and self.host.worker.is_busy():
-            # The copy is made on the capture worker after what it runs now (maybe a long
-            # run): say what the page waits for, not that it synthesises.
+            # The copy waits for the capture worker's current job: say so.
             text = f"Waiting for the run in progress to end, then {text[0].lower()}{text[1:]}"
         self.dock.set_message(text)
         self.job.progress = (0, 0)
@@ -311,8 +293,7 @@ class PageVisualiser(QObject):
         return state
 
     def restore(self, state: Any) -> bool:
-        """Show the page of :meth:`state` again from the cache, running no model; False (only the
-        dock's visibility changes) when ``state`` names no layer shown."""
+        """Show :meth:`state`'s page again from the cache; False when its layer is not shown."""
         if not isinstance(state, dict) or self._closed:
             return False
         if isinstance(state.get("open"), bool):
@@ -369,8 +350,7 @@ class PageVisualiser(QObject):
         self.copy.close()
 
     def _page_size(self, layer: str) -> int:
-        """Channels per page: the panel's page, at most :data:`MAX_PAGE`; :data:`VECTOR_PAGE`
-        for a layer without a paged panel (bars, or not ticked), which would give pages of one."""
+        """Channels per page: the panel's, at most :data:`MAX_PAGE` (else :data:`VECTOR_PAGE`)."""
         if self._mosaic(layer) is None and layer not in self.session.page_channels:
             return VECTOR_PAGE
         return max(1, min(MAX_PAGE, int(self.host.page_channels(layer))))
@@ -410,8 +390,7 @@ class PageVisualiser(QObject):
         )
 
     def _on_worker_errored(self, _error: BaseException) -> None:
-        # The page failed before any picture (not an image model, a layer without
-        # channels): no grey tiles under the message, as if pictures were still coming.
+        # Failed before any picture: no grey tiles, as if pictures were coming.
         if not self.dock.mosaic.filled():
             self.dock.mosaic.set_channels(())
 
@@ -438,8 +417,7 @@ class PageVisualiser(QObject):
             return
         filled, n = len(self.dock.mosaic.filled()), len(self.channels)
         saved = sum(sum(p.from_cache) for p in self._parts)
-        # The settings the tiles were made with: the ⚙ popover, shared with What it wants,
-        # may say others by now (and a tile opened in the channel view then has no picture).
+        # The tiles' own settings: the shared ⚙ popover may say others by now.
         made = f"at {self._settings.steps} steps, {self._settings.size[0]} px"
         if kind == "synthesis":
             note = f" ({saved} saved before)" if saved else ""
@@ -460,8 +438,7 @@ class PageVisualiser(QObject):
         return f"Cancelled ({done} of {_count(len(self.channels))} done)."
 
     def _on_dock_toggled(self, shown: bool) -> None:
-        # Closed, the page would synthesise unseen (minutes of CPU, nothing on screen saying
-        # why): it stops. The tiles done stay (and in the cache); Visualise goes on from there.
+        # Closed, it stops (minutes of unseen CPU otherwise); tiles done stay, Visualise resumes.
         if not shown and not self.host.is_closed():
             self.cancel()
 

@@ -1,9 +1,5 @@
-"""The "What channels want" dock: a mosaic of a layer's page of channels, each tile the picture
-that channel wants (filled as the background synthesis finishes them), paged like the layer
-panels' mosaics.
-
-Passive: :class:`~actviz.ui.visualize.feature.VisualizeFeature` gives it the tiles and listens
-to its signals.
+"""The "What channels want" dock (passive): a page of channels, each tile the picture its
+channel wants, filled as the synthesis finishes them.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ _PENDING = QtGui.QColor(220, 220, 220)
 
 
 class WantsMosaic(QtWidgets.QWidget):
-    """Tiles of channels, each with its number; a tile without its picture yet is grey.
-    ``tile_clicked(int)``: the channel of the tile clicked."""
+    """Numbered channel tiles, grey until pictured; ``tile_clicked(int)``: the channel."""
 
     tile_clicked = QtCore.Signal(int)
 
@@ -145,9 +140,8 @@ class WantsMosaic(QtWidgets.QWidget):
 
 
 class MosaicDock(QtWidgets.QDockWidget, RunRow):
-    """The dock: a title line (layer and page), page buttons, Visualise / Cancel, progress,
-    Export, the mosaic and a message line. Signals: ``page_requested(int)`` (-1 or +1: the
-    previous or next page), ``visualise_requested``, ``cancel_requested``, ``export_requested``.
+    """The dock's title, buttons, progress, mosaic and message. Signals: ``page_requested(int)``
+    (-1 or +1), ``visualise_requested``, ``cancel_requested``, ``export_requested``.
     """
 
     page_requested = QtCore.Signal(int)

@@ -1,8 +1,4 @@
-"""The channel view's "What it wants" section: settings, a button, progress and the picture.
-
-Passive: it shows what :class:`~actviz.ui.visualize.feature.VisualizeFeature` gives it and
-tells it what the user asked for through signals.
-"""
+"""The channel view's passive "What it wants" section: settings, a button, progress, picture."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from actviz.ui.panels import style
 OBJECTIVES = ("channel", "neuron")
 #: Smallest side the picture is drawn at (a small image is enlarged by a whole factor).
 MIN_SHOWN = 96
-#: Largest side it is drawn at: a larger image is drawn smaller, so that the channel's maps
-#: above keep their room (the export writes it whole).
+#: Largest side it is drawn at, so the maps above keep their room (the export writes it whole).
 MAX_SHOWN = 192
 
 
@@ -43,8 +38,7 @@ def read_saved_settings(saved: Any) -> VisualizeSettings | None:
 
 
 class RunRow(StepsAndLine):
-    """A view with a run button, the ⚙ settings popover, progress and Cancel on one row and a
-    message line: "What it wants" and the "What channels want" dock."""
+    """A run button, the ⚙ settings popover, progress and Cancel in a row, and a message."""
 
     #: While busy the run button is hidden (True) or greyed out (False).
     hide_run_when_busy = False
@@ -98,8 +92,8 @@ class RunRow(StepsAndLine):
 
 
 class WantsSection(QtWidgets.QWidget, RunRow):
-    """ "What it wants" under the channel's maps. Signals: ``requested`` (its button),
-    ``cancel_requested``, ``settings_changed`` (steps, size or the objective)."""
+    """ "What it wants" under the channel's maps; ``requested``, ``cancel_requested``,
+    ``settings_changed``."""
 
     requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
