@@ -1,6 +1,4 @@
-"""The Atlas tab's texts: a dot's description, the map's and the selection's lines, the
-channels that set a selection apart. Plain functions of the fitted map
-(:class:`~actviz.data.atlas_map.Atlas`)."""
+"""The Atlas tab's texts, plain functions of the fitted map (a dot, the map, the selection)."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ __all__ = [
 
 
 def describe_row(atlas: Any, row: int, categories: Any, *, thumbnail: bool = False) -> str:
-    """HTML naming the image of map row ``row``: its file, class and prediction (and its
-    picture above with ``thumbnail``)."""
+    """HTML naming row ``row``'s image: file, class, prediction (``thumbnail``: picture above)."""
     emb = atlas.embeddings
     path = str(emb.sources[row])
     lines = [f"<b>{html.escape(Path(path).name)}</b>", html.escape(path)]

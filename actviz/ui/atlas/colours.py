@@ -24,9 +24,8 @@ LEVELS = 64
 
 @dataclass(frozen=True)
 class Colouring:
-    """Per-dot colours and what they mean: each dot's ``index`` in ``palette`` (``(P, 3)``
-    uint8 RGB), the ``legend``'s ``(name, rgb, count)`` rows, a channel's ``scale`` (low, high)
-    and a ``note`` on why a mode shows nothing useful."""
+    """Per-dot ``index`` into ``palette`` (``(P, 3)`` uint8), ``legend`` rows ``(name, rgb,
+    count)``, a channel's ``scale`` and a ``note`` when the mode shows nothing useful."""
 
     index: np.ndarray
     palette: np.ndarray
@@ -42,8 +41,7 @@ class Colouring:
 def model_labels(
     labels: np.ndarray | None, class_names: Sequence[str] | None, categories: Sequence[str] | None
 ) -> np.ndarray | None:
-    """The folder's labels as the model's class indices (matched by name; -1: not a class of
-    the model), so a prediction can be compared with them; None when either is unknown."""
+    """The folder's labels as the model's class indices, by name (-1: none; None: unknown)."""
     if labels is None or not class_names or not categories:
         return None
     where = {name: i for i, name in enumerate(categories)}
@@ -81,9 +79,8 @@ def colouring(
 ) -> Colouring:
     """Colours of ``count`` dots for one of :data:`COLOUR_MODES`.
 
-    ``mode``: "Class" (the folder's ``labels`` and ``class_names``), "Prediction" (the model's
-    ``predictions`` and ``categories``), "Correct" (prediction == class, by name) or "Channel"
-    (``channel_values``, one per dot, on a scale).
+    ``mode``: "Class" (``labels``, ``class_names``), "Prediction" (``predictions``,
+    ``categories``), "Correct" (prediction == class) or "Channel" (``channel_values``).
     """
     grey = Colouring(np.zeros(count, np.int64), GREY[None])
     if mode == "Class":

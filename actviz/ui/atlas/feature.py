@@ -1,8 +1,5 @@
-"""The Atlas tab as a window feature: the dataset scan's map of one layer, with the input on it.
-
-The map of ``session.scan`` is fitted on this feature's own worker (no model needed). Each
-result moves the input's marker and refreshes its nearest images; a dot's click opens its image
-as the input; a selection lists the channels that set it apart.
+"""The Atlas tab: the dataset scan's map of one layer (fitted on its own worker), with the
+input's marker and nearest images; a dot's click opens its image as the input.
 """
 
 from __future__ import annotations
@@ -37,14 +34,12 @@ NEAREST_K = 8
 SELECTION_THUMBS = 24
 #: Channels listed for a selection.
 SEPARATING_K = 10
-#: What the nearest images' title adds when the input's star lies too far off the map to
-#: widen the view to it.
+#: What the nearest images' title adds when the input's star lies too far off the map.
 FAR_OFF_MAP = "the input lies far off the map, out of view (zoom out to see its star)"
 
 
 def classifier_layer(scan: Any, categories: Any) -> str | None:
-    """The scanned layer with embeddings whose vector is the model's class scores (as wide as
-    its class list; the last such layer), or None."""
+    """The last scanned layer whose embeddings are as wide as the class list, or None."""
     if not categories:
         return None
     hits = [
@@ -55,13 +50,11 @@ def classifier_layer(scan: Any, categories: Any) -> str | None:
     return hits[-1] if hits else None
 
 
-# The Atlas map a session file keeps, and how it is matched and put back (the selection as
-# image indices in the scan, with the scan's cache key and image count).
+# The Atlas map a session file keeps (the selection as image indices in the scan).
 
 
 def saved_map(atlas: Any, view: Any, selection: np.ndarray) -> dict[str, Any]:
-    """The session file's record of ``atlas`` as ``view`` shows it, with map rows
-    ``selection`` selected."""
+    """The session file's record of ``atlas`` as ``view`` shows it, ``selection`` selected."""
     key = getattr(atlas.scan, "cache_path", None)
     return {
         "layer": atlas.layer,
@@ -194,8 +187,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.rebuild()
 
     def rebuild(self) -> Job | None:
-        """Fit the map of the chosen layer on the feature's worker; returns the job (None:
-        nothing to map, or the map was fitted before and is shown now)."""
+        """Fit the chosen layer's map in the background; the job (None: nothing, or shown now)."""
         scan, layer = self.session.scan, self.view.layer_combo.currentText()
         if scan is None or not layer:
             return None
@@ -361,8 +353,7 @@ class AtlasFeature(FeatureBase, QObject):
             self.host.open_input_source(self.source(row), remember=False)
 
     def select_rows(self, rows: Any) -> tuple[Any, ...]:
-        """Select map rows ``rows``: their thumbnails and the channels that set them apart
-        from the rest of the dataset (none when the selection is empty or everything)."""
+        """Select ``rows``: their thumbnails and the channels that set them apart."""
         atlas = self.atlas
         if atlas is None:
             return ()
@@ -417,8 +408,7 @@ class AtlasFeature(FeatureBase, QObject):
         return {} if atlas is None else {"atlas": saved_map(atlas, self.view, self.selection)}
 
     def restore_session_part(self, parts: Any) -> None:
-        """Put back :meth:`session_part`'s map (layer, method, colouring, selection) once the
-        session's scan is shown; another scan arriving first drops it."""
+        """Put back :meth:`session_part`'s map once the session's scan is shown (not another's)."""
         saved = parts.get("atlas")
         if not isinstance(saved, dict) or not isinstance(saved.get("layer"), str):
             self._restoring = None
@@ -431,8 +421,7 @@ class AtlasFeature(FeatureBase, QObject):
             self.rebuild()
 
     def report_part(self) -> dict[str, Any]:
-        """File > Export report: the map as the tab colours it, with the input's marker and
-        the selection's rims (drawn when the report is written)."""
+        """The map as the tab shows it, drawn when the report is written."""
         atlas = self.atlas
         if atlas is None:
             return {}

@@ -1,6 +1,4 @@
-"""The Atlas map's pyqtgraph items: :class:`SelectBox` (the view box whose drag selects by
-rectangle or lasso) and :class:`RasterDots` (every image's dot, drawn as one cached raster).
-"""
+"""The Atlas map's pyqtgraph items: :class:`SelectBox` and :class:`RasterDots`."""
 
 from __future__ import annotations
 
@@ -17,9 +15,8 @@ __all__ = ["RasterDots", "SelectBox"]
 
 
 class SelectBox(pg.ViewBox):
-    """A view box whose left drag selects while :attr:`mode` is ``"rect"`` (a rectangle:
-    ``rect_selected(QRectF)``) or ``"lasso"`` (a free shape: ``lasso_selected(ndarray)``,
-    its ``(K, 2)`` vertices); ``""``: the drag pans as usual. View coordinates throughout."""
+    """A view box whose left drag selects in :attr:`mode` ``"rect"`` (``rect_selected``) or
+    ``"lasso"`` (``lasso_selected``, ``(K, 2)`` vertices), in view coordinates; ``""`` pans."""
 
     rect_selected = Signal(object)
     lasso_selected = Signal(object)
@@ -82,11 +79,8 @@ class SelectBox(pg.ViewBox):
 
 
 class RasterDots(pg.GraphicsObject):
-    """Every dot of the map painted as one image, splatted in numpy once per zoom level (far
-    faster than a ``ScatterPlotItem`` for tens of thousands of dots).
-
-    The image covers a :attr:`MARGIN` around the view, so a pan only moves it; it is splatted
-    again when zoom, dots or colours change, a pan leaves it, or its margin runs low at rest.
+    """Every dot as one image splatted in numpy (far faster than a ``ScatterPlotItem``),
+    covering a :attr:`MARGIN` around the view so a pan only moves it.
     """
 
     #: Pixels splatted beyond each side of the view, as a share of its width and height.
@@ -209,8 +203,7 @@ class RasterDots(pg.GraphicsObject):
 
 
 class _Raster:
-    """One splatted image of :class:`RasterDots`: made at transform ``t``, covering device
-    pixels ``[left, right) x [top, bottom)`` of it; the dots span ``bounds`` there."""
+    """One splatted image, made at transform ``t``, covering ``[left, right) x [top, bottom)``."""
 
     def __init__(
         self,
@@ -239,8 +232,7 @@ class _Raster:
         )
 
     def covers(self, t: Any, w: int, h: int, slack: tuple[int, int] = (0, 0)) -> bool:
-        """Whether this image, moved to transform ``t``, shows every dot a ``w`` x ``h`` device
-        would (and, with ``slack``, every dot that far around the view)."""
+        """Whether this image, moved to ``t``, shows what a ``w`` x ``h`` view (+ ``slack``) would."""
         if not self.same_scale(t):
             return False
         ox, oy = round(t.dx() - self.dx), round(t.dy() - self.dy)

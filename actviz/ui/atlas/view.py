@@ -1,5 +1,4 @@
-"""The Atlas tab's widgets: the map, its controls, colour legend and bar, and the thumbnail
-strips (nearest images, the selection)."""
+"""The Atlas tab's widgets: the map, its controls, legend and the thumbnail strips."""
 
 from __future__ import annotations
 
@@ -46,20 +45,16 @@ SELECTION_RGB = np.array(SELECTED_RGB, np.uint8)
 THUMB = 72
 #: Room left beyond the input's star when the view widens to show it (a share of the span).
 MARKER_MARGIN = 0.06
-#: At most this many times the view's width (and height) to show the star: beyond, the
-#: dots would shrink to a speck, and the star stays out of view (the tab says so).
+#: At most this many times the view's size to show the star (the dots would be specks).
 MAX_WIDEN = 4.0
-#: Below this width the tab shows the strips under the map, not beside it (where both would
-#: be too narrow).
+#: Below this width the strips go under the map, not beside it.
 NARROW_TAB_PX = 560
-#: The map's least size (the tab scrolls below what it and the strips need): higher with the
-#: strips under it, where the page scrolls down rather than squeeze the map.
+#: The map's least size (higher with the strips under it: the page scrolls instead).
 MIN_MAP_W, MIN_MAP_H, MIN_MAP_H_NARROW = 160, 200, 280
 
 
 class ThumbStrip(QListWidget):
-    """A row of thumbnails, each with a caption; ``activated_row(int)`` when one is clicked
-    (the row's data is what the owner put there)."""
+    """A row of captioned thumbnails; ``activated_row(int)`` when one is clicked."""
 
     activated_row = Signal(int)
 
@@ -271,8 +266,7 @@ class AtlasView(QWidget):
                 combo.setCurrentIndex(list(items).index(current))
 
     def set_coords(self, coords: np.ndarray, colours: Colouring) -> None:
-        """Put the dots at ``coords`` (M, 2) in ``colours``; the marks of the map before
-        (the input's star, the neighbours' rings, the selection's rims) go."""
+        """Put the dots at ``coords`` (M, 2) in ``colours``; the old map's marks go."""
         self.coords = np.asarray(coords, np.float64)[:, :2]
         self._hovered = -1
         # Their places were on the map before: left there, the refit would cover them too.
@@ -303,8 +297,8 @@ class AtlasView(QWidget):
         self.colour_bar.setVisible(colours.scale is not None)
 
     def set_marker(self, xy: np.ndarray | None) -> bool:
-        """The current input's place (None: not on the map); returns whether the star is in
-        view. The view widens to hold it, at most :data:`MAX_WIDEN` times."""
+        """Mark the input's place (None: off the map), widening at most :data:`MAX_WIDEN`
+        times; whether it is in view."""
         if xy is None:
             self.marker.setData([], [])
             return False

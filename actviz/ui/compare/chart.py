@@ -1,6 +1,4 @@
-"""SimilarityChart: cosine similarity and relative L2 distance of two runs, layer by layer in
-depth order, the first divergence marked; a click on a point announces its layer.
-"""
+"""SimilarityChart: two runs' cosine similarity and relative L2 per layer, divergence marked."""
 
 from __future__ import annotations
 
@@ -96,8 +94,7 @@ class SimilarityChart(PlotPanel):
         return QtCore.QSize(max(hint.width(), MIN_CHART_PX), hint.height())
 
     def set_comparison(self, comparison: Any) -> None:
-        """Show ``comparison`` (:class:`actviz.core.compare.Comparison`): one point per
-        layer and call, in its (depth) order."""
+        """Show ``comparison``: one point per layer and call, in depth order."""
         diffs: Sequence[Any] = tuple(comparison.layers)
         first = comparison.first_divergence
         at = (first.name, first.call_index) if first is not None else None
@@ -123,8 +120,7 @@ class SimilarityChart(PlotPanel):
         divergence: int | None = None,
         tol: float = 0.0,
     ) -> None:
-        """Show one point per layer (same lengths); ``divergence`` indexes the first layer
-        past ``tol`` (marked), None when the runs agree everywhere."""
+        """Show one point per layer; ``divergence``: the first past ``tol`` (None: agreed)."""
         n = len(names)
         self.names = list(names)
         self.calls = list(calls) if calls is not None else [0] * n
@@ -244,8 +240,7 @@ class SimilarityChart(PlotPanel):
         return text + " · click: show in Layers"
 
     def point_position(self, index: int) -> QtCore.QPoint:
-        """Where layer ``index``'s cosine point is drawn, in the plot widget's viewport
-        (tests click there)."""
+        """Where layer ``index``'s cosine point is drawn in the viewport (tests click there)."""
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(float(index), float(self.cosine[index])))
         return self.plot_widget.mapFromScene(scene)
 

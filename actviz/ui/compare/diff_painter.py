@@ -1,6 +1,4 @@
-"""The Compare tab's difference panels, painted as they come near the area's view: those in
-view first, then those near it one per event-loop pass, what is in view kept in place.
-"""
+"""The Compare tab's difference panels, painted lazily: in view first, then those near it."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ from actviz.workspace.compare_job import CompareOutcome
 
 __all__ = ["PAINT_MARGIN", "DiffPainter", "panel_title"]
 
-#: Difference panels this far (a fraction of the area's height) outside the area are painted
-#: after those in it (one per event-loop pass), so a little scrolling finds them painted.
+#: How far outside the view (a fraction of its height) panels are painted, one per pass.
 PAINT_MARGIN = 0.5
 
 
@@ -30,8 +27,7 @@ def panel_title(layer: PreparedLayer) -> str:
 
 
 class DiffPainter(QObject):
-    """Paints ``view``'s difference panels (on ``page``, the tab) lazily, with their pages
-    (:attr:`pages`: first channel shown, and :attr:`page_sizes`: a new comparison's)."""
+    """Paints ``view``'s difference panels lazily, with their pages and page sizes."""
 
     def __init__(self, view: CompareView, page: QWidget, parent: QObject) -> None:
         super().__init__(parent)
@@ -79,9 +75,8 @@ class DiffPainter(QObject):
             self._paint_soon.request()
 
     def paint_in_view(self, *, near: bool = False) -> None:
-        """Paint the panels waiting in the area's view now (scrolling first to the first
-        divergence of a comparison shown for the first time); those near it follow, one a pass
-        (``near``), so that a little scrolling finds them painted."""
+        """Paint the panels in view now (a new comparison scrolls to its divergence first);
+        ``near`` ones follow, one a pass."""
         if self._closed or self._painting or not self.page.isVisible():
             return
         if not self.unpainted and self._reveal_name is None:

@@ -1,5 +1,4 @@
-"""The Compare tab's difference area: a panel per layer (A - B), one column or two, each
-made when it is first painted (until then a stand-in holds its place)."""
+"""The Compare tab's difference area: a panel per layer (A - B), made when first painted."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ TWO_COLUMNS_PX = 1300
 
 
 class DifferencePanel(LayerPanel):
-    """A layer panel of a difference: A - B where the activation goes, |A - B| where the
-    gradient magnitude goes, and read-outs that say so."""
+    """A layer panel of A - B (activation side) and |A - B| (gradient side)."""
 
     def __init__(self, name: str, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(name, parent)
@@ -45,8 +43,7 @@ class _StandIn(QtWidgets.QWidget):
 
 
 class DifferenceArea(QtWidgets.QScrollArea):
-    """The difference panels of a comparison, in depth order, in a scroll area; ``scrolled``
-    and ``resized`` say other panels may have come into view."""
+    """A comparison's difference panels in a scroll area (``scrolled``, ``resized``)."""
 
     page_requested = QtCore.Signal(str, int)
     mosaic_width_changed = QtCore.Signal(str, int)
@@ -88,13 +85,11 @@ class DifferenceArea(QtWidgets.QScrollArea):
         return super().eventFilter(watched, event)
 
     def order(self) -> list[str]:
-        """The layers of the comparison shown, in depth order: a panel each (made when it
-        is first painted, see :meth:`panel`)."""
+        """The comparison's layers, in depth order."""
         return list(self._order)
 
     def panel(self, name: str) -> DifferencePanel:
-        """The difference panel of layer ``name``, made on first use (in its place in the
-        grid when the layer is one of :meth:`order`)."""
+        """Layer ``name``'s difference panel, made (and placed) on first use."""
         panel = self.panels.get(name)
         if panel is not None:
             return panel
@@ -127,8 +122,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
             self.verticalScrollBar().setValue(cell.y())
 
     def layout_panels(self, order: Sequence[str]) -> None:
-        """Give exactly the layers of ``order`` a place (the other panels are deleted; new
-        ones are made when first painted)."""
+        """Give exactly the layers of ``order`` a place (the others' panels are deleted)."""
         order = list(order)
         for name in [n for n in self.panels if n not in order]:
             self._discard(self.panels.pop(name))
@@ -190,8 +184,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         panel.set_minimum_panel_height(max(height, MIN_PANEL_HEIGHT))
 
     def settle(self) -> None:
-        """Lay the difference area out now (panels placed, the scroll range updated), so
-        geometry read next is that of what is about to be painted."""
+        """Lay the area out now, so geometry read next is what is about to be painted."""
         for _ in range(3):
             QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
 
@@ -207,8 +200,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         ]
 
     def anchor(self) -> tuple[str, int] | None:
-        """The first panel whose bottom is in view, and how far its top is from the view's
-        top: :meth:`keep_anchor` puts it back there after panels above it changed."""
+        """The first panel whose bottom is in view and its top's offset, for :meth:`keep_anchor`."""
         value = self.verticalScrollBar().value()
         for name, cell in self.cells.items():
             if cell.y() + cell.height() > value:

@@ -1,8 +1,5 @@
-"""The Compare tab's logic: choose run B, run the comparison on the capture worker, show it.
-
-Run A is the result the window shows; run B is a pin, another input, or another model. The
-comparison runs on the capture worker without superseding; one asked for during a run waits for
-it, so run A is the newest. Only pictures and figures are kept.
+"""The Compare tab's logic: run A (the result shown) against run B (a pin, another input or
+model), on the capture worker without superseding, so run A is the newest.
 """
 
 from __future__ import annotations
@@ -49,8 +46,7 @@ STALE_NOTE = "Run A changed since this comparison: press Compare to compare the 
 
 
 class CompareController(FeatureBase, QObject):
-    """Drives the Compare tab: ``compare_finished``, ``compare_failed(message)`` and
-    ``model_b_loaded(source)`` say how it went."""
+    """Drives the Compare tab (``compare_finished``, ``compare_failed``, ``model_b_loaded``)."""
 
     compare_finished = Signal()
     compare_failed = Signal(str)
@@ -409,8 +405,7 @@ def request_for(
     pages: Mapping[str, int],
     page_sizes: Mapping[str, int],
 ) -> tuple[CompareRequest, str]:
-    """The comparison of the session's latest run (A) with run B, and B's label; ValueError
-    when run B cannot be had."""
+    """The comparison of the latest run with run B, and B's label; ValueError without B."""
     s = session
     result = s.result
     assert result is not None and result.capture is not None
@@ -486,8 +481,7 @@ def describe_outcome(outcome: CompareOutcome, label_b: str) -> str:
 
 
 def setup_of(view: Any, pins: Sequence[Any], model_b: Any) -> dict[str, Any]:
-    """The comparison set-up a session file keeps: run A is the latest run; run B is a pin
-    (its label), an input (its source) or a second model (its source)."""
+    """The comparison set-up a session file keeps: run B's pin label or source."""
     setup: dict[str, Any] = {"a": "current", "mode": view.source}
     pins = list(pins)
     if view.source == PIN and pins:
@@ -502,8 +496,7 @@ def setup_of(view: Any, pins: Sequence[Any], model_b: Any) -> dict[str, Any]:
 def restore_setup(
     view: Any, setup: Mapping[str, Any], pins: Sequence[Any], model_b: Any
 ) -> int | None:
-    """Choose run B in ``view`` as ``setup`` (:func:`setup_of`) says; nothing runs, a second
-    model is only named (to be opened again). Returns the pin to choose, if one."""
+    """Choose run B in ``view`` as ``setup`` says, running nothing; the pin to choose, if one."""
     mode, b = setup.get("mode"), setup.get("b")
     if mode not in (PIN, INPUT, MODEL):
         return None

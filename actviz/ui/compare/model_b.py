@@ -1,5 +1,4 @@
-"""Model B for the Compare tab: opened through the window's Open model dialog (the same
-dialog, model loader and trust question as the main model), on loads of its own."""
+"""Model B for the Compare tab, opened as the main model is, on loads of its own."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ __all__ = ["ModelB"]
 
 
 class ModelB(QObject):
-    """Opens model B and keeps it: ``opened(loaded, source)`` once it opened and fits run A's
-    layers, else ``failed(text)``."""
+    """Opens and keeps model B: ``opened(loaded, source)`` if it fits run A, else ``failed``."""
 
     def __init__(
         self,

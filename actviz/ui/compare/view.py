@@ -1,7 +1,4 @@
-"""CompareView: the Compare tab's widgets (passive: the controller fills them): where run B
-comes from, a message line, the similarity chart beside both predictions, and the difference
-mosaics (A - B) per layer.
-"""
+"""CompareView: the Compare tab's passive widgets (run B's source, chart, predictions, A - B)."""
 
 from __future__ import annotations
 

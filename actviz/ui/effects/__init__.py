@@ -1,5 +1,4 @@
-"""The "Channels that matter" dock: every ticked layer's channels ranked by their effect on
-the prediction, estimated per result and verified exactly in the background."""
+"""The "Channels that matter" dock: channels ranked by estimated (and verified) effect."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Which channels matter, in the window: the "Channels that matter" dock.
-
-Estimates come from the capture shown (no model run) on a thread of their own; "Verify" runs
-exact ablations on the capture worker (:mod:`.verifying`); "Ablate top" / "Keep only top" add
-what-if edits; the panels can be outlined and sorted by effect (:class:`PanelMarks`).
+"""The "Channels that matter" dock: estimates from the capture shown on a thread of their own,
+exact checks on the capture worker, what-if edits, panels marked and sorted by effect.
 """
 
 from __future__ import annotations
@@ -46,8 +43,8 @@ ORDER_LABEL = "by effect"
 
 
 class _DockScroll(QScrollArea):
-    """The dock's scroll area, asking for the height of its controls and a layer's bars
-    (a dock stacked under another gets a share of the height by what it asks for)."""
+    """The dock's scroll area, asking for its controls' and a layer's height (stacked docks
+    share height by what they ask)."""
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
         return QSize(PREFERRED_WIDTH, PREFERRED_HEIGHT)
@@ -57,9 +54,8 @@ class _DockScroll(QScrollArea):
 
 
 class PanelMarks:
-    """The outlines and orders one effects dock gave the window's layer panels: each ranked
-    layer's top channels outlined (turning to the page holding the first) and its tiles sorted
-    by effect, and what was there before put back."""
+    """The top-channel outlines and effect orders an effects dock gave the layer panels, and
+    what to put back."""
 
     def __init__(self, host: Any, session: Any) -> None:
         self.host = host
@@ -70,8 +66,7 @@ class PanelMarks:
         self.marked: dict[str, list[int]] = {}
 
     def mark(self, eff: Any, k: int) -> None:
-        """Outline the top ``k`` channels of each layer of ``eff`` in its panel, turning a
-        mosaic to the page holding the first."""
+        """Outline each layer's top ``k`` channels, turning to the page of the first."""
         s = self.session
         for layer in eff.layers:
             panel = self.host.panel(layer)
@@ -89,8 +84,7 @@ class PanelMarks:
                 self.host.refresh_panel(layer)
 
     def unmark(self) -> None:
-        """Clear the outlines :meth:`mark` drew, where the user has not picked other channels
-        since."""
+        """Clear :meth:`mark`'s outlines unless the user picked other channels since."""
         marked, self.marked = self.marked, {}
         for layer, channels in marked.items():
             panel = self.host.panel(layer)
@@ -98,8 +92,7 @@ class PanelMarks:
                 panel.set_selected_channels([])
 
     def sort(self, eff: Any, result: Any) -> None:
-        """Give each layer of ``eff`` with a mosaic in ``result`` its order by effect, keeping
-        the page (its place in the order) the user is on; the first time, the first page."""
+        """Order each layer's mosaic by effect, keeping the user's page (first time: page one)."""
         s = self.session
         for layer in eff.layers:
             shown = result.layers.get(layer)
@@ -194,8 +187,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.dock.setVisible(False)
 
     def session_part(self) -> dict[str, Any]:
-        """What a session file keeps: the channels shown per layer, the panels' marking and
-        sorting (the dock's place and visibility are in the window layout)."""
+        """The channels shown per layer and the panels' marking and sorting."""
         v = self.view
         return {
             "effects": {
@@ -206,8 +198,7 @@ class EffectsFeature(FeatureBase, QObject):
         }
 
     def report_part(self) -> dict[str, Any]:
-        """File > Export report: the bar chart of each layer's channels that matter (estimate
-        and, where verified, exact), as the dock shows them."""
+        """Each layer's bar chart as the dock shows it, for the report."""
         eff, k = self.effects, self.view.top
         if eff is None:
             return {}
@@ -249,8 +240,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.refresh()
 
     def refresh(self) -> bool:
-        """Start estimating the effects of the result shown (in the background; False, saying
-        why, when it cannot). Nothing starts when the effects shown are of that result."""
+        """Estimate the result's effects in the background, unless shown; False (said) if not."""
         if self.closed:
             return False
         if self.shows_result():
@@ -292,8 +282,7 @@ class EffectsFeature(FeatureBase, QObject):
         return self._source is not None and result is not None and self._source() is result
 
     def sort_panels(self, on: bool = True) -> None:
-        """Order the tiles of each ranked layer's panel by ``|estimated effect|`` with each new
-        result (``on``), or put back the natural order and page; the dock's box follows."""
+        """Sort ranked panels by ``|effect|`` with each result (``on``), or put the order back."""
         v = self.view
         if v.sort_check.isChecked() != bool(on):
             v.sort_check.setChecked(bool(on))  # its signal comes back here
@@ -311,8 +300,7 @@ class EffectsFeature(FeatureBase, QObject):
         return list(self.marks.sorted)
 
     def ablate_top(self, layer: str, k: int | None = None) -> bool:
-        """Add a what-if edit ablating the top ``k`` channels of ``layer`` (removing its top
-        concepts where it is ranked by concepts) and run again."""
+        """Add an edit ablating ``layer``'s top ``k`` channels (or concepts) and run again."""
         return self._edit(layer, k, "ablated")
 
     def keep_top(self, layer: str, k: int | None = None) -> bool:
@@ -320,8 +308,7 @@ class EffectsFeature(FeatureBase, QObject):
         return self._edit(layer, k, "kept")
 
     def open_channel(self, layer: str, channel: int) -> bool:
-        """Open ``channel`` of ``layer`` in the channel view (a bar's click); a concept opens
-        as a click on its tile does (the Concept dock)."""
+        """Open ``channel`` of ``layer`` in the channel view (a concept as its tile does)."""
         panel = self.host.panel(layer)
         if units.dictionary_of(self.effects, layer) is not None and panel is not None:
             panel.tile_clicked.emit(layer, int(channel))
@@ -337,8 +324,7 @@ class EffectsFeature(FeatureBase, QObject):
         eff = self.effects
         if eff is None or layer not in eff.results:
             return []
-        # A channel without effect is not one that matters, however it ranks; those measured
-        # from the tile menu come after the top ones.
+        # A channel without effect does not matter, however it ranks; measured ones come last.
         top = [r for r in eff.top(layer, self.view.top) if r.has_effect]
         shown, res = {r.channel for r in top}, eff[layer]
         asked = [c for c in self.asked.get(layer, ()) if c not in shown and 0 <= c < res.channels]
@@ -475,8 +461,7 @@ class EffectsFeature(FeatureBase, QObject):
             self.marks.unmark()
 
     def _on_result_changed(self) -> None:
-        # Only while the dock is on screen or the panels are sorted by effect: otherwise
-        # nothing is estimated per live frame.
+        # Only while shown or sorting: nothing is estimated per live frame otherwise.
         if self.dock.isVisible() or self.view.sort_check.isChecked():
             self.refresh()
 

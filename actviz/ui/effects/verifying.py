@@ -1,6 +1,5 @@
-"""The "Channels that matter" dock's exact measurements: :class:`Verification` runs "Verify
-top N" and the tile menu's "Measure the effect of ch N" as the feature's one job on the
-capture worker (they run the model; the estimates never do).
+"""The "Channels that matter" dock's exact measurements ("Verify top N", "Measure the effect
+of ch N"), run on the capture worker as the feature's one job.
 """
 
 from __future__ import annotations
@@ -25,9 +24,7 @@ def channels_text(channels: tuple[int, ...]) -> str:
 
 
 class Verification:
-    """The exact measurements of one effects dock (``feature``: the
-    :class:`~actviz.ui.effects.feature.EffectsFeature`; ``host``: the window).
-    """
+    """The exact measurements of one effects dock (``feature``) in ``host``'s window."""
 
     def __init__(self, feature: Any, host: Any) -> None:
         self._feature = feature
@@ -60,8 +57,7 @@ class Verification:
         self.pending = None
 
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
-        """Measure the exact effect of each layer's top channels in the background
-        (``channels``: of these channels per layer instead, see :meth:`measure`)."""
+        """Measure each layer's top channels (or ``channels``) exactly, in the background."""
         f = self._feature
         if f.closed or self.job.running:
             return False
@@ -108,8 +104,7 @@ class Verification:
         return True
 
     def measure(self, layer: str, channels: Any) -> bool:
-        """Measure the exact effect of each of ``channels`` of ``layer`` in the background
-        (after the result's estimates) and show them in the dock."""
+        """Measure ``channels`` of ``layer`` exactly, after the estimates, and show them."""
         f = self._feature
         chosen = tuple(dict.fromkeys(int(c) for c in channels))
         if f.closed or not chosen:

@@ -1,6 +1,4 @@
-"""The "Channels that matter" dock's widgets (no torch): controls, progress, a message and one
-section of bars per layer (estimate and, where verified, exact, coloured by sign).
-"""
+"""The "Channels that matter" dock's widgets (no torch): controls and bars per layer."""
 
 from __future__ import annotations
 
@@ -52,8 +50,7 @@ def unit_label(unit: str, number: int, names: Mapping[int, str] | None = None) -
 def bar_text(
     layer: str, row: BarRow, unit: str = "channel", names: Mapping[int, str] | None = None
 ) -> str:
-    """What hovering a bar says: the channel (or concept), estimate, exact and what the sign
-    means."""
+    """What hovering a bar says: the unit, estimate, exact and the sign's meaning."""
     lines = [f"{layer} · {unit_label(unit, row.channel, names)}", f"estimate {_num(row.estimate)}"]
     if row.exact is not None:
         lines.append(f"exact {_num(row.exact)}")
@@ -67,8 +64,7 @@ def bar_text(
 
 
 def measured_text(eff: Any, measured: Mapping[str, Sequence[int]]) -> str:
-    """What the dock says after "Measure the effect of ...": each channel's (or concept's)
-    numbers in ``eff`` (an :class:`~actviz.analysis.effects.effect_results.Effects`)."""
+    """What the dock says after "Measure the effect of ...": each unit's numbers in ``eff``."""
     from actviz.analysis.concepts.layer_effects import unit_name
 
     lines = []
@@ -87,8 +83,7 @@ def _colour(value: float, exact: bool) -> QtGui.QColor:
 
 
 class EffectBars(QtWidgets.QWidget):
-    """Horizontal bars of one layer's top channels, largest ``|effect|`` first (a click:
-    ``channel_clicked(layer, channel)``)."""
+    """One layer's top channels as bars, largest ``|effect|`` first (``channel_clicked``)."""
 
     channel_clicked = QtCore.Signal(str, int)
 
@@ -238,8 +233,7 @@ class EffectsSection(QtWidgets.QWidget):
         unit: str = "channel",
         names: Mapping[int, str] | None = None,
     ) -> None:
-        """Show ``rows`` (``info`` beside the name; the buttons act on the top ``k`` of
-        ``unit``: ``"channel"`` or ``"concept"``)."""
+        """Show ``rows`` (``info`` by the name; buttons act on the top ``k`` ``unit``s)."""
         self.bars.set_rows(rows, unit, names)
         self.info.setText(info)
         self.ablate_button.setText(f"Ablate top {k}")
@@ -259,8 +253,7 @@ class EffectsSection(QtWidgets.QWidget):
 
 
 class EffectsView(QtWidgets.QWidget):
-    """The dock's content: controls, progress, a message and one section per layer; its
-    signals are its controls' and its sections'."""
+    """The dock's content: controls, progress, a message and one section per layer."""
 
     verify_requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
@@ -362,9 +355,8 @@ class EffectsView(QtWidgets.QWidget):
         self.progress.setFormat(f"{done}/{total} channels")
 
     def set_sections(self, layers: Sequence[str]) -> None:
-        """Show the sections of ``layers``: a layer's own, else a spare one renamed, else a new
-        one; those left are hidden for later (re-making them is slow). At most
-        :data:`SECTIONS_PER_TURN` are made now, the rest a few per event-loop turn."""
+        """Show ``layers``' sections, reusing hidden spares (making them is slow); at most
+        :data:`SECTIONS_PER_TURN` are made per event-loop turn."""
         old, layers = self.sections, list(layers)
         if list(old) == layers and not self._waiting:
             return
