@@ -33,13 +33,11 @@ def run_app(
     Parameters
     ----------
     model
-        A model source for ``open_model`` (torchvision name, file, ``file.py:Class``);
-        None opens the bundled demo model on its first sample, already run.
+        A model source for ``open_model``; None opens the demo model on its first sample.
     arch
         Architecture for weight-only files (state_dict, safetensors).
     input
-        An image / tensor file or ``random:...`` spec; None keeps the demo sample (demo) or
-        waits for the user (other models).
+        An image / tensor file or ``random:...`` spec; None: the demo's sample, or none.
     trust
         Allow unpickling a file that runs code (``--trust``); without it the window asks.
     session
@@ -51,7 +49,7 @@ def run_app(
     -------
     int
         The event loop's exit code; ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first
-        result (0) or failure (1), so a headless machine can prove the app opens.
+        result (0) or failure (1).
     """
     tune_allocator()  # the app's own process captures again and again: keep freed memory
     # Torch in parallel on the worker threads only (core/threads.py), until the window closes.

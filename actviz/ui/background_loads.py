@@ -1,6 +1,4 @@
-"""What the window's background loads run, and the requests that track them: Qt-free loaders
-given everything they need, so a test can swap in a slow or failing one.
-"""
+"""The window's background loaders (Qt-free, so tests swap them) and the requests tracking them."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ def load_model_source(
 
 
 def load_input_source(source: str, *, model: Any = None, loaded_model: Any = None) -> Any:
-    """Default input loader: :func:`actviz.io.input_files.open_input` (never runs the model, so
-    it may overlap a capture)."""
+    """Default input loader (never runs the model, so it may overlap a capture)."""
     from actviz.io.input_files import open_input
 
     return open_input(source, model=model, loaded_model=loaded_model)
@@ -40,8 +37,7 @@ def load_input_source(source: str, *, model: Any = None, loaded_model: Any = Non
 
 @dataclass(eq=False)
 class ModelRequest:
-    """One "open this model" request, from the click until it is adopted or fails
-    (``succeeded`` None until then); ``dialog``: the Open model dialog that shows its failure."""
+    """One "open this model" request (``succeeded`` None until done; ``dialog``: its dialog)."""
 
     source: str
     arch: str | None = None
@@ -55,11 +51,8 @@ class ModelRequest:
 
 @dataclass(eq=False)
 class InputRequest:
-    """One "open this input" request.
-
-    ``quiet``: a start-up default (a hint on failure); ``dropped``: a file that holds a model
-    opens as the model; ``swap``: read by the window for a model just opened, not asked for.
-    """
+    """One "open this input" request. ``quiet``: a start-up default; ``dropped``: a model file
+    opens as the model; ``swap``: re-read for a model just opened."""
 
     source: str
     remember: bool = True
@@ -85,8 +78,7 @@ MAX_ERROR_CHARS = 240
 
 
 def describe_error(exc: BaseException) -> str:
-    """One readable line for the banner: actviz, value and OS errors as they are; others with
-    their type ("RuntimeError: mat1 and mat2 shapes...")."""
+    """One readable line for the banner (unexpected errors with their type)."""
     from actviz.io.errors import ActvizError
 
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -116,8 +108,7 @@ def failure_reason(error: BaseException, source: str) -> str:
 
 
 def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
-    """What the window says about an ``ArchitectureNeededError`` (no command-line advice;
-    ``in_dialog``: asks to choose from the candidates the dialog lists)."""
+    """What the window says about an ``ArchitectureNeededError`` (``in_dialog``: choose below)."""
     name = Path(error.path).name or error.path
     candidates = list(getattr(error, "candidates", ()) or ())
     lead = f"{name} holds only weights, not the architecture"

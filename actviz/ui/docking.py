@@ -1,6 +1,5 @@
-"""The window's docks: a dock comes back where a saved layout put it, is listed in the View
-menu, takes the width of its content when shown and is tabbed with another rather than make the
-window taller than the user made it.
+"""The window's docks: restored where a saved layout put them, listed in the View menu, as wide
+as their content, tabbed rather than make the window taller.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ DOCK_MAX_SHARE = 0.3
 
 
 class Docks:
-    """The docks of ``window`` (its ``chosen_height`` and View menu are used): the
-    :class:`~actviz.ui.host.Host`'s dock calls."""
+    """The :class:`~actviz.ui.host.Host`'s dock calls over ``window``."""
 
     def __init__(self, window: Any) -> None:
         self._w = window
@@ -64,11 +62,9 @@ class Docks:
                 self._fit_dock(dock)
 
     def fit_dock_width(self, dock: QDockWidget) -> None:
-        """Give a docked, untabbed ``dock`` its size hint's width (at most the width asked).
-
-        The docks stacked in the same area share its width: it is the widest any of them asks
-        for, so a narrow dock shown (the Edits) never squeezes a wide one beside it, and a dock
-        closed (``dock`` hidden) hands its width back to the panels, not to those left."""
+        """Give a docked, untabbed ``dock`` its size hint's width; stacked docks take the
+        widest asked (a narrow one never squeezes a wide one), and a closed dock's width goes
+        back to the panels, not to the docks left."""
         main = self._w
         area = main.dockWidgetArea(dock)
         if dock.isFloating() or area not in (

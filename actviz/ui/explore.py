@@ -18,8 +18,7 @@ from actviz.ui.window.settings import AppSettings, ensure_app_identity, user_set
 
 log = logging.getLogger(__name__)
 
-# Windows opened with block=False stay referenced here until closed, so a notebook cell that
-# drops the return value does not garbage-collect the window.
+# block=False windows stay referenced until closed, or a dropped return value collects them.
 _OPEN_WINDOWS: list[MainWindow] = []
 
 
@@ -46,11 +45,10 @@ def explore(
     Parameters
     ----------
     model
-        An ``nn.Module`` (or any source ``actviz.io.models.loading.open_model`` accepts, e.g.
-        ``"resnet18"`` or a checkpoint path).
+        An ``nn.Module``, or any source ``open_model`` accepts (``"resnet18"``, a checkpoint).
     inputs
-        A tensor, a tuple/list or dict of tensors, or a path / ``"random:..."`` spec
-        (``actviz.io.input_files.open_input``). None: no input yet.
+        A tensor, a tuple/list or dict of tensors, or a path / ``"random:..."`` spec. None: no
+        input yet.
     layers
         Module names (from ``named_modules()``) to tick; None ticks a few block outputs.
     block
@@ -59,15 +57,13 @@ def explore(
     categories
         Class names of the output logits, for the prediction panel and the target selector.
     settings
-        Where the window keeps its settings. None: start from the user's and write nothing
-        back (scripts leave the user's file as it was); True: the user's, written back; a
+        None: read the user's settings, write nothing back; True: the user's, written back; a
         ``QSettings`` or :class:`~actviz.ui.window.settings.AppSettings`: that store.
 
     Returns
     -------
     Explorer or None
-        The window's script façade (:class:`~actviz.ui.window.script.Explorer`) when
-        ``block`` is False; None after a blocking call returns.
+        The window's script façade when ``block`` is False; None after a blocking call.
 
     Raises
     ------

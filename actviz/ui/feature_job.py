@@ -1,5 +1,4 @@
-"""A feature's one job at a time on a worker (:class:`FeatureJob`) and the view calls it makes
-(:class:`StepsAndLine`: a progress bar and a message line)."""
+"""A feature's one job at a time on a worker, and its view's progress bar and message line."""
 
 from __future__ import annotations
 
@@ -49,12 +48,11 @@ class StepsAndLine:
 
 
 class FeatureJob(QObject):
-    """The one job at a time a feature runs on a worker, and the feature's view kept in step.
+    """The one job at a time a feature runs on a worker, its view kept in step.
 
     The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
-    ``set_progress(done, total)``. Finish (``on_finished(value, context)``), failure, cancel and
-    supersession (``interrupted``) each free the view and say so in it and the status bar; red
-    messages also go to ``on_failed(text)``. ``parent`` (the feature) names the failures' logger.
+    ``set_progress(done, total)``. Each end frees the view and says so there and in the status
+    bar (``on_finished(value, context)``, ``interrupted``; red messages to ``on_failed``).
     """
 
     def __init__(
@@ -113,8 +111,8 @@ class FeatureJob(QObject):
         failed: str | None = None,
         context: Any = None,
     ) -> Job:
-        """Submit ``job(should_stop, report)``: the view says ``message``, the status bar
-        ``status`` then ``done`` (``failed``: this job's failure prefix). Returns its handle."""
+        """Submit ``job(should_stop, report)``, the view saying ``message``, the status bar
+        ``status`` then ``done`` (``failed``: failure prefix); the handle."""
         self.context = context
         self._failed = failed if failed is not None else self._failed_default
         self._done = done
@@ -146,8 +144,7 @@ class FeatureJob(QObject):
         return True
 
     def drop(self) -> None:
-        """Forget the running job without showing an end (every job on a feature's own
-        :attr:`worker` turns stale; the view is left as it is)."""
+        """Forget the running job without showing an end (the view is left as it is)."""
         self.job = None
         self.context = None
         self.worker.drop()

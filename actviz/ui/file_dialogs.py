@@ -1,5 +1,4 @@
-"""Where the window's file dialogs start: the folder last used in one of them, else home (not
-the process's working folder, Qt's default)."""
+"""Where file dialogs start: the folder last used, else home (not Qt's working folder)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ _last: str | None = None
 
 
 def start_folder(preferred: str | Path | None = None) -> str:
-    """The folder a dialog starts in: ``preferred`` (a file's folder, or a folder) when it
-    exists, else the folder last used, else home."""
+    """``preferred`` (or its folder) when it exists, else the folder last used, else home."""
     for candidate in (preferred, _last):
         if candidate:
             path = Path(candidate).expanduser()
@@ -23,8 +21,7 @@ def start_folder(preferred: str | Path | None = None) -> str:
 
 
 def start_path(name: str, preferred: str | Path | None = None) -> str:
-    """A save dialog's starting file: ``name`` in :func:`start_folder` (``name`` kept as it
-    is when it is an absolute path already)."""
+    """A save dialog's starting file: ``name`` in :func:`start_folder` (unless absolute)."""
     if Path(name).is_absolute():
         return name
     return str(Path(start_folder(preferred)) / name)

@@ -1,9 +1,7 @@
 """The one way a feature plugs into the explorer window: the :class:`Host` (``WindowHost``).
 
-A feature is one class constructed with the host and nothing else (session, worker, a
-private copy of the model through ``private_model``, widgets, messages); it never imports
-``actviz.ui.window`` or another feature, so features are added, removed and tested one at a
-time. The host reaches the window's parts when called, so it is made before them.
+A feature is built with the host alone and never imports ``actviz.ui.window`` or another
+feature, so each is added, removed and tested alone. The host is made before the window's parts.
 """
 
 from __future__ import annotations
@@ -70,8 +68,7 @@ def _window_attr(name: str, *, settable: bool = False) -> Any:
 
 
 class Host(Docks):
-    """What a feature may use of the window, over ``window``'s parts (its docks: the
-    :class:`~actviz.ui.docking.Docks` calls).
+    """What a feature may use of the window (docks: the :class:`~actviz.ui.docking.Docks` calls).
 
     Signals (:data:`HOST_SIGNALS`, the window's)
     ---------------------------------------------
@@ -112,10 +109,9 @@ class Host(Docks):
     def private_model(
         self, owner: Any, *, to_eval: bool = False, keep: bool = False
     ) -> PrivateModel:
-        """``owner``'s private copy of the session's model for work beside the window's
-        captures (:mod:`actviz.ui.private_model`). ``to_eval``: copies in eval mode; ``keep``:
-        the owner keeps its copy between its jobs (not shared, not trimmed). Edits are never in
-        a copy: a job passes them to its run."""
+        """``owner``'s private copy of the model, for work beside the window's captures.
+        ``to_eval``: eval mode; ``keep``: kept between jobs (not shared or trimmed). Edits are
+        never in a copy: a job passes them to its run."""
         if self.model_copies is None:  # the window's session and worker exist by now
             self.model_copies = ModelCopyService.of_window(self._w)
         return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)
@@ -202,8 +198,8 @@ class Host(Docks):
         gradcam_layer: str | None = None,
         open_args: dict[str, Any] | None = None,
     ) -> None:
-        """Show a model already opened (a session's) with ``ticks`` ticked; the input stays.
-        ``open_args``: the ``open_model`` arguments it was opened with (reproduce.py)."""
+        """Show an opened model with ``ticks`` ticked, keeping the input; ``open_args``: the
+        ``open_model`` arguments (reproduce.py)."""
         w = self._w
         w.runs.stop()
         w.files.drop_model_load("Opening the model was replaced by a session's model.")
@@ -385,8 +381,7 @@ class Host(Docks):
         return [bound for bound in found if callable(bound)]
 
     def report_parts(self) -> dict[str, object]:
-        """The ``write_report`` arguments the features' ``report_part()`` give (a value may be
-        a function, called when the report is written); their figures all go in."""
+        """The ``write_report`` arguments of the features' ``report_part()``, figures merged."""
         parts: dict[str, object] = {}
         figures: list[object] = []
         for part in self._offered("report_part"):
@@ -455,9 +450,8 @@ class FeatureBase:
         """Put the feature's docks where a first start puts them."""
 
     def pop_up(self, menu: QMenu, pos: Any) -> QMenu:
-        """Show ``menu`` at ``pos`` as the feature's one open menu (``self.menu``): the one
-        before is deleted, a child of the window whose actions' closures held what it offered
-        (a model, pinned captures) for the window's life otherwise."""
+        """Show ``menu`` at ``pos`` as the feature's one menu; the one before is deleted, or its
+        closures would hold what it offered (a model, pins) for the window's life."""
         old, self.menu = getattr(self, "menu", None), menu
         if old is not None and shiboken6.isValid(old):
             old.deleteLater()

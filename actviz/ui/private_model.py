@@ -1,12 +1,8 @@
-"""The window's one model-copy service: :meth:`WindowHost.private_model` hands a feature a
-:class:`PrivateModel`, its private copy of the session's model.
+"""The window's model-copy service: a feature's :class:`PrivateModel`, its copy of the model.
 
-Hooks are per-module state, so work beside the window's captures (a synthesis, a scan, a
-live lane) runs on a copy (:mod:`actviz.core.model_copy`), made on the capture worker between
-two of its jobs so no capture's hooks are inside it (:meth:`PrivateModel.get`), or built in a
-job of the owner's (:meth:`PrivateModel.unbuilt`). A copy whose original's weights changed
-is made again; one no job uses is shared with siblings (a copy is as large as the model);
-copies go with the model, when the window idles, and with the window.
+Hooks are per-module state, so work beside the window's captures runs on a copy, made on the
+capture worker between jobs (no capture's hooks inside) or in the owner's job. Idle copies are
+shared with siblings (each is as large as the model) and go when the window idles.
 """
 
 from __future__ import annotations
@@ -27,8 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ModelCopyService", "PrivateModel"]
 
-# References to a held copy's module when only its entry holds it: the entry's attribute and
-# getrefcount's own argument.
+# A held copy's refcount when only its entry holds it (the entry, getrefcount's argument).
 _HELD_REFS = 2
 
 
@@ -39,11 +34,9 @@ class _CopySignals(QObject):
 
 
 class PrivateModel(QObject):
-    """One ``owner``'s (its Qt parent's) private copy of the session's model, made by the
-    window's copy ``service``; in eval mode with ``to_eval`` (else with the model's flags).
-    With ``keep`` the owner keeps its copy between its jobs (a live lane, a scan running): no
-    sibling takes it and the idle trim leaves it; it goes with the model, the window, or
-    :meth:`forget`."""
+    """``owner``'s private copy of the model (``to_eval``: in eval mode). With ``keep`` it stays
+    between jobs (no sibling takes it, no idle trim) until the model, the window or :meth:`forget`
+    lets it go."""
 
     def __init__(
         self, service: ModelCopyService, owner: QObject, *, to_eval: bool, keep: bool
@@ -69,15 +62,13 @@ class PrivateModel(QObject):
         return self._held
 
     def is_held(self) -> bool:
-        """Whether a usable copy of the model shown now is at hand (:meth:`get` calls back
-        at once)."""
+        """Whether a usable copy is at hand (:meth:`get` calls back at once)."""
         held = self._held
         return held is not None and held.original is self.session.model and held.usable()
 
     def get(self, then: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
-        """``then(copy)`` once a copy of the session's model is made (at once when one is
-        held or a sibling's is free), or ``failed(error)``. Every ``then`` asked for
-        meanwhile is called once."""
+        """``then(copy)`` once a copy is made (at once if held or a sibling's is free), else
+        ``failed(error)``; each ``then`` is called once."""
         if self._closed:
             return
         if self.is_held() or self.service.lend_to(self):
@@ -91,10 +82,8 @@ class PrivateModel(QObject):
             self._submit()
 
     def unbuilt(self, model: Any = None) -> ModelCopy:
-        """A copy of ``model`` (None: the session's) to build in a job of the owner's, on a
-        thread of its own (:meth:`ModelCopy.build` waits for a capture of the model running
-        elsewhere). Held from now on like any copy of this owner's (released with the model
-        and the window)."""
+        """A copy of ``model`` (None: the session's) to build in the owner's job (``build``
+        waits for a running capture), held from now on like any other."""
         entry = ModelCopy(self.session.model if model is None else model, to_eval=self.to_eval)
         self.abandon()
         with self.service.lock:  # a job of the owner's may be letting go of the one before
@@ -102,8 +91,7 @@ class PrivateModel(QObject):
         return entry
 
     def let_go(self, entry: ModelCopy) -> None:
-        """Stop holding ``entry`` if it is still the copy held (safe from any thread: a job
-        that built its own copy lets go of it when it ends)."""
+        """Stop holding ``entry`` if it is still the copy held (from any thread)."""
         with self.service.lock:
             if self._held is entry:
                 self._held = None
@@ -119,8 +107,7 @@ class PrivateModel(QObject):
         self._failed = None
 
     def forget(self) -> None:
-        """Let go of the copy held: the next :meth:`get` makes a new one (or takes a
-        sibling's)."""
+        """Let go of the copy held: the next :meth:`get` makes (or borrows) one."""
         self.abandon()
         self._held = None
 
@@ -147,17 +134,14 @@ class PrivateModel(QObject):
         signals = self._signals
 
         def job(_should_stop: Any, _report: Any) -> None:
-            # Handed over by a signal of its own: a run submitted meanwhile makes this job
-            # stale, and the worker would drop its result.
+            # A signal of its own: a run submitted meanwhile would make the worker drop it.
             entry.build()
             signals.copied.emit(entry)
 
         self.pending = True
         # supersede=False: a run already queued still reports.
         handle = self._job = self.service.worker.submit(job, supersede=False)
-        # A run superseded the copy's job (maybe before it ran), or a Cancel meant for
-        # another job of the capture worker stopped it: ask again behind it (the first copy
-        # made is taken; abandon() ends the wait).
+        # A run or another job's Cancel stopped the copy's job: ask again (abandon() ends it).
         handle.on(
             superseded=lambda: self._ask_again(handle), cancelled=lambda: self._ask_again(handle)
         )
@@ -187,10 +171,8 @@ class PrivateModel(QObject):
 
 
 class ModelCopyService(QObject):
-    """The window's private copies of its model: one :class:`PrivateModel` per owner, all
-    released with the model and the window (see the module docstring). Copies of the
-    ``session``'s model are made on the capture ``worker`` between its jobs; those no job uses
-    go when ``idle`` (a signal, or None) is emitted."""
+    """The window's private copies of its model, one :class:`PrivateModel` per owner, made on
+    the capture ``worker``; those no job uses go when ``idle`` (a signal, or None) fires."""
 
     def __init__(
         self, session: Session, worker: Worker, idle: Any = None, parent: QObject | None = None
@@ -210,8 +192,7 @@ class ModelCopyService(QObject):
 
     @classmethod
     def of_window(cls, window: Any) -> ModelCopyService:
-        """The service of ``window`` (a ``MainWindow``): its session, capture worker and idle
-        watch; closed when the window closes."""
+        """The service of ``window``, closed with it."""
         memory = getattr(window, "memory", None)
         service = cls(window.session, window.worker, getattr(memory, "idle", None), window)
         window.closed.connect(service.close)
@@ -245,9 +226,8 @@ class ModelCopyService(QObject):
         self._owners.discard(handle)
 
     def lend_to(self, taker: PrivateModel) -> bool:
-        """Give ``taker`` a usable copy of the model shown that a sibling holds and no job
-        uses, with the flags ``taker`` hands out (True when it got one): a window keeps one
-        copy of its model where it can, not one per feature."""
+        """Lend ``taker`` a sibling's idle copy, in its flags (one copy a window, not one a
+        feature); True if it got one."""
         model = self.session.model
         for other in self.owners():
             held = other.held
@@ -267,8 +247,7 @@ class ModelCopyService(QObject):
         return False
 
     def trim(self) -> None:
-        """Let go of the copies that no job uses and no owner keeps (the window idles: the
-        memory goes back to the system; a copy is made again when wanted)."""
+        """Let go of the copies no job uses and no owner keeps (the window idles)."""
         for handle in self.owners():
             if handle.keep or handle.pending or handle.held is None or handle.in_use():
                 continue

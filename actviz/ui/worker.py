@@ -31,8 +31,7 @@ JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
 GIL_SWITCH_INTERVAL_S = 0.001
-#: Nice steps the window's capture worker runs below the GUI thread: a capture's two threads
-#: and the GUI thread at one priority share two cores by thirds, and a paint waits.
+#: Nice steps of the capture worker below the GUI thread (at one priority a paint waits).
 CAPTURE_NICE = 5
 
 
@@ -186,8 +185,8 @@ def _stopped() -> bool:
 
 
 class _Runner:
-    """One job on a pool thread, started as a plain callable (``pool.start(runner.run)``): PySide
-    keeps a QRunnable alive as long as its pool, a callable only until it has run."""
+    """One job on a pool thread, started as a callable: PySide keeps a QRunnable as long as its
+    pool."""
 
     def __init__(
         self,

@@ -1,5 +1,4 @@
-"""Session files in the window: File > Save session / Open session / Recent sessions, File >
-Export report, and the session kept on quit (:class:`SessionsFeature`)."""
+"""Session files in the window: save, open, recent, reports, and the session kept on quit."""
 
 from __future__ import annotations
 

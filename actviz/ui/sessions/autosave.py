@@ -1,5 +1,5 @@
-"""The session kept on quit: written a few seconds after each change (off the GUI thread) and
-when the window closes, so a crash loses only the job under way; offered at the next start."""
+"""The session kept on quit: written after each change (off the GUI thread) and on close,
+offered at the next start."""
 
 from __future__ import annotations
 
@@ -27,16 +27,14 @@ log = logging.getLogger(__name__)
 __all__ = ["AUTOSAVE_DELAY_MS", "AUTOSAVE_PIN_LIMIT", "Autosave", "autosave_path"]
 
 AUTOSAVE_NAME = "autosave" + SUFFIX
-#: Pinned captures bigger than this together are left out of the session kept on quit
-#: (quitting writes it on the GUI thread; their labels are kept).
+#: Pins' captures bigger than this are left out on quit (written on the GUI thread).
 AUTOSAVE_PIN_LIMIT = 256 * 2**20
 #: The session is kept this long after its last change (a burst of changes writes once).
 AUTOSAVE_DELAY_MS = 3000
 
 
 def autosave_path(store: QSettings) -> Path:
-    """Where the session is kept on quit: beside an INI settings file (tests point theirs at
-    a temporary folder), else in the user's application data folder."""
+    """Where the session is kept: beside an INI settings file, else in the app data folder."""
     if store.format() == QSettings.Format.IniFormat and store.fileName():
         return Path(store.fileName()).parent / AUTOSAVE_NAME
     # The generic folder plus our own name: the application's name is not always set yet.
@@ -51,8 +49,7 @@ def _keep(state: SessionState, path: Path, pin_limit: int) -> None:
 
 
 class Autosave(QObject):
-    """Keeps the window's session in :attr:`path` (beside the settings ``store``) while
-    :attr:`on`; ``paused()`` is True while nothing may be written."""
+    """Keeps the window's session in :attr:`path` while :attr:`on` (not while ``paused()``)."""
 
     def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
         super().__init__(host.dialog_parent())
@@ -123,8 +120,7 @@ class Autosave(QObject):
         self._thread.start()
 
     def write_now(self) -> Path | None:
-        """Write the session now (on the GUI thread: the window is closing); None when there
-        is nothing to keep (no model) or it failed (logged)."""
+        """Write the session now, on the GUI thread; None if nothing to keep or it failed."""
         if self.session.model is None:
             return None
         path = self.path
@@ -142,8 +138,7 @@ class Autosave(QObject):
     def offer(
         self, ask: Callable[[QWidget, str], bool], open_session: Callable[[Path], bool]
     ) -> bool:
-        """At start: ``ask`` whether to restore the session kept (unless the setting is off);
-        True when the user accepted and ``open_session`` is opening it."""
+        """At start, ``ask`` whether to restore the session kept; True when it is opening."""
         if not self.can_offer():
             return False
         what = describe_session_file(self.path)
@@ -153,8 +148,7 @@ class Autosave(QObject):
         return open_session(self.path)
 
     def close(self) -> None:
-        """The window closes: the write under way ends (the file is replaced whole: never two
-        writers), then the session is kept once more when on."""
+        """On close: wait for the write under way (never two writers), then write once more."""
         if self._closed:
             return
         self._closed = True

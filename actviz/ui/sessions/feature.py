@@ -1,8 +1,7 @@
-"""File > Save session / Open session / Recent sessions; reports and autosave are its parts.
+"""File > Save session / Open session / Recent sessions, with reports and autosave.
 
-A session opens into the same view, the saved arrays shown without running the model; file and
-model work runs on the feature's own worker; a file that cannot be opened changes nothing. The
-questions it asks are attributes (``ask_restore``, ...) so tests and scripts can answer them.
+A session opens into the same view without running the model, on the feature's own worker;
+its questions are attributes (``ask_restore``, ...) so tests and scripts can answer them.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ __all__ = ["SessionsFeature", "autosave_path"]
 
 #: ``(parent, text) -> bool``: questions answered yes or no.
 Ask = Callable[[QWidget, str], bool]
-#: ``(parent, text) -> bool | None``: keep the pins' captures (True), leave them out (False)
-#: or do not save (None).
+#: ``(parent, text) -> bool | None``: keep the pins' captures, leave them out, or do not save.
 AskCaptures = Callable[[QWidget, str], "bool | None"]
 #: ``(parent, text) -> str | None``: where the checkpoint is now (None: not located).
 Locate = Callable[[QWidget, str], "str | None"]
@@ -240,8 +238,7 @@ class SessionsFeature(FeatureBase, QObject):
         self._fail_open(opening, f"Could not open the session: {text}", level="error")
 
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
-        """Save the session (Ctrl+S) to ``path``, else the file last used, else ask; True when
-        saving started (``wait``: when the file was written)."""
+        """Save to ``path``, else the file last used, else ask; True if started (``wait``: done)."""
         return False if self._closed else self.saver.save(path, wait=wait)
 
     def save_session_as(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
@@ -265,8 +262,7 @@ class SessionsFeature(FeatureBase, QObject):
         return self.open_session(path) if path else False
 
     def open_session(self, path: str | Path, *, wait: bool = False) -> bool:
-        """Open the session file ``path`` into this window, off the GUI thread; True when
-        opening started (``wait``: once its view is shown)."""
+        """Open session file ``path`` in the background; True if started (``wait``: shown)."""
         if self._closed:
             return False
         if self._opening is not None:
@@ -454,8 +450,7 @@ class SessionsFeature(FeatureBase, QObject):
         return self.kept.can_offer()
 
     def offer_restore(self) -> bool:
-        """At start: offer the session kept on quit (unless the setting is off); True when
-        the user accepted and it is being opened."""
+        """At start, offer the session kept on quit; True when it is being opened."""
         return self.kept.offer(self.ask_restore, self.open_session)
 
     def shutdown(self) -> None:

@@ -1,5 +1,4 @@
-"""File > Export report: the result shown as one self-contained HTML file, written on the
-window's capture worker."""
+"""File > Export report: the result shown as one HTML file, written on the capture worker."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["REPORT_SOURCE", "ReportExport", "ReportJob", "mib"]
 
-#: The banner's source for File > Export report's messages (cleared by the next report written,
-#: leaving a session's own messages as they are).
+#: The banner's source for report messages (the next report clears them, no others).
 REPORT_SOURCE = "report"
 REPORT_FILTER = "HTML reports (*.html)"
 
@@ -49,8 +47,7 @@ class ReportJob:
         self._lock = threading.Lock()
 
     def submit(self, worker: Worker) -> Job:
-        """One more submission of the job (behind what is queued: a run still reports). It
-        finishes with None when another submission began first (that one writes the file)."""
+        """Submit the job again, behind the queue; None if another submission began first."""
         job, k = self.job, len(self.handles)
         assert job is not None
         self.handles.append(worker.submit(lambda stop, prog: job(stop, prog, k), supersede=False))
@@ -76,8 +73,7 @@ class ReportJob:
 
 
 class ReportExport(QObject):
-    """The reports of one window, in order, written on the capture worker (they run the
-    model); a later run supersedes a report, which then needs :meth:`resume`."""
+    """A window's reports, in order, on the capture worker (superseded ones: :meth:`resume`)."""
 
     report_written = Signal(str)
     #: A report's job ended (on the worker's thread): see :meth:`resume`.
@@ -108,8 +104,7 @@ class ReportExport(QObject):
         return bool(path) and self.export(path if path.endswith(".html") else path + ".html")
 
     def export(self, path: str | Path, *, wait: bool = False) -> bool:
-        """Write the result shown as one self-contained HTML report (off the GUI thread); True
-        when writing started (``wait``: when the report was written)."""
+        """Write the result shown as an HTML report; True if started (``wait``: written)."""
         result = self.host.result
         if result is None or result.capture is None:
             self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
@@ -186,8 +181,7 @@ class ReportExport(QObject):
         )
 
     def resume(self) -> None:
-        """Reports a later run superseded: one that had not begun is submitted again, one that
-        ended says so."""
+        """Resubmit superseded reports that had not begun; say so for those that ended."""
         if self._closed:
             return
         for report in list(self._reports):

@@ -26,9 +26,7 @@ BANNER_SOURCE = "session"
 
 
 class SessionSaver:
-    """Saves the session of :class:`SessionsFeature` ``feature`` on its worker: asks whether
-    pins keep their captures, writes, and says the outcome in the window (never raises into
-    Qt)."""
+    """Saves ``feature``'s session on its worker and says the outcome (never raises into Qt)."""
 
     def __init__(self, feature: Any) -> None:
         self.feature = feature

@@ -1,8 +1,4 @@
-"""A window's investigation as a :class:`~actviz.workspace.session_file.SessionState`, and back:
-:func:`gather_state` reads it through the host, :func:`model_part` adds how to open the model
-again (off the GUI thread: it hashes the checkpoint), :func:`prepare_saved` turns saved captures
-into results, :func:`apply_view` puts a loaded state on the session.
-"""
+"""A window's investigation as a :class:`~actviz.workspace.session_file.SessionState`, and back."""
 
 from __future__ import annotations
 
@@ -74,8 +70,7 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
 
 @dataclasses.dataclass(frozen=True)
 class ModelOpened:
-    """How the session's model was opened, taken on the GUI thread (the model may change
-    while a save runs): the ``LoadedModel`` and ``open_model``'s arch, weights and trust."""
+    """How the model was opened, taken on the GUI thread (it may change while a save runs)."""
 
     loaded: Any
     open_args: Mapping[str, Any]
@@ -90,8 +85,7 @@ class ModelOpened:
 
 
 def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
-    """``state`` with how to open the model again (reads and hashes a checkpoint file: call
-    it off the GUI thread for large files)."""
+    """``state`` with how to open the model again (hashes the checkpoint: off the GUI thread)."""
     if opened is None:
         return state
     source = model_source_of(opened.loaded, **open_args(opened.open_args))
@@ -113,8 +107,7 @@ def restorable_ticks(model: Any, ticked: Sequence[str]) -> list[str]:
 def prepare_saved(
     state: SessionState, request: RunRequest
 ) -> tuple[RunResult | None, list[tuple[PinState, RunResult]]]:
-    """The saved run and the pinned runs prepared as ``request`` shows them (worker thread):
-    the saved arrays, exactly, through the one preparation path."""
+    """The saved and pinned runs' arrays prepared as ``request`` shows them (worker thread)."""
     from actviz.display.prepare import prepare
 
     spec = request.display_spec()
@@ -128,8 +121,7 @@ def prepare_saved(
 
 
 def apply_view(host: WindowHost, state: SessionState) -> list[str]:
-    """Put ``state``'s input, target, view settings, pages and edits on the window (its
-    model is already there). Returns what could not be restored, one line each."""
+    """Put ``state``'s input, target, views, pages and edits on the window; lines not restored."""
     s = host.session
     notes: list[str] = []
     inp: InputSource | None = state.input

@@ -1,6 +1,4 @@
-"""Attention probabilities as T x T maps with token labels (passive), with a selector of the
-attention module and of a head or the mean over heads.
-"""
+"""Attention probabilities as labelled T x T maps, by module and head (or their mean)."""
 
 from __future__ import annotations
 
@@ -64,8 +62,7 @@ class AttentionPanel(PanelBase):
         layout: SequenceLayout | None = None,
         sample: int = 0,
     ) -> None:
-        """Show ``maps`` (None: the empty panel), labelled with ``tokens`` (or ``layout``'s
-        patch names); the layer and head chosen stay when the new maps have them."""
+        """Show ``maps`` (None: empty) labelled with ``tokens`` or ``layout``; choices kept."""
         if maps is None or not maps.layers:
             self.clear()
             return

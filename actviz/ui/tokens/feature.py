@@ -1,6 +1,5 @@
-"""The window's sequence views, wired to the session: a *Text* tool bar while the model has a
-tokenizer, an *Attention* tab while a result has attention maps or a logit lens, and an
-*Attention rollout* overlay for vision transformers.
+"""The window's sequence views: a *Text* tool bar, an *Attention* tab (maps, logit lens), and
+an *Attention rollout* overlay for vision transformers, each while it applies.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ TEXT_PREFIX = "text:"
 
 
 class LogitLensPanel(PanelBase):
-    """The logit lens of one run (passive): top tokens of every block at the chosen position
-    (the last by default), ``token (probability)`` per column."""
+    """The logit lens of one run: each block's top tokens at the chosen position (default last)."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Logit lens", parent)

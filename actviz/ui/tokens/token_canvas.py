@@ -1,10 +1,5 @@
-"""A heat map with token strings on its axes, optionally one bar per row beside it and a
-colour bar that says what its colours mean.
-
-Used for a layer's token x feature map (+ per-token norms) and for attention maps (queries x
-keys). Passive: :meth:`LabelledHeatCanvas.set_heat` takes the arrays, ``hovered(row, col)``
-reports the cell under the mouse (-1, -1 outside).
-"""
+"""A heat map with token labels, optional per-row bars and colour bar: token x feature maps
+and attention maps."""
 
 from __future__ import annotations
 
@@ -26,9 +21,8 @@ __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
 
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:
-    """Ticks of a bar axis from 0 to ``peak`` (> 0): an unlabelled one at 0 (a "0" label runs
-    into the other in so narrow a strip) and the largest 1, 2 or 5 x 10^k not above 0.7
-    ``peak`` (its label clear of the axis's end), written short ("0.002", "20", "5e+04")."""
+    """A bar axis's ticks: 0 unlabelled (labels collide in a narrow strip) and one round value
+    up to 0.7 ``peak``, written short."""
     room = 0.7 * peak
     step = 10.0 ** math.floor(math.log10(room))
     nice = max(m * step for m in (1, 2, 5) if m * step <= room * (1 + 1e-9))
@@ -36,18 +30,15 @@ def bar_ticks(peak: float) -> list[tuple[float, str]]:
 
 
 def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
-    """Give ``axis`` these ticks unless it has them: setting them redraws its text, most of a
-    token canvas's paint."""
+    """Give ``axis`` these ticks unless it has them (redrawing text is most of a paint)."""
     if getattr(axis, "_actviz_ticks", "unset") != ticks:
         axis._actviz_ticks = ticks  # type: ignore[attr-defined]
         axis.setTicks(ticks)
 
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
-    """Heat map (rows x columns) with row labels on the left, optional column labels below,
-    an optional bar per row on the right (a per-token norm) and an optional colour bar at the
-    far right, spanning the map's height (``colorbar``). ``hovered(int, int)``: the row and
-    column under the mouse, ``(-1, -1)`` when it leaves the map.
+    """Heat map with row labels, optional column labels, per-row bars and a colour bar;
+    ``hovered(int, int)``: the cell under the mouse, ``(-1, -1)`` outside.
     """
 
     hovered = QtCore.Signal(int, int)
@@ -111,9 +102,8 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         gradient: bool = False,
         levels: tuple[float, float] | None = None,
     ) -> None:
-        """Show ``heat`` (rows x columns) with ``row_labels`` (and ``col_labels``), and
-        ``bars`` (one per row) beside it. ``symmetric`` (default: any value negative) centres
-        the levels on 0 under the diverging map; ``gradient`` uses the gradient map."""
+        """Show ``heat`` with its labels and ``bars``; ``symmetric`` (default: any negative)
+        centres on 0; ``gradient`` uses the gradient map."""
         heat = np.ascontiguousarray(heat, dtype=np.float32)
         if symmetric is None:
             symmetric = bool((heat < 0).any())
@@ -152,13 +142,11 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
             peak = peak if np.isfinite(peak) and peak > 0 else 1.0
             self.bars_plot.setXRange(0, peak, padding=0.05)
-            # One round value near the longest bar: pyqtgraph's own ticks ran into each
-            # other in a strip this narrow ("0.00.02.004").
+            # One round value: pyqtgraph's own ticks collide in a strip this narrow.
             _set_ticks(self.bars_plot.getAxis("bottom"), [bar_ticks(peak), []])
 
     def _update_ticks(self) -> None:
-        """Token labels on the axes, as many as fit: rows about 12 px apart, columns (wider
-        labels side by side) about 48 px apart."""
+        """As many token labels as fit on the axes (rows ~12 px apart, columns ~48 px)."""
         if getattr(self, "heat", None) is None:  # pyqtgraph resizes while it is built
             return
         rect = self.plot.vb.boundingRect()
@@ -173,8 +161,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if not self._on_screen():
-            # Off screen (scrolled away, not yet shown): pyqtgraph's layout is costly per
-            # canvas, so the plot follows the size when next painted or read (ensure_layout).
+            # Off screen, pyqtgraph's costly layout waits for a paint or read (ensure_layout).
             self._layout_stale = True
             return
         self._layout_stale = False
@@ -185,8 +172,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
 
     def ensure_layout(self) -> None:
-        """Fit the plots to the canvas's size when a resize off screen left that for later
-        (its next paint does; so does reading a cell's place)."""
+        """Fit the plots to the canvas's size if an off-screen resize left that for later."""
         if getattr(self, "_layout_stale", False):
             self._layout_stale = False
             super().resizeEvent(QtGui.QResizeEvent(self.size(), self.size()))

@@ -1,6 +1,5 @@
-"""A layer panel that shows a token sequence as token x feature heat maps (values and
-``|gradient|``) with a norm bar per token; ``set_tokens(None)`` returns to the ordinary panel.
-The token maps are built on first use, so ordinary layers pay nothing.
+"""A layer panel showing a token sequence as token x feature maps (built on first use);
+``set_tokens(None)`` returns to the ordinary panel.
 """
 
 from __future__ import annotations
@@ -53,8 +52,7 @@ class TokenLayerPanel(LayerPanel):
         self.token_box.layout().addWidget(canvas, 1)  # type: ignore[union-attr]
 
     def prepare_tokens(self, view: TokenView | None) -> bool:
-        """Build one of the token plots ``view`` needs (one per event-loop pass); False when
-        all are there."""
+        """Build one token plot ``view`` needs (one a pass); False when all are there."""
         if view is None or self.token_grad_canvas is not None:
             return False
         if self.token_box is None:
@@ -146,8 +144,7 @@ class TokenLayerPanel(LayerPanel):
         if view is None:
             super()._update_gradient_visibility()
             return
-        # The mosaic's gradient slot stays hidden under the token maps, never shown by the
-        # base class first (Qt lays out all visible ancestors when a widget is shown).
+        # Never shown first by the base class: a shown widget lays out all visible ancestors.
         self.gradient_slot.setHidden(True)
         if self.token_grad_canvas is not None:
             self.token_grad_canvas.setVisible(

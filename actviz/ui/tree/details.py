@@ -88,8 +88,7 @@ class ModuleDetails(QWidget):
             self.header.setMinimumHeight(needed)
 
     def fit_columns(self) -> None:
-        """Give each column the width its contents need, shortening the widest when they do
-        not fit (never a sideways scroll)."""
+        """Give each column its contents' width, shortening the widest (never scroll sideways)."""
         table = self.table
         header = table.horizontalHeader()
         room = table.viewport().width()

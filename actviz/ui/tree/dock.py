@@ -1,5 +1,4 @@
-"""The "Model" dock: the filterable module tree with tick boxes, the selected module's details
-and the input preview."""
+"""The "Model" dock: the module tree with tick boxes, the module's details, the input preview."""
 
 from __future__ import annotations
 
@@ -30,11 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 NAME_COLUMN_MAX_FRACTION = 0.6
 #: ... and at least this many pixels.
 NAME_COLUMN_MIN_PX = 140
-#: When Name and Type do not both fit, Type is shortened first, down to this many pixels
-#: ("BertFor…fication": its hover has the rest); the names are what the tree is read by.
+#: Type is shortened first, down to this many pixels, when Name and Type do not both fit.
 TYPE_COLUMN_MIN_PX = 100
-#: Width the dock asks for on first start (a restored layout wins): a torchvision model's Name
-#: and Type columns; the layer panels are what the window is for, so they get the room.
+#: Width the dock asks for on first start (a torchvision model's Name and Type columns).
 PREFERRED_WIDTH = 300
 #: The dock never forces the window wider than this (a laptop screen must fit).
 MIN_WIDTH = 200
@@ -43,8 +40,7 @@ EXPAND_LIMIT = 400
 
 
 class ModelDock(QDockWidget):
-    """Module tree (ticks bound to the session), details of the current row, input preview;
-    ``module_selected(name)`` when a row becomes current ("" for the model itself)."""
+    """Module tree, details and input preview; ``module_selected(name)`` ("" for the model)."""
 
     module_selected = Signal(str)
 
@@ -132,8 +128,7 @@ class ModelDock(QDockWidget):
             self.fit_columns()  # output shapes and call counts widen their column
 
     def fit_name_column(self, max_fraction: float = NAME_COLUMN_MAX_FRACTION) -> int:
-        """Widen the Name column to its visible contents, at most ``max_fraction`` of the view;
-        returns the new width in pixels."""
+        """Widen Name to its visible contents (at most ``max_fraction``); the new width."""
         view = self.tree_view
         width = view.viewport().width() or view.width()
         cap = max(NAME_COLUMN_MIN_PX, int(width * max_fraction))
@@ -145,8 +140,7 @@ class ModelDock(QDockWidget):
         return view.header().sectionSize(0)
 
     def fit_columns(self) -> None:
-        """Fit the columns to the tree's width (never a sideways scroll): Params, then Output
-        shape, hide; then Type and Name shrink to their minimum widths."""
+        """Fit the columns to the tree's width: hide Params, then Output shape; shrink the rest."""
         view = self.tree_view
         header = view.header()
         room = view.viewport().width()

@@ -1,6 +1,4 @@
-"""Qt item model over :func:`actviz.module_tree`, with check boxes bound to the session's ticks
-(a thin adapter, like napari's ``_base_item_model``: the tree and the ticks live in the session).
-"""
+"""A thin Qt item model over :func:`actviz.module_tree`, its check boxes the session's ticks."""
 
 from __future__ import annotations
 
@@ -185,8 +183,7 @@ class ModuleTreeModel(QAbstractItemModel):
         return flags
 
     def update_tree(self, tree: ModuleTree) -> None:
-        """Adopt a tree with output shapes (after a run) without resetting the view (reset when
-        the names differ)."""
+        """Adopt a tree with output shapes without a view reset (unless the names differ)."""
         old = self._tree
         if old is None or [n.name for n in old.nodes] != [n.name for n in tree.nodes]:
             self.beginResetModel()
@@ -264,14 +261,12 @@ def _is_checked(value: Any) -> bool:
 
 
 class ModuleFilterProxy(QSortFilterProxyModel):
-    """Keeps rows whose qualified name or type contains the filter text (case-insensitive),
-    plus their ancestors so the matches stay in context."""
+    """Keeps rows whose name or type contains the filter text, with their ancestors."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.setRecursiveFilteringEnabled(True)
-        # Ticks and shapes never change which rows pass, and re-filtering each changed row in
-        # Python is slow: set_text re-filters.
+        # Ticks and shapes never change which rows pass (re-filtering is slow): set_text does.
         self.setDynamicSortFilter(False)
         self._text = ""
 

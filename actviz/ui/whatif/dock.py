@@ -1,6 +1,4 @@
-"""The Edits dock (passive): every edit of the session, with an on/off box, its value and a
-remove button; the user's changes come out as signals. And the tile menu's Clamp… dialog.
-"""
+"""The passive Edits dock (each edit's box, value and remove button), and the Clamp… dialog."""
 
 from __future__ import annotations
 
@@ -182,8 +180,7 @@ def _number(text: str) -> float | None:
 
 
 class RangeDialog(QDialog):
-    """Ask for ``[min, max]`` (an empty field is no bound; one at least); what is wrong is said
-    in the dialog, which stays open."""
+    """Ask for ``[min, max]`` (an empty field: no bound; one at least)."""
 
     def __init__(self, parent: QWidget | None, prompt: str) -> None:
         super().__init__(parent)

@@ -1,7 +1,5 @@
-"""What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
-
-Edits live in ``session.edits`` and ride on every run request, which brings back the unedited
-capture as ``result.baseline``; a change re-runs through ``schedule_run``.
+"""What-if: the tile menu, the Edits dock, before/after and the difference view. Edits ride on
+every run (``session.edits``), which brings back the unedited ``result.baseline``.
 """
 
 from __future__ import annotations
@@ -103,9 +101,8 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.setVisible(len(self.session.edits) > 0)
 
     def add_edit(self, layer: str, edit: Any, note: str = "", *, model: Any = None) -> bool:
-        """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up); ``model``: the
-        model whose panel offered the edit (None: the one shown). An edit offered for a
-        model no longer shown is refused and the window says so; False then."""
+        """Add ``edit`` on ``layer`` and re-run; ``model`` offered it (None: the one shown).
+        False (said) when that model is no longer shown."""
         from actviz.workspace.edits_board import StaleEditError
 
         kwargs = {} if model is None else {"model": model}  # omitted: the model shown
@@ -172,16 +169,14 @@ class WhatIfController(FeatureBase, QObject):
         menu = QMenu(self.host.dialog_parent())
         menu.setToolTipsVisible(True)
         menu.addSection(f"{layer} · {what}")
-        # The edits it offers are of this model: a switch while the menu (or the factor
-        # question after it) is up must not put them on the next model's board.
+        # Of this model: a switch while the menu is up must not edit the next model.
         model = self.session.model
 
         def adder(make: Callable[[], Any], note: str = "") -> Callable[[], None]:
             return lambda: self._add_made(layer, make, note, model)
 
         def asker(question: str, prompt: str, make: Callable[[Any], Any]) -> Callable[[], None]:
-            """Ask the feature's ``question`` (read when asked: tests answer it), then add
-            ``make(answer)``."""
+            """Ask the feature's ``question`` (read now: tests answer it), add ``make(answer)``."""
 
             def ask() -> None:
                 answer = getattr(self, question)(self.host.dialog_parent(), prompt)
@@ -324,8 +319,7 @@ class WhatIfController(FeatureBase, QObject):
                 panel.set_difference(diff.view, diff.mosaic, diff.stats.get("colormap"))
 
     def difference_layer(self, result: RunResult, layer: PreparedLayer) -> PreparedLayer | None:
-        """``layer`` of ``result``, edited minus unedited, on the page the panel shows
-        (:func:`actviz.display.difference.prepare_difference`)."""
+        """``layer`` of ``result``, edited minus unedited, on the panel's page."""
         from actviz.display.difference import prepare_difference
 
         name = layer.name
@@ -363,8 +357,7 @@ class WhatIfController(FeatureBase, QObject):
 
 
 def _edit_note(result: RunResult | None, layer: str) -> str:
-    """The edits ``result``'s capture applied on ``layer``, described ("" for none; a capture
-    from before edits has none)."""
+    """The edits ``result``'s capture applied on ``layer``, described ("" for none)."""
     applied = getattr(result.capture if result is not None else None, "edits", None) or {}
     return "; ".join(e.describe() for e in applied.get(layer, ()))
 
