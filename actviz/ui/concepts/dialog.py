@@ -1,6 +1,5 @@
-"""Data > Train concepts...: the layer, the dictionary's size, k and the data folder, with the
-training's progress (vectors seen, FVU so far, time left) and Cancel. A view: the feature
-runs the training on a worker of its own and tells the dialog where it is."""
+"""Data > Train concepts...: layer, dictionary size, k and data folder, with the training's
+progress and Cancel (a view: the feature runs the training)."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ class TrainSpec:
 
 
 class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
-    """The Train concepts dialog (not modal: the window stays usable while it trains).
-    Signals: ``train_requested(TrainSpec)``, ``cancel_requested``."""
+    """The non-modal Train concepts dialog (``train_requested``, ``cancel_requested``)."""
 
     train_requested = QtCore.Signal(object)
     cancel_requested = QtCore.Signal()

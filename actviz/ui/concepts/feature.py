@@ -1,8 +1,5 @@
-"""Concepts in the window: a layer panel shows a dictionary's concepts instead of channels.
-
-Data > Train concepts… (on a copy of the model, on a worker of its own) and Data > Open
-concepts… attach a dictionary to a layer; its panel can show the input's most active concepts
-as tiles, whose clicks open the Concept dock (:class:`~actviz.ui.concepts.view.ConceptView`).
+"""Concepts in the window: Data > Train / Open concepts… attach a dictionary to a layer, whose
+panel can show the input's most active concepts as tiles (a click opens the Concept dock).
 """
 
 from __future__ import annotations
@@ -104,8 +101,7 @@ class ConceptsFeature(FeatureBase, QObject):
         )
 
     def open_folder(self, folder: str, layer: str | None = None) -> bool:
-        """Open a SAELens folder and attach it to ``layer`` (None: the layer its hook names);
-        False (and a message) when it cannot be."""
+        """Attach a SAELens folder to ``layer`` (None: its hook's); False (said) if it cannot."""
         from actviz.analysis.concepts.dictionary import load
         from actviz.analysis.concepts.hooks import resolve_hook
 
@@ -166,8 +162,7 @@ class ConceptsFeature(FeatureBase, QObject):
                 self.view.clear()
         att, panel = self.session.concepts.get(layer), self.host.layer_panels.get(layer)
         if panel is not None and (att is None or not att.shown):
-            # Channels again: the panel makes this result's channel mosaics (a live frame
-            # kept an earlier one's under the concept tiles).
+            # Channels again: remake this result's mosaics (a live frame kept older ones).
             panel.set_tile_unit("")
         self.host.refresh_panel(layer)
         shown = self.view.shown
@@ -271,8 +266,7 @@ class ConceptsFeature(FeatureBase, QObject):
 
     # ------------------------------------------------------------------ edits
     def add_edit(self, layer: str, concepts: list[int], scale: float) -> None:
-        """Remove (``scale`` 0) or scale ``concepts`` of ``layer``: an edit on the session's
-        edits board (the window runs again with it)."""
+        """Remove (``scale`` 0) or scale ``concepts`` of ``layer`` as an edit, and run again."""
         from actviz.analysis.concepts.tiles import concept_label
         from actviz.core import edit_kinds as E
 
@@ -302,8 +296,7 @@ class ConceptsFeature(FeatureBase, QObject):
 
     # ------------------------------------------------------------------ the concept view
     def open_concept(self, layer: str, concept: int) -> bool:
-        """Show concept ``concept`` of ``layer`` in the Concept dock (its map over the input,
-        its effect on the prediction, its top images); False when the layer shows no concepts."""
+        """Show ``concept`` of ``layer`` in the Concept dock; False when it shows no concepts."""
         if layer not in self.tiles or not 0 <= concept < self.tiles[layer].peaks.shape[0]:
             return False
         self._fill_view(layer, concept, jobs=True)
@@ -401,8 +394,7 @@ class ConceptsFeature(FeatureBase, QObject):
         return parts.session_part(self.session)
 
     def restore_session_part(self, saved: Any) -> list[str]:
-        """Attach a session's dictionaries again (read from their folders); returns what could
-        not be (also said in the banner)."""
+        """Attach a session's dictionaries again; what could not be (also in the banner)."""
         notes = parts.restore_session_part(self.session, saved)
         if notes:
             self.host.show_warning("; ".join(notes), "concepts")

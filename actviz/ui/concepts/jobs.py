@@ -1,7 +1,5 @@
-"""The Concept dock's background jobs: the concept's effect on the prediction, its top images
-(from a concept scan), what it wants (a synthesis of its decoder direction) and scans of a
-folder for every concept's top images. One worker, one shared copy of the model; each result
-is shown only while its concept is the one shown."""
+"""The Concept dock's background jobs (effect, top images, what it wants, folder scans), on one
+worker and model copy; a result shows only while its concept does."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def concepts_of(attached: Any) -> Any:
 
 
 class ConceptJobs(QObject):
-    """What the Concept dock (``view``) runs in the background for the ``host`` window, on
-    ``copies``, the shared copy of the model (one worker: one job at a time)."""
+    """What the Concept dock (``view``) runs in the background, one job at a time."""
 
     def __init__(
         self, host: WindowHost, copies: PrivateModel, view: ConceptView, parent: QObject
@@ -53,8 +50,7 @@ class ConceptJobs(QObject):
         self.worker.shutdown()
 
     def start(self, layer: str, concept: int) -> None:
-        """The jobs of a concept just opened: its effect, and its top images when a concept
-        scan exists."""
+        """A concept just opened: its effect, and its top images when scanned."""
         self.start_effect(layer, concept)
         att = self.session.concepts.get(layer)
         if att is not None and att.scan is not None:
@@ -76,8 +72,7 @@ class ConceptJobs(QObject):
         if att is None or result is None or result.capture is None:
             return
         inputs = result.capture.inputs
-        # On top of the other edits: one that already removes or scales this concept is left
-        # out, so the effect says what the concept does, not what is left of it.
+        # An edit already on this concept is left out: the effect is the whole concept's.
         edits = {
             k: tuple(
                 e
@@ -127,9 +122,7 @@ class ConceptJobs(QObject):
         self.copies.get(run, self._copy_failed)
 
     def what_it_wants(self) -> None:
-        """Synthesise what the concept shown wants: the picture that maximises its decoder
-        direction at the layer (:func:`actviz.analysis.visualize.feature_vis.visualize`, a
-        direction objective), on the view's copy of the model."""
+        """Synthesise the picture that maximises the concept's decoder direction."""
         from actviz.analysis.visualize.feature_vis import visualize
 
         if self.view.shown is None:
@@ -156,8 +149,7 @@ class ConceptJobs(QObject):
         self.copies.get(run, self._copy_failed)
 
     def scan_folder(self, layer: str, folder: str) -> None:
-        """Scan ``folder`` for the top images of every concept of ``layer`` (in the
-        background; the concept view shows them when done)."""
+        """Scan ``folder`` for the top images of every concept of ``layer``, in the background."""
         from actviz.analysis.concepts.concept_scan import scan_concepts
 
         att = self.session.concepts.get(layer)

@@ -1,8 +1,4 @@
-"""What sessions and reports keep of the dictionaries attached to a window's layers.
-
-A session keeps each layer's dictionary folder (the weights stay there), the concepts' names
-and whether the panel shows concepts; a report shows each layer's concept tiles and names.
-"""
+"""What sessions (folders, names, shown) and reports (tiles, names) keep of the dictionaries."""
 
 from __future__ import annotations
 
@@ -13,15 +9,13 @@ __all__ = ["report_part", "restore_session_part", "session_part"]
 
 
 def session_part(session: Any) -> dict[str, Any]:
-    """``{"concepts": {layer: {folder, names, shown, data}}}`` of the dictionaries saved in a
-    folder ({} when none is)."""
+    """``{"concepts": {layer: {folder, names, shown, data}}}`` of saved dictionaries, or {}."""
     saved = {layer: att.to_json() for layer, att in session.concepts.items() if att.folder}
     return {"concepts": saved} if saved else {}
 
 
 def restore_session_part(session: Any, parts: Any) -> list[str]:
-    """Attach a session file's dictionaries again (each read from its folder); the layers'
-    dictionaries it does not name are detached. Returns what could not be restored."""
+    """Attach a session's dictionaries again (detaching others); what could not be restored."""
     from actviz.analysis.concepts.dictionary import load
     from actviz.workspace.attached_concepts import AttachedConcepts
 
@@ -51,9 +45,7 @@ def restore_session_part(session: Any, parts: Any) -> list[str]:
 
 
 def report_part(session: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
-    """File > Export report: each layer's concept tiles for this input (``tiles``: the
-    :class:`~actviz.analysis.concepts.tiles.ConceptTiles` shown), the dictionary named (its
-    folder, size, k, held-out FVU) and the named concepts listed."""
+    """Each layer's concept ``tiles``, its dictionary and named concepts, for the report."""
     from actviz.analysis.concepts.tiles import concept_label
     from actviz.display.colormaps import colorize
 

@@ -1,7 +1,5 @@
-"""Data > Train concepts…: the dialog's training, on a worker of its own and a copy of the
-model, with progress (vectors seen, FVU so far, time left) and Cancel. The dictionary is
-saved as a SAELens folder, scanned on its data for each concept's top images, and handed to
-``on_trained(spec, concepts, scan)``."""
+"""Data > Train concepts…: training on its own worker and model copy; the dictionary is saved
+as a SAELens folder, scanned for top images and handed to ``on_trained``."""
 
 from __future__ import annotations
 
@@ -34,9 +32,7 @@ def _left(seconds: float | None) -> str:
 
 
 def progress_text(p: Any) -> str:
-    """A :class:`~actviz.analysis.concepts.TrainProgress` in words: "Collecting vectors: 12 of
-    40 images, 3,072 vectors seen, about 4 s left." / "Training: epoch 2, step 30 of 75,
-    6,144 vectors seen, FVU so far 0.310, about 9 s left."."""
+    """A ``TrainProgress`` in words ("Training: epoch 2, step 30 of 75, ..., about 9 s left.")."""
     if p.stage == "collect":
         return (
             f"Collecting vectors: {p.done} of {p.total} images, {p.vectors:,} vectors seen"
@@ -56,8 +52,7 @@ class _Handover(QObject):
 
 
 class ConceptTraining(QObject):
-    """One training at a time for the ``host`` window, shown in :attr:`dialog`;
-    ``on_trained(spec, concepts, scan)`` once a training ended well."""
+    """One training at a time, shown in :attr:`dialog`; ``on_trained`` when one succeeds."""
 
     def __init__(
         self,

@@ -1,9 +1,5 @@
-"""The concept view: one concept of a layer's dictionary, as the channel view shows a channel.
-
-Its map large over the input picture, a name the user may give it, Remove / Scale (an edit
-of the session's edits board), its effect on the prediction, its top dataset images with
-where it fires (when a concept scan exists) and "What it wants" (the picture that maximises
-its decoder direction). A passive widget: the feature fills it and hears its signals.
+"""The concept view (passive): one concept as the channel view shows a channel, with its name,
+Remove / Scale, effect, top images and "What it wants".
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ THUMB_COLUMNS = 3
 
 
 def concept_stats(tiles: Any, scan: Any, concept: int) -> str:
-    """The view's line on ``concept`` of ``tiles`` (``concept_tiles``' answer): its peak,
-    where it fires on the input, its rank and (with a concept ``scan``) on how many images."""
+    """The view's line on ``concept``: peak, where it fires, rank, and images (with ``scan``)."""
     m = tiles.view.data[concept]
     fired = int((m > 0).sum())
     rank = tiles.order.index(concept) + 1 if concept in tiles.order else None
@@ -42,9 +37,8 @@ def concept_stats(tiles: Any, scan: Any, concept: int) -> str:
 
 
 class ConceptView(QtWidgets.QWidget):
-    """One concept, large, with what can be done to it. Signals: ``remove_requested``,
-    ``scale_requested(float)`` (the spin box's factor), ``name_edited(str)`` (Enter or leaving
-    the field), ``wants_requested`` (synthesise), ``top_requested`` (top images in a folder).
+    """One concept, large. Signals: ``remove_requested``, ``scale_requested(float)``,
+    ``name_edited(str)``, ``wants_requested``, ``top_requested``.
     """
 
     remove_requested = QtCore.Signal()
@@ -144,8 +138,7 @@ class ConceptView(QtWidgets.QWidget):
         stats: str,
         concepts: int,
     ) -> None:
-        """Show ``concept`` of ``layer``: ``picture`` (its map over the input), its ``name``
-        and a line of ``stats``; ``concepts``: the dictionary's size."""
+        """Show ``concept`` of ``layer``: ``picture``, ``name``, ``stats`` (of ``concepts``)."""
         new = self.shown != (layer, concept)
         self.shown = (layer, int(concept))
         self.title.set_text(f"Concept {concept} of {concepts} · {layer}")

@@ -1,6 +1,5 @@
-"""Plugins in the window: :func:`attach_plugins` builds the registry a window was given and
-the :class:`~actviz.ui.plugins.feature.PluginsFeature` that wires it in (see
-:mod:`actviz.plugins` for the public API and :mod:`actviz.workspace.plugin_registry` for loading)."""
+"""Plugins in the window: :func:`attach_plugins` builds the registry and the feature wiring it in
+(public API: :mod:`actviz.plugins`)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def build_registry(plugins: Any, *, disabled: Iterable[str] = ()) -> PluginRegis
 
 
 def attach_plugins(window: Any, plugins: Any) -> PluginsFeature:
-    """Load ``plugins`` (see :func:`build_registry`) into ``window`` and return the feature
-    that hosts them (also ``window.features["plugins"]``)."""
+    """Load ``plugins`` into ``window``; the feature hosting them (``features["plugins"]``)."""
     registry = build_registry(plugins, disabled=disabled_plugins(window.settings))
     feature = PluginsFeature(window, registry)
     window.features[feature.name] = feature

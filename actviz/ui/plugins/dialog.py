@@ -1,5 +1,4 @@
-"""Help > Plugins: every plugin found, its version, what it contributes, its status; the
-traceback of one that failed under Details; a tick to disable one (kept in settings)."""
+"""Help > Plugins: every plugin found, its status and contributions, and a tick to disable it."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def status_text(record: PluginRecord, disabled: set[str]) -> str:
 
 
 class PluginsDialog(QDialog):
-    """The plugins of ``registry``; ``set_enabled(record, on)`` is called when a tick changes
-    (the window keeps the choice in its settings and disables a plugin at once)."""
+    """The plugins of ``registry``; ``set_enabled(record, on)`` when a tick changes."""
 
     def __init__(
         self,

@@ -1,6 +1,5 @@
-"""The plugins in the window: one feature wiring a registry's contributions in (layer views
-as tile-menu docks, input and model openers, window features on a guarded host). A plugin that
-fails is reported once and everything it added is withdrawn.
+"""The feature wiring a plugin registry's contributions into the window; a plugin that fails
+is reported once and everything it added withdrawn.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ def view_key(record: PluginRecord, view: LayerView) -> str:
 
 
 class PluginViewDock(QDockWidget):
-    """One plugin layer view of one layer: ``widget_of_view`` (None when building it failed)
-    and ``last_data``, what ``prepare`` gave for the result shown last."""
+    """One plugin view of one layer (``widget_of_view``, None if it failed; ``last_data``)."""
 
     def __init__(
         self,
@@ -63,8 +61,7 @@ class PluginViewDock(QDockWidget):
             self.setWidget(self.widget_of_view)
 
     def show_layer(self, prepared_layer: Any, settings: ViewSettings) -> bool:
-        """Prepare ``prepared_layer`` (a :class:`~actviz.display.prepared.PreparedLayer`) and
-        hand it to the widget; False when the plugin is off or failed now."""
+        """Prepare ``prepared_layer`` for the widget; False when the plugin is off or failed."""
         if self._set_data is None or not self.record.active:
             return False
         data = self._prepare(layer_data(prepared_layer), settings)
@@ -75,8 +72,7 @@ class PluginViewDock(QDockWidget):
         return self.record.active
 
 
-# The windows whose plugins may raise from a slot of their own widgets (weak: a hook must not
-# keep a closed window alive).
+# Windows whose plugins' own widgets may raise (weak: a closed window must not be kept).
 _claimants: weakref.WeakSet[PluginsFeature] = weakref.WeakSet()
 _our_hook: Any = None
 
@@ -113,8 +109,7 @@ def _release_exceptions(feature: PluginsFeature) -> None:
 
 
 class _Relay(QObject):
-    """Failures reach the GUI thread through a queued signal (an opener runs on a loader
-    thread; its ``matches`` may fail there)."""
+    """Failures reach the GUI thread through a queued signal (openers run on loader threads)."""
 
     failed = Signal(object)
 
@@ -131,8 +126,7 @@ def disabled_plugins(settings: Any) -> set[str]:
 
 
 class PluginsFeature(QObject, FeatureBase):
-    """The plugins of one window: their ``registry``, the layer view ``docks`` open by
-    ``(layer, "plugin/view")`` and the failure ``reports``."""
+    """A window's plugins: ``registry``, open view ``docks`` and failure ``reports``."""
 
     name = "plugins"
 
@@ -145,8 +139,7 @@ class PluginsFeature(QObject, FeatureBase):
         self.hosts: dict[str, list[PluginHost]] = {}
         self.dialog: PluginsDialog | None = None
         self._relay = _Relay(self)
-        # Direct on the GUI thread (reported before the call that failed returns), queued
-        # from a loader thread.
+        # Direct on the GUI thread (reported before the failed call returns), else queued.
         self._relay.failed.connect(self._on_plugin_failed)
         self._listener = self._relay.failed.emit
         registry.failure_listeners.append(self._listener)
@@ -164,8 +157,7 @@ class PluginsFeature(QObject, FeatureBase):
             names = " ".join(f"*{s}" for s in suffixes)
             host.offer_input_filters([f"Plugin inputs ({names})"])
         self._construct_features()
-        # A slot of a plugin's own widget is called by Qt, not through the host: what it
-        # raises reaches sys.excepthook, where its frames name the plugin.
+        # Its own widgets' slots bypass the host: sys.excepthook names the plugin by its frames.
         self._closed = False
         if any(r.plugin is not None for r in registry.records):
             _claim_exceptions(self)
@@ -223,8 +215,7 @@ class PluginsFeature(QObject, FeatureBase):
             host.features[key] = GuardedFeature(feature, key, self.registry, record)
 
     def views_for(self, layer: str) -> list[tuple[str, str]]:
-        """``("plugin/view", title)`` of the layer views offered for ``layer`` in the result
-        shown (those whose ``accepts`` takes it)."""
+        """``("plugin/view", title)`` of the layer views that accept ``layer``."""
         result = self.host.result
         prepared = result.layers.get(layer) if result is not None else None
         if prepared is None:
@@ -253,8 +244,7 @@ class PluginsFeature(QObject, FeatureBase):
         return None
 
     def open_view(self, layer: str, name: str) -> PluginViewDock | None:
-        """Show layer view ``name`` ("view" or "plugin/view") of ``layer`` in a dock (the one
-        open already, brought to the front); None when no active plugin has it."""
+        """Show view ``name`` of ``layer`` in a dock (raised if open); None if no plugin has it."""
         found = self._find_view(name)
         if found is None:
             return None
@@ -313,8 +303,7 @@ class PluginsFeature(QObject, FeatureBase):
         return [(d.layer, d.view.name) for d in self.docks.values() if d.record.active]
 
     def session_part(self) -> dict[str, Any]:
-        """The layer views open, ``[[layer, "plugin/view"], ...]``: a session opens them
-        again."""
+        """The layer views open, ``[[layer, "plugin/view"], ...]``."""
         views = [
             [layer, key]
             for (layer, key), dock in self.docks.items()
@@ -323,8 +312,7 @@ class PluginsFeature(QObject, FeatureBase):
         return {"plugin_views": views} if views else {}
 
     def restore_session_part(self, parts: Any) -> None:
-        """Open the session's layer views (and close the others); a view whose plugin is not
-        here (not installed, disabled, failed) is named in the banner."""
+        """Open the session's layer views (closing others); missing plugins named in the banner."""
         saved = parts.get("plugin_views") or []
         wanted = [
             (str(entry[0]), str(entry[1]))

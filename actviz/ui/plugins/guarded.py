@@ -1,8 +1,5 @@
-"""What a plugin's window feature is given: the window's host, with every call back guarded.
-
-:class:`PluginHost` wraps what the plugin hands back (slots, tile-menu fillers, display steps):
-an exception in one is reported once and the plugin disabled. It remembers what the plugin
-added (tabs, docks, actions, toolbars, status widgets) so they go when it is disabled.
+"""A plugin feature's host: each callback guarded (an exception reports once and disables the
+plugin), and what it added remembered, to go when it is disabled.
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ _SIGNALS = frozenset(HOST_SIGNALS)
 
 
 def fit_args(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` called with at most as many positional arguments as it takes (Qt drops a
-    signal's extra arguments for a slot that takes fewer; a wrapper must do the same)."""
+    """``fn`` called with at most the positional arguments it takes, as Qt does for slots."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -170,8 +166,7 @@ class PluginHost:
 
 
 class GuardedFeature:
-    """A plugin's feature as the window calls it: each call guarded (a failing ``cancel``
-    or ``shutdown`` disables the plugin instead of breaking Esc or closing)."""
+    """A plugin's feature, each call guarded (a failure disables it, not Esc or closing)."""
 
     def __init__(
         self, feature: Any, name: str, registry: PluginRegistry, record: PluginRecord
