@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -47,6 +48,8 @@ class EditRow(QWidget):
         layout.addWidget(self.enabled_box)
         # The layer name gives way (in the middle) before the edit itself does.
         self.label = style.ElidedLabel(keep_after=": ")
+        # Asks for its whole text (the dock's width follows), shortened only below it.
+        self.label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.label.setText(entry.describe())
         self.label.setToolTip(entry.describe())
         layout.addWidget(self.label, 1)
@@ -68,6 +71,16 @@ class EditRow(QWidget):
         self.remove_button.setAutoRaise(True)
         self.remove_button.setToolTip("Remove this edit")
         layout.addWidget(self.remove_button)
+
+
+class _RowsArea(QScrollArea):
+    """A scroll area as wide as its rows ask now (Qt keeps the hint its widget had when set)."""
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
+        hint = super().sizeHint()
+        bar = self.verticalScrollBar().sizeHint().width()
+        rows = self.widget().sizeHint().width() + bar + 2 * self.frameWidth()
+        return QSize(max(hint.width(), rows), hint.height())
 
 
 class EditsDock(QDockWidget):
@@ -96,11 +109,11 @@ class EditsDock(QDockWidget):
         self.rows_layout = QVBoxLayout(self.rows_box)
         self.rows_layout.setContentsMargins(0, 0, 0, 0)
         self.rows_layout.setSpacing(0)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(self.rows_box)
-        scroll.setMinimumHeight(60)
-        outer.addWidget(scroll, 1)
+        self.rows_area = _RowsArea()
+        self.rows_area.setWidgetResizable(True)
+        self.rows_area.setWidget(self.rows_box)
+        self.rows_area.setMinimumHeight(60)
+        outer.addWidget(self.rows_area, 1)
         #: Before -> after of the top class (or why there is none).
         self.summary = QLabel()
         self.summary.setWordWrap(True)
@@ -143,6 +156,7 @@ class EditsDock(QDockWidget):
             self.rows_layout.addWidget(row)
             self.rows.append(row)
         self.rows_layout.addStretch(1)
+        self.rows_area.updateGeometry()  # the dock's hint follows its rows
         self.clear_button.setEnabled(bool(self.rows))
         self.hint.setVisible(not self.rows)
         if not self.rows:

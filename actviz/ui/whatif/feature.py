@@ -143,9 +143,8 @@ class WhatIfController(FeatureBase, QObject):
         # Rebuilt after the signal that asked for it has returned (a row's own button).
         self.dock.set_entries(board.entries)
         self.dock.set_error("")
+        self.host.fit_dock_width(self.dock)  # as wide as its rows ask; empty, its hint line
         if not len(board):
-            # Empty, it takes no more than its hint (the hint line) beside the panels.
-            self.host.fit_dock_width(self.dock)
             for name, panel in self.host.layer_panels.items():
                 shown = panel.difference_shown()
                 panel.hide_difference_toggle()

@@ -136,3 +136,21 @@ def test_an_edits_dock_left_open_with_no_edits_shrinks_back_to_its_hint(actviz_w
     _close(win, win.open_dock("Live"))
     win.open_dock("Edits")
     assert edits.width() <= edits.sizeHint().width(), (edits.width(), edits.sizeHint())
+
+
+def test_the_edits_dock_is_as_wide_as_its_rows_ask(actviz_window):
+    """The first edit of the demo (ablate from a tile menu at 1280x720) shows its whole row,
+    "features.block2: ablate ch 3", not "feat…" in a 92 px dock."""
+    from actviz.io.models.demo_model import demo_sample_tensor, load_demo_model
+
+    x, _image = demo_sample_tensor()
+    win = actviz_window(load_demo_model(), x, ["features.block1", "features.block2"], auto_run=True)
+    win.run_and_wait()
+    with win.expect_run():
+        win.context_action("features.block2", 3, "Ablate")
+    edits = win.whatif.dock
+    win.settle()
+    label = edits.rows[0].label
+    assert label.shown_text() == "features.block2: ablate ch 3", label.shown_text()
+    assert edits.width() >= edits.sizeHint().width() > 200, (edits.width(), edits.sizeHint())
+    assert edits.width() <= PREFERRED_WIDTH
