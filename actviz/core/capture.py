@@ -122,9 +122,8 @@ def capture(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     warnings: list[str] = []
-    # torch.compile's wrapper holds the original as a child: a lookup in its children, where
-    # ``hasattr`` would raise and catch inside Module.__getattr__ for every other model
-    # (``in`` and ``[]``: TorchScript's child mapping has no ``get``).
+    # torch.compile's wrapper holds the original as a child; ``hasattr`` would raise and catch
+    # for every other model, and TorchScript's child mapping has no ``get``.
     children = model._modules
     compiled = "_orig_mod" in children and isinstance(children["_orig_mod"], nn.Module)
     if compiled:
@@ -138,7 +137,6 @@ def capture(
             layers = [
                 _strip(n, "_orig_mod.") for n in ([layers] if isinstance(layers, str) else layers)
             ]
-    # The module tree, walked once per model while it stays the same (core/plan.py).
     plan, module_list = model_plan(model)
     names = _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
     applied: dict = {}
@@ -155,8 +153,7 @@ def capture(
             check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
-    # Hooks are per-module state: two captures of one model at once would take each other's
-    # records. So they take turns.
+    # Hooks are per-module state: two captures of one model at once would take each other's.
     with model_lock(model):
         attempt = 0
         while attempt < _MAX_ATTEMPTS:
@@ -184,8 +181,7 @@ def capture(
                         module_list=module_list,
                     )
             except Retry:
-                # A recorded tensor was written to after its hook (or a module wrote into its
-                # input): the modules responsible are now known and get copies; run again.
+                # An in-place write after a hook: the modules responsible now get copies.
                 log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
                 attempt += 1
             except RuntimeError as exc:
@@ -203,9 +199,8 @@ def _strip(name: str, prefix: str) -> str:
 
 
 def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
-    """The device of the first parameter (else buffer) in ``modules`` (default: the model's), or
-    None; a model placed by accelerate answers its top hook's execution device.
-    """
+    """The device of the first parameter (else buffer) in ``modules`` (default: the model's);
+    for a model placed by accelerate, its top hook's execution device."""
     if getattr(model, "hf_device_map", None):
         hook = getattr(model, "_hf_hook", None)
         where = getattr(hook, "execution_device", None)
@@ -223,8 +218,7 @@ def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> to
     return None
 
 
-#: What a capture of a TorchScript model warns (also said when one is opened: one sentence, so
-#: a window showing both shows it once).
+#: A TorchScript model's warning, at capture and at opening (one sentence: shown once).
 TORCHSCRIPT_WARNING = (
     "TorchScript model: its layers run inside the compiled graph, so layer hooks cannot fire; "
     "only the model output and input gradients are available"
@@ -269,8 +263,7 @@ class _ForwardWrapper:
     def __init__(self, module: nn.Module, recorder: Recorder) -> None:
         self.module = module
         self.own = module.__dict__.get("forward", _MISSING)
-        # A partial of a bound method: no Python frame of its own between PyTorch's call and
-        # the recorder's.
+        # A partial of a bound method: no Python frame between PyTorch's call and the recorder.
         module.__dict__["forward"] = functools.partial(recorder.call, module, module.forward)
 
     def remove(self) -> None:
@@ -310,13 +303,11 @@ def _capture_once(
         by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
     )
     recorder.copy_all = copy_all
-    # Forward-only captures: with gradients, autograd keeps the activations alive for the
-    # backward pass anyway, so a copy would add work without letting the forward's memory go.
+    # Forward-only: with gradients autograd keeps the activations alive anyway.
     recorder.pool = pooled = not gradients and bool(names) and pool.wanted(model)
     watch_faults = not gradients and not pooled and bool(names)
     scripted = isinstance(model, torch.jit.ScriptModule)
-    # In-place modules run out of place from the first recorded one on; with nothing recorded
-    # there is nothing to keep intact.
+    # In-place modules run out of place from the first recorded one on.
     first = min((index[n] for n in names), default=len(module_list))
     state = ModelState(
         model, modules=module_list, inplace_from=first, inplace_positions=plan.inplace
@@ -415,8 +406,7 @@ def _capture_once(
             edits=dict(edits) if edits else {},
         )
         if not gradients and target is None:
-            # The default target of a capture without gradients is resolved from its output
-            # on first read.
+            # Without gradients the default target is resolved from the output on first read.
             result.defer_target(functools.partial(target_numbers, out_cpu))
         return result
     finally:
@@ -430,9 +420,8 @@ def _backward(
     scalar: torch.Tensor, prepared: PreparedInputs, recorder: Recorder, warnings: list[str]
 ) -> Any:
     leaves = [leaf for leaf in prepared.leaves if leaf is not None]
-    # Ask for the leaves and every recorded tensor still at its recorded version: their
-    # gradients come back from autograd.grad itself, and every hooked node runs; tensors
-    # changed in place since have hooks (fired upstream), see Recorder.unhooked_changed.
+    # Ask for the leaves and every recorded tensor still at its recorded version, so every
+    # hooked node runs; tensors changed in place since have hooks (Recorder.unhooked_changed).
     requested = list(leaves)
     where = {id(t): i for i, t in enumerate(requested)}
     fill: list[tuple[list, int | None]] = []  # (slot, index in requested) of unhooked tensors

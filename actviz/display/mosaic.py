@@ -52,10 +52,8 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChannelOrder:
-    """An order of a layer's channels for its mosaic pages (e.g. by effect on the target).
-
-    ``channels`` lists each layer channel once, in tile order; ``label`` names the order.
-    """
+    """An order of a layer's channels for its mosaic pages: ``channels`` each once, in tile
+    order (e.g. by effect on the target); ``label`` names it."""
 
     channels: tuple[int, ...]
     label: str = "sorted"
@@ -236,8 +234,7 @@ def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> 
 
 
 def page_image_shape(m: Mosaic, page_size: int, position: int) -> tuple[int, int]:
-    """``(rows, cols)`` in pixels of the page of at most ``page_size`` tiles from ``position``
-    (in ``m``'s order) made with ``m``'s tiles: its shape before it is made."""
+    """Pixel ``(rows, cols)`` of the page of ``page_size`` of ``m``'s tiles from ``position``."""
     last = len(m.order.channels) if m.order is not None else m.total_channels
     shown = max(0, min(int(page_size), last - max(0, min(int(position), last - 1))))
     rows, cols = grid_shape(shown, m.tile_h, m.tile_w) if shown else (1, 1)
@@ -257,12 +254,8 @@ def page_channels_for(
     max_channels: int = MAX_MOSAIC_CHANNELS,
     min_channels: int = 1,
 ) -> int:
-    """Channels per page so a mosaic ``width_px`` wide has tiles at least
-    :data:`MIN_TILE_SCREEN_PX` wide.
-
-    The largest such page (at most ``max_channels``), rounded down to whole grid rows where that
-    keeps the columns; at least one channel.
-    """
+    """The largest page (at most ``max_channels``) whose tiles are :data:`MIN_TILE_SCREEN_PX`
+    wide in ``width_px``, rounded down to whole grid rows where that keeps the columns."""
     limit = max(1, min(int(total), int(max_channels)))
     floor = max(1, min(int(min_channels), limit))
     # The largest n with tiles large enough, by bisection (tiles only shrink as n grows)
@@ -493,8 +486,7 @@ def mosaic(
         order=order,
         position=position,
     )
-    # The float image (NaN padding) is made from ``norm`` only when read; all finite (live
-    # frames) goes straight to the painted indices.
+    # The float image is made from ``norm`` only when read; live frames need only the indices.
     norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
     norm *= mul[:, None]
     if mid is not None:
@@ -505,8 +497,7 @@ def mosaic(
 
 
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
-    """Exactly ``to_indices(image, (0, 1))`` of the tiles clipped to [0, 1] (clipped once
-    scaled: scaling is monotonic and maps 1 to ``PAD_INDEX``)."""
+    """Exactly ``to_indices(image, (0, 1))``, clipped once scaled (1 maps to ``PAD_INDEX``)."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
     np.clip(work, np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
     c, h, w = norm.shape

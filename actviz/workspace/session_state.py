@@ -1,13 +1,9 @@
 """The explorer's state, without widgets: model, input, ticked layers, target, view settings.
 
 The window is a thin layer over one :class:`Session`: widgets change it, it announces changes
-through plain-Python :class:`Event` objects, and :func:`run_job` (on the worker thread) captures
-a :class:`RunRequest` snapshot through :func:`actviz.display.prepare.prepare`. Parts with rules
-of their own live in :mod:`~actviz.workspace.display_settings`,
-:class:`TargetChoice` (the target: the user's class or else the auto target held for the input,
-the unedited run's top-1), :mod:`~actviz.workspace.run_request`,
-:mod:`~actviz.workspace.default_ticks` (re-exported); the input is an :class:`InputState`,
-checked against the model by :meth:`Session.input_problem`.
+through :class:`Event` callbacks, and :func:`run_job` (worker thread) captures a
+:class:`RunRequest` snapshot. :class:`TargetChoice`, :mod:`~actviz.workspace.display_settings`
+and :mod:`~actviz.workspace.run_request` hold the parts with rules of their own.
 """
 
 from __future__ import annotations
@@ -82,9 +78,8 @@ class InputState:
 
 
 def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
-    """What an input made in memory is, for the Model dock's caption: ``tensor (1, 3, 16, 16)
-    float32``, ``5 tokens: [CLS] the cat …``, ``dict: input_ids (1, 5) int64, …`` ("": none
-    of these)."""
+    """The Model dock's caption for an input made in memory: ``tensor (1, 3, 16, 16) float32``,
+    ``5 tokens: [CLS] the cat …``, ``dict: input_ids (1, 5) int64, …`` or ""."""
 
     def one(t: Any) -> str:
         return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
@@ -104,20 +99,15 @@ def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
 
 
 class TargetChoice:
-    """The chosen target and the auto target of one session.
-
-    ``owner`` is the session (read for its ``result``, ``categories`` and ``loaded_model``:
-    what a target is parsed and checked against); ``changed()`` announces a new target.
-    """
+    """The chosen target and the auto target of one session; ``owner`` is the session (its
+    ``result``, ``categories`` and ``loaded_model`` check a target), ``changed()`` announces one."""
 
     def __init__(self, owner: Any, changed: Callable[[], Any]) -> None:
         self._owner = owner
         self._changed = changed
         self.target: int | None = None
-        #: The auto target held for this investigation: the unedited run's top-1 class
-        #: (:func:`~actviz.core.targets.fixed_default`), set by the first clean result with no
-        #: target chosen, dropped when the model, the input or the target changes. Without it
-        #: an edit that makes another class lead moved every view's target with it.
+        #: The unedited run's top-1, held until the model, input or target changes, so an edit
+        #: that makes another class lead does not move every view's target with it.
         self.auto_target: int | None = None
 
     def reset(self) -> None:
@@ -134,13 +124,11 @@ class TargetChoice:
 
     @property
     def run_target(self) -> int | None:
-        """The target every view names and every run uses: the one chosen, else the auto
-        target held for this input (:attr:`auto_target`; None before a clean run)."""
+        """The target views and runs use: the chosen one, else :attr:`auto_target`."""
         return self.target if self.target is not None else self.auto_target
 
     def hold_auto_target(self, result: Any) -> None:
-        """Hold the auto target to the top-1 of ``result``'s unedited capture (the first one
-        after the model, the input or the target changed)."""
+        """Hold the top-1 of ``result``'s unedited capture as the auto target, if none is held."""
         if result is None or self.target is not None or self.auto_target is not None:
             return
         if getattr(result, "origin", None) is not None:
@@ -181,8 +169,7 @@ class TargetChoice:
 
 
 class _Forward:
-    """A session attribute or method kept by one of its collaborators (``part``): reading,
-    writing and calling it go there, so the session's old names keep working."""
+    """A session attribute kept by its collaborator ``part``, so the session's old names work."""
 
     def __init__(self, part: str) -> None:
         self.part = part
@@ -202,11 +189,10 @@ class _Forward:
 class Session:
     """Pure-Python explorer state shared by the window, the tree model and the worker.
 
-    State changes only through the setters (outside :mod:`actviz.workspace`; a test holds
-    that); what the display depends on is announced by a plain callback event on the changing
-    (GUI) thread: ``model_changed``, ``input_changed``,
-    ``ticks_changed(names)``, ``target_changed``, ``result_changed``, ``pins_changed``,
-    ``edits_changed``, ``view_changed(what)``, ``scan_changed``, ``concepts_changed(layer)``.
+    Outside :mod:`actviz.workspace` state changes only through the setters; each change is
+    announced on the GUI thread: ``model_changed``, ``input_changed``, ``ticks_changed(names)``,
+    ``target_changed``, ``result_changed``, ``pins_changed``, ``edits_changed``,
+    ``view_changed(what)``, ``scan_changed``, ``concepts_changed(layer)``.
     """
 
     def __init__(self) -> None:
@@ -223,8 +209,7 @@ class Session:
         self.model_open_args: dict[str, Any] = {}
         self.tree: ModuleTree | None = None
         self.input: InputState | None = None
-        # Bytes one capture may hold; a bigger selection is refused with a message (the live
-        # dock edits it; ACTVIZ_MEMORY_BUDGET sets the default).
+        # Bytes one capture may hold (a bigger selection is refused); ACTVIZ_MEMORY_BUDGET.
         self.memory_budget: int | None = default_budget()
         self.result: RunResult | None = None
         #: Feed the input to the model as one list of images (detection models' forward).
@@ -238,7 +223,6 @@ class Session:
         self.target_changed = Event()
         self.result_changed = Event()
         self.pins_changed = Event()
-        # Results the user keeps beside the latest one (see actviz.workspace.pins).
         self.pins = PinBoard(self.pins_changed.emit)
         self.edits_changed = Event()
         self.view_changed = Event()
@@ -250,16 +234,12 @@ class Session:
         self.edits = EditBoard(self.edits_changed.emit)
         #: The unedited capture of the current input, kept while there are edits.
         self.baseline = BaselineCache()
-        #: The last finished dataset scan of the model (:class:`~actviz.data.scan_result.Scan`),
-        #: or None; set by whatever runs scans, read by the views of the dataset (the atlas).
+        #: The model's last finished dataset scan, read by the dataset's views (the atlas).
         self.scan: Scan | None = None
-        #: ``scan_changed()``: :attr:`scan` was replaced (or dropped with the model).
         self.scan_changed = Event()
-        #: ``{layer: AttachedConcepts}``: dictionaries attached to layers (trained or opened;
-        #: :mod:`actviz.workspace.attached_concepts`); dropped with the model.
+        #: ``{layer: AttachedConcepts}``: dictionaries attached to layers; dropped with the model.
         self.concepts: dict[str, AttachedConcepts] = {}
-        #: ``concepts_changed(layer: str)``: the dictionary of ``layer`` was attached, changed
-        #: (names, shown) or removed.
+        #: ``concepts_changed(layer)``: ``layer``'s dictionary was attached, changed or removed.
         self.concepts_changed = Event()
 
     # -- dataset scan ------------------------------------------------------------------------
@@ -270,8 +250,7 @@ class Session:
 
     # -- concepts ----------------------------------------------------------------------------
     def set_concepts(self, layer: str, attached: AttachedConcepts | None) -> None:
-        """Attach ``attached`` (an :class:`~actviz.workspace.attached_concepts.AttachedConcepts`) to
-        ``layer`` (None: detach) and announce it."""
+        """Attach ``attached`` to ``layer`` (None: detach) and announce it."""
         if attached is None:
             if self.concepts.pop(layer, None) is None:
                 return
@@ -295,11 +274,8 @@ class Session:
         gradcam_layer: str | None = None,
         loaded: LoadedModel | None = None,
     ) -> None:
-        """Make ``model`` current; ticks default to :func:`default_layers`.
-
-        A model whose ``forward`` takes a list of images (torchvision's detectors) gets the
-        input as a list (:attr:`input_as_list`; :meth:`set_input_as_list` changes it).
-        """
+        """Make ``model`` current; ticks default to :func:`default_layers`. A model whose
+        ``forward`` takes a list of images (torchvision's detectors) gets the input as a list."""
         from actviz.core.input_copies import forward_takes_list
         from actviz.core.tree import module_tree
 
@@ -325,8 +301,7 @@ class Session:
         for layer in dropped:
             self.concepts_changed.emit(layer)
         if ticks is None:
-            # A TorchScript model's layers run inside compiled code where no hook reaches:
-            # ticks would promise panels a run cannot fill ("5 layer(s)" and nothing shown).
+            # TorchScript layers run in compiled code no hook reaches: ticks would show nothing.
             scripted = isinstance(model, torch.jit.ScriptModule)
             self._ticked = set() if scripted else set(default_layers(self.tree))
         else:
@@ -393,9 +368,9 @@ class Session:
         self.input_changed.emit()
 
     def set_input_as_list(self, as_list: bool) -> None:
-        """Feed the input as one list of images (True) or as one batch tensor (False).
-        ``ValueError`` for a list to a model whose forward takes a batch (a convolution first
-        and no ``list`` annotation): every run would fail, so it is refused here."""
+        """Feed the input as one list of images (True) or as one batch tensor (False); a list
+        for a model whose forward takes a batch is refused (``ValueError``): every run would fail.
+        """
         if as_list == self.input_as_list:
             return
         if as_list and self.model is not None:
@@ -412,9 +387,8 @@ class Session:
             self.input_changed.emit()
 
     def _fit_input_layout(self, undo: bool = False) -> bool:
-        """Give a list-taking model its batch tensor as a list of images (``undo``: stack such
-        a list back into a batch). Tuples and dicts (positional and keyword inputs) are never
-        touched. True if the input changed."""
+        """Give a list-taking model its batch as a list of images (``undo``: stack it back);
+        tuples and dicts are never touched. True if the input changed."""
         from actviz.core.input_copies import list_layout
 
         value = self.input.value if self.input is not None else None
@@ -498,8 +472,7 @@ class Session:
 
     def input_problem(self, value: Any = None, source: str | None = None) -> str:
         """Why an input cannot run on the current model ("" when it can): the one gate for runs,
-        live frames, exports, reports, effects and scans. A model given in memory is not checked.
-        """
+        live frames, exports, reports, effects and scans; a model given in memory is not checked."""
         from actviz.io.input_fit import input_misfit, reads_text
 
         if self.model is None:
@@ -548,8 +521,7 @@ class Session:
         self.result_changed.emit()
 
     def held_bytes(self) -> int:
-        """Bytes the shown result and the pinned ones hold together, with the unedited
-        capture kept for edits (when the shown result does not count it already)."""
+        """Bytes held by the shown and pinned results plus the unedited capture kept for edits."""
         held = self.pins.held_bytes(self.result)
         baseline = self.baseline.held
         counted = (self.result.capture, self.result.baseline) if self.result is not None else ()

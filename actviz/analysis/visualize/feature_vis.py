@@ -1,12 +1,10 @@
 """Feature visualisation: the image a channel wants to see, by activation maximisation.
 
-``actviz.visualize(model, "layer3", range(8))`` optimises one image per channel as Olah et al.
-describe ("Feature Visualization", Distill 2017): Fourier parameterisation with 1/f scaling,
-decorrelated colour, robustness transforms (:mod:`actviz.analysis.visualize.image_param`), and
-Lucid's redirected ReLU for channels silent on the start image
-(:class:`LayerRunner`). The forward stops at the layer, weights take no gradient, transforms
-are one affine resampling per step and channels run as one batch. The model is left as found
-(:class:`~actviz.core.guards.ModelState`); no Qt here.
+``actviz.visualize(model, "layer3", range(8))`` follows Olah et al. ("Feature Visualization",
+Distill 2017): Fourier parameterisation with 1/f scaling, decorrelated colour, robustness
+transforms and Lucid's redirected ReLU for channels silent on the start image. The forward
+stops at the layer, weights take no gradient, channels run as one batch and the model is left
+as found.
 """
 
 from __future__ import annotations
@@ -66,9 +64,8 @@ def visualize(
     layer
         Qualified module name (``model.named_modules()``); None or "" with ``target=``.
     channels
-        The channels to visualise, one image each (an int is one channel; None: ``[0]``).
-        For objectives without channels the values only key the seeds; ``target=`` replaces
-        them by the target classes.
+        The channels to visualise, one image each (an int is one; None: ``[0]``). Objectives
+        without channels use them only as seeds; ``target=`` replaces them by the classes.
     settings
         What shapes the images (:class:`VisualizeSettings`; None: its defaults).
     target
@@ -141,8 +138,7 @@ def visualize(
 
     computed: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
     if todo:
-        # A caller inside inference_mode (a window worker may be) still gets gradients, and
-        # every tensor made here is a normal one.
+        # Gradients and normal tensors even for a caller inside inference_mode.
         with torch.inference_mode(False):
             computed, fed = optimise_images(
                 net,
@@ -216,8 +212,7 @@ def layer_channels(
 
 
 def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
-    """``(module, loaded)`` from an ``nn.Module`` or a
-    :class:`~actviz.io.models.loaded_model.LoadedModel`."""
+    """``(module, loaded)`` from an ``nn.Module`` or a ``LoadedModel``."""
     if isinstance(model, nn.Module):
         return model, None
     inner = getattr(model, "model", None)
@@ -231,8 +226,7 @@ def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
 def model_normalisation(
     loaded: Any, mean: Sequence[float] | None, std: Sequence[float] | None
 ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    """The mean/std the model's preprocessing applies, as the input pipeline reads it
-    (:func:`actviz.io.input_files.open_input` undoes the same attributes for overlays)."""
+    """The mean/std the model's preprocessing applies, read as the input pipeline reads it."""
     if mean is not None or std is not None:
         if mean is None or std is None:
             raise VisualizeError("give both mean= and std= (or neither)")
@@ -245,8 +239,7 @@ def model_normalisation(
 
 
 def fixed_size(model: nn.Module, loaded: Any) -> tuple[int, int] | None:
-    """The input size a model is known to need: the opened model's, a timm patch embedding's,
-    timm's config, a Hugging Face config's ``image_size``."""
+    """The input size a model needs, if known (opened model, timm, Hugging Face config)."""
     size = getattr(loaded, "input_size", None) if loaded is not None else None
     if size is None:
         size = getattr(getattr(model, "patch_embed", None), "img_size", None)
@@ -276,9 +269,8 @@ def check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torc
         )
     exp = expected_input(model)
     if exp.channels is None:
-        # No convolution to read the input from, and an embedding table: token ids go in
-        # (a text model shown without its tokenizer). Its forward would fail on any image,
-        # and the probe's "pass input_size" hint would send the user after the wrong fix.
+        # No convolution but an embedding: a text model without its tokenizer. Said here, as
+        # the probe's "pass input_size" hint would send the user after the wrong fix.
         for name, module in model.named_modules():
             if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
                 raise VisualizeError(
@@ -402,17 +394,15 @@ def optimise_images(
 
 
 class _Reached(Exception):
-    """Raised from the layer's hook once its output is taken: the rest of the forward is
-    not needed."""
+    """Raised from the layer's hook once its output is taken, to skip the rest of the forward."""
 
 
 class _RedirectedReLU(torch.autograd.Function):
     """ReLU whose gradient is not lost where units are off (Lucid's ``redirected_relu_grad``).
 
-    Forward: ``max(x, 0)``. Backward, per image: the plain gradient if any got through, else the
-    gradient that would turn units on. Images in ``stuck`` (last step's gradient exactly zero, as
-    for a channel that answers only to the padding's edge) get the redirected gradient at every
-    ReLU, where plain activation maximisation would stay grey.
+    Backward, per image: the plain gradient if any got through, else the one that would turn
+    units on. Images in ``stuck`` (last step's gradient exactly zero) get the redirected gradient
+    at every ReLU, where plain activation maximisation would stay grey.
     """
 
     @staticmethod
@@ -427,9 +417,8 @@ class _RedirectedReLU(torch.autograd.Function):
         plain = grad.masked_fill(off, 0)
         through = plain.reshape(plain.shape[0], -1).ne(0).any(1) & ~stuck
         if grad.device.type == "cpu" and bool(through.all()):
-            # Every image got gradient through (nearly every step after the first few): the
-            # plain gradient, without the redirected one's passes over the batch. (On a GPU
-            # the check would wait for the device at every ReLU; the blend below does not.)
+            # Nearly every step: skip the blend's passes. Not on a GPU, where this check would
+            # wait for the device at every ReLU.
             return plain, None
         # Gradient descent on the loss moves x by -grad: grad > 0 would push an off unit lower.
         redirected = grad.masked_fill(off & (grad > 0), 0)
@@ -437,8 +426,7 @@ class _RedirectedReLU(torch.autograd.Function):
 
 
 class LayerRunner:
-    """Feeds a batch and returns what the objective reads: the layer's output (the forward
-    stopped there) or the model's logits."""
+    """Feeds a batch and returns what the objective reads: the layer's output or the logits."""
 
     def __init__(
         self, model: nn.Module, module: nn.Module | None, layer: str, redirect: bool
@@ -500,9 +488,8 @@ class LayerRunner:
         self.handles = []
 
 
-#: Steps an image takes the redirected gradient at every ReLU once its gradient was exactly
-#: zero. Once per image: after them the plain gradient (and Adam's momentum) carries on
-#: (more steps, or redirecting whenever the gradient is zero, keep images from settling).
+#: Steps of redirected gradient an image takes, once, after its gradient was exactly zero;
+#: more (or redirecting whenever it is zero) keeps images from settling.
 _REDIRECT_STEPS = 4
 
 
@@ -527,9 +514,8 @@ def probe_input(
     known_size: tuple[int, int] | None,
     device: torch.device,
 ) -> tuple[tuple[int, int] | None, torch.Tensor]:
-    """One grey image through the model, without gradients: the input size to use (None: the
-    padded image, ``settings.input_size`` when given, else the known size when the padded
-    image does not run) and what the objective would read."""
+    """One grey image through the model: the input size to use (None: the padded image; else
+    ``settings.input_size`` or the known size) and what the objective reads."""
     pad = 12 if settings.transforms == "standard" else 0
     canvas = (settings.size[0] + 2 * pad, settings.size[1] + 2 * pad)
     asked = settings.input_size

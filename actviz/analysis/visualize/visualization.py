@@ -1,7 +1,5 @@
-"""What :func:`~actviz.analysis.visualize.feature_vis.visualize` takes and returns: its
-:class:`VisualizeSettings`, the :class:`Visualization`, its errors, and the merging of pages
-computed chunk by chunk.
-"""
+"""What :func:`~actviz.analysis.visualize.feature_vis.visualize` takes and returns: settings,
+results, errors, and the merging of pages computed chunk by chunk."""
 
 from __future__ import annotations
 
@@ -20,24 +18,21 @@ OBJECTIVES = ("channel", "neuron", "layer")
 
 
 class VisualizeError(ActvizError, ValueError):
-    """The model, layer, channels or settings cannot be visualised (the message says why).
-
-    An :class:`~actviz.io.errors.ActvizError`, so a window shows the message as it is (not
-    prefixed with the class name), and a ``ValueError`` for scripts."""
+    """The model, layer, channels or settings cannot be visualised (the message says why); an
+    ``ActvizError`` so a window shows the message as it is, a ``ValueError`` for scripts."""
 
 
 @dataclass(frozen=True)
 class VisualizeSettings:
-    """What shapes the images of :func:`~actviz.analysis.visualize.feature_vis.visualize`: one
-    frozen value shared by scripts, ``actviz visualize``, the window and the cache key.
+    """What shapes the images of :func:`visualize`; shared by scripts, the CLI, the window and
+    the cache key.
 
     Attributes
     ----------
     objective
-        ``"channel"`` (its mean activation), ``"neuron"`` (its centre position), ``"layer"``
-        (the layer's mean square, DeepDream), a direction tensor ``(C,)`` or ``(K, C)`` (one
-        per key) dotted with each position's channel vector, or ``f(layer_output) -> (N,)``.
-        Token layers ``(N, T, D)`` have their channels last.
+        ``"channel"`` (mean activation), ``"neuron"`` (centre position), ``"layer"`` (mean
+        square, DeepDream), a direction ``(C,)`` or ``(K, C)`` dotted with each position's
+        channel vector, or ``f(layer_output) -> (N,)``. Token layers have channels last.
     steps, lr
         Optimisation steps and Adam's learning rate.
     size
@@ -47,16 +42,14 @@ class VisualizeSettings:
     transforms
         ``"standard"`` (pad 12, jitter 8, scale 0.9-1.1, rotate +-10 deg, jitter 4) or ``"none"``.
     seed
-        Each sample's seed comes from it and the sample's key: a channel gives the same image
-        alone or batched.
+        With the sample's key, each sample's seed: a channel gives the same image alone or batched.
     negative
         Minimise the objective instead (what the channel responds to least).
     mean, std, input_size
-        The normalisation and the ``(H, W)`` fed (vision transformers); by default the opened
-        model's (no normalisation for a bare module).
+        The normalisation and the ``(H, W)`` fed; by default the opened model's (none for a
+        bare module).
     redirect_relu
-        Lucid's redirected ReLU gradient: channels silent on the start image still get a
-        picture (forward values unchanged).
+        Lucid's redirected ReLU gradient, so channels silent on the start image get a picture.
 
     Raises
     ------
@@ -102,9 +95,8 @@ class VisualizeSettings:
                 raise VisualizeError(f"{k} must be {a!r} or {b!r}, not {getattr(self, k)!r}")
 
     def record(self, objective: str | None, norm: Any = None) -> dict[str, Any]:
-        """The settings as :attr:`Visualization.settings` holds them and the cache is keyed by
-        (JSON-able): ``objective`` the objective's name (None: not nameable), ``norm`` the
-        ``(mean, std)`` applied."""
+        """The settings as JSON-able :attr:`Visualization.settings` (and cache key), with the
+        objective's name (None: not nameable) and the ``(mean, std)`` applied."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out.update(
             objective=objective, mean=norm[0] if norm else None, std=norm[1] if norm else None
@@ -121,18 +113,15 @@ class Visualization:
     layer
         The layer optimised ("" for a class logit of the model's output).
     channels
-        The sample keys: channel indices (class indices for ``target=``), or ``0..K-1`` for
-        objectives without channels.
+        The sample keys: channel (or ``target=`` class) indices, or ``0..K-1`` without channels.
     images
         ``(K, 3, H, W)`` float32 in [0, 1], read-only.
     objective
-        ``(steps, K)`` float64: each image's objective at each step (on the transformed image
-        that step fed the model), read-only.
+        ``(steps, K)`` float64: each image's objective at each step (transformed), read-only.
     activations
         ``(K,)`` float64: the objective of each final image fed as it is (no transforms).
     settings
-        Everything that made the images (JSON-able): objective, steps, size, param,
-        decorrelate, transforms, lr, seed, normalisation, input size...
+        Everything that made the images (JSON-able: :meth:`VisualizeSettings.record`).
     elapsed_s
         Wall time of the call.
     from_cache
@@ -158,8 +147,7 @@ class Visualization:
         return self.channels.index(int(channel))
 
     def select(self, channels: Iterable[int]) -> Visualization:
-        """The same visualisation with only ``channels``, in that order (each must be in
-        :attr:`channels`)."""
+        """The same visualisation with only ``channels`` (each in :attr:`channels`), in order."""
         rows = [self.index(c) for c in channels]
         if rows == list(range(len(self.channels))):
             return self
@@ -174,10 +162,8 @@ class Visualization:
 
 
 def merge_visualizations(parts: Sequence[Visualization]) -> Visualization:
-    """One :class:`Visualization` of several of the same layer and settings (a page of
-    channels computed chunk by chunk, some read from the cache), in the order given;
-    ``VisualizeError`` for no parts, another layer or other settings, or a channel given twice.
-    """
+    """One :class:`Visualization` of parts of the same layer and settings, in order (a page
+    computed in chunks); ``VisualizeError`` for none, a mismatch or a channel given twice."""
     if not parts:
         raise VisualizeError("nothing to merge")
     first = parts[0]
