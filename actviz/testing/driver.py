@@ -1,9 +1,7 @@
 """A driver for the actviz window in tests: what a user does, in one call each.
 
-:class:`WindowDriver` wraps a shown window and a pytest-qt ``qtbot``: it ticks layers, runs and
-waits, reads painted pixels, clicks, resizes and opens docks as a user would. The
-``actviz_window`` fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks;
-without a ``qtbot``, :class:`EventBot` waits and clicks with Qt alone.
+:class:`WindowDriver` wraps a shown window and a pytest-qt ``qtbot`` (else :class:`EventBot`);
+the ``actviz_window`` fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks.
 """
 
 from __future__ import annotations
@@ -30,14 +28,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: How long the driver waits for one run of a small model (ms): generous, for loaded CI machines.
 RUN_TIMEOUT_MS = 60_000
-#: How long it waits for a widget to appear or a menu to pop up (ms): as generous.
+#: How long it waits for a widget to appear or a menu to pop up (ms).
 UI_TIMEOUT_MS = 20_000
 
 
 def painted_pixels(item: Any) -> np.ndarray:
     """The ``(H, W, 4)`` uint8 pixels a pyqtgraph ``ImageItem`` (or a canvas's ``image``) paints,
-    levels and colour table applied, rows top-down.
-    """
+    levels and colour table applied, rows top-down."""
     import pyqtgraph as pg
 
     if not isinstance(item, pg.ImageItem):
@@ -55,8 +52,7 @@ def painted_pixels(item: Any) -> np.ndarray:
 @dataclass(frozen=True)
 class Prediction:
     """One of the model's answers as the prediction panel shows it: class ``index`` (a detection's
-    label, a token id), its ``label`` and ``probability`` (a detection's score).
-    """
+    label, a token id), its ``label`` and ``probability`` (a detection's score)."""
 
     index: int
     label: str
@@ -65,8 +61,7 @@ class Prediction:
 
 class WindowDriver:
     """Drive one actviz window as a user would, from a test; each feature has its own driver
-    (``win.live``, ...). ``qtbot`` None uses Qt alone (:class:`EventBot`).
-    """
+    (``win.live``, ...). ``qtbot`` None uses Qt alone (:class:`EventBot`)."""
 
     def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
         if qtbot is None:
@@ -94,8 +89,7 @@ class WindowDriver:
         self.window.script.set_input(value, **kwargs)
 
     def tick(self, *names: str | Sequence[str]) -> None:
-        """Tick layers: ``tick("conv1", "fc")`` (a list of names also does); as
-        ``window.script.tick``. ``ValueError`` for a name the model lacks, with close matches."""
+        """Tick layers: ``tick("conv1", "fc")`` or a list (``ValueError`` for an unknown name)."""
         self.window.script.tick(*names)
 
     def untick(self, *names: str | Sequence[str]) -> None:
@@ -105,8 +99,7 @@ class WindowDriver:
     # ------------------------------------------------------------------ runs
     @contextlib.contextmanager
     def expect_run(self, timeout_ms: int = RUN_TIMEOUT_MS, *, flush: bool = True) -> Iterator[None]:
-        """Wait, after the ``with`` body, for the window's next ``run_finished`` (``flush``: then
-        put the result on every panel at once)."""
+        """Wait, after the ``with`` body, for the next ``run_finished`` (``flush``: on all panels)."""
         with self.qtbot.waitSignal(self.window.run_finished, timeout=timeout_ms):
             yield
         if flush:
@@ -115,8 +108,8 @@ class WindowDriver:
     def run_and_wait(
         self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True, *, start: bool = True
     ) -> RunResult:
-        """Start a run now (``start=False``: wait for the run already due), wait for its
-        ``run_finished`` and return the result shown (``flush``: on every panel at once)."""
+        """Start a run (``start=False``: the one already due), wait for it and return the result
+        shown (``flush``: on every panel at once)."""
         with self.expect_run(timeout_ms, flush=flush):
             if start:
                 assert self.window.runs.run() is not None, "the window could not start a run"
@@ -125,9 +118,8 @@ class WindowDriver:
         return result
 
     def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> bool:
-        """Wait until nothing runs or is due and every display step is done, then show the result on
-        every panel; False when ``timeout_ms`` passed first.
-        """
+        """Wait until nothing runs or is due and the display is done, then show the result on
+        every panel; False on timeout."""
         return self.window.script.wait_idle(timeout_ms)
 
     # ------------------------------------------------------------------ reading
@@ -139,9 +131,8 @@ class WindowDriver:
         return panels[layer]
 
     def shown_pixels(self, layer: str, *, gradient: bool = False) -> np.ndarray:
-        """The RGBA pixels (``(H, W, 4)`` uint8) the panel of ``layer`` paints for its maps
-        (``gradient``: the gradient side), levels and colour map applied.
-        """
+        """The ``(H, W, 4)`` uint8 pixels ``layer``'s panel paints for its maps (``gradient``:
+        the gradient side), levels and colour map applied."""
         panel = self.panel(layer)
         slot = panel.gradient_slot if gradient else panel.activation_slot
         canvas = slot.image_canvas
@@ -151,9 +142,8 @@ class WindowDriver:
         return painted_pixels(canvas)
 
     def channels(self, layer: str) -> int:
-        """The number of channels the panel of ``layer`` shows (pages through), of the
-        result on the panels: a map layer's feature maps, a vector's units, a token layer's
-        features; 1 for a single number."""
+        """The channels ``layer``'s panel pages through: feature maps, a vector's units, a
+        token layer's features; 1 for a single number."""
         self.panel(layer)  # KeyError naming the panels there are
         result = self.window.session.result
         prepared = None if result is None else result.layers.get(layer)
@@ -171,8 +161,7 @@ class WindowDriver:
         return int(view.data.shape[0])
 
     def predictions(self) -> tuple[Prediction, ...]:
-        """The model's top answers for the result shown (``RunResult.predictions``), best
-        first; after what-if edits, the edited model's. Empty before a run."""
+        """The shown result's top answers, best first (the edited model's after edits)."""
         result = self.window.session.result
         if result is None:
             return ()
@@ -204,9 +193,7 @@ class WindowDriver:
 
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:
-        """Scroll the panel of ``layer`` into view once the layout has settled, and wait until part
-        of it is on screen.
-        """
+        """Scroll ``layer``'s panel into view once the layout settled; wait until it is on screen."""
         self.settle()
         panel = self.panel(layer)
         self.window.centre.layers_scroll.ensureWidgetVisible(panel)
@@ -214,8 +201,7 @@ class WindowDriver:
         return panel
 
     def tile_menu(self, layer: str, channel: int) -> QMenu:
-        """Right-click the tile (or bar) of ``channel`` in the panel of ``layer``, for real;
-        return the menu that pops up."""
+        """Right-click ``channel``'s tile (or bar) in ``layer``'s panel; return the menu."""
         panel = self.reveal(layer)
         slot = panel.activation_slot
         view = slot.view
@@ -240,9 +226,8 @@ class WindowDriver:
         return QApplication.activePopupWidget()
 
     def context_action(self, layer: str, channel: int, text: str) -> QAction:
-        """Click, with the mouse, the item of the tile menu of ``channel`` in ``layer`` whose text
-        starts with ``text`` ("Ablate" clicks "Ablate ch 1"); returns its action.
-        """
+        """Click the tile-menu item of ``channel`` in ``layer`` whose text starts with ``text``
+        ("Ablate" clicks "Ablate ch 1"); returns its action."""
         menu = self.tile_menu(layer, channel)
         action = _find_action(menu, text)
         assert action.isEnabled(), f"{action.text()!r} is disabled"
@@ -252,15 +237,13 @@ class WindowDriver:
         return action
 
     def resize(self, width: int, height: int) -> bool:
-        """Resize the window and wait for its layout to settle (panels re-laid out, pages
-        re-chosen): :meth:`settle`'s answer."""
+        """Resize the window and wait for its layout to settle (:meth:`settle`'s answer)."""
         self.window.resize(width, height)
         return self.settle()
 
     def settle(self, timeout_ms: int = UI_TIMEOUT_MS) -> bool:
-        """Wait until the layout has settled after a resize or a dock shown (geometry unchanged over
-        consecutive passes, no deferred step, panels current); False on timeout.
-        """
+        """Wait until the layout settled (geometry unchanged over consecutive passes, no deferred
+        step, panels current); False on timeout."""
         w = self.window
         deadline = time.perf_counter() + timeout_ms / 1000
         last: tuple | None = None
@@ -334,13 +317,11 @@ class WindowDriver:
 
 
 class EventBot:
-    """For a driver made without pytest-qt: ``waitSignal``, ``waitUntil``, ``mouseClick`` and
-    ``wait`` as pytest-qt's bot has them, failing the same way (``TimeoutError``)."""
+    """pytest-qt's ``waitSignal``, ``waitUntil``, ``mouseClick`` and ``wait`` with Qt alone."""
 
     @contextlib.contextmanager
     def waitSignal(self, signal: Any, timeout: int = UI_TIMEOUT_MS) -> Iterator[None]:  # noqa: N802
-        """Wait, after the ``with`` body, for ``signal`` (``TimeoutError`` after ``timeout``
-        ms)."""
+        """Wait, after the ``with`` body, for ``signal`` (``TimeoutError`` after ``timeout`` ms)."""
         seen: list[bool] = []
         loop = QEventLoop()
 
