@@ -43,8 +43,7 @@ _M_ARENA_MAX = -8
 MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.
 TRIM_THRESHOLD = 1 * 2**30
-#: Arenas a tuned process may have at least: more than the window's allocating threads, so
-#: none shares the GUI thread's (glibc's main) arena (:func:`arena_max`).
+#: Arenas a tuned process may have at least, so no thread shares the GUI thread's arena.
 MIN_ARENAS = 16
 
 _tuned: bool | None = None  # None: not tried yet in this process
@@ -56,12 +55,9 @@ def _refused() -> bool:
 
 
 def tune_allocator() -> bool:
-    """Make glibc keep freed memory in this process, so repeated captures do not page-fault.
-
-    Raises the mmap threshold to 32 MiB, the trim threshold to 1 GiB and caps arenas
-    (:func:`arena_max`), for the rest of the process (Linux/glibc only). Returns whether the
-    thresholds are raised.
-    """
+    """Make glibc keep freed memory in this process, so repeated captures do not page-fault:
+    raises the mmap and trim thresholds and caps arenas for the rest of the process (Linux/glibc
+    only). Returns whether the thresholds are raised."""
     global _tuned
     if _tuned is not None:
         return _tuned
@@ -76,19 +72,15 @@ def tune_allocator() -> bool:
     _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
-    # Enough arenas that no worker shares the GUI thread's: a trim holds each arena's lock
-    # while it hands that arena's free memory back (set here, whatever MALLOC_ARENA_MAX says).
+    # A trim holds its arena's lock, so no worker may share the GUI thread's.
     mallopt(_M_ARENA_MAX, arena_max())
     log.debug("glibc malloc thresholds raised: %s", _tuned)
     return _tuned
 
 
 def arena_max() -> int:
-    """How many malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core.
-
-    Enough that worker threads never share the GUI thread's arena, whose lock the idle trim
-    would otherwise hold while a click waits.
-    """
+    """Malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core, so the
+    idle trim never holds the GUI thread's arena lock while a click waits."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -121,8 +113,8 @@ def rss_mib() -> float:
 
 
 def rss_anon_mib() -> float | None:
-    """The process's resident anonymous memory in MiB (``RssAnon`` of /proc/self/status): RSS
-    less mapped files (libraries, memory-mapped weights) and shared memory; None without it."""
+    """The process's resident anonymous memory in MiB (``RssAnon``: RSS less mapped files and
+    shared memory); None without /proc."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -153,8 +145,8 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def heap_in_use_mib() -> float | None:
-    """Memory glibc's malloc has handed out and not had back (``mallinfo2``: the arenas' bytes
-    in use plus mmapped blocks), in MiB; None without glibc 2.33 or later."""
+    """Memory malloc has handed out and not had back (``mallinfo2``), in MiB; None without
+    glibc 2.33 or later."""
     libc = _libc()
     fn = getattr(libc, "mallinfo2", None) if libc is not None else None
     if fn is None:
@@ -166,8 +158,7 @@ def heap_in_use_mib() -> float | None:
 
 def memory_breakdown_mib() -> dict[str, float]:
     """Resident memory in MiB: ``rss``, ``files``, ``anonymous``, ``heap_in_use``, ``heap_free``,
-    ``rss_anon``; keys whose source is missing (no /proc, no glibc) are left out.
-    """
+    ``rss_anon``; keys whose source is missing (no /proc, no glibc) are left out."""
     out: dict[str, float] = {}
     try:
         with open("/proc/self/smaps_rollup") as f:
@@ -201,11 +192,8 @@ _TRIM_LOW = 1 * 2**20
 
 
 def mark_arena() -> None:
-    """Leave a small block in the calling thread's malloc arena for :func:`release_freed_memory`.
-
-    glibc trims a thread arena's top only in ``free`` past the (raised) trim threshold; freeing
-    this block with the threshold lowered trims it, under that arena's lock, not the GUI's.
-    """
+    """Leave a block in the calling thread's arena: :func:`release_freed_memory` frees it with
+    the trim threshold lowered, which trims that arena under its own lock, not the GUI's."""
     if not _tuned:
         return
     ident = threading.get_ident()
@@ -223,10 +211,8 @@ def mark_arena() -> None:
 
 
 def release_freed_memory() -> bool:
-    """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena tops).
-
-    Safe from any thread (it holds each arena's lock briefly); False where there is no glibc.
-    """
+    """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena
+    tops); safe from any thread. False where there is no glibc."""
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is None:

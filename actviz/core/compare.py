@@ -80,8 +80,7 @@ class Comparison:
         }
 
 
-#: Elements converted to float64 at a time: a wide layer of a large batch is reduced in pieces
-#: (a few MiB each) instead of as three float64 copies of the whole tensor.
+#: Elements converted to float64 at a time, so a wide layer is not copied whole three times.
 CHUNK = 1 << 20
 
 
@@ -92,11 +91,8 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
 
 
 def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerDiff:
-    """The figures of :mod:`actviz.core.compare` for two tensors of one shape (A, then B).
-
-    Sums are taken in float64 over pieces of :data:`CHUNK` elements (along the features, so
-    the batch-centred Gram matrices of CKA add up piece by piece).
-    """
+    """The figures of :mod:`actviz.core.compare` for two tensors of one shape (A, then B), summed
+    in float64 over :data:`CHUNK` pieces along the features (CKA's Gram matrices add up)."""
     if tuple(a.shape) != tuple(b.shape):
         raise ValueError(f"{name!r}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
     n = a.shape[0] if a.ndim else 1

@@ -29,10 +29,8 @@ _CHANNEL_FIRST = (
 
 
 def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
-    """The dimension holding the feature channels of ``module``'s output (non-negative).
-
-    ``output`` is the tensor (its shape settles what the module suggests) or only its ``ndim``.
-    First match wins:
+    """The dimension holding the feature channels of ``module``'s output (non-negative);
+    ``output`` is the tensor or only its ``ndim``. First match wins:
 
     1. Channel-first modules (convolutions, norms over channels, 1-D pooling, ``Upsample``): 1.
     2. For a 3-D or larger output, the module's channel count (``Linear.out_features``,
@@ -264,10 +262,8 @@ class _Applied:
 
 
 class EditHooks:
-    """The forward hooks of one capture attempt: one per edited module, counting its calls.
-
-    Registered before the recorder's hooks, so records hold the edited output.
-    """
+    """The forward hooks of one capture attempt, one per edited module, counting its calls;
+    registered before the recorder's, so records hold the edited output."""
 
     def __init__(
         self, modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit, ...]]

@@ -1,9 +1,7 @@
 """What-if edits: change a module's output during a capture (ablate, scale, keep, clamp, patch).
 
-An edit acts as a ``register_forward_hook`` returning a new output: never in place, kept in
-the autograd graph (an ablated channel's gradient is zero, not None), on :func:`channel_dim`'s
-axis. This module makes and checks edits; :mod:`edit_spec` holds the record and
-:mod:`edit_hooks` applies them.
+An edit is a forward hook returning a new output on :func:`channel_dim`'s axis: never in place,
+kept in the autograd graph (an ablated channel's gradient is zero, not None).
 """
 
 from __future__ import annotations
@@ -65,11 +63,8 @@ def clamp(
 
 
 def patch(source: Capture, channels: Any = None, *, call: int | None = None) -> Edit:
-    """Replace the output (or ``channels`` of it) by the same layer's output in ``source``.
-
-    Activation patching: ``source`` is another run's capture that recorded this layer (with
-    ``call=None``, call by call). Shapes must match.
-    """
+    """Activation patching: replace the output (or ``channels`` of it) by the same layer's in
+    ``source``, another run's capture (``call=None``: call by call). Shapes must match."""
     return Edit("patch", channels=channels, source=source, call=call)
 
 
@@ -89,10 +84,8 @@ def custom(fn: Callable[[Any], Any], *, call: int | None = None) -> Edit:
 
 
 def normalize_edits(edits: Any) -> dict[str, tuple[Edit, ...]]:
-    """``{layer: Edit | callable | [...]}`` as ``{layer: (Edit, ...)}`` (callables: :func:`custom`).
-
-    Raises ``EditError`` for anything else.
-    """
+    """``{layer: Edit | callable | [...]}`` as ``{layer: (Edit, ...)}`` (callables: :func:`custom`);
+    ``EditError`` for anything else."""
     if edits is None:
         return {}
     if not isinstance(edits, Mapping):
@@ -132,8 +125,7 @@ def enabled_edits(edits: Mapping[str, tuple[Edit, ...]]) -> dict[str, tuple[Edit
 
 def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit, ...]]) -> None:
     """Check ``edits`` before the forward runs; raises ``EditError`` for an unknown layer, a channel
-    beyond the module's count, or a patch source without the layer.
-    """
+    beyond the module's count, or a patch source without the layer."""
     for name, items in edits.items():
         if name not in modules:
             close = difflib.get_close_matches(name, [n for n in modules if n], n=3, cutoff=0.5)

@@ -47,11 +47,8 @@ def forward_hooks(modules: Iterable[nn.Module], hook: Callable[..., Any]) -> Ite
 
 class ModelState:
     """Training flags, ``inplace`` flags and buffers, saved before a capture and put back after.
-
-    With ``out_of_place`` torch.nn's in-place modules from position ``inplace_from`` on run out of
-    place, so records stay intact without copies. Modes are switched with the model's own
-    ``train()``/``eval()`` and restored module by module.
-    """
+    With ``out_of_place``, torch.nn's in-place modules from ``inplace_from`` on run out of place,
+    so records stay intact without copies."""
 
     def __init__(
         self,
@@ -70,16 +67,14 @@ class ModelState:
         elif inplace_positions is None:
             self.inplace = [m for m in modules[inplace_from:] if _torch_inplace(m)]
         else:
-            # Read now: only modules in place at this moment are switched (and switched back).
-            # (sorted positions: those before ``inplace_from`` are skipped without a look)
+            # Only modules in place at this moment are switched (and switched back).
             self.inplace = [
                 modules[i]
                 for i in inplace_positions[bisect.bisect_left(inplace_positions, inplace_from) :]
                 if modules[i].__dict__.get("inplace") is True
             ]
-        # Always copied back: kernels such as batch_norm update running statistics without
-        # bumping the version counter, so "unchanged version" proves nothing.
-        # (each module's buffer mapping, name, tensor)
+        # Always copied back: batch_norm updates running statistics without bumping the version
+        # counter. (each module's buffer mapping, name, tensor)
         self.buffers: list[tuple[Any, str, torch.Tensor]] = [
             (held, name, buf)
             for held in map(_buffers_of, modules)
@@ -100,8 +95,7 @@ class ModelState:
     def restore(self) -> None:
         """Put flags and buffers back as they were when this state was saved."""
         if [m.training for m in self.modules] != self.training:
-            # Pre-order: a parent's train() also switches its children, which are checked
-            # after it (and switched back on their own where they differed from their parent).
+            # Pre-order: a parent's train() switches its children, which are checked after it.
             for mod, flag in zip(self.modules, self.training, strict=True):
                 if mod.training != flag:  # also undoes a forward that switched modes itself
                     _set_mode(mod, flag)
@@ -117,8 +111,7 @@ class ModelState:
         self.saved.put_back()
 
 
-#: Buffer copies (a saved copy and a scratch one) are kept per model for its next capture up
-#: to this size in all; larger buffers are copied afresh each time.
+#: Buffer copies kept per model for its next capture up to this size; larger ones are made anew.
 KEEP_COPIES_BYTES = 64 * 2**20
 
 
@@ -129,8 +122,7 @@ class _Group:
 
     def __init__(self, members: list[int], tensors: list[torch.Tensor]) -> None:
         self.members = members  # positions in the saved list of buffers
-        # Flat byte views of the buffers' memory, made once: one concatenation per save
-        # whatever the dtypes, instead of a copy (a TensorIterator) per buffer.
+        # Flat byte views, made once: one concatenation per save instead of a copy per buffer.
         self.views = [tensors[i].detach().view(-1).view(torch.uint8) for i in members]
         self.windows: list[memoryview] | None = None
         self.saved_bytes = b""
@@ -215,8 +207,7 @@ class _SavedBuffers:
             or kept.busy  # a capture of this model under way (another thread, a hook)
             or kept.key != tuple(map(id, tensors))
             or kept.ptrs is None
-            # New memory (``.data =``, ``set_``, a resize that grows) has a new address; a
-            # shrink in place leaves the flat views covering a little more: harmless.
+            # New memory has a new address; a shrink in place leaves the views a little wider.
             or list(map(_data_ptr, kept.tensors)) != kept.ptrs
         ):
             kept = cls(tensors)
@@ -291,15 +282,13 @@ def _set_mode(module: nn.Module, train: bool) -> None:
 
 
 def _torch_inplace(module: nn.Module) -> bool:
-    # Only torch.nn's own modules: there ``inplace`` is known to mean exactly this (a plain
-    # attribute: reading __dict__ skips Module.__getattr__'s slow miss on every other module).
+    # Only torch.nn's own modules, where ``inplace`` means exactly this (read from __dict__).
     return module.__dict__.get("inplace") is True and type(module).__module__.startswith(
         "torch.nn."
     )
 
 
-#: Per model: the modules it had and what :class:`UnregisteredCheck` found when it last
-#: watched a forward. Weak, so models can be freed.
+#: Per model (weakly): its modules and what :class:`UnregisteredCheck` last found.
 _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -307,9 +296,7 @@ _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str,
 
 class UnregisteredCheck:
     """A temporary global hook that notices modules that run but are not in named_modules(),
-    on a model's first capture only (the hook is slow); watches again when the module set
-    changes or ``watch`` asks.
-    """
+    on a model's first capture only (the hook is slow) or when its modules change."""
 
     def __init__(
         self,
@@ -319,8 +306,7 @@ class UnregisteredCheck:
         watch: bool = False,
         fingerprint: object = None,
     ) -> None:
-        # ``fingerprint``: what stands for the set of modules (a kept ModelPlan, compared by
-        # identity); by default the modules' ids.
+        # ``fingerprint`` stands for the module set (a kept ModelPlan); by default their ids.
         self.model = model
         self.check_stop = check_stop
         self.fingerprint = tuple(map(id, modules)) if fingerprint is None else fingerprint
@@ -395,8 +381,7 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def model_lock(model: nn.Module) -> Any:
-    """The lock one model's captures take in turn (re-entrant: a capture inside a hook of
-    another capture's forward, on the same thread, goes on)."""
+    """The lock one model's captures take in turn (re-entrant, for a capture inside a hook)."""
     try:
         with _LOCKS_GUARD:
             lock = _MODEL_LOCKS.get(model)

@@ -24,9 +24,8 @@ _LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
 
 
 def forward_takes_list(model: nn.Module) -> bool:
-    """Whether ``model.forward``'s first argument is annotated as a list (``list[Tensor]``,
-    ``Sequence[...]``): the model takes a list of images (torchvision's detectors), not a batch.
-    """
+    """Whether ``model.forward``'s first argument is annotated as a list: the model takes a
+    list of images (torchvision's detectors), not a batch."""
     try:
         params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError):  # TorchScript and builtins may have no signature
@@ -48,12 +47,9 @@ def forward_takes_list(model: nn.Module) -> bool:
 
 @dataclass(frozen=True)
 class PreparedInputs:
-    """The model's arguments and what the capture keeps of them.
-
-    ``args``/``kwargs`` are fresh copies; ``leaves`` holds per input tensor the tensor whose
-    gradient is its saliency (or None); ``copies`` is the inputs with untouched copies;
-    ``pairs`` is ``(tensor handed to the model, its kept copy)`` for every tensor.
-    """
+    """The model's arguments (fresh copies) and what the capture keeps: ``leaves``, per input
+    tensor the one whose gradient is its saliency; ``copies``, the inputs untouched; ``pairs``,
+    ``(tensor handed to the model, its kept copy)``."""
 
     args: tuple
     kwargs: dict
@@ -69,26 +65,21 @@ def prepare_inputs(
     gradients: bool = True,
     device: torch.device | None = None,
 ) -> PreparedInputs:
-    """Copy ``inputs`` for one capture (forms as for :func:`actviz.core.capture.capture`).
-
-    ``gradients`` gives every floating tensor a saliency leaf; ``device`` moves tensors there.
-    Raises ``TypeError`` for anything else at the top level.
-    """
+    """Copy ``inputs`` (forms as for :func:`~actviz.core.capture.capture`, else ``TypeError``);
+    ``gradients`` gives every floating tensor a saliency leaf, ``device`` moves tensors there."""
     leaves: list[torch.Tensor | None] = []
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def convert(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if device is not None and t.device != device:
             t = t.to(device)
-        # Our own copy with the caller's strides: never modified nor given requires_grad.
-        # (``detach`` only where needed: each op dispatched costs ~15 us with cold caches)
+        # Our own copy with the caller's strides (``detach`` only where needed: ops cost).
         copy = clone_keep_layout(t.detach() if t.requires_grad else t)
         if gradients and copy.is_floating_point():
             leaf = copy.requires_grad_(True)
             leaves.append(leaf)
-            # The model gets a non-leaf copy so in-place ops on its input stay legal; made
-            # with autograd on, else under a caller's no_grad it would not lead back to the
-            # leaf and the input gradient would be lost.
+            # A non-leaf copy, so in-place ops on it stay legal; made with autograd on, else
+            # under a caller's no_grad it would not lead back to the leaf.
             if torch.is_grad_enabled():
                 given = clone_keep_layout(leaf)
             else:
@@ -149,11 +140,8 @@ def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
 
 
 def list_layout(value: Any, as_list: bool) -> Any:
-    """``value`` as one list of images (``as_list``) or as one batch tensor.
-
-    A batch becomes a list of its samples (own storage each); same-shaped tensors are stacked;
-    anything else is returned as it is.
-    """
+    """``value`` as one list of images (``as_list``: a batch's samples, own storage each) or as
+    one batch tensor (same-shaped tensors stacked); anything else as it is."""
     if as_list:
         if isinstance(value, torch.Tensor) and value.ndim >= 2:
             return [v.clone() for v in value]

@@ -1,20 +1,13 @@
-"""Private copies of a model for work beside the window's captures: the one copy service.
+"""Private copies of a model for work beside the window's captures.
 
-Hooks are per-module state (one model, one capture at a time), so a job on another thread
-(a live lane, a dataset scan, a synthesis, a concept job) runs on a copy of its own:
+Hooks are per-module state (one capture at a time), so a job on another thread (a live lane,
+a scan, a synthesis, a concept job) runs on a copy of its own, which:
 
-* A copy leaves out the hooks and forward wrappers of an actviz capture that may be running
-  on the original; hooks the user registered are kept (their functions shared).
-* An accelerate-placed model (:mod:`actviz.io.models.big`) shares its hooks' weights maps (the
-  offloaded weights, read one module at a time) instead of copying them: the copy costs
-  the weights on devices, never the offloaded ones.
-* The copy keeps the original's train/eval flags, or is put in eval mode (``to_eval``).
-* A copy never carries the window's edits: edits are applied per run
-  (``capture(edits=...)``, whose call counts restart at each forward), so a job that wants
-  them passes them to its run, exactly as on the original.
-* A copy is stale once the original's weights change (:func:`weights_signature`:
-  :meth:`ModelCopy.usable`); whoever holds it makes a new one. In the window, the copies are
-  held by its one copy service (``host.private_model``, :mod:`actviz.ui.private_model`).
+* leaves out a running actviz capture's hooks and forward wrappers, keeping the user's hooks;
+* shares an accelerate-placed model's offloaded weights maps instead of copying them;
+* keeps the original's train/eval flags, or is put in eval mode (``to_eval``);
+* never carries the window's edits: those are applied per run (``capture(edits=...)``);
+* is stale once the original's weights change (:meth:`ModelCopy.usable`).
 """
 
 from __future__ import annotations
@@ -51,13 +44,9 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 
 
 def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
-    """The identity, memory address and version counter of every parameter and buffer.
-
-    An in-place write bumps a version, a new tensor or module changes an identity, and
-    ``param.data = ...`` or ``model.to(device)`` moves the memory. Training flags are left
-    out (a capture sets them for its run and puts them back). The modules come from the
-    capture's kept plan, which is cheap enough to ask once a frame.
-    """
+    """The identity, memory address and version counter of every parameter and buffer: what
+    in-place writes, new tensors, ``param.data = ...`` and ``.to(device)`` change. Training
+    flags are left out (a capture puts them back); cheap enough to ask once a frame."""
     _, modules = model_plan(model)
     # One flat comprehension (no nested generator): asked on the GUI thread for live frames.
     groups = [g for m in modules for g in (m._parameters, m._buffers) if g]  # noqa: SLF001
@@ -83,8 +72,8 @@ def model_bytes(model: nn.Module) -> int:
 
 
 def copy_refusal(model: nn.Module, max_bytes: int = MAX_COPY_BYTES) -> str | None:
-    """Why ``model`` gets no live-lane copy (None: it may): scripted, not on the CPU (an
-    offloaded model included), or larger than ``max_bytes``."""
+    """Why ``model`` gets no live-lane copy (None: it may): scripted, not on the CPU, or
+    larger than ``max_bytes``."""
     if isinstance(model, torch.jit.ScriptModule):
         return "a TorchScript model is not copied"
     if any(t.device.type != "cpu" for t in (*model.parameters(), *model.buffers())):
@@ -103,10 +92,8 @@ def _is_transient(hook: Any) -> bool:
 
 
 def private_copy(model: nn.Module, *, to_eval: bool = False) -> nn.Module:
-    """A deep copy of ``model`` (not changed) for another thread (see the module docstring),
-    in eval mode with ``to_eval``, else with the original's flags; raises what
-    :func:`copy.deepcopy` raises for a model that cannot be copied. A capture of ``model`` on
-    another thread ends first: it wraps the modules' ``forward`` while it runs."""
+    """A deep copy of ``model`` for another thread (see the module docstring); raises what
+    :func:`copy.deepcopy` raises. Waits for a running capture, which wraps ``forward``."""
     with model_lock(model):
         return _copy(model, to_eval)
 
@@ -144,8 +131,7 @@ def _copy(model: nn.Module, to_eval: bool) -> nn.Module:
 
 
 def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
-    """What an engine gets: ``loaded`` (the opened model's preprocessing and input size)
-    with ``twin`` in place of ``original``; ``twin`` alone when ``loaded`` is another model's."""
+    """``loaded`` with ``twin`` in place of ``original``; ``twin`` alone for another model's."""
     if loaded is not None and getattr(loaded, "model", None) is original:
         return dataclasses.replace(loaded, model=twin)
     return twin
@@ -153,10 +139,8 @@ def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
 
 @dataclass
 class ModelCopy:
-    """A copy (``twin``, None until built or when copying failed) of ``original``, made once
-    by :meth:`build` (on any thread: :func:`private_copy` waits for a capture), then
-    used by another thread while :meth:`usable`. ``error`` and ``failure`` say why it could
-    not be made; ``nbytes`` is its parameters and buffers (0 until built)."""
+    """A copy ``twin`` of ``original``, made once by :meth:`build` (any thread) and used while
+    :meth:`usable`; ``error`` and ``failure`` say why it could not be made."""
 
     original: nn.Module = field(repr=False)
     to_eval: bool = False

@@ -1,9 +1,5 @@
-"""A model's module tree as a capture needs it, walked once and reused, and the naming of its
-layers: the one rule for captures, edits, scans and the CLI (:func:`leaf_names` and
-:func:`resolve_layers`, with close matches for an unknown name).
-
-Kept per model (weakly) and checked before use by comparing every module's child dict.
-"""
+"""A model's module tree as a capture needs it, kept per model (weakly) and checked before use,
+and the naming of its layers for captures, edits, scans and the CLI."""
 
 from __future__ import annotations
 
@@ -19,11 +15,8 @@ __all__ = ["ModelPlan", "is_leaf", "leaf_names", "model_plan", "resolve_layers"]
 
 
 class ModelPlan:
-    """The module tree of one model as a capture uses it.
-
-    ``names`` of ``named_modules()`` in order, ``index`` (name -> position), ``leaves``, and
-    ``inplace`` (positions of torch.nn modules with an ``inplace`` attribute, read every capture).
-    """
+    """The module tree of one model as a capture uses it: ``names`` in order, ``index`` (name ->
+    position), ``leaves``, and ``inplace`` (positions of torch.nn modules with that attribute)."""
 
     __slots__ = ("_children", "_refs", "index", "inplace", "leaves", "names")
 
@@ -49,8 +42,7 @@ class ModelPlan:
 
     @property
     def kept(self) -> bool:
-        """Whether this plan is kept for the model's next capture (its identity stands for the
-        tree while :meth:`modules` finds it unchanged)."""
+        """Whether this plan is kept for the model's next capture (standing for the tree)."""
         return self._children is not None
 
     def leaf_names(self) -> list[str]:
@@ -63,8 +55,7 @@ class ModelPlan:
             return None
         modules = [ref() for ref in self._refs]
         try:
-            # A live child compares equal to its proxy only if it is the very same module
-            # (modules compare by identity); a dead one raises ReferenceError.
+            # Equal to its proxy only if the very same module; a dead one raises ReferenceError.
             if [mod._modules for mod in modules] == self._children:  # type: ignore[union-attr]
                 return modules  # type: ignore[return-value]
         except Exception:  # a dead module, or a child mapping that cannot be compared
@@ -82,11 +73,8 @@ _PLANS: weakref.WeakKeyDictionary[nn.Module, ModelPlan] = weakref.WeakKeyDiction
 
 
 def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
-    """The :class:`ModelPlan` of ``model`` and its modules (``list(model.modules())``).
-
-    The kept plan while the tree is unchanged, else a new one (kept for the next call).
-    TorchScript modules (whose child mappings do not compare) get a new one each time.
-    """
+    """The :class:`ModelPlan` of ``model`` and ``list(model.modules())``: the kept plan while
+    the tree is unchanged (TorchScript's child mappings do not compare: always a new one)."""
     try:
         plan = _PLANS.get(model)
     except TypeError:  # not weakly referenceable
@@ -109,10 +97,8 @@ def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
 
 
 def leaf_names(model: nn.Module, modules: dict[str, nn.Module] | None = None) -> list[str]:
-    """Qualified names of the modules without children (the root if it has none).
-
-    ``modules``: ``dict(model.named_modules())`` when the caller has it already.
-    """
+    """Qualified names of the modules without children (the root if it has none); ``modules``:
+    ``dict(model.named_modules())`` when the caller has it already."""
     if modules is not None:
         return [name for name, mod in modules.items() if is_leaf(mod)]
     plan, _modules = model_plan(model)
@@ -125,9 +111,7 @@ def resolve_layers(
     modules: dict[str, nn.Module] | None = None,
 ) -> list[str]:
     """Check ``layers`` (None: every leaf) against ``model.named_modules()``; deduplicated.
-
-    Raises ``ValueError`` for an unknown name, suggesting close matches.
-    """
+    ``ValueError`` for an unknown name, suggesting close matches."""
     if modules is None:
         plan, _modules = model_plan(model)
         return _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)

@@ -45,8 +45,7 @@ _ALIGN = 64  # what PyTorch's CPU allocator aligns to (vectorised kernels read a
 
 
 class RecordPool:
-    """Buffers by size: :meth:`copy` takes one (or makes one); a weak reference's callback
-    gives it back when the last tensor on it is gone."""
+    """Buffers by size, each given back when the last tensor on it is gone."""
 
     def __init__(self) -> None:
         # Re-entrant: a buffer can come back (a collected capture) while this thread holds it.
@@ -65,9 +64,8 @@ class RecordPool:
         self.reused = 0
 
     def copy(self, t: torch.Tensor) -> torch.Tensor | None:
-        """A detached copy of ``t`` in a pooled buffer, same sizes and strides; None where ``t``
-        is not a dense CPU tensor (no gaps, no overlaps, any memory format) of at least
-        :data:`MIN_BYTES` (the caller then keeps a reference or a clone as before)."""
+        """A detached copy of ``t`` in a pooled buffer, strides kept; None unless ``t`` is a
+        dense CPU tensor of at least :data:`MIN_BYTES`."""
         if t.device.type != "cpu" or t.layout is not torch.strided or t.is_quantized:
             return None
         nbytes = t.numel() * t.element_size()
@@ -77,8 +75,7 @@ class RecordPool:
         if not contiguous and not _dense(t):
             return None
         buf, flat = self._take(nbytes)
-        # A new array object per record: the tensor's storage owns it, and its death (every
-        # tensor on the storage gone) is what gives the buffer back.
+        # A new array per record: its death with the storage's last tensor gives the buffer back.
         view = flat[:]
         out = torch.from_numpy(view).view(t.dtype)
         out = out.view(t.shape) if contiguous else out.as_strided(t.size(), t.stride())
@@ -163,8 +160,7 @@ POOL = RecordPool()
 
 class HeapPin:
     """One past record's storage kept alive at the top of glibc's main heap, so freed records below
-    it stay in malloc's free lists; the pin only rises.
-    """
+    it stay in malloc's free lists; the pin only rises."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # captures of two models may finish at once
@@ -191,8 +187,8 @@ class HeapPin:
         return self._start > 0
 
     def update(self, tensors: Any) -> bool:
-        """Pin the highest large CPU storage among ``tensors`` (an iterable of tensors) that
-        lies in the heap above the current pin; returns whether a pin is held."""
+        """Pin the highest large CPU storage among ``tensors`` above the current pin; returns
+        whether a pin is held."""
         if not self.available():
             return False
         with self._lock:
@@ -231,9 +227,8 @@ HEAP_PIN = HeapPin()
 MODE = "auto"
 #: A forward that faults in at least this share of the bytes it records is costly to repeat...
 FAULT_SHARE = 0.25
-#: ...and this many such captures in a row (a model's first capture not counted: its memory
-#: is always new) turn the heap pin on for that model, and as many again with the pin on
-#: (or where there is no heap to pin) the copies.
+#: ...and this many such captures in a row (not the first, whose memory is always new) turn
+#: the heap pin on for that model, and as many again with the pin on the copies.
 FAULT_STREAK = 2
 
 # What a model's forward-only captures do with large CPU records: keep references (_REFS),
@@ -245,8 +240,7 @@ _VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary
 
 def wanted(model: Any) -> bool:
     """Whether a capture of ``model`` should copy its large records into :data:`POOL`: only for a
-    model seen to fault (:func:`observe`) in a process whose allocator is not tuned.
-    """
+    model seen to fault (:func:`observe`) in a process whose allocator is not tuned."""
     return _state(model) == _COPY
 
 
@@ -276,9 +270,8 @@ def minor_faults() -> int:
 
 
 def observe(model: Any, faults: int, nbytes: int, records: Any = None) -> None:
-    """Count a capture of ``model`` made without copies, whose forward pass took ``faults``
-    minor page faults while recording ``nbytes``; see :data:`FAULT_SHARE`. ``records``
-    (``{name: [LayerRecord]}``): where the model's captures pin the heap, what to pin."""
+    """Count a capture of ``model`` without copies whose forward took ``faults`` minor page
+    faults recording ``nbytes`` (:data:`FAULT_SHARE`); ``records``: what to pin, if pinning."""
     try:
         verdict = _VERDICTS.setdefault(model, [0, 0, _REFS])
     except TypeError:
@@ -314,8 +307,7 @@ except ImportError:  # not on Unix: no fault counts, no pool
 
 
 def release_memory() -> int:
-    """Give back the memory actviz keeps for the next capture's records (bytes freed), and the
-    heap pin; buffers a record still views are freed with their last tensor.
-    """
+    """Give back the memory kept for the next capture's records and the heap pin (bytes freed);
+    buffers a record still views are freed with their last tensor."""
     HEAP_PIN.release()
     return POOL.release()

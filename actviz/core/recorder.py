@@ -25,16 +25,13 @@ __all__ = [
     "format_bytes",
 ]
 
-# Modules found (at run time) to modify their input in place although they have no
-# ``inplace=True`` attribute; they get a cloned input next time. Weak, so models can be freed.
+# Modules found writing into their input without ``inplace=True``: cloned input next time.
 DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
-# Modules whose recorded tensors were written to later in the forward (by an in-place ReLU,
-# ``out += identity``...). Their values are copied when the hook fires; every other record
-# keeps a reference, checked against the tensor's version counter after the forward pass.
+# Modules whose recorded tensors were written later in the forward (``out += identity``): their
+# values are copied; other records keep a reference checked against the version counter.
 NEEDS_COPY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
-# Modules whose tensors (outputs or input views) changed in place after their call without
-# being recorded values (NEEDS_COPY covers those): they get tensor hooks next time. Every other
-# gradient is read from ``autograd.grad``'s results, which needs no hook.
+# Modules whose unrecorded tensors changed in place after their call: tensor hooks next time
+# (every other gradient comes from ``autograd.grad``'s results).
 NEEDS_GRAD_HOOK: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 
@@ -65,8 +62,7 @@ class Recorder:
     ):
         self.names = names
         self.gradients = gradients
-        # Without input gradients no module input is tapped: the backward pass then stops at
-        # the earliest recorded output.
+        # Without input gradients no input is tapped: the backward stops at the earliest output.
         self.input_grads = gradients and input_grads
         self.keep_inputs = keep_inputs
         self.max_bytes = max_bytes
@@ -79,16 +75,14 @@ class Recorder:
         self._stacks: dict[int, list[_Frame]] = {}
         # (record, per-output grad slots, per-input grad slots)
         self.pending: list[tuple[LayerRecord, list, list | None]] = []
-        # Tensors whose gradient autograd.grad is asked for: (tensor, version when recorded,
-        # the slot its gradient goes to, and the module when no hook fills that slot).
+        # (tensor, version when recorded, gradient slot, module when no hook fills the slot)
         self.grad_requests: list[tuple[torch.Tensor, int, list, nn.Module | None]] = []
         self.retry_needed = False
         self.copy_all = False
-        # Large CPU records go into pooled memory where the capture sets this (core/pool.py).
+        # Large CPU records go into pooled memory (core/pool.py).
         self.pool = False
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
-        # Looked up once, iterating the (small) sets: ``module in WeakSet`` makes a weak
-        # reference per test.
+        # Built once: ``module in WeakSet`` makes a weak reference per test.
         self._copy_ids: set[int] = set()
         self._hook_ids: set[int] = set()
         self._inplace_ids: set[int] = set()
@@ -102,10 +96,9 @@ class Recorder:
 
     # -- values
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
-        """The value of ``t`` now, shared with earlier snapshots of the same tensor version: pooled
-        memory for large CPU tensors with :attr:`pool`, a copy for modules known to write later and
-        for views, else a reference checked after the forward (:meth:`stale_owners`).
-        """
+        """The value of ``t`` now, shared by snapshots of one version: pooled memory for large
+        CPU tensors, a copy for views and modules known to write later, else a reference checked
+        after the forward (:meth:`stale_owners`)."""
         entry = self._snaps.get(id(t))
         version = t._version
         if entry is not None and entry[0]() is t and entry[1] == version:
@@ -113,14 +106,12 @@ class Recorder:
         nbytes = t.numel() * t.element_size()
         pooled = POOL.copy(t) if self.pool and nbytes >= MIN_BYTES else None
         if pooled is not None:
-            # A large record in warm memory actviz keeps (core/pool.py); the forward's own
-            # tensor is freed as in a bare pass.
+            # Warm memory actviz keeps; the forward's own tensor is freed as in a bare pass.
             snap = pooled
         elif (
             self.copy_all
             or id(owner) in self._copy_ids
-            # Only a view can pin a larger storage (asking every tensor for its storage makes
-            # a Python object per record).
+            # Only a view can pin a larger storage (asking for it costs an object per record).
             or t._is_view()
             and t.untyped_storage().nbytes() > nbytes
             or t.requires_grad
@@ -144,8 +135,7 @@ class Recorder:
         return [owner for snap, version, owner in self.verify if snap._version != version]
 
     def unhooked_changed(self) -> list[nn.Module]:
-        """Modules with a tensor changed in place since its call and no hook to catch its
-        gradient (``autograd.grad`` would give that of the changed value, or none)."""
+        """Modules with a tensor changed in place since its call and no hook for its gradient."""
         return [
             m for t, version, _h, m in self.grad_requests if m is not None and t._version != version
         ]
@@ -159,9 +149,8 @@ class Recorder:
 
     # -- hooks
     def call(self, module: nn.Module, forward: Callable, *args: Any, **kwargs: Any) -> Any:
-        """``forward(*args, **kwargs)`` recorded: what :meth:`pre_hook` and :meth:`forward_hook`
-        would do, with the call's state in this frame instead of a per-module stack.
-        """
+        """``forward(*args, **kwargs)`` recorded as :meth:`pre_hook` and :meth:`forward_hook`
+        would, the call's state in this frame instead of a per-module stack."""
         index, inputs, taps, new_args = self._begin(module, args)
         output = forward(*(args if new_args is None else new_args), **kwargs)
         replaced = self._finish(module, index, inputs, taps, output)
@@ -184,8 +173,7 @@ class Recorder:
         if self.should_stop is not None and self.should_stop():
             raise CaptureCancelled("capture cancelled")
         key = id(module)
-        # Every call begun is either finished (a record) or under way: the count is the index
-        # of this call.
+        # Calls begun are finished (records) or under way: the count is this call's index.
         index = self._started.get(key, 0)
         self._started[key] = index + 1
         inputs: tuple = ()
@@ -208,17 +196,14 @@ class Recorder:
             clone_input = self._clones[key] = _inplace(module) or key in self._inplace_ids
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.requires_grad:
-                # A fresh node per module input: its gradient is what flows through this module
-                # only. A view is free; in-place modules need a clone (a hook on a view modified
-                # in place never fires), hooked before the module runs. ``a[...]`` is
-                # ``aten::alias`` without ``torch.ops``' Python dispatch, every stride kept
-                # (view_as resets size-1 dims', and convolutions pick another memory format).
+                # A fresh node per input carries this module's gradient only. In-place modules
+                # need a clone (a hook on a view modified in place never fires). ``a[...]`` keeps
+                # every stride (view_as resets size-1 dims', changing convolutions' format).
                 tap = clone_keep_layout(a) if clone_input else a[...]
                 holder: list = [None]
                 hooked = clone_input or self.copy_all or key in self._hook_ids
                 if hooked:
-                    # The module writes into this clone: only a hook placed now sees
-                    # the gradient of the value it received.
+                    # The module writes into this clone: only a hook placed now sees its gradient.
                     tap.register_hook(functools.partial(_store_grad, holder))
                 if new_args is None:
                     new_args = list(args)
@@ -288,8 +273,7 @@ class Recorder:
 
 def _inplace(module: nn.Module) -> bool:
     """Whether ``module.inplace`` is True (where it has such an attribute)."""
-    # An instance attribute in nearly every module that has one: a plain dict lookup, not
-    # Module.__getattr__'s slow miss (an exception) on every other module.
+    # A dict lookup, not Module.__getattr__'s slow miss (an exception) on every other module.
     value = module.__dict__.get("inplace", _NOT_SET)
     if value is _NOT_SET:
         value = getattr(type(module), "inplace", False)  # a class attribute
@@ -305,19 +289,16 @@ def _fix_output(t: torch.Tensor) -> torch.Tensor:
     if not t.is_floating_point():
         return t
     if not t.requires_grad:
-        # Nothing upstream requires grad (integer inputs, frozen weights): start the graph
-        # here so gradients still reach this and every later layer.
+        # Nothing upstream requires grad (integer inputs, frozen weights): the graph starts here.
         return clone_keep_layout(t.detach().requires_grad_(True))
     if t._is_view():
-        # A hook on a view that is later modified in place never fires: hand the rest of the
-        # model a copy (same strides) and keep the view for ourselves.
+        # A hook on a view later modified in place never fires: the model gets a copy.
         return clone_keep_layout(t)
     return t
 
 
 def _store_grad(holder: list, grad: torch.Tensor) -> None:
-    # Keep the gradient object itself: holding a reference stops autograd from accumulating
-    # into it in place, so it is not changed later.
+    # Holding a reference stops autograd from accumulating into the gradient in place.
     holder[0] = grad if holder[0] is None else holder[0] + grad
 
 

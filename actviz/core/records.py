@@ -33,10 +33,9 @@ class CaptureTooLarge(RuntimeError):
 class LayerRecord:
     """One call of one hooked module; tensors are detached CPU snapshots taken when it ran.
 
-    ``call_index`` counts the module's calls (0 first); ``inputs``/``output`` keep their structure
-    (:mod:`actviz.core.structures`); ``grad_output`` and ``grad_inputs`` (through this module
-    only) are None without gradients; ``seq`` is the order calls finished in (None outside a
-    capture).
+    ``call_index`` counts the module's calls (0 first); ``inputs``/``output`` keep their structure;
+    ``grad_output`` and ``grad_inputs`` (through this module only) are None without gradients;
+    ``seq`` is the order calls finished in.
     """
 
     name: str
@@ -89,9 +88,8 @@ class Capture:
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def defer_target(self, numbers: Callable[[], tuple[float | None, int | None, str]]) -> None:
-        """Leave :attr:`target_value`, :attr:`target_index` and :attr:`target_description` to
-        ``numbers()``, called once on the first read of any of them (a capture without
-        gradients whose default target is read from :attr:`output`)."""
+        """Leave the ``target_*`` attributes to ``numbers()``, called once on the first read of
+        any of them (a capture without gradients)."""
         state = self.__dict__
         for name in _TARGET_FIELDS:
             state.pop(name, None)
@@ -142,6 +140,5 @@ INFERENCE_WEIGHTS_WARNING = (
 
 
 def inference_weights(exc: RuntimeError) -> bool:
-    """Whether ``exc`` is autograd refusing an inference tensor (the model's own weights: the
-    inputs are always copied outside inference mode)."""
+    """Whether ``exc`` is autograd refusing an inference tensor (the model's own weights)."""
     return "Inference tensors cannot be saved for backward" in str(exc)

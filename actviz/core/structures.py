@@ -1,8 +1,5 @@
-"""The one walker over nested model inputs and outputs, types kept.
-
-PyTorch's pytree plus dataclasses and unregistered mappings; every walk in actviz goes
-through :func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors` or
-:func:`named_tensors`, so all agree on which tensors a structure holds.
+"""The one walker over nested model inputs and outputs, types kept (PyTorch's pytree plus
+dataclasses and unregistered mappings), so every walk agrees on which tensors a structure holds.
 """
 
 from __future__ import annotations
@@ -65,8 +62,7 @@ def _children(obj: Any) -> tuple[list[Any], Callable[[list[Any]], Any], list[str
 
 
 def _replace_fields(obj: Any, names: list[str], values: list[Any]) -> Any:
-    # A shallow copy with the fields set: no __init__ / __post_init__ runs (they may check or
-    # compute), and frozen dataclasses work too.
+    # No __init__ / __post_init__ runs (they may check or compute); frozen dataclasses work too.
     new = copy.copy(obj)
     for name, value in zip(names, values, strict=True):
         object.__setattr__(new, name, value)
@@ -99,10 +95,8 @@ def first_tensor(obj: Any) -> torch.Tensor | None:
 
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
-    """Rebuild ``obj`` with ``fn`` applied to every tensor, in :func:`iter_tensors` order.
-
-    Containers keep their type (namedtuple, ``ModelOutput``, dataclass); other leaves are kept.
-    """
+    """Rebuild ``obj`` with ``fn`` applied to every tensor, in :func:`iter_tensors` order;
+    containers keep their type (namedtuple, ``ModelOutput``, dataclass)."""
     if isinstance(obj, _Tensor):
         return fn(obj)
     return map_leaves(obj, lambda leaf: fn(leaf) if isinstance(leaf, _Tensor) else leaf)
@@ -137,8 +131,7 @@ def replace_first(obj: Any, new: torch.Tensor) -> Any:
 
 def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch.Tensor]]:
     """Yield ``(path, tensor)`` for every tensor inside ``obj`` (``output[0]``,
-    ``output['out']``, ``output.logits``), in :func:`iter_tensors` order.
-    """
+    ``output['out']``, ``output.logits``), in :func:`iter_tensors` order."""
     if isinstance(obj, _Tensor):
         yield prefix, obj
         return
@@ -150,8 +143,7 @@ def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch
 
 def describe(obj: Any, most: int = 6) -> str:
     """One line on what ``obj`` holds (``1x3x64x64 float32``, ``{input_ids: 1x8 int64, ...}``,
-    ``(a, b)``, a type name); past ``most`` items, the first four and a count.
-    """
+    ``(a, b)``, a type name); past ``most`` items, the first four and a count."""
     if isinstance(obj, _Tensor):
         shape = "x".join(str(s) for s in obj.shape) or "scalar"
         return f"{shape} {str(obj.dtype).replace('torch.', '')}"
@@ -169,8 +161,7 @@ def describe(obj: Any, most: int = 6) -> str:
 
 def shapes(obj: Any) -> Any:
     """The tensor shapes of ``obj`` as JSON: a tensor's shape as a list, a mapping or a dataclass
-    as a dict of its items' shapes, another container as a list of them, anything else None.
-    """
+    as a dict of its items' shapes, another container as a list of them, anything else None."""
     if isinstance(obj, _Tensor):
         return list(obj.shape)
     node = _children(obj)
@@ -185,11 +176,8 @@ def shapes(obj: Any) -> Any:
 
 
 def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:
-    """A copy of ``t`` with the same sizes and strides (memory format), autograd included.
-
-    ``clone()`` makes a gapped view dense, and kernels may round differently on another layout;
-    such a view gets its very strides (gaps allocated, never read). Overlaps are copied densely.
-    """
+    """A copy of ``t`` with the same sizes and strides, autograd included (overlaps are copied
+    densely): ``clone()`` makes a gapped view dense, and kernels may round differently."""
     copy = t.clone()
     if copy.stride() == t.stride() or not _non_overlapping(t):
         return copy

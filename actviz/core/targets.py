@@ -39,8 +39,7 @@ _CALLABLE_HINT = "pass a callable target that picks a scalar, target=lambda outp
 @dataclass(frozen=True)
 class Target:
     """The scalar a capture differentiates (``value``), its class ``index`` when there is one, a
-    one-line ``description``, and a ``warning`` when the default picked one of several tensors.
-    """
+    one-line ``description``, and a ``warning`` when the default picked one of several tensors."""
 
     value: torch.Tensor
     index: int | None
@@ -49,9 +48,7 @@ class Target:
 
 
 def detections(output: Any) -> list[Mapping[str, torch.Tensor]] | None:
-    """The per-image detection dicts of a detector's output (``boxes``, ``scores``, ``labels``),
-    or None for other outputs.
-    """
+    """The per-image detection dicts (``boxes``, ``scores``, ``labels``) of a detector's output."""
     if not isinstance(output, (list, tuple)) or not output:
         return None
     for item in output:
@@ -148,10 +145,8 @@ def _logits(output: Any) -> torch.Tensor | None:
 
 
 def sequence_logits(output: Any) -> torch.Tensor | None:
-    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position, else None.
-
-    The one rule for outputs that score tokens: predictions shown are the last position's.
-    """
+    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position, else None
+    (the one rule for outputs that score tokens)."""
     if isinstance(output, Mapping) and _is_map(output.get("out")):
         return None  # a segmenter's map comes first in resolve_target
     logits = _logits(output)
@@ -161,14 +156,12 @@ def sequence_logits(output: Any) -> torch.Tensor | None:
 
 
 def token_phrase(index: int, text: str | None = None) -> str:
-    """How a target description names token ``index``: ``"token 284"``, or with its text
-    (known where a tokenizer is, not where the target is resolved) ``"token 284 ' world'"``."""
+    """How a description names token ``index``: ``"token 284"`` or ``"token 284 ' world'"``."""
     return f"token {int(index)}" if text is None else f"token {int(index)} {text!r}"
 
 
 def name_token(description: str, index: int, text: str) -> str:
-    """``description`` with token ``index`` named by its ``text`` too (the phrase of
-    :func:`token_phrase`); unchanged when it names no such token."""
+    """``description`` with token ``index`` named by its ``text`` too (:func:`token_phrase`)."""
     pattern = re.escape(token_phrase(index)) + r"(?!\d)"
     return re.sub(pattern, lambda _m: token_phrase(index, text), description, count=1)
 
@@ -206,9 +199,7 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])`` for the top-1 of a one-row float output via numpy (ties and NaN
-    as ``torch.argmax``), or None.
-    """
+    """``(k, out[0, k])``: a one-row float output's top-1 via numpy (as ``torch.argmax``)."""
     try:
         row = out.numpy()[0]
     except (RuntimeError, TypeError):
@@ -218,9 +209,8 @@ def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
 
 
 def top1_target(output: Any) -> tuple[float, int, str] | None:
-    """:func:`resolve_target`'s default for a one-row classifier output, as
-    ``(value, index, description)`` without a tensor (for captures without gradients); else None.
-    """
+    """:func:`resolve_target`'s default for a one-row classifier output as ``(value, index,
+    description)``, without a tensor (captures without gradients); else None."""
     if (
         not isinstance(output, torch.Tensor)
         or output.dim() != 2
@@ -237,8 +227,7 @@ def top1_target(output: Any) -> tuple[float, int, str] | None:
 
 def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int | None, str]:
     """The target of a capture without gradients: ``(value, index, description)``, or
-    ``(None, None, "no target (why)")`` where :func:`resolve_target` raises.
-    """
+    ``(None, None, "no target (why)")`` where :func:`resolve_target` raises."""
     if target is None and (quick := top1_target(output)) is not None:
         return quick
     try:
@@ -249,9 +238,8 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
 
 
 def fixed_default(output: Any) -> int | None:
-    """The int target picking what ``output``'s default target picks, or None where no int does; the
-    window holds its auto target to it so edits that change the top-1 do not move the target.
-    """
+    """The int target picking what ``output``'s default picks (None: no int does), held as the
+    window's auto target so edits that change the top-1 do not move it."""
     if isinstance(output, torch.Tensor):
         out = output
     else:
@@ -272,9 +260,8 @@ def fixed_default(output: Any) -> int | None:
 
 
 def auto_description(index: int, edited: bool) -> str:
-    """How the auto target is described when it is held to the unedited run's top-1 class:
-    ``top-1 logit (class 4)``, ``top-1 logit before the edits (class 4)`` in an edited run
-    (where another class may lead)."""
+    """The held auto target's description: ``top-1 logit (class 4)``, or ``top-1 logit before
+    the edits (class 4)`` in an edited run."""
     return f"top-1 logit{' before the edits' if edited else ''} (class {int(index)})"
 
 
@@ -282,8 +269,7 @@ def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
     if out.numel() == 1:
         return out, None, "the model's single output value"
     if out.dim() == 2 and out.shape[0] == 1 and out.shape[1] > 0:
-        # One row (the usual case) in two tensor ops; the same value and gradient (a one-hot)
-        # as the gather below.
+        # One row (the usual case) in two ops; the same value and gradient as the gather below.
         k = int(out.detach().argmax())
         return out[0, k], k, f"top-1 logit (class {k})"
     if out.dim() == 2 and out.shape[1] > 0:

@@ -38,8 +38,7 @@ BACKGROUND_NICE = 10
 
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with torch's intra-op pool at ``n`` threads (None: unchanged); the
-    calling thread's count is put back."""
+    """Run the block with torch's intra-op pool at ``n`` threads (None: unchanged)."""
     before = torch.get_num_threads()
     if n is None or before == n:
         yield
@@ -51,8 +50,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-#: The count the window's workers run their jobs at (:func:`parallel_in_workers_only`); None:
-#: they leave each thread's count as it is.
+#: The count the window's workers run their jobs at (None: each thread's own).
 _worker_threads: int | None = None
 
 
@@ -63,8 +61,7 @@ def worker_threads() -> int | None:
 
 def parallel_in_workers_only() -> Callable[[], None]:
     """Run torch single-threaded on the calling (GUI) thread and the worker jobs at the previous
-    count (an OpenMP team on the GUI thread slows every later capture); returns the undo.
-    """
+    count (an OpenMP team on the GUI thread slows every later capture); returns the undo."""
     global _worker_threads
     before = torch.get_num_threads()
     _worker_threads = before
@@ -84,10 +81,8 @@ _lowered: dict[int, int] = {}
 
 
 def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
-    """Lower the calling thread's CPU priority for good (Linux); threads it starts inherit it.
-
-    Returns whether it runs lowered.
-    """
+    """Lower the calling thread's CPU priority for good (Linux; inherited by threads it starts);
+    returns whether it runs lowered."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -104,10 +99,8 @@ def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
 
 
 def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
-    """Run this process at least :data:`BACKGROUND_NICE` below the nice value ``base`` (a
-    DataLoader ``worker_init_fn``). Set, not lowered again, and never raised (that needs
-    privileges); nothing where refused.
-    """
+    """Run this process :data:`BACKGROUND_NICE` below the nice value ``base`` (a DataLoader
+    ``worker_init_fn``); never raised, which needs privileges."""
     target = min(19, base + BACKGROUND_NICE)
     try:
         if os.getpriority(os.PRIO_PROCESS, 0) < target:
@@ -117,12 +110,10 @@ def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
 
 
 def background_loader_init() -> Callable[[int], None]:
-    """A DataLoader ``worker_init_fn`` (it pickles) that runs each loader process
-    :data:`BACKGROUND_NICE` below this process's main thread, whichever process or thread
-    forks it."""
+    """A picklable ``worker_init_fn`` running each loader process :data:`BACKGROUND_NICE`
+    below this process's main thread, whichever thread forks it."""
     try:
-        # PRIO_PROCESS with the pid is the main thread's (Linux: 0 would be the calling
-        # thread's, and a scan's worker thread runs lowered already).
+        # The pid, not 0: the calling thread (a scan's worker) runs lowered already.
         base = os.getpriority(os.PRIO_PROCESS, os.getpid())
     except (AttributeError, OSError):  # no priorities here: lower_process_priority does nothing
         base = 0
@@ -138,11 +129,8 @@ def available_cores() -> int:
 
 
 class ThreadTuner:
-    """Tries two intra-op thread counts on a scan's first batches and keeps the faster.
-
-    Call :meth:`batch_done` after every batch and :meth:`restore` at the end; batches are timed
-    from call to call, so loader waits count. Only a CPU model is tuned.
-    """
+    """Tries two intra-op thread counts on a scan's first batches and keeps the faster (CPU
+    models only); batches are timed from :meth:`batch_done` to the next, so loader waits count."""
 
     #: Batches left out before timing starts (worker start-up, first-call costs).
     WARMUP = 4
@@ -187,8 +175,7 @@ class ThreadTuner:
         if not self.active:
             return
         w, t = self.WARMUP, self.TRIAL
-        # Batches 1..w: warm-up; then t timed at the original count and up to t at the
-        # candidate, given up after the first if far slower. Unreadable-only batches: untimed.
+        # w warm-up batches, t timed at the original count, up to t at the candidate.
         if self._seen <= w or images == 0:
             return
         self._timed += 1
@@ -197,8 +184,7 @@ class ThreadTuner:
         if self._timed == t:
             self._set(self.candidate)
         elif self._timed > t:
-            # Seconds per image, the median batch: one batch held up by something else
-            # (a page fault storm, another process) does not decide.
+            # The median batch: one held up by something else does not decide.
             rate = {n: 1.0 / statistics.median(v) for n, v in self._times.items()}
             self.rates = rate
             first = self._timed == t + 1
