@@ -1,6 +1,5 @@
 """What a comparison runs off the GUI thread (no Qt): :func:`compare_job` on the capture worker
-reads or captures run B and compares; :class:`CompareOutcome` holds no capture.
-"""
+reads or captures run B and compares; :class:`CompareOutcome` holds no capture."""
 
 from __future__ import annotations
 
@@ -40,13 +39,9 @@ class LayersMismatch(ValueError):
 
 @dataclass
 class CompareRequest:
-    """Everything a comparison needs, taken on the GUI thread.
-
-    ``mode`` is :data:`PIN` (``cap_b`` the pinned capture), :data:`INPUT` (run B is ``model`` on
-    ``input_source`` opened by ``input_loader`` with ``loaded_model``) or :data:`MODEL` (``model``
-    is the second model, run on ``inputs``). ``spec`` makes the difference mosaics;
-    ``max_bytes`` bounds run B's capture.
-    """
+    """Everything a comparison needs, taken on the GUI thread. ``mode`` is :data:`PIN` (``cap_b``
+    the pinned capture), :data:`INPUT` (``model`` on ``input_source``) or :data:`MODEL` (the
+    second ``model`` on ``inputs``); ``max_bytes`` bounds run B's capture."""
 
     cap_a: Any
     mode: str
@@ -65,10 +60,8 @@ class CompareRequest:
 
 @dataclass(frozen=True)
 class CompareOutcome:
-    """A finished comparison, no capture: the ``comparison``, ``differences`` (A - B per layer, in
-    depth order), ``predictions``, :data:`INPUT`'s ``input_description``, and the ``nbytes`` run
-    B's capture held.
-    """
+    """A finished comparison, no capture: ``differences`` are A - B per layer in depth order,
+    ``nbytes`` what run B's capture held."""
 
     comparison: Any
     differences: Mapping[str, PreparedLayer]
@@ -92,11 +85,8 @@ class CompareOutcome:
 
 
 def layer_mismatch(cap_a: Any, model: nn.Module, layers: Sequence[str]) -> str:
-    """Why ``model`` cannot be compared with run A layer by layer ("" when it can).
-
-    Every layer of ``layers`` must exist in ``model`` as a module of the class run A
-    recorded under that name.
-    """
+    """Why ``model`` cannot be compared with run A layer by layer ("" when it can): each of
+    ``layers`` must be in ``model`` as a module of the class run A recorded."""
     modules = dict(model.named_modules())
     missing = [n for n in layers if n not in modules]
     other = [
@@ -123,11 +113,8 @@ def compare_job(
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompareOutcome:
-    """Read or capture run B, compare it with run A, prepare the differences (worker thread).
-
-    Raises :class:`LayersMismatch` when B has none of A's layers, else what the loader, capture and
-    comparison raise.
-    """
+    """Read or capture run B, compare it with run A, prepare the differences (worker thread);
+    :class:`LayersMismatch` when B has none of A's layers."""
     from actviz.core.compare import compare
     from actviz.display.difference import prediction_change, prepare_difference
 
@@ -145,8 +132,7 @@ def compare_job(
             "Runs A and B have no layer in common: tick the same layers and run again."
         )
     report("comparing")
-    # The layers shown, not every record (a text model's run also records its embedding for
-    # the saliency).
+    # The layers shown, not every record (a text model's run records its embedding too).
     shown = [n for n in request.spec.layers if n in common]
     comparison = compare(cap_a, cap_b, layers=shown or None)
     if not comparison.layers:
@@ -173,9 +159,8 @@ def compare_job(
 
 
 def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
-    """``layer`` (a difference) with ``|A - B|`` beside it, where the gradient magnitude goes
-    in a layer panel: where the runs differ at all, whatever the sign, on a sequential map.
-    Its mosaic pages with the difference's (:func:`~actviz.display.repage.with_page`)."""
+    """``layer`` (a difference) with ``|A - B|`` where a panel shows the gradient magnitude:
+    where the runs differ, whatever the sign; it pages with the difference."""
     view, m = layer.view, layer.mosaic
     if view is None or m is None or view.kind != "maps":
         return layer

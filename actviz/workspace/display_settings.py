@@ -1,7 +1,6 @@
 """How feature maps are shown, without widgets: :class:`DisplaySettings` (colour map,
 normalisation, Grad-CAM layer, mosaic pages and channel orders), owned by the session,
-announced through ``view_changed(what)`` and reset with the model.
-"""
+announced through ``view_changed(what)`` and reset with the model."""
 
 from __future__ import annotations
 
@@ -34,19 +33,16 @@ class DisplaySettings:
         self.colormap = AUTO
         self.normalize = "channel"
         self.gradcam_layer: str | None = None
-        # {layer: first channel} of the mosaic page the user turned to (layers with more
-        # channels than one mosaic shows); kept across runs, cleared with the model.
+        # {layer: first channel} of the mosaic page the user turned to; cleared with the model.
         self.channel_pages: dict[str, int] = {}
         # {layer: channels per page}: the window's choice from its panels' widths.
         self.page_channels: dict[str, int] = {}
-        #: ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (sorted
-        #: by effect); cleared with the model.
+        #: ``{layer: ChannelOrder}``: tile orders of their own (by effect); cleared with the model.
         self.channel_orders: dict[str, ChannelOrder] = {}
 
     def reset_for_model(self, gradcam_layer: str | None) -> None:
-        """Forget what named the layers of the model before (pages, page sizes, orders) and
-        take ``gradcam_layer``; colour map and normalisation stay. Announces nothing: the
-        model change is announced instead."""
+        """Forget the old model's pages, page sizes and orders and take ``gradcam_layer``;
+        announces nothing (the model change is announced)."""
         self.gradcam_layer = gradcam_layer
         self.channel_pages = {}
         self.page_channels = {}

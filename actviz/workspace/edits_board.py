@@ -1,6 +1,5 @@
 """The window's edits, without widgets: :class:`EditBoard` (an ordered, toggleable list of
-frozen edits) and :class:`BaselineCache` (the unedited capture of the same input).
-"""
+frozen edits) and :class:`BaselineCache` (the unedited capture of the same input)."""
 
 from __future__ import annotations
 
@@ -30,9 +29,8 @@ _SHOWN: Any = object()
 
 
 class StaleEditError(ValueError):
-    """An edit made on another model than the one the board's edits are of (a menu built for
-    the previous model's panel, clicked after a model switch), or on a layer the model lacks:
-    it is refused when made, not left to fail every run after."""
+    """An edit made on another model than the board's (a stale menu clicked after a model
+    switch) or on a layer it lacks: refused when made, not left to fail every run."""
 
 
 @dataclass(frozen=True)
@@ -97,17 +95,15 @@ class EditBoard:
         raise KeyError(key)
 
     def reset(self, model: Any, layers: Container[str] | None = None) -> None:
-        """Another model is shown: the edits go (they name the old model's layers) and the
-        board takes edits of ``model`` only, on ``layers`` (None: any name)."""
+        """Another model is shown: the edits go and the board takes edits of ``model`` only, on
+        ``layers`` (None: any name)."""
         self.model, self._layers = model, layers
         self.clear()
 
     def add(self, layer: str, edit: Edit, note: str = "", *, model: Any = _SHOWN) -> EditEntry:
-        """Add ``edit`` on ``layer`` (applied after the layer's earlier edits); ``note``
-        says where a patch takes its values; ``model`` is the one the edit was made on
-        (omitted: the model shown); the same edit made twice in a row is not added again
-        (:meth:`repeats`: its entry is returned). ``StaleEditError`` when it is not the board's model (it
-        was switched since the edit was offered), or the board's model has no ``layer``."""
+        """Add ``edit`` on ``layer`` after its earlier edits; ``note`` says where a patch takes its
+        values, ``model`` is the one it was made on (omitted: the shown one). A repeat is not
+        added (:meth:`repeats`' entry is returned); ``StaleEditError`` for a stale model or layer."""
         if model is not _SHOWN and model is not self.model:
             raise StaleEditError(
                 f"the edit of {layer} was offered for the model shown before: "
@@ -198,10 +194,8 @@ class BaselineKey:
 
 
 class BaselineCache:
-    """The unedited capture of the latest input, for edited runs to compare with.
-
-    Written on the worker thread, cleared on the GUI thread: a lock guards the one entry.
-    """
+    """The unedited capture of the latest input, for edited runs to compare with; written on the
+    worker thread and cleared on the GUI thread, so a lock guards the one entry."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

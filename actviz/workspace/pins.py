@@ -1,7 +1,5 @@
 """Pinned results: captures kept beside the latest one (no Qt) until unpinned or another model
-opens. Pins may hold :data:`PINS_SHARE` of the memory budget; one more is refused, so pinning
-cannot grow the process without bound.
-"""
+opens; pins may hold :data:`PINS_SHARE` of the memory budget, so they cannot grow unbounded."""
 
 from __future__ import annotations
 
@@ -40,8 +38,7 @@ class Pin:
 
 
 def result_bytes(result: RunResult) -> int:
-    """Bytes ``result`` holds: its capture and, after a what-if edit, the unedited capture kept
-    beside it (counting the capture alone let edited pins hold twice their share)."""
+    """Bytes ``result`` holds: its capture and, after a what-if edit, the unedited one beside it."""
     baseline = getattr(result, "baseline", None)
     return int(result.nbytes) + (int(baseline.nbytes) if baseline is not None else 0)
 
@@ -83,9 +80,8 @@ class PinBoard:
         return pin
 
     def unique_label(self, label: str) -> str:
-        """``label``, or ``label (2)``, ``(3)``... when a pin already has it (two pins made in
-        the same second of the same input would otherwise share one, and session files
-        name pins by their labels)."""
+        """``label``, or ``label (2)``, ``(3)``... when a pin has it already: session files
+        name pins by their labels."""
         taken = {p.label for p in self._pins}
         wanted, n = label, 1
         while wanted in taken:

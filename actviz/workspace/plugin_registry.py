@@ -61,10 +61,8 @@ def plugins_off_by_env() -> bool:
 
 @dataclass(eq=False)
 class PluginRecord:
-    """One plugin found: where from, what it is, whether it runs (``status``: ``"active"``,
-    ``"failed"`` with ``error`` and ``details``, ``"refused"`` for another API version, or
-    ``"disabled"`` by the user).
-    """
+    """One plugin found: where from, what it is, and ``status``: ``"active"``, ``"failed"``
+    (``error``, ``details``), ``"refused"`` (another API version) or ``"disabled"``."""
 
     name: str
     source: str = ""
@@ -102,8 +100,7 @@ class PluginRecord:
 
 class PluginRegistry:
     """The plugins of one window or command: ``records`` in the order found, and
-    ``failure_listeners`` called once per failing plugin.
-    """
+    ``failure_listeners`` called once per failing plugin."""
 
     def __init__(self) -> None:
         self.records: list[PluginRecord] = []
@@ -141,9 +138,8 @@ class PluginRegistry:
         return added
 
     def add(self, given: Any, *, name: str | None = None) -> PluginRecord:
-        """Add a plugin given as an object: a :class:`Plugin`, a factory returning one, a
-        contribution or a list of them (wrapped in a plugin named ``name``), or a
-        ``"package.module:attr"`` string (imported here)."""
+        """Add a plugin: a :class:`Plugin`, a factory, a contribution or a list of them (wrapped
+        in a plugin named ``name``), or a ``"package.module:attr"`` string."""
         if isinstance(given, str) and ":" in given:
             record = PluginRecord(name or given, given)
             self.records.append(record)
@@ -193,8 +189,7 @@ class PluginRegistry:
             log.warning("%s", record.error)
 
     def fail(self, record: PluginRecord, where: str, exc: BaseException) -> None:
-        """Report that ``record`` raised ``exc`` in ``where``: disabled, the listeners told (once
-        per plugin)."""
+        """``record`` raised ``exc`` in ``where``: disable it and tell the listeners (once)."""
         if record.status == "failed":
             return
         record.status = "failed"
@@ -222,8 +217,7 @@ class PluginRegistry:
         found = set()
         module = record.source.partition(":")[0] if ":" in record.source else ""
         if module:
-            # An installed plugin owns its package; one given by a "module:attr" string in
-            # a script owns only that module (its package may be the script's own).
+            # A "module:attr" plugin owns only its module (its package may be the script's).
             found.add(module.split(".")[0] if record.distribution else module)
         plugin = record.plugin
         for c in plugin.contributions if plugin is not None else ():
@@ -234,9 +228,8 @@ class PluginRegistry:
         return found
 
     def record_of_traceback(self, tb: Any) -> tuple[PluginRecord, str] | None:
-        """``(record, "slot <function>")`` of the active plugin whose code is in the traceback
-        ``tb`` (the outermost of its frames: the slot Qt called), or ``None``: an exception
-        that left a slot of a plugin's own widget is that plugin's."""
+        """``(record, "slot <function>")`` of the active plugin whose code is outermost in the
+        traceback ``tb`` (the slot Qt called), or ``None``."""
         owners = [(r, self.modules_of(r)) for r in self.records if r.active]
         while tb is not None and owners:
             frame = tb.tb_frame
@@ -297,8 +290,8 @@ class PluginRegistry:
 
     # ------------------------------------------------------------------ openers
     def open_input(self, source: str) -> Any:
-        """A ``LoadedInput`` read by the first input opener that matches ``source`` (None:
-        none matches). The opener's error is raised as an ``InputError`` naming the plugin."""
+        """A ``LoadedInput`` read by the first input opener matching ``source`` (None: none);
+        its error is raised as an ``InputError`` naming the plugin."""
         from actviz.io.errors import InputError
         from actviz.io.input_files import LoadedInput
 
@@ -317,9 +310,8 @@ class PluginRegistry:
         return None
 
     def open_model(self, source: str, *, trust: bool = False) -> Any:
-        """A ``LoadedModel`` opened by the first model opener that matches ``source`` (None:
-        none matches). An opener with ``needs_trust`` runs only with ``trust`` (else
-        ``UntrustedFileError``: the window asks the user, then opens it again trusted)."""
+        """A ``LoadedModel`` opened by the first model opener matching ``source`` (None: none);
+        one with ``needs_trust`` runs only with ``trust`` (else ``UntrustedFileError``)."""
         from actviz.io.errors import ModelLoadError, UntrustedFileError
         from actviz.io.models.loaded_model import LoadedModel
 
@@ -358,8 +350,7 @@ class PluginRegistry:
         only: Iterable[str] | None = None,
     ) -> list[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]]:
         """Writers for ``export_capture``'s ``layer_writers``: each view with a ``picture`` writes
-        ``<layer>_<view>.png``, limited to ``views`` pairs or ``only`` these view names.
-        """
+        ``<layer>_<view>.png``, limited to ``views`` pairs or ``only`` these view names."""
         chosen = None if views is None else set(views)
         names = None if only is None else set(only)
         writers = []

@@ -1,7 +1,6 @@
 """A run's request (:class:`RunRequest`, taken on the GUI thread) and its job (:func:`run_job`,
 on the worker, never touching the session). An edited run keeps the unedited capture beside it,
-so toggling an edit costs one forward and backward.
-"""
+so toggling an edit costs one forward and backward."""
 
 from __future__ import annotations
 
@@ -30,14 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class RunRequest:
-    """A snapshot of everything a run needs, taken on the GUI thread.
-
-    ``layers`` have panels (``extra_layers`` are for Grad-CAM only); ``channel_pages``,
-    ``page_channels``, ``channel_orders``, ``colormap`` and ``sample`` are as in
-    :class:`~actviz.display.prepared.DisplaySpec`. ``input_grads`` False stops the backward at
-    the earliest layer (no saliency). ``edits`` apply during the forward; ``baseline_cache``
-    keeps the unedited capture, shown again with ``reuse_baseline`` when every edit is off.
-    """
+    """A snapshot of everything a run needs, taken on the GUI thread. ``layers`` have panels
+    (``extra_layers`` are for Grad-CAM only); display fields are as in ``DisplaySpec``;
+    ``baseline_cache`` keeps the unedited capture, reused when every edit is off."""
 
     model: nn.Module
     inputs: Any
@@ -80,8 +74,7 @@ def run_job(
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Capture ``request.model`` on ``request.inputs`` and prepare every panel (exact variant), on
-    the worker thread; raises what the capture raises.
-    """
+    the worker thread; raises what the capture raises."""
     report = progress or (lambda _msg: None)
     report("running forward and backward")
     layers = list(dict.fromkeys([*request.layers, *request.extra_layers]))
@@ -138,10 +131,8 @@ def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
 
 
 def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
-    """Snapshot ``session`` for a run (:meth:`Session.make_request
-    <actviz.workspace.session_state.Session.make_request>`); RuntimeError without a model, or
-    without an input unless ``allow_no_input`` (live mode).
-    """
+    """Snapshot ``session`` for a run; RuntimeError without a model, or without an input unless
+    ``allow_no_input`` (live mode)."""
     if session.model is None:
         raise RuntimeError("open a model first")
     if session.input is None and not allow_no_input:
@@ -157,8 +148,7 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
         model=session.model,
         inputs=session.input.value if session.input is not None else None,
         layers=layers,
-        # None (auto) stays None: an edited run holds it to its unedited twin's top-1
-        # (capture_pair), so the unedited capture kept for edits stays the one made before them.
+        # None stays None: capture_pair holds an edited run to its unedited twin's top-1.
         target=session.target,
         normalize=session.normalize,
         extra_layers=extra,
@@ -193,9 +183,7 @@ def capture_pair(
     max_bytes: int | None = None,
 ) -> tuple[Capture, Capture | None]:
     """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one (None
-    without edits; a cached one with ``reuse``). With ``target`` None the edited run is held to
-    the unedited default class (:func:`~actviz.core.targets.fixed_default`).
-    """
+    without edits; cached with ``reuse``); a ``target`` of None is the unedited top-1."""
     from actviz.core.capture import capture
 
     def run(with_edits: Mapping[str, Sequence[Any]] | None, target: Any = target) -> Capture:
@@ -223,8 +211,7 @@ def capture_pair(
             baseline = unedited()
         return baseline, None
     if target is None:
-        # The default target of an edited run is held to the unedited run's top-1: an edit
-        # that makes another class lead would otherwise change what the gradients are of.
+        # Held to the unedited top-1, so an edit that makes another class lead keeps the target.
         if baseline is None:
             baseline = unedited()
         from actviz.core.targets import fixed_default
@@ -266,8 +253,7 @@ def model_sequences(model: nn.Module) -> ModelSequences:
 
 def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
     """The run request's sequence-view fields: ``tokens``, ``layout``, ``tokenizer``, ``attention``
-    and ``extra_layers`` (the lens's blocks and the input embedding for saliency).
-    """
+    and ``extra_layers`` (the lens's blocks and the input embedding for saliency)."""
     info = model_sequences(session.model)
     inp = session.input
     extra = [b for b in info.lens_blocks if b not in layers]
@@ -277,8 +263,7 @@ def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
         and info.embedding not in layers
         and info.embedding not in extra
     ):
-        # Always, not only while a saliency view is on screen: one (N, T, D) record, and an
-        # export or a later look at the Overview then finds the saliency in the same run.
+        # Always: one (N, T, D) record, and an export or the Overview finds the saliency in it.
         extra.insert(0, info.embedding)
     return dict(
         tokens=inp.tokens if inp is not None else None,

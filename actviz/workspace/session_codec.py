@@ -1,8 +1,6 @@
 """The session file's codec: edits, captures and arrays to JSON and ``.npz`` members and back,
-the error a damaged or unknown file raises, and where a session's model and input came from
-(:class:`ModelSource`, :class:`InputSource`): how to open that model again and whether a
-checkpoint is still the one saved (its SHA-256). No Qt. (:mod:`actviz.workspace.session_file`
-holds the format.)"""
+its error, and where a session's model and input came from (:class:`ModelSource`,
+:class:`InputSource`): how to reopen the model and whether its checkpoint is unchanged."""
 
 from __future__ import annotations
 
@@ -64,12 +62,9 @@ def edits_to_json(
     pins: Sequence[PinState] = (),
     dictionaries: list[Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """``edits`` as JSON-able rows, and a warning per edit that cannot be stored.
-
-    A patch edit is stored with the label of the pin whose capture is its source (by
-    identity); without one it is left out, as custom edits are. A concept edit is stored
-    with the position of its dictionary in ``dictionaries`` (appended there when new, by
-    identity: the caller saves them; None: a list of this call's own).
+    """``edits`` as JSON-able rows, and a warning per edit that cannot be stored: a patch edit
+    names the pin whose capture is its source (none: left out, as custom edits are); a concept
+    edit its dictionary's position in ``dictionaries`` (appended when new; the caller saves them).
     """
     if dictionaries is None:
         dictionaries = []
@@ -111,9 +106,8 @@ def edits_from_json(
     pins: Sequence[PinState] = (),
     dictionaries: Sequence[Any] = (),
 ) -> tuple[dict[str, tuple[Edit, ...]], list[str]]:
-    """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures; concept
-    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again;
-    ``SessionFileError`` for a row that is not an edit (unknown kind, bad values)."""
+    """The edits of :func:`edits_to_json`'s rows, and a warning per row that cannot be made
+    again; ``SessionFileError`` for a row that is not an edit."""
     by_label = {p.label: p.capture for p in pins if p.capture is not None}
     out: dict[str, list[Edit]] = {}
     warnings: list[str] = []
@@ -165,7 +159,7 @@ _NPZ_OVERHEAD = 250
 
 class _Arrays:
     """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ...; with ``measure`` only their
-    size is counted (nothing copied: the size shown before saving a large pin stays cheap)."""
+    size is counted, nothing copied."""
 
     def __init__(self, measure: bool = False) -> None:
         self.arrays: dict[str, np.ndarray] = {}
@@ -350,10 +344,9 @@ def _dictionaries_of(section: Any, arrays_of: Any, warnings: list[str]) -> list[
 
 @dataclass(frozen=True)
 class ModelSource:
-    """How the model was opened: ``source``, ``kind`` and ``name`` as the loaded model had them, and
-    ``open_model``'s ``arch``/``weights``/``trust`` (reopening asks for trust anew). ``sha256`` and
-    ``size`` of a single checkpoint file are checked by :func:`verify_model_source`.
-    """
+    """How the model was opened: the loaded model's ``source``, ``kind`` and ``name``, and
+    ``open_model``'s ``arch``/``weights``/``trust`` (asked anew on reopening); a checkpoint's
+    ``sha256`` and ``size`` are checked by :func:`verify_model_source`."""
 
     source: str
     kind: str = ""
@@ -372,10 +365,7 @@ class ModelSource:
 
 @dataclass(frozen=True)
 class InputSource:
-    """The input, embedded (tensors themselves, so the session opens without the file): ``value``,
-    its ``source`` (shown, not reopened), ``kind``, overlay ``image``, ``description`` and
-    ``tokens``.
-    """
+    """The input, embedded so the session opens without the file (``source`` is only shown)."""
 
     value: Any = field(repr=False)
     source: str = ""
@@ -391,8 +381,7 @@ class InputSource:
 
 
 class SavedModel(Protocol):
-    """What opening a session's model again reads (a
-    :class:`~actviz.workspace.session_file.SessionState` is one)."""
+    """What opening a session's model again reads (a ``SessionState`` is one)."""
 
     @property
     def model(self) -> ModelSource | None: ...
@@ -413,8 +402,8 @@ def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 def model_source_of(
     loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
 ) -> ModelSource:
-    """The :class:`ModelSource` of an :class:`actviz.io.models.loaded_model.LoadedModel` opened with
-    these ``open_model`` arguments; a model from one file gets the file's SHA-256."""
+    """The :class:`ModelSource` of a ``LoadedModel`` opened with these ``open_model`` arguments;
+    a model from one file gets the file's SHA-256."""
     source = str(loaded.source)
     digest = size = None
     path = Path(source)
@@ -448,9 +437,8 @@ def _absolute_code_ref(text: str) -> str:
 
 
 def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
-    """The weights a session must hold for an opened model (``SessionState.model_weights``):
-    its ``state_dict()`` when opening it again would give other weights (random init, model
-    code; the rule of :func:`actviz.io.export.reproduce.run_source`), else None."""
+    """The ``state_dict()`` a session must hold when reopening the model would give other
+    weights (random init, model code: :func:`actviz.io.export.reproduce.run_source`'s rule)."""
     from actviz.io.export.reproduce import run_source
 
     state = run_source(loaded, None).state
@@ -477,13 +465,9 @@ def open_model_source(
     trust: bool = False,
     device: str = "cpu",
 ) -> Any:
-    """Open the session's model again (:func:`actviz.io.models.loading.open_model` with the saved
-    arguments, then any saved weights) and return the ``LoadedModel``.
-
-    ``path``: where the user located a moved checkpoint (check it first with
-    :func:`verify_model_source`). ``trust`` is the user's answer now, never the file's, so a
-    session from someone else cannot open a pickle unasked. Raises what ``open_model`` raises.
-    """
+    """Open the session's model again (``open_model`` with the saved arguments, then any saved
+    weights); ``path``: where the user located a moved checkpoint. ``trust`` is the user's answer
+    now, never the file's, so another's session cannot open a pickle unasked."""
     from actviz.io.models.loading import open_model
 
     src = state.model
@@ -500,8 +484,7 @@ def open_model_source(
 @dataclass(frozen=True)
 class ModelCheck:
     """What :func:`verify_model_source` found: ``status`` ``"ok"``, ``"changed"`` (SHA-256 differs)
-    or ``"missing"``, a one-line ``message`` and the checkpoint ``path``.
-    """
+    or ``"missing"``, a one-line ``message`` and the checkpoint ``path``."""
 
     status: str
     message: str = ""

@@ -1,8 +1,7 @@
 """Session files (``.actviz``): an investigation saved whole and opened again exactly. No Qt.
 
-A zip of ``manifest.json`` (settings) and ``.npz`` members (arrays), never a pickle: arrays are
-read with ``allow_pickle=False`` and unknown members are refused, so opening cannot run code.
-Custom callable edits cannot be stored, and :func:`unsaved_warnings` says so.
+A zip of ``manifest.json`` and ``.npz`` members, never a pickle (``allow_pickle=False``, unknown
+members refused), so opening cannot run code. Custom callable edits cannot be stored.
 """
 
 from __future__ import annotations
@@ -90,15 +89,10 @@ _CONCEPTS_MEMBER = "concepts.npz"
 
 @dataclass(frozen=True)
 class SessionState:
-    """Everything a session file holds (see the module docstring).
-
-    ``model`` and ``input`` say how to reopen them; ``model_weights`` is the ``state_dict()`` when
-    reopening would give other weights (random init, model code). Display settings (``colormap``,
-    ``normalize``, ``gradcam_layer``, ``sample``, pages, ``channel_view``) mirror the session's;
-    ``categories`` let a report name classes without the model. ``edits`` may patch from ``pins``'
-    captures; ``capture`` is the current run (shown without running); ``layout`` is Qt's opaque
-    state; ``settings`` hold features' JSON; versions are filled on save and ``warnings`` on load.
-    """
+    """Everything a session file holds. ``model`` and ``input`` say how to reopen them;
+    ``model_weights`` is the ``state_dict()`` when reopening would give other weights; display
+    settings mirror the session's; ``capture`` is the current run (shown without running);
+    ``layout`` is Qt's opaque state; ``settings`` hold features' JSON."""
 
     model: ModelSource | None = None
     model_weights: Mapping[str, torch.Tensor] | None = field(
@@ -161,8 +155,7 @@ _PLAIN: tuple[tuple[str, Any, Any], ...] = (
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
     """What saving ``state`` would leave out, one line each: custom edits and patch edits whose
-    source is not a saved pin.
-    """
+    source is not a saved pin."""
     pins = state.pins if pin_captures else ()
     _, warnings = edits_to_json(state.edits, pins)
     runs = [("the current run", state.capture)]
@@ -179,8 +172,7 @@ def _members(
 ) -> tuple[dict[str, Any], dict[str, _Arrays], list[str]]:
     """The manifest, the ``.npz`` members' arrays and the warnings of saving ``state``; with
     ``measure``, the members count their bytes and hold no arrays."""
-    # The package is imported before any of its modules: read it without an import edge
-    # back to it (the window imports this module, and ``actviz`` imports the window lazily).
+    # Read without an import edge back to ``actviz`` (which imports the window lazily).
     actviz_version = str(getattr(sys.modules.get("actviz"), "__version__", ""))
     members: dict[str, _Arrays] = {}
 
@@ -243,9 +235,8 @@ def _members(
 
 
 def saved_size(state: SessionState, *, pin_captures: bool = True) -> int:
-    """Bytes a session file of ``state`` takes at most (its arrays uncompressed; the zip
-    usually makes it smaller), to show before saving; counted without copying any array.
-    With ``pin_captures=False`` the pins are saved without their captures."""
+    """Bytes a session file of ``state`` takes at most (arrays uncompressed), counted without
+    copying; ``pin_captures=False``: the pins without their captures."""
     manifest, members, _ = _members(state, pin_captures, measure=True)
     return len(json.dumps(manifest, indent=1).encode()) + sum(m.nbytes for m in members.values())
 
@@ -258,11 +249,8 @@ def pin_capture_bytes(state: SessionState) -> int:
 def save_state(
     state: SessionState, path: str | os.PathLike[str], *, pin_captures: bool = True
 ) -> list[str]:
-    """Write ``state`` to ``path`` atomically (an old file stays as it was on failure:
-    ``SessionFileError``).
-
-    ``pin_captures`` False saves only pin labels. Returns what was left out, one line each.
-    """
+    """Write ``state`` to ``path`` atomically (``SessionFileError`` leaves an old file as it was);
+    ``pin_captures`` False saves only pin labels. Returns what was left out, one line each."""
     path = Path(path)
     manifest, members, warnings = _members(state, pin_captures)
     try:
@@ -290,9 +278,8 @@ def save_state(
 
 
 def describe_session_file(path: str | os.PathLike[str]) -> str:
-    """One line saying which investigation a session file holds, from its manifest alone
-    (quick for a file of any size): ``"resnet18 (random init) on cat.png, 2 layers ticked,
-    saved 4 Mar 09:05"``; "" when the file cannot be read."""
+    """Which investigation a session file holds, from its manifest alone: ``"resnet18 (random
+    init) on cat.png, 2 layers ticked, saved 4 Mar 09:05"``; "" when it cannot be read."""
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as zf:
@@ -317,8 +304,7 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
 
 def load_state(path: str | os.PathLike[str]) -> SessionState:
     """Read a session file; ``SessionFileError`` in one line naming the file and the cause
-    (not a session file, a damaged zip, a format newer than this actviz reads, a member that
-    is a pickle or of an unknown type, a missing member). Nothing is changed either way."""
+    (damaged, newer format, a pickle or unknown member, a missing one). Nothing is changed."""
     path = Path(path)
     if path.is_dir():
         raise _fail(path, "is a folder, not a session file")
