@@ -103,7 +103,8 @@ class EditBoard:
     def add(self, layer: str, edit: Edit, note: str = "", *, model: Any = _SHOWN) -> EditEntry:
         """Add ``edit`` on ``layer`` after its earlier edits; ``note`` says where a patch takes its
         values, ``model`` is the one it was made on (omitted: the shown one). A repeat is not
-        added (:meth:`repeats`' entry is returned); ``StaleEditError`` for a stale model or layer."""
+        added (:meth:`repeats`' entry is returned); ``StaleEditError`` for a stale model or layer.
+        """
         if model is not _SHOWN and model is not self.model:
             raise StaleEditError(
                 f"the edit of {layer} was offered for the model shown before: "
