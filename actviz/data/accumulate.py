@@ -1,9 +1,8 @@
 """Per-layer running figures of a dataset scan, merged one batch at a time.
 
-Per channel: the ``k`` largest per-image maxima (image, ``(y, x)``), and the running mean,
-spread and positive count, merged with one ``lexsort`` per batch (``O(k x C)`` memory, no
-Python loop over channels). Per-image value: the map's maximum (first in row-major order);
-``mean``/``std`` over images of the spatial mean; ties go to the earlier image.
+Per channel: the ``k`` largest per-image maxima with their ``(y, x)``, and the running mean,
+spread and positive count, merged with one ``lexsort`` per batch (no Python loop over channels);
+ties go to the earlier image.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-# The one walker over nested outputs (dataclasses and ModelOutput included); imported here by
-# the scan modules.
+# The one walker over nested outputs; the scan modules import it from here.
 from actviz.core.structures import first_tensor as first_tensor
 
 __all__ = ["EMPTY_INDEX", "LayerState", "Reduced", "pool", "reduce_output"]
@@ -37,8 +35,7 @@ class Reduced:
     widths: np.ndarray | None
     #: The layer's map size; None for ``(B, C)`` layers and for several layers together.
     spatial: tuple[int, ...] | None
-    #: (B, D) pooled vector of each image (see :func:`pool`) when the scan records embeddings;
-    #: the same array as ``means`` when the channels are dimension 1. None for several layers.
+    #: (B, D) pooled vector of each image (:func:`pool`) when the scan records embeddings.
     embedding: np.ndarray | None = None
 
     def select(self, rows: np.ndarray) -> Reduced:
@@ -93,8 +90,7 @@ def _without_nan(t: torch.Tensor) -> torch.Tensor:
 
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position (one numpy pass; NaN
-    never hides a real maximum).
-    """
+    never hides a real maximum)."""
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):
             flat = flat.float()  # half types: numpy has no bfloat16
@@ -124,10 +120,7 @@ def _numpy64(t: torch.Tensor) -> np.ndarray:
 
 def pool(t: torch.Tensor, axis: int = 1) -> np.ndarray:
     """Each sample's pooled vector: the mean of ``t`` over every dimension but the batch and
-    ``axis``, float64 ``(B, D)``.
-
-    The one definition of a scan's embeddings, also used to place a single capture among them.
-    """
+    ``axis``, float64 ``(B, D)``; the one definition of a scan's embeddings."""
     t = t.detach()
     if t.ndim < 2:
         raise ValueError(f"an output of shape {tuple(t.shape)} has no channel dimension")
@@ -146,9 +139,7 @@ def pool(t: torch.Tensor, axis: int = 1) -> np.ndarray:
 
 def reduce_output(t: torch.Tensor, embed_axis: int | None = None) -> Reduced:
     """Reduce a layer's batch output ``(B, C, ...)`` to per-image, per-channel maxima (with their
-    1-D/2-D position) and spatial means; ``embed_axis`` also pools each image's vector
-    (:func:`pool`) along that axis.
-    """
+    position) and spatial means; ``embed_axis`` also pools each image's vector along that axis."""
     reduced = _reduce(t.detach())
     if embed_axis is not None:
         axis = embed_axis % t.ndim
@@ -225,16 +216,14 @@ class LayerState:
     def _merge(self, reduced: Reduced, indices: np.ndarray) -> None:
         maxima = reduced.maxima.T  # (C, B)
         k = self.k
-        # Once the top-k have filled, most channels gain nothing from a batch: only those whose
-        # batch beats the k-th (a larger value, or an equal one seen earlier) are merged.
+        # Once the top-k have filled, only channels whose batch beats the k-th are merged.
         last_v, last_i = self.values[:, -1:], self.indices[:, -1:]
         enters = (maxima > last_v) | ((maxima == last_v) & (indices[None] < last_i))
         rows = np.flatnonzero(enters.any(axis=1))
         if rows.size == 0:
             return
         b = maxima.shape[1]
-        # Candidates = kept entries + this batch, ordered by value (descending), then data
-        # index (ascending): one lexsort, whose last key is the primary one.
+        # Kept entries + this batch by value (descending), then data index: one lexsort.
         cand_values = np.concatenate((self.values[rows], maxima[rows]), axis=1)
         cand_indices = np.concatenate(
             (self.indices[rows], np.broadcast_to(indices, (rows.size, b))), axis=1
@@ -253,8 +242,7 @@ class LayerState:
     @classmethod
     def joined(cls, states: Sequence[LayerState]) -> LayerState:
         """One state over the channels of ``states`` side by side (same images each), so a batch
-        merges in a few array operations instead of a few per layer.
-        """
+        merges in a few array operations instead of a few per layer."""
         first = states[0]
         joined = cls(first.k)
         joined.channels = sum(int(st.channels or 0) for st in states)

@@ -1,6 +1,5 @@
 """The atlas's projection: fitting pooled vectors to a few dimensions (:func:`project`: exact PCA
-or UMAP) and placing new vectors with the same fit (:class:`Projection`). Numpy only, no Qt.
-"""
+or UMAP) and placing new vectors with the same fit (:class:`Projection`). Numpy only, no Qt."""
 
 from __future__ import annotations
 
@@ -25,15 +24,13 @@ __all__ = [
 #: Projection methods :func:`project` knows.
 METHODS = ("pca", "umap")
 
-#: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200, its own choice
-#: for larger sets, take two fifths of the layout time.
+#: UMAP's own choice for large sets at every size (it takes 500 under 10,000 vectors).
 UMAP_EPOCHS = 200
 #: Vectors wider than this go through PCA to this many values before UMAP.
 UMAP_PCA_DIMS = 50
 #: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
 UMAP_EXACT_MAX = 50_000
-#: UMAP fits at most this many vectors: a larger set is fitted on a seeded sample of this many
-#: and the others placed by ``transform`` (:attr:`Projection.fitted_on` says so).
+#: UMAP fits at most this many vectors, a seeded sample; ``transform`` places the others.
 UMAP_FIT_MAX = UMAP_EXACT_MAX
 #: Vectors placed by one ``transform`` call of a sampled UMAP fit.
 _PLACE_CHUNK = 50_000
@@ -49,8 +46,7 @@ def umap_available() -> bool:
 @dataclass(frozen=True)
 class Projection:
     """A fitted projection of pooled vectors (``method`` ``"pca"`` or ``"umap"``): ``coords``
-    ``(N, dims)``; for PCA also ``mean``, sign-fixed ``components`` and ``explained`` variance.
-    """
+    ``(N, dims)``; for PCA also ``mean``, sign-fixed ``components`` and ``explained`` variance."""
 
     method: str
     coords: np.ndarray
@@ -58,8 +54,7 @@ class Projection:
     components: np.ndarray | None = None
     explained: np.ndarray | None = None
     seed: int = 0
-    #: UMAP of more than :data:`UMAP_FIT_MAX` vectors: how many it was fitted on (a sample;
-    #: the others were placed by its ``transform``); None: fitted on every vector.
+    #: How many vectors a sampled UMAP fit was fitted on; None: every vector.
     fitted_on: int | None = None
     _model: Any = field(default=None, repr=False, compare=False)
     #: UMAP of wide vectors: the PCA that narrowed them first (new vectors go through it too).
@@ -71,8 +66,7 @@ class Projection:
 
     def transform(self, vectors: Any) -> np.ndarray:
         """Place new vectors with this fit (``(D,)`` or ``(M, D)``): PCA exactly, UMAP by its own
-        ``transform`` (fitted points do not move).
-        """
+        ``transform`` (fitted points do not move)."""
         a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
         a = np.asarray(a)
         one = a.ndim == 1
@@ -109,9 +103,8 @@ def project(
     """Fit a projection of ``vectors`` ``(N, D)`` to ``dims`` dimensions and place them.
 
     ``"pca"``: exact principal components in float64. ``"umap"`` (``actviz[atlas]``): vectors
-    wider than 50 narrowed by PCA first (``options["pca_dims"]``), numba compiles cached on disk,
-    fitted on a seeded sample of :data:`UMAP_FIT_MAX` when larger; other ``options`` go to
-    ``umap.UMAP``.
+    wider than 50 narrowed by PCA first (``options["pca_dims"]``), a seeded sample of
+    :data:`UMAP_FIT_MAX` fitted when larger; other ``options`` go to ``umap.UMAP``.
 
     Raises
     ------
@@ -191,8 +184,7 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
     pre_dims = int(opts.pop("pca_dims", UMAP_PCA_DIMS) or 0)
     pre = None
     if 0 < pre_dims < a.shape[1] and pre_dims < n:
-        # The neighbour search's cost grows with the width; the first 50 principal axes keep
-        # the neighbourhoods of pooled activations (scanpy's and umap's own advice).
+        # The search's cost grows with the width; 50 principal axes keep the neighbourhoods.
         pre = _pca(a, pre_dims)
         a = pre.coords
     x = np.ascontiguousarray(a, dtype=np.float32)
@@ -201,15 +193,14 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         and opts.get("metric", "euclidean") == "euclidean"
         and "precomputed_knn" not in opts
     ):
-        # umap's own neighbour search (pynndescent) compiles for minutes in every process;
-        # an exact search with torch is fast at this size and places new ones as well.
+        # pynndescent compiles for minutes in every process; an exact torch search is fast here.
         index = ExactNeighbours(x)
         knn, dist = index.query(x, int(opts["n_neighbors"]))
         opts["precomputed_knn"] = (knn, dist, index)
     reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
     with warnings.catch_warnings():
-        # A fixed random_state turns off umap's parallelism, and it says so every time; a
-        # search index of our own makes it warn that transform is unavailable (it is not).
+        # Warnings silenced: a fixed random_state's parallelism notice, and a false "transform
+        # unavailable" for our own search index.
         warnings.simplefilter("ignore")
         coords = reducer.fit_transform(x)
     return Projection(
@@ -235,8 +226,7 @@ def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) 
 
 class ExactNeighbours:
     """Exact Euclidean nearest neighbours among fitted ``data``, with umap-learn's search-index
-    interface (``query(x, k) -> (indices, distances)``), for up to :data:`UMAP_EXACT_MAX` vectors.
-    """
+    interface (``query(x, k) -> (indices, distances)``) for up to :data:`UMAP_EXACT_MAX` vectors."""
 
     #: umap reads it to pick its search's epsilon (angular trees: cosine-like metrics).
     _angular_trees = False
@@ -246,9 +236,8 @@ class ExactNeighbours:
         self._norms = (self._data * self._data).sum(dim=1)
 
     def query(self, x: Any, k: int, epsilon: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` nearest fitted vectors of each row of ``x``, nearest first (equal
-        distances in any order): ``(M, k)`` int32 indices and float32 Euclidean distances.
-        ``epsilon`` (umap's search slack) is not needed by an exact search."""
+        """The ``k`` nearest fitted vectors of each row of ``x``, nearest first: ``(M, k)`` int32
+        indices and float32 distances (``epsilon``, umap's search slack, is unused)."""
         q = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(len(x), -1))
         n = self._data.shape[0]
         k = min(int(k), n)
@@ -269,8 +258,7 @@ class ExactNeighbours:
 
 def cache_umap_compiles() -> int:
     """Have numba cache umap-learn's compiled functions on disk (saves each process's first-fit
-    compile); returns how many it turned on.
-    """
+    compile); returns how many it turned on."""
     import sys
 
     try:

@@ -72,12 +72,9 @@ def _window(module: nn.Module) -> tuple[tuple[int, int], ...]:
 
 @dataclass(frozen=True)
 class ReceptiveField:
-    """How one layer's positions map to input pixels, per (model, layer, shape).
-
-    ``chain`` holds each conv/pool's ``(kernel, stride, padding, dilation)`` (None off a plain
-    chain); ``method`` is ``"analytic"`` (exact) or ``"gradient"`` (one position's gradient
-    support, shifted by the stride for the others).
-    """
+    """How one layer's positions map to input pixels, per (model, layer, shape): ``chain`` holds
+    each conv/pool's ``(kernel, stride, padding, dilation)`` (None off a plain chain); ``method``
+    is ``"analytic"`` or ``"gradient"`` (one position's support, shifted for the others)."""
 
     input_hw: tuple[int, int]
     map_hw: tuple[int, int] | None
@@ -134,8 +131,7 @@ class ReceptiveField:
                 yc, xc = big_map[0] // 2, big_map[1] // 2
                 box = _gradient_box(self.model(), self.layer, big, (yc, xc))
                 stride = (big[2] / big_map[0], big[3] / big_map[1])
-                # The same position measured on the big input, moved to the real one: the map
-                # of the real input starts at the same place, so only the centre differs.
+                # Measured on the big input, moved to the real one: only the centre differs.
                 template = ((yc, xc), box, stride)
         except Exception:  # noqa: BLE001 - e.g. a model with a fixed input size
             template = None
@@ -270,11 +266,8 @@ def receptive_box(
     method: str = "auto",
 ) -> tuple[int, int, int, int]:
     """The input pixels ``(y0, y1, x0, x1)`` (half-open, clipped) that ``location`` of ``layer``'s
-    map depends on (None: the whole input).
-
-    ``method``: ``"analytic"`` (a plain chain, else ``ValueError``), ``"gradient"`` (any model)
-    or ``"auto"``.
-    """
+    map depends on (None: the whole input); ``method``: ``"analytic"`` (a plain chain, else
+    ``ValueError``), ``"gradient"`` (any model) or ``"auto"``."""
     rf = receptive_field(model, layer, input_shape)
     if method == "gradient" or (method == "auto" and rf.chain is None):
         if location is None or rf.map_hw is None:
@@ -314,15 +307,13 @@ def _gradient_box(
 class TopView:
     """One of a channel's top images cropped around its maximum's receptive field: ``image``
     ``(size, size, 3)`` uint8 as the model sees it, ``heat`` the channel's activation over it,
-    ``box`` the crop in input pixels.
-    """
+    ``box`` the crop in input pixels."""
 
     entry: TopEntry
     image: np.ndarray
     heat: np.ndarray
     box: tuple[int, int, int, int]
-    #: Why the image is not shown ("" when it is): its file is gone or changed since the
-    #: scan. ``image`` is then plain grey, ``heat`` zero and ``box`` empty.
+    #: Why the image is not shown ("" when it is: else gone or changed since the scan; grey).
     missing: str = ""
 
 
@@ -391,12 +382,9 @@ def top_views(
     data: Any = None,
     transform: Any = None,
 ) -> tuple[TopView, ...]:
-    """Crops of a channel's top images around the receptive field of each maximum, best first.
-
-    The model (whose preprocessing must be the scan's) runs once on these images only. ``data``
-    is the scanned tensor or dataset when sources are indices; ``transform`` the scan's. A missing
-    image gets a grey view saying why.
-    """
+    """Crops of a channel's top images around the receptive field of each maximum, best first;
+    the model runs once on these images only. ``data`` is the scanned tensor or dataset when
+    sources are indices; ``transform`` the scan's. A missing image gets a grey view saying why."""
     from PIL import Image
 
     from actviz.core.capture import capture

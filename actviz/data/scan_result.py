@@ -26,9 +26,8 @@ __all__ = [
 
 
 class ScanCancelled(Exception):
-    """``should_stop()`` returned True: what was scanned is saved (``partial``, or None); a later
-    scan resumes.
-    """
+    """``should_stop()`` returned True: what was scanned is saved (``partial``) and a later scan
+    resumes."""
 
     def __init__(self, message: str = "scan cancelled", partial: Scan | None = None) -> None:
         super().__init__(message)
@@ -36,16 +35,14 @@ class ScanCancelled(Exception):
 
 
 class ScanTooLarge(CaptureTooLarge):
-    """A scan's embeddings would exceed the memory budget; raised before any image runs. A
-    :class:`~actviz.core.records.CaptureTooLarge`, so it is reported the same way.
-    """
+    """A scan's embeddings would exceed the memory budget; raised before any image runs, and
+    reported as a ``CaptureTooLarge``."""
 
 
 @dataclass(frozen=True)
 class ScanMemory:
     """What a scan will hold for its embeddings, known before it starts: ``images``, per-layer
-    ``widths`` and ``embedding_bytes`` (float16).
-    """
+    ``widths`` and ``embedding_bytes`` (float16)."""
 
     images: int
     widths: Mapping[str, int]
@@ -75,12 +72,9 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class Embeddings:
-    """Each scanned image's pooled vector in one layer (:func:`actviz.data.accumulate.pool`).
-
-    Rows are the images with a vector, in data order: ``vectors`` ``(M, D)`` float16 read-only,
-    ``indices`` into the data, ``sources``, ``labels`` (-1 unknown; None without classes), and
-    ``axis``, the channel dimension pooled along (a capture is pooled the same way).
-    """
+    """Each scanned image's pooled vector in one layer, in data order: ``vectors`` ``(M, D)``
+    float16 read-only, ``indices`` into the data, ``labels`` (-1 unknown; None without classes),
+    and ``axis``, the channel dimension pooled along."""
 
     layer: str
     vectors: np.ndarray
@@ -97,8 +91,7 @@ class Embeddings:
 @dataclass(frozen=True)
 class TopEntry:
     """One of a channel's top images: ``source``, its ``index`` in the data, the channel's maximum
-    ``value`` and its ``(y, x)`` ``location`` (None without a spatial map).
-    """
+    ``value`` and its ``(y, x)`` ``location`` (None without a spatial map)."""
 
     source: str | int
     index: int
@@ -108,9 +101,8 @@ class TopEntry:
 
 @dataclass(frozen=True)
 class ChannelStats:
-    """Per-channel float64 figures over the scanned images: ``mean``/``std`` of the per-image
-    spatial mean, ``frac_positive`` (per-image maximum > 0), over ``count`` images.
-    """
+    """Per-channel float64 figures over ``count`` scanned images: ``mean``/``std`` of the
+    per-image spatial mean, ``frac_positive`` (per-image maximum > 0)."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -149,11 +141,8 @@ def _rows_with_vectors(full: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Scan:
-    """A dataset scan: per layer and channel, the images that excite it most, and statistics.
-
-    ``skipped`` lists unreadable items with the reason; ``sources`` is every item in data order;
-    ``from_cache`` is True when nothing had to run; ``threads`` the torch threads chosen.
-    """
+    """A dataset scan: per layer and channel, the images that excite it most, and statistics;
+    ``skipped`` lists unreadable items with the reason, ``from_cache`` whether nothing ran."""
 
     layers: tuple[str, ...]
     k: int
@@ -192,9 +181,7 @@ class Scan:
         return self._layer(layer).spatial
 
     def top(self, layer: str, channel: int) -> tuple[TopEntry, ...]:
-        """The channel's top images, best first; ``KeyError``/``IndexError`` for a bad
-        layer/channel.
-        """
+        """The channel's top images, best first; ``KeyError``/``IndexError`` for a bad one."""
         res = self._layer(layer)
         c = res.values.shape[0]
         if not -c <= channel < c:
@@ -227,9 +214,7 @@ class Scan:
         return tuple(name for name in self.layers if name in self.pooled)
 
     def embeddings(self, layer: str) -> Embeddings:
-        """Each scanned image's pooled vector in ``layer``; ``KeyError`` when not scanned with
-        embeddings.
-        """
+        """Each scanned image's pooled vector in ``layer``; ``KeyError`` without embeddings."""
         memo = self._memo.get(("embeddings", layer))
         if memo is not None:
             return memo
@@ -256,12 +241,9 @@ class Scan:
         return out
 
     def neighbours(self, layer: str, query: Any, k: int = 9) -> tuple[Neighbour, ...]:
-        """The ``k`` images whose pooled vectors in ``layer`` are most cosine-similar to ``query``.
-
-        ``query`` is a vector, or a capture, record or output of one input (pooled as the scan
-        pooled). Exact, best first, safe from a worker thread. ``KeyError`` without embeddings,
-        ``ValueError`` for a wrong length.
-        """
+        """The ``k`` images whose pooled vectors in ``layer`` are most cosine-similar to ``query``
+        (a vector, or a capture, record or output of one input), exact, best first; safe from a
+        worker thread. ``KeyError`` without embeddings, ``ValueError`` for a wrong length."""
         from actviz.data.atlas_map import cosine_top, query_vector, row_norms
 
         emb = self.embeddings(layer)
