@@ -19,8 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import Feature, FeatureBase, WindowHost
     from actviz.workspace.session_state import Session
 
-#: The version of this API; a plugin states the one it was written for (``Plugin.api_version``)
-#: and one written for another is refused with a sentence saying so.
+#: The version of this API; a plugin written for another (``Plugin.api_version``) is refused.
 API_VERSION = 1
 #: The entry-point group actviz reads at start.
 ENTRY_POINT_GROUP = "actviz.plugins"
@@ -59,11 +58,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LayerData:
-    """One layer of a run as the layer panel shows it (read-only numpy, no torch).
-
-    ``kind`` is ``"maps"`` (``activation`` ``(C, H, W)``), ``"bars"``, ``"heatmap"`` or
-    ``"scalar"``; ``activation`` and ``gradient`` (``|d target / d output|``, None without
-    gradients) are the shown sample's; ``stats`` are the Overview's.
+    """One layer of a run as the layer panel shows it (read-only numpy, no torch): ``kind`` is
+    ``"maps"`` (``activation`` ``(C, H, W)``), ``"bars"``, ``"heatmap"`` or ``"scalar"``;
+    ``gradient`` is ``|d target / d output|`` (None without gradients); ``stats`` the Overview's.
     """
 
     name: str
@@ -78,8 +75,7 @@ class LayerData:
 @dataclass(frozen=True)
 class ViewSettings:
     """The Session's view settings a layer view follows: ``colormap`` (:meth:`resolved` names it),
-    ``normalize``, the channel page (``first_channel``, ``page_size``) and ``sample``.
-    """
+    ``normalize``, the channel page (``first_channel``, ``page_size``) and ``sample``."""
 
     colormap: str = "auto"
     normalize: str = "channel"
@@ -107,10 +103,8 @@ class ViewContext:
 
 @dataclass(frozen=True)
 class LayerView:
-    """A view of one layer: Qt-free preparation, a widget that paints it.
-
-    ``prepare(layer, settings) -> data`` runs for each result shown (and exports);
-    ``widget(context)`` returns a QWidget with ``set_data(data)``, built on first open;
+    """A view of one layer: ``prepare(layer, settings) -> data`` (Qt-free) runs for each result
+    shown; ``widget(context)`` returns a QWidget with ``set_data(data)``, built on first open;
     ``picture(data) -> (H, W, 3) uint8`` is exported as ``<layer>_<name>.png`` (None: not
     exported); ``accepts(layer)`` limits the layers offered (None: all).
     """
@@ -126,8 +120,7 @@ class LayerView:
 @dataclass(frozen=True)
 class InputOpener:
     """Reads input files the built-in openers do not know: by ``suffixes`` (lower case, with the
-    dot) or ``accepts(path)``; ``open(path) -> (inputs, description)``.
-    """
+    dot) or ``accepts(path)``; ``open(path) -> (inputs, description)``."""
 
     name: str
     suffixes: tuple[str, ...] = ()
@@ -143,11 +136,9 @@ class InputOpener:
 
 @dataclass(frozen=True)
 class ModelOpener:
-    """Opens models from files or names the built-in openers do not know.
-
-    ``patterns`` are ``fnmatch`` patterns matched against the source and its file name;
-    ``open(source, trust) -> nn.Module``. With ``needs_trust`` actviz asks the user before calling
-    ``open`` with ``trust=True`` (:func:`load_checkpoint` applies the same rule).
+    """Opens models from files or names the built-in openers do not know: ``patterns`` are
+    ``fnmatch`` patterns matched against the source and its file name; ``open(source, trust) ->
+    nn.Module``. With ``needs_trust`` actviz asks the user before ``open`` with ``trust=True``.
     """
 
     name: str
@@ -179,8 +170,7 @@ Contribution = LayerView | InputOpener | ModelOpener | WindowFeature
 @dataclass(frozen=True)
 class Plugin:
     """What a plugin's entry point names: its ``name``, ``version``, the :data:`API_VERSION` it was
-    written for, and its ``contributions``.
-    """
+    written for, and its ``contributions``."""
 
     name: str
     version: str = "0"

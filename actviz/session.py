@@ -1,9 +1,5 @@
 """Session files in scripts: ``actviz.session.save(window, "study.actviz")`` and
-``actviz.session.load("study.actviz")``.
-
-A whole investigation as a zip of JSON and ``.npz``, never a pickle
-(:mod:`actviz.workspace.session_file`).
-"""
+``actviz.session.load("study.actviz")``; a zip of JSON and ``.npz``, never a pickle."""
 
 from __future__ import annotations
 
@@ -25,7 +21,6 @@ __all__ = ["ModelCheck", "SessionFileError", "SessionState", "load", "save", "ve
 def _state_of(window_or_state: Any) -> SessionState:
     if isinstance(window_or_state, SessionState):
         return window_or_state
-    # The window (or anything holding a session) says what it shows as a SessionState;
     # actviz.explore()'s façade stands for its window.
     window_or_state = getattr(window_or_state, "_window", window_or_state)
     owners = [
@@ -48,16 +43,13 @@ def _state_of(window_or_state: Any) -> SessionState:
 def save(
     window_or_state: Any, path: str | os.PathLike[str], *, pin_captures: bool = True
 ) -> list[str]:
-    """Save a window's session (or a :class:`SessionState`) to ``path``, atomically.
-
+    """Save a window's session (or a :class:`SessionState`) to ``path``, atomically;
     ``pin_captures`` False keeps pins without their captures. Returns what could not be saved;
-    raises ``SessionFileError`` when the file cannot be written.
-    """
+    raises ``SessionFileError`` when the file cannot be written."""
     return save_state(_state_of(window_or_state), path, pin_captures=pin_captures)
 
 
 def load(path: str | os.PathLike[str]) -> SessionState:
     """Read a session file into a :class:`SessionState` (check a checkpoint model with
-    :func:`verify_model_source` before reopening it); ``SessionFileError`` for a bad file.
-    """
+    :func:`verify_model_source` before reopening it); ``SessionFileError`` for a bad file."""
     return load_state(path)

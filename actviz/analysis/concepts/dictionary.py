@@ -28,8 +28,7 @@ CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
 # Rows encoded at once by fvu(): bounds the (rows, d_sae) temporaries.
 _CHUNK = 8192
-# Whether oneDNN's dense linear may encode maps on the CPU (cleared after a failure: the op
-# is not public API, so an unexpected build falls back to addmm for good).
+# Whether oneDNN's dense linear may encode on the CPU (not public API: a failure turns it off).
 _ONEDNN = {"ok": True}
 
 
@@ -61,8 +60,7 @@ class Concepts:
 
     ``W_dec`` row ``i`` is concept ``i``'s direction; ``architecture`` is ``"standard"``,
     ``"topk"`` (with ``k``) or ``"jumprelu"`` (with ``threshold``); ``hook_name`` is a module name
-    or SAELens hook point. ``heldout_fvu``, ``l0`` and ``dead_fraction`` are training's figures
-    (None: unknown); ``info`` what training recorded; ``cfg`` the rest of ``cfg.json``.
+    or SAELens hook point; ``heldout_fvu``, ``l0`` and ``dead_fraction`` are training's figures.
     """
 
     W_enc: torch.Tensor
@@ -146,8 +144,7 @@ class Concepts:
         )
 
     def same_as(self, other: Any) -> bool:
-        """Whether ``other`` is this dictionary or encodes and decodes exactly as it does
-        (the same weights and settings; e.g. the copy a session file or a folder made)."""
+        """Whether ``other`` is this dictionary or encodes and decodes exactly as it does."""
         if other is self:
             return True
         if not isinstance(other, Concepts):
@@ -208,10 +205,7 @@ class Concepts:
         return torch.addmm(b_enc, flat, w_enc).reshape(*x.shape[:-1], self.d_sae)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """Concept activations ``(..., d_sae)`` of vectors ``x`` ``(..., d_in)``.
-
-        Differentiable in ``x`` (edits and gradients go through it).
-        """
+        """Concept activations ``(..., d_sae)`` of vectors ``x`` ``(..., d_in)``, differentiable."""
         pre = self.pre_activations(x)
         if self.architecture == "topk":
             vals, idx = pre.topk(int(self.k), dim=-1, sorted=False)  # type: ignore[arg-type]
@@ -282,11 +276,7 @@ class Concepts:
         model: Any = None,
     ) -> torch.Tensor:
         """Where each concept fires for sample ``index`` of ``capture`` (``layer`` default: the
-        hook).
-
-        ``(d_sae, H, W)`` for a conv layer, ``(d_sae, T)`` for a sequence, ``(d_sae,)`` for ``(N,
-        C)``; float32 on the record's device.
-        """
+        hook): ``(d_sae, H, W)``, ``(d_sae, T)`` or ``(d_sae,)``, float32 on the record's device."""
         return self.maps_and_peaks(capture, layer, index=index, call=call, model=model)[0]
 
     def maps_and_peaks(
@@ -299,8 +289,7 @@ class Concepts:
         model: Any = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`maps` and each concept's peak over them, ``(d_sae,)`` (0 where it does not
-        fire): a panel's concept page orders its tiles by the peaks. A TopK dictionary takes
-        them from the ``k`` values of each position instead of a second pass over the maps."""
+        fire), which order a panel's concept tiles; TopK takes them from its ``k`` values."""
         from actviz.analysis.concepts.vectors import layer_tensor, to_vectors
 
         t = layer_tensor(capture, self, layer, call=call, model=model)
@@ -308,8 +297,7 @@ class Concepts:
         with torch.no_grad():
             x, (_, _, b_enc, b_dec, th) = self._prepare(vectors)
             if self.apply_b_dec_to_input:
-                # Into rows at once: the vectors are a transposed view of the layer, and
-                # oneDNN's product takes rows (one pass, not a subtraction then a copy).
+                # Into rows at once: oneDNN's product takes rows (one pass, not two).
                 x = torch.sub(x, b_dec, out=torch.empty(x.shape, dtype=x.dtype, device=x.device))
             pre = _onednn_linear(x, self._encoder_rows(x.device, x.dtype), b_enc)
             if pre is None:
@@ -369,8 +357,7 @@ class Concepts:
         return cfg
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """The tensors of ``sae_weights.safetensors`` (the dictionary's own: do not write
-        into them); :func:`from_parts` with :meth:`to_cfg` makes the dictionary again."""
+        """The tensors of ``sae_weights.safetensors`` (the dictionary's own: do not write them)."""
         tensors = {
             "W_enc": self.W_enc,
             "W_dec": self.W_dec,
@@ -382,10 +369,8 @@ class Concepts:
         return tensors
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``cfg.json`` and ``sae_weights.safetensors`` into ``folder`` (made if needed).
-
-        Returns the folder. :func:`load` reads it back exactly.
-        """
+        """Write ``cfg.json`` and ``sae_weights.safetensors`` into ``folder`` (made if needed),
+        which :func:`load` reads back exactly; returns the folder."""
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
         write_tensors(out / WEIGHTS_FILE, self.weights(), {"format": "pt"})
@@ -409,11 +394,9 @@ def _architecture(cfg: Mapping[str, Any]) -> str:
 
 
 def load(folder: str | os.PathLike) -> Concepts:
-    """Read a dictionary from a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``).
-
-    Reads standard, topk and jumprelu folders in SAELens's older and newer layouts. Raises
-    ``FileNotFoundError`` for a missing file, ``ValueError`` for what it does not handle.
-    """
+    """Read a standard, topk or jumprelu dictionary from a SAELens folder (``cfg.json`` +
+    ``sae_weights.safetensors``, older and newer layouts); ``FileNotFoundError`` for a missing
+    file, ``ValueError`` for what it does not handle."""
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
@@ -434,8 +417,7 @@ def from_parts(
     cfg: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], *, where: str = "dictionary"
 ) -> Concepts:
     """A dictionary from a ``cfg.json``'s contents and its weights (``ValueError`` when they do not
-    fit; ``where`` names the source).
-    """
+    fit; ``where`` names the source)."""
     arch = _architecture(cfg)
     norm = cfg.get("normalize_activations")
     if norm not in (None, "none", "None", False):

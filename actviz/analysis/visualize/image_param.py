@@ -1,10 +1,9 @@
 """The image side of feature visualisation: how an image is parameterised and transformed.
 
 :class:`ImageParam` holds ``K`` images, each from its own seed, as a 1/f-scaled Fourier
-spectrum with decorrelated colour and a sigmoid (Olah et al., Distill 2017; Lucid's constants,
-so settings carry over). :class:`RobustTransforms` draws every sample's transforms up front and
-composes them into one affine map per sample: one ``grid_sample`` per step for the batch, one
-output size for all. Plain torch; no model here.
+spectrum with decorrelated colour and a sigmoid (Lucid's constants, so settings carry over).
+:class:`RobustTransforms` composes each sample's transforms into one affine map: one
+``grid_sample`` per step for the batch.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ _INIT_SD = 0.01
 
 def sample_seed(seed: int, key: int) -> int:
     """The seed of one sample, from the run's seed and the sample's key (its channel), so a
-    channel gives the same picture alone or batched.
-    """
+    channel gives the same picture alone or batched."""
     return (int(seed) * 1_000_003 + int(key) * 7_919 + 12_345) % (2**63 - 1)
 
 
@@ -62,8 +60,7 @@ class ImageParam:
         if param == "fourier":
             freqs = _rfft2d_freqs(h, w)
             shape: tuple[int, ...] = (3, *freqs.shape, 2)
-            # 1/f scaling and Lucid's divisor folded into one constant (the inverse FFT is
-            # linear), computed once rather than per step.
+            # 1/f scaling and Lucid's divisor folded into one constant (the inverse FFT is linear).
             scale = 1.0 / np.maximum(freqs, 1.0 / max(w, h)) / _FOURIER_DIVISOR
             self.scale: torch.Tensor | None = torch.tensor(
                 scale, dtype=torch.float32, device=device
@@ -108,10 +105,9 @@ TRANSFORM_SETS: dict[str, dict[str, object]] = {
 class RobustTransforms:
     """Per-sample pad, jitter, scale, rotation and jitter as one affine resampling per step.
 
-    ``steps`` maps per sample are drawn up front from the sample's own generator, so they do not
-    depend on the batch's other samples or global random state. Jitter is centred so it does
-    not drift the picture. ``image_size`` ``(h, w)`` is fed at ``out_size`` ``(H, W)`` (None:
-    the image with its padding, ``h + 2 pad``); ``transforms`` is a key of :data:`TRANSFORM_SETS`.
+    Each sample's maps are drawn up front from its own generator, so they do not depend on the
+    batch or global random state; jitter is centred so it does not drift the picture.
+    ``image_size`` is fed at ``out_size`` (None: the image with its padding).
     """
 
     def __init__(
