@@ -1,9 +1,6 @@
 """The one path from a capture to what is shown: :func:`prepare` (single runs, live frames,
-export). Steps: the input picture, one host copy for device records, per layer statistics,
-views, mosaics and a histogram, then saliency, Grad-CAM, predictions and gradient norms.
-
-``fast=True`` (live frames) takes float32 statistics, keeps mosaics under a pixel budget and
-defers what nobody looks at until it is read; ``fast=False`` (single runs, export) is exact.
+export). ``fast=True`` (live frames) takes float32 statistics, keeps mosaics under a pixel
+budget and defers what nobody looks at until it is read; ``fast=False`` is exact.
 """
 
 from __future__ import annotations
@@ -81,12 +78,9 @@ def prepare_layer(
     host: HostLayer | None = None,
     stand_in: ReusableMosaics | None = None,
 ) -> PreparedLayer:
-    """Statistics, views, mosaics and histogram of one captured layer.
-
-    ``hist_now`` / ``stats_now`` compute those now (else on first read); ``host`` holds the
-    numbers already copied from the device; ``stand_in`` mosaics are kept instead of built
-    when shape, page and normalisation match (a panel off screen).
-    """
+    """Statistics, views, mosaics and histogram of one captured layer; ``hist_now`` /
+    ``stats_now`` compute those now (else on first read); ``stand_in`` mosaics are kept instead
+    of built when shape, page and normalisation match (a panel off screen)."""
     rec = cap[name]
     tensor = rec.tensor
     calls = len(cap.calls(name))
@@ -144,8 +138,7 @@ def prepare_layer(
             tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
     first, page = spec.first_channel(name), spec.page_size(name)
     order = spec.channel_orders.get(name)
-    # An off-screen panel keeps its mosaics whatever their symmetry: the panel grid makes
-    # them again from this frame's views once scrolled to (repage.current_mosaics).
+    # An off-screen panel keeps its mosaics: they are made again once scrolled to.
     if (
         stand_in is not None
         and stand_in.shape == shape
@@ -422,8 +415,7 @@ def prepare(
     )
 
 
-# Records on a GPU: everything a frame shows is reduced where it lives and copied to the host
-# once (not once per layer), then prepared exactly as CPU records are.
+# Records on a GPU are reduced where they live and copied to the host once, not per layer.
 @dataclass
 class HostLayer:
     """One layer's numbers after the copy: statistics, the shown sample, its histogram."""
@@ -463,11 +455,8 @@ def copy_to_host(
     bins: int = HIST_BINS,
     extras: dict[str, torch.Tensor] | None = None,
 ) -> HostCopy:
-    """Reduce ``(name, output, gradient)`` layers where they live and copy the results once.
-
-    ``sample`` is the batch element brought back; ``hist_names`` the layers whose histogram
-    is computed here; ``extras`` more float tensors for the same copy (Grad-CAM, saliency).
-    """
+    """Reduce ``(name, output, gradient)`` layers where they live and copy the results once:
+    the ``sample`` batch element, ``hist_names``' histograms and the ``extras`` tensors."""
     f64: list[torch.Tensor] = []
     f32: list[torch.Tensor] = []
     plan: list[dict[str, Any]] = []

@@ -1,7 +1,5 @@
 """Reading checkpoint files safely: format sniffing (by content, not extension), guarded
-unpickling (``weights_only=True`` first; full unpickling only with ``trust=True``) and
-state_dict fitting.
-"""
+unpickling (full unpickling only with ``trust=True``) and state_dict fitting."""
 
 from __future__ import annotations
 
@@ -149,11 +147,8 @@ def _unsafe_detail(exc: BaseException) -> str:
 
 
 def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> Any:
-    """``torch.load`` a file on CPU; full unpickling only with ``trust``.
-
-    Raises ``UntrustedFileError`` when the file needs it untrusted, ``ModelLoadError`` when
-    unreadable.
-    """
+    """``torch.load`` a file on CPU, fully unpickling only with ``trust`` (else
+    ``UntrustedFileError`` where needed); ``ModelLoadError`` when unreadable."""
     path = os.fspath(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -221,11 +216,8 @@ def _missing_class_text(path: str, exc: AttributeError) -> str:
 
 
 def export_needs_trust(path: str | os.PathLike[str]) -> str:
-    """Why ``torch.export.load`` would unpickle arbitrary objects from a .pt2 file ("" if it would
-    not).
-
-    Its ``use_pickle`` payloads and opaque constants are checked with the restricted loader.
-    """
+    """Why ``torch.export.load`` would unpickle arbitrary objects from a .pt2 file ("" if not):
+    its ``use_pickle`` payloads and opaque constants, checked with the restricted loader."""
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
         configs = [
@@ -291,11 +283,8 @@ def _is_state_dict(obj: Any) -> bool:
 
 
 def extract_weights(obj: Any, path: str) -> tuple[nn.Module | dict[str, torch.Tensor], str]:
-    """Find the module or state_dict inside a checkpoint (training dicts, Lightning).
-
-    Returns ``(found, where)`` with the key path (``"['state_dict']"``, "" at the top); raises
-    ``ModelLoadError`` when nothing looks like weights.
-    """
+    """Find the module or state_dict inside a checkpoint (training dicts, Lightning): ``(found,
+    where)`` with the key path (``"['state_dict']"``; "" at the top), else ``ModelLoadError``."""
     found = _search_weights(obj, depth=0)
     if found is not None:
         return found
@@ -346,8 +335,7 @@ def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], 
 
 def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> tuple[str, int]:
     """``(prefix, matches)``: the wrapper prefix (up to three segments) whose removal lines the most
-    keys up with ``model_keys``; ties go to no prefix, then the shortest.
-    """
+    keys up with ``model_keys``; ties go to no prefix, then the shortest."""
     keys = list(keys)
     scores: dict[str, int] = {"": sum(1 for k in keys if k in model_keys)}
     for key in keys:
@@ -377,9 +365,7 @@ def apply_state_dict(
     model: nn.Module, state_dict: Mapping[str, torch.Tensor], path: str, arch_label: str
 ) -> list[str]:
     """Load fitted weights into ``model`` strictly; returns notes on stripped prefixes.
-
-    Raises ``ModelLoadError`` listing missing, unexpected and mis-shaped keys.
-    """
+    ``ModelLoadError`` lists missing, unexpected and mis-shaped keys."""
     target = model.state_dict()
     # Strip wrapper prefixes (_orig_mod., module., model., ...) so the keys match the model's.
     fitted, notes = drop_compile_prefix(state_dict)

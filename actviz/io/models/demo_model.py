@@ -1,6 +1,5 @@
 """The bundled demo model: a small CNN trained on shapes it draws itself, fully offline.
 
-Weights and samples live in ``actviz.resources`` (found through :mod:`importlib.resources`).
 Each image is one coloured shape on a textured background, so early maps show edges and
 textures while only the object tells classes apart (Grad-CAM lands on it).
 """
@@ -40,9 +39,8 @@ __all__ = [
     "generate_example",
 ]
 
-#: Class names, index = logit index. The sample files are named ``<class>.png``.
-#: "background" (texture only) is a class of its own, so no shape is predicted from the
-#: texture alone and Grad-CAM for a shape has to come from the shape.
+#: Class names by logit index (samples are ``<class>.png``); "background" is a class, so
+#: no shape is predicted from the texture alone and Grad-CAM must come from the shape.
 DEMO_CLASSES: list[str] = [
     "background",
     "circle",
@@ -65,8 +63,7 @@ _WEIGHTS_NAME = "demo_cnn.pt"
 _SAMPLES_DIR = "samples"
 _BOXES_NAME = "boxes.json"
 
-# Shapes are rasterised this many times larger and box-filtered down: smooth (antialiased)
-# edges, so first-layer filters learn edges rather than staircase artefacts.
+# Shapes drawn this much larger and box-filtered down, so first-layer filters learn edges.
 _SUPERSAMPLE = 4
 
 
@@ -75,8 +72,7 @@ _SUPERSAMPLE = 4
 
 class ConvBlock(nn.Module):
     """``conv -> bn -> relu``: one stage of :class:`DemoNet`; the last uses an in-place ReLU on
-    purpose (it overwrites the batch-norm output a naive hook would keep).
-    """
+    purpose (it overwrites the batch-norm output a naive hook would keep)."""
 
     def __init__(self, in_channels: int, out_channels: int, *, inplace: bool = False) -> None:
         super().__init__()
@@ -90,8 +86,7 @@ class ConvBlock(nn.Module):
 
 class DemoNet(nn.Module):
     """Small CNN for the demo: four ``ConvBlock``s (3 -> 16 -> 32 -> 64 -> 64, max-pooled between;
-    maps of 64, 32, 16 and 8 pixels; the last with an in-place ReLU), global average pool, ``fc``.
-    """
+    maps of 64, 32, 16 and 8 pixels; the last with an in-place ReLU), average pool and ``fc``."""
 
     def __init__(
         self, num_classes: int = len(DEMO_CLASSES), widths: tuple[int, ...] = (16, 32, 64, 64)
@@ -134,9 +129,7 @@ def demo_weights_path() -> Traversable:
 
 
 def load_demo_model() -> DemoNet:
-    """The trained :class:`DemoNet` in eval mode on the CPU (``FileNotFoundError`` without its
-    weights).
-    """
+    """The trained :class:`DemoNet` in eval mode on the CPU (``FileNotFoundError`` without it)."""
     weights = demo_weights_path()
     if not weights.is_file():
         raise FileNotFoundError(
@@ -152,9 +145,7 @@ def load_demo_model() -> DemoNet:
 
 
 def demo_transform(image: Image.Image) -> Tensor:
-    """A PIL image as the demo's ``(3, H, W)`` float32 input in [0, 1] (RGB, resized; no
-    normalisation).
-    """
+    """A PIL image as the demo's ``(3, H, W)`` float32 RGB input in [0, 1] (not normalised)."""
     h, w = DEMO_INPUT_SIZE
     image = image.convert("RGB")
     if image.size != (w, h):
@@ -175,9 +166,7 @@ def demo_samples() -> list[pathlib.Path]:
 
 
 def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
-    """``file name -> (x0, y0, x1, y1)`` object box of each sample (exclusive ends; None:
-    background).
-    """
+    """``file name -> (x0, y0, x1, y1)`` object box of each sample (exclusive ends; None: none)."""
     boxes = _resource_dir() / _SAMPLES_DIR / _BOXES_NAME
     data = json.loads(boxes.read_text(encoding="utf-8"))
     return {name: None if box is None else tuple(int(v) for v in box) for name, box in data.items()}
@@ -185,9 +174,8 @@ def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
 
 def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
     """One bundled sample (file name, stem or class; None: the first) as ``(x, rgb)``: a
-    ``(1, 3, H, W)`` float32 tensor in [0, 1] and the same pixels as uint8.
-    ``FileNotFoundError`` when none matches.
-    """
+    ``(1, 3, H, W)`` float32 tensor in [0, 1] and the same pixels as uint8 (else
+    ``FileNotFoundError``)."""
     samples = demo_samples()
     if not samples:
         raise FileNotFoundError("no demo samples in actviz.resources/demo/samples")
@@ -211,8 +199,7 @@ def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
 @dataclass
 class GeneratedImage:
     """One generated example: the RGB ``image``, its ``label`` index, the object's ``mask`` (pixels
-    at least half covered), its ``box`` (exclusive ends; None for background) and ``center``.
-    """
+    at least half covered), its ``box`` (exclusive ends; None for background) and ``center``."""
 
     image: Image.Image
     label: int
@@ -284,8 +271,7 @@ def _draw_shape(
 def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     """Return an ``(h, w, 3)`` float background in [0, 1]: two colours mixed by a pattern."""
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    # No textures with corners or blobs (checks, dots): those look like the classes themselves
-    # and would pull the class evidence off the object.
+    # No textures with corners or blobs: they look like the classes and pull evidence off them.
     kind = rng.integers(3)
     theta = rng.uniform(0, 2 * math.pi)
     u = (xx * math.cos(theta) + yy * math.sin(theta)) / max(h, w)
@@ -308,11 +294,8 @@ def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
 def generate_example(
     cls: str | int, rng: np.random.Generator, *, min_offset: float = 0.0
 ) -> GeneratedImage:
-    """Draw one example of class ``cls`` (name or index) with its mask and bounding box.
-
-    ``min_offset`` keeps the object's centre that far from the image centre. ``ValueError`` for
-    an unknown class.
-    """
+    """Draw one example of class ``cls`` (name or index; else ``ValueError``) with its mask and
+    box; ``min_offset`` keeps the object's centre that far from the image centre."""
     if isinstance(cls, str):
         if cls not in DEMO_CLASSES:
             raise ValueError(f"unknown demo class {cls!r}; expected one of {DEMO_CLASSES}")
