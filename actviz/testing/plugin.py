@@ -1,9 +1,8 @@
 """The actviz pytest plugin: the ``actviz_window`` fixture and its leak checks.
 
 At teardown windows are closed, and the test errors if it left a top-level widget, a hook on a
-shown model, a new global hook, or a changed switch interval or thread count.
-``@pytest.mark.actviz_allow_leaks`` (optionally ``"widgets"``, ``"hooks"``, ``"process"``)
-turns checks off.
+shown model, a new global hook, or a changed switch interval or thread count
+(``@pytest.mark.actviz_allow_leaks``, optionally ``"widgets"``, ``"hooks"``, ``"process"``).
 """
 
 from __future__ import annotations
@@ -40,8 +39,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    # The test's windows close before any fixture is torn down (a monkeypatch undone, a
-    # folder removed), as pytest-qt closes the widgets given to ``qtbot.addWidget``.
+    # The test's windows close before any fixture is torn down, as pytest-qt's do.
     for driver in item.stash.get(_DRIVERS, []):
         driver.close()
     return (yield)
@@ -93,8 +91,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
             features=None if features is None else feature_classes(features),
             **window_kwargs,
         )
-        # Not given to qtbot.addWidget: a test may delete its window itself; the plugin's
-        # teardown closes what is left first, and deletes it after the fixtures' teardown.
+        # Not given to qtbot.addWidget: a test may delete its window itself.
         driver = WindowDriver(window, qtbot)
         drivers.append(driver)
         if size is not None:
@@ -114,9 +111,8 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
 
 
 def feature_classes(features: Sequence[Any]) -> list[Any]:
-    """The feature classes ``features`` names (default feature names or classes), in order;
-    ``ValueError`` for an unknown name.
-    """
+    """The feature classes ``features`` names (names or classes), in order; ``ValueError`` for an
+    unknown name."""
     from actviz.ui.window.features import default_features
 
     by_name = {make.name: make for make in default_features()}
@@ -138,8 +134,7 @@ def leftovers(
 
     models: list[Any] = []
     while drivers:
-        # Popped: the Python side of a deleted window still holds what Python made for it
-        # (pyqtgraph's parentless plot menus among them), so no reference may stay here.
+        # Popped: a deleted window's Python side still holds what Python made for it.
         driver = drivers.pop()
         driver.delete()
         models.extend(driver.models)
@@ -180,8 +175,7 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
 @pytest.fixture
 def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
     """Fail a test that builds its own widgets and leaks top-level widgets or changes process
-    settings (``actviz_window``'s checks less hooks); opt out with ``actviz_allow_leaks``.
-    """
+    settings (``actviz_window``'s checks less hooks); opt out with ``actviz_allow_leaks``."""
     from actviz.testing.checks import ProcessState, top_level_widgets
 
     state_before, widgets_before = ProcessState.now(), top_level_widgets()

@@ -71,10 +71,8 @@ OPEN_ALLOWANCE_S = 60.0
 
 @dataclasses.dataclass(frozen=True)
 class ModelSetup:
-    """How the stress driver shows a model: ``name`` for reports, ``open(window)`` to show it (may
-    load in the background); ``prepare()`` makes what it needs (a file, the model), once, outside
-    the timed actions: a case only pays for the models it opens.
-    """
+    """How the stress driver shows a model: ``name`` for reports, ``open(window)`` to show it;
+    ``prepare()`` makes what it needs once, outside the timed actions."""
 
     name: str
     open: Callable[[Any], None]
@@ -97,10 +95,8 @@ def module_model(
     inputs: Any,
     layers: Sequence[str] | None = None,
 ) -> ModelSetup:
-    """An in-memory model (or the function that makes it, called once) and its input, shown as
-    a script does; the same object in every window, so a hook one window leaves is found by the
-    next check.
-    """
+    """An in-memory model (or its maker, called once) and its input, shown as a script does; the
+    same object in every window, so a hook one window leaves is found by the next check."""
     made = [model] if isinstance(model, torch.nn.Module) else []
 
     def prepare() -> None:
@@ -126,12 +122,8 @@ def dropped_model(name: str, path: str | Path, make: Callable[[], Any] | None = 
 
 
 class StressDriver(UserActions):
-    """Perform seeded random user actions on actviz windows and check after each.
-
-    ``folder`` is scratch space; ``sample_every`` actions between checkpoints; ``switches`` the
-    models "switch model" opens; ``block_limit_ms`` a finding's GUI block; ``hang_s`` dumps
-    stacks and ends the process (case processes only); ``log_path`` gets each step before it runs.
-    """
+    """Perform seeded random user actions on actviz windows and check after each; ``hang_s``
+    dumps stacks and ends the process (case processes only), ``log_path`` gets each step first."""
 
     def __init__(
         self,
@@ -366,8 +358,7 @@ class StressDriver(UserActions):
         arm = functools.partial(faulthandler.dump_traceback_later, float(self.hang_s), exit=True)
         timer = QTimer()
         timer.timeout.connect(arm)
-        # Opening the window runs no event loop: on a loaded machine it alone can pass a short
-        # hang_s, so the first arming allows a minute; the timer then re-arms with hang_s.
+        # Opening the window runs no event loop and may pass a short hang_s: a minute at first.
         faulthandler.dump_traceback_later(max(float(self.hang_s), OPEN_ALLOWANCE_S), exit=True)
         timer.start(100)
         try:
