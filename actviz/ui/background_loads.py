@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,15 @@ def short_source(source: str) -> str:
 
 #: Longest error text the banner shows (the first line of the message, cut).
 MAX_ERROR_CHARS = 240
+
+
+def format_eta(seconds: float) -> str:
+    """``"0:07"``, ``"12:03"``, ``"1:02:03"``; ``"—"`` while unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "—"
+    hours, rest = divmod(int(round(seconds)), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def describe_error(exc: BaseException) -> str:
@@ -153,6 +163,7 @@ __all__ = [
     "describe_error",
     "failed_status",
     "failure_reason",
+    "format_eta",
     "load_input_source",
     "load_model_source",
     "local_files",

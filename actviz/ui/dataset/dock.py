@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.background_loads import format_eta
 from actviz.ui.dataset.table import ChannelTable, LayerFigures
 from actviz.ui.panels import style
 from actviz.ui.panels.overlay import MiddleElidedComboBox
@@ -25,15 +25,6 @@ from actviz.ui.panels.overlay import MiddleElidedComboBox
 PREFERRED_WIDTH = 330
 #: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
 SKIPPED_NAMED = 3
-
-
-def format_eta(seconds: float) -> str:
-    """``"0:07"``, ``"12:03"``, ``"1:02:03"``; ``"—"`` while unknown."""
-    if not math.isfinite(seconds) or seconds < 0:
-        return "—"
-    hours, rest = divmod(int(round(seconds)), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def progress_text(done: int, total: int, images_per_s: float, eta: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from actviz.ui.background_loads import describe_error
+from actviz.core.capture import CaptureCancelled
+from actviz.ui.background_loads import describe_error, format_eta
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost
 from actviz.ui.sessions.state import open_args
@@ -116,14 +118,18 @@ class ReportExport(QObject):
         self.host.show_status(f"Writing the report {out.name}…")
         report = ReportJob(out)
 
-        def job(_stop: Any, progress: Callable[[str], None], submission: int) -> Any:
+        def job(stop: Callable[[], bool], progress: Callable[[str], None], submission: int) -> Any:
             from actviz.io.export.report import write_result_report
 
             if not report.claim(submission):  # an earlier submission of it began after all
                 return None
+            began = time.perf_counter()
 
             def pages(done: int, total: int, what: str) -> None:
-                progress(f"Report: {what} ({done}/{total})")
+                if stop():  # Esc: the file is written whole or not at all
+                    raise CaptureCancelled("the report was cancelled")
+                left = (time.perf_counter() - began) * (total - done) / done if done else -1.0
+                progress(f"Report: {what} ({done}/{total}, ETA {format_eta(left)})")
 
             # On the capture worker: its passes over the model never overlap a capture.
             try:

@@ -87,3 +87,42 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
                     tile_pixels(painted, m, c)[..., :3],
                     err_msg=kind,
                 )
+
+
+def test_esc_stops_a_report_being_written_and_its_steps_show_an_eta(
+    actviz_window, tmp_path, monkeypatch
+):
+    """A report walks the layers with "Report: conv1 (1/3, ETA 0:01)"; Esc stops it between
+    two of them (it went on to the end, 14 s for ResNet-18's leaves), and nothing is written."""
+    import time
+
+    from PySide6.QtCore import Qt
+
+    from actviz.io.export import report as report_module
+    from actviz.ui.sessions import feature as sessions
+
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
+    window = win.window
+    win.run_and_wait()
+    real = report_module.write_result_report
+
+    def slow(result, path, *, progress, **kwargs):
+        def each(done, total, what):  # a page of a large model
+            time.sleep(0.3)
+            progress(done, total, what)
+
+        return real(result, path, progress=each, **kwargs)
+
+    monkeypatch.setattr(report_module, "write_result_report", slow)
+    out = tmp_path / "r.html"
+    monkeypatch.setattr(
+        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+    )
+    win.sessions.feature.report_action.trigger()  # File > Export report...
+    win.qtbot.waitUntil(lambda: "Report: conv1 (1/" in win.status_text(), timeout=30_000)
+    assert re.search(r"\(1/\d, ETA 0:0\d\)", win.status_text()), win.status_text()
+    win.qtbot.keyClick(window, Qt.Key.Key_Escape)
+    assert win.wait_idle(5_000)
+    assert not out.exists()
+    assert "The report was cancelled." in win.status_text()
