@@ -5,6 +5,7 @@ The only place a mosaic is normalised: paging, downsampling, normalising and the
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -146,9 +147,13 @@ class Mosaic:
     def image(self) -> np.ndarray:
         """The float image, made on first read when the mosaic was built straight to indices."""
         if self._image is None:
-            grid = _tile_grid(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
-            _place(grid, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols)  # kept unclipped
-            object.__setattr__(self, "_image", _frozen(_crop(grid, self.pad)))
+            image = np.full(
+                _geometry(self.channels, self.tile_h, self.tile_w, self.pad)[2].shape,
+                np.nan,
+                np.float32,
+            )
+            _place(image, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols, self.pad)
+            object.__setattr__(self, "_image", _frozen(image))
             object.__setattr__(self, "_norm", None)
         return self._image  # type: ignore[return-value]
 
@@ -194,28 +199,19 @@ class Mosaic:
         )
 
 
-def _tile_grid(rows: int, cols: int, h: int, w: int, pad: int, fill: Any) -> np.ndarray:
-    dtype = np.uint8 if isinstance(fill, (int, np.integer)) else np.float32
-    return np.full((rows, h + pad, cols, w + pad), fill, dtype=dtype)
-
-
-def _place(grid: np.ndarray, tiles: np.ndarray, rows: int, cols: int) -> None:
+def _place(image: np.ndarray, tiles: np.ndarray, rows: int, cols: int, pad: int) -> None:
+    """``tiles`` cast into their places in ``image`` through a ``(rows, h, cols, w)`` view of
+    them (no padded grid to crop)."""
     c, h, w = tiles.shape
-    full = c // cols if c else 0
-    n = full * cols
-    if full:
-        grid[:full, :h, :, :w] = tiles[:n].reshape(full, cols, h, w).transpose(0, 2, 1, 3)
-    if c > n:
-        grid[full, :h, : c - n, :w] = tiles[n:].transpose(1, 0, 2)
-
-
-def _crop(grid: np.ndarray, pad: int) -> np.ndarray:
-    """The grid as one C-contiguous image, less the padding after the last row and column."""
-    rows, th, cols, tw = grid.shape
-    image = grid.reshape(rows * th, cols * tw)
-    return np.ascontiguousarray(
-        image[: image.shape[0] - pad or None, : image.shape[1] - pad or None]
+    step, item = image.strides
+    grid = np.ndarray(
+        (rows, h, cols, w), image.dtype, image, 0, ((h + pad) * step, step, (w + pad) * item, item)
     )
+    full = c // cols
+    n = full * cols
+    grid[:full] = tiles[:n].reshape(full, cols, h, w).transpose(0, 2, 1, 3)
+    if c > n:
+        grid[full, :, : c - n] = tiles[n:].transpose(1, 0, 2)
 
 
 def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
@@ -451,23 +447,32 @@ def mosaic(
             lo_c, hi_c = -bound_c, bound_c
         span_c = hi_c - lo_c  # float32: min and max of float32 tiles
         lo = lo_c
-        positive = span_c > 0
+        positive = None if symmetric else span_c > 0  # symmetric: 2 * bound > 0
         # Ranges in float32, as the tiles: 1 / 0 never taken (0: no signal, or mid-scale).
-        mul = (
-            1.0 / span_c
-            if positive.all()
-            else np.where(positive, 1.0 / np.where(positive, span_c, 1.0), 0.0).astype(np.float32)
-        )
+        if positive is None or positive.all():
+            mul, constant = 1.0 / span_c, None
+        else:
+            mul = np.where(positive, 1.0 / np.where(positive, span_c, 1.0), 0.0).astype(np.float32)
+            constant = (span_c == 0) & (lo_c != 0)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
-        constant = None if positive.all() else (span_c == 0) & (lo_c != 0)
     # A constant tile other than 0 paints mid-scale, so it does not read as "no signal".
     mid = (
         np.where(constant, 0.5, 0.0).astype(np.float32)
         if constant is not None and constant.any()
         else None
     )
-    rows, cols = grid_shape(c, h, w) if c else (1, 1)
-    meta = dict(
+    rows, cols, blank = _geometry(c, h, w, pad)
+    # The float image (NaN padding) is made from ``norm`` only when read; all finite (live
+    # frames) goes straight to the painted indices.
+    norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
+    norm *= mul[:, None]
+    if mid is not None:
+        norm += mid[:, None]
+    norm = norm.reshape(c, h, w)  # clipped to [0, 1] where read (Mosaic.image, _indices_of)
+    return Mosaic(
+        _image=None,
+        indices=_indices_of(norm, rows, cols, pad, blank) if finite else None,
+        _norm=norm,
         levels=(0.0, 1.0),
         value_range=(lo_all, hi_all),
         rows=rows,
@@ -486,26 +491,21 @@ def mosaic(
         order=order,
         position=position,
     )
-    # The float image is made from ``norm`` only when read; live frames need only the indices.
-    norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
-    norm *= mul[:, None]
-    if mid is not None:
-        norm += mid[:, None]
-    norm = norm.reshape(c, h, w)  # clipped to [0, 1] where read (Mosaic.image, _indices_of)
-    indices = _indices_of(norm, rows, cols, pad) if finite else None
-    return Mosaic(_image=None, indices=indices, _norm=norm, **meta)
 
 
-def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def _geometry(c: int, h: int, w: int, pad: int) -> tuple[int, int, np.ndarray]:
+    """``(rows, cols)`` of ``c`` tiles of ``h x w`` and their index image, all padding."""
+    rows, cols = grid_shape(c, h, w) if c else (1, 1)
+    # The padding after the last row and column is not kept (unless that leaves no pixels).
+    shape = (rows * (h + pad) - pad or rows * (h + pad), cols * (w + pad) - pad or cols * (w + pad))
+    return rows, cols, _frozen(np.full(shape, PAD_INDEX, np.uint8))
+
+
+def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int, blank: np.ndarray) -> np.ndarray:
     """Exactly ``to_indices(image, (0, 1))``, clipped once scaled (1 maps to ``PAD_INDEX``)."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
-    np.clip(work, np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
-    c, h, w = norm.shape
-    image = np.full((rows * (h + pad) - pad, cols * (w + pad) - pad), PAD_INDEX, np.uint8)
-    # The tiles of ``image`` as a (rows, h, cols, w) view: placed there, no padded grid to crop.
-    width = image.shape[1]
-    tiles = np.lib.stride_tricks.as_strided(
-        image, (rows, h, cols, w), ((h + pad) * width, width, w + pad, 1), writeable=True
-    )
-    _place(tiles, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
+    work.clip(np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
+    image = blank.copy()
+    _place(image, work, rows, cols, pad)  # the float-to-uint8 cast truncates, as to_indices does
     return image

@@ -180,3 +180,64 @@ def test_off_screen_layers_of_a_live_frame_leave_sign_and_gradient_for_their_rea
             assert a.indices.tobytes() == b.indices.tobytes()
     on_screen = live.layers["conv1"]
     assert "signed" in vars(on_screen.view) and not on_screen.stale_mosaics
+
+
+def _grid_cases():
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((9, 12, 12))
+    variants = {
+        "plain": base,
+        "nan_inf": np.where(rng.random(base.shape) < 0.02, np.inf, base)
+        * np.where(rng.random(base.shape) < 0.02, np.nan, 1.0),
+        "constant": np.concatenate(
+            [base[:3], np.zeros((2, 12, 12)), np.full((2, 12, 12), 2.5), np.full((2, 12, 12), -1.0)]
+        ),
+        "relu": np.maximum(base, 0.0),
+        # (1.5e38: a span that overflows float32 paints 0 in indices and NaN in image, as before)
+        "huge": np.where(base > 0, 1.5e38, -1.5e38) * np.abs(base).clip(0, 1),
+        "tiny_tiles": rng.standard_normal((40, 3, 3)),
+        "wide": rng.standard_normal((5, 7, 31)),
+    }
+    orders = (None, ChannelOrder(tuple(range(8, -1, -1))))
+    for (name, data), dtype in (
+        (v, d) for v in variants.items() for d in (F32, np.float16, np.float64)
+    ):
+        for normalize, symmetric, order in (
+            (n, s, o) for n in ("channel", "shared") for s in (False, True) for o in orders
+        ):
+            for page, first, extra in (
+                (None, 0, {}),
+                (4, 3, {}),
+                (6, 2, {"max_tile": 5}),
+                (None, 0, {"max_pixels": 300}),
+                (3, 1, {"pad": 0}),
+                (4, 0, {"value_range": (-0.5, 0.7)}),
+            ):
+                yield (
+                    name,
+                    data.astype(dtype),
+                    dict(
+                        normalize=normalize,
+                        symmetric=symmetric,
+                        order=order,
+                        first_channel=first,
+                        max_channels=page,
+                        **extra,
+                    ),
+                )
+
+
+def test_painted_indices_are_the_images_indices_bit_for_bit():
+    """``indices`` are ``to_indices(image, levels)`` (their documented meaning) over a grid of
+    dtypes, non-finite and constant channels, normalisations, orders, pages and tile sizes,
+    whichever of the two is read first."""
+    with np.errstate(all="ignore"):
+        for name, data, options in _grid_cases():
+            for source in (data, torch.from_numpy(data)):
+                m = mosaic(source, **options)
+                want = to_indices(m.image, m.levels)
+                assert m.indices.tobytes() == want.tobytes(), (name, data.dtype, options)
+                again = mosaic(source, **options)  # indices read after the image was made
+                assert again.image.tobytes() == m.image.tobytes(), (name, options)
+                assert again.indices.tobytes() == m.indices.tobytes(), (name, options)
+                assert m.image.shape == m.indices.shape and not m.image.flags.writeable
