@@ -462,8 +462,7 @@ def mosaic(
         else None
     )
     rows, cols, blank = _geometry(c, h, w, pad)
-    # The float image (NaN padding) is made from ``norm`` only when read; all finite (live
-    # frames) goes straight to the painted indices.
+    # The float image is made from ``norm`` only when read; live frames need only the indices.
     norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
     norm *= mul[:, None]
     if mid is not None:

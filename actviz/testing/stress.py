@@ -465,22 +465,8 @@ class StressDriver(UserActions):
         with self.untimed():
             self.window.display.flush_panel_updates()
         if not ok and timeout_s is None:
-            self.note_stuck(f"the window did not become idle: {self._busy_parts()}")
+            self.note_stuck(f"the window did not become idle: {busy_parts(self.window)}")
         return ok
-
-    def _busy_parts(self) -> str:
-        """What keeps the window from being idle, for a stuck finding's text."""
-        from PySide6.QtWidgets import QApplication
-
-        w, modal = self.window, QApplication.activeModalWidget()
-        parts = [f"modal {type(modal).__name__} {modal.windowTitle()!r}"] if modal else []
-        if w is not None:
-            on = (w.is_busy(), w.files.is_loading(), w.runs.is_due(), w.display.display_pending())
-            parts += [
-                n for n, b in zip(("busy", "loading", "run due", "display"), on, strict=True) if b
-            ]
-            parts += [f"{n} busy" for n, f in w.features.items() if f.is_busy()]
-        return ", ".join(parts) or "idle by now"
 
     def _leftovers(self) -> list[str]:
         """Hooks and changed flags on every model a window showed (the window idle)."""
@@ -524,11 +510,27 @@ class StressDriver(UserActions):
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
 
 
+def busy_parts(w: Any) -> str:
+    """What keeps window ``w`` (or None) from being idle, for a stuck finding's text."""
+    from PySide6.QtWidgets import QApplication
+
+    modal = QApplication.activeModalWidget()
+    parts = [f"modal {type(modal).__name__} {modal.windowTitle()!r}"] if modal else []
+    if w is not None:
+        on = (w.is_busy(), w.files.is_loading(), w.runs.is_due(), w.display.display_pending())
+        parts += [
+            n for n, b in zip(("busy", "loading", "run due", "display"), on, strict=True) if b
+        ]
+        parts += [f"{n} busy" for n, f in w.features.items() if f.is_busy()]
+    return ", ".join(parts) or "idle by now"
+
+
 __all__ = [
     "BLOCK_LIMIT_MS",
     "ModelSetup",
     "StressDriver",
     "StressReport",
+    "busy_parts",
     "demo_model",
     "dropped_model",
     "heap_in_use_mib",

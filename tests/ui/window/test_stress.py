@@ -14,6 +14,7 @@ import torch
 from actviz.testing.stress import (
     StressDriver,
     StressReport,
+    busy_parts,
     module_model,
 )
 from actviz.testing.stress_cases import finding_key, run_case, shrink, shrink_failure
@@ -281,12 +282,12 @@ def test_a_stuck_finding_names_what_kept_the_window_busy(qapp, tmp_path):
         box.setModal(True)
         box.show()
         qapp.processEvents()
-        assert driver._busy_parts() == "modal QMessageBox 'Replace the model?'"
+        assert busy_parts(driver.window) == "modal QMessageBox 'Replace the model?'"
         box.close()
         driver.window.runs.run()
-        assert "busy" in driver._busy_parts().split(", ")
+        assert "busy" in busy_parts(driver.window).split(", ")
         assert driver.settle(timeout_s=30)
-        assert driver._busy_parts() == "idle by now"
+        assert busy_parts(driver.window) == "idle by now"
     finally:
         box.deleteLater()
         driver.close_window()
