@@ -298,3 +298,28 @@ def test_a_failing_child_section_says_so():
     args = argparse.Namespace(threads=1, quick=True, pairs=None)
     with pytest.raises(RuntimeError, match="the nosuch section failed in its own process"):
         cli._run_in_child("nosuch", args, {})
+
+
+def test_the_scale_bench_skips_the_offload_figure_without_accelerate(monkeypatch, capsys):
+    """``python -m actviz.bench --quick`` stopped at the scale section with a traceback when the
+    ``big`` extra (accelerate) was not installed; the other figures now still come."""
+    import importlib.util
+
+    from actviz.bench import scale_bench
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name)
+    )
+
+    def offload(*_args):
+        raise AssertionError("the offload figure needs accelerate")
+
+    monkeypatch.setattr(scale_bench, "offload_ratio", offload)
+    monkeypatch.setattr(scale_bench, "dist_ratio", lambda quick, tmp: {"tiny": (1.0, 2.0, 2.0)})
+    monkeypatch.setattr(scale_bench, "scale", lambda quick, tmp: "scaled")
+    monkeypatch.setattr(scale_bench, "report_scale", lambda s, quick, summary: None)
+    summary: dict = {}
+    scale_bench.run(True, summary)
+    assert "offload_capture_ratio: skipped (needs accelerate" in capsys.readouterr().out
+    assert summary == {"scan_dist_ratio": 2.0}
