@@ -113,6 +113,8 @@ class InputLoads:
         if text:
             self.window.refresh_busy(text)
             self.window.input_load_failed.emit(text)
+        else:  # replaced, not cancelled: no run waits for it (the window would never idle)
+            self.window.runs.forget_due()
 
     def refit(self) -> None:
         """After a failed input: the one still held may not fit the model (it waited for a

@@ -117,6 +117,10 @@ class RunControl:
             self._run_due = False
             self.schedule_run()
 
+    def forget_due(self) -> None:
+        """The input a run waited for was replaced (a session opened, a script's input)."""
+        self._run_due = False
+
     def stop(self) -> None:
         """Stop the pending automatic run and cancel the running capture."""
         self._debounce.stop()

@@ -457,3 +457,37 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
     ]  # fmt: skip
     np.testing.assert_array_equal(np.load(out / "conv1.npz")["output"], cap["conv1"].output.numpy())
     Image.open(out / "conv2_features.png").verify()  # the held file was finished, not cut off
+
+
+@pytest.mark.window_features("sessions")
+def test_a_session_opened_while_an_input_loads_leaves_no_run_waiting(actviz_window, tmp_path):
+    """A tick changed while an input is read makes a run wait for that input; a session opened
+    meanwhile replaces the input, and the run waited for it for good: the window never became
+    idle ("run due" in the stress run's stuck findings)."""
+    from actviz.io.models.demo_model import demo_samples
+    from actviz.ui.background_loads import load_input_source
+
+    win = actviz_window(auto_run=True)
+    window = win.window
+    gate = threading.Event()
+
+    def slow_input(source, **kwargs):
+        gate.wait(30)
+        return load_input_source(source, **kwargs)
+
+    window.input_loader = slow_input
+    gate.set()
+    assert window.files.load_demo()
+    assert win.wait_idle()
+    saved = tmp_path / "s.actviz"
+    win.sessions.save(saved)
+    gate.clear()
+    window.files.open_input_source(str(demo_samples()[1]))
+    win.tick("features.pool1")  # the run it asks for waits for the input being read
+    win.qtbot.wait(300)  # past the run's 20 ms delay: it waits for the input now
+    assert window.runs.is_due() and window.files.inputs.request is not None
+    win.sessions.open(saved)
+    gate.set()
+    assert win.wait_idle(20_000), "a run still waits for an input nobody reads"
+    assert not window.runs.is_due()
+    assert window.session.input.source != str(demo_samples()[1])
