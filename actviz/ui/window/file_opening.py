@@ -158,6 +158,12 @@ class FileOpening:
         previous = self.model_request
         if previous is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
+            dialog = self._dialog_of(previous)
+            if dialog is not None and dialog is not request.dialog:  # frees its Open button
+                dialog.show_cancelled(
+                    f"Opening {short_source(previous.source)} was replaced by "
+                    f"{short_source(request.source)}."
+                )
         self.model_request = request
         loader = self.window.model_loader
         source, arch, weights, trust = request.source, request.arch, request.weights, request.trust

@@ -174,3 +174,36 @@ def test_a_load_cancelled_from_the_window_frees_the_dialog(qtbot, actviz_window)
     win.wait_idle()
     assert window.session.model is None  # the load's result was dropped
     dialog.reject()
+
+
+def test_a_load_replaced_by_another_frees_the_dialog(qtbot, actviz_window, tmp_path):
+    """File > Demo (or a recent model) while the dialog's model loads: the dialog says its
+    load was replaced and Open works again (it kept "Opening my.pt…" with Open disabled: a
+    stress run's stuck dialog)."""
+    import threading
+
+    win = actviz_window(size=(1400, 900))
+    window = win.window
+    release = threading.Event()
+    real = window.model_loader
+
+    def slow(source, **kwargs):
+        if source != "demo":
+            release.wait(10)
+        return real(source, **kwargs)
+
+    window.model_loader = slow
+    path = tmp_path / "my.pt"
+    torch.save(torchvision.models.resnet18().state_dict(), path)
+    dialog = window.files.menus.open_model_dialog()
+    dialog.tabs.setCurrentIndex(1)
+    dialog.file_edit.setText(str(path))
+    _press_open(qtbot, dialog)
+    assert dialog.message().startswith("Opening") and not dialog.open_button.isEnabled()
+    assert window.files.load_demo()  # what File > Demo does
+    assert dialog.message() == "Opening my.pt was replaced by demo."
+    assert dialog.isVisible() and dialog.open_button.isEnabled()
+    release.set()
+    assert win.wait_idle()
+    assert type(window.session.model).__name__ == "DemoNet"  # the ResNet's load was dropped
+    dialog.reject()
