@@ -158,6 +158,12 @@ class Mosaic:
         return self._image  # type: ignore[return-value]
 
     @property
+    def nbytes(self) -> int:
+        """Bytes held now (image or normalised tiles, and indices), without making the image."""
+        held = self._image if self._image is not None else self._norm
+        return int(held.nbytes) + (int(self.indices.nbytes) if self.indices is not None else 0)
+
+    @property
     def last_channel(self) -> int:
         """The layer channel of the last tile (``first_channel - 1`` when empty)."""
         return self.tile_channels[-1] if self.channels else self.first_channel - 1

@@ -77,10 +77,7 @@ class CompareOutcome:
         for layer in self.differences.values():
             for view in (layer.view, layer.grad_view):
                 total += int(view.data.nbytes) if view is not None else 0
-            for m in (layer.mosaic, layer.grad_mosaic):
-                if m is not None:
-                    total += int(m.image.nbytes)
-                    total += int(m.indices.nbytes) if m.indices is not None else 0
+            total += sum(m.nbytes for m in (layer.mosaic, layer.grad_mosaic) if m is not None)
         return total
 
 
