@@ -198,16 +198,6 @@ def _shape(t: torch.Tensor) -> str:
     return "(" + ", ".join(str(s) for s in t.shape) + ("," if t.dim() == 1 else "") + ")"
 
 
-def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])``: a one-row float output's top-1 via numpy (as ``torch.argmax``)."""
-    try:
-        row = out.numpy()[0]
-    except (RuntimeError, TypeError):
-        return None
-    k = int(row.argmax())
-    return k, float(row[k])
-
-
 def top1_target(output: Any) -> tuple[float, int, str] | None:
     """:func:`resolve_target`'s default for a one-row classifier output as ``(value, index,
     description)``, without a tensor (captures without gradients); else None."""
@@ -219,10 +209,12 @@ def top1_target(output: Any) -> tuple[float, int, str] | None:
         or not output.is_floating_point()
     ):
         return None
-    top = _top1_row(output)
-    if top is None:
+    try:  # via numpy (as ``torch.argmax``)
+        row = output.numpy()[0]
+    except (RuntimeError, TypeError):
         return None
-    return top[1], top[0], f"top-1 logit (class {top[0]})"
+    k = int(row.argmax())
+    return float(row[k]), k, f"top-1 logit (class {k})"
 
 
 def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int | None, str]:

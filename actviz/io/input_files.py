@@ -7,7 +7,6 @@ rank refused with a reason), and the image as the model sees it for overlays. Im
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,8 +44,6 @@ __all__ = [
     "open_input",
     "load_input",
 ]
-
-log = logging.getLogger(__name__)
 
 #: Sources starting with this are text for the model's tokenizer.
 TEXT_PREFIX = "text:"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -42,8 +41,6 @@ __all__ = [
     "write_pages",
     "write_token_saliency",
 ]
-
-log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 
