@@ -232,14 +232,10 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
 def fixed_default(output: Any) -> int | None:
     """The int target picking what ``output``'s default picks (None: no int does), held as the
     window's auto target so edits that change the top-1 do not move it."""
-    if isinstance(output, torch.Tensor):
-        out = output
-    else:
-        if detections(output) is not None:
-            return None
-        if isinstance(output, Mapping) and _is_map(output.get("out")):
-            return None
-        out = _logits(output)
+    out = output
+    if not isinstance(output, torch.Tensor):
+        segmenter = isinstance(output, Mapping) and _is_map(output.get("out"))
+        out = None if segmenter or detections(output) is not None else _logits(output)
         if out is None:
             return None
     if not out.is_floating_point() or out.shape[0:1] != (1,):
