@@ -193,12 +193,8 @@ _TRIM_LOW = 1 * 2**20
 def mark_arena() -> None:
     """Leave a block in the calling thread's arena: :func:`release_freed_memory` frees it with
     the trim threshold lowered, which trims that arena under its own lock, not the GUI's."""
-    if not _tuned:
-        return
     ident = threading.get_ident()
-    if ident in _marks:
-        return
-    libc = _libc()
+    libc = _libc() if _tuned and ident not in _marks else None
     if libc is None:
         return
     libc.malloc.restype = ctypes.c_void_p
