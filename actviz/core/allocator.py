@@ -81,11 +81,9 @@ def tune_allocator() -> bool:
 def arena_max() -> int:
     """Malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core, so the
     idle trim never holds the GUI thread's arena lock while a click waits."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 2
-    return max(MIN_ARENAS, 2 * cores)
+    from actviz.core.threads import available_cores
+
+    return max(MIN_ARENAS, 2 * available_cores())
 
 
 def tuned() -> bool:
@@ -144,16 +142,20 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def heap_in_use_mib() -> float | None:
-    """Memory malloc has handed out and not had back (``mallinfo2``), in MiB; None without
-    glibc 2.33 or later."""
-    libc = _libc()
-    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
+def _mallinfo() -> _Mallinfo2 | None:
+    """glibc's ``mallinfo2()``; None without glibc 2.33 or later."""
+    fn = getattr(_libc(), "mallinfo2", None)
     if fn is None:
         return None
     fn.restype = _Mallinfo2
-    info = fn()
-    return (info.uordblks + info.hblkhd) / 2**20
+    return fn()
+
+
+def heap_in_use_mib() -> float | None:
+    """Memory malloc has handed out and not had back (``mallinfo2``), in MiB; None without
+    glibc 2.33 or later."""
+    info = _mallinfo()
+    return None if info is None else (info.uordblks + info.hblkhd) / 2**20
 
 
 def memory_breakdown_mib() -> dict[str, float]:
@@ -171,11 +173,8 @@ def memory_breakdown_mib() -> dict[str, float]:
     anon_rss = rss_anon_mib()
     if anon_rss is not None:
         out["rss_anon"] = anon_rss
-    libc = _libc()
-    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
-    if fn is not None:
-        fn.restype = _Mallinfo2
-        info = fn()
+    info = _mallinfo()
+    if info is not None:
         out["heap_in_use"] = (info.uordblks + info.hblkhd) / 2**20
         out["heap_free"] = info.fordblks / 2**20
     return out
@@ -194,12 +193,8 @@ _TRIM_LOW = 1 * 2**20
 def mark_arena() -> None:
     """Leave a block in the calling thread's arena: :func:`release_freed_memory` frees it with
     the trim threshold lowered, which trims that arena under its own lock, not the GUI's."""
-    if not _tuned:
-        return
     ident = threading.get_ident()
-    if ident in _marks:
-        return
-    libc = _libc()
+    libc = _libc() if _tuned and ident not in _marks else None
     if libc is None:
         return
     libc.malloc.restype = ctypes.c_void_p
@@ -214,7 +209,7 @@ def release_freed_memory() -> bool:
     """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena
     tops); safe from any thread. False where there is no glibc."""
     libc = _libc()
-    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    trim = getattr(libc, "malloc_trim", None)
     if trim is None:
         return False
     with _marks_lock:

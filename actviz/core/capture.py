@@ -471,11 +471,7 @@ def _detach(t: torch.Tensor | None) -> torch.Tensor | None:
 def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
     recs = [rec for recs in recorder.records.values() for rec in recs]
     host = to_host(
-        t
-        for rec in recs
-        for part in (rec.inputs, rec.output, rec.grad_output, rec.grad_inputs)
-        if part is not None
-        for t in iter_tensors(part)
+        t for rec in recs for part in _RECORD_PARTS for t in iter_tensors(getattr(rec, part))
     )
     if not host:
         return recorder.records
@@ -484,12 +480,12 @@ def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
         return map_tensors(x, lambda t: host.get(id(t), t)) if x is not None else None
 
     for rec in recs:
-        rec.inputs = tuple(cpu(a) for a in rec.inputs)
-        rec.output = cpu(rec.output)
-        rec.grad_output = cpu(rec.grad_output)
-        if rec.grad_inputs is not None:
-            rec.grad_inputs = tuple(cpu(g) for g in rec.grad_inputs)
+        for part in _RECORD_PARTS:  # tuples stay tuples
+            setattr(rec, part, cpu(getattr(rec, part)))
     return recorder.records
+
+
+_RECORD_PARTS = ("inputs", "output", "grad_output", "grad_inputs")
 
 
 def to_host(tensors: Iterable[torch.Tensor]) -> dict[int, torch.Tensor]:

@@ -32,13 +32,11 @@ class LayerDiff:
 
     def to_dict(self) -> dict:
         """JSON-ready: non-finite figures as None (JSON has no inf or NaN)."""
-        out = asdict(self)
-        out["shape"] = list(self.shape)
-        for key in ("cosine", "rel_l2", "max_abs", "cka"):
-            value = out[key]
-            if value is not None and not math.isfinite(value):
-                out[key] = None
-        return out
+        out = {
+            k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in asdict(self).items()
+        }
+        return {**out, "shape": list(self.shape)}
 
 
 @dataclass(frozen=True)
@@ -125,10 +123,7 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
         cosine = 0.0
     else:
         cosine = dot / (norm_a * norm_b)
-    if norm_b == 0.0:
-        rel = 0.0 if norm_d == 0.0 else math.inf
-    else:
-        rel = norm_d / norm_b
+    rel = norm_d / norm_b if norm_b != 0.0 else (0.0 if norm_d == 0.0 else math.inf)
     cka = None
     if n > 1:
         # Linear CKA in its Gram form: N x N, cheap for wide layers and small batches.

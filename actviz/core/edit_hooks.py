@@ -247,10 +247,7 @@ class _Applied:
         elif edit.kind == "keep":
             new = t.index_fill(dim, self._index(t, dim, complement=True), 0)
         elif edit.kind == "scale":
-            if edit.channels is None:
-                new = t * edit.factor
-            else:
-                new = t * self._factor(t, dim)
+            new = t * (edit.factor if edit.channels is None else self._factor(t, dim))
         elif edit.kind == "clamp":
             clamped = t.clamp(edit.min, edit.max)
             new = clamped if edit.channels is None else torch.where(self._mask(t, dim), clamped, t)

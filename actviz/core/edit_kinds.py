@@ -115,12 +115,8 @@ def normalize_edits(edits: Any) -> dict[str, tuple[Edit, ...]]:
 
 def enabled_edits(edits: Mapping[str, tuple[Edit, ...]]) -> dict[str, tuple[Edit, ...]]:
     """``edits`` without disabled edits, and without layers left with none."""
-    out = {}
-    for name, items in edits.items():
-        on = tuple(e for e in items if e.enabled)
-        if on:
-            out[name] = on
-    return out
+    on = {name: tuple(e for e in items if e.enabled) for name, items in edits.items()}
+    return {name: items for name, items in on.items() if items}
 
 
 def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit, ...]]) -> None:
@@ -140,7 +136,7 @@ def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit
                 count is not None
                 and edit.channels
                 and edit.dim in (None, 1)
-                and (edit.kind != "concept")
+                and edit.kind != "concept"
             ):
                 bad = [c for c in edit.channels if c >= count]
                 if bad:

@@ -80,11 +80,8 @@ def prepare_inputs(
             leaves.append(leaf)
             # A non-leaf copy, so in-place ops on it stay legal; made with autograd on, else
             # under a caller's no_grad it would not lead back to the leaf.
-            if torch.is_grad_enabled():
+            with torch.enable_grad():
                 given = clone_keep_layout(leaf)
-            else:
-                with torch.enable_grad():
-                    given = clone_keep_layout(leaf)
             kept = leaf.detach()
         else:
             leaves.append(None)
@@ -105,10 +102,9 @@ def prepare_inputs(
         it = iter(kept)
         return args, map_tensors(obj, lambda _t: next(it))
 
-    if isinstance(inputs, torch.Tensor):
-        arg, copy = convert(inputs)
-        return PreparedInputs((arg,), {}, leaves, copy, pairs)
-    if isinstance(inputs, list) and one_list_argument(inputs, model):
+    if isinstance(inputs, torch.Tensor) or (
+        isinstance(inputs, list) and one_list_argument(inputs, model)
+    ):
         arg, copies = walk(inputs)
         return PreparedInputs((arg,), {}, leaves, copies, pairs)
     if isinstance(inputs, (list, tuple)):

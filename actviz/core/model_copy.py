@@ -79,9 +79,7 @@ def copy_refusal(model: nn.Module, max_bytes: int = MAX_COPY_BYTES) -> str | Non
     if any(t.device.type != "cpu" for t in (*model.parameters(), *model.buffers())):
         return "the model is not on the CPU"
     total = model_bytes(model)
-    if total > max_bytes:
-        return f"the model's weights take {total / 2**20:.0f} MiB"
-    return None
+    return f"the model's weights take {total / 2**20:.0f} MiB" if total > max_bytes else None
 
 
 def _is_transient(hook: Any) -> bool:

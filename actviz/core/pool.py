@@ -264,9 +264,7 @@ def _state(model: Any) -> int:
 
 def minor_faults() -> int:
     """Minor page faults of this process so far (0 where the OS does not say)."""
-    if _getrusage is None:
-        return 0
-    return _getrusage(_RUSAGE_SELF).ru_minflt
+    return 0 if _getrusage is None else _getrusage(_RUSAGE_SELF).ru_minflt
 
 
 def observe(model: Any, faults: int, nbytes: int, records: Any = None) -> None:

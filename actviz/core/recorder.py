@@ -158,10 +158,7 @@ class Recorder:
 
     def pre_hook(self, module: nn.Module, args: tuple) -> tuple | None:
         index, inputs, taps, new_args = self._begin(module, args)
-        stack = self._stacks.get(id(module))
-        if stack is None:
-            stack = self._stacks[id(module)] = []
-        stack.append(_Frame(index, inputs, taps))
+        self._stacks.setdefault(id(module), []).append(_Frame(index, inputs, taps))
         return new_args
 
     def forward_hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
@@ -170,8 +167,7 @@ class Recorder:
 
     def _begin(self, module: nn.Module, args: tuple) -> tuple[int, tuple, list, tuple | None]:
         """A call starts: its index, its inputs' snapshots, its taps and the args to use."""
-        if self.should_stop is not None and self.should_stop():
-            raise CaptureCancelled("capture cancelled")
+        self.check_stop()
         key = id(module)
         # Calls begun are finished (records) or under way: the count is this call's index.
         index = self._started.get(key, 0)

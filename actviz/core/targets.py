@@ -198,16 +198,6 @@ def _shape(t: torch.Tensor) -> str:
     return "(" + ", ".join(str(s) for s in t.shape) + ("," if t.dim() == 1 else "") + ")"
 
 
-def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])``: a one-row float output's top-1 via numpy (as ``torch.argmax``)."""
-    try:
-        row = out.numpy()[0]
-    except (RuntimeError, TypeError):
-        return None
-    k = int(row.argmax())
-    return k, float(row[k])
-
-
 def top1_target(output: Any) -> tuple[float, int, str] | None:
     """:func:`resolve_target`'s default for a one-row classifier output as ``(value, index,
     description)``, without a tensor (captures without gradients); else None."""
@@ -219,10 +209,12 @@ def top1_target(output: Any) -> tuple[float, int, str] | None:
         or not output.is_floating_point()
     ):
         return None
-    top = _top1_row(output)
-    if top is None:
+    try:  # via numpy (as ``torch.argmax``)
+        row = output.numpy()[0]
+    except (RuntimeError, TypeError):
         return None
-    return top[1], top[0], f"top-1 logit (class {top[0]})"
+    k = int(row.argmax())
+    return float(row[k]), k, f"top-1 logit (class {k})"
 
 
 def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int | None, str]:
@@ -240,14 +232,10 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
 def fixed_default(output: Any) -> int | None:
     """The int target picking what ``output``'s default picks (None: no int does), held as the
     window's auto target so edits that change the top-1 do not move it."""
-    if isinstance(output, torch.Tensor):
-        out = output
-    else:
-        if detections(output) is not None:
-            return None
-        if isinstance(output, Mapping) and _is_map(output.get("out")):
-            return None
-        out = _logits(output)
+    out = output
+    if not isinstance(output, torch.Tensor):
+        segmenter = isinstance(output, Mapping) and _is_map(output.get("out"))
+        out = None if segmenter or detections(output) is not None else _logits(output)
         if out is None:
             return None
     if not out.is_floating_point() or out.shape[0:1] != (1,):

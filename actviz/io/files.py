@@ -68,13 +68,10 @@ def atomic_write(
         if os.name == "posix":
             os.chmod(tmp, new_file_mode(path))
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, WriteError):
-            raise
-        raise WriteError(f"{path}: could not be written ({exc.strerror or exc})") from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise WriteError(f"{path}: could not be written ({exc.strerror or exc})") from exc
         raise
 
 

@@ -7,7 +7,6 @@ rank refused with a reason), and the image as the model sees it for overlays. Im
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from torch import nn
 
 from actviz.core.input_copies import forward_takes_list, list_layout
 from actviz.core.structures import describe
+from actviz.display.logit_lens import token_texts
 from actviz.io.errors import InputError, ModelFileAsInputError
 from actviz.io.input_images import _from_image, _open_image
 from actviz.io.input_tensors import (
@@ -45,8 +45,6 @@ __all__ = [
     "open_input",
     "load_input",
 ]
-
-log = logging.getLogger(__name__)
 
 #: Sources starting with this are text for the model's tokenizer.
 TEXT_PREFIX = "text:"
@@ -207,25 +205,10 @@ def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -
     if mask is None:
         mask = torch.ones_like(ids)
     value = {"input_ids": ids.to(exp.device), "attention_mask": mask.to(exp.device)}
-    tokens = token_strings(tokenizer, ids[0].tolist())
+    tokens = token_texts(tokenizer, ids[0].tolist())  # the one rule for a token's text
     count = f"{ids.shape[1]} token{'' if ids.shape[1] == 1 else 's'}"
     description = f"text {_short(text, 40)!r}: {count} ({describe(value)})"
     return LoadedInput(value, src, "text", None, description, tokens)
-
-
-def token_strings(tokenizer: Any, ids: list[int]) -> list[str]:
-    """One readable string per token id for axis labels
-    (:func:`~actviz.display.logit_lens.token_texts`'s rule).
-    """
-    raw = tokenizer.convert_ids_to_tokens(ids)
-    out = []
-    for token_id, token in zip(ids, raw, strict=True):
-        try:
-            text = tokenizer.decode([token_id], clean_up_tokenization_spaces=False)
-        except Exception:  # noqa: BLE001 - decoding a lone id may fail; the raw token remains
-            text = ""
-        out.append(text if text and "\ufffd" not in text else str(token))
-    return out
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -3,7 +3,6 @@ reads or captures run B and compares; :class:`CompareOutcome` holds no capture."
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,8 +12,6 @@ from torch import nn
 from actviz.display.layer_views import magnitude_view
 from actviz.display.mosaic import mosaic
 from actviz.display.prepared import DisplaySpec, PreparedLayer
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "PIN",

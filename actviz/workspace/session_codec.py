@@ -207,11 +207,8 @@ def _encode(obj: Any, store: _Arrays) -> dict[str, Any]:
 def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
     kind = node["t"]
     if kind == "tensor":
-        t = torch.from_numpy(np.array(arrays[node["k"]]))
-        dtype = getattr(torch, node["dtype"])
-        if t.dtype != dtype:
-            t = t.to(dtype)
-        return t
+        # ``to`` returns the tensor itself when its dtype is the saved one
+        return torch.from_numpy(np.array(arrays[node["k"]])).to(getattr(torch, node["dtype"]))
     if kind == "ndarray":
         return np.array(arrays[node["k"]])
     if kind in ("list", "tuple"):

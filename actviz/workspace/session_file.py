@@ -377,6 +377,9 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
     def arrays_of(section: Mapping[str, Any]) -> Mapping[str, np.ndarray]:
         return loaded[section["member"]]
 
+    def capture_of(section: Mapping[str, Any] | None) -> Capture | None:
+        return None if section is None else _capture_from_json(section, arrays_of(section))
+
     try:
         model = None if manifest["model"] is None else ModelSource(**manifest["model"])
         inp = None
@@ -391,19 +394,13 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
                 description=m["description"],
                 tokens=None if m["tokens"] is None else tuple(m["tokens"]),
             )
-        weights = None
-        if manifest.get("model_weights") is not None:
-            section = manifest["model_weights"]
-            weights = _decode(section["tensors"], arrays_of(section))
-        pins = []
-        for p in manifest["pins"]:
-            cap = None
-            if p.get("capture") is not None:
-                cap = _capture_from_json(p["capture"], arrays_of(p["capture"]))
-            pins.append(PinState(p["label"], float(p["pinned_at"]), cap))
-        capture = None
-        if manifest["capture"] is not None:
-            capture = _capture_from_json(manifest["capture"], arrays_of(manifest["capture"]))
+        section = manifest.get("model_weights")
+        weights = None if section is None else _decode(section["tensors"], arrays_of(section))
+        pins = [
+            PinState(p["label"], float(p["pinned_at"]), capture_of(p.get("capture")))
+            for p in manifest["pins"]
+        ]
+        capture = capture_of(manifest["capture"])
         # Each capture's own edits once every pin (a patch's source) exists.
         warnings: list[str] = []
         dictionaries = _dictionaries_of(manifest.get("concepts"), arrays_of, warnings)

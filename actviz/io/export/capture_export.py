@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -42,8 +41,6 @@ __all__ = [
     "write_pages",
     "write_token_saliency",
 ]
-
-log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -326,9 +323,7 @@ def with_input_embedding(
     if layers is None or not token_input(inputs):
         return None if layers is None else list(layers)
     embedding = input_embedding(model)
-    if embedding is None or embedding in layers:
-        return list(layers)
-    return [embedding, *layers]
+    return list(layers) if embedding is None or embedding in layers else [embedding, *layers]
 
 
 def write_token_saliency(out: Path, tokens: TokenSaliency, target: str = "") -> list[Path]:

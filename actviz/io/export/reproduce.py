@@ -108,9 +108,7 @@ def _absolute(source: str | None) -> str | None:
         return None
     head = source.split(":", 1)[0] if source.count(":") == 1 and ".py:" in source else source
     path = Path(head)
-    if path.exists():
-        return source.replace(head, str(path.resolve()), 1)
-    return source
+    return source.replace(head, str(path.resolve()), 1) if path.exists() else source
 
 
 def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:

@@ -250,10 +250,8 @@ def channel_pages(
     """
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     total = int(view.data.shape[0]) if view.kind == "maps" else 0
-    pages = [(0, "")]
-    for first in range(page, total, page):
-        pages.append((first, f"_ch{first}-{min(first + page, total) - 1}"))
-    return pages
+    rest = range(page, total, page)
+    return [(0, ""), *((first, f"_ch{first}-{min(first + page, total) - 1}") for first in rest)]
 
 
 def pick_gradcam_layer(cap: Capture) -> str | None:

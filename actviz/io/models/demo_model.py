@@ -7,7 +7,6 @@ textures while only the object tells classes apart (Grad-CAM lands on it).
 from __future__ import annotations
 
 import json
-import logging
 import math
 import pathlib
 from collections import OrderedDict
@@ -19,8 +18,6 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 from torch import Tensor, nn
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEMO_CLASSES",
