@@ -12,7 +12,6 @@ import json
 import os
 import re
 import struct
-import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from torch import nn
 
 from actviz.data.accumulate import EMPTY_INDEX, LayerState
 from actviz.data.rows import _safe
+from actviz.io.files import user_cache_dir
 
 __all__ = ["LayerCache", "ScanStore", "cache_dir", "cache_root", "weights_fingerprint"]
 
@@ -32,16 +32,7 @@ _FORMAT = 3
 
 def cache_root() -> Path:
     """``actviz/scans`` under the platform's user cache directory (``XDG_CACHE_HOME`` first)."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        base = Path(xdg)
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    else:
-        base = Path.home() / ".cache"
-    return base / "actviz" / "scans"
+    return user_cache_dir() / "scans"
 
 
 def weights_fingerprint(model: nn.Module) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import IO, Any
 
 from actviz.io.errors import WriteError
 
-__all__ = ["atomic_write", "check_out_file", "check_out_folder", "new_file_mode"]
+__all__ = ["atomic_write", "check_out_file", "check_out_folder", "new_file_mode", "user_cache_dir"]
 
 #: The umask assumed where the process's own cannot be read without changing it.
 _DEFAULT_UMASK = 0o022
@@ -32,6 +33,20 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return _DEFAULT_UMASK
+
+
+def user_cache_dir() -> Path:
+    """``actviz`` under the platform's user cache directory (``XDG_CACHE_HOME`` first)."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        base = Path(xdg)
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path.home() / ".cache"
+    return base / "actviz"
 
 
 def new_file_mode(path: str | os.PathLike[str]) -> int:

@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 from actviz.io.models import zoo
 from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 from actviz.io.models.loaded_model import ArchGuess
+from actviz.io.models.signature_store import signature_store
 
 __all__ = [
     "ArchGuess",
@@ -138,6 +139,19 @@ def _shape(value: Any) -> Shape | None:
 
 @functools.cache
 def _signature(name: str, num_classes: int | None) -> _Signature | None:
+    store, key = signature_store(), f"{name}|{num_classes}"
+    clean = store.get(key)
+    if clean is None:
+        clean = _built_shapes(name, num_classes)
+        if clean is None:
+            return None
+        store.put(key, clean)
+    return _Signature(
+        MappingProxyType(clean), frozenset(clean), frozenset(_pattern(k) for k in clean)
+    )
+
+
+def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # deprecation notes of builders (GoogLeNet, ...)
@@ -153,10 +167,7 @@ def _signature(name: str, num_classes: int | None) -> _Signature | None:
     except Exception as exc:  # noqa: BLE001 - any builder may fail; the others still count
         log.debug("no signature for %s (num_classes=%s): %s", name, num_classes, exc)
         return None
-    clean = {k: s for k, s in shapes.items() if s is not None}
-    return _Signature(
-        MappingProxyType(clean), frozenset(clean), frozenset(_pattern(k) for k in clean)
-    )
+    return {k: s for k, s in shapes.items() if s is not None}
 
 
 def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shape] | None:
@@ -350,7 +361,9 @@ def _compare(name: str, zoo_name: str, ckpt: Mapping[str, Shape]) -> ArchGuess |
 def compare_architecture(state_dict: Mapping[str, Any], name: str) -> ArchGuess | None:
     """Score one named architecture against a state_dict; None when it cannot be built."""
     zoo_name = "timm" if name.startswith(zoo.TIMM_PREFIX) else "torchvision"
-    return _compare(name, zoo_name, _checkpoint_shapes(state_dict))
+    guess = _compare(name, zoo_name, _checkpoint_shapes(state_dict))
+    signature_store().save()
+    return guess
 
 
 def guess_architecture(
@@ -378,6 +391,7 @@ def guess_architecture(
             guess = _compare(name, zoo_name, ckpt)
             if guess is not None and guess.score >= MIN_SCORE:
                 guesses.append(guess)
+    signature_store().save()  # what was built, for the next session
     order = {z: i for i, z in enumerate(zoos)}
     guesses.sort(key=lambda g: (-g.score, order[g.zoo], g.name))
     return _without_twins(guesses)[:top]
