@@ -191,3 +191,22 @@ def image() -> torch.Tensor:
     """A 1x3x64x64 normal input (seed 1), shared by a test module."""
     torch.manual_seed(1)
     return torch.randn(1, 3, 64, 64)
+
+
+@pytest.fixture
+def fresh_signatures(monkeypatch, tmp_path):
+    """A new session of the architecture guesser at each call: a signature store of its own in
+    ``tmp_path`` and its in-process cache emptied (emptied again after the test)."""
+    from actviz.io.models import arch_guess
+    from actviz.io.models.signature_store import SignatureStore
+
+    stores = []
+
+    def new_session() -> SignatureStore:
+        arch_guess._signature.cache_clear()
+        stores.append(SignatureStore(tmp_path / "arch-signatures.json", {"torch": "2.14.1"}))
+        monkeypatch.setattr(arch_guess, "signature_store", lambda: stores[-1])
+        return stores[-1]
+
+    yield new_session
+    arch_guess._signature.cache_clear()

@@ -28,6 +28,8 @@ __all__ = [
     "lower_process_priority",
     "lower_thread_priority",
     "parallel_in_workers_only",
+    "report",
+    "reporting",
     "torch_threads",
     "worker_threads",
 ]
@@ -210,3 +212,25 @@ class ThreadTuner:
         self.active = False
         self._set(self.original)
         return used
+
+
+_reporters = threading.local()
+
+
+@contextlib.contextmanager
+def reporting(listener: Callable[[str], None]) -> Iterator[None]:
+    """Send this thread's :func:`report` texts to ``listener`` inside the block (a job's
+    progress, from code that takes no callback: guessing a checkpoint's architecture)."""
+    previous = getattr(_reporters, "listener", None)
+    _reporters.listener = listener
+    try:
+        yield
+    finally:
+        _reporters.listener = previous
+
+
+def report(text: str) -> None:
+    """Say ``text`` to this thread's :func:`reporting` listener (nothing without one)."""
+    listener = getattr(_reporters, "listener", None)
+    if listener is not None:
+        listener(text)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from actviz.core.threads import report
 from actviz.io.models import zoo
 from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 from actviz.io.models.loaded_model import ArchGuess
@@ -152,6 +153,7 @@ def _signature(name: str, num_classes: int | None) -> _Signature | None:
 
 
 def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None:
+    report(f"Guessing the architecture of the weights: trying {name}…")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # deprecation notes of builders (GoogLeNet, ...)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import QWidget
 
+from actviz.core.threads import reporting
 from actviz.ui.background_loads import (
     MODEL_SUFFIXES,
     InputRequest,
@@ -167,15 +168,18 @@ class FileOpening:
         self.model_request = request
         loader = self.window.model_loader
         source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
-        job = request.job = self.model_loads.submit(
-            lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
-        )
+
+        def load(_stop: Callable[[], bool], progress: Callable[[str], None]) -> Any:
+            with reporting(progress):  # a guessed architecture says what it tries
+                return loader(source, arch=arch, weights=weights, trust=trust)
+
+        job = request.job = self.model_loads.submit(load)
         mine = while_current(request, job, lambda: self.model_request)
         job.on(
             finished=mine(self._on_model_load_finished),
             failed=mine(self._on_model_load_errored),
             cancelled=mine(self._fail),
-            progress=self.status_label.setText,
+            progress=mine(self._on_model_load_progress),
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
 
@@ -186,6 +190,12 @@ class FileOpening:
             return
         self.model_loads.drop()
         self._fail(request, status)
+
+    def _on_model_load_progress(self, request: ModelRequest, text: str) -> None:
+        self.status_label.setText(text)
+        dialog = self._dialog_of(request)
+        if dialog is not None:
+            dialog.set_busy(True, text)
 
     def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
         self.model_request = None

@@ -61,6 +61,30 @@ def test_a_resnet18_state_dict_opens_with_no_arch_and_the_guess_is_shown(
     assert not any("arch" in t for t in window.centre.banner.texts())
 
 
+def test_a_first_guess_says_what_it_tries_in_the_dialog_and_the_status_bar(
+    qtbot, actviz_window, tmp_path, fresh_signatures
+):
+    """Guessing builds some fifty architectures the first time (9 s on two cores): the dialog
+    said only "Opening r18.pt…" meanwhile."""
+    fresh_signatures()  # nothing kept from earlier sessions
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
+    torch.manual_seed(0)
+    path = tmp_path / "r18.pt"
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), path)
+    dialog = _open_file(qtbot, window, path)
+    said: list[tuple[str, str]] = []
+    window.files.status_label.setText = lambda text: said.append(("status", text))
+    busy = dialog.set_busy
+    dialog.set_busy = lambda on, text="": (said.append(("dialog", text)), busy(on, text))[1]
+    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
+        _press_open(qtbot, dialog)
+    tries = [(where, t) for where, t in said if t.startswith("Guessing the architecture")]
+    assert ("dialog", "Guessing the architecture of the weights: trying resnet18…") in tries
+    assert {where for where, _ in tries} == {"dialog", "status"}
+    assert window.session.model_name == "r18.pt (resnet18)"
+
+
 def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(
     qtbot, actviz_window, tmp_path
 ):
