@@ -338,10 +338,7 @@ class LayerCache:
         self.close()
         self.store.drop(self.layer)
         for path in (self.log_path, self.rows_path):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+            path.unlink(missing_ok=True)
         self.lines = 0
         self.rows = 0
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from actviz.display.attribution import _resize, _unit
 from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
 
@@ -251,11 +251,5 @@ def rollout_map(
         raise ValueError(f"a rollout over {rollout.shape[0]} tokens does not fit {layout}")
     row = rollout[0] if layout.prefix > 0 else rollout.mean(axis=0)
     grid = torch.as_tensor(np.asarray(row[layout.prefix :], dtype=np.float32)).reshape(rows, cols)
-    if size is not None and tuple(size) != (rows, cols):
-        grid = F.interpolate(grid[None, None], size=size, mode="bilinear", align_corners=False)[
-            0, 0
-        ]
-    grid = grid - grid.min()
-    peak = float(grid.max())
-    out = grid / peak if peak > 0 else torch.zeros_like(grid)
-    return np.ascontiguousarray(out.numpy(), dtype=np.float32)
+    grid = _resize(grid, size)
+    return np.ascontiguousarray(_unit(grid - grid.min()).numpy(), dtype=np.float32)

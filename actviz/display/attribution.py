@@ -17,7 +17,7 @@ from torch import nn
 from actviz.core.structures import first_tensor
 from actviz.core.targets import detections, sequence_logits
 from actviz.display.logit_lens import token_texts
-from actviz.display.stats import as_float
+from actviz.display.stats import as_float, grad_norm
 
 __all__ = [
     "TokenSaliency",
@@ -409,9 +409,5 @@ def top_predictions(
 
 def gradient_flow(cap: Any) -> tuple[list[str], np.ndarray]:
     """Per captured layer (execution order), the L2 norm of d target / d its output."""
-    grads = [cap[name].grad for name in cap.names]
-    norms = [
-        np.nan if g is None else float(torch.linalg.vector_norm(g.detach(), dtype=torch.float64))
-        for g in grads
-    ]
-    return list(cap.names), np.asarray(norms, dtype=np.float32)
+    norms = [grad_norm(cap[name].grad) for name in cap.names]
+    return list(cap.names), np.array([np.nan if n is None else n for n in norms], np.float32)

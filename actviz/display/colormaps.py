@@ -154,12 +154,10 @@ def overlay(
         raise ValueError(f"overlay needs a 2-D heat map, got shape {heat.shape}")
     if heat.shape != base.shape[:2]:
         import torch
-        import torch.nn.functional as F
 
-        t = torch.from_numpy(np.ascontiguousarray(heat))[None, None]
-        heat = F.interpolate(t, size=base.shape[:2], mode="bilinear", align_corners=False)[
-            0, 0
-        ].numpy()
+        from actviz.display.attribution import _resize
+
+        heat = _resize(torch.from_numpy(np.ascontiguousarray(heat)), base.shape[:2]).numpy()
     colored = colorize(np.clip(heat, 0, 1), cmap).astype(np.float32)
     out = (1 - alpha) * base[..., :3].astype(np.float32) + alpha * colored
     return np.ascontiguousarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))
