@@ -3,6 +3,7 @@ or UMAP) and placing new vectors with the same fit (:class:`Projection`). Numpy 
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -277,11 +278,10 @@ def cache_umap_compiles() -> int:
                 and isinstance(getattr(value, "_cache", None), NullCache)
                 and getattr(value.py_func, "__module__", "").startswith("umap")
             ):
-                try:
+                # Nowhere writable: compiled each time.
+                with contextlib.suppress(RuntimeError, OSError):
                     value.enable_caching()
                     turned += 1
-                except (RuntimeError, OSError):  # nowhere writable: compiled each time
-                    pass
     return turned
 
 

@@ -7,6 +7,7 @@ batch; changed items or weights make the layer's cache unused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -63,14 +64,11 @@ def weights_fingerprint(model: nn.Module) -> str:
 def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
     """The value of tensor ``name`` accelerate offloaded; an empty tensor when not found."""
     owner, _, leaf = name.rpartition(".")
-    try:
-        module = model.get_submodule(owner)
-        hook = getattr(module, "_hf_hook", None)
+    with contextlib.suppress(AttributeError, KeyError):
+        hook = getattr(model.get_submodule(owner), "_hf_hook", None)
         weights = getattr(hook, "weights_map", None)
         if weights is not None:
             return weights[leaf]
-    except (AttributeError, KeyError):
-        pass
     return torch.zeros(0)
 
 

@@ -7,6 +7,7 @@ What cannot go to the server falls back to plain fork.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
 import os
@@ -127,10 +128,9 @@ def prestart() -> None:
         # The server inherits this thread's priority (Linux): its imports and the loaders it
         # forks stay behind the window.
         lower_thread_priority()
-        try:
+        # On failure the scan falls back to starting it (or reports why it cannot).
+        with contextlib.suppress(OSError):
             _SERVER.ensure_running()
-        except OSError:  # the scan falls back to starting it (or reports why it cannot)
-            pass
 
     threading.Thread(target=start, name="actviz-loader-server", daemon=True).start()
 

@@ -9,6 +9,7 @@ as found.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -472,10 +473,8 @@ class LayerRunner:
             if t is None:
                 raise VisualizeError("the model's output holds no tensor")
             return t
-        try:
+        with contextlib.suppress(_Reached):
             self.model(x)
-        except _Reached:
-            pass
         if self.taken is None:
             raise VisualizeError(f"layer {self.layer!r} did not run in the model's forward")
         if not self.taken.is_floating_point():
