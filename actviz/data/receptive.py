@@ -218,9 +218,7 @@ def _receptive_field(
         out = first_tensor(output)
         if not layer_out and out is not None:
             keep.append(out)
-            layer_out.append(id(out))
-            layer_out.append(len(calls))
-            layer_out.append(out.shape)
+            layer_out.extend((id(out), len(calls), out.shape))
 
     leaves = [m for m in net.modules() if next(m.children(), None) is None]
     x = torch.zeros(shape, dtype=spec.expected.dtype, device=spec.expected.device)

@@ -161,7 +161,7 @@ def scan(
                 stop,
                 warnings,
                 background,
-                labels,
+                result,
             )
 
     def result(cached: bool, threads: int | None) -> Scan:
@@ -265,8 +265,8 @@ def _run(
     progress: Callable[[int, int, float], None] | None,
     should_stop: Callable[[], bool] | None,
     warnings: list[str],
-    background: bool = False,
-    labels: np.ndarray | None = None,
+    background: bool,
+    result: Callable[[bool, int | None], Scan],
 ) -> int:
     """Run the pending items (model in eval mode); returns the CPU threads it ended on."""
     net = spec.model
@@ -329,9 +329,7 @@ def _run(
             if should_stop is not None and should_stop():
                 raise ScanCancelled(
                     f"scan cancelled after {done_before + processed} of {n} items",
-                    _result(
-                        runs, runs[0].state.k, items, False, _folder(runs), warnings, None, labels
-                    ),
+                    result(False, None),  # what was scanned, saved
                 )
             if images is not None:
                 reduced.clear()
@@ -387,11 +385,6 @@ def _run(
                 r.cache.close()
         for h in handles:
             h.remove()
-
-
-def _folder(runs: list[_LayerRun]) -> Any:
-    cache = runs[0].cache
-    return None if cache is None else cache.folder
 
 
 class _LayerRun:

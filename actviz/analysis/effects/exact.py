@@ -230,7 +230,6 @@ def run_exact(
     modules = dict(model.named_modules())
     hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
-    handles: list[Any] = []
     start = time.perf_counter()
 
     def run(chunk: Sequence[tuple[str, int]], expand: bool) -> list[float]:
@@ -238,6 +237,7 @@ def run_exact(
         rows: dict[str, list[tuple[int, int]]] = {}
         for i, (layer, channel) in enumerate(chunk):
             rows.setdefault(layer, []).append((i, channel))
+        handles: list[Any] = []
         try:
             if edits:
                 # Fresh per pass: an edit's call counter starts at 0 for each forward.
@@ -251,7 +251,6 @@ def run_exact(
         finally:
             for h in handles:
                 h.remove()
-            handles.clear()
         return reader.values(output, b)
 
     try:
@@ -259,8 +258,6 @@ def run_exact(
         share = one_sample(inputs, model)
         values, forwards = run_batches(jobs, batch, run, share, progress, should_stop, "exact")
     finally:
-        for h in handles:
-            h.remove()
         state.restore()
         baseline.release()
     return values, forwards, time.perf_counter() - start

@@ -73,9 +73,8 @@ class ImageParam:
             torch.randn(shape, generator=torch.Generator().manual_seed(s)) * _INIT_SD for s in seeds
         ]
         self.tensor = torch.stack(init).to(device).requires_grad_(True)
-        self.color = (
-            torch.tensor(_COLOR.T, device=device) if decorrelate else None
-        )  # (in, out) for a matmul over the channel axis
+        # (in, out) for a matmul over the channel axis
+        self.color = torch.tensor(_COLOR.T, device=device) if decorrelate else None
 
     def images(self) -> torch.Tensor:
         """The images, ``(K, 3, h, w)`` in (0, 1), differentiable in :attr:`tensor`."""
