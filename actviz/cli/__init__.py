@@ -266,7 +266,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from actviz.io.export.capture_export import export_capture
-    from actviz.io.export.reproduce import args_source
     from actviz.io.files import check_out_folder
     from actviz.io.input_files import open_input
     from actviz.workspace.plugin_registry import installed_plugins
@@ -285,25 +284,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
     )
     kit.say_each(_progress, cap.warnings)
+    # Sequence views (token maps, attention, rollout, logit lens): io/export/token_export.py
     files = export_capture(
         cap,
         args.out,
-        image=inp.image,
-        categories=loaded.categories,
-        model_name=loaded.name,
-        input_name=str(args.input),
-        cmap=args.cmap,
-        normalize=args.normalize,
-        gradcam_layer=args.gradcam_layer,
-        layers=layers,
         progress=kit.page_progress(_progress, "writing "),
-        source=args_source(loaded, args, str(args.input), target),
-        # Sequence views (token maps, attention, rollout, logit lens):
-        # actviz/io/export/token_export.py
-        tokens=getattr(inp, "tokens", None),
-        model=loaded.model,
-        tokenizer=getattr(loaded, "tokenizer", None),
         layer_writers=plugins.export_writers(only=views),
+        **kit.run_pictures(args, loaded, inp, layers, target),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0

@@ -61,14 +61,9 @@ def _hf_specs(model: nn.Module) -> list[tuple[type | None, str | None, int, str 
             elif isinstance(spec, str):
                 specs.append((None, spec, 1, None))
             else:  # an OutputRecorder
-                specs.append(
-                    (
-                        getattr(spec, "target_class", None),
-                        getattr(spec, "class_name", None),
-                        int(getattr(spec, "index", 1)),
-                        getattr(spec, "layer_name", None),
-                    )
-                )
+                cls, suffix = getattr(spec, "target_class", None), getattr(spec, "class_name", None)
+                index, layer = int(getattr(spec, "index", 1)), getattr(spec, "layer_name", None)
+                specs.append((cls, suffix, index, layer))
     return specs
 
 
@@ -200,11 +195,8 @@ def capture_attention(
             continue
         out = cap[site.record].output
         if site.index is not None:
-            out = (
-                out[site.index]
-                if isinstance(out, (tuple, list)) and len(out) > site.index
-                else None
-            )
+            fits = isinstance(out, (tuple, list)) and len(out) > site.index
+            out = out[site.index] if fits else None
         if not isinstance(out, torch.Tensor) or out.dim() != 4:
             log.debug("no attention probabilities at %s", site.name)
             continue
