@@ -125,9 +125,7 @@ def project(
         raise ValueError("no vectors to project")
     if a.dtype.kind == "f" and any(np.isnan(c).any() for _, c in _chunks(a)):
         raise ValueError("the vectors hold NaN; leave those rows out")
-    if method == "pca":
-        return _pca(a, dims)
-    return _umap(a, dims, int(seed), options)
+    return _pca(a, dims) if method == "pca" else _umap(a, dims, int(seed), options)
 
 
 def _pca(a: np.ndarray, dims: int) -> Projection:

@@ -110,9 +110,7 @@ def loader_context(dataset: Any) -> Any | None:
         return None
     # Globals are pickled by module name; a name that happens to equal "__main__" in the data
     # only costs the fork server.
-    if b"__main__" in blob:
-        return None
-    return _CONTEXT
+    return None if b"__main__" in blob else _CONTEXT
 
 
 def prestart() -> None:

@@ -250,9 +250,7 @@ def _chain(
         elif not isinstance(module, _POINTWISE):
             return None
         current = out_id
-    if current != output_id:
-        return None
-    return tuple(windows)
+    return tuple(windows) if current == output_id else None
 
 
 def receptive_box(

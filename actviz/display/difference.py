@@ -34,9 +34,7 @@ DIFFERENCE_CMAP = DIVERGING_CMAP
 
 def _tensor(cap: Any, name: str, call: int) -> torch.Tensor | None:
     calls = cap.records.get(name) if hasattr(cap, "records") else None
-    if not calls or call >= len(calls):
-        return None
-    return first_tensor(calls[call].output)
+    return None if not calls or call >= len(calls) else first_tensor(calls[call].output)
 
 
 def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch.Tensor | None:

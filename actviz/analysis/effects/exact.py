@@ -63,9 +63,7 @@ class TargetReader:
         """The target of the clean output, read as :meth:`values` reads each sample; a callable
         target gets ``captured``, its value on the model's own output object.
         """
-        if self.callable:
-            return float(captured)
-        return float(self.values(self.clean, 1)[0])
+        return float(captured) if self.callable else float(self.values(self.clean, 1)[0])
 
     def values(self, output: Any, b: int) -> list[float]:
         """The target of each of the ``b`` samples stacked along dimension 0 of ``output``."""
@@ -127,9 +125,7 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
         t = t.detach()
         if device is not None and t.device != device:
             t = t.to(device)
-        if t.ndim == 0:
-            return t.clone()
-        return t.repeat(b, *([1] * (t.ndim - 1)))
+        return t.clone() if t.ndim == 0 else t.repeat(b, *([1] * (t.ndim - 1)))
 
     if isinstance(inputs, torch.Tensor):
         return (rep(inputs),), {}

@@ -195,6 +195,4 @@ def _pick(u: torch.Tensor, n: int) -> torch.Tensor:
 
 def _jitter(u: torch.Tensor, d: int) -> torch.Tensor:
     """``(steps, 2)`` centred pixel shifts, ``d`` values per axis, from ``(steps, 2)`` uniforms."""
-    if d <= 1:
-        return torch.zeros_like(u)
-    return _pick(u, d).to(torch.float64) - (d - 1) / 2.0
+    return torch.zeros_like(u) if d <= 1 else _pick(u, d).to(torch.float64) - (d - 1) / 2.0
