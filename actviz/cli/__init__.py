@@ -327,8 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Bare options (`actviz --model x`) mean the GUI, the default command.
     first_cmd = next((a for a in argv if not a.startswith("-")), None)
     if first_cmd not in _COMMANDS and not {"-h", "--help"} & set(argv):
-        insert_at = 1 if argv[:1] == ["--debug"] else 0
-        argv.insert(insert_at, "gui")
+        argv.insert(1 if argv[:1] == ["--debug"] else 0, "gui")
     elif not argv:
         argv = ["gui"]
     if first_cmd == "bench" and not {"-h", "--help"} & set(argv[: argv.index("bench")]):
@@ -337,8 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from actviz.bench.cli import main as bench_main
 
         return bench_main(argv[argv.index("bench") + 1 :])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

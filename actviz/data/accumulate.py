@@ -162,8 +162,7 @@ def _reduce(t: torch.Tensor) -> Reduced:
     maxima, argmax = _max_and_argmax(flat)
     if t.ndim > 4:  # no location is kept for maps of more than 2 dimensions
         return Reduced(maxima, means, None, None, spatial)
-    widths = np.full(c, spatial[-1], dtype=np.int64)
-    return Reduced(maxima, means, argmax, widths, spatial)
+    return Reduced(maxima, means, argmax, np.full(c, spatial[-1], dtype=np.int64), spatial)
 
 
 class LayerState:

@@ -70,8 +70,7 @@ if _available:
             self.sentinel, w = _SERVER.connect_to_new_process(self._fds)
             # As the standard library does: a duplicate of the data pipe's write end, which
             # the child watches to learn that its parent has gone.
-            parent_w = os.dup(w)
-            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+            self.finalizer = util.Finalize(self, util.close_fds, (os.dup(w), self.sentinel))
             with open(w, "wb", closefd=True) as f:
                 f.write(buf.getbuffer())
             self.pid = forkserver.read_signed(self.sentinel)

@@ -93,8 +93,7 @@ def contact_sheet(
                 sheet.paste(Image.fromarray(row[j]), (x, y))
             else:
                 draw.rectangle([x, y, x + tile - 1, y + tile - 1], fill=_EMPTY)
-    title = f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel"
-    body = _titled(sheet, title)
+    body = _titled(sheet, f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel")
     ImageDraw.Draw(body).text(
         (max(8, body.width - 8 - _text_w(ImageDraw.Draw(body), f"{channels} channels", font)), 10),
         f"{channels} channels",

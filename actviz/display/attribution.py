@@ -87,8 +87,7 @@ def grad_cam(
         raise ValueError(
             f"Grad-CAM needs a layer with a spatial (N, C, H, W) output, got {tuple(a.shape)}"
         )
-    cam = grad_cam_tensor(a, g, size, sample)
-    return np.ascontiguousarray(cam.cpu().numpy(), dtype=np.float32)
+    return np.ascontiguousarray(grad_cam_tensor(a, g, size, sample).cpu().numpy(), dtype=np.float32)
 
 
 def saliency_tensor(
@@ -344,8 +343,7 @@ def top_k(
         t = _pick(t, sample)
     if t.dim() != 1 or t.numel() < 2:
         return []
-    probs = torch.softmax(t.double(), dim=0)
-    values, idx = torch.topk(probs, min(k, t.numel()))
+    values, idx = torch.topk(torch.softmax(t.double(), dim=0), min(k, t.numel()))
     return [
         (int(i), categories[i] if categories and i < len(categories) else f"class {i}", float(p))
         for p, i in zip(values.tolist(), idx.tolist(), strict=True)

@@ -126,8 +126,7 @@ def paint(
 ) -> np.ndarray:
     """Colour an index image exactly as the panels do: ``(H, W, 3)`` uint8, padding and
     non-finite pixels in ``background``."""
-    rgba = indexed_table(cmap)[indices]
-    rgb = np.ascontiguousarray(rgba[..., :3])
+    rgb = np.ascontiguousarray(indexed_table(cmap)[indices][..., :3])
     rgb[indices == PAD_INDEX] = background
     return rgb
 

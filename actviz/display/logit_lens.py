@@ -152,8 +152,7 @@ def logit_lens(
             h = hidden[min(sample, hidden.shape[0] - 1)].to(device)
             if position is not None:
                 h = h[position : position + 1] if position != -1 else h[-1:]
-            logits = head(norm(h)).float()
-            probs = torch.softmax(logits, dim=-1)
+            probs = torch.softmax(head(norm(h)).float(), dim=-1)
             top = torch.topk(probs, min(k, probs.shape[-1]), dim=-1)
             names.append(name)
             all_ids.append(top.indices.cpu().numpy())

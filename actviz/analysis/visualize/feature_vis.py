@@ -325,8 +325,7 @@ def optimise_images(
     if norm is not None:
         mean_t = torch.tensor(norm[0], device=device).view(1, 3, 1, 1)
         inv_std = 1.0 / torch.tensor(norm[1], device=device).view(1, 3, 1, 1)
-    n_chunks = -(-len(keys) // chunk)
-    total = steps * n_chunks
+    total = steps * -(-len(keys) // chunk)
     done = 0
 
     def feed(x: torch.Tensor) -> torch.Tensor:

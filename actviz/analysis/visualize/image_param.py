@@ -80,8 +80,7 @@ class ImageParam:
         """The images, ``(K, 3, h, w)`` in (0, 1), differentiable in :attr:`tensor`."""
         x = self.tensor
         if self.scale is not None:
-            spectrum = torch.view_as_complex(x * self.scale)
-            x = torch.fft.irfftn(spectrum, s=self.size, norm="ortho")
+            x = torch.fft.irfftn(torch.view_as_complex(x * self.scale), s=self.size, norm="ortho")
         if self.color is not None:
             x = torch.einsum("kchw,cd->kdhw", x, self.color)
         return torch.sigmoid(x)
