@@ -119,9 +119,7 @@ def scan(
     embed = _embedding_layers(net, names, embeddings)
     items = open_data(data, spec)
     n = len(items.sources)
-    identity = items.identity
-    if isinstance(cache, str):
-        identity = f"named:{cache}:{n}"
+    identity = f"named:{cache}:{n}" if isinstance(cache, str) else items.identity
     ctx = shard_context(distributed)
     if ctx is not None and identity is not None:
         identity = f"{identity}|{ctx.tag}"  # each rank resumes its own shard

@@ -52,12 +52,8 @@ def _tables() -> dict[str, np.ndarray]:
     return out
 
 
-def _names() -> list[str]:
-    return [str(n) for n in _tables()["names"]]
-
-
 #: Every map's name, in the order offered to the user.
-COLORMAPS: list[str] = _names()
+COLORMAPS: list[str] = [str(n) for n in _tables()["names"]]
 
 
 def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str:
