@@ -105,13 +105,9 @@ class ScanStore:
         self.sequence = 0
         self._made = False
         self._next = 0  # the slot the next write goes to: the one not holding the newest
-        newest: tuple[int, int, dict[str, np.ndarray]] | None = None
-        for slot, name in enumerate(_SLOTS):
-            found = _read_slot(folder / name)
-            if found is not None and (newest is None or found[0] > newest[0]):
-                newest = (found[0], slot, found[1])
-        if newest is not None:
-            self.sequence, slot, flat = newest
+        found = [(got, i) for i, name in enumerate(_SLOTS) if (got := _read_slot(folder / name))]
+        if found:  # the newest slot (the first of two as new)
+            (self.sequence, flat), slot = max(found, key=lambda item: item[0][0])
             self._next = 1 - slot
             for key, value in flat.items():
                 layer, _, name = key.partition("/")

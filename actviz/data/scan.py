@@ -165,20 +165,12 @@ def scan(
     def result(cached: bool, threads: int | None) -> Scan:
         return _result(runs, k, items, cached, folder, warnings, threads, labels)
 
+    cached = folder is not None and all(r.loaded for r in runs)
     if ctx is not None:
         return run_sharded(
-            ctx,
-            runs,
-            pending,
-            n,
-            run,
-            result,
-            progress,
-            should_stop,
-            folder is not None and all(r.loaded for r in runs),
-            warnings,
+            ctx, runs, pending, n, run, result, progress, should_stop, cached, warnings
         )
-    from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
+    from_cache = cached and pending.size == 0
     threads = None
     if pending.size:
         threads = run(pending, progress, should_stop)
@@ -217,9 +209,7 @@ def _result(
     threads: int | None = None,
     labels: np.ndarray | None = None,
 ) -> Scan:
-    skipped: dict[int, str] = {}
-    for r in runs:
-        skipped.update(r.skipped)
+    skipped = {i: reason for r in runs for i, reason in r.skipped.items()}
     sources = items.sources
     pooled, axes = {}, {}
     for r in runs:
