@@ -5,6 +5,7 @@ Saliency and Grad-CAM are written once, in torch, so they run where the tensors 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,10 +100,8 @@ def saliency_tensor(
         g = _pick(g, sample)
     if g.dim() == 3:
         g = g.amax(dim=0)
-    elif g.dim() == 1:
-        g = g[None]
-    elif g.dim() == 0:
-        g = g.reshape(1, 1)
+    elif g.dim() < 2:
+        g = g.reshape(1, -1)
     elif g.dim() > 3:
         g = g.reshape(g.shape[0], -1)
     g = _unit(torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0))
@@ -173,14 +172,11 @@ def input_embedding(model: nn.Module | None) -> str | None:
     if model is None:
         return None
     names = {id(m): n for n, m in model.named_modules()}
-    getter = getattr(model, "get_input_embeddings", None)
-    if callable(getter):
-        try:
-            found = getter()
-        except Exception:  # noqa: BLE001 - a base class stub, or a model's own failure
-            found = None
-        if isinstance(found, nn.Module) and id(found) in names:
-            return names[id(found)]
+    found = None
+    with contextlib.suppress(Exception):  # none, a base class stub, or the model's own failure
+        found = model.get_input_embeddings()
+    if isinstance(found, nn.Module) and id(found) in names:
+        return names[id(found)]
     for name, module in model.named_modules():
         if isinstance(module, nn.Embedding):
             return name
