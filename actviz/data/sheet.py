@@ -94,12 +94,9 @@ def contact_sheet(
             else:
                 draw.rectangle([x, y, x + tile - 1, y + tile - 1], fill=_EMPTY)
     body = _titled(sheet, f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel")
-    ImageDraw.Draw(body).text(
-        (max(8, body.width - 8 - _text_w(ImageDraw.Draw(body), f"{channels} channels", font)), 10),
-        f"{channels} channels",
-        fill=_INK,
-        font=font,
-    )
+    draw, count = ImageDraw.Draw(body), f"{channels} channels"
+    x = max(8, body.width - 8 - _text_w(draw, count, font))
+    draw.text((x, 10), count, fill=_INK, font=font)
     return body
 
 
