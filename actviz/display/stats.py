@@ -165,8 +165,7 @@ def layer_stats(record: Any, *, exact: bool = True) -> dict[str, Any]:
     gradient, with its ``name`` and ``type``."""
     t = record.tensor
     stats = tensor_stats(t if t is not None else torch.zeros(0), record.grad, exact=exact)
-    stats["name"] = record.name
-    stats["type"] = record.module_type
+    stats.update(name=record.name, type=record.module_type)
     return stats
 
 
