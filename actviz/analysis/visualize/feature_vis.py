@@ -100,8 +100,7 @@ def visualize(
         if layer:
             raise VisualizeError("target= maximises a logit of the model's output: give layer=None")
         keys = [int(target)] if isinstance(target, (int, np.integer)) else [int(t) for t in target]
-        layer = ""
-        module = None
+        layer, module = "", None
     else:
         if not layer:
             raise VisualizeError("give a layer to visualise (or target= for a class logit)")
