@@ -329,10 +329,7 @@ def top_k(
 ) -> list[tuple[int, str, float]]:
     """Top-k softmax classes of a ``(N, C)`` / ``(C,)`` output as ``(index, label, p)``;
     [] for outputs that are not class scores."""
-    t = torch.as_tensor(output).detach().cpu()
-    if t.is_complex():
-        t = t.abs()
-    t = t.float()
+    t = as_float(torch.as_tensor(output).cpu())  # complex scores by magnitude
     if t.dim() == 2 and t.shape[0] == 0:
         return []  # no rows, e.g. a detector's boxes when it found nothing
     if t.dim() == 2:
