@@ -106,7 +106,7 @@ class ScanStore:
         self._made = False
         self._next = 0  # the slot the next write goes to: the one not holding the newest
         found = [(got, i) for i, name in enumerate(_SLOTS) if (got := _read_slot(folder / name))]
-        if found:  # the newest slot (the first of two as new)
+        if found:  # the newest slot (of two as new, the first)
             (self.sequence, flat), slot = max(found, key=lambda item: item[0][0])
             self._next = 1 - slot
             for key, value in flat.items():

@@ -82,19 +82,19 @@ def layer_view(
     pick = data[0] if full_shape is not None else data[s]
     batch = f" (sample {s} of {shape[0]})" if shape[0] > 1 else ""
     if pick.ndim == 1:
-        kind, data, text = "bars", pick, f"{shape[1]} units"
+        kind, shown, text = "bars", pick, f"{shape[1]} units"
     elif pick.ndim == 2:
-        kind, data, text = "heatmap", pick, f"{shape[1]} x {shape[2]}"
+        kind, shown, text = "heatmap", pick, f"{shape[1]} x {shape[2]}"
     elif pick.ndim == 3:
         c, h, w = pick.shape
-        kind, data, text = "maps", pick, f"{c} channels of {h}x{w}"
+        kind, shown, text = "maps", pick, f"{c} channels of {h}x{w}"
     elif pick.ndim == 4:
         c, depth, h, w = pick.shape
-        kind, data = "maps", pick[:, depth // 2]
+        kind, shown = "maps", pick[:, depth // 2]
         text = f"{c} channels of {h}x{w}, depth slice {depth // 2} of {depth}"
     else:
-        kind, data, text = "heatmap", pick.reshape(pick.shape[0], -1), f"{shape} flattened"
-    return LayerView(kind, np.ascontiguousarray(data), shape, text + batch)
+        kind, shown, text = "heatmap", pick.reshape(pick.shape[0], -1), f"{shape} flattened"
+    return LayerView(kind, np.ascontiguousarray(shown), shape, text + batch)
 
 
 class LazyLayerView(LayerView):
