@@ -222,8 +222,7 @@ def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
 def _print_arch_guesses(guesses: Sequence[Any]) -> None:
     if guesses:
         _progress("architectures matching the weights:")
-    for guess in guesses:
-        _progress(f"  {guess.describe()}")
+    kit.say_each(_progress, [guess.describe() for guess in guesses], "  ")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
