@@ -6,6 +6,7 @@ Public API: :func:`capture` (with what-if ``edits=`` from :mod:`actviz.edits`),
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -64,11 +65,7 @@ _SUBMODULES = ("edits", "atlas", "concepts", "session", "testing")
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _SUBMODULES:
-        import importlib
-
         return importlib.import_module(f"actviz.{name}")
     raise AttributeError(f"module 'actviz' has no attribute {name!r}")

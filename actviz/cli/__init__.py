@@ -222,8 +222,7 @@ def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
 def _print_arch_guesses(guesses: Sequence[Any]) -> None:
     if guesses:
         _progress("architectures matching the weights:")
-    for guess in guesses:
-        _progress(f"  {guess.describe()}")
+    kit.say_each(_progress, [guess.describe() for guess in guesses], "  ")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -266,7 +265,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from actviz.io.export.capture_export import export_capture
-    from actviz.io.export.reproduce import args_source
     from actviz.io.files import check_out_folder
     from actviz.io.input_files import open_input
     from actviz.workspace.plugin_registry import installed_plugins
@@ -285,25 +283,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
     )
     kit.say_each(_progress, cap.warnings)
+    # Sequence views (token maps, attention, rollout, logit lens): io/export/token_export.py
     files = export_capture(
         cap,
         args.out,
-        image=inp.image,
-        categories=loaded.categories,
-        model_name=loaded.name,
-        input_name=str(args.input),
-        cmap=args.cmap,
-        normalize=args.normalize,
-        gradcam_layer=args.gradcam_layer,
-        layers=layers,
         progress=kit.page_progress(_progress, "writing "),
-        source=args_source(loaded, args, str(args.input), target),
-        # Sequence views (token maps, attention, rollout, logit lens):
-        # actviz/io/export/token_export.py
-        tokens=getattr(inp, "tokens", None),
-        model=loaded.model,
-        tokenizer=getattr(loaded, "tokenizer", None),
         layer_writers=plugins.export_writers(only=views),
+        **kit.run_pictures(args, loaded, inp, layers, target),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
@@ -340,8 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Bare options (`actviz --model x`) mean the GUI, the default command.
     first_cmd = next((a for a in argv if not a.startswith("-")), None)
     if first_cmd not in _COMMANDS and not {"-h", "--help"} & set(argv):
-        insert_at = 1 if argv[:1] == ["--debug"] else 0
-        argv.insert(insert_at, "gui")
+        argv.insert(1 if argv[:1] == ["--debug"] else 0, "gui")
     elif not argv:
         argv = ["gui"]
     if first_cmd == "bench" and not {"-h", "--help"} & set(argv[: argv.index("bench")]):
@@ -350,8 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from actviz.bench.cli import main as bench_main
 
         return bench_main(argv[argv.index("bench") + 1 :])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

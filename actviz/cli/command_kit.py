@@ -96,6 +96,29 @@ def capture_run(args: argparse.Namespace, loaded: Any, inp: Any, say: Say) -> tu
     return layers, target, cap
 
 
+def run_pictures(
+    args: argparse.Namespace, loaded: Any, inp: Any, layers: Any, target: Any
+) -> dict[str, Any]:
+    """What export and report draw a model run with: the input, names, picture options of
+    ``args`` (viridis, channel by default) and the script that runs it again."""
+    from actviz.io.export.reproduce import args_source
+
+    return dict(
+        image=inp.image,
+        categories=loaded.categories,
+        model_name=loaded.name,
+        model=loaded.model,
+        input_name=str(args.input),
+        cmap=args.cmap or "viridis",
+        normalize=args.normalize or "channel",
+        gradcam_layer=args.gradcam_layer,
+        layers=layers,
+        source=args_source(loaded, args, str(args.input), target),
+        tokens=getattr(inp, "tokens", None),
+        tokenizer=getattr(loaded, "tokenizer", None),
+    )
+
+
 def page_progress(say: Say, verb: str = "") -> Callable[[int, int, str], None]:
     """A writer's ``progress(done, total, what)``: ``[3/10] <verb>layer1`` until done."""
 

@@ -87,10 +87,6 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     target = target_arg(args.target, loaded)
     baseline = _baseline(args.baseline, loaded, layers, progress)
     progress(f"estimating the effects of every channel of {len(layers)} layer(s) ...")
-
-    def exact_progress(done: int, total: int) -> None:
-        progress(f"exact: {done}/{total} channels")
-
     result = effects(
         loaded.model,
         inp.value,
@@ -100,7 +96,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         method="exact" if args.verify else "estimate",
         channels=args.verify if args.verify else None,
         batch=args.batch,
-        progress=exact_progress,
+        progress=lambda done, total: progress(f"exact: {done}/{total} channels"),
     )
     say_each(progress, result.warnings)
     out = Path(args.out)

@@ -15,6 +15,7 @@ from actviz.cli.command_kit import (
     capture_run,
     layer_names,
     page_progress,
+    run_pictures,
     say_each,
 )
 
@@ -73,28 +74,13 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
 
 
 def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> tuple[Any, dict]:
-    from actviz.io.export.reproduce import args_source
     from actviz.io.input_files import open_input
 
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
     layers, target, cap = capture_run(args, loaded, inp, progress)
     say_each(progress, cap.warnings)
-    source = args_source(loaded, args, str(args.input), target)
-    return cap, dict(
-        image=inp.image,
-        categories=loaded.categories,
-        model_name=loaded.name,
-        model=loaded.model,
-        input_name=str(args.input),
-        cmap=args.cmap or "viridis",
-        normalize=args.normalize or "channel",
-        gradcam_layer=args.gradcam_layer,
-        layers=layers,
-        source=source,
-        tokens=getattr(inp, "tokens", None),
-        tokenizer=getattr(loaded, "tokenizer", None),
-    )
+    return cap, run_pictures(args, loaded, inp, layers, target)
 
 
 def _from_session(args: argparse.Namespace, progress: Say) -> tuple[Any, dict]:

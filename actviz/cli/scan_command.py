@@ -90,6 +90,7 @@ def _scan(
                 say(f"resuming: {done} of {total} images were done before")
         lines(done, total, rate)
 
+    rows = getattr(args, "embeddings_dir", None)
     result = scan(
         loaded,
         data,
@@ -99,12 +100,11 @@ def _scan(
         progress=progress,
         cache=not args.no_cache,
         num_workers=args.workers,
-        embeddings=bool(getattr(args, "embeddings_dir", None)),
-        embeddings_dir=getattr(args, "embeddings_dir", None),
+        embeddings=bool(rows),
+        embeddings_dir=rows,
     )
     if rank != 0:
         return 0  # rank 0 has the merged scan and writes it
-    rows = getattr(args, "embeddings_dir", None)
     if rows:
         from actviz.data.scan_file import save_scan
 

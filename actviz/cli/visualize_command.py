@@ -152,13 +152,8 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         else:
             count = layer_channels(loaded, args.layer, size=args.size)
         channels = list(range(min(count, _DEFAULT_CHANNELS)))
-    what = (
-        "classes"
-        if args.target
-        else f"{args.layer} (the whole layer)"
-        if deepdream
-        else f"{args.layer} channels"
-    )
+    kind = "(the whole layer)" if deepdream else "channels"
+    what = "classes" if args.target else f"{args.layer} {kind}"
     progress(f"visualising {len(channels)} {what} ({args.steps} steps, {args.size} px) ...")
     shown = [0]
 

@@ -21,6 +21,8 @@ __all__ = ["EMPTY_INDEX", "LayerState", "Reduced", "pool", "reduce_output"]
 
 #: Index of an empty top-k slot: larger than any data index, so empty slots sort last.
 EMPTY_INDEX = 2**62
+#: The arrays of a :class:`LayerState`, one row per channel.
+_ARRAYS = ("values", "indices", "locations", "mean", "m2", "positive")
 
 
 @dataclass
@@ -131,10 +133,7 @@ def pool(t: torch.Tensor, axis: int = 1) -> np.ndarray:
         t = t.float()
     if axis != 1:
         t = t.movedim(axis, 1)
-    b, c = t.shape[0], t.shape[1]
-    if t.ndim == 2:
-        return _numpy64(t)
-    return _numpy64(t.reshape(b, c, -1).mean(-1))
+    return _numpy64(t if t.ndim == 2 else t.reshape(*t.shape[:2], -1).mean(-1))
 
 
 def reduce_output(t: torch.Tensor, embed_axis: int | None = None) -> Reduced:
@@ -163,8 +162,7 @@ def _reduce(t: torch.Tensor) -> Reduced:
     maxima, argmax = _max_and_argmax(flat)
     if t.ndim > 4:  # no location is kept for maps of more than 2 dimensions
         return Reduced(maxima, means, None, None, spatial)
-    widths = np.full(c, spatial[-1], dtype=np.int64)
-    return Reduced(maxima, means, argmax, widths, spatial)
+    return Reduced(maxima, means, argmax, np.full(c, spatial[-1], dtype=np.int64), spatial)
 
 
 class LayerState:
@@ -247,7 +245,7 @@ class LayerState:
         joined = cls(first.k)
         joined.channels = sum(int(st.channels or 0) for st in states)
         joined.count = first.count
-        for name in ("values", "indices", "locations", "mean", "m2", "positive"):
+        for name in _ARRAYS:
             setattr(joined, name, np.concatenate([getattr(st, name) for st in states], axis=0))
         return joined
 
@@ -257,7 +255,7 @@ class LayerState:
         part.channels = hi - lo
         part.count = self.count
         part.spatial = spatial
-        for name in ("values", "indices", "locations", "mean", "m2", "positive"):
+        for name in _ARRAYS:
             setattr(part, name, getattr(self, name)[lo:hi])
         return part
 
@@ -274,14 +272,7 @@ class LayerState:
         """Copies of the top-k and statistics arrays (the state changes them in place)."""
         if self.channels is None:
             return {}
-        return {
-            "values": self.values.copy(),
-            "indices": self.indices.copy(),
-            "locations": self.locations.copy(),
-            "mean": self.mean.copy(),
-            "m2": self.m2.copy(),
-            "positive": self.positive.copy(),
-        }
+        return {name: getattr(self, name).copy() for name in _ARRAYS}
 
     def std(self) -> np.ndarray:
         if self.count == 0 or self.channels is None:

@@ -183,8 +183,7 @@ def atlas_image(
     if rgb is not None:
         dots = np.asarray(rgb, dtype=np.uint8).reshape(n, -1)[:, :3]
     else:
-        dots = np.empty((n, 3), dtype=np.uint8)
-        dots[:] = _UNLABELLED
+        dots = np.full((n, 3), _UNLABELLED, dtype=np.uint8)
         dots[known] = colours[lab[known]]
     canvas = np.asarray(img).copy()
     ok = np.isfinite(coords[:, :2]).all(axis=1)

@@ -3,6 +3,7 @@ or UMAP) and placing new vectors with the same fit (:class:`Projection`). Numpy 
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -124,9 +125,7 @@ def project(
         raise ValueError("no vectors to project")
     if a.dtype.kind == "f" and any(np.isnan(c).any() for _, c in _chunks(a)):
         raise ValueError("the vectors hold NaN; leave those rows out")
-    if method == "pca":
-        return _pca(a, dims)
-    return _umap(a, dims, int(seed), options)
+    return _pca(a, dims) if method == "pca" else _umap(a, dims, int(seed), options)
 
 
 def _pca(a: np.ndarray, dims: int) -> Projection:
@@ -277,11 +276,10 @@ def cache_umap_compiles() -> int:
                 and isinstance(getattr(value, "_cache", None), NullCache)
                 and getattr(value.py_func, "__module__", "").startswith("umap")
             ):
-                try:
+                # Nowhere writable: compiled each time.
+                with contextlib.suppress(RuntimeError, OSError):
                     value.enable_caching()
                     turned += 1
-                except (RuntimeError, OSError):  # nowhere writable: compiled each time
-                    pass
     return turned
 
 

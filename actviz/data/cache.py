@@ -7,6 +7,7 @@ batch; changed items or weights make the layer's cache unused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -54,14 +55,11 @@ def weights_fingerprint(model: nn.Module) -> str:
 def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
     """The value of tensor ``name`` accelerate offloaded; an empty tensor when not found."""
     owner, _, leaf = name.rpartition(".")
-    try:
-        module = model.get_submodule(owner)
-        hook = getattr(module, "_hf_hook", None)
+    with contextlib.suppress(AttributeError, KeyError):
+        hook = getattr(model.get_submodule(owner), "_hf_hook", None)
         weights = getattr(hook, "weights_map", None)
         if weights is not None:
             return weights[leaf]
-    except (AttributeError, KeyError):
-        pass
     return torch.zeros(0)
 
 
@@ -98,13 +96,9 @@ class ScanStore:
         self.sequence = 0
         self._made = False
         self._next = 0  # the slot the next write goes to: the one not holding the newest
-        newest: tuple[int, int, dict[str, np.ndarray]] | None = None
-        for slot, name in enumerate(_SLOTS):
-            found = _read_slot(folder / name)
-            if found is not None and (newest is None or found[0] > newest[0]):
-                newest = (found[0], slot, found[1])
-        if newest is not None:
-            self.sequence, slot, flat = newest
+        found = [(got, i) for i, name in enumerate(_SLOTS) if (got := _read_slot(folder / name))]
+        if found:  # the newest slot (of two as new, the first)
+            (self.sequence, flat), slot = max(found, key=lambda item: item[0][0])
             self._next = 1 - slot
             for key, value in flat.items():
                 layer, _, name = key.partition("/")
@@ -329,10 +323,7 @@ class LayerCache:
         self.close()
         self.store.drop(self.layer)
         for path in (self.log_path, self.rows_path):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+            path.unlink(missing_ok=True)
         self.lines = 0
         self.rows = 0
 

@@ -7,6 +7,7 @@ What cannot go to the server falls back to plain fork.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
 import os
@@ -69,8 +70,7 @@ if _available:
             self.sentinel, w = _SERVER.connect_to_new_process(self._fds)
             # As the standard library does: a duplicate of the data pipe's write end, which
             # the child watches to learn that its parent has gone.
-            parent_w = os.dup(w)
-            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+            self.finalizer = util.Finalize(self, util.close_fds, (os.dup(w), self.sentinel))
             with open(w, "wb", closefd=True) as f:
                 f.write(buf.getbuffer())
             self.pid = forkserver.read_signed(self.sentinel)
@@ -109,9 +109,7 @@ def loader_context(dataset: Any) -> Any | None:
         return None
     # Globals are pickled by module name; a name that happens to equal "__main__" in the data
     # only costs the fork server.
-    if b"__main__" in blob:
-        return None
-    return _CONTEXT
+    return None if b"__main__" in blob else _CONTEXT
 
 
 def prestart() -> None:
@@ -127,10 +125,9 @@ def prestart() -> None:
         # The server inherits this thread's priority (Linux): its imports and the loaders it
         # forks stay behind the window.
         lower_thread_priority()
-        try:
+        # On failure the scan falls back to starting it (or reports why it cannot).
+        with contextlib.suppress(OSError):
             _SERVER.ensure_running()
-        except OSError:  # the scan falls back to starting it (or reports why it cannot)
-            pass
 
     threading.Thread(target=start, name="actviz-loader-server", daemon=True).start()
 

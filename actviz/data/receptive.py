@@ -6,6 +6,7 @@ support; :func:`top_views` re-runs the model on the top images only and crops ar
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class ReceptiveField:
         template = None
         _, c, h, w = self.input_shape
         big = (1, c, 3 * h, 3 * w)
-        try:
+        with contextlib.suppress(Exception):  # e.g. a model with a fixed input size
             big_map = _map_size(self.model(), self.layer, big)
             if big_map is not None:
                 yc, xc = big_map[0] // 2, big_map[1] // 2
@@ -133,8 +134,6 @@ class ReceptiveField:
                 stride = (big[2] / big_map[0], big[3] / big_map[1])
                 # Measured on the big input, moved to the real one: only the centre differs.
                 template = ((yc, xc), box, stride)
-        except Exception:  # noqa: BLE001 - e.g. a model with a fixed input size
-            template = None
         self._cache["template"] = template
         return template
 
@@ -218,9 +217,7 @@ def _receptive_field(
         out = first_tensor(output)
         if not layer_out and out is not None:
             keep.append(out)
-            layer_out.append(id(out))
-            layer_out.append(len(calls))
-            layer_out.append(out.shape)
+            layer_out.extend((id(out), len(calls), out.shape))
 
     leaves = [m for m in net.modules() if next(m.children(), None) is None]
     x = torch.zeros(shape, dtype=spec.expected.dtype, device=spec.expected.device)
@@ -252,9 +249,7 @@ def _chain(
         elif not isinstance(module, _POINTWISE):
             return None
         current = out_id
-    if current != output_id:
-        return None
-    return tuple(windows)
+    return tuple(windows) if current == output_id else None
 
 
 def receptive_box(

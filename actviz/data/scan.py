@@ -119,9 +119,7 @@ def scan(
     embed = _embedding_layers(net, names, embeddings)
     items = open_data(data, spec)
     n = len(items.sources)
-    identity = items.identity
-    if isinstance(cache, str):
-        identity = f"named:{cache}:{n}"
+    identity = f"named:{cache}:{n}" if isinstance(cache, str) else items.identity
     ctx = shard_context(distributed)
     if ctx is not None and identity is not None:
         identity = f"{identity}|{ctx.tag}"  # each rank resumes its own shard
@@ -161,26 +159,18 @@ def scan(
                 stop,
                 warnings,
                 background,
-                labels,
+                result,
             )
 
     def result(cached: bool, threads: int | None) -> Scan:
         return _result(runs, k, items, cached, folder, warnings, threads, labels)
 
+    cached = folder is not None and all(r.loaded for r in runs)
     if ctx is not None:
         return run_sharded(
-            ctx,
-            runs,
-            pending,
-            n,
-            run,
-            result,
-            progress,
-            should_stop,
-            folder is not None and all(r.loaded for r in runs),
-            warnings,
+            ctx, runs, pending, n, run, result, progress, should_stop, cached, warnings
         )
-    from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
+    from_cache = cached and pending.size == 0
     threads = None
     if pending.size:
         threads = run(pending, progress, should_stop)
@@ -219,9 +209,7 @@ def _result(
     threads: int | None = None,
     labels: np.ndarray | None = None,
 ) -> Scan:
-    skipped: dict[int, str] = {}
-    for r in runs:
-        skipped.update(r.skipped)
+    skipped = {i: reason for r in runs for i, reason in r.skipped.items()}
     sources = items.sources
     pooled, axes = {}, {}
     for r in runs:
@@ -265,8 +253,8 @@ def _run(
     progress: Callable[[int, int, float], None] | None,
     should_stop: Callable[[], bool] | None,
     warnings: list[str],
-    background: bool = False,
-    labels: np.ndarray | None = None,
+    background: bool,
+    result: Callable[[bool, int | None], Scan],
 ) -> int:
     """Run the pending items (model in eval mode); returns the CPU threads it ended on."""
     net = spec.model
@@ -329,9 +317,7 @@ def _run(
             if should_stop is not None and should_stop():
                 raise ScanCancelled(
                     f"scan cancelled after {done_before + processed} of {n} items",
-                    _result(
-                        runs, runs[0].state.k, items, False, _folder(runs), warnings, None, labels
-                    ),
+                    result(False, None),  # what was scanned, saved
                 )
             if images is not None:
                 reduced.clear()
@@ -387,11 +373,6 @@ def _run(
                 r.cache.close()
         for h in handles:
             h.remove()
-
-
-def _folder(runs: list[_LayerRun]) -> Any:
-    cache = runs[0].cache
-    return None if cache is None else cache.folder
 
 
 class _LayerRun:

@@ -84,8 +84,7 @@ def _write_rows(folder: Path, layer: str, rows: np.ndarray, axis: int) -> None:
         step = max(1, BLOCK_BYTES // max(1, rows.shape[1] * 2))
         with open(target, "wb") as fh:
             for start in range(0, n, step):
-                block = np.ascontiguousarray(rows[start : start + step], dtype="<f2")
-                fh.write(memoryview(block))
+                fh.write(memoryview(np.ascontiguousarray(rows[start : start + step], dtype="<f2")))
     _note(folder, layer, int(rows.shape[0]), int(rows.shape[1]), axis)
 
 

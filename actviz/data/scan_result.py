@@ -300,19 +300,10 @@ class Scan:
 
 def layer_result(state: Any) -> LayerResult:
     """Freeze a :class:`~actviz.data.accumulate.LayerState` into a :class:`LayerResult`."""
-    from actviz.data.accumulate import EMPTY_INDEX
+    from actviz.data.accumulate import EMPTY_INDEX, LayerState
 
-    if state.channels is None:
-        empty = np.zeros((0, state.k))
-        stats = ChannelStats(*(frozen(np.zeros(0)) for _ in range(3)), count=0)
-        return LayerResult(
-            frozen(empty),
-            frozen(empty.astype(np.int64)),
-            frozen(np.zeros((0, state.k, 2), dtype=np.int64)),
-            stats,
-            None,
-            frozen(np.zeros(0, dtype=np.int64)),
-        )
+    if state.channels is None:  # the layer never ran: no channel
+        state = LayerState(state.k, channels=0)
     indices = state.indices.copy()
     indices[indices == EMPTY_INDEX] = -1
     count = state.count

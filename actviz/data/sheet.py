@@ -93,14 +93,10 @@ def contact_sheet(
                 sheet.paste(Image.fromarray(row[j]), (x, y))
             else:
                 draw.rectangle([x, y, x + tile - 1, y + tile - 1], fill=_EMPTY)
-    title = f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel"
-    body = _titled(sheet, title)
-    ImageDraw.Draw(body).text(
-        (max(8, body.width - 8 - _text_w(ImageDraw.Draw(body), f"{channels} channels", font)), 10),
-        f"{channels} channels",
-        fill=_INK,
-        font=font,
-    )
+    body = _titled(sheet, f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel")
+    draw, count = ImageDraw.Draw(body), f"{channels} channels"
+    x = max(8, body.width - 8 - _text_w(draw, count, font))
+    draw.text((x, 10), count, fill=_INK, font=font)
     return body
 
 

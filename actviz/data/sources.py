@@ -6,6 +6,7 @@ activations. An unreadable item yields ``None`` with the reason and is counted a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable
@@ -280,20 +281,14 @@ def _files(
     if spec.transforms is None and size is None:
         # Nothing says what size the model wants: the first readable image decides, so that
         # every image of the batch has one size.
-        size = _first_size(files)
+        for f in files:
+            with contextlib.suppress(InputError, OSError):
+                width, height = _open_image(Path(f), f).size
+                size = (height, width)
+                break
     dataset = ImageFiles(list(files), spec.expected, spec.transforms, size)
     signatures = tuple(_signature(f) for f in files)
     return ScanData(tuple(files), signatures, classes, identity, dataset, True)
-
-
-def _first_size(files: list[str]) -> tuple[int, int] | None:
-    for f in files:
-        try:
-            img = _open_image(Path(f), f)
-        except (InputError, OSError):
-            continue
-        return (img.size[1], img.size[0])
-    return None
 
 
 def _samples(value: torch.Tensor, src: str, word: str, identity: str | None, exp) -> ScanData:

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from actviz.display.attribution import _resize, _unit
 from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
 
@@ -61,14 +61,9 @@ def _hf_specs(model: nn.Module) -> list[tuple[type | None, str | None, int, str 
             elif isinstance(spec, str):
                 specs.append((None, spec, 1, None))
             else:  # an OutputRecorder
-                specs.append(
-                    (
-                        getattr(spec, "target_class", None),
-                        getattr(spec, "class_name", None),
-                        int(getattr(spec, "index", 1)),
-                        getattr(spec, "layer_name", None),
-                    )
-                )
+                cls, suffix = getattr(spec, "target_class", None), getattr(spec, "class_name", None)
+                index, layer = int(getattr(spec, "index", 1)), getattr(spec, "layer_name", None)
+                specs.append((cls, suffix, index, layer))
     return specs
 
 
@@ -200,11 +195,8 @@ def capture_attention(
             continue
         out = cap[site.record].output
         if site.index is not None:
-            out = (
-                out[site.index]
-                if isinstance(out, (tuple, list)) and len(out) > site.index
-                else None
-            )
+            fits = isinstance(out, (tuple, list)) and len(out) > site.index
+            out = out[site.index] if fits else None
         if not isinstance(out, torch.Tensor) or out.dim() != 4:
             log.debug("no attention probabilities at %s", site.name)
             continue
@@ -251,11 +243,5 @@ def rollout_map(
         raise ValueError(f"a rollout over {rollout.shape[0]} tokens does not fit {layout}")
     row = rollout[0] if layout.prefix > 0 else rollout.mean(axis=0)
     grid = torch.as_tensor(np.asarray(row[layout.prefix :], dtype=np.float32)).reshape(rows, cols)
-    if size is not None and tuple(size) != (rows, cols):
-        grid = F.interpolate(grid[None, None], size=size, mode="bilinear", align_corners=False)[
-            0, 0
-        ]
-    grid = grid - grid.min()
-    peak = float(grid.max())
-    out = grid / peak if peak > 0 else torch.zeros_like(grid)
-    return np.ascontiguousarray(out.numpy(), dtype=np.float32)
+    grid = _resize(grid, size)
+    return np.ascontiguousarray(_unit(grid - grid.min()).numpy(), dtype=np.float32)

@@ -5,6 +5,7 @@ Saliency and Grad-CAM are written once, in torch, so they run where the tensors 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from torch import nn
 from actviz.core.structures import first_tensor
 from actviz.core.targets import detections, sequence_logits
 from actviz.display.logit_lens import token_texts
-from actviz.display.stats import as_float
+from actviz.display.stats import as_float, grad_norm
 
 __all__ = [
     "TokenSaliency",
@@ -87,8 +88,7 @@ def grad_cam(
         raise ValueError(
             f"Grad-CAM needs a layer with a spatial (N, C, H, W) output, got {tuple(a.shape)}"
         )
-    cam = grad_cam_tensor(a, g, size, sample)
-    return np.ascontiguousarray(cam.cpu().numpy(), dtype=np.float32)
+    return np.ascontiguousarray(grad_cam_tensor(a, g, size, sample).cpu().numpy(), dtype=np.float32)
 
 
 def saliency_tensor(
@@ -100,10 +100,8 @@ def saliency_tensor(
         g = _pick(g, sample)
     if g.dim() == 3:
         g = g.amax(dim=0)
-    elif g.dim() == 1:
-        g = g[None]
-    elif g.dim() == 0:
-        g = g.reshape(1, 1)
+    elif g.dim() < 2:
+        g = g.reshape(1, -1)
     elif g.dim() > 3:
         g = g.reshape(g.shape[0], -1)
     g = _unit(torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0))
@@ -174,14 +172,11 @@ def input_embedding(model: nn.Module | None) -> str | None:
     if model is None:
         return None
     names = {id(m): n for n, m in model.named_modules()}
-    getter = getattr(model, "get_input_embeddings", None)
-    if callable(getter):
-        try:
-            found = getter()
-        except Exception:  # noqa: BLE001 - a base class stub, or a model's own failure
-            found = None
-        if isinstance(found, nn.Module) and id(found) in names:
-            return names[id(found)]
+    found = None
+    with contextlib.suppress(Exception):  # none, a base class stub, or the model's own failure
+        found = model.get_input_embeddings()
+    if isinstance(found, nn.Module) and id(found) in names:
+        return names[id(found)]
     for name, module in model.named_modules():
         if isinstance(module, nn.Embedding):
             return name
@@ -334,18 +329,14 @@ def top_k(
 ) -> list[tuple[int, str, float]]:
     """Top-k softmax classes of a ``(N, C)`` / ``(C,)`` output as ``(index, label, p)``;
     [] for outputs that are not class scores."""
-    t = torch.as_tensor(output).detach().cpu()
-    if t.is_complex():
-        t = t.abs()
-    t = t.float()
+    t = as_float(torch.as_tensor(output).cpu())  # complex scores by magnitude
     if t.dim() == 2 and t.shape[0] == 0:
         return []  # no rows, e.g. a detector's boxes when it found nothing
     if t.dim() == 2:
         t = _pick(t, sample)
     if t.dim() != 1 or t.numel() < 2:
         return []
-    probs = torch.softmax(t.double(), dim=0)
-    values, idx = torch.topk(probs, min(k, t.numel()))
+    values, idx = torch.topk(torch.softmax(t.double(), dim=0), min(k, t.numel()))
     return [
         (int(i), categories[i] if categories and i < len(categories) else f"class {i}", float(p))
         for p, i in zip(values.tolist(), idx.tolist(), strict=True)
@@ -409,9 +400,5 @@ def top_predictions(
 
 def gradient_flow(cap: Any) -> tuple[list[str], np.ndarray]:
     """Per captured layer (execution order), the L2 norm of d target / d its output."""
-    grads = [cap[name].grad for name in cap.names]
-    norms = [
-        np.nan if g is None else float(torch.linalg.vector_norm(g.detach(), dtype=torch.float64))
-        for g in grads
-    ]
-    return list(cap.names), np.asarray(norms, dtype=np.float32)
+    norms = [grad_norm(cap[name].grad) for name in cap.names]
+    return list(cap.names), np.array([np.nan if n is None else n for n in norms], np.float32)

@@ -52,12 +52,8 @@ def _tables() -> dict[str, np.ndarray]:
     return out
 
 
-def _names() -> list[str]:
-    return [str(n) for n in _tables()["names"]]
-
-
 #: Every map's name, in the order offered to the user.
-COLORMAPS: list[str] = _names()
+COLORMAPS: list[str] = [str(n) for n in _tables()["names"]]
 
 
 def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str:
@@ -126,8 +122,7 @@ def paint(
 ) -> np.ndarray:
     """Colour an index image exactly as the panels do: ``(H, W, 3)`` uint8, padding and
     non-finite pixels in ``background``."""
-    rgba = indexed_table(cmap)[indices]
-    rgb = np.ascontiguousarray(rgba[..., :3])
+    rgb = np.ascontiguousarray(indexed_table(cmap)[indices][..., :3])
     rgb[indices == PAD_INDEX] = background
     return rgb
 
@@ -154,12 +149,10 @@ def overlay(
         raise ValueError(f"overlay needs a 2-D heat map, got shape {heat.shape}")
     if heat.shape != base.shape[:2]:
         import torch
-        import torch.nn.functional as F
 
-        t = torch.from_numpy(np.ascontiguousarray(heat))[None, None]
-        heat = F.interpolate(t, size=base.shape[:2], mode="bilinear", align_corners=False)[
-            0, 0
-        ].numpy()
+        from actviz.display.attribution import _resize
+
+        heat = _resize(torch.from_numpy(np.ascontiguousarray(heat)), base.shape[:2]).numpy()
     colored = colorize(np.clip(heat, 0, 1), cmap).astype(np.float32)
     out = (1 - alpha) * base[..., :3].astype(np.float32) + alpha * colored
     return np.ascontiguousarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))

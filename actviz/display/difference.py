@@ -34,9 +34,7 @@ DIFFERENCE_CMAP = DIVERGING_CMAP
 
 def _tensor(cap: Any, name: str, call: int) -> torch.Tensor | None:
     calls = cap.records.get(name) if hasattr(cap, "records") else None
-    if not calls or call >= len(calls):
-        return None
-    return first_tensor(calls[call].output)
+    return None if not calls or call >= len(calls) else first_tensor(calls[call].output)
 
 
 def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch.Tensor | None:
@@ -191,9 +189,7 @@ def prediction_change(
         return PredictionRow(i, name, p_a, p_b, p_a - p_b, l_a, l_b, l_a - l_b)
 
     rows = sorted((row(i) for i in chosen), key=lambda r: (-max(r.p_a, r.p_b), r.index))
-    target_row = None
-    if target is not None and 0 <= int(target) < a.numel():
-        target_row = row(int(target))
+    target_row = row(int(target)) if target is not None and 0 <= int(target) < a.numel() else None
     return PredictionChange(
         tuple(rows), target_row, int(torch.argmax(pa)), int(torch.argmax(pb)), kk, sample
     )

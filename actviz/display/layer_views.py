@@ -82,27 +82,19 @@ def layer_view(
     pick = data[0] if full_shape is not None else data[s]
     batch = f" (sample {s} of {shape[0]})" if shape[0] > 1 else ""
     if pick.ndim == 1:
-        return LayerView("bars", np.ascontiguousarray(pick), shape, f"{shape[1]} units{batch}")
-    if pick.ndim == 2:
-        return LayerView(
-            "heatmap", np.ascontiguousarray(pick), shape, f"{shape[1]} x {shape[2]}{batch}"
-        )
-    if pick.ndim == 3:
+        kind, shown, text = "bars", pick, f"{shape[1]} units"
+    elif pick.ndim == 2:
+        kind, shown, text = "heatmap", pick, f"{shape[1]} x {shape[2]}"
+    elif pick.ndim == 3:
         c, h, w = pick.shape
-        return LayerView(
-            "maps", np.ascontiguousarray(pick), shape, f"{c} channels of {h}x{w}{batch}"
-        )
-    if pick.ndim == 4:
-        mid = pick.shape[1] // 2
-        c, _, h, w = pick.shape
-        return LayerView(
-            "maps",
-            np.ascontiguousarray(pick[:, mid]),
-            shape,
-            f"{c} channels of {h}x{w}, depth slice {mid} of {pick.shape[1]}{batch}",
-        )
-    flat = pick.reshape(pick.shape[0], -1)
-    return LayerView("heatmap", np.ascontiguousarray(flat), shape, f"{shape} flattened{batch}")
+        kind, shown, text = "maps", pick, f"{c} channels of {h}x{w}"
+    elif pick.ndim == 4:
+        c, depth, h, w = pick.shape
+        kind, shown = "maps", pick[:, depth // 2]
+        text = f"{c} channels of {h}x{w}, depth slice {depth // 2} of {depth}"
+    else:
+        kind, shown, text = "heatmap", pick.reshape(pick.shape[0], -1), f"{shape} flattened"
+    return LayerView(kind, np.ascontiguousarray(shown), shape, text + batch)
 
 
 class LazyLayerView(LayerView):

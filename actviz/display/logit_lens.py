@@ -4,6 +4,7 @@ through the model's own final norm and unembedding (found by structure: :func:`l
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,15 +64,13 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
         i = int(i)
         text = ""
         if tokenizer is not None:
-            try:
+            # A tokenizer's own failure must not break a view.
+            with contextlib.suppress(Exception):
                 text = tokenizer.decode([i], clean_up_tokenization_spaces=False)
-            except Exception:  # noqa: BLE001 - a tokenizer's own failure must not break a view
-                text = ""
             if not text or "\ufffd" in text:
-                try:
+                raw = None
+                with contextlib.suppress(Exception):
                     raw = tokenizer.convert_ids_to_tokens([i])[0]
-                except Exception:  # noqa: BLE001 - as above
-                    raw = None
                 text = str(raw) if raw else ""
         out.append(text or f"#{i}")
     return out
@@ -153,8 +152,7 @@ def logit_lens(
             h = hidden[min(sample, hidden.shape[0] - 1)].to(device)
             if position is not None:
                 h = h[position : position + 1] if position != -1 else h[-1:]
-            logits = head(norm(h)).float()
-            probs = torch.softmax(logits, dim=-1)
+            probs = torch.softmax(head(norm(h)).float(), dim=-1)
             top = torch.topk(probs, min(k, probs.shape[-1]), dim=-1)
             names.append(name)
             all_ids.append(top.indices.cpu().numpy())

@@ -100,7 +100,7 @@ def with_page(
     old, view = layer.mosaic, layer.view
     if old is None or view is None or view.kind != "maps":
         return layer
-    c, h, w = view.data.shape
+    c = view.data.shape[0]
     order = old.order if order is ... else order
     if order is not None and not order.fits(c):
         order = None  # another layer's order: the natural one (as mosaic() does)
@@ -117,18 +117,7 @@ def with_page(
         old.order,
     ):
         return layer
-    tile = _max_tile_of_scale(max(h, w), old.scale)
-    act_m, grad_m = layer_mosaics(
-        view,
-        layer.grad_view,
-        normalize,
-        first,
-        max_tile=tile,
-        page=page,
-        symmetric=symmetric,
-        order=order,
-    )
-    return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
+    return _remade(layer, normalize, first, page, symmetric, order)
 
 
 def current_mosaics(layer: PreparedLayer) -> PreparedLayer:
@@ -136,16 +125,28 @@ def current_mosaics(layer: PreparedLayer) -> PreparedLayer:
     old, view = layer.mosaic, layer.view
     if not layer.stale_mosaics or old is None or view is None or view.kind != "maps":
         return layer
-    _, h, w = view.data.shape
+    return _remade(layer, old.normalize, old.position, old.page_size, old.symmetric, old.order)
+
+
+def _remade(
+    layer: PreparedLayer,
+    normalize: str,
+    first: int,
+    page: int,
+    symmetric: bool,
+    order: ChannelOrder | None,
+) -> PreparedLayer:
+    """``layer`` with new mosaics of its maps view, at the tile scale of its mosaics."""
+    _, h, w = layer.view.data.shape
     act_m, grad_m = layer_mosaics(
-        view,
+        layer.view,
         layer.grad_view,
-        old.normalize,
-        old.position,
-        max_tile=_max_tile_of_scale(max(h, w), old.scale),
-        page=old.page_size,
-        symmetric=old.symmetric,
-        order=old.order,
+        normalize,
+        first,
+        max_tile=_max_tile_of_scale(max(h, w), layer.mosaic.scale),
+        page=page,
+        symmetric=symmetric,
+        order=order,
     )
     return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
 

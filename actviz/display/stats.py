@@ -50,6 +50,12 @@ def as_float(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype == torch.float32 else t.float()
 
 
+def _as_tensor(values: Any) -> torch.Tensor:
+    if isinstance(values, torch.Tensor):
+        return values
+    return torch.as_tensor(np.asarray(values, dtype=np.float32))
+
+
 def stats_vector(t: torch.Tensor, g: torch.Tensor | None = None) -> torch.Tensor:
     """Exact statistics of ``t`` (and the L2 norm of ``g``) as a float64 vector laid out as
     :data:`STAT_FIELDS`, computed on ``t``'s device without any host synchronisation."""
@@ -146,7 +152,7 @@ def grad_norm(g: torch.Tensor | None, *, exact: bool = True) -> float | None:
 def tensor_stats(t: Any, g: torch.Tensor | None = None, *, exact: bool = True) -> dict[str, Any]:
     """Mean, std, min, max (finite values), zero fraction, NaN/Inf counts, shape, and the L2
     norm of gradient ``g`` (``grad_norm``); ``exact=False`` takes the fast float32 path."""
-    t = t if isinstance(t, torch.Tensor) else torch.as_tensor(np.asarray(t, dtype=np.float32))
+    t = _as_tensor(t)
     if not exact:
         fast = _fast_stats(t, g)
         if fast is not None:
@@ -159,8 +165,7 @@ def layer_stats(record: Any, *, exact: bool = True) -> dict[str, Any]:
     gradient, with its ``name`` and ``type``."""
     t = record.tensor
     stats = tensor_stats(t if t is not None else torch.zeros(0), record.grad, exact=exact)
-    stats["name"] = record.name
-    stats["type"] = record.module_type
+    stats.update(name=record.name, type=record.module_type)
     return stats
 
 
@@ -187,12 +192,7 @@ def histogram_tensor(t: torch.Tensor, bins: int = HIST_BINS) -> torch.Tensor:
 
 def histogram(values: Any, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray]:
     """Histogram of the finite values: float32 ``(counts, edges)`` (``[0, 1]`` when none)."""
-    t = (
-        values
-        if isinstance(values, torch.Tensor)
-        else torch.as_tensor(np.asarray(values, dtype=np.float32))
-    )
-    return split_histogram(histogram_tensor(t, bins).cpu().numpy(), bins)
+    return split_histogram(histogram_tensor(_as_tensor(values), bins).cpu().numpy(), bins)
 
 
 def split_histogram(packed: np.ndarray, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray]:

@@ -49,8 +49,7 @@ def sequence_layout(model: nn.Module | None) -> SequenceLayout | None:
     """The patch layout of a timm or Hugging Face vision transformer, None for other models."""
     if model is None:
         return None
-    embed = getattr(model, "patch_embed", None)
-    grid = getattr(embed, "grid_size", None)
+    grid = getattr(getattr(model, "patch_embed", None), "grid_size", None)
     if grid is not None and len(tuple(grid)) == 2:
         prefix = int(getattr(model, "num_prefix_tokens", 1 if hasattr(model, "cls_token") else 0))
         return SequenceLayout((int(grid[0]), int(grid[1])), prefix)
@@ -191,5 +190,4 @@ def patch_grid_tensor(tokens: torch.Tensor, layout: SequenceLayout) -> torch.Ten
     n, t, d = tokens.shape
     if t != layout.tokens:
         raise ValueError(f"{t} tokens do not fit {layout}")
-    patches = tokens[:, layout.prefix :, :]
-    return patches.transpose(1, 2).reshape(n, d, *layout.grid)
+    return tokens[:, layout.prefix :, :].transpose(1, 2).reshape(n, d, *layout.grid)

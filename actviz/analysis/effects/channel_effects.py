@@ -134,9 +134,7 @@ def _jobs(eff: Effects, channels: Any) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for layer in eff.layers:
         res = eff.results[layer]
-        chosen: Any = channels
-        if isinstance(channels, Mapping):
-            chosen = channels.get(layer, ())
+        chosen: Any = channels.get(layer, ()) if isinstance(channels, Mapping) else channels
         if chosen is None:
             picked = [int(c) for c in res.order()[:DEFAULT_VERIFY]]
         elif isinstance(chosen, str):

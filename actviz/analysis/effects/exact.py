@@ -63,9 +63,7 @@ class TargetReader:
         """The target of the clean output, read as :meth:`values` reads each sample; a callable
         target gets ``captured``, its value on the model's own output object.
         """
-        if self.callable:
-            return float(captured)
-        return float(self.values(self.clean, 1)[0])
+        return float(captured) if self.callable else float(self.values(self.clean, 1)[0])
 
     def values(self, output: Any, b: int) -> list[float]:
         """The target of each of the ``b`` samples stacked along dimension 0 of ``output``."""
@@ -127,9 +125,7 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
         t = t.detach()
         if device is not None and t.device != device:
             t = t.to(device)
-        if t.ndim == 0:
-            return t.clone()
-        return t.repeat(b, *([1] * (t.ndim - 1)))
+        return t.clone() if t.ndim == 0 else t.repeat(b, *([1] * (t.ndim - 1)))
 
     if isinstance(inputs, torch.Tensor):
         return (rep(inputs),), {}
@@ -230,7 +226,6 @@ def run_exact(
     modules = dict(model.named_modules())
     hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
-    handles: list[Any] = []
     start = time.perf_counter()
 
     def run(chunk: Sequence[tuple[str, int]], expand: bool) -> list[float]:
@@ -238,6 +233,7 @@ def run_exact(
         rows: dict[str, list[tuple[int, int]]] = {}
         for i, (layer, channel) in enumerate(chunk):
             rows.setdefault(layer, []).append((i, channel))
+        handles: list[Any] = []
         try:
             if edits:
                 # Fresh per pass: an edit's call counter starts at 0 for each forward.
@@ -251,7 +247,6 @@ def run_exact(
         finally:
             for h in handles:
                 h.remove()
-            handles.clear()
         return reader.values(output, b)
 
     try:
@@ -259,8 +254,6 @@ def run_exact(
         share = one_sample(inputs, model)
         values, forwards = run_batches(jobs, batch, run, share, progress, should_stop, "exact")
     finally:
-        for h in handles:
-            h.remove()
         state.restore()
         baseline.release()
     return values, forwards, time.perf_counter() - start

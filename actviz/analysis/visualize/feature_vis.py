@@ -9,6 +9,7 @@ as found.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -99,8 +100,7 @@ def visualize(
         if layer:
             raise VisualizeError("target= maximises a logit of the model's output: give layer=None")
         keys = [int(target)] if isinstance(target, (int, np.integer)) else [int(t) for t in target]
-        layer = ""
-        module = None
+        layer, module = "", None
     else:
         if not layer:
             raise VisualizeError("give a layer to visualise (or target= for a class logit)")
@@ -324,8 +324,7 @@ def optimise_images(
     if norm is not None:
         mean_t = torch.tensor(norm[0], device=device).view(1, 3, 1, 1)
         inv_std = 1.0 / torch.tensor(norm[1], device=device).view(1, 3, 1, 1)
-    n_chunks = -(-len(keys) // chunk)
-    total = steps * n_chunks
+    total = steps * -(-len(keys) // chunk)
     done = 0
 
     def feed(x: torch.Tensor) -> torch.Tensor:
@@ -472,10 +471,8 @@ class LayerRunner:
             if t is None:
                 raise VisualizeError("the model's output holds no tensor")
             return t
-        try:
+        with contextlib.suppress(_Reached):
             self.model(x)
-        except _Reached:
-            pass
         if self.taken is None:
             raise VisualizeError(f"layer {self.layer!r} did not run in the model's forward")
         if not self.taken.is_floating_point():

@@ -73,16 +73,14 @@ class ImageParam:
             torch.randn(shape, generator=torch.Generator().manual_seed(s)) * _INIT_SD for s in seeds
         ]
         self.tensor = torch.stack(init).to(device).requires_grad_(True)
-        self.color = (
-            torch.tensor(_COLOR.T, device=device) if decorrelate else None
-        )  # (in, out) for a matmul over the channel axis
+        # (in, out) for a matmul over the channel axis
+        self.color = torch.tensor(_COLOR.T, device=device) if decorrelate else None
 
     def images(self) -> torch.Tensor:
         """The images, ``(K, 3, h, w)`` in (0, 1), differentiable in :attr:`tensor`."""
         x = self.tensor
         if self.scale is not None:
-            spectrum = torch.view_as_complex(x * self.scale)
-            x = torch.fft.irfftn(spectrum, s=self.size, norm="ortho")
+            x = torch.fft.irfftn(torch.view_as_complex(x * self.scale), s=self.size, norm="ortho")
         if self.color is not None:
             x = torch.einsum("kchw,cd->kdhw", x, self.color)
         return torch.sigmoid(x)
@@ -196,6 +194,4 @@ def _pick(u: torch.Tensor, n: int) -> torch.Tensor:
 
 def _jitter(u: torch.Tensor, d: int) -> torch.Tensor:
     """``(steps, 2)`` centred pixel shifts, ``d`` values per axis, from ``(steps, 2)`` uniforms."""
-    if d <= 1:
-        return torch.zeros_like(u)
-    return _pick(u, d).to(torch.float64) - (d - 1) / 2.0
+    return torch.zeros_like(u) if d <= 1 else _pick(u, d).to(torch.float64) - (d - 1) / 2.0

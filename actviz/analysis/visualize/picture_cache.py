@@ -8,6 +8,7 @@ No Qt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -49,11 +50,8 @@ def model_fingerprint(model: nn.Module) -> str:
     if known is not None and known[0] == state:
         return known[1]
     digest = weights_fingerprint(model)
-    try:
-        with _LOCK:
-            _FINGERPRINTS[model] = (state, digest)
-    except TypeError:  # not weakly referenceable: hash every time
-        pass
+    with contextlib.suppress(TypeError), _LOCK:  # not weakly referenceable: hash every time
+        _FINGERPRINTS[model] = (state, digest)
     return digest
 
 
