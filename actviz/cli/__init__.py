@@ -188,6 +188,7 @@ def _progress(msg: str) -> None:
 
 
 def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
+    from actviz.core.threads import reporting
     from actviz.io.errors import ArchitectureNeededError
     from actviz.io.models.big import parse_max_memory
     from actviz.io.models.loading import open_model
@@ -196,17 +197,25 @@ def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
     _progress(f"opening {args.model} ...")
     # A plugin's model opener first (export): None when none opens this source.
     loaded = plugins.open_model(args.model, trust=args.trust) if plugins is not None else None
+    guessing: list[str] = []  # said once: a first guess builds some fifty architectures
+
+    def guess_said(_text: str) -> None:
+        if not guessing:
+            guessing.append(_text)
+            _progress("guessing the architecture from the weights (kept for next time) ...")
+
     try:
-        loaded = loaded or open_model(
-            args.model,
-            arch=args.arch,
-            weights=kit.weights_arg(args.weights),
-            trust=args.trust,
-            device=args.device,
-            device_map=getattr(args, "device_map", None),
-            max_memory=parse_max_memory(getattr(args, "max_memory", None)),
-            offload_folder=getattr(args, "offload_folder", None),
-        )
+        with reporting(guess_said):
+            loaded = loaded or open_model(
+                args.model,
+                arch=args.arch,
+                weights=kit.weights_arg(args.weights),
+                trust=args.trust,
+                device=args.device,
+                device_map=getattr(args, "device_map", None),
+                max_memory=parse_max_memory(getattr(args, "max_memory", None)),
+                offload_folder=getattr(args, "offload_folder", None),
+            )
     except ArchitectureNeededError as exc:
         _print_arch_guesses(exc.candidates)
         raise
