@@ -102,13 +102,9 @@ def rows_of_indices(atlas: Any, indices: Any) -> np.ndarray:
 
 def as_int(value: Any) -> int | None:
     """``value`` as an int when it is one (JSON from a session file), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+    return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
 class AtlasFeature(FeatureBase, QObject):
