@@ -233,10 +233,9 @@ class DatasetScanUI(FeatureBase, QObject):
     def _refuse_text_model(self) -> bool:
         """Say so and return True when the session's model cannot take the scan's images."""
         problem = self.session.input_problem(source="images") if self.session.model else ""
-        if not problem:
-            return False
-        self.host.show_warning(problem, BANNER_SOURCE)
-        return True
+        if problem:
+            self.host.show_warning(problem, BANNER_SOURCE)
+        return bool(problem)
 
     def _layers(self) -> list[str]:
         """Every layer of the session's model, in model order (what a scan may scan)."""
@@ -449,8 +448,7 @@ class DatasetScanUI(FeatureBase, QObject):
     def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
         if (layer, channel) != self._grid_key:
             return
-        scan = self.scans.scan
-        spec = self.scans.spec
+        scan, spec = self.scans.scan, self.scans.spec
         folder = Path(spec.folder).name if spec else "the dataset"
         caption = f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it"
         gone = sum(bool(getattr(v, "missing", "")) for v in views)

@@ -189,13 +189,8 @@ class EffectsFeature(FeatureBase, QObject):
     def session_part(self) -> dict[str, Any]:
         """The channels shown per layer and the panels' marking and sorting."""
         v = self.view
-        return {
-            "effects": {
-                "top": v.top,
-                "mark": v.mark_check.isChecked(),
-                "sort": v.sort_check.isChecked(),
-            }
-        }
+        checks = {"mark": v.mark_check.isChecked(), "sort": v.sort_check.isChecked()}
+        return {"effects": {"top": v.top, **checks}}
 
     def report_part(self) -> dict[str, Any]:
         """Each layer's bar chart as the dock shows it, for the report."""
