@@ -359,11 +359,10 @@ class AtlasFeature(FeatureBase, QObject):
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
         self.view.selection_title.setText(selection_text(atlas, rows))
-        strip = []
-        for r in (int(r) for r in rows[:SELECTION_THUMBS]):
-            source = self.source(r)
-            strip.append((r, self._thumb(source), Path(source).name, self._describe(r)))
-        self.view.selection_strip.set_items(strip)
+        sources = {int(r): self.source(int(r)) for r in rows[:SELECTION_THUMBS]}
+        self.view.selection_strip.set_items(
+            [(r, self._thumb(s), Path(s).name, self._describe(r)) for r, s in sources.items()]
+        )
         self.view.channel_list.clear()
         for split in self.separating:
             text, tip = separating_texts(split, atlas.layer)

@@ -278,15 +278,11 @@ class AtlasView(QWidget):
         self.dots.set_data(self.coords, colours.rgb())
         if refit and len(self.coords):
             self.box.autoRange(padding=0.05)
-        if colours.legend:
-            self.legend_label.setText(
-                "  ".join(
-                    f'<span style="color: rgb{rgb}">&#9632;</span> {html.escape(name, quote=False)} ({count})'
-                    for name, rgb, count in colours.legend
-                )
-            )
-        else:
-            self.legend_label.setText(colours.note)
+        legend = "  ".join(
+            f'<span style="color: rgb{rgb}">&#9632;</span> {html.escape(name, quote=False)} ({count})'
+            for name, rgb, count in colours.legend
+        )
+        self.legend_label.setText(legend or colours.note)
         if colours.scale is not None:
             lo, hi = colours.scale
             self.bar_image.setPixmap(style.rgb_pixmap(colours.palette[None, :, :3]))

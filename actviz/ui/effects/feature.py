@@ -282,13 +282,12 @@ class EffectsFeature(FeatureBase, QObject):
         if v.sort_check.isChecked() != bool(on):
             v.sort_check.setChecked(bool(on))  # its signal comes back here
             return
-        if on:
-            if self.effects is not None:
-                self._apply_order()
-            else:
-                self.refresh()
-            return
-        self.marks.unsort()
+        if not on:
+            self.marks.unsort()
+        elif self.effects is not None:
+            self._apply_order()
+        else:
+            self.refresh()
 
     def sorted_layers(self) -> list[str]:
         """Layers whose panels this feature sorted by effect."""

@@ -216,9 +216,8 @@ class TokenViews(FeatureBase):
         self.host.set_tab_visible(
             self.attention_page, result.attention is not None or result.logit_lens is not None
         )
-        if result.rollout is not None and result.image is not None:
-            self.rollout_panel.setVisible(True)
+        rollout = result.rollout is not None and result.image is not None
+        self.rollout_panel.setVisible(rollout)
+        if rollout:
             self.rollout_panel.set_image(result.image)
             self.rollout_panel.set_heat(result.rollout)
-        else:
-            self.rollout_panel.setVisible(False)
