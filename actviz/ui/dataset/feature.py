@@ -304,11 +304,9 @@ class DatasetScanUI(FeatureBase, QObject):
     def _show_scan(self, scan: Any) -> None:
         self.dock.show_scan(scan, self.scans.spec)
         layers = tuple(scan.layers)
-        current = self.dock.current_layer()
-        keep = current if current in layers else None
-        if keep is None and self.channel_view.name in layers:
-            keep = self.channel_view.name
-        self.dock.set_layers(layers, keep or (layers[0] if layers else None))
+        # The layer shown stays, else the channel view's, else the first.
+        shown = [n for n in (self.dock.current_layer(), self.channel_view.name) if n in layers]
+        self.dock.set_layers(layers, next(iter([*shown, *layers]), None))
         self._show_layer(self.dock.current_layer())
         # The channel open now gets its grid from the new scan.
         self._grid_key = None
