@@ -32,13 +32,12 @@ _GLOBAL_HOOKS = tuple(f"_global{name}" for name in HOOK_ATTRS[:4])
 
 def hooks_left(model: torch.nn.Module) -> list[str]:
     """One line per non-empty hook dictionary left on ``model`` or its submodules."""
-    found = []
-    for name, module in model.named_modules():
-        for attr in HOOK_ATTRS:
-            hooks = getattr(module, attr, None)
-            if hooks:
-                found.append(f"{name or '(model)'} still has {attr}: {dict(hooks)}")
-    return found
+    return [
+        f"{name or '(model)'} still has {attr}: {dict(hooks)}"
+        for name, module in model.named_modules()
+        for attr in HOOK_ATTRS
+        if (hooks := getattr(module, attr, None))
+    ]
 
 
 def assert_no_hooks(model: torch.nn.Module) -> None:

@@ -64,13 +64,11 @@ class WindowDriver:
     (``win.live``, ...). ``qtbot`` None uses Qt alone (:class:`EventBot`)."""
 
     def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
-        if qtbot is None:
-            qtbot = EventBot()
         from actviz.ui.window.script import window_of
 
         window = window_of(window)  # actviz.explore()'s façade: its window
         self.window = window
-        self.qtbot = qtbot
+        self.qtbot = qtbot if qtbot is not None else EventBot()
         #: Kept beside the window: its model is checked for hooks after the window is deleted.
         self.session = window.session
         self.models: list[Any] = []
@@ -343,9 +341,7 @@ class EventBot:
     def waitUntil(self, condition: Callable[[], Any], timeout: int = UI_TIMEOUT_MS) -> None:  # noqa: N802
         """Process events until ``condition()`` is true (``TimeoutError`` after ``timeout`` ms)."""
         deadline = time.perf_counter() + timeout / 1000
-        while True:
-            if condition():
-                return
+        while not condition():
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"the condition was not met within {timeout} ms")
             QTest.qWait(5)

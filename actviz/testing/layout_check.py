@@ -189,9 +189,8 @@ def _clipped_by(widget: QWidget) -> str:
 # ---------------------------------------------------------------------- labels, buttons
 def _is_rich(label: QLabel) -> bool:
     fmt = label.textFormat()
-    if fmt == Qt.TextFormat.RichText:
-        return True
-    return fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(label.text())
+    rich = fmt == Qt.TextFormat.RichText
+    return rich or (fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(label.text()))
 
 
 def _labels(window: QWidget) -> Found:

@@ -116,14 +116,10 @@ def feature_classes(features: Sequence[Any]) -> list[Any]:
     from actviz.ui.window.features import default_features
 
     by_name = {make.name: make for make in default_features()}
-    classes = []
-    for feature in features:
-        if isinstance(feature, str):
-            if feature not in by_name:
-                raise ValueError(f"no feature {feature!r}; the features are {sorted(by_name)}")
-            feature = by_name[feature]
-        classes.append(feature)
-    return classes
+    unknown = [f for f in features if isinstance(f, str) and f not in by_name]
+    if unknown:
+        raise ValueError(f"no feature {unknown[0]!r}; the features are {sorted(by_name)}")
+    return [by_name[f] if isinstance(f, str) else f for f in features]
 
 
 def leftovers(

@@ -72,12 +72,10 @@ class UserActions:
         from PySide6.QtTest import QTest
 
         button = Qt.MouseButton.LeftButton if button is None else button
-        if pos is None:
-            QTest.mouseClick(widget, button)
-        else:
-            QTest.mouseClick(widget, button, pos=QPoint(pos))
+        point = QPoint(pos) if pos is not None else None
+        QTest.mouseClick(widget, button, pos=point if point is not None else QPoint())  # centre
         if button == Qt.MouseButton.RightButton:
-            self._context_menu_event(widget, QPoint(pos) if pos is not None else None)
+            self._context_menu_event(widget, point)
 
     def _context_menu_event(self, widget: Any, pos: Any) -> None:
         """The context-menu event the platform sends after a right click that popped no menu."""

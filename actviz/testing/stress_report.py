@@ -218,8 +218,7 @@ class StressReport:
         lines.extend(f"widget left: {text}" for text in self.widgets_left)
         lines.extend(f"window kept: {text}" for text in self.windows_kept)
         if self.samples:
-            first, last = self.samples[0], self.samples[-1]
-            for label, sample in (("first", first), ("last ", last)):
+            for label, sample in (("first", self.samples[0]), ("last ", self.samples[-1])):
                 heap = "" if sample.heap_mib is None else f", heap in use {sample.heap_mib:.0f} MiB"
                 lines.append(f"counts {label} {sample.counts} rss {sample.rss_mib:.0f} MiB{heap}")
             lines.append("memory (MiB) at each checkpoint: " + ", ".join(_MEMORY_KEYS))

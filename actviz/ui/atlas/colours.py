@@ -109,8 +109,7 @@ def colouring(
             return grey
         v = np.asarray(channel_values, np.float64)
         finite = np.isfinite(v)
-        lo = float(v[finite].min()) if finite.any() else 0.0
-        hi = float(v[finite].max()) if finite.any() else 0.0
+        lo, hi = (float(v[finite].min()), float(v[finite].max())) if finite.any() else (0.0, 0.0)
         t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
         index = np.clip(np.rint(np.nan_to_num(t) * (LEVELS - 1)), 0, LEVELS - 1).astype(np.int64)
         return Colouring(index, viridis(LEVELS), scale=(lo, hi))

@@ -102,13 +102,9 @@ def rows_of_indices(atlas: Any, indices: Any) -> np.ndarray:
 
 def as_int(value: Any) -> int | None:
     """``value`` as an int when it is one (JSON from a session file), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+    return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
 class AtlasFeature(FeatureBase, QObject):
@@ -363,11 +359,10 @@ class AtlasFeature(FeatureBase, QObject):
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
         self.view.selection_title.setText(selection_text(atlas, rows))
-        strip = []
-        for r in (int(r) for r in rows[:SELECTION_THUMBS]):
-            source = self.source(r)
-            strip.append((r, self._thumb(source), Path(source).name, self._describe(r)))
-        self.view.selection_strip.set_items(strip)
+        sources = {int(r): self.source(int(r)) for r in rows[:SELECTION_THUMBS]}
+        self.view.selection_strip.set_items(
+            [(r, self._thumb(s), Path(s).name, self._describe(r)) for r, s in sources.items()]
+        )
         self.view.channel_list.clear()
         for split in self.separating:
             text, tip = separating_texts(split, atlas.layer)

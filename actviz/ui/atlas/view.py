@@ -108,7 +108,6 @@ class AtlasView(QWidget):
         content = QWidget()
         root.addWidget(style.scroll_area(content, frameless=True))
         outer = QVBoxLayout(content)
-        bar = QHBoxLayout()
         self.layer_combo = QComboBox()
         self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
         self.method_combo = QComboBox()
@@ -132,15 +131,15 @@ class AtlasView(QWidget):
         # Tooltips, not captions, and the status on its own line: narrow windows fit.
         style.fit_combo(self.layer_combo, 12)
         # Two short rows rather than one long one: the tab's minimum width stays small.
-        bar.addWidget(self.layer_combo)
-        bar.addWidget(self.method_combo)
-        bar.addStretch(1)
-        bar2 = QHBoxLayout()
-        for w in (self.colour_combo, self.channel_spin, self.select_button, self.lasso_button):
-            bar2.addWidget(w)
-        bar2.addStretch(1)
-        outer.addLayout(bar)
-        outer.addLayout(bar2)
+        for row in (
+            (self.layer_combo, self.method_combo),
+            (self.colour_combo, self.channel_spin, self.select_button, self.lasso_button),
+        ):
+            bar = QHBoxLayout()
+            for w in row:
+                bar.addWidget(w)
+            bar.addStretch(1)
+            outer.addLayout(bar)
         # Elided: a long status never widens the window.
         self.status_label = style.ElidedLabel("")
         outer.addWidget(self.status_label)
@@ -185,9 +184,8 @@ class AtlasView(QWidget):
         self.bar_image.setFixedHeight(12)
         self.bar_image.setScaledContents(True)
         self.bar_high = QLabel("")
-        cb.addWidget(self.bar_low)
-        cb.addWidget(self.bar_image, 1)
-        cb.addWidget(self.bar_high)
+        for w, stretch in ((self.bar_low, 0), (self.bar_image, 1), (self.bar_high, 0)):
+            cb.addWidget(w, stretch)
         self.colour_bar.hide()
         lv.addWidget(self.colour_bar)
         split.addWidget(left)
@@ -280,15 +278,11 @@ class AtlasView(QWidget):
         self.dots.set_data(self.coords, colours.rgb())
         if refit and len(self.coords):
             self.box.autoRange(padding=0.05)
-        if colours.legend:
-            self.legend_label.setText(
-                "  ".join(
-                    f'<span style="color: rgb{rgb}">&#9632;</span> {html.escape(name, quote=False)} ({count})'
-                    for name, rgb, count in colours.legend
-                )
-            )
-        else:
-            self.legend_label.setText(colours.note)
+        legend = "  ".join(
+            f'<span style="color: rgb{rgb}">&#9632;</span> {html.escape(name, quote=False)} ({count})'
+            for name, rgb, count in colours.legend
+        )
+        self.legend_label.setText(legend or colours.note)
         if colours.scale is not None:
             lo, hi = colours.scale
             self.bar_image.setPixmap(style.rgb_pixmap(colours.palette[None, :, :3]))

@@ -128,9 +128,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
             self._discard(self.panels.pop(name))
         cells: dict[str, QtWidgets.QWidget] = {}
         for name in order:
-            cell = self.panels.get(name)
-            if cell is None:
-                cell = self.cells.get(name)
+            cell = self.panels.get(name, self.cells.get(name))
             cells[name] = cell if cell is not None else _StandIn(name)
         for name, cell in self.cells.items():
             if isinstance(cell, _StandIn) and cells.get(name) is not cell:

@@ -361,9 +361,7 @@ class CompareController(FeatureBase, QObject):
     def _refresh_input_choices(self) -> None:
         choices = [str(p) for p in self.host.sample_inputs()]
         choices += [r for r in self.host.settings.recent_inputs() if r not in choices]
-        inp = self.session.input
-        value = inp.value if inp is not None else None
-        shape = getattr(value, "shape", None)
+        shape = getattr(getattr(self.session.input, "value", None), "shape", None)
         if shape is not None and len(shape):
             choices.append("random:" + "x".join(str(int(d)) for d in shape) + ":1")
         self.view.set_input_choices(choices)

@@ -93,9 +93,8 @@ class ModelB(QObject):
         result = self.host.session.result
         if result is not None and result.capture is not None:
             return layer_mismatch(result.capture, model, list(result.capture.names))
-        names = self.host.session.ticked
         modules = dict(model.named_modules())
-        missing = [n for n in names if n not in modules]
+        missing = [n for n in self.host.session.ticked if n not in modules]
         if missing:
             return (
                 "Model B is not the architecture of the window's model: it has no "

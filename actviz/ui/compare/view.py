@@ -60,9 +60,6 @@ class CompareView(QtWidgets.QWidget):
         self.top_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.top_splitter.addWidget(self.chart)
         self.top_splitter.addWidget(predictions_scroll)
-        self.top_splitter.setStretchFactor(0, 3)
-        self.top_splitter.setStretchFactor(1, 2)
-        self.top_splitter.setSizes([3000, 2000])
 
         self.diffs = DifferenceArea()
         for name in ("page_requested", "mosaic_width_changed", "channel_clicked"):
@@ -70,12 +67,12 @@ class CompareView(QtWidgets.QWidget):
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.splitter.addWidget(self.top_splitter)
         self.splitter.addWidget(self.diffs)
-        for s in (self.splitter, self.top_splitter):
+        for s, shares in ((self.splitter, (2, 3)), (self.top_splitter, (3, 2))):
             s.setChildrenCollapsible(False)
             s.setHandleWidth(style.PANEL_SPACING)
-        self.splitter.setStretchFactor(0, 2)
-        self.splitter.setStretchFactor(1, 3)
-        self.splitter.setSizes([2000, 3000])
+            for i, share in enumerate(shares):
+                s.setStretchFactor(i, share)
+            s.setSizes([1000 * share for share in shares])  # in these shares from the start
         outer.addWidget(self.splitter, 1)
 
     def _source_bar(self) -> QtWidgets.QHBoxLayout:

@@ -153,11 +153,9 @@ class DatasetDock(QDockWidget):
     def show_progress(self, done: int, total: int, images_per_s: float, eta: float) -> None:
         """Show the running scan's progress (a busy bar until the total is known)."""
         self.progress_box.setVisible(True)
+        self.progress_bar.setRange(0, max(total, 0))  # 0: a busy bar
         if total > 0:
-            self.progress_bar.setRange(0, total)
             self.progress_bar.setValue(min(done, total))
-        else:
-            self.progress_bar.setRange(0, 0)
         self.rate_label.setText(progress_text(done, total, images_per_s, eta))
 
     def start_progress(self, text: str) -> None:

@@ -233,10 +233,9 @@ class DatasetScanUI(FeatureBase, QObject):
     def _refuse_text_model(self) -> bool:
         """Say so and return True when the session's model cannot take the scan's images."""
         problem = self.session.input_problem(source="images") if self.session.model else ""
-        if not problem:
-            return False
-        self.host.show_warning(problem, BANNER_SOURCE)
-        return True
+        if problem:
+            self.host.show_warning(problem, BANNER_SOURCE)
+        return bool(problem)
 
     def _layers(self) -> list[str]:
         """Every layer of the session's model, in model order (what a scan may scan)."""
@@ -305,11 +304,9 @@ class DatasetScanUI(FeatureBase, QObject):
     def _show_scan(self, scan: Any) -> None:
         self.dock.show_scan(scan, self.scans.spec)
         layers = tuple(scan.layers)
-        current = self.dock.current_layer()
-        keep = current if current in layers else None
-        if keep is None and self.channel_view.name in layers:
-            keep = self.channel_view.name
-        self.dock.set_layers(layers, keep or (layers[0] if layers else None))
+        # The layer shown stays, else the channel view's, else the first.
+        shown = [n for n in (self.dock.current_layer(), self.channel_view.name) if n in layers]
+        self.dock.set_layers(layers, next(iter([*shown, *layers]), None))
         self._show_layer(self.dock.current_layer())
         # The channel open now gets its grid from the new scan.
         self._grid_key = None
@@ -449,8 +446,7 @@ class DatasetScanUI(FeatureBase, QObject):
     def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
         if (layer, channel) != self._grid_key:
             return
-        scan = self.scans.scan
-        spec = self.scans.spec
+        scan, spec = self.scans.scan, self.scans.spec
         folder = Path(spec.folder).name if spec else "the dataset"
         caption = f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it"
         gone = sum(bool(getattr(v, "missing", "")) for v in views)

@@ -33,11 +33,8 @@ def layer_figures(scan: Any, layer: str) -> LayerFigures:
     """The per-channel figures of ``layer`` in ``scan`` (``best``: NaN without a top entry)."""
     stats = scan.stats(layer)
     mean = np.asarray(stats.mean, dtype=np.float64)
-    best = np.full(mean.shape, np.nan)
-    for channel in range(mean.shape[0]):
-        top = scan.top(layer, channel)
-        if top:
-            best[channel] = float(top[0].value)
+    tops = (scan.top(layer, channel) for channel in range(mean.shape[0]))
+    best = np.array([float(top[0].value) if top else np.nan for top in tops], dtype=np.float64)
     dead = np.array(scan.dead(layer))
     if dead.dtype != bool:  # the dead channels' indices
         dead = np.isin(np.arange(mean.shape[0]), dead)

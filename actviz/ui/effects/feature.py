@@ -189,13 +189,8 @@ class EffectsFeature(FeatureBase, QObject):
     def session_part(self) -> dict[str, Any]:
         """The channels shown per layer and the panels' marking and sorting."""
         v = self.view
-        return {
-            "effects": {
-                "top": v.top,
-                "mark": v.mark_check.isChecked(),
-                "sort": v.sort_check.isChecked(),
-            }
-        }
+        checks = {"mark": v.mark_check.isChecked(), "sort": v.sort_check.isChecked()}
+        return {"effects": {"top": v.top, **checks}}
 
     def report_part(self) -> dict[str, Any]:
         """Each layer's bar chart as the dock shows it, for the report."""
@@ -287,13 +282,12 @@ class EffectsFeature(FeatureBase, QObject):
         if v.sort_check.isChecked() != bool(on):
             v.sort_check.setChecked(bool(on))  # its signal comes back here
             return
-        if on:
-            if self.effects is not None:
-                self._apply_order()
-            else:
-                self.refresh()
-            return
-        self.marks.unsort()
+        if not on:
+            self.marks.unsort()
+        elif self.effects is not None:
+            self._apply_order()
+        else:
+            self.refresh()
 
     def sorted_layers(self) -> list[str]:
         """Layers whose panels this feature sorted by effect."""

@@ -143,9 +143,8 @@ class Autosave(QObject):
             return False
         what = describe_session_file(self.path)
         text = "actviz kept your last session when it closed"
-        if not ask(self.host.dialog_parent(), f"{text}{f' ({what})' if what else ''}. Restore it?"):
-            return False
-        return open_session(self.path)
+        asked = ask(self.host.dialog_parent(), f"{text}{f' ({what})' if what else ''}. Restore it?")
+        return asked and open_session(self.path)
 
     def close(self) -> None:
         """On close: wait for the write under way (never two writers), then write once more."""

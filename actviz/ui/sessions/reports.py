@@ -211,8 +211,7 @@ class ReportExport(QObject):
         if self._reports.pop(report, False) is False:
             return
         log.error("report failed", exc_info=(type(error), error, error.__traceback__))
-        text = f"Could not write the report: {describe_error(error)}"
-        self.host.show_error(text, REPORT_SOURCE)
+        self.host.show_error(f"Could not write the report: {describe_error(error)}", REPORT_SOURCE)
         self.host.refresh_busy("Could not write the report: see the message above")
 
     def _cancelled(self, report: ReportJob) -> None:

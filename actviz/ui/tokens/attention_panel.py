@@ -30,10 +30,7 @@ class AttentionPanel(PanelBase):
         row.addWidget(style.caption_label("layer"))
         # "transformer…h.11.attn": the block number stays when the name is cut.
         self.layer_combo = MiddleElidedComboBox()
-        self.layer_combo.setSizeAdjustPolicy(
-            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.layer_combo.setMinimumContentsLength(14)
+        style.fit_combo(self.layer_combo, 14)
         row.addWidget(self.layer_combo, 2)
         row.addWidget(style.caption_label("head"))
         self.head_combo = QtWidgets.QComboBox()

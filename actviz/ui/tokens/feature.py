@@ -9,7 +9,7 @@ from typing import Any
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFrame, QLineEdit, QPushButton, QScrollArea, QSplitter, QToolBar
+from PySide6.QtWidgets import QLineEdit, QPushButton, QSplitter, QToolBar
 
 from actviz.display.logit_lens import LogitLens
 from actviz.ui.host import FeatureBase, WindowHost
@@ -121,11 +121,9 @@ class TokenViews(FeatureBase):
         self.attention_tab.addWidget(self.lens_panel)
         self.attention_tab.setSizes([3000, 2000])
         # A scroll area, like the Overview's page: the tab never sets the window's minimum size.
-        self.attention_page = QScrollArea()
-        self.attention_page.setObjectName("attentionPage")
-        self.attention_page.setWidgetResizable(True)
-        self.attention_page.setFrameShape(QFrame.Shape.NoFrame)
-        self.attention_page.setWidget(self.attention_tab)
+        self.attention_page = style.scroll_area(
+            self.attention_tab, name="attentionPage", frameless=True
+        )
         host.add_tab(self.attention_page, "Attention")
         host.set_tab_visible(self.attention_page, False)
         # Rollout beside Grad-CAM (the Overview's top row).
@@ -218,9 +216,8 @@ class TokenViews(FeatureBase):
         self.host.set_tab_visible(
             self.attention_page, result.attention is not None or result.logit_lens is not None
         )
-        if result.rollout is not None and result.image is not None:
-            self.rollout_panel.setVisible(True)
+        rollout = result.rollout is not None and result.image is not None
+        self.rollout_panel.setVisible(rollout)
+        if rollout:
             self.rollout_panel.set_image(result.image)
             self.rollout_panel.set_heat(result.rollout)
-        else:
-            self.rollout_panel.setVisible(False)

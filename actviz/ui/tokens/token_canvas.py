@@ -57,8 +57,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
         # No menus (style_plot drops them): building them is a tenth of a canvas.
         self.plot = self.addPlot(row=0, col=0, enableMenu=False)
-        style_kwargs = {"x_label": x_label or None}
-        style.style_plot(self.plot, **style_kwargs)
+        style.style_plot(self.plot, x_label=x_label or None)
         self.plot.invertY(True)
         self.plot.setMouseEnabled(x=False, y=False)
         self.image = pg.ImageItem(axisOrder="row-major")
@@ -214,9 +213,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         point = self.plot.vb.mapSceneToView(scene_pos)
         row, col = int(np.floor(point.y())), int(np.floor(point.x()))
         rows, cols = self.heat.shape
-        if 0 <= row < rows and 0 <= col < cols:
-            return (row, col)
-        return (-1, -1)
+        return (row, col) if 0 <= row < rows and 0 <= col < cols else (-1, -1)
 
     def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
         """Widget coordinates of a cell's centre (tests hover there)."""

@@ -34,9 +34,7 @@ class TokenLayerPanel(LayerPanel):
 
     def _build_token_box(self) -> None:
         box = QtWidgets.QWidget()
-        row = QtWidgets.QHBoxLayout(box)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(6)
+        row = style.bare_box(box, spacing=6)
         self.token_canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
         self.token_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, False))
         row.addWidget(self.token_canvas, 1)

@@ -12,10 +12,10 @@ from PySide6.QtWidgets import (
     QLabel,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
+from actviz.ui.panels import style
 from actviz.ui.tree.model import format_shape
 
 #: A column of the details table is never shortened below this width.
@@ -50,8 +50,7 @@ class ModuleDetails(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        layout = style.bare_box(self, vertical=True)
         self.header = QLabel("Select a module to see its parameters.")
         self.header.setWordWrap(True)
         # At the top of the pane also when the table under it is hidden.

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.panels import style
 from actviz.ui.panels.input_preview import InputPreview
 from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.model import ModuleFilterProxy, ModuleTreeModel, NameRole
@@ -83,10 +84,8 @@ class ModelDock(QDockWidget):
         self.details = ModuleDetails()
         splitter.addWidget(self.details)
         preview_box = QWidget()
-        preview_layout = QVBoxLayout(preview_box)
-        preview_layout.setContentsMargins(0, 0, 0, 0)
         self.input_preview = InputPreview()
-        preview_layout.addWidget(self.input_preview)
+        style.bare_box(preview_box, vertical=True).addWidget(self.input_preview)
         splitter.addWidget(preview_box)
         for index, stretch in enumerate((5, 2, 2)):  # tree, details, preview
             splitter.setStretchFactor(index, stretch)

@@ -80,10 +80,6 @@ class ModuleTreeModel(QAbstractItemModel):
             return QModelIndex()
         return self.createIndex(self._row_of[name], column, self._id_of[name])
 
-    def name_of(self, index: _Index) -> str | None:
-        node = self._node(index)
-        return node.name if node is not None else None
-
     def index(self, row: int, column: int, parent: _Index = QModelIndex()) -> QModelIndex:  # noqa: B008
         if self._tree is None or not (0 <= column < len(COLUMNS)):
             return QModelIndex()
@@ -103,12 +99,10 @@ class ModuleTreeModel(QAbstractItemModel):
         return self.index_of(node.parent)
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
-        if self._tree is None:
+        if self._tree is None or parent.column() > 0:  # only the Name column has children
             return 0
         if not parent.isValid():
             return 1
-        if parent.column() != 0:
-            return 0
         node = self._node(parent)
         return len(node.children) if node is not None else 0
 
@@ -169,9 +163,8 @@ class ModuleTreeModel(QAbstractItemModel):
         node = self._node(index)
         if node is None or role != Qt.ItemDataRole.CheckStateRole or index.column() != NAME:
             return False
-        checked = _is_checked(value)
         # The session emits ticks_changed, which repaints this row (and any other view).
-        self._session.set_ticked([node.name], checked)
+        self._session.set_ticked([node.name], _is_checked(value))
         return True
 
     def flags(self, index: _Index) -> Qt.ItemFlag:

@@ -310,11 +310,10 @@ class VisualizeFeature(FeatureBase, QObject):
             )
 
     def _on_channel_changed(self, layer: str, channel: int) -> None:
-        if channel < 0 or self.session.model is None:
-            self.section.setVisible(False)
-            return
-        self.section.setVisible(True)
-        self._show_cached()
+        shown = channel >= 0 and self.session.model is not None
+        self.section.setVisible(shown)
+        if shown:
+            self._show_cached()
 
     def _on_page_pictures(self, _token: int, kind: str, vis: Any) -> None:
         """The page's pictures hold the channel shown, with the same settings: shown here too."""

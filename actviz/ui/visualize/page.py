@@ -288,8 +288,7 @@ class PageVisualiser(QObject):
                 settings=saved_settings(self._settings),
             )
             if self._order is not None:
-                state["order"] = list(self._order)
-                state["order_label"] = self._order_label
+                state.update(order=list(self._order), order_label=self._order_label)
         return state
 
     def restore(self, state: Any) -> bool:

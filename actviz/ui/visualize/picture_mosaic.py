@@ -87,10 +87,8 @@ class WantsMosaic(QtWidgets.QWidget):
 
     def channel_at(self, pos: QtCore.QPoint) -> int | None:
         """The channel of the tile under ``pos`` (widget coordinates), or None."""
-        for i, channel in enumerate(self.channels):
-            if self.tile_rect(i).contains(pos):
-                return channel
-        return None
+        hit = (c for i, c in enumerate(self.channels) if self.tile_rect(i).contains(pos))
+        return next(hit, None)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)

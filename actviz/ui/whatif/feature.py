@@ -276,9 +276,8 @@ class WhatIfController(FeatureBase, QObject):
 
         before, after = result.baseline, result.capture
         assert before is not None and after is not None
-        target = self.session.run_target
-        if target is None:
-            target = before.target_index  # the class the unedited model answered
+        chosen = self.session.run_target  # else the class the unedited model answered
+        target = before.target_index if chosen is None else chosen
         # A is the edited run, B the reference: changes are after minus before.
         return prediction_change(
             after.output,
