@@ -20,6 +20,7 @@ from actviz.ui.background_loads import (
     load_input_source,
     load_model_source,
     local_files,
+    short_source,
 )
 from actviz.ui.host import Feature, Host
 from actviz.ui.panels.deferred import DeferredCall
@@ -222,7 +223,8 @@ class MainWindow(QMainWindow):
         loading = any(w.has_current_job() for w in others) or self.files.is_loading()
         self.status.progress_bar.setVisible(busy and (loading or not self.runs.streaming()))
         self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
-        self.display.grid.update_placeholder(busy)
+        opening = self.files.model_request
+        self.display.grid.update_placeholder(busy, short_source(opening.source) if opening else "")
         if text:
             self.host.show_status(text)
 

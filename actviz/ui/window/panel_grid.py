@@ -177,10 +177,13 @@ class PanelGrid:
         if more:
             self.schedule()
 
-    def update_placeholder(self, running: bool) -> None:
-        """Say what the empty Layers tab waits for: a model, ticks, an input, or the run."""
+    def update_placeholder(self, running: bool, opening: str = "") -> None:
+        """Say what the empty Layers tab waits for: a model (``opening``: the one loading),
+        ticks, an input, or the run."""
         s = self.session
-        if s.model is None:
+        if opening:
+            text = f"Opening {opening}…"
+        elif s.model is None:
             text = "Open a model (Ctrl+O) or drop a checkpoint on the window."
         elif isinstance(s.model, torch.jit.ScriptModule):
             text = (

@@ -76,13 +76,24 @@ def test_a_first_guess_says_what_it_tries_in_the_dialog_and_the_status_bar(
     said: list[tuple[str, str]] = []
     window.files.status_label.setText = lambda text: said.append(("status", text))
     busy = dialog.set_busy
-    dialog.set_busy = lambda on, text="": (said.append(("dialog", text)), busy(on, text))[1]
+    placeholder = window.centre.layers_placeholder
+    assert placeholder.text().startswith("Open a model (Ctrl+O)")
+
+    def set_busy(on: bool, text: str = "") -> None:
+        said.extend([("dialog", text), ("Layers tab", placeholder.text())])
+        busy(on, text)
+
+    dialog.set_busy = set_busy
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         _press_open(qtbot, dialog)
     tries = [(where, t) for where, t in said if t.startswith("Guessing the architecture")]
     assert ("dialog", "Guessing the architecture of the weights: trying resnet18…") in tries
     assert {where for where, _ in tries} == {"dialog", "status"}
+    # Meanwhile the empty Layers tab says a model is on its way, not "Open a model".
+    # (The first pair: the Open click, before the load starts.)
+    assert {t for where, t in said[2:] if where == "Layers tab"} == {"Opening r18.pt…"}
     assert window.session.model_name == "r18.pt (resnet18)"
+    assert not placeholder.text().startswith("Opening")
 
 
 def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(
