@@ -54,6 +54,8 @@ class DialogAnswerer:
         self._busy = False
         self._seen: dict[int, float] = {}
         self._tried: set[int] = set()
+        #: What a busy Open model dialog said last: stuck only when it says nothing new.
+        self._said: dict[int, str] = {}
 
     def answer(self) -> None:
         """Answer the popped-up menu or the modal dialog shown now, if any."""
@@ -72,6 +74,7 @@ class DialogAnswerer:
                 # count as open since long ago: closed as stuck at once).
                 self._seen.clear()
                 self._tried.clear()
+                self._said.clear()
                 return
         # Shown for a moment first, as a person reads before clicking.
         now = time.perf_counter()
@@ -137,7 +140,10 @@ class DialogAnswerer:
         key = id(dialog)
         if isinstance(dialog, OpenModelDialog):
             if not dialog.open_button.isEnabled():  # loading what it was asked to open
-                if time.perf_counter() - self._seen[key] > DIALOG_STUCK_S:
+                if self._said.get(key) != dialog.message():  # it says what it does now
+                    self._said[key] = dialog.message()
+                    self._seen[key] = time.perf_counter()
+                elif time.perf_counter() - self._seen[key] > DIALOG_STUCK_S:
                     d.note_stuck(f"the Open model dialog stayed busy: {dialog.message()!r}")
                     QTest.keyClick(dialog, Qt.Key.Key_Escape)
                 return
