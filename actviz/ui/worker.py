@@ -31,7 +31,8 @@ JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
 GIL_SWITCH_INTERVAL_S = 0.001
-#: Nice steps of the capture worker below the GUI thread (at one priority a paint waits).
+#: Nice steps of the capture worker and the features' workers below the GUI thread (at one
+#: priority a paint waits for a time slice beside a long job).
 CAPTURE_NICE = 5
 
 

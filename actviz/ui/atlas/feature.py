@@ -24,7 +24,7 @@ from actviz.ui.atlas.captions import (
 from actviz.ui.atlas.colours import colouring
 from actviz.ui.atlas.view import HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
 __all__ = ["NEAREST_K", "SELECTION_THUMBS", "AtlasFeature", "classifier_layer"]
 
@@ -120,7 +120,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.session = host.session
         self.view = AtlasView()
         host.add_tab(self.view, "Atlas")
-        self.worker = Worker(self)
+        self.worker = Worker(self, nice=CAPTURE_NICE)
         #: The map shown (:class:`~actviz.data.atlas_map.Atlas`), or None.
         self.atlas: Any = None
         self.logits: str | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
@@ -19,6 +21,9 @@ __all__ = ["PAINT_MARGIN", "DiffPainter", "panel_title"]
 
 #: How far outside the view (a fraction of its height) panels are painted, one per pass.
 PAINT_MARGIN = 0.5
+#: Seconds one pass may paint panels in view; the rest follow on the next turns (a panel's
+#: first paint builds its canvases, ~8 ms each: a dozen in one turn blocked the window).
+PAINT_BUDGET_S = 0.025
 
 
 def panel_title(layer: PreparedLayer) -> str:
@@ -86,15 +91,21 @@ class DiffPainter(QObject):
             if self._reveal_name is not None:
                 name, self._reveal_name = self._reveal_name, None
                 self.view.diffs.reveal(name)
-            self._paint_each(0)
-            if near:
+            deadline = time.perf_counter() + PAINT_BUDGET_S
+            if not self._paint_each(0, deadline=deadline):
+                self._paint_soon.request()  # panels in view still wait: the next turn
+            elif near:
                 self._paint_each(self._margin_px(), most=1)
         finally:
             self._painting = False
         if self._near_view():
             self._margin_soon.request()
 
-    def _paint_each(self, margin: int, most: int | None = None) -> None:
+    def _paint_each(
+        self, margin: int, most: int | None = None, deadline: float | None = None
+    ) -> bool:
+        """Paint the unpainted panels within ``margin`` of the view (at most ``most``, until
+        ``deadline``); False when some are left for another pass."""
         # One at a time, in depth order: a painted panel's height moves the others.
         v = self.view
         painted = 0
@@ -102,11 +113,14 @@ class DiffPainter(QObject):
             names = v.diffs.near_view(self.unpainted, margin)
             if not names:
                 break
+            if painted and deadline is not None and time.perf_counter() > deadline:
+                return False
             anchor = v.diffs.anchor()  # panels above grow as painted: what is in view stays
             self.unpainted.discard(names[0])
             self.paint(names[0])
             v.diffs.keep_anchor(anchor)
             painted += 1
+        return True
 
     def _margin_px(self) -> int:
         return int(PAINT_MARGIN * self.view.diffs.viewport().height())

@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject
 
 from actviz.ui.background_loads import arch_needed_text, describe_error, short_source
 from actviz.ui.host import WindowHost
-from actviz.ui.worker import Worker
+from actviz.ui.worker import CAPTURE_NICE, Worker
 from actviz.workspace.compare_job import layer_mismatch
 
 __all__ = ["ModelB"]
@@ -30,7 +30,7 @@ class ModelB(QObject):
         self.host = host
         self._opened, self._failed = opened, failed
         #: Loads of model B (a new module nobody else holds: its own threads).
-        self.loads = Worker(self, max_threads=2)
+        self.loads = Worker(self, max_threads=2, nice=CAPTURE_NICE)
         #: Model B (a ``LoadedModel``), once opened.
         self.model: Any = None
         #: The Open model B dialog while it is open.

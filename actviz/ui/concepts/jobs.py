@@ -13,7 +13,7 @@ from actviz.ui.concepts.training_job import TOP_K
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import WindowHost
 from actviz.ui.private_model import PrivateModel
-from actviz.ui.worker import Worker
+from actviz.ui.worker import CAPTURE_NICE, Worker
 
 __all__ = ["ConceptJobs", "WANTS_STEPS"]
 
@@ -37,7 +37,7 @@ class ConceptJobs(QObject):
         self.session = host.session
         self.copies = copies
         self.view = view
-        self.worker = Worker(self)
+        self.worker = Worker(self, nice=CAPTURE_NICE)
         self._closed = False
 
     def drop(self) -> None:

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.host import WindowHost
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class ConceptTraining(QObject):
         #: The training's own copy of the model (let go of once handed to the job).
         self.copy = host.private_model(self, to_eval=True)
         self.on_trained = on_trained
-        self.worker = Worker(self)
+        self.worker = Worker(self, nice=CAPTURE_NICE)
         #: The dialog (made on first use).
         self.dialog: TrainConceptsDialog | None = None
         #: The training's job (None: none runs).

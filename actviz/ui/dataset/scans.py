@@ -14,10 +14,11 @@ from PySide6.QtCore import QObject, Signal
 from torch import nn
 
 from actviz.core.model_copy import model_bytes, with_loading
+from actviz.core.threads import BACKGROUND_NICE
 from actviz.ui.background_loads import describe_error
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.host import WindowHost
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,9 @@ class DatasetScans(QObject):
         self._scan_spec: ScanSpec | None = None  # what :attr:`scan` was asked for
         #: DataLoader worker processes (None: the engine's choice); tests use 0.
         self.num_workers: int | None = None
-        self.scan_worker = Worker(self)
-        self.views_worker = Worker(self)
+        # The GUI thread and live mode come first on shared cores (actviz.core.threads).
+        self.scan_worker = Worker(self, nice=BACKGROUND_NICE)
+        self.views_worker = Worker(self, nice=CAPTURE_NICE)
         self._signals = _ScanSignals(self)
         self._signals.progressed.connect(self._on_progressed)
         self._scan_job: Job | None = None
@@ -131,13 +133,10 @@ class DatasetScans(QObject):
             signals.progressed.emit(holder[0], int(done), int(total), float(ips))
 
         def job(should_stop: Any, _progress: Any) -> Any:
-            from actviz.core.threads import lower_thread_priority
             from actviz.data import ScanCancelled, scan
             from actviz.data.atlas_map import NO_ATLAS_NOTE
             from actviz.data.scan_result import ScanTooLarge
 
-            # The GUI thread and live mode come first on shared cores (actviz.core.threads).
-            lower_thread_priority()
             entry = box[0]
             entry.build()
             if entry.twin is None:

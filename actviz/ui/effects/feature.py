@@ -21,7 +21,7 @@ from actviz.ui.effects.verifying import channels_text as channels_text  # re-exp
 from actviz.ui.effects.view import BarRow, EffectsView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import scroll_area
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.effects.effect_results import Effects
@@ -134,7 +134,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.host = host
         self.session = host.session
         #: Estimates (no model run, no hooks: a thread of their own, newest result wins).
-        self.estimates = Worker(self)
+        self.estimates = Worker(self, nice=CAPTURE_NICE)
         #: The estimates being made (each replaces, and silences, the one before).
         self._estimate: Job | None = None
         #: Channels each "Verify" measures per layer.

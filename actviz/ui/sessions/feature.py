@@ -29,7 +29,7 @@ from actviz.ui.sessions.state import (
     restorable_ticks,
     restore_pins,
 )
-from actviz.ui.worker import Job, Worker
+from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.session_file import (
     ModelCheck,
     SessionFileError,
@@ -129,7 +129,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.confirm_changed: Ask = confirm_changed
         self.locate_checkpoint: Locate = locate_checkpoint
         #: Reads, writes, hashes, model opening and preparation (never a capture).
-        self.worker = Worker(self)
+        self.worker = Worker(self, nice=CAPTURE_NICE)
         self._jobs: dict[Job, _Opening] = {}
         self._opening: _Opening | None = None
         self._closed = False

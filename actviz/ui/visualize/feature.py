@@ -19,7 +19,7 @@ from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection, read_saved_settings
-from actviz.ui.worker import Worker
+from actviz.ui.worker import CAPTURE_NICE, Worker
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.shown: Visualization | None = None
         self._closed = False
         #: Cache look-ups (no model run, no hooks: a thread of their own, newest wins).
-        self.lookups = Worker(self)
+        self.lookups = Worker(self, nice=CAPTURE_NICE)
         # Last key asked for: a live frame showing the same channel asks nothing.
         self._asked: tuple[Any, ...] | None = None
         self._pending = False
@@ -52,7 +52,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.settings_changed.connect(self._show_cached)
         self.channel_view.channel_changed.connect(self._on_channel_changed)
         #: The synthesis: on :attr:`synth_worker`, on the model's copy (:attr:`copy`).
-        self.synth_worker = Worker(self)
+        self.synth_worker = Worker(self, nice=CAPTURE_NICE)
         self.copy = host.private_model(self)
         # The key asked for while its copy is being made (None: none asked for).
         self._waiting: tuple[Any, ...] | None = None

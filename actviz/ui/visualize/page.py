@@ -20,7 +20,7 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.visualize.picture_mosaic import MosaicDock
 from actviz.ui.visualize.section import read_saved_settings, saved_settings
-from actviz.ui.worker import Worker
+from actviz.ui.worker import CAPTURE_NICE, Worker
 
 __all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser", "page_job"]
 
@@ -112,7 +112,7 @@ class PageVisualiser(QObject):
         self.dock = MosaicDock(host.dialog_parent(), settings_menu)
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
         #: The synthesis (on the model's copy); one page at a time, newest wins.
-        self.worker = Worker(self)
+        self.worker = Worker(self, nice=CAPTURE_NICE)
         self._signals = _PartSignals(self)
         #: ``pictures_made(token, kind, value)``: "part" (a Visualization) or "total" (count).
         self.pictures_made = self._signals.part

@@ -116,9 +116,9 @@ class MainWindow(QMainWindow):
         # One capture at a time on the model; loads build objects nobody else holds yet.
         favour_gui_thread()  # the workers below run Python beside the GUI thread
         self.worker = Worker(self, nice=CAPTURE_NICE)
-        self.model_loads = Worker(self, max_threads=2)
-        self.input_loads = Worker(self, max_threads=2)
-        self.export_worker = Worker(self)
+        self.model_loads = Worker(self, max_threads=2, nice=CAPTURE_NICE)
+        self.input_loads = Worker(self, max_threads=2, nice=CAPTURE_NICE)
+        self.export_worker = Worker(self, nice=CAPTURE_NICE)
         self.setWindowTitle("actviz")
         self.setAcceptDrops(True)
         screen = self.screen() or QGuiApplication.primaryScreen()

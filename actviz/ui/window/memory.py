@@ -110,7 +110,7 @@ class IdleMemory(QObject):
             gc.freeze()
             self.idles_before_full = FULL_EVERY
             return
-        gc.collect(1)  # the two young generations: the older objects are frozen unwalked
+        gc.collect(1)  # the young objects only: the older ones are frozen, unwalked
         gc.freeze()
         self.idles_before_full -= 1
         if self.idles_before_full <= 0:

@@ -211,6 +211,45 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     assert not ctrl.painter.pending()
 
 
+def test_panels_in_view_are_painted_a_few_a_turn(qtbot, actviz_window, resnet, monkeypatch):
+    """A pass paints the panels in view for ``PAINT_BUDGET_S`` at most (the first always); the
+    rest follow on the next turns: a tall view of new panels (each builds its canvases) does
+    not hold the window in one turn, and every panel ends painted with its difference."""
+    from actviz.ui.compare import diff_painter
+
+    monkeypatch.setattr(diff_painter, "PAINT_BUDGET_S", 0.0)
+    win, (pin,) = _pinned_window(actviz_window, resnet)
+    window = win.window
+    ctrl = win.compare.feature
+    view = ctrl.view
+    win.resize(1280, 1400)
+    view.splitter.setSizes([200, 2000])
+    ctrl.view.set_source("pin")
+    window.host.show_tab(None)
+    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
+        assert ctrl.compare()
+    painter = ctrl.painter
+    passes: list[int] = []
+    each = painter._paint_each
+
+    def counted(margin, most=None, deadline=None):
+        before = len(painter.unpainted)
+        try:
+            return each(margin, most, deadline)
+        finally:
+            if deadline is not None:
+                passes.append(before - len(painter.unpainted))
+
+    monkeypatch.setattr(painter, "_paint_each", counted)
+    window.host.show_tab(ctrl.page)
+    qtbot.waitUntil(lambda: not painter.pending(), timeout=30_000)
+    painted = _assert_panels_show(ctrl, window.session.result.capture, pin.result.capture)
+    assert len(painted) >= 3, painted
+    # The panels in view one a pass (the budget spent by the first), over several passes;
+    # those near the view come one a pass after them.
+    assert passes and max(passes) == 1 and passes.count(1) >= 2, passes
+
+
 def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_window, resnet):
     from actviz.ui.compare.feature import STALE_NOTE
 
