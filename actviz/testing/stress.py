@@ -138,8 +138,11 @@ class StressDriver(UserActions):
         block_limit_ms: float = BLOCK_LIMIT_MS,
         hang_s: float | None = None,
         log_path: str | Path | None = None,
+        memory: bool = True,
     ) -> None:
         self.setup = setup
+        #: Measure memory at each checkpoint (a replay that looks for a finding needs none).
+        self.memory = memory
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.folder = Path(folder)
@@ -495,6 +498,8 @@ class StressDriver(UserActions):
             if counts["_Runner"] == 0:
                 break
             self.spin(0.1)
+        if not self.memory:  # the live objects only: findings need no memory figures
+            return Sample(action, counts, rss_mib(), heap_in_use_mib(), {})
         # Memory as the idle window leaves it, after its idle trim (a user pauses; actions not).
         memory = getattr(self.window, "memory", None)
         if memory is not None:

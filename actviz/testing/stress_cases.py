@@ -163,6 +163,7 @@ def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, 
         block_limit_ms=args.block_limit_ms,
         hang_s=args.hang_s,
         log_path=args.log,
+        memory=not args.no_memory,
     )
     if args.actions > WARM_UP_ACTIONS:  # memory figures count after it: nothing made later
         for made in (*switches.values(), checkpoint):
@@ -188,9 +189,11 @@ def run_case(
     sample_every: int | None = None,
     threads: int = 2,
     folder: str | Path | None = None,
+    memory: bool = True,
 ) -> StressReport:
     """Run a case (or replay ``steps``) in a child process and return its report; a crash or
-    a hang is in its ``crashes`` / ``hangs`` with the stack and the steps logged before it."""
+    a hang is in its ``crashes`` / ``hangs`` with the stack and the steps logged before it.
+    ``memory=False``: no memory figures at the checkpoints (a replay looking for a finding)."""
     n = len(steps) if steps is not None else actions
     with tempfile.TemporaryDirectory(prefix="actviz-stress-") as tmp:
         work = Path(folder) if folder is not None else Path(tmp)
@@ -209,6 +212,8 @@ def run_case(
             replay = run_dir / "replay.json"
             replay.write_text(json.dumps([list(s) for s in steps]))
             cmd += ["--replay", str(replay)]
+        if not memory:
+            cmd.append("--no-memory")
         for step, kind in (inject or {}).items():
             cmd += ["--inject", f"{step}:{kind}"]
         # The child imports this very actviz (a checkout need not be the one installed).
@@ -353,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inject", action="append", help="STEP:KIND (exception, crash, hang)")
     parser.add_argument("--shrink", action="store_true", help="shrink the first failure")
     parser.add_argument("--shrink-runs", type=int, default=30)
+    parser.add_argument("--no-memory", action="store_true", help="no memory figures (replays)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -370,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_case(
                 args.case, args.seed, steps=candidate, hang_s=args.hang_s,
                 block_limit_ms=args.block_limit_ms, folder=folder, threads=args.threads,
+                memory=False,
             )  # fmt: skip
 
         report = run_case(
