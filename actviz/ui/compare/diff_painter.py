@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from PySide6.QtCore import QObject
@@ -21,8 +22,7 @@ __all__ = ["PAINT_MARGIN", "DiffPainter", "panel_title"]
 
 #: How far outside the view (a fraction of its height) panels are painted, one per pass.
 PAINT_MARGIN = 0.5
-#: Seconds one pass may paint panels in view; the rest follow on the next turns (a panel's
-#: first paint builds its canvases, ~8 ms each: a dozen in one turn blocked the window).
+#: Seconds a pass may paint panels (past the first); the rest follow on the next turns.
 PAINT_BUDGET_S = 0.025
 
 
@@ -91,8 +91,7 @@ class DiffPainter(QObject):
             if self._reveal_name is not None:
                 name, self._reveal_name = self._reveal_name, None
                 self.view.diffs.reveal(name)
-            deadline = time.perf_counter() + PAINT_BUDGET_S
-            if not self._paint_each(0, deadline=deadline):
+            if not self._paint_each(0, deadline=time.perf_counter() + PAINT_BUDGET_S):
                 self._paint_soon.request()  # panels in view still wait: the next turn
             elif near:
                 self._paint_each(self._margin_px(), most=1)
@@ -101,11 +100,8 @@ class DiffPainter(QObject):
         if self._near_view():
             self._margin_soon.request()
 
-    def _paint_each(
-        self, margin: int, most: int | None = None, deadline: float | None = None
-    ) -> bool:
-        """Paint the unpainted panels within ``margin`` of the view (at most ``most``, until
-        ``deadline``); False when some are left for another pass."""
+    def _paint_each(self, margin: int, most: int | None = None, deadline: float = math.inf) -> bool:
+        """Paint panels within ``margin`` of the view (``most``, until ``deadline``); False: some wait."""
         # One at a time, in depth order: a painted panel's height moves the others.
         v = self.view
         painted = 0
@@ -113,7 +109,7 @@ class DiffPainter(QObject):
             names = v.diffs.near_view(self.unpainted, margin)
             if not names:
                 break
-            if painted and deadline is not None and time.perf_counter() > deadline:
+            if painted and time.perf_counter() > deadline:
                 return False
             anchor = v.diffs.anchor()  # panels above grow as painted: what is in view stays
             self.unpainted.discard(names[0])
@@ -130,11 +126,8 @@ class DiffPainter(QObject):
 
     def pending(self) -> bool:
         """Whether panels in (or near) the area's view wait to be painted."""
-        if not self.unpainted:
-            return False
-        if not self.page.isVisible() or self._paint_soon.pending():
-            return True
-        return self._margin_soon.pending() or self._near_view()
+        soon = self._paint_soon.pending() or self._margin_soon.pending()
+        return bool(self.unpainted) and (not self.page.isVisible() or soon or self._near_view())
 
     def waiting(self) -> list[str]:
         """The layers whose panels wait to be scrolled to, in depth order."""
@@ -202,7 +195,13 @@ class DiffPainter(QObject):
     def _apply_widths(self) -> None:
         widths, self._new_widths = self._new_widths, {}
         outcome = self.outcome
-        for name, width in widths.items():
+        deadline, painted = time.perf_counter() + PAINT_BUDGET_S, False
+        items = list(widths.items())
+        for i, (name, width) in enumerate(items):
+            if painted and time.perf_counter() > deadline:  # the rest on the next turn
+                self._new_widths = {**dict(items[i:]), **self._new_widths}
+                self._widths_soon.request()
+                return
             if name in self.unpainted:
                 continue  # painted with the page size its width takes once in view
             layer = outcome.differences.get(name) if outcome is not None else None
@@ -213,6 +212,7 @@ class DiffPainter(QObject):
             if size != self.page_sizes.get(name):
                 self.page_sizes[name] = size
                 self.paint(name)
+                painted = True
 
     def stop(self) -> None:
         """The window closes: nothing more is painted."""

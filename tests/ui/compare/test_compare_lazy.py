@@ -250,6 +250,57 @@ def test_panels_in_view_are_painted_a_few_a_turn(qtbot, actviz_window, resnet, m
     assert passes and max(passes) == 1 and passes.count(1) >= 2, passes
 
 
+def test_new_widths_repage_the_panels_a_few_a_turn(qtbot, actviz_window, resnet, monkeypatch):
+    """A narrower area re-pages every painted panel; as many in one turn held the window
+    (a stress run's 157 ms "View > Model"): one a pass past the budget, each on the page size
+    its last width asks for, still showing its difference."""
+    from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
+    from actviz.ui.compare import diff_painter
+
+    win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
+    painter = ctrl.painter
+    win.resize(1280, 1400)
+    view.splitter.setSizes([200, 2000])
+    qtbot.waitUntil(lambda: not painter.pending(), timeout=30_000)
+    painter.paint_all()
+    qtbot.waitUntil(lambda: not painter._new_widths, timeout=30_000)
+    monkeypatch.setattr(diff_painter, "PAINT_BUDGET_S", 0.0)
+    last: dict[str, int] = {}
+    view.mosaic_width_changed.connect(lambda name, width: last.__setitem__(name, width))
+    calls: list[int] = []
+    paint = painter.paint
+
+    def counted(name):
+        calls[-1] += 1
+        paint(name)
+
+    apply = painter._apply_widths
+
+    def traced():
+        calls.append(0)
+        apply()
+
+    monkeypatch.setattr(painter, "paint", counted)
+    # (The deferred call holds the bound method: its timer is pointed at the traced one.)
+    painter._widths_soon._timer.timeout.disconnect()
+    painter._widths_soon._timer.timeout.connect(traced)
+    win.resize(760, 1400)
+    qtbot.waitUntil(lambda: calls and not painter._new_widths, timeout=30_000)
+    qtbot.wait(50)
+    assert max(calls) == 1 and calls.count(1) >= 2, calls
+    repaged = 0
+    for name, width in last.items():
+        layer = painter.outcome.differences[name]
+        if layer.view is None or layer.view.kind != "maps":
+            continue
+        total, height, tile_w = layer.view.data.shape
+        want = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+        assert painter.page_sizes[name] == want, name
+        repaged += 1
+    assert repaged >= 2
+    _assert_panels_show(ctrl, cap_a, cap_b)
+
+
 def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_window, resnet):
     from actviz.ui.compare.feature import STALE_NOTE
 
