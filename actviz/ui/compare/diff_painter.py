@@ -125,7 +125,9 @@ class DiffPainter(QObject):
         return bool(self.unpainted and self.view.diffs.near_view(self.unpainted, self._margin_px()))
 
     def pending(self) -> bool:
-        """Whether panels in (or near) the area's view wait to be painted."""
+        """Whether panels in (or near) the area's view wait to be painted or re-paged."""
+        if self.outcome is not None and self._widths_soon.pending():  # (over several turns)
+            return True
         soon = self._paint_soon.pending() or self._margin_soon.pending()
         return bool(self.unpainted) and (not self.page.isVisible() or soon or self._near_view())
 
@@ -193,10 +195,8 @@ class DiffPainter(QObject):
         self._widths_soon.request()
 
     def _apply_widths(self) -> None:
-        widths, self._new_widths = self._new_widths, {}
-        outcome = self.outcome
-        deadline, painted = time.perf_counter() + PAINT_BUDGET_S, False
-        items = list(widths.items())
+        items, self._new_widths = list(self._new_widths.items()), {}
+        outcome, deadline, painted = self.outcome, time.perf_counter() + PAINT_BUDGET_S, False
         for i, (name, width) in enumerate(items):
             if painted and time.perf_counter() > deadline:  # the rest on the next turn
                 self._new_widths = {**dict(items[i:]), **self._new_widths}

@@ -285,8 +285,9 @@ def test_new_widths_repage_the_panels_a_few_a_turn(qtbot, actviz_window, resnet,
     painter._widths_soon._timer.timeout.disconnect()
     painter._widths_soon._timer.timeout.connect(traced)
     win.resize(760, 1400)
-    qtbot.waitUntil(lambda: calls and not painter._new_widths, timeout=30_000)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: bool(calls), timeout=30_000)
+    win.compare.wait_diff_panels(30_000)  # the driver's wait covers the re-paging turns
+    assert not painter._new_widths
     assert max(calls) == 1 and calls.count(1) >= 2, calls
     repaged = 0
     for name, width in last.items():
