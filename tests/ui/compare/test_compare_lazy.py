@@ -390,3 +390,38 @@ def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actvi
     win.settle()
     assert chart.width() <= chart.minimumSizeHint().width() + 2
     assert chart.divergence_text.isVisible() and _text_inside(chart)
+
+
+def test_settling_the_difference_area_lays_out_only_the_area(qtbot):
+    """Reading the area's geometry lays out the area, not every widget of the app waiting for
+    its turn (a layout of the whole window took 127 ms in a stress run)."""
+    from PySide6 import QtCore, QtWidgets
+
+    from actviz.ui.compare.differences import DifferenceArea
+
+    area, elsewhere = DifferenceArea(), QtWidgets.QWidget()
+    box = QtWidgets.QVBoxLayout(elsewhere)
+    qtbot.addWidget(area)
+    qtbot.addWidget(elsewhere)
+    area.resize(600, 400)
+    area.show()
+    elsewhere.show()
+    area.layout_panels(["a", "b", "c"])
+    qtbot.waitUntil(lambda: area.cells["c"].y() > 0)
+    seen: list[int] = []
+
+    class Count(QtCore.QObject):
+        def eventFilter(self, _obj, event):  # noqa: N802 - Qt name
+            if event.type() == QtCore.QEvent.Type.LayoutRequest:
+                seen.append(1)
+            return False
+
+    counter = Count()
+    elsewhere.installEventFilter(counter)
+    box.addWidget(QtWidgets.QLabel("waits for its turn"))  # posts a LayoutRequest
+    area.panel("b").set_minimum_panel_height(700)  # the area's own change
+    area.settle()
+    assert area.cells["c"].y() >= area.cells["b"].y() + 700  # the area is laid out now
+    assert not seen  # the other widget's request still waits
+    qtbot.waitUntil(lambda: bool(seen))
+    elsewhere.removeEventFilter(counter)
