@@ -182,13 +182,11 @@ class DifferenceArea(QtWidgets.QScrollArea):
         panel.set_minimum_panel_height(max(height, MIN_PANEL_HEIGHT))
 
     def settle(self) -> None:
-        """Lay the area out now, so geometry read next is what is about to be painted; only the
-        area: the rest of the window lays itself out in its own turn."""
-        container, layout_request = self.widget(), QtCore.QEvent.Type.LayoutRequest
+        """Lay the area (not the whole app) out now: geometry read next is what will be painted."""
         for _ in range(3):
-            container.layout().activate()
-            for receiver in (container, self.viewport(), self):
-                QtCore.QCoreApplication.sendPostedEvents(receiver, layout_request)
+            self.widget().layout().activate()
+            for receiver in (self.widget(), self.viewport(), self):
+                QtCore.QCoreApplication.sendPostedEvents(receiver, QtCore.QEvent.Type.LayoutRequest)
 
     def near_view(self, names: Sequence[str] | set[str], margin: int) -> list[str]:
         """Those of ``names`` whose panels are within ``margin`` pixels of the viewport."""

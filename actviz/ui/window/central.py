@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.panels.channel_view import ChannelView
-from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
@@ -148,13 +147,12 @@ class _LayersScroll(QScrollArea):
 
     def __init__(self) -> None:
         super().__init__()
-        # Announced after the resize pass, not within it (canvases resize in the re-layout).
-        self._announce = DeferredCall(self, self._announce_width)
         self._announced = -1
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        # The viewport's width changes only here (its bar is always on): columns before layout.
+        self._announce_width()
         super().resizeEvent(event)
-        self._announce.request()
 
     def _announce_width(self) -> None:
         width = self.viewport().width()

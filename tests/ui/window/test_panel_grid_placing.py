@@ -166,3 +166,41 @@ def test_panels_filled_after_the_first_take_its_page_width_and_are_filled_once(
     assert len(set(sizes.values())) == 1 and 0 < sizes["0"] < 96
     for name, panel in panels.items():
         assert panel.activation_slot.mosaic.page_size == sizes[name]
+
+
+def test_a_resize_across_the_column_width_lays_the_panels_out_once(actviz_window):
+    """Narrowed below two columns' width, the panels are laid out in one column at once: no
+    pass lays them out two across in the narrow width first (each canvas re-paged, and the
+    grid painted, for a layout replaced in the next pass)."""
+    from actviz.ui.panels.canvas import ImageCanvas
+    from actviz.ui.window.panel_grid import TWO_COLUMNS_PX
+
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS, size=(1900, 900))
+    w = win.window
+    win.run_and_wait()
+    win.settle()
+    scroll = w.display.layers_scroll
+    assert scroll.viewport().width() >= TWO_COLUMNS_PX
+    assert w.display.grid._columns == 2
+    canvas = w.host.layer_panels["conv1"].activation_slot.image_canvas
+    widths: list[int] = []
+
+    class Widths(QObject):
+        def eventFilter(self, _obj, event):  # noqa: N802 - Qt name
+            if event.type() == QEvent.Type.Resize:
+                widths.append(event.size().width())
+            return False
+
+    spy = Widths()
+    canvas.installEventFilter(spy)
+    try:
+        w.resize(w.width() - (scroll.viewport().width() - TWO_COLUMNS_PX) - 200, w.height())
+        QApplication.processEvents()
+        win.settle()
+    finally:
+        canvas.removeEventFilter(spy)
+    assert w.display.grid._columns == 1
+    assert isinstance(canvas, ImageCanvas) and widths
+    # Every size the canvas took is the one-column width (before: half of it first).
+    assert set(widths) == {canvas.width()}, widths
