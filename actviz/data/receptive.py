@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -376,13 +376,15 @@ def top_views(
     size: int = 96,
     data: Any = None,
     transform: Any = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> tuple[TopView, ...]:
     """Crops of a channel's top images around the receptive field of each maximum, best first;
     the model runs once on these images only. ``data`` is the scanned tensor or dataset when
-    sources are indices; ``transform`` the scan's. A missing image gets a grey view saying why."""
+    sources are indices; ``transform`` the scan's. A missing image gets a grey view saying why;
+    ``should_stop()`` true ends it (``CaptureCancelled``) before each model pass."""
     from PIL import Image
 
-    from actviz.core.capture import capture
+    from actviz.core.capture import CaptureCancelled, capture
 
     entries = scan.top(layer, channel)
     if not entries:
@@ -407,7 +409,9 @@ def top_views(
     batch = torch.stack([t for t, _ in readable]).to(
         device=spec.expected.device, dtype=spec.expected.dtype
     )
-    cap = capture(spec.model, batch, [layer], gradients=False, keep_inputs=False)
+    cap = capture(
+        spec.model, batch, [layer], gradients=False, keep_inputs=False, should_stop=should_stop
+    )
     out = first_tensor(cap[layer].output)
     if out is None or out.ndim < 2:
         raise ValueError(f"layer {layer!r} gave no (N, C, ...) output")
@@ -420,6 +424,8 @@ def top_views(
         )[:, 0]
     else:  # one value per image: the whole picture at that value
         heat_full = maps.reshape(-1, 1, 1).expand(-1, *hw)
+    if should_stop():  # before the first box, which runs the model backward once
+        raise CaptureCancelled("the top views were cancelled")
     views: list[TopView] = []
     i = -1  # the entry's row in the batch (readable ones only)
     for entry, item in zip(entries, loaded, strict=True):

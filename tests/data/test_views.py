@@ -72,6 +72,31 @@ def test_gradient_support_gives_the_same_box_without_a_chain():
         receptive_box(net, "c2", (1, 24, 24), (1, 1), method="analytic")
 
 
+def test_top_views_stop_when_asked_between_images(image_folder, no_hooks_left):
+    """A superseded request stops at its next model pass, hooks removed (it ran seconds after
+    the next channel was asked for, a receptive field's backward included)."""
+    from actviz.core.capture import CaptureCancelled
+
+    net = tiny_net()
+    result = scan(net, image_folder, ["1", "4"], k=4, num_workers=0, cache=False)
+    asked: list[int] = []
+    views = top_views(net, result, "1", 2, size=24, should_stop=lambda: bool(asked.append(1)))
+    assert [v.entry for v in views] == list(result.top("1", 2))
+    polls = len(asked)  # one before each module call of the capture, one before the boxes
+    for last in (0, polls - 3, polls - 2):  # in the capture, at its last call, before the boxes
+        asked.clear()
+        with pytest.raises(CaptureCancelled):
+            top_views(
+                net,
+                result,
+                "1",
+                2,
+                size=24,
+                should_stop=lambda last=last: len(asked) > last or asked.append(1),
+            )
+        no_hooks_left(net)
+
+
 def test_top_views_crop_each_top_image_around_its_maximum(image_folder, no_hooks_left):
     net = tiny_net()
     result = scan(net, image_folder, ["1", "4"], k=4, num_workers=0, cache=False)

@@ -284,12 +284,15 @@ class DatasetScans(QObject):
             if self._views_key != (layer, int(channel)) or self.scan is not scan:
                 return  # another channel (or scan) was asked for while the copy was made
 
-            def job(_should_stop: Any, _progress: Any) -> Any:
+            def job(should_stop: Any, _progress: Any) -> Any:
                 from actviz.data import top_views
 
                 # The scan's preprocessing again, so the crops are what the scan saw.
                 target = with_loading(twin, model, loaded)
-                return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
+                views = top_views(
+                    target, scan, layer, int(channel), size=VIEW_SIZE, should_stop=should_stop
+                )
+                return key, views
 
             # Each request supersedes (and silences) the one before.
             self.views_worker.submit(job).on(
