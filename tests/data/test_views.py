@@ -72,7 +72,7 @@ def test_gradient_support_gives_the_same_box_without_a_chain():
         receptive_box(net, "c2", (1, 24, 24), (1, 1), method="analytic")
 
 
-def test_top_views_stop_when_asked_between_images(image_folder, no_hooks_left):
+def test_top_views_stop_when_asked(image_folder, no_hooks_left):
     """A superseded request stops at its next model pass, hooks removed (it ran seconds after
     the next channel was asked for, a receptive field's backward included)."""
     from actviz.core.capture import CaptureCancelled
