@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from actviz.core.guards import eval_mode, forward_hooks
+from actviz.core.records import CaptureCancelled
 from actviz.data.accumulate import first_tensor
 from actviz.data.scan_result import Scan, TopEntry
 from actviz.data.sources import ModelSpec, resolve_model
@@ -51,6 +52,8 @@ _POINTWISE = (
     nn.InstanceNorm2d,
 )
 _WINDOWED = (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)
+Stop = Callable[[], bool] | None  # polled during the model passes; True: CaptureCancelled
+Box = tuple[int, int, int, int]
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -92,8 +95,9 @@ class ReceptiveField:
             raise ValueError("the model of this receptive field no longer exists")
         return model
 
-    def box(self, location: tuple[int, int] | None) -> tuple[int, int, int, int]:
-        """``(y0, y1, x0, x1)``, half-open, clipped to the input, of what ``location`` sees."""
+    def box(self, location: tuple[int, int] | None, should_stop: Stop = None) -> Box:
+        """``(y0, y1, x0, x1)``, half-open, clipped to the input, of what ``location`` sees;
+        ``should_stop()`` true ends a gradient pass at its next module (``CaptureCancelled``)."""
         h, w = self.input_hw
         if location is None or self.map_hw is None:
             return (0, h, 0, w)
@@ -106,9 +110,9 @@ class ReceptiveField:
                 x0 = x0 * stride[1] - padding[1]
                 x1 = x1 * stride[1] - padding[1] + dilation[1] * (kernel[1] - 1)
             return (max(0, y0), min(h, y1 + 1), max(0, x0), min(w, x1 + 1))
-        template = self._template()
+        template = self._template(should_stop)
         if template is None:
-            return _gradient_box(self.model(), self.layer, self.input_shape, location)
+            return _gradient_box(self.model(), self.layer, self.input_shape, location, should_stop)
         (yc, xc), (y0, y1, x0, x1), (sy, sx) = template
         dy, dx = (int(location[0]) - yc) * sy, (int(location[1]) - xc) * sx
         return (
@@ -118,30 +122,41 @@ class ReceptiveField:
             min(w, round(x1 + dx)),
         )
 
-    def _template(self) -> tuple | None:
-        """The gradient support of one position (measured on a 3x input), shifted for the others."""
+    def _template(self, should_stop: Stop = None) -> tuple | None:
+        """The gradient support of one position (measured on a 3x input), shifted for the others;
+        a cancelled measure is not remembered."""
         cached = self._cache.get("template", False)
         if cached is not False:
             return cached
         template = None
         _, c, h, w = self.input_shape
         big = (1, c, 3 * h, 3 * w)
-        with contextlib.suppress(Exception):  # e.g. a model with a fixed input size
-            big_map = _map_size(self.model(), self.layer, big)
+        try:
+            _, out = _layer_output(self.model(), self.layer, torch.zeros(big), False, should_stop)
+            big_map = tuple(out.shape[-2:]) if out is not None and out.ndim == 4 else None
             if big_map is not None:
                 yc, xc = big_map[0] // 2, big_map[1] // 2
-                box = _gradient_box(self.model(), self.layer, big, (yc, xc))
+                box = _gradient_box(self.model(), self.layer, big, (yc, xc), should_stop)
                 stride = (big[2] / big_map[0], big[3] / big_map[1])
                 # Measured on the big input, moved to the real one: only the centre differs.
                 template = ((yc, xc), box, stride)
+        except CaptureCancelled:
+            raise
+        except Exception:  # noqa: BLE001 - e.g. a model with a fixed input size: no template
+            template = None
         self._cache["template"] = template
         return template
 
 
+class _Reached(Exception):
+    """Raised from the layer's hook: what runs after the layer is not needed."""
+
+
 def _layer_output(
-    net: nn.Module, layer: str, x: torch.Tensor, grad: bool = False
+    net: nn.Module, layer: str, x: torch.Tensor, grad: bool = False, should_stop: Stop = None
 ) -> tuple[torch.Tensor, Any]:
-    """``(x as the model takes it, the layer's first output tensor)`` of one eval-mode forward."""
+    """``(x as the model takes it, the layer's first output tensor)`` of an eval-mode forward
+    that ends at the layer; ``should_stop()`` is asked after each module."""
     module = dict(net.named_modules())[layer]
     params = next(net.parameters(), None)
     dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
@@ -150,18 +165,22 @@ def _layer_output(
     got: list[Any] = []
 
     def hook(_m: nn.Module, _a: tuple, output: Any) -> None:
-        if not got:
-            got.append(first_tensor(output))
+        got.append(first_tensor(output))
+        raise _Reached
 
-    with forward_hooks([module], hook), eval_mode(net), torch.set_grad_enabled(grad):
-        net(x)
+    def stop(*_args: Any) -> None:
+        _check(should_stop)
+
+    stops = [] if should_stop is None else [m for m in net.modules() if m is not module]
+    with contextlib.suppress(_Reached), forward_hooks([module], hook), forward_hooks(stops, stop):
+        with eval_mode(net), torch.set_grad_enabled(grad):
+            net(x)
     return x, got[0] if got else None
 
 
-def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, int] | None:
-    """``(h, w)`` of the layer's map for an input of ``shape`` (None for a layer without one)."""
-    _, out = _layer_output(net, layer, torch.zeros(shape))
-    return (int(out.shape[-2]), int(out.shape[-1])) if out is not None and out.ndim == 4 else None
+def _check(should_stop: Stop) -> None:
+    if should_stop is not None and should_stop():
+        raise CaptureCancelled("the receptive field was cancelled")
 
 
 def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]:
@@ -279,11 +298,12 @@ def receptive_box(
 
 
 def _gradient_box(
-    net: nn.Module, layer: str, shape: tuple[int, ...], location: tuple[int, int]
-) -> tuple[int, int, int, int]:
+    net: nn.Module, layer: str, shape: tuple, location: tuple[int, int], should_stop: Stop = None
+) -> Box:
     """Bounding box of the input pixels where the map at ``location`` has a gradient."""
-    gen = torch.Generator().manual_seed(0)
-    x, out = _layer_output(net, layer, torch.randn((4, *shape[1:]), generator=gen), grad=True)
+    noise = torch.randn((4, *shape[1:]), generator=torch.Generator().manual_seed(0))
+    x, out = _layer_output(net, layer, noise, True, should_stop)
+    _check(should_stop)  # before the backward pass
     with torch.enable_grad():
         value = out[:, :, int(location[0]), int(location[1])].abs().sum()
         (grad,) = torch.autograd.grad(value, x, allow_unused=True)
@@ -384,7 +404,7 @@ def top_views(
     ``should_stop()`` true ends it (``CaptureCancelled``) before each model pass."""
     from PIL import Image
 
-    from actviz.core.capture import CaptureCancelled, capture
+    from actviz.core.capture import capture
 
     entries = scan.top(layer, channel)
     if not entries:
@@ -434,7 +454,7 @@ def top_views(
             continue
         i += 1
         shown = item[1]
-        box = _square(rf.box(entry.location), hw)
+        box = _square(rf.box(entry.location, should_stop), hw)
         y0, y1, x0, x1 = box
         crop = Image.fromarray(np.ascontiguousarray(shown[y0:y1, x0:x1]))
         image = np.asarray(crop.resize((size, size), Image.BILINEAR), dtype=np.uint8)

@@ -97,6 +97,35 @@ def test_top_views_stop_when_asked(image_folder, no_hooks_left):
         no_hooks_left(net)
 
 
+def test_a_gradient_box_runs_the_model_to_the_layer_only_and_stops_when_asked(no_hooks_left):
+    """The template's passes (a 3x input, a batch of four) end at the layer and at the next
+    module once ``should_stop()`` is true; a cancelled template is measured again later."""
+    from actviz.core.capture import CaptureCancelled
+
+    net = nn.Sequential(Residual(), nn.Conv2d(1, 1, 3), nn.ReLU())
+    after: list[int] = []
+    counting = net[1].register_forward_hook(lambda *_: after.append(1))
+    rf = receptive_field(net, "0.c2", (1, 24, 24))
+    assert rf.method == "gradient" and after == [1]  # the field's own no-grad pass runs it all
+    after.clear()
+    asked: list[int] = []
+    assert rf.box((10, 10), lambda: bool(asked.append(1))) == (7, 14, 7, 14)
+    assert after == []  # nothing after the layer ran, in either pass of the template
+    polls = len(asked)  # after each module before the layer (c1), in both passes; the backward
+    assert polls == 2 * 1 + 1
+    for last in range(-1, polls - 1):  # stopped at each poll in turn
+        other = nn.Sequential(Residual(), nn.ReLU())  # the field holds its model weakly
+        fresh = receptive_field(other, "0.c2", (1, 24, 24))
+        asked.clear()
+        with pytest.raises(CaptureCancelled):
+            fresh.box((10, 10), lambda last=last: len(asked) > last or asked.append(1))
+        assert fresh._cache.get("template", False) is False  # not remembered as "no template"
+        no_hooks_left(other)
+        assert fresh.box((0, 23)) == (0, 4, 20, 24)  # measured again, uncancelled
+    counting.remove()
+    no_hooks_left(net)
+
+
 def test_top_views_crop_each_top_image_around_its_maximum(image_folder, no_hooks_left):
     net = tiny_net()
     result = scan(net, image_folder, ["1", "4"], k=4, num_workers=0, cache=False)

@@ -171,6 +171,7 @@ class DatasetScanUI(FeatureBase, QObject):
         s.scan_cancelled.connect(self._on_scan_cancelled)
         s.views_ready.connect(self._on_views_ready)
         s.views_failed.connect(self._on_views_failed)
+        s.views_cancelled.connect(self._on_views_cancelled)
         self.opening = ChannelOpening(host, self.scans, self.dock)
         self.session.model_changed.connect(self._on_model_changed)
 
@@ -253,13 +254,15 @@ class DatasetScanUI(FeatureBase, QObject):
         return self.scans.start(spec)
 
     def is_busy(self) -> bool:
-        """True while a scan runs (Esc stops it)."""
-        return self.scans.is_scanning()
+        """True while a scan runs or a channel's top images are made (Esc stops both)."""
+        return self.scans.is_scanning() or self.scans.views_worker.has_current_job()
 
     def cancel(self) -> bool:
-        """Stop the running scan after its batch (what it did is kept; a new scan resumes)."""
+        """Stop the running scan after its batch (what it did is kept; a new scan resumes) and
+        the top images being made."""
+        views = self.scans.views_worker.cancel()  # at its next model pass
         if not self.scans.cancel():
-            return False
+            return views
         self.dock.set_cancelling()
         return True
 
@@ -430,6 +433,7 @@ class DatasetScanUI(FeatureBase, QObject):
             f"Top {kept(self.scans.scan)} dataset images of ch {channel}: computing…"
         )
         self.scans.request_views(layer, channel)
+        self.host.refresh_busy()  # Esc stops the top images while they are made
 
     def _select_in_table(self, layer: str, channel: int) -> None:
         """The table follows the channel view: its layer, the channel's row selected."""
@@ -444,6 +448,7 @@ class DatasetScanUI(FeatureBase, QObject):
             table.scrollTo(table.model().index(row, 0))
 
     def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
+        self.host.refresh_busy()
         if (layer, channel) != self._grid_key:
             return
         scan, spec = self.scans.scan, self.scans.spec
@@ -455,8 +460,17 @@ class DatasetScanUI(FeatureBase, QObject):
         self.grid.set_views(views, caption)
 
     def _on_views_failed(self, layer: str, channel: int, text: str) -> None:
+        self.host.refresh_busy()
         if (layer, channel) == self._grid_key:
             self.grid.set_message(f"Could not make the top images: {text}")
+
+    def _on_views_cancelled(self, layer: str, channel: int) -> None:
+        self.host.refresh_busy()
+        if (layer, channel) == self._grid_key:
+            self._grid_key = None  # the same channel opened again makes them again
+            self.grid.set_message(
+                f"Top images of ch {channel} cancelled: open the channel again to make them."
+            )
 
     def _on_grid_source_clicked(self, source: Any) -> None:
         if isinstance(source, str):

@@ -60,6 +60,7 @@ class DatasetScans(QObject):
     scan_cancelled = Signal()
     views_ready = Signal(str, int, object)
     views_failed = Signal(str, int, str)
+    views_cancelled = Signal(str, int)
 
     def __init__(self, host: WindowHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -296,7 +297,9 @@ class DatasetScans(QObject):
 
             # Each request supersedes (and silences) the one before.
             self.views_worker.submit(job).on(
-                finished=self._on_views_finished, failed=self._on_views_errored
+                finished=self._on_views_finished,
+                failed=self._on_views_errored,
+                cancelled=lambda: self.views_cancelled.emit(layer, int(channel)),
             )
 
         self.views_copy.get(submit, self._on_views_errored)

@@ -323,6 +323,44 @@ def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
     assert not grid.isVisible()
 
 
+def test_escape_stops_a_channels_top_images_and_the_grid_says_so(qtbot, actviz_window, tmp_path):
+    """Making a channel's top images is a job the window is busy with: Esc stops it at its next
+    model pass (it ran on, several at once, after the next channel was asked for) and the grid
+    says so; the same channel opened again makes them."""
+    win = _demo_window(actviz_window)
+    window = win.window
+    folder = tmp_path / "images"
+    write_folder(folder)
+    scan = win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), 5, 8), TIMEOUT_MS)
+    channel = int(np.argmax(scan.stats(LAYER).std))
+    table, grid = win.dataset.dock.table, win.dataset.feature.grid
+    qtbot.waitUntil(lambda: not window.commands.cancel_action.isEnabled(), timeout=TIMEOUT_MS)
+    gate = Gate(window.session.model)  # holds the views' pass over the top images (a batch)
+    handle = window.session.model.register_forward_pre_hook(gate)
+    try:
+        _click_row(qtbot, table, table.row_of(channel))
+        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        assert win.dataset.feature.is_busy() and window.commands.cancel_action.isEnabled()
+        assert grid.caption.text() == f"Top 5 dataset images of ch {channel}: computing…"
+        with qtbot.waitSignal(win.dataset.scans.views_cancelled, timeout=TIMEOUT_MS):
+            window.activateWindow()
+            qtbot.keyClick(window, Qt.Key.Key_Escape)
+            gate.active = False
+            gate.open.set()
+        assert grid.caption.text() == (
+            f"Top images of ch {channel} cancelled: open the channel again to make them."
+        )
+        assert not win.dataset.feature.is_busy()
+        assert not window.commands.cancel_action.isEnabled()
+        with qtbot.waitSignal(win.dataset.scans.views_ready, timeout=TIMEOUT_MS) as ready:
+            _click_row(qtbot, table, table.row_of(channel))
+        assert ready.args[:2] == [LAYER, channel] and grid.tiles.count() == 5
+    finally:
+        gate.open.set()
+        handle.remove()
+    assert_no_hooks(window.session.model)
+
+
 def test_progress_text_eta_and_skipped_files_read_well():
     assert format_eta(7.4) == "0:07" and format_eta(723) == "12:03"
     assert format_eta(3723) == "1:02:03" and format_eta(float("nan")) == "—"
