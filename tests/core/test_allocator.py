@@ -92,12 +92,13 @@ def faults_per_capture(tuning: str) -> float:
 
 
 def test_tuned_repeated_captures_do_not_page_fault():
-    # Every leaf of ResNet-18 held at once: tuned, the heap is reused (0 fresh pages here).
-    # Untuned, glibc mostly trims it after each capture (5,800-9,800 fresh pages a capture),
-    # but not always (17 once in CI: a block left at the heap's top stops the trim), so the
-    # untuned figure is the failure message's reference, not a condition.
+    # Every leaf of ResNet-18 held at once: tuned, the heap is reused (0 fresh pages here, 100
+    # once in CI: code and interpreter pages touched late). Untuned, glibc mostly trims it after
+    # each capture (5,800-9,800 fresh pages a capture), but not always (17 once in CI: a block
+    # left at the heap's top stops the trim), so the untuned figure is the failure message's
+    # reference, not a condition; the bound is a tenth of its lowest.
     tuned = faults_per_capture("1")
-    assert tuned < 100, f"{tuned} fresh pages a capture tuned, {faults_per_capture('0')} untuned"
+    assert tuned < 580, f"{tuned} fresh pages a capture tuned, {faults_per_capture('0')} untuned"
 
 
 # Threads allocating at once, each holding 1 MiB from malloc (the window's Qt threads, loaders,
