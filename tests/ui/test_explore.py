@@ -291,6 +291,28 @@ def test_explore_a_missing_file_raises_with_the_reason(qtbot, tmp_path):
 
 
 # -------------------------------------------------------------------------------- dialog
+def test_the_dialog_hears_names_listed_while_it_is_built(qtbot, monkeypatch):
+    """The names finish between the dialog asking whether they are ready and listening for
+    them: it still fills its lists (it waited for good: 60 s in one CI run)."""
+    from PySide6.QtCore import QObject, Signal
+
+    from actviz.ui.window import dialogs
+
+    class JustFinished(QObject):
+        loaded = Signal()
+        torchvision, timm = ["alexnet", "resnet18"], []
+
+        def ready(self) -> bool:
+            self.loaded.emit()  # the listing thread ends now, before anyone connected
+            return False
+
+    source = JustFinished()
+    monkeypatch.setattr(dialogs, "_MODEL_NAMES", source)
+    dialog = OpenModelDialog()
+    qtbot.addWidget(dialog)
+    assert dialog.names_ready() and dialog.visible_names() == ["demo", "alexnet", "resnet18"]
+
+
 def test_open_model_dialog_search_and_specs(qtbot):
     dialog = OpenModelDialog(recent=["resnet18", "/tmp/w.safetensors|resnet50"])
     qtbot.addWidget(dialog)

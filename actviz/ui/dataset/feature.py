@@ -468,9 +468,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.host.refresh_busy()
         if (layer, channel) == self._grid_key:
             self._grid_key = None  # the same channel opened again makes them again
-            self.grid.set_message(
-                f"Top images of ch {channel} cancelled: open the channel again to make them."
-            )
+            self.grid.set_message(f"Cancelled: open ch {channel} again to make its top images.")
 
     def _on_grid_source_clicked(self, source: Any) -> None:
         if isinstance(source, str):

@@ -213,11 +213,11 @@ class SteadyText(QtWidgets.QWidget):
             if metrics.horizontalAdvance(trial) <= width or not line:
                 line = trial
                 continue
+            if len(lines) == self._lines - 1:  # the last line: it holds the rest
+                line = " ".join([line, *words[i:]])
+                break
             lines.append(line)
             line = word
-            if len(lines) == self._lines - 1:
-                line = " ".join(words[i:])
-                break
         if line:
             lines.append(line)
         # The last line holds the rest; a single word wider than the widget is cut too.

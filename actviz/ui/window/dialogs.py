@@ -261,10 +261,10 @@ class OpenModelDialog(QDialog):
         prefetch_model_names()
         source = _MODEL_NAMES
         assert source is not None
+        # Connected before asking: names finished between the two would never be heard.
+        source.loaded.connect(self._on_names_loaded)
         if source.ready():
             self._on_names_loaded()
-        else:
-            source.loaded.connect(self._on_names_loaded)
 
     def _add_list_tab(
         self, title: str, placeholder: str

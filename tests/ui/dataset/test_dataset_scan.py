@@ -347,9 +347,8 @@ def test_escape_stops_a_channels_top_images_and_the_grid_says_so(qtbot, actviz_w
             qtbot.keyClick(window, Qt.Key.Key_Escape)
             gate.active = False
             gate.open.set()
-        assert grid.caption.text() == (
-            f"Top images of ch {channel} cancelled: open the channel again to make them."
-        )
+        text = f"Cancelled: open ch {channel} again to make its top images."
+        assert grid.caption.text() == text and grid.caption.shown_lines() == [text]
         assert not win.dataset.feature.is_busy()
         assert not window.commands.cancel_action.isEnabled()
         with qtbot.waitSignal(win.dataset.scans.views_ready, timeout=TIMEOUT_MS) as ready:

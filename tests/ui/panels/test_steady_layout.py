@@ -49,6 +49,11 @@ def test_steady_text_repaints_without_relaying_out_and_shortens_what_does_not_fi
     text.setText("short")
     text.grab()
     assert text.shown_lines() == ["short"] and text.toolTip() == ""
+    # One line: the rest is elided on it, not cut after the words that fit (the Dataset grid).
+    one = style.caption_text("word " * 40, lines=1)
+    layout.addWidget(one)
+    QApplication.processEvents()
+    assert len(one.shown_lines()) == 1 and one.shown_lines()[0].endswith("…")
 
 
 def test_a_result_with_the_same_panels_does_not_take_the_grid_apart(qtbot, actviz_window):
