@@ -275,15 +275,20 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     assert win.dataset.scans.peek(ScanSpec(str(folder), ("relu",), 3)) is None
 
 
-def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
-    qtbot, actviz_window, tmp_path
-):
+def _scanned_demo(actviz_window, tmp_path):
+    """The demo window with a top-5 scan of :data:`LAYER` and its liveliest channel."""
     win = _demo_window(actviz_window)
-    window = win.window
     folder = tmp_path / "images"
     write_folder(folder)
     scan = win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), 5, 8), TIMEOUT_MS)
-    channel = int(np.argmax(scan.stats(LAYER).std))
+    return win, scan, int(np.argmax(scan.stats(LAYER).std))
+
+
+def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
+    qtbot, actviz_window, tmp_path
+):
+    win, scan, channel = _scanned_demo(actviz_window, tmp_path)
+    window = win.window
     grid = win.dataset.feature.grid
     # No input is open: the table's row opens the channel's best image, runs the layer and
     # opens the channel; then its top-k arrive.
@@ -327,12 +332,8 @@ def test_escape_stops_a_channels_top_images_and_the_grid_says_so(qtbot, actviz_w
     """Making a channel's top images is a job the window is busy with: Esc stops it at its next
     model pass (it ran on, several at once, after the next channel was asked for) and the grid
     says so; the same channel opened again makes them."""
-    win = _demo_window(actviz_window)
+    win, scan, channel = _scanned_demo(actviz_window, tmp_path)
     window = win.window
-    folder = tmp_path / "images"
-    write_folder(folder)
-    scan = win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), 5, 8), TIMEOUT_MS)
-    channel = int(np.argmax(scan.stats(LAYER).std))
     table, grid = win.dataset.dock.table, win.dataset.feature.grid
     qtbot.waitUntil(lambda: not window.commands.cancel_action.isEnabled(), timeout=TIMEOUT_MS)
     gate = Gate(window.session.model)  # holds the views' pass over the top images (a batch)
