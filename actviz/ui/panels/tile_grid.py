@@ -46,6 +46,7 @@ class TileGrid:
         view.addItem(self.label_item, ignoreBounds=True)
         #: What the label pixmap was drawn for: redrawn only when it changes.
         self._label_key: tuple | None = None
+        self._label_corner = QtCore.QPointF()  # the pixmap's corner, from the origin's pixel
         #: Whether the gaps and the numbers have anything to draw (light paints skip them).
         self.has_lines = self.has_labels = False
         #: The labels wait for the canvas to come into view (see :meth:`_update_labels`).
@@ -163,29 +164,36 @@ class TileGrid:
             self._label_key = None
             self._set_pixmap(QtGui.QPixmap())
             return
-        view = self._view.viewRect()
         ratio = views[0].devicePixelRatioF() if views else 1.0
+        # Drawn about the image's origin: a view moved without scaling (a canvas's height
+        # settling around its image) moves the pixmap, not its pixels.
+        linear = QtGui.QTransform(
+            transform.m11(), transform.m12(), transform.m21(), transform.m22(), 0.0, 0.0
+        )
+        labels = self.labels(transform)
+        origin = transform.map(QtCore.QPointF(0.0, 0.0))
+        # The whole pixels of the origin move the pixmap; its fraction is drawn in (crisp text).
+        base = QtCore.QPointF(math.floor(origin.x()), math.floor(origin.y()))
         key = (
             self._tiles,
             self._channel_ids,
-            tuple(round(v, 4) for v in (transform.m11(), transform.m12(), transform.m21(),
-                                        transform.m22(), transform.dx(), transform.dy())),
-            (view.x(), view.y(), view.width(), view.height()),
+            tuple(round(v, 4) for v in (linear.m11(), linear.m12(), linear.m21(), linear.m22())),
+            (round(origin.x() - base.x(), 4), round(origin.y() - base.y(), 4)),
+            tuple(channel for channel, _ in labels),
             ratio,
-        )  # fmt: skip
-        if key == self._label_key:
-            return
-        self._label_key = key
-        labels = self.labels(transform)
-        if not labels:
-            self._set_pixmap(QtGui.QPixmap())
-            return
-        pixmap, top_left = self._render_labels(labels, ratio)
-        # The item ignores the view's scaling: its offset is in screen pixels from the origin.
-        origin = transform.map(QtCore.QPointF(0.0, 0.0))
-        self.label_item.setPos(0.0, 0.0)
-        self.label_item.setOffset(top_left - origin)
-        self._set_pixmap(pixmap)
+        )
+        if key != self._label_key:
+            self._label_key = key
+            if not labels:
+                self._set_pixmap(QtGui.QPixmap())
+                return
+            corners = [(channel, corner - base) for channel, corner in labels]
+            pixmap, self._label_corner = self._render_labels(corners, ratio)
+            self._set_pixmap(pixmap)
+        if labels:
+            # The item ignores the view's scaling: its offset is in screen pixels from the origin.
+            self.label_item.setPos(0.0, 0.0)
+            self.label_item.setOffset(self._label_corner + base - origin)
 
     def _set_pixmap(self, pixmap: QtGui.QPixmap) -> None:
         self.label_item.setPixmap(pixmap)

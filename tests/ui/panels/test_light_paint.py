@@ -4,6 +4,7 @@ the scene paints them: image, tile gaps, channel numbers, marked tiles (light_pa
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels.canvas import ImageCanvas
@@ -130,3 +131,23 @@ def test_frames_of_a_plain_image_reuse_one_indexed_image_and_paint_as_the_scene(
         screen = QtWidgets.QApplication.primaryScreen().grabWindow(canvas.winId()).toImage()
         shown = rgba_array(screen.copy(viewport.geometry()))
         np.testing.assert_array_equal(shown, rgba_array(viewport.grab().toImage()))
+
+
+def test_channel_numbers_move_with_the_image_without_being_drawn_again(qtbot):
+    canvas = _canvas(qtbot)
+    grid = canvas.grid
+    qtbot.waitUntil(lambda: not grid.label_item.pixmap().isNull(), timeout=10_000)
+
+    def placed() -> tuple[float, float, float]:
+        """Where the numbers' pixmap sits from its first tile's corner, and the tile scale."""
+        origin = grid._device_transform().map(QtCore.QPointF(0.0, 0.0))  # noqa: SLF001
+        corner = origin + grid.label_item.offset() - grid.labels()[0][1]
+        return corner.x(), corner.y(), grid.tile_screen_px()
+
+    drawn, before = grid.label_item.pixmap().cacheKey(), placed()
+    top = canvas.image_to_widget(0, 0).y()
+    canvas.resize(420, 380)  # taller only: the image moves down, at the same scale
+    qtbot.waitUntil(lambda: canvas.image_to_widget(0, 0).y() > top + 20, timeout=10_000)
+    process_events()
+    assert placed() == pytest.approx(before, abs=0.01)
+    assert grid.label_item.pixmap().cacheKey() == drawn

@@ -372,9 +372,19 @@ def test_colour_bar_lays_its_values_out_once_per_size(qtbot):
     assert canvas.colorbar.axis._picture is laid_out
     texts = [text for _, text in canvas.colorbar.axis.ticks()]
     assert texts[0] == "-2" and texts[-1] == "6" and "0" in texts
-    canvas.resize(220, 400)  # taller: laid out again, with more values
+    # A second bar of that size and range shares the layout (a grid's bars mostly do).
+    other = ImageCanvas()
+    qtbot.addWidget(other)
+    other.resize(220, 180)
+    other.show()
+    other.set_image(image, (0.0, 1.0), (-2.0, 6.0))
+    qtbot.waitUntil(lambda: other.colorbar.axis._picture is not None)
+    assert other.colorbar.axis._picture is laid_out
+    height = canvas.colorbar.axis.boundingRect().height()
+    canvas.resize(440, 400)  # the image and its bar taller: laid out again, with more values
     qtbot.waitUntil(lambda: canvas.colorbar.axis._picture not in (None, laid_out))
-    assert len(canvas.colorbar.axis.ticks()) >= len(texts)
+    assert canvas.colorbar.axis.boundingRect().height() > 1.5 * height
+    assert len(canvas.colorbar.axis.ticks()) > len(texts)
 
 
 def test_panels_never_import_torch():
