@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from PySide6 import QtGui
 from PySide6.QtCore import QCoreApplication
 
 from actviz.display.attention import AttentionMaps
@@ -36,7 +37,11 @@ def test_the_attention_map_has_a_colour_bar_spanning_it(qtbot):
     assert bar.isVisible()
     assert bar.levels() == (0.0, float(shown.max()))
     # The strip's colours are the map's: the same colour map, low at the bottom.
-    strip = bar.strip._buffer[:, 0, :]
+    image = bar.strip._image
+    strip = np.array(
+        [QtGui.QColor.fromRgba(image.pixel(0, y)).getRgb() for y in range(image.height())],
+        dtype=np.uint8,
+    )
     assert np.array_equal(strip[::-1], lut(panel.canvas.colormap_name)[:, :4])
     # It spans the map's height and lies inside the canvas, beside the map.
     view = panel.canvas.plot.vb.sceneBoundingRect()
