@@ -13,6 +13,7 @@ from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.colormap_views import OVERLAY_CMAP, lut
+from actviz.ui.panels.light_plot import LightPlot
 
 DEFAULT_OPACITY = 0.5
 
@@ -26,10 +27,8 @@ class TokenStrip(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        self.plot = self.addPlot(row=0, col=0, enableMenu=False)
-        style.style_plot(self.plot, x_label=x_label or None)
-        self.plot.invertY(True)  # the first token at the top, as text reads
-        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot = LightPlot(x_label or None)
+        self.addItem(self.plot, row=0, col=0)
         self.bars: pg.BarGraphItem | None = None
         self.labels: tuple[str, ...] = ()
         self.values: np.ndarray = np.zeros(0, dtype=np.float32)
@@ -43,7 +42,7 @@ class TokenStrip(pg.GraphicsLayoutWidget):
             raise ValueError(f"{len(labels)} labels for {values.size} values")
         self.labels, self.values = tuple(str(t) for t in labels), values
         if self.bars is not None:
-            self.plot.removeItem(self.bars)
+            self.plot.vb.removeItem(self.bars)
             self.bars = None
         count = values.size
         finite = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
@@ -63,9 +62,9 @@ class TokenStrip(pg.GraphicsLayoutWidget):
                 brushes=brushes,
                 pen=None,
             )
-            self.plot.addItem(self.bars)
-        self.plot.setYRange(0, max(count, 1), padding=0)
-        self.plot.setXRange(0, peak if peak > 0 else 1.0, padding=0.02)
+            self.plot.vb.addItem(self.bars)
+        self.plot.vb.setYRange(0, max(count, 1), padding=0)
+        self.plot.vb.setXRange(0, peak if peak > 0 else 1.0, padding=0.02)
         self._update_ticks()
 
     def clear_values(self) -> None:
@@ -219,7 +218,7 @@ class OverlayPanel(PanelBase):
             self.token_strip = TokenStrip(x_label)
             self.token_strip.hovered.connect(self._on_token_hovered)
             self.content.insertWidget(self.content.indexOf(self.canvas) + 1, self.token_strip, 1)
-        self.token_strip.plot.setLabel("bottom", x_label)
+        self.token_strip.plot.getAxis("bottom").setLabel(x_label)
         self.token_strip.set_values(tokens, values)
         self._token_describe = list(descriptions)
         self._show_tokens(True)

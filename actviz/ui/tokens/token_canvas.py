@@ -16,6 +16,7 @@ from actviz.display.token_maps import heat_levels
 from actviz.ui.panels import style
 from actviz.ui.panels.colorbar import ColorBar
 from actviz.ui.panels.colormap_views import lut
+from actviz.ui.panels.light_plot import LightPlot
 
 __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
 
@@ -55,23 +56,18 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.layout.setContentsMargins(2, 2, 2, 2)
-        # No menus (style_plot drops them): building them is a tenth of a canvas.
-        self.plot = self.addPlot(row=0, col=0, enableMenu=False)
-        style.style_plot(self.plot, x_label=x_label or None)
-        self.plot.invertY(True)
-        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot = LightPlot(x_label or None)
+        self.addItem(self.plot, row=0, col=0)
         self.image = pg.ImageItem(axisOrder="row-major")
-        self.plot.addItem(self.image)
-        self.bars_plot: pg.PlotItem | None = None
+        self.plot.vb.addItem(self.image)
+        self.bars_plot: LightPlot | None = None
         self.bars: pg.BarGraphItem | None = None
         self._bar_color = bar_color
         if bars_label is not None:
-            self.bars_plot = self.addPlot(row=0, col=1, enableMenu=False)
-            style.style_plot(self.bars_plot, x_label=bars_label)
-            self.bars_plot.invertY(True)  # row 0 at the top, beside its heat-map row
-            self.bars_plot.setYLink(self.plot)
-            self.bars_plot.hideAxis("left")
-            self.bars_plot.setMouseEnabled(x=False, y=False)
+            self.bars_plot = LightPlot(bars_label)  # each bar beside its heat-map row
+            self.addItem(self.bars_plot, row=0, col=1)
+            self.bars_plot.vb.setYLink(self.plot.vb)
+            self.bars_plot.getAxis("left").hide()
             self.ci.layout.setColumnStretchFactor(0, 4)
             self.ci.layout.setColumnStretchFactor(1, 1)
         self.colorbar: ColorBar | None = None
@@ -115,7 +111,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.image.setImage(heat, levels=self.levels, lut=lut(self.colormap_name))
         self.image.setRect(QtCore.QRectF(0, 0, cols, rows))
         self._update_ticks()
-        self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        self.plot.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         if self.colorbar is not None:
             low, high = (float(v) for v in self.levels)
             if not high > low:  # a constant map still gets a readable bar
@@ -129,18 +125,18 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         if self.bars_plot is not None:
             if self.bar_values is None:
                 if self.bars is not None:
-                    self.bars_plot.removeItem(self.bars)
+                    self.bars_plot.vb.removeItem(self.bars)
                     self.bars = None
                 return
             shape = dict(x0=np.zeros(rows), y=np.arange(rows) + 0.5, width=self.bar_values)
             if self.bars is None:
                 self.bars = pg.BarGraphItem(**shape, height=0.8, brush=self._bar_color, pen=None)
-                self.bars_plot.addItem(self.bars)
+                self.bars_plot.vb.addItem(self.bars)
             else:
                 self.bars.setOpts(**shape)  # refilled: no item made and added per result
             peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
             peak = peak if np.isfinite(peak) and peak > 0 else 1.0
-            self.bars_plot.setXRange(0, peak, padding=0.05)
+            self.bars_plot.vb.setXRange(0, peak, padding=0.05)
             # One round value: pyqtgraph's own ticks collide in a strip this narrow.
             _set_ticks(self.bars_plot.getAxis("bottom"), [bar_ticks(peak), []])
 
@@ -202,7 +198,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         if self.colorbar is not None:
             self.colorbar.setVisible(False)
         if self.bars_plot is not None and self.bars is not None:
-            self.bars_plot.removeItem(self.bars)
+            self.bars_plot.vb.removeItem(self.bars)
             self.bars = None
 
     def cell_at(self, scene_pos: QtCore.QPointF) -> tuple[int, int]:

@@ -139,8 +139,7 @@ class EditsDock(QDockWidget):
         self.set_entries(())
 
     def set_entries(self, entries: Sequence[EditEntry]) -> None:
-        """Show exactly ``entries``; a row whose edit reads the same is kept (a stress run's
-        board held dozens: rebuilding them all took 100 ms)."""
+        """Show exactly ``entries``; a row whose edit reads the same is kept (boards grow long)."""
         kept = {row.key: row for row in self.rows}
         while self.rows_layout.count():  # the rows and the stretch after them
             self.rows_layout.takeAt(0)
