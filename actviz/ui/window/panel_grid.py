@@ -13,6 +13,7 @@ from actviz.display.layer_views import class_units
 from actviz.display.mosaic import page_image_shape
 from actviz.display.prepared import PreparedLayer
 from actviz.display.repage import current_mosaics, symmetric_for, with_page
+from actviz.ui.panels.deferred import held_layouts
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 
 __all__ = [
@@ -78,6 +79,11 @@ class PanelGrid:
 
     def update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         """Show ``layer`` in ``panel`` on the user's page and colour map."""
+        slots = (panel.activation_slot.layout(), panel.gradient_slot.layout())
+        with held_layouts(self.display.layers_grid, panel.layout(), *slots):
+            self._update(panel, layer)
+
+    def _update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         # The result may hold an older page; an earlier frame's mosaics are remade (not under
         # concept tiles).
         layer = with_page(
@@ -204,6 +210,11 @@ class PanelGrid:
 
     def layout(self, order: Sequence[str]) -> None:
         """Put the panels named in ``order`` in the grid (nothing to do when they are there)."""
+        # Laid out in Qt's pass, not once a panel shown (nor now: a resize calls this first).
+        with held_layouts(self.display.layers_grid, now=False):
+            self._layout(order)
+
+    def _layout(self, order: Sequence[str]) -> None:
         grid, panels = self.display.layers_grid, self.display.layer_panels
         columns = grid_columns(self.display.layers_scroll.viewport().width()) if order else 0
         placed = (tuple((name, id(panels[name])) for name in order), columns)

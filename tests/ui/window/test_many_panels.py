@@ -48,3 +48,40 @@ def test_a_newer_result_replaces_the_panels_still_to_be_made(actviz_window, monk
     win.run_and_wait()  # flushes: every panel of the new result, none of the old one
     assert list(w.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert not w.display.panels_pending()
+
+
+def test_a_panel_filled_beside_another_does_not_stretch_it_on_the_way(actviz_window):
+    """A new panel's parts are shown one by one, and Qt lays out every layout above a part as
+    it is shown: the whole grid was laid out at each (five a panel), its row-mate stretched to
+    the new panel's unfitted height and back each time. Now the grid is laid out once."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from actviz.io.models.demo_model import demo_sample_tensor, load_demo_model
+
+    x, _image = demo_sample_tensor()
+    layers = ["features.block1", "features.block2", "features.block3"]
+    win = actviz_window(load_demo_model(), x, layers, size=(1920, 1000), auto_run=True)
+    win.run_and_wait()
+    win.settle()
+    grid = win.window.display.layers_grid
+    mate = win.panel("features.block3")
+    assert grid.getItemPosition(grid.indexOf(mate))[:2] == (1, 0)  # two columns: a row alone
+    heights: list[int] = []
+
+    class Sizes(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+            if event.type() == QEvent.Type.Resize:
+                heights.append(event.size().height())
+            return False
+
+    sizes = Sizes()
+    mate.installEventFilter(sizes)
+    settled = mate.height()  # (for the message)
+    with win.expect_run():
+        win.tick("features.block4")  # its panel comes beside block3
+    win.settle()
+    mate.removeEventFilter(sizes)
+    assert grid.getItemPosition(grid.indexOf(win.panel("features.block4")))[:2] == (1, 1)
+    # Its height settles (a wrapped caption a few px), with no detour through the new
+    # panel's unfitted height (436 and 578 px for a 312 px row before).
+    assert heights and max(heights) <= 1.1 * mate.height(), (heights, settled)
