@@ -1,9 +1,7 @@
 """Attention probabilities per head, and attention rollout.
 
-Fused attention kernels never form the probabilities, so :func:`capture_attention` runs the
-model once more, forward only, on its unfused path (Hugging Face ``eager``, timm
-``fused_attn = False``) and records the modules the model names for ``output_attentions``
-(Hugging Face) or each ``attn_drop`` output (timm). The switch is undone in ``finally``.
+Fused kernels never form the probabilities, so :func:`capture_attention` runs the model once
+more, forward only, on its unfused path (Hugging Face ``eager``, timm ``fused_attn = False``).
 """
 
 from __future__ import annotations
@@ -133,10 +131,8 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class AttentionMaps:
-    """Attention probabilities of every attention module of one run (arrays read-only).
-
-    ``probs`` is ``{module: (N, heads, queries, keys)}`` float32 for ``layers`` in run order.
-    """
+    """Attention probabilities of one run (arrays read-only): ``probs`` is
+    ``{module: (N, heads, queries, keys)}`` float32 for ``layers`` in run order."""
 
     layers: tuple[str, ...]
     probs: Mapping[str, np.ndarray] = field(repr=False)
@@ -169,10 +165,7 @@ def capture_attention(
 ) -> AttentionMaps | None:
     """Attention probabilities of every attention module of ``model`` on ``inputs`` (one
     extra forward pass under :func:`eager_attention`); None for a model it does not know.
-
-    ``should_stop`` is polled before every module call; ``max_bytes`` refuses
-    (``CaptureTooLarge``) maps larger than that.
-    """
+    ``should_stop`` is polled per module call; ``max_bytes`` refuses (``CaptureTooLarge``) more."""
     from actviz.core.capture import capture
 
     sites = attention_modules(model)

@@ -1,7 +1,5 @@
-"""Pictures about the whole input: the image shown, saliency, Grad-CAM, predictions.
-
-Saliency and Grad-CAM are written once, in torch, so they run where the tensors live.
-"""
+"""Pictures about the whole input: the image shown, saliency, Grad-CAM (in torch, so they run
+where the tensors live) and predictions."""
 
 from __future__ import annotations
 
@@ -196,10 +194,8 @@ def token_saliency_tensor(
 
 @dataclass(frozen=True)
 class TokenSaliency:
-    """Saliency of a text input: ``|gradient x input embedding|`` per token (arrays read-only).
-
-    ``tokens`` labels the ``T`` raw ``values``; ``layer`` is the embedding module read.
-    """
+    """Saliency of a text input: ``|gradient x input embedding|`` per token (arrays read-only);
+    ``tokens`` labels the ``T`` raw ``values``; ``layer`` is the embedding module read."""
 
     tokens: tuple[str, ...]
     values: np.ndarray
@@ -359,11 +355,9 @@ def top_predictions(
     sample: int = 0,
     tokenizer: Any = None,
 ) -> list[tuple[int, str, float]]:
-    """The model's top ``k`` answers for one sample as ``(index, label, probability)``.
-
-    A classifier's :func:`top_k` (NaN logits ranked last), a detector's best detections, or
-    a language model's next tokens labelled by ``categories`` or their quoted text.
-    """
+    """The model's top ``k`` answers for one sample as ``(index, label, probability)``: a
+    classifier's :func:`top_k` (NaN ranked last), a detector's best detections, or a language
+    model's next tokens labelled by ``categories`` or their quoted text."""
     logits = sequence_logits(output)
     if logits is not None:
         rows = top_predictions(logits[:, -1, :], categories, k, sample)

@@ -1,8 +1,6 @@
-"""The one colour-map registry: exact tables shared by the window and the exporter (no Qt).
-
-Images are painted in two steps everywhere (float -> :func:`to_indices` -> :func:`indexed_table`),
-so an exported mosaic has exactly the pixels the panel shows. Tables: ``tools/make_colormaps.py``.
-"""
+"""The one colour-map registry, shared by the window and the exporter (no Qt; tables made by
+``tools/make_colormaps.py``). Images are painted float -> :func:`to_indices` ->
+:func:`indexed_table` everywhere, so an export has exactly the pixels the panel shows."""
 
 from __future__ import annotations
 
@@ -99,11 +97,8 @@ def indexed_table(name: str) -> np.ndarray:
 
 
 def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
-    """A 2-D float image as C-contiguous uint8 indices of :func:`indexed_table`.
-
-    ``levels`` map to 0 and 254 (clipped); non-finite pixels to :data:`PAD_INDEX`. Indexed
-    images paint faster than pyqtgraph's float path, so the worker computes these.
-    """
+    """A 2-D float image as C-contiguous uint8 indices of :func:`indexed_table` (they paint
+    faster than pyqtgraph's floats): ``levels`` map to 0 and 254, non-finite to :data:`PAD_INDEX`."""
     low, high = float(levels[0]), float(levels[1])
     scale = PAD_INDEX / (high - low) if high > low else 0.0
     work = np.multiply(image, np.float32(scale), dtype=np.float32)

@@ -53,12 +53,9 @@ def prepare_difference(
     *,
     call: int = 0,
 ) -> dict[str, PreparedLayer]:
-    """Run A minus run B per layer as prepared layers (mosaics symmetric about 0, painted
-    with :data:`DIFFERENCE_CMAP`; no gradient views).
-
-    ``layers`` defaults to ``spec.layers`` or every layer both runs recorded; layers one run
-    lacks or whose shapes differ are left out.
-    """
+    """Run A minus run B per layer as prepared layers (mosaics symmetric about 0 in
+    :data:`DIFFERENCE_CMAP`; no gradient views) for ``layers`` (default ``spec.layers`` or all
+    both runs recorded); layers one run lacks or whose shapes differ are left out."""
     if layers is None:
         layers = spec.layers or [n for n in cap_a.names if n in cap_b.records]
     out: dict[str, PreparedLayer] = {}
@@ -115,11 +112,8 @@ class PredictionRow(NamedTuple):
 
 @dataclass(frozen=True)
 class PredictionChange:
-    """How the predictions of run A differ from run B's (one sample).
-
-    ``rows``: both runs' top ``k`` classes, highest probability first; ``target``: the
-    target's row; ``message``: why there are no rows, else "".
-    """
+    """How run A's predictions differ from run B's (one sample): ``rows``, both runs' top ``k``
+    classes by probability; ``target``, the target's row; ``message``, why there are no rows."""
 
     rows: tuple[PredictionRow, ...]
     target: PredictionRow | None

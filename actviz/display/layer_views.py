@@ -36,11 +36,9 @@ def as_numpy(x: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LayerView:
-    """One sample of a layer output, shaped for display (immutable; ``data`` read-only).
-
-    ``kind`` is ``"maps"`` (``data`` is ``(C, H, W)``), ``"bars"`` (``(C,)``), ``"heatmap"``
-    (2-D, e.g. tokens x features) or ``"scalar"`` (0-d). ``shape`` is the whole output's.
-    """
+    """One sample of a layer output, shaped for display (``data`` read-only): ``kind`` is
+    ``"maps"`` (``data`` is ``(C, H, W)``), ``"bars"`` (``(C,)``), ``"heatmap"`` (2-D, e.g.
+    tokens x features) or ``"scalar"`` (0-d); ``shape`` is the whole output's."""
 
     kind: str
     data: np.ndarray
@@ -68,10 +66,8 @@ def layer_view(
     tensor: Any, sample: int = 0, *, full_shape: tuple[int, ...] | None = None
 ) -> LayerView:
     """Pick a display for one sample of a batched layer output by its rank: ``(N, C, H, W)``
-    maps, ``(N, C)`` bars, ``(N, L, D)`` heatmap, 5-D the middle depth slice as maps.
-
-    ``full_shape``: the whole output's shape when ``tensor`` is already the one-sample slice.
-    """
+    maps, ``(N, C)`` bars, ``(N, L, D)`` heatmap, 5-D the middle depth slice as maps;
+    ``full_shape`` is the whole output's when ``tensor`` is already the one-sample slice."""
     data = as_numpy(tensor)
     shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)
     if math.prod(shape) == 1:

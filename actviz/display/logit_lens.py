@@ -55,10 +55,8 @@ def lens_layers(model: nn.Module) -> LensLayers | None:
 
 
 def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """Readable strings of token ``ids`` (the one rule wherever a token is named by its text).
-
-    Each id decoded on its own (``" world"``), else the tokenizer's token string, else ``#id``.
-    """
+    """Readable strings of token ``ids``, the one rule wherever a token is named by its text:
+    each id decoded on its own (``" world"``), else the tokenizer's token string, else ``#id``."""
     out = []
     for i in ids:
         i = int(i)
@@ -78,10 +76,8 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
 
 @dataclass(frozen=True)
 class LogitLens:
-    """Top-``k`` tokens of every block at every position (arrays read-only).
-
-    ``ids``, ``probs`` and ``texts`` are ``(layers, T, k)``, most probable first.
-    """
+    """Top-``k`` tokens of every block at every position (arrays read-only): ``ids``, ``probs``
+    and ``texts`` are ``(layers, T, k)``, most probable first."""
 
     layers: tuple[str, ...]
     ids: np.ndarray
@@ -125,11 +121,9 @@ def logit_lens(
     layers: LensLayers | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> LogitLens:
-    """The logit-lens table of a capture that recorded the model's blocks (missing ones skipped).
-
-    ``position`` keeps one position (negative from the end; None: all). Raises ``ValueError``
-    when the model is no decoder LM or the capture holds none of its blocks.
-    """
+    """The logit-lens table of a capture that recorded the model's blocks (missing ones
+    skipped); ``position`` keeps one position (negative from the end; None: all). Raises
+    ``ValueError`` when the model is no decoder LM or the capture holds none of its blocks."""
     lens = layers or lens_layers(model)
     if lens is None:
         raise ValueError(f"{type(model).__name__} has no output embedding and blocks to read")

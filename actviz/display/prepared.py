@@ -1,7 +1,5 @@
-"""What a prepared run is: frozen layers and results, plus the spec that asks for them.
-
-Results are immutable: a page turn makes a new one. Costly, rarely read pieces (histograms,
-off-screen Grad-CAM maps) are computed on first read, once.
+"""What a prepared run is: frozen layers and results (a page turn makes a new one), and the spec
+that asks for them. Costly, rarely read pieces (histograms, off-screen Grad-CAMs) come on first read.
 """
 
 from __future__ import annotations
@@ -139,13 +137,10 @@ class LazyMap(Mapping[str, np.ndarray]):
 @dataclass(frozen=True)
 class DisplaySpec:
     """What to prepare from a capture, and how: ``image`` is the input as loaded (``(H, W, 3)``
-    uint8, for overlays; None for tensors); per layer, ``channel_pages`` names a channel whose
-    mosaic page is shown, ``page_channels`` the channels per page (absent:
-    ``MAX_MOSAIC_CHANNELS``), ``channel_orders`` an order of its own (by effect); ``AUTO``
-    ``colormap`` normalises signed mosaics symmetrically about 0; ``sample`` is the batch
-    element per-sample pictures show (statistics cover the batch); ``tokens``, ``layout`` and
-    ``tokenizer`` serve text inputs, ViT patch layouts and the logit lens.
-    """
+    uint8; None for tensors); per layer, ``channel_pages`` names a channel whose page is shown,
+    ``page_channels`` the page size, ``channel_orders`` an order (by effect); ``AUTO`` ``colormap``
+    shows signed mosaics symmetric about 0; ``sample`` is the batch element pictures show;
+    ``tokens``, ``layout`` and ``tokenizer`` serve text inputs, ViT patches and the logit lens."""
 
     layers: tuple[str, ...] = ()
     normalize: str = "channel"
@@ -215,10 +210,8 @@ def grad_norms_of(layers: Mapping[str, PreparedLayer], order: Sequence[str]) -> 
 
 @dataclass(frozen=True)
 class RunResult:
-    """A prepared run: numpy arrays for the panels plus the raw capture (immutable).
-
-    ``capture`` stays only for export and for comparisons; widgets never receive it.
-    """
+    """A prepared run (immutable): numpy arrays for the panels, and the raw ``capture`` for
+    export and comparisons only (widgets never receive it)."""
 
     layers: Mapping[str, PreparedLayer]
     shown: tuple[str, ...]

@@ -1,7 +1,5 @@
-"""Statistics and histograms of layer outputs, computed on the tensor's device.
-
-:func:`tensor_stats` is exact (float64 torch, no host sync) or fast (float32 NumPy for finite
-CPU tensors, within 1e-5 relative).
+"""Statistics and histograms of layer outputs, on the tensor's device: :func:`tensor_stats` is
+exact (float64 torch, no host sync) or fast (float32 NumPy for finite CPU tensors, 1e-5 relative).
 """
 
 from __future__ import annotations
@@ -111,10 +109,8 @@ def _sum_of_squares(a: np.ndarray) -> float:
 
 
 def _fast_stats(t: torch.Tensor, g: torch.Tensor | None) -> dict[str, Any] | None:
-    """Float32 NumPy statistics of an all-finite CPU float32 tensor; None otherwise.
-
-    NumPy, so it leaves torch's threads to the capture running beside it.
-    """
+    """Float32 NumPy statistics of an all-finite CPU float32 tensor, else None (NumPy leaves
+    torch's threads to the capture running beside it)."""
     data = as_float(t)
     if data.device.type != "cpu" or data.numel() == 0:
         return None

@@ -1,7 +1,5 @@
-"""Token sequences: ``(N, T, D)`` layer outputs shown per token, and ViT patch tokens as maps.
-
-:func:`sequence_kind` decides: a text input's sequence gets a token view (:func:`token_view`),
-a ViT's patch tokens become ``D`` maps over the grid (:func:`patch_maps`) for the mosaic path.
+"""Token sequences, as :func:`sequence_kind` decides: a text input's ``(N, T, D)`` output shown
+per token (:func:`token_view`), a ViT's patch tokens as ``D`` maps over the grid (:func:`patch_maps`).
 """
 
 from __future__ import annotations
@@ -31,10 +29,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SequenceLayout:
-    """How a vision transformer's tokens sit on the image.
-
-    ``grid`` is ``(rows, columns)``; ``prefix`` counts the tokens before the patches.
-    """
+    """How a vision transformer's tokens sit on the image: ``grid`` is ``(rows, columns)``,
+    ``prefix`` counts the tokens before the patches."""
 
     grid: tuple[int, int]
     prefix: int = 0
@@ -78,11 +74,9 @@ def sequence_kind(
 
 @dataclass(frozen=True)
 class TokenView:
-    """One sample of an ``(N, T, D)`` output per token (arrays read-only).
-
-    ``heat`` is ``(T, D)``, ``norms`` each token's L2 norm; ``grad_heat`` and ``grad_norms``
-    the same for ``|gradient|`` (None without one); ``shape`` the whole output's.
-    """
+    """One sample of an ``(N, T, D)`` output per token (arrays read-only): ``heat`` is ``(T, D)``,
+    ``norms`` each token's L2 norm; ``grad_heat`` and ``grad_norms`` the same for ``|gradient|``
+    (None without one); ``shape`` the whole output's."""
 
     tokens: tuple[str, ...]
     heat: np.ndarray
@@ -119,10 +113,8 @@ def _sample(x: Any, sample: int) -> np.ndarray:
 def token_view(
     record_tensor: Any, tokens: Sequence[str], sample: int = 0, *, grad: Any = None
 ) -> TokenView:
-    """Token x feature heat map and per-token norms of one sample of an ``(N, T, D)`` output.
-
-    Raises ``ValueError`` if the output is not ``(N, T, D)`` with ``T == len(tokens)``.
-    """
+    """Token x feature heat map and per-token norms of one sample of an ``(N, T, D)`` output;
+    ``ValueError`` if the output is not ``(N, T, D)`` with ``T == len(tokens)``."""
     heat = _sample(record_tensor, sample)
     if heat.shape[0] != len(tokens):
         raise ValueError(f"{len(tokens)} tokens for a sequence of {heat.shape[0]} positions")
