@@ -152,8 +152,7 @@ def _mallinfo() -> _Mallinfo2 | None:
 
 
 def heap_in_use_mib() -> float | None:
-    """Memory malloc has handed out and not had back (``mallinfo2``), in MiB; None without
-    glibc 2.33 or later."""
+    """Memory malloc handed out and not had back (``mallinfo2``), MiB; None before glibc 2.33."""
     info = _mallinfo()
     return None if info is None else (info.uordblks + info.hblkhd) / 2**20
 
@@ -183,8 +182,7 @@ def memory_breakdown_mib() -> dict[str, float]:
 # Per thread that called mark_arena: a block of malloc's from that thread's arena.
 _marks: dict[int, int] = {}
 _marks_lock = threading.Lock()
-#: A mark's size: past glibc's FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), so its free makes
-#: glibc look at the top of its arena (``heap_trim``).
+#: A mark's size: past FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), so its free runs ``heap_trim``.
 MARK_BYTES = 256 * 1024
 # The trim threshold while a trim frees the marks: a thread arena's top beyond it goes back.
 _TRIM_LOW = 1 * 2**20

@@ -122,8 +122,7 @@ def capture(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     warnings: list[str] = []
-    # torch.compile's wrapper holds the original as a child; ``hasattr`` would raise and catch
-    # for every other model, and TorchScript's child mapping has no ``get``.
+    # torch.compile's wrapper holds the original as a child (TorchScript's mapping has no get).
     children = model._modules
     compiled = "_orig_mod" in children and isinstance(children["_orig_mod"], nn.Module)
     if compiled:
@@ -158,8 +157,7 @@ def capture(
         attempt = 0
         while attempt < _MAX_ATTEMPTS:
             try:
-                # Inside a caller's inference_mode, tensors made here could not join autograd
-                # (entered only when needed: it is not free after a forward pass).
+                # Under a caller's inference_mode, tensors made here could not join autograd.
                 with torch.inference_mode(False) if torch.is_inference_mode_enabled() else _NULL:
                     return _capture_once(
                         model,
@@ -187,8 +185,7 @@ def capture(
             except RuntimeError as exc:
                 if not gradients or not inference_weights(exc):
                     raise
-                # Weights made inside inference_mode can never join autograd (copying them would
-                # be another model): the forward pass alone, and a warning that says why.
+                # Weights made in inference_mode never join autograd: forward only, and a warning.
                 gradients = False
                 warnings.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover

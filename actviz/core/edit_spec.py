@@ -68,14 +68,13 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Edit:
-    """One change to a module's output; make them with :func:`ablate`, :func:`scale`, :func:`keep`,
+    """One change to a module's output, made by :func:`ablate`, :func:`scale`, :func:`keep`,
     :func:`clamp`, :func:`patch`, :func:`custom` or :func:`concept`.
 
-    ``channels`` are sorted as given without duplicates (None: all; for ``concept``: concept
-    indices); ``factor`` is ``scale``'s factor or ``concept``'s scale; ``min``/``max`` are
-    ``clamp``'s bounds; ``source`` is ``patch``'s run; ``fn`` is ``custom``'s callable; ``call``
-    None edits every call, ``k`` only the k-th; ``dim`` overrides :func:`channel_dim`.
-    Equality compares ``source``, ``fn`` and ``concepts`` by identity.
+    ``channels`` are sorted without duplicates (None: all; ``concept``: concept indices);
+    ``factor`` is ``scale``'s factor or ``concept``'s scale; ``min``/``max`` ``clamp``'s bounds;
+    ``source`` ``patch``'s run; ``fn`` ``custom``'s callable; ``call`` None edits every call, ``k``
+    the k-th; ``dim`` overrides :func:`channel_dim`. ``source``, ``fn``, ``concepts`` compare by id.
     """
 
     kind: str

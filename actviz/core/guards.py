@@ -73,8 +73,7 @@ class ModelState:
                 for i in inplace_positions[bisect.bisect_left(inplace_positions, inplace_from) :]
                 if modules[i].__dict__.get("inplace") is True
             ]
-        # Always copied back: batch_norm updates running statistics without bumping the version
-        # counter. (each module's buffer mapping, name, tensor)
+        # (buffer mapping, name, tensor), always copied back: batch_norm bumps no version.
         self.buffers: list[tuple[Any, str, torch.Tensor]] = [
             (held, name, buf)
             for held in map(_buffers_of, modules)

@@ -78,8 +78,7 @@ def prepare_inputs(
         if gradients and copy.is_floating_point():
             leaf = copy.requires_grad_(True)
             leaves.append(leaf)
-            # A non-leaf copy, so in-place ops on it stay legal; made with autograd on, else
-            # under a caller's no_grad it would not lead back to the leaf.
+            # A non-leaf copy (in-place ops stay legal), made with grad on to lead to the leaf.
             with torch.enable_grad():
                 given = clone_keep_layout(leaf)
             kept = leaf.detach()

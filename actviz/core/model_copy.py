@@ -1,13 +1,6 @@
-"""Private copies of a model for work beside the window's captures.
-
-Hooks are per-module state (one capture at a time), so a job on another thread (a live lane,
-a scan, a synthesis, a concept job) runs on a copy of its own, which:
-
-* leaves out a running actviz capture's hooks and forward wrappers, keeping the user's hooks;
-* shares an accelerate-placed model's offloaded weights maps instead of copying them;
-* keeps the original's train/eval flags, or is put in eval mode (``to_eval``);
-* never carries the window's edits: those are applied per run (``capture(edits=...)``);
-* is stale once the original's weights change (:meth:`ModelCopy.usable`).
+"""Private copies of a model, so a job on another thread (live lane, scan, synthesis, concept
+job) has hooks of its own: without a running capture's hooks and wrappers or the window's
+edits, sharing offloaded weight maps, stale once the original's weights change.
 """
 
 from __future__ import annotations
@@ -45,8 +38,7 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 
 def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     """The identity, memory address and version counter of every parameter and buffer: what
-    in-place writes, new tensors, ``param.data = ...`` and ``.to(device)`` change. Training
-    flags are left out (a capture puts them back); cheap enough to ask once a frame."""
+    in-place writes, new tensors, ``param.data = ...`` and ``.to(device)`` change."""
     _, modules = model_plan(model)
     # One flat comprehension (no nested generator): asked on the GUI thread for live frames.
     groups = [g for m in modules for g in (m._parameters, m._buffers) if g]  # noqa: SLF001
@@ -72,8 +64,7 @@ def model_bytes(model: nn.Module) -> int:
 
 
 def copy_refusal(model: nn.Module, max_bytes: int = MAX_COPY_BYTES) -> str | None:
-    """Why ``model`` gets no live-lane copy (None: it may): scripted, not on the CPU, or
-    larger than ``max_bytes``."""
+    """Why ``model`` gets no live-lane copy (None: it may): scripted, off the CPU or too large."""
     if isinstance(model, torch.jit.ScriptModule):
         return "a TorchScript model is not copied"
     if any(t.device.type != "cpu" for t in (*model.parameters(), *model.buffers())):

@@ -187,8 +187,7 @@ class HeapPin:
         return self._start > 0
 
     def update(self, tensors: Any) -> bool:
-        """Pin the highest large CPU storage among ``tensors`` above the current pin; returns
-        whether a pin is held."""
+        """Pin the highest large CPU storage of ``tensors`` above the pin; whether a pin is held."""
         if not self.available():
             return False
         with self._lock:

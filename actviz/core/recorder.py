@@ -1,6 +1,4 @@
-"""The hooks of a capture: value snapshots, gradient taps and their bookkeeping (why:
-:mod:`actviz.core.capture`).
-"""
+"""A capture's hooks: value snapshots, gradient taps and their bookkeeping (why: its module)."""
 
 from __future__ import annotations
 
@@ -27,11 +25,9 @@ __all__ = [
 
 # Modules found writing into their input without ``inplace=True``: cloned input next time.
 DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
-# Modules whose recorded tensors were written later in the forward (``out += identity``): their
-# values are copied; other records keep a reference checked against the version counter.
+# Modules whose records were written later in the forward (``out += identity``): copied next time.
 NEEDS_COPY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
-# Modules whose unrecorded tensors changed in place after their call: tensor hooks next time
-# (every other gradient comes from ``autograd.grad``'s results).
+# Modules whose unrecorded tensors changed in place after their call: tensor hooks next time.
 NEEDS_GRAD_HOOK: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 

@@ -31,12 +31,9 @@ class CaptureTooLarge(RuntimeError):
 
 @dataclass
 class LayerRecord:
-    """One call of one hooked module; tensors are detached CPU snapshots taken when it ran.
-
-    ``call_index`` counts the module's calls (0 first); ``inputs``/``output`` keep their structure;
-    ``grad_output`` and ``grad_inputs`` (through this module only) are None without gradients;
-    ``seq`` is the order calls finished in.
-    """
+    """One call of one hooked module, as detached CPU snapshots taken when it ran: ``call_index``
+    counts the module's calls (0 first); ``inputs``/``output`` keep their structure; ``grad_output``
+    and ``grad_inputs`` (this module's only) are None without gradients; ``seq``: finish order."""
 
     name: str
     call_index: int

@@ -77,8 +77,7 @@ def parallel_in_workers_only() -> Callable[[], None]:
     return undo
 
 
-# Native thread id -> the priority it was lowered to. Not a ``threading.local``: a Qt pool
-# thread gets a new Python thread state each time Python is entered from it.
+# Native thread id -> its lowered priority (a Qt pool thread's Python thread state is not kept).
 _lowered: dict[int, int] = {}
 
 

@@ -180,8 +180,7 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
             node.calls = len(calls)
         nodes.append(node)
         by_name[name] = node
-    # A child registered under a name whose parent path is not itself a module name (rare,
-    # e.g. shared modules) still needs a parent that exists.
+    # A child whose parent path is no module name (shared modules) still needs a parent.
     for node in nodes:
         if node.parent is not None and node.parent not in by_name:
             node.parent = ""

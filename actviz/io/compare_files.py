@@ -1,8 +1,5 @@
-"""Writing a comparison of two runs: ``compare.json`` and one difference PNG per layer.
-
-Pictures come from :func:`actviz.display.difference.prepare_difference` (A minus B, symmetric
-about 0); ``diff_<layer>_1x.png`` has exactly the window's difference-panel pixels.
-"""
+"""Writing a comparison of two runs: ``compare.json`` and per layer the difference PNGs of
+:func:`actviz.display.difference.prepare_difference` (``_1x``: the window's very pixels)."""
 
 from __future__ import annotations
 
@@ -36,11 +33,9 @@ def write_comparison(
     categories: Sequence[str] | None = None,
     runs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Path]:
-    """Write ``compare.json`` and the difference PNGs (A minus B) of every compared layer.
-
+    """Write ``compare.json`` and the difference PNGs (A minus B) of every compared layer;
     ``comparison`` is computed with ``tol`` when None; ``runs`` (``{"a": {...}, "b": {...}}``)
-    is recorded as is. Returns the files written, ``compare.json`` last.
-    """
+    is recorded as is. Returns the files written, ``compare.json`` last."""
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
     out = Path(out_dir)
@@ -61,8 +56,7 @@ def write_comparison(
         if view is None:
             continue
         title = f"{name or '(model)'} · {layer.module_type} · A - B"
-        # The export's pages: readable PNGs and the panel's own pixels (_1x), here always
-        # symmetric about 0 in the difference map.
+        # Readable PNGs and the panel's own pixels (_1x), always symmetric about 0 here.
         pictures = layer_page_images(
             safe_name(name), "features", layer, DIFFERENCE_CMAP, title, normalize, symmetric=True
         )

@@ -27,11 +27,9 @@ class ModelLoadError(ActvizError):
 
 
 class ArchitectureNeededError(ModelLoadError):
-    """A file holds only weights and their architecture could not be told for sure.
-
-    ``candidates`` are the best-fitting :class:`~actviz.io.models.arch_guess.ArchGuess` (best
-    first, possibly empty); open again with ``arch=candidate.name``.
-    """
+    """A file holds only weights and their architecture could not be told for sure; open again
+    with ``arch=candidate.name`` for one of ``candidates``, the best-fitting
+    :class:`~actviz.io.models.arch_guess.ArchGuess` first (possibly none)."""
 
     def __init__(
         self, message: str, path: str | os.PathLike[str], candidates: Sequence[Any] = ()
@@ -74,10 +72,8 @@ class InputError(ActvizError):
 
 
 class WriteError(ActvizError, OSError):
-    """A file (report, session, export) could not be written: one line naming it and why.
-
-    Also an ``OSError``, so code catching write failures as such keeps catching it.
-    """
+    """A file (report, session, export) could not be written: one line naming it and why (an
+    ``OSError`` too, so code catching write failures as such keeps catching it)."""
 
 
 class ModelFileAsInputError(InputError):

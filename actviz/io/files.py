@@ -23,8 +23,7 @@ _DEFAULT_UMASK = 0o022
 
 
 def _umask() -> int:
-    # os.umask can only be read by setting it, which races with other threads creating
-    # files; Linux shows it in /proc.
+    # Read from /proc: os.umask reads only by setting, racing with threads creating files.
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
             for line in fh:
@@ -62,9 +61,7 @@ def atomic_write(
     path: str | os.PathLike[str], mode: str = "wb", encoding: str | None = None
 ) -> Iterator[IO[Any]]:
     """Yield a temporary file beside ``path``, renamed over it (with :func:`new_file_mode`) when the
-    block succeeds, else removed.
-
-    Raises ``WriteError`` naming ``path`` (a folder, a missing folder, a failed write).
+    block succeeds, else removed; ``WriteError`` names ``path`` (a folder, missing, a failed write).
     """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
@@ -106,9 +103,7 @@ def check_out_folder(path: str | os.PathLike[str]) -> Path:
 
 
 def check_out_file(path: str | os.PathLike[str], example: str = "report.html") -> Path:
-    """Refuse (``WriteError``) an output file that is an existing folder, suggesting ``example`` in
-    it.
-    """
+    """Refuse (``WriteError``) an output file that is a folder, suggesting ``example`` in it."""
     path = Path(path)
     if path.is_dir():
         raise WriteError(f"{path}: is a folder; give a file name, e.g. {path / example}")

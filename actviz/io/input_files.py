@@ -1,8 +1,5 @@
-"""Opening model inputs: images, tensor files, seeded random tensors and text.
-
-:func:`open_input` gives exactly what the forward takes, fitted to the model (channels, size,
-rank refused with a reason), and the image as the model sees it for overlays. Images:
-:mod:`input_images`; tensors and ``random:``: :mod:`input_tensors`; this module dispatches.
+"""Opening model inputs (images, tensor files, seeded random tensors, text): :func:`open_input`
+gives exactly what the forward takes, fitted to the model, and the image it sees for overlays.
 """
 
 from __future__ import annotations

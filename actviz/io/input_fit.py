@@ -1,8 +1,5 @@
-"""Whether an input fits a model, and the model's default input when it does not.
-
-Reads the first convolution, tokenizer and loader record without running the model, so it is
-instant on the GUI thread.
-"""
+"""Whether an input fits a model, and the model's default input when it does not, read from the
+first convolution, tokenizer and loader record without running the model (instant on the GUI)."""
 
 from __future__ import annotations
 
@@ -61,11 +58,8 @@ def _fixed_size(model: nn.Module) -> tuple[int, int] | None:
 def input_misfit(
     loaded_model: Any, value: Any, source: str = "", *, model: nn.Module | None = None
 ) -> str | None:
-    """Why ``value`` (opened from ``source``) cannot go to the model, as a short reason; None when
-    it can.
-
-    An image file fits any 2-D image model; a tensor must match rank, channels and a fixed size.
-    """
+    """Why ``value`` (opened from ``source``) cannot go to the model, in a few words, or None: an
+    image file fits any 2-D image model; a tensor must match rank, channels and a fixed size."""
     model = model if model is not None else getattr(loaded_model, "model", None)
     kind = input_kind(value, source)
     text_model = reads_text(loaded_model)

@@ -1,7 +1,5 @@
-"""Images as model inputs: opening a file, any PIL mode to floats, channels fitted to the model,
-and :func:`_from_image` (the model's preprocessing plus the picture it sees). Shared with scans,
-so an image gives the same input in both.
-"""
+"""Images as model inputs, shared with scans so an image gives the same input in both: any PIL
+mode to floats, channels fitted, the model's preprocessing and the picture it sees."""
 
 from __future__ import annotations
 

@@ -61,8 +61,7 @@ def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
             return next(iter(arrays.values())), "array"
         positional = [f"arr_{i}" for i in range(len(arrays))]
         if set(arrays) == set(positional):
-            # np.savez(f, a, b) names unnamed arrays arr_0, arr_1: the forward's positional
-            # inputs, in order (a .pt file's tuple).
+            # np.savez(f, a, b) names them arr_0, arr_1: the forward's positional inputs.
             return tuple(arrays[name] for name in positional), "array"
         return arrays, "array"
     if fmt == FileFormat.SAFETENSORS:
@@ -99,8 +98,7 @@ def _tensor_structure(obj: Any, src: str) -> Any:
             raise InputError(f"{src}: holds a dict whose keys are not all argument names")
         weights = _model_weights(obj)
         if weights:
-            # A checkpoint picked in Open input by mistake: it would be passed as keyword
-            # inputs and fail in the model's forward with an unexpected keyword argument.
+            # A checkpoint opened as input by mistake would fail as unexpected keyword inputs.
             raise ModelFileAsInputError(
                 f"{src}: holds {weights}, not an input; open it as the model "
                 "(File > Open model…, or --model on the command line)"

@@ -20,13 +20,10 @@ __all__ = ["ExpectedInput", "LoadedInput", "expected_input", "reads_text"]
 
 @dataclass
 class LoadedInput:
-    """An input ready for the model, plus what the UI needs to show it.
-
-    ``value`` is a tensor, tuple, dict or list of images; ``kind`` ``"image"``, ``"tensor"``,
-    ``"random"`` or ``"text"``; ``image`` the first sample as the model sees it before
-    normalisation (None if not image-like); ``description`` one status line; ``tokens`` a text
-    input's token strings.
-    """
+    """An input ready for the model, and what the UI needs to show it: ``value`` is a tensor,
+    tuple, dict or list of images; ``kind`` ``"image"``, ``"tensor"``, ``"random"`` or ``"text"``;
+    ``image`` the first sample as the model sees it before normalisation (None if not
+    image-like); ``description`` one status line; ``tokens`` a text input's token strings."""
 
     value: Any
     source: str

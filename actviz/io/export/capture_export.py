@@ -1,8 +1,6 @@
-"""Writing a capture to disk: readable PNGs, raw arrays and a summary.json (no Qt).
-
-Per layer: mosaics, their one-pixel-per-value ``_1x.png`` and the raw ``.npz``, all prepared
-by the window's own :func:`actviz.display.prepare.prepare`; saliency, Grad-CAM and
-``summary.json`` for the model.
+"""Writing a capture to disk (no Qt): per layer the mosaics, their one-pixel-per-value
+``_1x.png`` and the raw ``.npz``, as :func:`actviz.display.prepare.prepare` makes them for the
+window; saliency, Grad-CAM and ``summary.json`` for the model.
 """
 
 from __future__ import annotations
@@ -309,8 +307,7 @@ def _how_chosen(cap: Capture) -> str:
         default = resolve_target(cap.output, None)
     except (ValueError, TypeError, RuntimeError):
         return "picked"  # the output has no default target, so this one was named
-    # A named target reads "class 7", the default "top-1 logit (class 7)": the same index
-    # picked by the user still counts as picked.
+    # "class 7" (named) or "top-1 logit (class 7)" (default): a picked index counts as picked.
     return "top prediction" if default.description == cap.target_description else "picked"
 
 

@@ -1,7 +1,5 @@
-"""An HTML report of a run: one self-contained file anyone can open, without actviz or the model.
-
-Pictures are the export's own (:mod:`actviz.io.export.typeset`), embedded as PNGs; CSS is
-inline, no script, and a Content-Security-Policy forbids network requests.
+"""An HTML report of a run: one self-contained file anyone can open, without actviz or the model
+(the export's PNGs embedded, inline CSS, no script; its Content-Security-Policy forbids requests).
 """
 
 from __future__ import annotations
@@ -254,8 +252,7 @@ def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
 
     if cap.input_grads is not None or not cap.gradients or cap.inputs is None:
         return cap
-    # A one-row classifier's class is an int target whether chosen or auto (held to the
-    # unedited top-1); elsewhere the run's target is the default.
+    # A one-row classifier's class is an int target, chosen or auto; else the run's default.
     target = cap.target_index if fixed_default(cap.output) is not None else None
     try:
         from actviz.core.capture import capture
@@ -270,10 +267,8 @@ def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
 
 
 def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
-    """:func:`write_report` of a :class:`~actviz.display.prepared.RunResult` as the window shows it.
-
-    ``kwargs`` add or override :func:`write_report`'s arguments. ``ValueError`` when the result
-    holds no capture.
+    """:func:`write_report` of a :class:`~actviz.display.prepared.RunResult` as the window shows
+    it, ``kwargs`` adding or overriding its arguments; ``ValueError`` for a result without capture.
     """
     if result.capture is None:
         raise ValueError("this result holds no capture to report")

@@ -1,8 +1,6 @@
-"""``reproduce.py``: a short script, written into every export, that rebuilds the run.
-
-It uses only the public API and saves the same ``.npz`` arrays, so the two compare file by
-file. What a name cannot rebuild (source-less inputs, random weights, a patch source) is saved
-beside it; a custom edit that cannot be imported gets a stand-in that raises.
+"""``reproduce.py``: a short script in every export that rebuilds the run with the public API
+and saves the same ``.npz`` arrays. What a name cannot rebuild (source-less inputs, random
+weights, a patch source) is saved beside it; an unimportable custom edit becomes one that raises.
 """
 
 from __future__ import annotations
@@ -37,12 +35,10 @@ _EDITS_IMPORT = (
 
 @dataclass(frozen=True)
 class RunSource:
-    """How a run's model and input were opened, so the script can open them again.
-
-    ``model`` and ``arch``/``weights``/``trust``/``device`` as :func:`open_model` took them (None:
-    unknown); ``input`` and ``list_input`` as :func:`actviz.load_input` took them (None: tensors
-    saved); ``target`` an int, str or None (callables cannot be written); ``state`` the weights to
-    save when they cannot be reopened.
+    """How a run's model and input were opened, so the script can open them again: ``model`` and
+    ``arch``/``weights``/``trust``/``device`` as :func:`open_model` took them (None: unknown);
+    ``input`` and ``list_input`` as :func:`actviz.load_input` took them (None: tensors saved);
+    ``target`` an int, str or None; ``state`` the weights to save when they cannot be reopened.
     """
 
     model: str | None = None
@@ -220,11 +216,9 @@ def reproduce_script(
     files: Mapping[str, str],
     saved: Mapping[str, str] | None = None,
 ) -> str:
-    """The text of ``reproduce.py`` for ``cap`` (its edits, gradients and mode are rebuilt).
-
-    ``files`` is ``{layer: npz name}`` as exported; ``saved`` maps ``"inputs"``, ``"weights"``,
-    ``"patch<i>"`` to what :func:`write_reproduce` saved beside the script.
-    """
+    """The text of ``reproduce.py`` for ``cap`` (its edits, gradients and mode rebuilt); ``files``
+    is ``{layer: npz name}`` as exported; ``saved`` maps ``"inputs"``, ``"weights"``,
+    ``"patch<i>"`` to what :func:`write_reproduce` saved beside the script."""
     source = source or RunSource()
     saved = dict(saved or {})
     notes: list[str] = []

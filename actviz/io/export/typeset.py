@@ -197,11 +197,9 @@ def render_layer_png(
     first_channel: int = 0,
     symmetric: bool | None = None,
 ) -> Image.Image:
-    """Render one layer output (or ``|gradient|`` with ``magnitude=True``) as a readable image.
-
-    Maps: a numbered mosaic with a colour bar; 1-D: bars; sequences: a heat map. ``tensor`` may be a
-    prepared ``LayerView``; ``cmap="auto"`` and ``symmetric=None`` choose as the window does.
-    """
+    """Render one layer output (or ``|gradient|`` with ``magnitude=True``) as a readable image:
+    maps as a numbered mosaic with a colour bar, 1-D as bars, sequences as a heat map. ``tensor``
+    may be a ``LayerView``; ``cmap="auto"`` and ``symmetric=None`` choose as the window does."""
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     if magnitude and not isinstance(tensor, LayerView):
         view = magnitude_view(view)
@@ -298,8 +296,7 @@ def layer_page_images(
         title = f"{name or '(model)'} · {module_type}"
     pictures = []
     gradient = kind == "grad"
-    # The window's per-layer choice under "auto": signed activations symmetric about 0 in the
-    # diverging map, the others (and |gradient|) in a sequential one.
+    # As the window under "auto": signed activations diverging about 0, the rest sequential.
     if symmetric is None:  # the window's rule (actviz.display.colormaps.painting)
         signed = view.kind == "maps" and bool(view.signed)
         painted, symmetric = colormaps.painting(cmap, signed=signed, gradient=gradient)

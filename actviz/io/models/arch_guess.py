@@ -1,7 +1,5 @@
-"""Guessing the architecture of a bare state_dict from its key names and tensor shapes.
-
-Signatures (key -> shape) are built on the ``meta`` device and cached; torchvision always,
-timm when installed (restricted to :data:`TIMM_SHORTLIST`).
+"""Guessing the architecture of a bare state_dict from its key names and tensor shapes, against
+signatures (key -> shape) built on the ``meta`` device: torchvision's, and timm's shortlist.
 """
 
 from __future__ import annotations
@@ -90,8 +88,7 @@ TIMM_SHORTLIST = (
 )
 #: Head-size adaptation is only tried for candidates at least this close.
 _HEAD_MIN_SCORE = 0.5
-# Scores: an exact match is 1.0, an exact match once the head is resized is _HEAD_FIT, and
-# anything that would not load is scaled below both so a loadable candidate always ranks first.
+# Scores: exact 1.0, exact once the head is resized _HEAD_FIT, unloadable below both.
 _HEAD_FIT = 0.99
 _NO_FIT = 0.98
 
@@ -161,8 +158,7 @@ def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None
                 with torch.device("meta"), _SkipInit():
                     model = zoo.construct(name, num_classes=num_classes)
             except (NotImplementedError, RuntimeError):
-                # Builders that compute their widths with tensors (RegNet) need real values;
-                # uninitialised CPU memory is never touched, so this stays cheap.
+                # RegNet computes widths with tensors: real (uninitialised, cheap) memory.
                 with _SkipInit():
                     model = zoo.construct(name, num_classes=num_classes)
             shapes = {k: _shape(v) for k, v in model.state_dict().items()}
@@ -173,9 +169,7 @@ def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None
 
 
 def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shape] | None:
-    """The cached, read-only state_dict signature (key -> shape) of an architecture; None if it
-    cannot be built.
-    """
+    """An architecture's cached, read-only state_dict signature (key -> shape), or None."""
     sig = _signature(name, num_classes)
     return None if sig is None else sig.shapes
 
@@ -206,8 +200,7 @@ def _torchvision_families() -> Mapping[str, tuple[str, ...]]:
             module_name = tvm.get_model_builder(name).__module__
         except ValueError:
             continue
-        # A module can hold several structures (Faster R-CNN on a MobileNet or a ResNet,
-        # VGG with and without batch norm, Swin v1 and v2): the name stem tells them apart.
+        # The name stem tells a module's structures apart (VGG with/without BN, Swin v1/v2).
         families.setdefault(f"{module_name}:{_stem(name)}", []).append(name)
     return MappingProxyType({f: tuple(n) for f, n in families.items()})
 
@@ -223,8 +216,7 @@ def _timm_families() -> Mapping[str, tuple[str, ...]]:
     try:
         for module in timm.list_modules():
             listed = set(timm.list_models(module=module))
-            # In shortlist order: a family's first member stands for it, so the small ones
-            # (timm's test models) lead and cost least to build.
+            # In shortlist order: a family's first (smallest, cheapest) member stands for it.
             names = tuple(zoo.TIMM_PREFIX + n for n in TIMM_SHORTLIST if n in listed)
             if names:
                 families[module] = names
@@ -284,8 +276,7 @@ def _head_resize(inside: Mapping[str, Shape], sig: _Signature) -> tuple[int, int
         if len(ref) != len(shape) or not ref or ref[1:] != shape[1:]:
             return None
         pairs.add((shape[0], ref[0]))
-    # All differing tensors (weight and bias of the classifier, an auxiliary classifier)
-    # must agree on one class count.
+    # All differing tensors (classifier weight and bias, auxiliary heads) agree on one count.
     return pairs.pop() if len(pairs) == 1 else None
 
 
@@ -371,12 +362,9 @@ def compare_architecture(state_dict: Mapping[str, Any], name: str) -> ArchGuess 
 def guess_architecture(
     state_dict: Mapping[str, Any], *, top: int = 5, zoos: Sequence[str] = ZOOS
 ) -> list[ArchGuess]:
-    """Rank the known architectures by how well their keys and shapes fit a state_dict.
-
-    Wrapper prefixes (``module.``, ``model.``, ``_orig_mod.``) are allowed. ``zoos`` are searched
-    in order, a later one only when nothing earlier fits. Only guesses scoring at least
-    :data:`MIN_SCORE`, best first.
-    """
+    """The known architectures scoring at least :data:`MIN_SCORE` for a state_dict (wrapper
+    prefixes such as ``module.`` allowed), best first; ``zoos`` are searched in order, a later one
+    only when nothing earlier fits."""
     ckpt = _checkpoint_shapes(state_dict)
     if not ckpt:
         return []
@@ -386,8 +374,7 @@ def guess_architecture(
         if zoo_name not in _FAMILIES:
             raise ValueError(f"unknown model zoo {zoo_name!r}; known: {', '.join(_FAMILIES)}")
         if any(g.fits for g in guesses):
-            # An earlier zoo's architecture fits: a later zoo can only add its copy or a
-            # look-alike that the earlier one is preferred to, and building costs seconds.
+            # An earlier zoo's fit wins over a later zoo's copies (each build costs seconds).
             break
         for name in _candidates(patterns, zoo_name):
             guess = _compare(name, zoo_name, ckpt)

@@ -100,8 +100,7 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
         return FileFormat.NPY
     if _looks_like_safetensors(path, head, size):
         return FileFormat.SAFETENSORS
-    # A pickle stream starts with PROTO (0x80) and a protocol number; legacy torch.save
-    # files are a sequence of protocol-2 pickles.
+    # PROTO (0x80) and a protocol number (legacy torch.save: a run of protocol-2 pickles).
     if len(head) >= 2 and head[0] == 0x80 and 1 <= head[1] <= 5:
         return FileFormat.PICKLE
     return FileFormat.UNKNOWN
@@ -252,8 +251,7 @@ def export_needs_trust(path: str | os.PathLike[str]) -> str:
     return ""
 
 
-# Keys under which training scripts commonly nest the model's weights, most specific first.
-# EMA weights (the averaged, usually better copy) come first, as timm's own loader does.
+# Keys training scripts nest the weights under, most specific (EMA, as timm's loader) first.
 _WEIGHT_KEYS = (
     "state_dict_ema",
     "model_ema",
@@ -319,8 +317,7 @@ def _search_weights(obj: Any, depth: int) -> tuple[Any, str] | None:
 
 def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Remove torch.compile's ``_orig_mod`` segment from every key: ``(state_dict, notes)``."""
-    # torch.compile wraps the model as OptimizedModule and stores it under `_orig_mod`,
-    # possibly below a DDP/Lightning prefix: that path segment goes wherever it appears.
+    # torch.compile's `_orig_mod` segment goes wherever it is (below a DDP/Lightning prefix too).
     cleaned = {
         ".".join(p for p in key.split(".") if p != "_orig_mod"): value
         for key, value in state_dict.items()

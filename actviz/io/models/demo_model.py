@@ -1,7 +1,5 @@
-"""The bundled demo model: a small CNN trained on shapes it draws itself, fully offline.
-
-Each image is one coloured shape on a textured background, so early maps show edges and
-textures while only the object tells classes apart (Grad-CAM lands on it).
+"""The bundled demo model: a small CNN trained offline on shapes it draws itself, one coloured
+shape on a textured background, so only the object tells classes apart (Grad-CAM lands on it).
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ __all__ = [
     "generate_example",
 ]
 
-#: Class names by logit index (samples are ``<class>.png``); "background" is a class, so
-#: no shape is predicted from the texture alone and Grad-CAM must come from the shape.
+#: Class names by logit index (samples: ``<class>.png``); "background" keeps Grad-CAM on shapes.
 DEMO_CLASSES: list[str] = [
     "background",
     "circle",

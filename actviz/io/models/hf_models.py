@@ -1,7 +1,5 @@
-"""Hugging Face transformers models: a ``save_pretrained`` folder, or a hub id already cached.
-
-Nothing downloads; own code (``auto_map``) needs ``trust=True``. Eager attention, so attention
-probabilities exist to capture; ``use_cache`` off. transformers is imported only when needed.
+"""Hugging Face transformers models from a ``save_pretrained`` folder or a cached hub id (nothing
+downloads; own code needs ``trust=True``), with eager attention so its probabilities exist.
 """
 
 from __future__ import annotations
@@ -133,8 +131,7 @@ def _model_class(
     """(class or Auto class, architecture name, code that runs when remote) for the config."""
     architectures = config.get("architectures") or []
     arch = str(architectures[0]) if architectures else ""
-    # Only the config's and the model's own code builds the model; an auto_map entry for the
-    # tokenizer alone is asked about when the tokenizer loads.
+    # Only the model's own code counts here (a tokenizer's is asked about when it loads).
     auto_map = {
         k: v
         for k, v in (config.get("auto_map") or {}).items()
@@ -283,11 +280,9 @@ def _categories(model: nn.Module, task: str | None) -> list[str] | None:
 
 
 def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> LoadedModel:
-    """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache.
-
-    Raises ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
-    ``TrustNeededError`` (own code without ``trust``).
-    """
+    """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache;
+    ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
+    ``TrustNeededError`` (own code without ``trust``)."""
     try:
         import transformers
     except ImportError as exc:

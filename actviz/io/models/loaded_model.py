@@ -12,12 +12,10 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ArchGuess:
-    """How well one architecture (``name``, as ``open_model(arch=...)`` takes it) fits a state_dict.
-
-    ``score`` is 1.0 when every key and shape match, 0.99 when only the head's ``num_classes``
-    differs, at most 0.98 when the weights would not load. ``prefix`` is the wrapper prefix
-    removed; ``reason`` says why in a few words; ``zoo`` is ``"torchvision"`` or ``"timm"``.
-    """
+    """How well one architecture (``name``, as ``open_model(arch=...)`` takes it) fits a
+    state_dict: ``score`` 1.0 when every key and shape match, 0.99 when only the head's
+    ``num_classes`` differs, at most 0.98 when the weights would not load; ``prefix`` the wrapper
+    prefix removed; ``reason`` why, in a few words; ``zoo`` ``"torchvision"`` or ``"timm"``."""
 
     name: str
     score: float
@@ -42,14 +40,12 @@ class ArchGuess:
 
 @dataclass
 class LoadedModel:
-    """A model ready to explore (eval mode, on its device), with what is known about feeding it.
-
+    """A model ready to explore (eval mode, on its device), with what is known about feeding it:
     ``kind`` says where it came from (``"demo"``, ``"torchvision"``, ``"timm"``, ``"hf"``,
     ``"code"``, ``"state_dict"``, ...), ``task`` what it does (``"causal-lm"``, ``"classifier"``,
-    ``"vision"``). ``categories``, ``transforms``, ``input_size``, ``input_shape``, ``tokenizer``
+    ``"vision"``); ``categories``, ``transforms``, ``input_size``, ``input_shape``, ``tokenizer``
     and ``processor`` are set when known; ``arch_guesses`` holds a guessed architecture's ranking;
-    ``weights_from`` the checkpoint key path when not the top level; ``warnings`` what to tell.
-    """
+    ``weights_from`` the checkpoint key path when not the top level; ``warnings`` what to tell."""
 
     model: nn.Module
     name: str

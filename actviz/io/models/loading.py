@@ -1,8 +1,6 @@
-"""Opening a model from whatever the user names: the demo, a torchvision name, code, or a file.
-
-:func:`open_model` is the one entry point (CLI, GUI, scripts). Sources, in the order tried:
-``"demo"``, a file (format from its content), a ``save_pretrained`` folder, ``"timm:NAME"``,
-``"file.py:Name"``/``"pkg.mod:name"``, a torchvision or timm name, a cached hub id.
+"""Opening a model from whatever the user names (:func:`open_model`, for CLI, GUI and scripts),
+tried in order: ``"demo"``, a file, a ``save_pretrained`` folder, ``"timm:NAME"``, a code
+reference, a torchvision or timm name, a cached hub id.
 """
 
 from __future__ import annotations
@@ -123,8 +121,7 @@ def open_model(
         loaded.model.eval()
     except (NotImplementedError, RuntimeError) as exc:
         loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
-    # Callers show .warnings themselves (CLI on stderr, GUI in its status bar); logging them
-    # at WARNING too would print each one twice through logging's last-resort handler.
+    # Callers show .warnings themselves; logged at WARNING they would print twice.
     for message in loaded.warnings:
         log.info("%s", message)
     return loaded

@@ -58,8 +58,7 @@ class SignatureStore:
             self._grown = True
 
     def save(self) -> None:
-        """Write the signatures when some were added (a failed write only costs the next
-        session the builds)."""
+        """Write the signatures when some were added (failing only costs the next session)."""
         with self._lock:
             if not self._grown:
                 return

@@ -1,7 +1,5 @@
 """timm models by name (``timm:NAME``, ``timm/NAME`` or a bare name torchvision lacks), with
-timm's own preprocessing (:class:`TimmTransform`) and cached pretrained weights. timm is
-imported only here.
-"""
+timm's own preprocessing (:class:`TimmTransform`) and cached pretrained weights."""
 
 from __future__ import annotations
 
@@ -50,17 +48,13 @@ def timm_names() -> tuple[str, ...]:
     return tuple(timm.list_models())
 
 
-#: Characters after which a name's next part begins (``vit_tiny`` begins a part of
-#: ``deit3.vit_tiny``, not of ``convit_tiny``).
+#: Where a name's next part begins (``vit_tiny`` in ``deit3.vit_tiny``, not ``convit_tiny``).
 _PART_BREAKS = "_.-/:"
 
 
 def rank_matches(query: str, names: Sequence[str]) -> list[str]:
-    """The ``names`` containing ``query`` (any case), best first.
-
-    Exact names, then prefixes, then a ``_``-part prefix, then any match; the given order within
-    each group. An empty query keeps every name.
-    """
+    """The ``names`` containing ``query`` (any case; empty: all), best first: exact names, then
+    prefixes, then a ``_``-part prefix, then any match, each group in the given order."""
     key = query.strip().lower()
     if not key:
         return list(names)
@@ -179,11 +173,9 @@ def _cached_weights(model: nn.Module) -> str | None:
 def build_timm(
     name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None, src: str = ""
 ) -> LoadedModel:
-    """Build a timm model with its preprocessing, pretrained when the weights are at hand.
-
-    ``weights="DEFAULT"``: cached, else downloaded when online (not ``ACTVIZ_OFFLINE``), else
-    random with a warning. ``num_classes`` needs random init. ``src`` is what the user typed.
-    """
+    """Build a timm model with its preprocessing, pretrained when the weights are at hand:
+    ``weights="DEFAULT"`` is cached, else downloaded when online (not ``ACTVIZ_OFFLINE``), else
+    random with a warning. ``num_classes`` needs random init; ``src`` is what the user typed."""
     model = construct(name, num_classes=num_classes)
     warnings: list[str] = []
     weights_name: str | None = None

@@ -1,6 +1,4 @@
-"""Building a model from code the user named (``path/file.py:Name``, ``pkg.module:name``); nothing
-else is imported.
-"""
+"""Building a model from code the user named (``path/file.py:Name``, ``pkg.module:name``)."""
 
 from __future__ import annotations
 
@@ -50,10 +48,8 @@ def parse_code_ref(source: str) -> CodeRef | None:
 
 
 def module_classes_in_file(path: str | os.PathLike[str]) -> list[str]:
-    """Names of top-level classes in a .py file, read with ``ast`` (the file is not run).
-
-    Used to suggest ``file.py:Class`` when the user gave only the file.
-    """
+    """Names of top-level classes in a .py file, read with ``ast`` (not run), to suggest
+    ``file.py:Class`` when the user gave only the file."""
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
@@ -65,8 +61,7 @@ def _import_file(path: Path) -> Any:
     resolved = path.resolve()
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:8]
     stem = re.sub(r"\W", "_", path.stem)
-    # A private, unique name: a user file called "torch.py" must not shadow the real one.
-    # Executed afresh on every call so an edited file is picked up when reloading.
+    # A private name (a user's "torch.py" shadows nothing), run afresh to see edits on reload.
     mod_name = f"_actviz_user_{stem}_{digest}"
     spec = importlib.util.spec_from_file_location(mod_name, resolved)
     if spec is None or spec.loader is None:
@@ -97,8 +92,7 @@ def _import_module(name: str) -> Any:
         raise ModelLoadError(
             f"{name}: importing it failed ({type(exc).__name__}: {one_line(exc)})"
         ) from exc
-    # The CLI's sys.path[0] is its script folder, not the working directory the user
-    # typed the module name in: retry from there.
+    # Retry from the working folder (the CLI's sys.path[0] is its script folder).
     try:
         with on_sys_path(os.getcwd()):
             return importlib.import_module(name)

@@ -67,11 +67,9 @@ def offline_note(host: str, what: str) -> str:
 
 
 def resolve_weights(name: str, weights: Any) -> Any:
-    """``weights=`` as a torchvision ``WeightsEnum`` member, or None for random init.
-
-    Takes ``"DEFAULT"``, a member name, a full name, a member, or None/``"random"``/``"none"``;
-    ``ModelLoadError`` lists the available ones.
-    """
+    """``weights=`` (``"DEFAULT"``, a member or its name or full name, None/``"random"``/
+    ``"none"``) as a torchvision ``WeightsEnum`` member, or None for random init;
+    ``ModelLoadError`` lists the available ones."""
     from torchvision.models import get_model_weights
 
     if random_init(weights):
@@ -95,9 +93,7 @@ def resolve_weights(name: str, weights: Any) -> Any:
 
 
 def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether ``host:443`` answers within ``timeout`` seconds (False when ``ACTVIZ_OFFLINE`` is
-    set).
-    """
+    """Whether ``host:443`` answers within ``timeout`` seconds (never under ``ACTVIZ_OFFLINE``)."""
     if _offline_by_env():
         return False
     try:
@@ -112,10 +108,8 @@ TIMM_PREFIX = "timm/"
 
 
 def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
-    """Build an architecture (torchvision or ``timm/<name>``) with random weights, no download.
-
-    ``ModelLoadError`` when timm is missing or ``num_classes`` is refused.
-    """
+    """Build an architecture (torchvision or ``timm/<name>``) with random weights, no download;
+    ``ModelLoadError`` when timm is missing or ``num_classes`` is refused."""
     kwargs: dict[str, Any] = {}
     if num_classes is not None:
         kwargs["num_classes"] = num_classes
@@ -143,12 +137,9 @@ def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
 def build_torchvision(
     name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None, src: str = ""
 ) -> LoadedModel:
-    """Build a torchvision model, pretrained when the weights can be had without hanging.
-
-    Cached weights are used, else downloaded if the network answers quickly, else the model stays
-    random with a warning. Metadata comes from the weights enum, so it is known offline;
-    ``num_classes`` needs ``weights=None``. ``src`` is what the user typed.
-    """
+    """Build a torchvision model, pretrained when the weights can be had without hanging: cached,
+    else downloaded if the network answers quickly, else random with a warning. Metadata comes
+    from the weights enum (known offline); ``num_classes`` needs ``weights=None``."""
     from torchvision.models import get_model, get_model_weights
 
     wanted = resolve_weights(name, weights)
