@@ -127,6 +127,8 @@ def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
         ask = (
             "Type the architecture it belongs to: a torchvision name (resnet18) or "
             "path/model.py:ClassName."
+            if in_dialog
+            else "Name it in File > Open model (Ctrl+O)."
         )
     else:
         best = candidates[0]
@@ -142,8 +144,6 @@ def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
             if in_dialog
             else "Open it from File > Open model (Ctrl+O) to choose among the candidates."
         )
-    if not candidates and not in_dialog:
-        ask = "Name it in File > Open model (Ctrl+O)."
     return f"{lead}, {found}. {ask}"
 
 

@@ -1,6 +1,5 @@
 """The window's docks: restored where a saved layout put them, listed in the View menu, as wide
-as their content, tabbed rather than make the window taller.
-"""
+as their content, tabbed rather than make the window taller."""
 
 from __future__ import annotations
 
@@ -72,17 +71,22 @@ class Docks:
             Qt.DockWidgetArea.RightDockWidgetArea,
         ):
             return
-        stacked = [
-            d
-            for d in main.findChildren(QDockWidget)
-            if d.isVisible() and not d.isFloating() and main.dockWidgetArea(d) == area
-        ]
+        stacked = self._docked(area)
         if (dock.isVisible() and main.tabifiedDockWidgets(dock)) or not stacked:
             return
         dock = dock if dock.isVisible() else stacked[0]
         width = max(self._wanted_width(d) for d in stacked)
         if width != dock.width():
             self.resize_dock(dock, width)
+
+    def _docked(self, area: Qt.DockWidgetArea) -> list[QDockWidget]:
+        """The docks shown, not floating, in ``area``."""
+        main = self._w
+        return [
+            d
+            for d in main.findChildren(QDockWidget)
+            if d.isVisible() and not d.isFloating() and main.dockWidgetArea(d) == area
+        ]
 
     def _wanted_width(self, dock: QDockWidget) -> int:
         """``dock``'s size hint's width, at most the width asked and the window's share."""
@@ -107,16 +111,9 @@ class Docks:
             or main.isFullScreen()
         ):
             return
-        area = main.dockWidgetArea(dock)
         tabbed = set(main.tabifiedDockWidgets(dock))
         others = [
-            d
-            for d in main.findChildren(QDockWidget)
-            if d is not dock
-            and d not in tabbed
-            and d.isVisible()
-            and not d.isFloating()
-            and main.dockWidgetArea(d) == area
+            d for d in self._docked(main.dockWidgetArea(dock)) if d is not dock and d not in tabbed
         ]
         if not others:
             return

@@ -52,8 +52,7 @@ class FeatureJob(QObject):
 
     The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
     ``set_progress(done, total)``. Each end frees the view and says so there and in the status
-    bar (``on_finished(value, context)``, ``interrupted``; red messages to ``on_failed``).
-    """
+    bar (``on_finished(value, context)``, ``interrupted``; red messages to ``on_failed``)."""
 
     def __init__(
         self,

@@ -1,8 +1,7 @@
 """The one way a feature plugs into the explorer window: the :class:`Host` (``WindowHost``).
 
 A feature is built with the host alone and never imports ``actviz.ui.window`` or another
-feature, so each is added, removed and tested alone. The host is made before the window's parts.
-"""
+feature, so each is added, removed and tested alone. The host is made before the window's parts."""
 
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 
 Hooks are per-module state, so work beside the window's captures runs on a copy, made on the
 capture worker between jobs (no capture's hooks inside) or in the owner's job. Idle copies are
-shared with siblings (each is as large as the model) and go when the window idles.
-"""
+shared with siblings (each is as large as the model) and go when the window idles."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import weakref
@@ -128,7 +128,6 @@ class PrivateModel(QObject):
             held is not None and held.twin is not None and sys.getrefcount(held.twin) > _HELD_REFS
         )
 
-    # ------------------------------------------------------------------ the capture worker
     def _submit(self) -> None:
         entry = ModelCopy(self.session.model, to_eval=self.to_eval)
         signals = self._signals
@@ -270,7 +269,5 @@ class ModelCopyService(QObject):
         self._owners = weakref.WeakSet()
         self.session.model_changed.disconnect(self._on_model_changed)
         if self._idle is not None:
-            try:
+            with contextlib.suppress(RuntimeError, TypeError):  # the window's idle watch is gone
                 self._idle.disconnect(self.trim)
-            except (RuntimeError, TypeError):  # the window's idle watch is gone already
-                pass

@@ -3,8 +3,7 @@ supersedes the earlier ones (their results dropped), cancel is cooperative, erro
 
 Captures run one at a time on one thread (hooks are per-module state). A :class:`Staged` result
 frees the model while its ``then`` runs on a second thread; ``lane=1`` captures a model copy
-beside it. Results are reported in submission order.
-"""
+beside it. Results are reported in submission order."""
 
 from __future__ import annotations
 
@@ -186,8 +185,7 @@ def _stopped() -> bool:
 
 
 class _Runner:
-    """One job on a pool thread, started as a callable: PySide keeps a QRunnable as long as its
-    pool."""
+    """One job on a pool thread, as a callable: PySide keeps a QRunnable for the pool's life."""
 
     def __init__(
         self,
@@ -314,8 +312,7 @@ class Worker(QObject):
         return self._floor <= generation <= self._generation and generation not in self._cancelled
 
     def run_unreported(self, fn: Callable[[], None]) -> None:
-        """Run ``fn()`` (must not raise) on the worker's thread after the queue, unreported
-        (benchmarks)."""
+        """Run ``fn()`` (must not raise) on the worker's thread after the queue, unreported."""
 
         def run() -> None:
             if self.nice:

@@ -80,8 +80,7 @@ def colouring(
     """Colours of ``count`` dots for one of :data:`COLOUR_MODES`.
 
     ``mode``: "Class" (``labels``, ``class_names``), "Prediction" (``predictions``,
-    ``categories``), "Correct" (prediction == class) or "Channel" (``channel_values``).
-    """
+    ``categories``), "Correct" (prediction == class) or "Channel" (``channel_values``)."""
     grey = Colouring(np.zeros(count, np.int64), GREY[None])
     if mode == "Class":
         if labels is None:

@@ -1,6 +1,5 @@
 """The Atlas tab: the dataset scan's map of one layer (fitted on its own worker), with the
-input's marker and nearest images; a dot's click opens its image as the input.
-"""
+input's marker and nearest images; a dot's click opens its image as the input."""
 
 from __future__ import annotations
 
@@ -50,11 +49,9 @@ def classifier_layer(scan: Any, categories: Any) -> str | None:
     return hits[-1] if hits else None
 
 
-# The Atlas map a session file keeps (the selection as image indices in the scan).
-
-
 def saved_map(atlas: Any, view: Any, selection: np.ndarray) -> dict[str, Any]:
-    """The session file's record of ``atlas`` as ``view`` shows it, ``selection`` selected."""
+    """The session file's record of ``atlas`` as ``view`` shows it (the selection as image
+    indices in the scan)."""
     key = getattr(atlas.scan, "cache_path", None)
     return {
         "layer": atlas.layer,

@@ -80,8 +80,7 @@ class SelectBox(pg.ViewBox):
 
 class RasterDots(pg.GraphicsObject):
     """Every dot as one image splatted in numpy (far faster than a ``ScatterPlotItem``),
-    covering a :attr:`MARGIN` around the view so a pan only moves it.
-    """
+    covering a :attr:`MARGIN` around the view so a pan only moves it."""
 
     #: Pixels splatted beyond each side of the view, as a share of its width and height.
     MARGIN = 0.5

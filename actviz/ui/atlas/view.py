@@ -90,8 +90,7 @@ class AtlasView(QWidget):
 
     Signals: ``options_changed`` (layer or method), ``colour_changed``, ``hovered(int)`` (-1:
     none), ``clicked(int)``, ``rect_selected(QRectF)``, ``lasso_selected(ndarray)`` (``(K, 2)``
-    vertices), in view coordinates.
-    """
+    vertices), in view coordinates."""
 
     options_changed = Signal()
     colour_changed = Signal()
@@ -128,9 +127,8 @@ class AtlasView(QWidget):
         self.lasso_button = _text_button(
             "Lasso", "Draw a free shape around images on the map to select them (off: drag pans)"
         )
-        # Tooltips, not captions, and the status on its own line: narrow windows fit.
         style.fit_combo(self.layer_combo, 12)
-        # Two short rows rather than one long one: the tab's minimum width stays small.
+        # Tooltips, not captions, in two short rows: the tab's minimum width stays small.
         for row in (
             (self.layer_combo, self.method_combo),
             (self.colour_combo, self.channel_spin, self.select_button, self.lasso_button),
@@ -140,12 +138,10 @@ class AtlasView(QWidget):
                 bar.addWidget(w)
             bar.addStretch(1)
             outer.addLayout(bar)
-        # Elided: a long status never widens the window.
         self.status_label = style.ElidedLabel("")
         outer.addWidget(self.status_label)
 
         self.stack = QStackedWidget()
-        # Wrapped: a long reason (a scan's memory note) must not widen the window.
         self.empty_label = _wrapped(EMPTY_TEXT)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.empty_label)
@@ -193,7 +189,6 @@ class AtlasView(QWidget):
         right = QWidget()
         rv = style.bare_box(right, vertical=True)
         self.hover_label = _wrapped(HOVER_HINT)
-        # Wrapped: it names the layer, and unwrapped its width held the strips' column wide.
         self.nearest_title = _wrapped("Nearest in the dataset")
         self.nearest_strip = ThumbStrip()
         self.selection_title = _wrapped(SELECTION_HINT)

@@ -229,7 +229,6 @@ class SimilarityChart(PlotPanel):
         index = self.index_at(x)
         if index is None:
             return None
-
         fmt = style.format_value
         text = (
             f"{index}: {self._label(index)} · cosine {fmt(self.cosine[index])} · "

@@ -1,6 +1,5 @@
 """The Compare tab's logic: run A (the result shown) against run B (a pin, another input or
-model), on the capture worker without superseding, so run A is the newest.
-"""
+model), on the capture worker without superseding, so run A is the newest."""
 
 from __future__ import annotations
 
@@ -387,9 +386,6 @@ class CompareController(FeatureBase, QObject):
         self.model_b_loaded.emit(source)
         self.view.set_source(MODEL)
         self.compare()
-
-
-# What a comparison asks for (run B as chosen in the tab) and what the tab says of it.
 
 
 def request_for(

@@ -1,6 +1,5 @@
 """The window's dataset part: Data > Scan a dataset…, the Dataset dock, and a channel's top-k
-images under the channel view (a click opens one as the input).
-"""
+images under the channel view (a click opens one as the input)."""
 
 from __future__ import annotations
 
@@ -128,7 +127,6 @@ class DatasetScanUI(FeatureBase, QObject):
         self.session = host.session
         self.scans = DatasetScans(host, self)
         self.dialog: ScanDialog | None = None
-        # The last folder and k, kept with the window's settings for the next start.
         self._store = host.settings.store
         self._last_folder = str(self._store.value(FOLDER_KEY, "") or "")
         self._last_k = _as_int(self._store.value(K_KEY, DEFAULT_K), DEFAULT_K)

@@ -1,6 +1,5 @@
 """DatasetScans: dataset scans and top-k views on two workers of their own, each on a private
-model copy (hooks are per-module state). A cancelled scan saves what it has; scanning resumes.
-"""
+model copy (hooks are per-module state). A cancelled scan saves what it has; scanning resumes."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ class DatasetScans(QObject):
     Signals: ``scan_started(ScanSpec)``, ``scan_progressed(done, total, images/s, seconds
     left or NaN)``, ``scan_finished(Scan)``, ``scan_failed(message)``, ``scan_cancelled()``
     (a partial :attr:`scan` kept), ``views_ready(layer, channel, TopView tuple)``,
-    ``views_failed(layer, channel, why)``.
-    """
+    ``views_failed(layer, channel, why)``."""
 
     scan_started = Signal(object)
     scan_progressed = Signal(int, int, float, float)
@@ -89,7 +87,6 @@ class DatasetScans(QObject):
         #: The last progress: done, total, images/s.
         self.progress: tuple[int, int, float] = (0, 0, 0.0)
 
-    # -- state ---------------------------------------------------------------------------------
     def is_scanning(self) -> bool:
         """True while a scan is queued or running (a cancelled one until it stopped)."""
         return self.scan_worker.has_current_job()
@@ -98,7 +95,6 @@ class DatasetScans(QObject):
         """Whether the current scan holds ``layer``."""
         return self.scan is not None and layer in tuple(self.scan.layers)
 
-    # -- scans ---------------------------------------------------------------------------------
     def start(self, spec: ScanSpec) -> Job | None:
         """Scan ``spec`` in the background (stopping a running one); the job (None: no model)."""
         model = self.session.model
@@ -261,7 +257,6 @@ class DatasetScans(QObject):
             self.spec = self._scan_spec
         self.scan_cancelled.emit()
 
-    # -- top-k views ---------------------------------------------------------------------------
     def request_views(self, layer: str, channel: int) -> bool:
         """Make ``channel`` of ``layer``'s top-k views in the background (already made: emitted
         before this returns); False when the scan lacks ``layer``."""

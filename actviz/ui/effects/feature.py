@@ -1,6 +1,5 @@
 """The "Channels that matter" dock: estimates from the capture shown on a thread of their own,
-exact checks on the capture worker, what-if edits, panels marked and sorted by effect.
-"""
+exact checks on the capture worker, what-if edits, panels marked and sorted by effect."""
 
 from __future__ import annotations
 

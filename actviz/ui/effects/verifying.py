@@ -1,6 +1,5 @@
 """The "Channels that matter" dock's exact measurements ("Verify top N", "Measure the effect
-of ch N"), run on the capture worker as the feature's one job.
-"""
+of ch N"), run on the capture worker as the feature's one job."""
 
 from __future__ import annotations
 

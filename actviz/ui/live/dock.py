@@ -30,10 +30,11 @@ from PySide6.QtWidgets import (
 
 from actviz.display.attribution import display_image
 from actviz.ui.live.frame_status import SpacedReadout
+from actviz.ui.live.frames import ImageFolder, StillFrame, TensorFrames
 from actviz.ui.live.pad import NO_INPUT_TEXT, NOT_AN_IMAGE_TEXT, OcclusionPad, slider, with_value
-from actviz.ui.live.perturbation import Perturbation
+from actviz.ui.live.perturbation import Perturbation, image_tensor
 from actviz.ui.live.playback import LiveController, LiveStatus
-from actviz.ui.live.webcam import webcam_status
+from actviz.ui.live.webcam import WebcamSource, webcam_status
 from actviz.ui.panels import style
 
 __all__ = [
@@ -110,8 +111,7 @@ class LiveControls(QDockWidget):
         )
 
     def _build_actions(self) -> None:
-        """Playback as window actions, wherever the focus is; Ctrl+arrows (the tree and sliders
-        use bare ones)."""
+        """Playback as window-wide actions on Ctrl+arrows (the tree and sliders use bare ones)."""
 
         def action(text: str, shortcut: str, slot: Callable[[], None]) -> QAction:
             act = QAction(text, self)
@@ -313,9 +313,6 @@ class LiveControls(QDockWidget):
         self._sync_transport()
 
     def _source_index(self) -> int:
-        from actviz.ui.live.frames import ImageFolder, TensorFrames
-        from actviz.ui.live.webcam import WebcamSource
-
         src = self.controller.source
         if isinstance(src, ImageFolder):
             return _FOLDER
@@ -435,9 +432,6 @@ class LiveControls(QDockWidget):
 
 def perturbation_refusal(controller: LiveController) -> str:
     """Why the perturbations cannot change what live mode plays ("" when they can)."""
-    from actviz.ui.live.frames import StillFrame
-    from actviz.ui.live.perturbation import image_tensor
-
     if controller.source is not None and not isinstance(controller.source, StillFrame):
         return ""  # sequences are pictures
     session = controller.host.session

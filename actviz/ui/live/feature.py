@@ -1,8 +1,7 @@
 """Live mode as a window feature: the controller, its "Live" dock, menu and status label.
 
 The dock comes up when live mode is used. Closing it pauses and drops the perturbations (they
-must not act unseen), as does another model (they were set on the old input).
-"""
+must not act unseen), as does another model (they were set on the old input)."""
 
 from __future__ import annotations
 

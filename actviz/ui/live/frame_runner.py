@@ -1,7 +1,6 @@
 """The worker side of live mode: which frame goes next, on which lane, and what each job's end
 means for the frames in flight. The controller offers frames and calls
-:meth:`~FrameRunner.pump`; frames shown go back to ``LiveController.frame_shown``.
-"""
+:meth:`~FrameRunner.pump`; frames shown go back to ``LiveController.frame_shown``."""
 
 from __future__ import annotations
 

@@ -76,8 +76,7 @@ class LiveStatus:
 
 class SpacedReadout(QObject):
     """Calls ``show(*args)`` with the last arguments offered: at once unless ``player`` plays,
-    else at most every ``interval_s`` (per-frame numbers cannot be read), the last one always.
-    """
+    else at most every ``interval_s`` (per-frame numbers cannot be read), the last one always."""
 
     def __init__(
         self,

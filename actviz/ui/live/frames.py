@@ -1,6 +1,5 @@
 """Live inputs without widgets: frame sources, :class:`Player`, :class:`Coalescer`,
-:class:`RateMeter`. ``FrameSource.frame`` runs on the worker thread (decoding never blocks).
-"""
+:class:`RateMeter`. ``FrameSource.frame`` runs on the worker thread (decoding never blocks)."""
 
 from __future__ import annotations
 

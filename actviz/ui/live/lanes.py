@@ -1,6 +1,5 @@
 """Which model each live frame captures on: the session's (lane 0) or its copy (lane 1), so a
-small CPU model playing runs two captures at once, one per core (plain logic, no Qt).
-"""
+small CPU model playing runs two captures at once, one per core (plain logic, no Qt)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Live mode's controller: play frame sequences and perturb the input, the panels following
 each frame as they follow a run. A frame never replaces the opened input; docs/architecture.md
-("Live mode") explains the pipeline, lanes and coalescing.
-"""
+("Live mode") explains the pipeline, lanes and coalescing."""
 
 from __future__ import annotations
 
@@ -391,8 +390,7 @@ class LiveController(QObject):
 
     def request(self, index: int | None = None, *, full: bool = False) -> None:
         """Ask for frame ``index`` (default: current), perturbed; a later request replaces a
-        waiting one. Only on-screen mosaics are built unless ``full``; a full frame ends a run.
-        """
+        waiting one. Only on-screen mosaics are built unless ``full``; a full frame ends a run."""
         if self.closed:
             return
         index = self.player.index if index is None else index

@@ -49,8 +49,7 @@ def _webcam_failure(exc: BaseException) -> str:
 
 class WebcamSource(FrameSource):
     """Frames from the default camera: the newest pushed (GUI thread) is kept, and :meth:`frame`
-    opens it as a model input. Create it only when :func:`webcam_status` says it can work.
-    """
+    opens it as a model input. Create it only when :func:`webcam_status` says it can work."""
 
     name = "webcam"
 

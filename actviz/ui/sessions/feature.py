@@ -1,8 +1,7 @@
 """File > Save session / Open session / Recent sessions, with reports and autosave.
 
 A session opens into the same view without running the model, on the feature's own worker;
-its questions are attributes (``ask_restore``, ...) so tests and scripts can answer them.
-"""
+its questions are attributes (``ask_restore``, ...) so tests and scripts can answer them."""
 
 from __future__ import annotations
 

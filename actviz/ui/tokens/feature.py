@@ -1,6 +1,5 @@
 """The window's sequence views: a *Text* tool bar, an *Attention* tab (maps, logit lens), and
-an *Attention rollout* overlay for vision transformers, each while it applies.
-"""
+an *Attention rollout* overlay for vision transformers, each while it applies."""
 
 from __future__ import annotations
 

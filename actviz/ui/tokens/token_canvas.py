@@ -39,8 +39,7 @@ def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     """Heat map with row labels, optional column labels, per-row bars and a colour bar;
-    ``hovered(int, int)``: the cell under the mouse, ``(-1, -1)`` outside.
-    """
+    ``hovered(int, int)``: the cell under the mouse, ``(-1, -1)`` outside."""
 
     hovered = QtCore.Signal(int, int)
 

@@ -1,6 +1,5 @@
 """A layer panel showing a token sequence as token x feature maps (built on first use);
-``set_tokens(None)`` returns to the ordinary panel.
-"""
+``set_tokens(None)`` returns to the ordinary panel."""
 
 from __future__ import annotations
 

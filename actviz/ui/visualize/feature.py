@@ -1,7 +1,6 @@
 """Feature visualisation: "What it wants", the "What channels want" dock and File > Export
 visualisations. Synthesis runs on its own worker and model copy (it hooks the model); the
-cache is asked on a thread of its own (hashing large weights is slow).
-"""
+cache is asked on a thread of its own (hashing large weights is slow)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The "What channels want" dock: a layer's page visualised on its own worker and model copy
-(minutes on a CPU). Window runs come first; cached channels show at once, Cancel keeps the rest.
-"""
+(minutes on a CPU). Window runs come first; cached channels show at once, Cancel keeps the rest."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The "What channels want" dock (passive): a page of channels, each tile the picture its
-channel wants, filled as the synthesis finishes them.
-"""
+channel wants, filled as the synthesis finishes them."""
 
 from __future__ import annotations
 
@@ -139,8 +138,7 @@ class WantsMosaic(QtWidgets.QWidget):
 
 class MosaicDock(QtWidgets.QDockWidget, RunRow):
     """The dock's title, buttons, progress, mosaic and message. Signals: ``page_requested(int)``
-    (-1 or +1), ``visualise_requested``, ``cancel_requested``, ``export_requested``.
-    """
+    (-1 or +1), ``visualise_requested``, ``cancel_requested``, ``export_requested``."""
 
     page_requested = QtCore.Signal(int)
     visualise_requested = QtCore.Signal()

@@ -1,6 +1,5 @@
 """What-if: the tile menu, the Edits dock, before/after and the difference view. Edits ride on
-every run (``session.edits``), which brings back the unedited ``result.baseline``.
-"""
+every run (``session.edits``), which brings back the unedited ``result.baseline``."""
 
 from __future__ import annotations
 
