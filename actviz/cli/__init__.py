@@ -1,7 +1,5 @@
-"""The ``actviz`` command: ``gui`` (default), ``info``, ``export``, ``scan`` and ``bench``.
-
-Errors print one line and exit non-zero; ``--debug`` shows the traceback. Progress for slow
-work goes to stderr, results to stdout.
+"""The ``actviz`` command: ``gui`` (default), ``info``, ``export``, ``scan``, ``bench``, ...
+Errors print one line and exit non-zero (``--debug``: the traceback); progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -20,9 +18,8 @@ from actviz.display.text import format_count
 EXIT_ERROR = 2
 _BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "scan", "bench")
 
-#: Commands that live in their feature's own module: ``add_parser(sub, add_model_args)`` adds
-#: the sub-parser, ``run(args, open_model, progress) -> int`` runs it. Each module is imported
-#: only to build the parser, so it keeps torch imports inside ``run``.
+#: Commands in their own module: ``add_parser(sub, add_model_args)``, ``run(args, open_model,
+#: progress) -> int``; imported to build the parser, so torch is imported inside ``run`` only.
 _FEATURE_COMMANDS = {
     "visualize": "actviz.cli.visualize_command",
     "effects": "actviz.cli.effects_command",
@@ -339,8 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not argv:
         argv = ["gui"]
     if first_cmd == "bench" and not {"-h", "--help"} & set(argv[: argv.index("bench")]):
-        # Everything after "bench" is the benchmark suite's own (argparse's REMAINDER would
-        # not take a leading option such as --quick).
+        # The rest is the suite's own (REMAINDER would not take a leading --quick).
         from actviz.bench.cli import main as bench_main
 
         return bench_main(argv[argv.index("bench") + 1 :])
@@ -349,10 +345,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if args.command == "bench":
-        from actviz.bench.cli import main as bench_main
-
-        return bench_main(args.bench_args)
     commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare, "scan": cmd_scan}
     module = _feature_modules().get(args.command)
     try:

@@ -1,9 +1,5 @@
-"""``actviz visualize``: what each channel of a layer wants to see, written as PNGs.
-
-``actviz visualize --model resnet18 --layer layer3 --channels 0-15 --out vis/`` writes one PNG
-per channel, a numbered contact sheet and ``visualize.json`` (objective curves, final
-activations, settings). Torch is imported inside :func:`run` only, so building the parser
-stays cheap.
+"""``actviz visualize``: what each channel of a layer wants to see, written as PNGs, a contact
+sheet and ``visualize.json``. Torch is imported inside :func:`run` only (a cheap parser).
 """
 
 from __future__ import annotations
@@ -17,8 +13,7 @@ from actviz.cli.command_kit import Opener, Say
 __all__ = ["add_parser", "parse_channels", "run"]
 
 _DEFAULT_CHANNELS = 16
-#: Images per forward pass. All at once, --channels 0-511 of a ResNet's layer4 is one batch of
-#: 512 images with their gradients: tens of GB, the process killed without a word.
+#: Images per forward pass (all channels in one batch can take tens of GB with gradients).
 _DEFAULT_BATCH = 16
 
 
@@ -120,14 +115,12 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     channels = parse_channels(args.channels) if args.channels else None
     deepdream = args.objective == "layer" and not args.target
     if deepdream and channels is not None:
-        # Each "channel" would be the same objective from another seed, written as
-        # <layer>_<channel>.png as if it were that channel's picture.
+        # Each "channel" would be the same objective from another seed, misnamed as a channel.
         raise ValueError(
             "--objective layer maximises the whole layer (no channels): leave out --channels "
             "(one image; --seed for another)"
         )
-    # Settings and the output folder are checked before the model is opened and optimised.
-    # The options named as VisualizeSettings' fields (--steps, --lr, ...) are its fields.
+    # Checked before the model opens; options named as VisualizeSettings' fields fill them.
     given = {f.name: getattr(args, f.name) for f in fields(VisualizeSettings) if f.name in args}
     settings = VisualizeSettings(**given, decorrelate=not args.no_decorrelate)
     if args.batch is not None and args.batch < 1:
@@ -141,8 +134,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     loaded = open_model(args)
     from actviz.io.export.reproduce import run_source
 
-    # Random weights (a torchvision name without weights, model code) are new in every process:
-    # their cache entries could never be read again, only pile up in the user's cache folder.
+    # Random weights differ in every process: their cache entries could never be read again.
     random_weights = run_source(loaded, None).state is not None
     if deepdream:
         channels = [0]
@@ -157,8 +149,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     progress(f"visualising {len(channels)} {what} ({args.steps} steps, {args.size} px) ...")
     shown = [0]
 
-    def report(done: int, total: int) -> None:
-        # About twenty lines whatever the step count.
+    def report(done: int, total: int) -> None:  # about twenty lines whatever the step count
         if done == total or done * 20 // total > shown[0]:
             shown[0] = done * 20 // total
             progress(f"  step {done}/{total}")

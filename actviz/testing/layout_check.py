@@ -1,6 +1,5 @@
-"""A layout check of a shown actviz window: is everything on screen readable and whole?
-
-:func:`layout_problems` lists what a user would see cut::
+"""A layout check of a shown actviz window: :func:`layout_problems` lists what a user would
+see cut, clipped or squeezed::
 
     problems = layout_problems(window)
     assert not problems, "\\n".join(map(str, problems))
@@ -29,19 +28,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-#: Tiles of a layer's mosaic must be at least this wide on screen (or as wide as the maps
-#: they show, when those are narrower), or pages must be offered.
+#: Least on-screen width of a mosaic's tiles (or their maps', if narrower) without pages offered.
 MIN_TILE_PX = 32
 #: Pixels of slack for rounding between scene and widget coordinates.
 SLACK = 1.5
-#: The Qt property (set True) of a view whose images should fill it: each aspect-locked image
-#: in it must cover at least :data:`MIN_FILL` of the room its canvas gives it.
+#: The Qt property (True) of a view whose aspect-locked images must fill :data:`MIN_FILL`.
 FILL_PROPERTY = "layoutFill"
-#: Share of its canvas (less the colour bar) an image in a view to be filled covers at least.
-#: A square map in the better of two arrangements of a square view covers about half.
+#: Least share of its canvas (less the colour bar) such an image covers (a square map: ~half).
 MIN_FILL = 0.4
-#: Maps longer than this many times their width are not held to :data:`MIN_FILL`: they leave
-#: bands in any arrangement.
+#: Maps longer than this many times their width leave bands anyway: not held to MIN_FILL.
 MAX_FILL_ASPECT = 3.0
 
 __all__ = [
@@ -211,8 +206,7 @@ def _label_cut(label: QLabel) -> str:
         shown = label.shown_text()
         if shown == text:
             return ""
-        # The tooltip is set as the shortened text is painted: one scrolled out of view
-        # is not painted yet, and gets it when it is.
+        # The tooltip is set at the paint: a label scrolled out of view has none yet.
         painted = not label.visibleRegion().isEmpty()
         if painted and not label.toolTip():
             label.repaint()
@@ -272,8 +266,7 @@ def _scroll_bars(window: QWidget) -> Found:
             dock = dock.parentWidget()
         if dock is not None:
             if _showing(dock):
-                # A list or a tree wider than its dock is reported apart from the dock's own
-                # content scrolling sideways: its columns can be resized by the user.
+                # A wide list or tree is told apart: the user can resize its columns.
                 kind = "dock scroll bar" if isinstance(area, QScrollArea) else "view scroll bar"
                 what = f"({bar.maximum()} px to scroll) in a {dock.width()} px wide dock"
                 yield kind, widget_path(area), f"a horizontal scroll bar {what}"

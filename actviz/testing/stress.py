@@ -1,8 +1,6 @@
-"""Seeded random user actions on a real actviz window, with checks after each one.
-
-Real input events only; after each action: exceptions, critical Qt messages, GUI blocks; when
-idle, hooks and flags left on models; periodically objects and memory. Recorded steps replay
-(``run(steps=...)``), which is how :mod:`stress_cases` shrinks a failure::
+"""Seeded random user actions (real input events) on an actviz window, each checked for
+exceptions, Qt criticals, GUI blocks, hooks left on models, objects and memory. Recorded steps
+replay (``run(steps=...)``), which is how :mod:`stress_cases` shrinks a failure::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
     assert not report.exceptions, report.describe()
@@ -412,8 +410,7 @@ class StressDriver(UserActions):
         flush_deletes()
         gc.collect()
         flush_deletes()
-        if alive() is not None:
-            # What holds a closed window: the referrers' types, two levels up.
+        if alive() is not None:  # what holds it: the referrers' types, two levels up
             holders = []
             for ref in gc.get_referrers(alive()):
                 if ref is not self.__dict__ and not isinstance(ref, type(sys._getframe())):
@@ -434,9 +431,8 @@ class StressDriver(UserActions):
     def _wait(self, condition: Callable[[], bool], timeout_s: float = IDLE_TIMEOUT_S) -> bool:
         from actviz.bench.ui_bench import wait_until
 
-        # A nested event loop can be ended early (a modal loop quitting): wait again then.
         deadline = time.perf_counter() + timeout_s
-        while not condition() and time.perf_counter() < deadline:
+        while not condition() and time.perf_counter() < deadline:  # a modal loop may end early
             wait_until(condition, max(0.0, deadline - time.perf_counter()))
         return bool(condition())
 

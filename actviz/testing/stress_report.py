@@ -23,7 +23,6 @@ FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Work
 #: Types whose count follows what is shown (bounded, not flat).
 BOUNDED_TYPES = ("LayerPanel",)
 
-
 #: Actions of a process's warm-up, left out of the memory slopes.
 WARM_UP_ACTIONS = 250
 #: After how many actions #37's "RSS over the heap in use" is read.
@@ -37,18 +36,14 @@ class Sample:
     action: int
     counts: dict[str, int]
     rss_mib: float
-    #: Memory malloc has handed out and not had back (None where glibc cannot say): unlike the
-    #: resident size it leaves out freed memory the allocator keeps for reuse.
+    #: Memory malloc handed out and not had back, not freed memory kept (None: glibc cannot say).
     heap_mib: float | None = None
-    #: :func:`actviz.core.allocator.memory_breakdown_mib` (mapped files, anonymous memory,
-    #: malloc's free bytes): what the resident size is made of.
+    #: What the resident size is made of (:func:`actviz.core.allocator.memory_breakdown_mib`).
     breakdown: dict[str, float] | None = None
 
     @property
     def heap_counted_mib(self) -> float | None:
-        """The heap in use in MiB: malloc's bytes handed out plus pymalloc's blocks in use; None
-        where either is missing.
-        """
+        """Malloc's bytes handed out plus pymalloc's blocks in use (MiB); None if one is missing."""
         python = (self.breakdown or {}).get("python_heap")
         if self.heap_mib is None or python is None:
             return None
@@ -56,9 +51,8 @@ class Sample:
 
     @property
     def rss_anon_over_heap(self) -> float | None:
-        """``RssAnon`` over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory
-        is in use; above it, memory freed but kept or outside both heaps.
-        """
+        """``RssAnon`` over :attr:`heap_counted_mib`: 1.0 when all of it is in use; above it, memory
+        freed but kept or outside both heaps."""
         anon = (self.breakdown or {}).get("rss_anon")
         heap = self.heap_counted_mib
         if anon is None or not heap:
@@ -78,13 +72,9 @@ class Failure:
 
 @dataclasses.dataclass(frozen=True)
 class StressReport:
-    """What a stress run did and found.
-
-    ``exceptions`` (with the actions before them), ``leaked_hooks``, ``stuck`` waits,
-    ``errors_shown``, ``crashes`` and ``hangs`` are findings; ``max_block_ms``, ``worst_blocks``
-    and ``blocks`` time the GUI thread's 5 ms timer; ``samples`` hold object counts and memory;
-    ``widgets_left`` and ``windows_kept`` what outlived the windows; ``steps`` replay the run.
-    """
+    """What a stress run did and found: ``exceptions``, ``leaked_hooks``, ``stuck``,
+    ``errors_shown``, ``crashes`` and ``hangs`` are findings; ``max_block_ms``, ``worst_blocks`` and
+    ``blocks`` time the GUI thread; ``samples`` hold object counts and memory; ``steps`` replay."""
 
     model: str
     seed: int
@@ -140,9 +130,8 @@ class StressReport:
 
     @property
     def rss_growth_per_1k_mib(self) -> float:
-        """Resident memory growth after warm-up in MiB per 1,000 actions: the Theil-Sen median slope
-        over checkpoints, which follows the trend rather than one large shown capture.
-        """
+        """Resident memory growth after warm-up (MiB per 1,000 actions): the Theil-Sen median slope,
+        which follows the trend rather than one large capture."""
         return _median_per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
 
     @property
@@ -311,8 +300,7 @@ class _Catcher:
 
         def on_exception(kind: Any, value: Any, tb: Any) -> None:
             self.found.append("".join(traceback.format_exception(kind, value, tb)).strip())
-            # Python keeps the last unhandled exception in sys.last_*: its traceback's frames
-            # would keep the window that raised it alive until the next one.
+            # sys.last_* would keep the raising window alive through its traceback's frames.
             for name in ("last_type", "last_value", "last_traceback", "last_exc"):
                 if hasattr(sys, name):
                     setattr(sys, name, None)
