@@ -111,8 +111,7 @@ def rss_mib() -> float:
 
 
 def rss_anon_mib() -> float | None:
-    """The process's resident anonymous memory in MiB (``RssAnon``: RSS less mapped files and
-    shared memory); None without /proc."""
+    """The process's resident anonymous memory (``RssAnon``) in MiB; None without /proc."""
     try:
         with open("/proc/self/status") as f:
             for line in f:

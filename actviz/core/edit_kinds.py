@@ -84,8 +84,7 @@ def custom(fn: Callable[[Any], Any], *, call: int | None = None) -> Edit:
 
 
 def normalize_edits(edits: Any) -> dict[str, tuple[Edit, ...]]:
-    """``{layer: Edit | callable | [...]}`` as ``{layer: (Edit, ...)}`` (callables: :func:`custom`);
-    ``EditError`` for anything else."""
+    """``{layer: Edit | callable | [...]}`` as ``{layer: (Edit, ...)}``, else ``EditError``."""
     if edits is None:
         return {}
     if not isinstance(edits, Mapping):

@@ -46,9 +46,8 @@ def forward_hooks(modules: Iterable[nn.Module], hook: Callable[..., Any]) -> Ite
 
 
 class ModelState:
-    """Training flags, ``inplace`` flags and buffers, saved before a capture and put back after.
-    With ``out_of_place``, torch.nn's in-place modules from ``inplace_from`` on run out of place,
-    so records stay intact without copies."""
+    """Training flags, ``inplace`` flags and buffers, saved before a capture and put back after;
+    ``out_of_place`` runs torch.nn's in-place modules from ``inplace_from`` on out of place."""
 
     def __init__(
         self,

@@ -1,7 +1,6 @@
 """Private copies of a model, so a job on another thread (live lane, scan, synthesis, concept
 job) has hooks of its own: without a running capture's hooks and wrappers or the window's
-edits, sharing offloaded weight maps, stale once the original's weights change.
-"""
+edits, sharing offloaded weight maps, stale once the original's weights change."""
 
 from __future__ import annotations
 

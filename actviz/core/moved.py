@@ -9,8 +9,7 @@ from typing import Any
 
 
 def moved(old: str, names: dict[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` serving ``names`` (``{name: new module}``) from their new
-    module, warning that ``old.name`` moved there."""
+    """A module ``__getattr__`` serving ``names`` (``{name: new module}``) with a moved warning."""
 
     def __getattr__(name: str) -> Any:
         if name not in names:

@@ -230,8 +230,7 @@ FAULT_SHARE = 0.25
 #: the heap pin on for that model, and as many again with the pin on the copies.
 FAULT_STREAK = 2
 
-# What a model's forward-only captures do with large CPU records: keep references (_REFS),
-# references kept warm by HEAP_PIN (_PIN), or copies into POOL (_COPY).
+# What a model's forward-only captures do with large CPU records (the MODE choices).
 _REFS, _PIN, _COPY = 0, 1, 2
 # Per model: [captures seen, costly captures in a row, _REFS/_PIN/_COPY]. Weak: models can go.
 _VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()

@@ -85,8 +85,7 @@ class Capture:
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def defer_target(self, numbers: Callable[[], tuple[float | None, int | None, str]]) -> None:
-        """Leave the ``target_*`` attributes to ``numbers()``, called once on the first read of
-        any of them (a capture without gradients)."""
+        """Leave the ``target_*`` attributes to ``numbers()``, called on the first read of one."""
         state = self.__dict__
         for name in _TARGET_FIELDS:
             state.pop(name, None)

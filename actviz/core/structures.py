@@ -1,6 +1,5 @@
 """The one walker over nested model inputs and outputs, types kept (PyTorch's pytree plus
-dataclasses and unregistered mappings), so every walk agrees on which tensors a structure holds.
-"""
+dataclasses and unregistered mappings), so every walk agrees on which tensors a structure holds."""
 
 from __future__ import annotations
 

@@ -145,8 +145,7 @@ def _logits(output: Any) -> torch.Tensor | None:
 
 
 def sequence_logits(output: Any) -> torch.Tensor | None:
-    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position, else None
-    (the one rule for outputs that score tokens)."""
+    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position, else None."""
     if isinstance(output, Mapping) and _is_map(output.get("out")):
         return None  # a segmenter's map comes first in resolve_target
     logits = _logits(output)
@@ -248,8 +247,7 @@ def fixed_default(output: Any) -> int | None:
 
 
 def auto_description(index: int, edited: bool) -> str:
-    """The held auto target's description: ``top-1 logit (class 4)``, or ``top-1 logit before
-    the edits (class 4)`` in an edited run."""
+    """The held auto target's description, ``top-1 logit[ before the edits] (class 4)``."""
     return f"top-1 logit{' before the edits' if edited else ''} (class {int(index)})"
 
 

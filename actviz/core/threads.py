@@ -82,8 +82,7 @@ _lowered: dict[int, int] = {}
 
 
 def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
-    """Lower the calling thread's CPU priority for good (Linux; inherited by threads it starts);
-    returns whether it runs lowered."""
+    """Lower the calling thread's CPU priority for good (Linux); whether it runs lowered."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -17,8 +17,7 @@ __all__ = ["ModuleNode", "ModuleTree", "ParamInfo", "module_tree"]
 
 class ParamInfo:
     """A parameter or buffer of one module (its own); ``norm`` is computed on first read, as walking
-    every weight at each model switch would stall the GUI thread.
-    """
+    every weight at each model switch would stall the GUI thread."""
 
     __slots__ = ("name", "shape", "dtype", "requires_grad", "_norm", "_tensor")
 
@@ -140,8 +139,7 @@ def _norm(t: torch.Tensor) -> float:
 
 def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
     """The module tree of ``model`` (TorchScript too): one node per ``named_modules()`` entry, root
-    first; a ``capture`` of this model fills ``output_shape`` and ``calls``.
-    """
+    first; a ``capture`` of this model fills ``output_shape`` and ``calls``."""
     named = list(model.named_modules())
     ids = {id(m): name for name, m in named}
     nodes: list[ModuleNode] = []

@@ -1,8 +1,4 @@
-"""Dataset scans: per channel, the images of a dataset that excite it most (Qt-free).
-
-Public API: :func:`scan`, :class:`Scan`, :class:`TopEntry`, :class:`ChannelStats`,
-:class:`ScanCancelled`, :func:`receptive_box`, :func:`top_views`, :class:`TopView`.
-"""
+"""Dataset scans: per channel, the images of a dataset that excite it most (Qt-free)."""
 
 from __future__ import annotations
 

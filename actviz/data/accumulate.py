@@ -1,9 +1,6 @@
-"""Per-layer running figures of a dataset scan, merged one batch at a time.
-
-Per channel: the ``k`` largest per-image maxima with their ``(y, x)``, and the running mean,
-spread and positive count, merged with one ``lexsort`` per batch (no Python loop over channels);
-ties go to the earlier image.
-"""
+"""Per-layer running figures of a dataset scan: per channel the ``k`` largest per-image maxima
+with their ``(y, x)`` (ties to the earlier image), mean, spread and positive count, merged with
+one ``lexsort`` per batch (no Python loop over channels)."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ def _without_nan(t: torch.Tensor) -> torch.Tensor:
 
 
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position (one numpy pass; NaN
-    never hides a real maximum)."""
+    """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position (NaN hides none)."""
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):
             flat = flat.float()  # half types: numpy has no bfloat16

@@ -1,7 +1,5 @@
-"""The atlas as a picture: every image a dot at its projected place, coloured by class, with a
-legend (PIL only). ``actviz atlas`` writes it as ``atlas.png``; :func:`class_colours` is the
-one palette, so a window's scatter colours classes the same way.
-"""
+"""The atlas as a picture (``actviz atlas``'s ``atlas.png``): every image a dot at its projected
+place, coloured by class as the window's scatter (:func:`class_colours`), with a legend."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ _BASE = (
     (23, 190, 207),
 )
 _UNLABELLED = (110, 110, 110)
-#: The frame of a selected dot (the window's map and the report's picture): black, far from
-#: every class colour.
+#: The frame of a selected dot, in the window and the report: black, far from class colours.
 SELECTED_RGB = (0, 0, 0)
 _INK = (30, 30, 30)
 _FRAME = (200, 200, 200)
@@ -61,11 +58,8 @@ def splat_dots(
     dot: int = 3,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Draw points as ``dot`` x ``dot`` squares into an ``(height, width, 4)`` uint8 RGBA image.
-
-    Later points cover earlier ones; points outside are left out; ``rgba`` may be ``(N, 3)``
-    (opaque). ``out`` is an image to draw into again. A few numpy assignments for any count.
-    """
+    """Draw points as ``dot`` x ``dot`` squares into an ``(height, width, 4)`` uint8 RGBA image
+    (or into ``out``), later over earlier, outside left out; ``rgba`` may be ``(N, 3)``."""
     width, height = int(width), int(height)
     if out is None:
         out = np.zeros((height, width, 4), dtype=np.uint8)
@@ -86,8 +80,7 @@ def splat_dots(
         & (iy < height + half)
     )
     ix, iy = ix[keep].astype(np.int64), iy[keep].astype(np.int64)
-    # One 32-bit word per pixel: a 1-D scatter is some 30 times faster than assigning RGBA
-    # rows through a 2-D index.
+    # One 32-bit word per pixel: a 1-D scatter is far faster than RGBA rows by a 2-D index.
     words = np.ascontiguousarray(colours[keep]).view(np.uint32).reshape(-1)
     flat = out.reshape(-1).view(np.uint32)
     lo, hi = half, int(dot) - half - 1  # a square spans [p - lo, p + hi]
@@ -119,12 +112,10 @@ def atlas_image(
     colour_bar: tuple[float, float, np.ndarray] | None = None,
     selected: np.ndarray | Sequence[int] | None = None,
 ) -> Image.Image:
-    """Draw 2-D ``coords`` as dots coloured by ``labels`` (-1 or none: grey), with a class legend.
-
+    """Draw 2-D ``coords`` as dots coloured by ``labels`` (-1 or none: grey), with a class legend:
     ``marker`` rings a point; ``dot`` defaults larger for fewer points; ``rgb`` colours and
     ``legend`` entries replace the class colours and legend; ``colour_bar`` ``(low, high,
-    palette)`` goes where the legend goes; ``selected`` rows get a black frame.
-    """
+    palette)`` goes where the legend goes; ``selected`` rows get a black frame."""
     coords = np.asarray(coords, dtype=np.float64)
     if coords.ndim != 2 or coords.shape[1] < 2:
         raise ValueError(f"coords must be (N, 2), got {coords.shape}")

@@ -1,8 +1,5 @@
-"""The dataset atlas: a layer's pooled vectors of every scanned image, laid out as a 2-D map.
-
-Numpy only, no Qt, no shared state (safe on a worker thread). Projection:
-:mod:`atlas_projection`; search and selection maths: :mod:`atlas_vectors`.
-"""
+"""The dataset atlas: a layer's pooled vectors of every scanned image laid out as a 2-D map
+(numpy only, no shared state: safe on a worker thread)."""
 
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ __all__ = [
     "umap_available",
 ]
 
-#: How a scan's warning begins when it was made without embeddings because they were over
-#: the memory budget (the window's scans then still find every channel's top images).
+#: How a scan's warning begins when its embeddings were left out for the memory budget.
 NO_ATLAS_NOTE = "No atlas for this scan"
 
 
@@ -60,11 +56,9 @@ NO_ATLAS_NOTE = "No atlas for this scan"
 
 @dataclass(frozen=True)
 class Atlas:
-    """One layer's map of a scanned dataset (read-only arrays).
-
-    Rows are the images with a vector in the layer (``embeddings.indices``); ``projection.coords``
-    places them; ``predictions`` is each row's argmax of the ``logits`` layer, or None.
-    """
+    """One layer's map of a scanned dataset (read-only arrays): rows are the images with a vector
+    in the layer (``embeddings.indices``), placed by ``projection.coords``; ``predictions`` is
+    each row's argmax of the ``logits`` layer, or None."""
 
     scan: Any
     layer: str
@@ -81,8 +75,7 @@ class Atlas:
         return self.embeddings.labels
 
     def correct(self) -> np.ndarray | None:
-        """``(M,)`` bool: prediction == label, when both are known and the model's classes
-        are the data's (same order); else None."""
+        """``(M,)`` bool: prediction == label, if both known and classes shared; else None."""
         if self.predictions is None or self.labels is None:
             return None
         return self.predictions == self.labels
@@ -114,11 +107,8 @@ def build_atlas(
     seed: int = 0,
     logits: str | None = None,
 ) -> Atlas:
-    """Fit a map of ``layer`` over a scan recorded with embeddings (no model: fine on a worker).
-
-    ``method``, ``dims``, ``seed`` as for :func:`project`; ``logits`` names the classifier layer
-    for :attr:`Atlas.predictions`.
-    """
+    """Fit a map of ``layer`` over a scan recorded with embeddings (``method``, ``dims``, ``seed``
+    as for :func:`project`); ``logits`` names the layer of :attr:`Atlas.predictions`."""
     emb = scan.embeddings(layer)
     projection = project(emb.vectors, method=method, dims=dims, seed=seed)
     predictions = None

@@ -66,8 +66,7 @@ class Projection:
         return int(self.coords.shape[1])
 
     def transform(self, vectors: Any) -> np.ndarray:
-        """Place new vectors with this fit (``(D,)`` or ``(M, D)``): PCA exactly, UMAP by its own
-        ``transform`` (fitted points do not move)."""
+        """Place new vectors (``(D,)`` or ``(M, D)``) with this fit, without moving fitted ones."""
         a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
         a = np.asarray(a)
         one = a.ndim == 1
@@ -198,8 +197,7 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         opts["precomputed_knn"] = (knn, dist, index)
     reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
     with warnings.catch_warnings():
-        # Warnings silenced: a fixed random_state's parallelism notice, and a false "transform
-        # unavailable" for our own search index.
+        # Silenced: a fixed random_state's parallelism notice, a false "transform unavailable".
         warnings.simplefilter("ignore")
         coords = reducer.fit_transform(x)
     return Projection(
@@ -245,8 +243,7 @@ class ExactNeighbours:
         dists = np.empty((len(q), k), np.float32)
         for lo in range(0, len(q), rows):
             c = q[lo : lo + rows]
-            # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: exact enough that an image's
-            # distance to itself is 0 to ~1e-6 against neighbours a unit or more away.
+            # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: self-distance 0 to ~1e-6.
             d2 = (c * c).sum(dim=1, keepdim=True) + self._norms[None, :] - 2.0 * (c @ self._data.T)
             d2.clamp_(min=0.0)
             vals, idx = torch.topk(d2, k, dim=1, largest=False, sorted=True)
@@ -256,8 +253,7 @@ class ExactNeighbours:
 
 
 def cache_umap_compiles() -> int:
-    """Have numba cache umap-learn's compiled functions on disk (saves each process's first-fit
-    compile); returns how many it turned on."""
+    """Have numba cache umap-learn's compiled functions on disk; how many it turned on."""
     import sys
 
     try:

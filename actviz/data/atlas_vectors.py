@@ -1,6 +1,5 @@
 """Exact maths on a scan's pooled vectors: row norms, cosine search (:func:`cosine_top`), the
-lasso (:func:`points_in_polygon`) and separating channels. Numpy only, chunk by chunk.
-"""
+lasso (:func:`points_in_polygon`) and separating channels. Numpy only, chunk by chunk."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ __all__ = [
     "separating_channels",
 ]
 
-#: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
-#: the float64 working copy stays a few MB.
+#: Rows converted to float64 at a time, so the working copy stays a few MB.
 _CHUNK = 4096
 
 
@@ -66,10 +64,8 @@ def row_norms(vectors: Any) -> np.ndarray:
 def cosine_top(
     vectors: Any, query: Any, k: int, norms: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` rows of ``vectors`` most cosine-similar to ``query``, exactly, best first.
-
-    Ties go to the earlier row; a zero vector has similarity 0. Returns ``(rows, similarities)``.
-    """
+    """The ``k`` rows of ``vectors`` most cosine-similar to ``query``, exactly, best first (ties:
+    the earlier row; a zero vector scores 0). Returns ``(rows, similarities)``."""
     a = _rows(vectors)
     q = np.asarray(query.detach().cpu().numpy() if isinstance(query, torch.Tensor) else query)
     q = q.astype(np.float64).reshape(-1)
@@ -129,9 +125,7 @@ def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
 
 
 def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
-    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (even-odd rule, closed automatically;
-    fewer than 3 vertices: none).
-    """
+    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (even-odd rule; none below 3 vertices)."""
     p = np.asarray(points, dtype=np.float64)
     if p.ndim != 2 or p.shape[1] < 2:
         raise ValueError(f"points must be (N, 2), got shape {p.shape}")
@@ -163,9 +157,7 @@ def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChannelSplit:
-    """One channel's difference between a selection and the rest: ``score`` is
-    ``(mean_in - mean_out) / pooled std``.
-    """
+    """A channel's difference between a selection and the rest (``score``: mean gap / pooled sd)."""
 
     channel: int
     score: float
@@ -176,9 +168,7 @@ class ChannelSplit:
 def separating_channels(
     vectors: Any, selected: Sequence[int] | np.ndarray, k: int = 10
 ) -> tuple[ChannelSplit, ...]:
-    """The ``k`` channels of ``vectors`` ``(N, C)`` that set ``selected`` (indices or mask) apart
-    most (largest ``|score|``), strongest first.
-    """
+    """The ``k`` channels of ``vectors`` ``(N, C)`` that set ``selected`` most apart, best first."""
     a = _rows(vectors)
     n, c = a.shape
     sel = np.asarray(selected)
@@ -207,8 +197,7 @@ def separating_channels(
     # No spread at all but different means: as far apart as it gets.
     score[~spread & (diff > 0)] = np.inf
     score[~spread & (diff < 0)] = -np.inf
-    # Ties (infinite scores of channels without spread, in a map of a few images) go to the
-    # larger difference of the means, then to the lower channel.
+    # Ties (infinite scores without spread) go to the larger mean difference, then lower channel.
     order = np.lexsort((np.arange(c), -np.abs(diff), -np.abs(score)))[: int(k)]
     return tuple(
         ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order

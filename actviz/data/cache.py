@@ -1,9 +1,6 @@
-"""Where scans are saved between runs, so reopening is instant and a scan resumes or grows.
-
-One folder per (weights, preprocessing, data); per layer a ``.log`` of items done, optional
-``.f16`` embeddings and a checksummed two-slot state file. A killed process loses at most one
-batch; changed items or weights make the layer's cache unused.
-"""
+"""Where scans are saved between runs, so reopening is instant and a scan resumes or grows: one
+folder per (weights, preprocessing, data), per layer a ``.log`` of items done, optional ``.f16``
+embeddings and a checksummed two-slot state file (a killed process loses at most one batch)."""
 
 from __future__ import annotations
 
@@ -200,9 +197,7 @@ class LayerCache:
         signatures: tuple[str, ...],
         embeddings: bool = False,
     ) -> Loaded | None:
-        """The saved state when it can be reused for ``sources`` (with ``embeddings``: only with its
-        rows), else None.
-        """
+        """The saved state if reusable for ``sources`` (``embeddings``: with its rows), or None."""
         arrays = self.store.get(self.layer)
         if arrays is None or not self.log_path.exists():
             return None
@@ -334,10 +329,8 @@ class LayerCache:
         log_of_index: np.ndarray,
         embedding: tuple[int, int] | None = None,
     ) -> None:
-        """Append ``new_lines`` to the log and put the state in the store (written once for all
-        layers by :meth:`ScanStore.write`); ``embedding`` None marks saved rows as no longer
-        covering the log.
-        """
+        """Append ``new_lines`` to the log and put the state in the store (written for all layers
+        by :meth:`ScanStore.write`); ``embedding`` None: saved rows no longer cover the log."""
         if self._log is None:
             self.store.make_folder()
             mode = "a" if self.lines and self.log_path.exists() else "w"
@@ -356,8 +349,7 @@ class LayerCache:
         if embedding is not None:
             arrays["embed_dim"] = np.array(embedding[0])
             arrays["embed_axis"] = np.array(embedding[1])
-        # Copies: the state goes on changing in place, and the store writes what it holds for
-        # every layer at each batch, this one's included when it has nothing new.
+        # Copies: the state changes in place, and the store writes every layer at each batch.
         saved = state.arrays()
         if saved:
             idx = saved.pop("indices")

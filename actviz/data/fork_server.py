@@ -1,9 +1,6 @@
-"""Where a background scan's DataLoader workers come from: a small fork server.
-
-Forking from the window stalls its GUI thread, so loaders fork from a server started once by
-``vfork`` + ``exec`` that preloads torch; unlike ``forkserver`` it never re-runs ``__main__``.
-What cannot go to the server falls back to plain fork.
-"""
+"""A background scan's DataLoader workers fork from a small server (started once by ``vfork`` +
+``exec``, torch preloaded), as forking from the window stalls its GUI thread; unlike
+``forkserver`` it never re-runs ``__main__``. What cannot go to the server forks plainly."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ from typing import Any
 
 __all__ = ["LoaderContext", "loader_context", "prestart", "server_pid"]
 
-#: Modules the server imports before it forks anything: what a loader of a scan needs (torch,
-#: the data sources and their preprocessing), so each loader starts without importing.
+#: What the server imports before forking: a scan loader's needs (torch, sources, preprocessing).
 PRELOAD = [
     "torch",
     "torch.utils.data",
@@ -56,8 +52,7 @@ if _available:
 
         def _launch(self, process_obj: Any) -> None:
             prep_data = spawn.get_preparation_data(process_obj._name)
-            # The child would run the caller's script again as __mp_main__ (see the module
-            # docstring); what it runs needs nothing from it (loader_context checked).
+            # Else the child reruns the caller's script as __mp_main__ (loader_context checked).
             prep_data.pop("init_main_from_path", None)
             prep_data.pop("init_main_from_name", None)
             buf = io.BytesIO()
@@ -68,8 +63,7 @@ if _available:
             finally:
                 context.set_spawning_popen(None)
             self.sentinel, w = _SERVER.connect_to_new_process(self._fds)
-            # As the standard library does: a duplicate of the data pipe's write end, which
-            # the child watches to learn that its parent has gone.
+            # As the standard library: the child watches this write end for its parent's exit.
             self.finalizer = util.Finalize(self, util.close_fds, (os.dup(w), self.sentinel))
             with open(w, "wb", closefd=True) as f:
                 f.write(buf.getbuffer())
@@ -99,31 +93,27 @@ else:  # pragma: no cover - Windows, frozen apps
 
 def loader_context(dataset: Any) -> Any | None:
     """The context to start ``dataset``'s loaders from the fork server, or None (plain fork) when
-    there is no ``forkserver`` or the dataset does not pickle without ``__main__``.
-    """
+    there is no ``forkserver`` or the dataset does not pickle without ``__main__``."""
     if _CONTEXT is None:
         return None
     try:
         blob = pickle.dumps(dataset, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - any failure to pickle means: fork instead
         return None
-    # Globals are pickled by module name; a name that happens to equal "__main__" in the data
-    # only costs the fork server.
+    # Globals pickle by module name; a stray "__main__" in the data only costs the server.
     return None if b"__main__" in blob else _CONTEXT
 
 
 def prestart() -> None:
-    """Start the fork server now, on a background thread at lowered priority, so that the
-    first scan does not wait for it to import torch. Nothing where it is unavailable or
-    already running."""
+    """Start the fork server now (if available and not running), on a background thread at
+    lowered priority, so the first scan does not wait for it to import torch."""
     if _CONTEXT is None or _SERVER.pid() is not None:
         return
 
     def start() -> None:
         from actviz.core.threads import lower_thread_priority
 
-        # The server inherits this thread's priority (Linux): its imports and the loaders it
-        # forks stay behind the window.
+        # It inherits this thread's priority (Linux): it and its loaders stay behind the window.
         lower_thread_priority()
         # On failure the scan falls back to starting it (or reports why it cannot).
         with contextlib.suppress(OSError):

@@ -1,8 +1,5 @@
-"""Where a channel's top images fire: receptive fields and the crops the window and CLI show.
-
-:func:`receptive_box`: analytic through plain conv/pool chains, else from the input gradient's
-support; :func:`top_views` re-runs the model on the top images only and crops around each maximum.
-"""
+"""Where a channel's top images fire: :func:`receptive_box` (analytic through conv/pool chains,
+else the input gradient's support) and :func:`top_views`, the crops around each maximum."""
 
 from __future__ import annotations
 
@@ -123,8 +120,7 @@ class ReceptiveField:
         )
 
     def _template(self, should_stop: Stop = None) -> tuple | None:
-        """The gradient support of one position (measured on a 3x input), shifted for the others;
-        a cancelled measure is not remembered."""
+        """One position's gradient support (on a 3x input), shifted for others; kept if finished."""
         cached = self._cache.get("template", False)
         if cached is not False:
             return cached
@@ -201,8 +197,7 @@ _FIELDS: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary(
 
 
 def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> ReceptiveField:
-    """The :class:`ReceptiveField` of ``layer`` for inputs of ``input_shape`` (remembered per
-    model, layer and shape)."""
+    """The :class:`ReceptiveField` of ``layer`` for inputs of ``input_shape`` (remembered)."""
     spec = resolve_model(model)
     net = spec.model
     modules = dict(net.named_modules())
@@ -320,9 +315,8 @@ def _gradient_box(
 
 @dataclass(frozen=True)
 class TopView:
-    """One of a channel's top images cropped around its maximum's receptive field: ``image``
-    ``(size, size, 3)`` uint8 as the model sees it, ``heat`` the channel's activation over it,
-    ``box`` the crop in input pixels."""
+    """A top image cropped around its maximum's receptive field: ``image`` ``(size, size, 3)``
+    uint8 as the model sees it, ``heat`` the activation over it, ``box`` in input pixels."""
 
     entry: TopEntry
     image: np.ndarray

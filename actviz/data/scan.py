@@ -1,10 +1,6 @@
 """``actviz.scan``: run a model over a dataset and keep, per channel, the images that excite it
-most.
-
-One hook per layer reduces each batch at once (:mod:`accumulate`) into a :class:`_LayerRun`
-(top-k state, progress, embedding rows, cache lines; layers merged as one state per batch in a
-:class:`_Group`); state is saved per batch (:mod:`cache`), so scans resume and grow.
-"""
+most. A hook per layer reduces each batch (:mod:`accumulate`) into its :class:`_LayerRun`, or a
+:class:`_Group` of layers merged as one; state is saved per batch (:mod:`cache`)."""
 
 from __future__ import annotations
 
@@ -261,8 +257,7 @@ def _run(
     device = _model_device(net)
     dtype = spec.expected.dtype
     modules = dict(net.named_modules())
-    # Each layer's reduced output of the batch being run (a module's first call), reduced in
-    # the hook while the output is alive; merged after the forward, all layers together.
+    # Each layer's first output of the batch, reduced in the hook; merged after the forward.
     reduced: dict[str, Reduced] = {}
 
     def make_hook(run: _LayerRun) -> Callable[..., None]:
@@ -301,8 +296,7 @@ def _run(
             num_workers=workers,
             collate_fn=collate,
             worker_init_fn=background_loader_init() if background else None,
-            # Forking the loaders from a large process stalls its other threads (the GUI):
-            # a background scan has them forked by a small server instead.
+            # Forking from a large process stalls its GUI: a background scan's forks a server.
             multiprocessing_context=loader_context(dataset) if background and workers else None,
         )
         for r in runs:
@@ -344,8 +338,7 @@ def _run(
                     if r.name in reduced:
                         r.add(reduced[r.name], idx, items)
                     else:
-                        # Done all the same: a layer that never runs must not make every
-                        # later scan run the whole data again.
+                        # Done all the same, or every later scan would run the data again.
                         silent.add(r.name)
                         r._mark(idx[~r.done[idx]], "D", items)
             changed = False

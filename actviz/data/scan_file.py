@@ -1,6 +1,5 @@
 """A finished scan in one folder, reopened without the model or the data: ``scan.json``,
-``scan.npz`` and memory-mapped ``<layer>.f16`` rows. No pickle, so a shared folder runs no code.
-"""
+``scan.npz`` and memory-mapped ``<layer>.f16`` rows. No pickle, so a shared folder runs no code."""
 
 from __future__ import annotations
 
@@ -89,9 +88,8 @@ def _write_rows(folder: Path, layer: str, rows: np.ndarray, axis: int) -> None:
 
 
 def open_scan(folder: str | os.PathLike[str]) -> Scan:
-    """The scan :func:`save_scan` wrote to ``folder``; its embeddings are read-only memory
-    maps. Raises ``FileNotFoundError`` (no ``scan.json``) or ``ValueError`` (not a scan of
-    this format)."""
+    """The scan :func:`save_scan` wrote to ``folder`` (embeddings memory-mapped, read-only);
+    ``FileNotFoundError`` without ``scan.json``, ``ValueError`` for another format."""
     folder = Path(folder)
     meta = json.loads((folder / SCAN_FILE).read_text())
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:

@@ -26,8 +26,7 @@ __all__ = [
 
 
 class ScanCancelled(Exception):
-    """``should_stop()`` returned True: what was scanned is saved (``partial``) and a later scan
-    resumes."""
+    """``should_stop()`` returned True: what was scanned is saved (``partial``) to resume later."""
 
     def __init__(self, message: str = "scan cancelled", partial: Scan | None = None) -> None:
         super().__init__(message)
@@ -35,14 +34,12 @@ class ScanCancelled(Exception):
 
 
 class ScanTooLarge(CaptureTooLarge):
-    """A scan's embeddings would exceed the memory budget; raised before any image runs, and
-    reported as a ``CaptureTooLarge``."""
+    """A scan's embeddings would exceed the memory budget (raised before any image runs)."""
 
 
 @dataclass(frozen=True)
 class ScanMemory:
-    """What a scan will hold for its embeddings, known before it starts: ``images``, per-layer
-    ``widths`` and ``embedding_bytes`` (float16)."""
+    """A scan's embeddings before it starts: ``images``, layer ``widths``, ``embedding_bytes``."""
 
     images: int
     widths: Mapping[str, int]

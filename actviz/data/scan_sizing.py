@@ -1,7 +1,4 @@
-"""Sizing a scan before it runs: embedding memory (:func:`estimate_memory`), batch size
-(:func:`choose_batch_size`) and loader workers (:func:`default_workers`); concept training
-uses the same rules.
-"""
+"""Sizing a scan (or concept training) before it runs: embedding memory, batch, loader workers."""
 
 from __future__ import annotations
 
@@ -61,8 +58,7 @@ def estimate_memory(
     transform: Callable[..., Any] | None = None,
 ) -> ScanMemory:
     """What a scan with ``embeddings`` will hold for them, learnt by running the model once on the
-    first readable item (flags restored; not while another job uses the model).
-    """
+    first readable item (flags restored; not while another job uses the model)."""
     spec = resolve_model(model, transform)
     names = resolve_layers(spec.model, layers)
     embed = _embedding_layers(spec.model, names, embeddings)
@@ -107,8 +103,7 @@ def _model_device(net: nn.Module) -> torch.device:
 def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
     """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`
     (on a GPU, a quarter of its free memory if more), from one run on ``sample``
-    (``(1, C, ...)``) summing every module's output bytes.
-    """
+    (``(1, C, ...)``) summing every module's output bytes."""
     return _batch_for(_probe_forward(net, sample, ())[0], sample.device)
 
 
@@ -151,8 +146,7 @@ def default_workers(
 ) -> int:
     """Loader processes for files worth it (more than two batches), else 0: ``min(2, cores)``,
     a background scan leaving one core to the foreground; on a GPU, which the decoding keeps
-    waiting, every core but one (at most :data:`GPU_MAX_WORKERS`).
-    """
+    waiting, every core but one (at most :data:`GPU_MAX_WORKERS`)."""
     if not items.files or pending <= 2 * batch_size:
         return 0
     cores = available_cores()

@@ -1,6 +1,4 @@
-"""Writing a scan to disk (no Qt): per layer a contact sheet PNG of each channel's top-k crops (the
-window's own crops), and ``scan.json``.
-"""
+"""Writing a scan to disk: ``scan.json``, and per layer a contact sheet of the top-k crops."""
 
 from __future__ import annotations
 
@@ -60,10 +58,8 @@ def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[lis
 def contact_sheet(
     model: Any, scan: Scan, layer: str, *, tile: int = 48, data: Any = None
 ) -> Image.Image:
-    """One picture of a layer's scan: per channel (numbered) its top-k crops of side ``tile``.
-
-    ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles).
-    """
+    """One picture of a layer's scan: per channel (numbered) its top-k crops of side ``tile``;
+    ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles)."""
     crops = _crops(model, scan, layer, tile, data)
     channels = len(crops)
     dead = set(scan.dead(layer).tolist())

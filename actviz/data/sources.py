@@ -1,8 +1,5 @@
-"""What a scan reads, as a dataset of preprocessed ``(C, H, W)`` tensors.
-
-Images go through exactly a single run's preprocessing, so scan and single run give the same
-activations. An unreadable item yields ``None`` with the reason and is counted as skipped.
-"""
+"""What a scan reads, as a dataset of ``(C, H, W)`` tensors preprocessed exactly as for a single
+run (the same activations); an unreadable item yields ``None`` and the reason (skipped)."""
 
 from __future__ import annotations
 
@@ -46,9 +43,7 @@ class ModelSpec:
 
 
 def resolve_model(model: Any, transform: Callable[..., Any] | None = None) -> ModelSpec:
-    """An ``nn.Module``, ``LoadedModel`` or model source, opened; ``transform`` replaces the model's
-    preprocessing (PIL image -> ``(C, H, W)``).
-    """
+    """A module, ``LoadedModel`` or model source, opened; ``transform`` replaces preprocessing."""
     from actviz.io.models.loaded_model import LoadedModel
     from actviz.io.models.loading import open_model
 
@@ -83,8 +78,7 @@ def preprocessing_id(spec: ModelSpec) -> str:
 class ScanData:
     """Resolved data of a scan: per item ``sources`` and content ``signatures``, ``class_names``,
     the cache ``identity`` (None: not cacheable), the ``dataset`` (``i -> (i, tensor | None,
-    reason)``) and whether items are ``files``.
-    """
+    reason)``) and whether items are ``files``."""
 
     sources: tuple[str | int, ...]
     signatures: tuple[str, ...]
@@ -200,8 +194,7 @@ def folder_images(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
     names. The one listing of an image folder: scans and live mode's frames read it."""
     files: list[tuple[str, str]] = []
     base = os.fspath(root)
-    # os.path, not pathlib: listing is part of a scan's time, and pathlib parses each name
-    # several times.
+    # os.path, not pathlib: listing is part of a scan's time, and pathlib parses names again.
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel_dir = os.path.relpath(dirpath, base)
@@ -279,8 +272,7 @@ def _files(
 ) -> ScanData:
     size = spec.size
     if spec.transforms is None and size is None:
-        # Nothing says what size the model wants: the first readable image decides, so that
-        # every image of the batch has one size.
+        # No size known: the first readable image decides, so a batch has one size.
         for f in files:
             with contextlib.suppress(InputError, OSError):
                 width, height = _open_image(Path(f), f).size

@@ -45,8 +45,7 @@ class AttentionSite:
 
 
 def _hf_specs(model: nn.Module) -> list[tuple[type | None, str | None, int, str | None]]:
-    """``(class, class-name suffix, index, layer name)`` of every ``attentions`` recorder the
-    Hugging Face (sub)models of ``model`` declare."""
+    """``(class, name suffix, index, layer)`` of every ``attentions`` recorder HF models declare."""
     specs = []
     for module in model.modules():
         table = getattr(type(module), "_can_record_outputs", None)
@@ -205,9 +204,8 @@ def capture_attention(
 
 
 def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020): ``R = A_L' ... A_1'`` with each ``A'`` the
-    head mean plus identity, rows renormalised. ``(T, T)`` float64 from one ``(heads, T, T)``
-    or ``(T, T)`` per layer in forward order."""
+    """Attention rollout (Abnar & Zuidema, 2020) ``R = A_L' ... A_1'``, ``A'`` the head mean plus
+    identity, rows renormalised: ``(T, T)`` float64 from ``(heads, T, T)``s in forward order."""
     if len(attentions) == 0:
         raise ValueError("attention rollout needs at least one layer")
     result: np.ndarray | None = None
@@ -229,8 +227,7 @@ def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
 def rollout_map(
     rollout: np.ndarray, layout: SequenceLayout, size: tuple[int, int] | None = None
 ) -> np.ndarray:
-    """The rollout over the image: the class token's row (else the mean row) over the patches,
-    resized to ``size`` and scaled to [0, 1]."""
+    """The class token's (else the mean) rollout row over the patches, at ``size``, in [0, 1]."""
     rows, cols = layout.grid
     if rollout.shape[0] != layout.tokens:
         raise ValueError(f"a rollout over {rollout.shape[0]} tokens does not fit {layout}")

@@ -1,5 +1,4 @@
-"""Pictures about the whole input: the image shown, saliency, Grad-CAM (in torch, so they run
-where the tensors live) and predictions."""
+"""Pictures about the whole input: the image shown, saliency, Grad-CAM and predictions."""
 
 from __future__ import annotations
 
@@ -311,8 +310,7 @@ def default_gradcam_layer(
 def last_spatial_layer(
     names: Sequence[str], shapes: Mapping[str, tuple[int, ...] | None]
 ) -> str | None:
-    """The last of ``names`` with an ``(N, C, H, W)`` output larger than 1x1 (the default
-    "most telling layer": a 1x1 map is one flat colour)."""
+    """The last of ``names`` with an ``(N, C, H, W)`` output larger than 1x1 (Grad-CAM's pick)."""
     for name in reversed(names):
         shape = shapes.get(name)
         if shape is not None and len(shape) == 4 and shape[-1] * shape[-2] > 1:
@@ -323,8 +321,7 @@ def last_spatial_layer(
 def top_k(
     output: Any, k: int = 5, categories: Sequence[str] | None = None, sample: int = 0
 ) -> list[tuple[int, str, float]]:
-    """Top-k softmax classes of a ``(N, C)`` / ``(C,)`` output as ``(index, label, p)``;
-    [] for outputs that are not class scores."""
+    """Top-k softmax classes of a ``(N, C)`` / ``(C,)`` output as ``(index, label, p)``, or []."""
     t = as_float(torch.as_tensor(output).cpu())  # complex scores by magnitude
     if t.dim() == 2 and t.shape[0] == 0:
         return []  # no rows, e.g. a detector's boxes when it found nothing

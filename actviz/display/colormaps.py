@@ -66,8 +66,7 @@ def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str
 
 def painting(choice: str, *, signed: bool = False, gradient: bool = False) -> tuple[str, bool]:
     """``(map, symmetric)``: how one side of a layer is painted under the user's ``choice``
-    (symmetric about 0 only for a signed activation under :data:`AUTO`); the one rule for
-    panels, export and report."""
+    (symmetric about 0 only for a signed activation under :data:`AUTO`), everywhere."""
     symmetric = choice == AUTO and signed and not gradient
     return resolve(choice, signed=symmetric, gradient=gradient), symmetric
 
@@ -87,8 +86,7 @@ def table(name: str) -> np.ndarray:
 
 @cache
 def indexed_table(name: str) -> np.ndarray:
-    """The ``(256, 4)`` RGBA table for index images of map ``name`` (shared, read-only);
-    :data:`PAD_INDEX` is transparent."""
+    """The shared ``(256, 4)`` RGBA table of map ``name`` (:data:`PAD_INDEX` transparent)."""
     out = np.zeros((256, 4), dtype=np.uint8)
     out[:PAD_INDEX, :3] = _get(name, PAD_INDEX)
     out[:PAD_INDEX, 3] = 255
@@ -115,8 +113,7 @@ def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> n
 def paint(
     indices: np.ndarray, cmap: str, background: tuple[int, int, int] = (255, 255, 255)
 ) -> np.ndarray:
-    """Colour an index image exactly as the panels do: ``(H, W, 3)`` uint8, padding and
-    non-finite pixels in ``background``."""
+    """Colour an index image as the panels do: ``(H, W, 3)`` uint8, padding in ``background``."""
     rgb = np.ascontiguousarray(indexed_table(cmap)[indices][..., :3])
     rgb[indices == PAD_INDEX] = background
     return rgb
@@ -134,8 +131,7 @@ def colorize(
 def overlay(
     rgb: np.ndarray, heat01: np.ndarray, alpha: float = 0.5, cmap: str = OVERLAY_CMAP
 ) -> np.ndarray:
-    """Blend a ``(h, w)`` heat map in [0, 1] over an ``(H, W, 3)`` uint8 image (the map is
-    resized, bilinear, to the image)."""
+    """Blend a ``(h, w)`` heat map in [0, 1] over an ``(H, W, 3)`` uint8 image (bilinear)."""
     base = np.asarray(rgb)
     if base.ndim == 2:
         base = np.repeat(base[..., None], 3, axis=2)

@@ -1,6 +1,5 @@
 """Differences between two runs (A minus B): the one path to difference pictures
-(:func:`prepare_difference`) and before/after predictions (:func:`prediction_change`).
-"""
+(:func:`prepare_difference`) and before/after predictions (:func:`prediction_change`)."""
 
 from __future__ import annotations
 

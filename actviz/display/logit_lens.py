@@ -1,6 +1,5 @@
 """The logit lens of a decoder language model: each block's hidden state read out as tokens
-through the model's own final norm and unembedding (found by structure: :func:`lens_layers`).
-"""
+through the model's own final norm and unembedding (found by structure: :func:`lens_layers`)."""
 
 from __future__ import annotations
 

@@ -206,8 +206,7 @@ class Mosaic:
 
 
 def _place(image: np.ndarray, tiles: np.ndarray, rows: int, cols: int, pad: int) -> None:
-    """``tiles`` cast into their places in ``image`` through a ``(rows, h, cols, w)`` view of
-    them (no padded grid to crop)."""
+    """``tiles`` cast into their places in ``image`` through a ``(rows, h, cols, w)`` view."""
     c, h, w = tiles.shape
     step, item = image.strides
     grid = np.ndarray(

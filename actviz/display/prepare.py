@@ -1,7 +1,6 @@
 """The one path from a capture to what is shown: :func:`prepare` (single runs, live frames,
 export). ``fast=True`` (live frames) takes float32 statistics, keeps mosaics under a pixel
-budget and defers what nobody looks at until it is read; ``fast=False`` is exact.
-"""
+budget and defers what nobody looks at until it is read; ``fast=False`` is exact."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What a prepared run is: frozen layers and results (a page turn makes a new one), and the spec
-that asks for them. Costly, rarely read pieces (histograms, off-screen Grad-CAMs) come on first read.
-"""
+that asks for them. Costly, rarely read pieces (histograms, hidden Grad-CAMs) come when read."""
 
 from __future__ import annotations
 

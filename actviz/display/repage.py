@@ -159,8 +159,7 @@ def renormalised(
     page_channels: Mapping[str, int] | None = None,
     colormap: str | None = None,
 ) -> RunResult:
-    """A new ``result`` with every mosaic renormalised (``result`` may be pinned: untouched).
-    Unset options keep the result's spec."""
+    """A new ``result`` (it may be pinned) with every mosaic renormalised, unset options kept."""
     pages = dict(result.spec.channel_pages) if pages is None else dict(pages)
     sizes = dict(result.spec.page_channels) if page_channels is None else dict(page_channels)
     colormap = result.spec.colormap if colormap is None else colormap

@@ -1,6 +1,5 @@
-"""Statistics and histograms of layer outputs, on the tensor's device: :func:`tensor_stats` is
-exact (float64 torch, no host sync) or fast (float32 NumPy for finite CPU tensors, 1e-5 relative).
-"""
+"""Statistics and histograms of layer outputs, on the tensor's device: :func:`tensor_stats` is exact
+(float64 torch, no host sync) or fast (float32 NumPy for finite CPU tensors, 1e-5 relative)."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ STAT_FIELDS = (
 
 
 def as_float(t: torch.Tensor) -> torch.Tensor:
-    """``t`` detached as a real float32 tensor (complex values by magnitude), copying only
-    when the dtype differs."""
+    """``t`` detached as a real float32 tensor (complex by magnitude), copied only if need be."""
     t = t.detach()
     if t.is_complex():
         return t.abs().float()
@@ -157,8 +155,7 @@ def tensor_stats(t: Any, g: torch.Tensor | None = None, *, exact: bool = True) -
 
 
 def layer_stats(record: Any, *, exact: bool = True) -> dict[str, Any]:
-    """:func:`tensor_stats` of a :class:`~actviz.core.capture.LayerRecord`'s output and
-    gradient, with its ``name`` and ``type``."""
+    """:func:`tensor_stats` of a record's output and gradient, with its ``name`` and ``type``."""
     t = record.tensor
     stats = tensor_stats(t if t is not None else torch.zeros(0), record.grad, exact=exact)
     stats.update(name=record.name, type=record.module_type)
@@ -166,8 +163,7 @@ def layer_stats(record: Any, *, exact: bool = True) -> dict[str, Any]:
 
 
 def histogram_tensor(t: torch.Tensor, bins: int = HIST_BINS) -> torch.Tensor:
-    """``bins`` counts then ``bins + 1`` edges (float64) of the finite values of ``t``, on
-    ``t``'s device without host synchronisation."""
+    """``bins`` counts, ``bins + 1`` edges (float64) of ``t``'s finite values, on its device."""
     f = as_float(t).reshape(-1).to(torch.float64)
     fin = torch.isfinite(f)
     inf = torch.tensor(float("inf"), dtype=torch.float64, device=f.device)

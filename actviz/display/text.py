@@ -1,5 +1,4 @@
-"""Numbers, shapes and token labels as the window and the CLI print them (no torch: the
-passive panels import it)."""
+"""Numbers, shapes and token labels as the window and the CLI print them (no torch import)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Token sequences, as :func:`sequence_kind` decides: a text input's ``(N, T, D)`` output shown
-per token (:func:`token_view`), a ViT's patch tokens as ``D`` maps over the grid (:func:`patch_maps`).
-"""
+per token (:func:`token_view`), a ViT's patch tokens as maps over the grid (:func:`patch_maps`)."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SequenceLayout:
-    """How a vision transformer's tokens sit on the image: ``grid`` is ``(rows, columns)``,
-    ``prefix`` counts the tokens before the patches."""
+    """Where a ViT's tokens sit: ``grid`` ``(rows, columns)`` after ``prefix`` other tokens."""
 
     grid: tuple[int, int]
     prefix: int = 0

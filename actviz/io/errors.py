@@ -60,8 +60,7 @@ class UntrustedFileError(ActvizError):
 
 class TrustNeededError(UntrustedFileError):
     """A model folder (or cached hub model) ships Python code that opening it would run
-    (``auto_map``, ``trust_remote_code``); an :class:`UntrustedFileError`, so callers ask once.
-    """
+    (``auto_map``, ``trust_remote_code``); an :class:`UntrustedFileError`, so callers ask once."""
 
     # Not the pickle wording of the base class: here the code is the model's own.
     risk = "this model runs Python code shipped with it{why}; only open it"

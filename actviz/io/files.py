@@ -1,7 +1,5 @@
-"""Writing a file in one step: a temporary file beside it, renamed over it when complete, so a
-failed write leaves the old file. The result gets the mode a new file (or the replaced one)
-would have, not ``mkstemp``'s 0600.
-"""
+"""Writing a file in one step: a temporary file beside it, renamed over it when complete (with
+the mode a new or the replaced file would have), so a failed write leaves the old file."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def atomic_write(
     path: str | os.PathLike[str], mode: str = "wb", encoding: str | None = None
 ) -> Iterator[IO[Any]]:
     """Yield a temporary file beside ``path``, renamed over it (with :func:`new_file_mode`) when the
-    block succeeds, else removed; ``WriteError`` names ``path`` (a folder, missing, a failed write).
-    """
+    block succeeds, else removed; ``WriteError`` names ``path`` (a folder, missing, failed)."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():

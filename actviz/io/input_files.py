@@ -1,6 +1,5 @@
 """Opening model inputs (images, tensor files, seeded random tensors, text): :func:`open_input`
-gives exactly what the forward takes, fitted to the model, and the image it sees for overlays.
-"""
+gives exactly what the forward takes, fitted to the model, and the image it sees for overlays."""
 
 from __future__ import annotations
 

@@ -89,8 +89,7 @@ def natural_input_source(
     loaded_model: Any, samples: Sequence[str | Path] = (), *, model: nn.Module | None = None
 ) -> str | None:
     """The input a model is shown with when the current one does not fit: a text prompt, a bundled
-    image sample or a random tensor; None when nothing is known of its input.
-    """
+    image sample or a random tensor; None when nothing is known of its input."""
     model = model if model is not None else getattr(loaded_model, "model", None)
     if reads_text(loaded_model):
         return TEXT_PREFIX + DEFAULT_PROMPT

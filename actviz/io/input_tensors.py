@@ -1,6 +1,5 @@
 """Tensors as model inputs: reading tensor files, refusing what is not an input, fitting a tensor
-to the model (:func:`_fit_tensor`) and seeded ``random:`` tensors.
-"""
+to the model (:func:`_fit_tensor`) and seeded ``random:`` tensors."""
 
 from __future__ import annotations
 

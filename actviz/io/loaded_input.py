@@ -1,6 +1,5 @@
 """What an opened input is (:class:`LoadedInput`) and what a model expects (:class:`ExpectedInput`,
-:func:`expected_input`, :func:`reads_text`): the records every opener shares.
-"""
+:func:`expected_input`, :func:`reads_text`): the records every opener shares."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ class LoadedInput:
 @dataclass
 class ExpectedInput:
     """What is known about the model's input: ``channels``, ``spatial_dims`` (1-3), ``layer`` (the
-    evidence, for messages), ``size`` ``(H, W)``, and the first parameter's ``dtype``/``device``.
-    """
+    evidence, for messages), ``size`` ``(H, W)``, and the first parameter's ``dtype``/``device``."""
 
     channels: int | None = None
     spatial_dims: int | None = None

@@ -1,7 +1,4 @@
-"""Memory figures the window shows: the capture budget, its parsing, the process's resident size.
-
-No Qt: the session, live mode and the benchmarks share these.
-"""
+"""Memory figures the window shows (no Qt): the capture budget, its parsing, the resident size."""
 
 from __future__ import annotations
 
@@ -48,8 +45,7 @@ def default_budget() -> int:
     return DEFAULT_MEMORY_BUDGET
 
 
-#: How long a resident size read is reused (s). The live dock's status asks after every
-#: result and pin change, on the GUI thread; a figure a second old reads the same there.
+#: How long a resident size read is reused (s): the live dock asks on the GUI thread often.
 RSS_MAX_AGE_S = 1.0
 #: ``(time.monotonic(), bytes)`` of the last read (a tuple: replaced whole, thread-safe).
 _rss_read: tuple[float, int | None] | None = None
@@ -69,8 +65,7 @@ def rss_bytes(max_age_s: float = RSS_MAX_AGE_S) -> int | None:
 
 
 def _read_rss() -> int | None:
-    # statm is one line of page counts (its second the resident set): about half the CPU of
-    # parsing /proc/self/status, and one read with no text decoding.
+    # statm's second page count is the resident set: half the CPU of /proc/self/status.
     try:
         fd = os.open("/proc/self/statm", os.O_RDONLY)
         try:

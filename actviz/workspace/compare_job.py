@@ -30,8 +30,7 @@ PIN, INPUT, MODEL = "pin", "input", "model"
 
 
 class LayersMismatch(ValueError):
-    """Run B lacks run A's layers, or has other modules under their names (the message says
-    which): it is not the same architecture."""
+    """Run B is not run A's architecture: it lacks its layers or has other modules there."""
 
 
 @dataclass
@@ -57,8 +56,7 @@ class CompareRequest:
 
 @dataclass(frozen=True)
 class CompareOutcome:
-    """A finished comparison, no capture: ``differences`` are A - B per layer in depth order,
-    ``nbytes`` what run B's capture held."""
+    """A finished comparison: ``differences`` A - B per layer by depth, ``nbytes`` B's capture's."""
 
     comparison: Any
     differences: Mapping[str, PreparedLayer]

@@ -1,6 +1,4 @@
-"""Which layers a fresh model gets ticked (:func:`default_layers`), and its walks over the module
-tree.
-"""
+"""Which layers a fresh model gets ticked (:func:`default_layers`), and its module-tree walks."""
 
 from __future__ import annotations
 
@@ -20,11 +18,8 @@ DEFAULT_BLOCK_LIMIT = 48
 
 
 def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
-    """A few interesting layers to tick on a fresh model: each block's output, plus the head.
-
-    At most ``limit``, spread evenly, the last leaf kept; a text model gets every transformer
-    block (up to :data:`DEFAULT_BLOCK_LIMIT`).
-    """
+    """A few layers to tick on a fresh model: at most ``limit`` block outputs, spread evenly, and
+    the last leaf; a text model gets every transformer block (up to :data:`DEFAULT_BLOCK_LIMIT`)."""
     leaves = tree.leaves()
     if not leaves or leaves == [""]:
         return [""] if "" in tree else []
@@ -37,8 +32,7 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     # Containers are walked through; any other module with children is a block.
     blocks = _walk_blocks(tree, lambda node: None if node.type_name in _CONTAINERS else [node.name])
     if len(blocks) < 2:
-        # One wrapper with all inside (a Hugging Face image model's ``vit``): its list of
-        # blocks, rather than its first convolution (``vit.embeddings...projection``).
+        # One wrapper with all inside (a Hugging Face ``vit``): its blocks, not its first conv.
         listed = _listed_blocks(tree)
         blocks = listed if len(listed) >= 2 else blocks
     if len(blocks) > limit - 1:

@@ -41,8 +41,7 @@ class DisplaySettings:
         self.channel_orders: dict[str, ChannelOrder] = {}
 
     def reset_for_model(self, gradcam_layer: str | None) -> None:
-        """Forget the old model's pages, page sizes and orders and take ``gradcam_layer``;
-        announces nothing (the model change is announced)."""
+        """Forget the old model's pages, sizes and orders; take ``gradcam_layer`` (unannounced)."""
         self.gradcam_layer = gradcam_layer
         self.channel_pages = {}
         self.page_channels = {}

@@ -95,16 +95,14 @@ class EditBoard:
         raise KeyError(key)
 
     def reset(self, model: Any, layers: Container[str] | None = None) -> None:
-        """Another model is shown: the edits go and the board takes edits of ``model`` only, on
-        ``layers`` (None: any name)."""
+        """Another model is shown: edits go; only ``model``'s on ``layers`` (None: any) come."""
         self.model, self._layers = model, layers
         self.clear()
 
     def add(self, layer: str, edit: Edit, note: str = "", *, model: Any = _SHOWN) -> EditEntry:
         """Add ``edit`` on ``layer`` after its earlier edits; ``note`` says where a patch takes its
-        values, ``model`` is the one it was made on (omitted: the shown one). A repeat is not
-        added (:meth:`repeats`' entry is returned); ``StaleEditError`` for a stale model or layer.
-        """
+        values, ``model`` is the one it was made on (omitted: the shown one). A repeat is not added
+        (:meth:`repeats`' entry is returned); ``StaleEditError`` for a stale model or layer."""
         if model is not _SHOWN and model is not self.model:
             raise StaleEditError(
                 f"the edit of {layer} was offered for the model shown before: "

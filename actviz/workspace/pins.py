@@ -15,8 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PINS_SHARE", "Pin", "PinBoard", "PinRefused"]
 
-#: The share of the memory budget pinned captures may hold: eight ResNet-18 captures of a
-#: 224 px image with every conv ticked under the default 1 GiB, the rest left to the shown run.
+#: The share of the memory budget pinned captures may hold (the rest is the shown run's).
 PINS_SHARE = 0.25
 
 
@@ -80,8 +79,7 @@ class PinBoard:
         return pin
 
     def unique_label(self, label: str) -> str:
-        """``label``, or ``label (2)``, ``(3)``... when a pin has it already: session files
-        name pins by their labels."""
+        """``label``, or ``label (2)``, ``(3)``... when taken (session files name pins by label)."""
         taken = {p.label for p in self._pins}
         wanted, n = label, 1
         while wanted in taken:

@@ -131,8 +131,7 @@ def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
 
 
 def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
-    """Snapshot ``session`` for a run; RuntimeError without a model, or without an input unless
-    ``allow_no_input`` (live mode)."""
+    """Snapshot ``session`` for a run; RuntimeError without a model, or an input if not live."""
     if session.model is None:
         raise RuntimeError("open a model first")
     if session.input is None and not allow_no_input:

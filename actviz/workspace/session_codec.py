@@ -62,10 +62,9 @@ def edits_to_json(
     pins: Sequence[PinState] = (),
     dictionaries: list[Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """``edits`` as JSON-able rows, and a warning per edit that cannot be stored: a patch edit
-    names the pin whose capture is its source (none: left out, as custom edits are); a concept
-    edit its dictionary's position in ``dictionaries`` (appended when new; the caller saves them).
-    """
+    """``edits`` as JSON-able rows, and a warning per edit that cannot be stored: a patch edit names
+    the pin whose capture is its source (none: left out, as custom edits are); a concept edit its
+    dictionary's position in ``dictionaries`` (appended when new; the caller saves them)."""
     if dictionaries is None:
         dictionaries = []
     rows: list[dict[str, Any]] = []
@@ -158,8 +157,7 @@ _NPZ_OVERHEAD = 250
 
 
 class _Arrays:
-    """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ...; with ``measure`` only their
-    size is counted, nothing copied."""
+    """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ... (``measure``: only sized)."""
 
     def __init__(self, measure: bool = False) -> None:
         self.arrays: dict[str, np.ndarray] = {}
@@ -322,8 +320,7 @@ def _read_npz(path: Path, zf: zipfile.ZipFile, member: str) -> dict[str, np.ndar
 
 
 def _dictionaries_of(section: Any, arrays_of: Any, warnings: list[str]) -> list[Any]:
-    """The dictionaries of the file's concept edits (None where one cannot be made: its
-    edits are then left out with a warning)."""
+    """The dictionaries of the file's concept edits (None where one cannot be made)."""
     if section is None:
         return []
     from actviz.analysis.concepts.dictionary import from_parts
@@ -399,8 +396,7 @@ def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 def model_source_of(
     loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
 ) -> ModelSource:
-    """The :class:`ModelSource` of a ``LoadedModel`` opened with these ``open_model`` arguments;
-    a model from one file gets the file's SHA-256."""
+    """The :class:`ModelSource` of a ``LoadedModel`` opened with these ``open_model`` arguments."""
     source = str(loaded.source)
     digest = size = None
     path = Path(source)

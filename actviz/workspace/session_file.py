@@ -1,8 +1,5 @@
-"""Session files (``.actviz``): an investigation saved whole and opened again exactly. No Qt.
-
-A zip of ``manifest.json`` and ``.npz`` members, never a pickle (``allow_pickle=False``, unknown
-members refused), so opening cannot run code. Custom callable edits cannot be stored.
-"""
+"""Session files (``.actviz``): an investigation saved whole and opened again exactly, as a zip
+of ``manifest.json`` and ``.npz`` members, never a pickle, so opening cannot run code."""
 
 from __future__ import annotations
 
@@ -154,8 +151,7 @@ _PLAIN: tuple[tuple[str, Any, Any], ...] = (
 
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
-    """What saving ``state`` would leave out, one line each: custom edits and patch edits whose
-    source is not a saved pin."""
+    """What saving ``state`` would leave out, a line each: custom edits, patches of unsaved pins."""
     pins = state.pins if pin_captures else ()
     _, warnings = edits_to_json(state.edits, pins)
     runs = [("the current run", state.capture)]

@@ -1,10 +1,6 @@
 """The explorer's state, without widgets: model, input, ticked layers, target, view settings.
-
 The window is a thin layer over one :class:`Session`: widgets change it, it announces changes
-through :class:`Event` callbacks, and :func:`run_job` (worker thread) captures a
-:class:`RunRequest` snapshot. :class:`TargetChoice`, :mod:`~actviz.workspace.display_settings`
-and :mod:`~actviz.workspace.run_request` hold the parts with rules of their own.
-"""
+through :class:`Event` callbacks, and :func:`run_job` captures a :class:`RunRequest` snapshot."""
 
 from __future__ import annotations
 
@@ -106,8 +102,7 @@ class TargetChoice:
         self._owner = owner
         self._changed = changed
         self.target: int | None = None
-        #: The unedited run's top-1, held until the model, input or target changes, so an edit
-        #: that makes another class lead does not move every view's target with it.
+        #: The unedited run's top-1, held till model, input or target change (edits do not move it).
         self.auto_target: int | None = None
 
     def reset(self) -> None:
@@ -187,13 +182,11 @@ class _Forward:
 
 
 class Session:
-    """Pure-Python explorer state shared by the window, the tree model and the worker.
-
-    Outside :mod:`actviz.workspace` state changes only through the setters; each change is
-    announced on the GUI thread: ``model_changed``, ``input_changed``, ``ticks_changed(names)``,
-    ``target_changed``, ``result_changed``, ``pins_changed``, ``edits_changed``,
-    ``view_changed(what)``, ``scan_changed``, ``concepts_changed(layer)``.
-    """
+    """Pure-Python explorer state shared by the window, the tree model and the worker; outside
+    :mod:`actviz.workspace` it changes only through the setters, each change announced on the
+    GUI thread: ``model_changed``, ``input_changed``, ``ticks_changed(names)``, ``target_changed``,
+    ``result_changed``, ``pins_changed``, ``edits_changed``, ``view_changed(what)``,
+    ``scan_changed``, ``concepts_changed(layer)``."""
 
     def __init__(self) -> None:
         self.model: nn.Module | None = None
@@ -368,9 +361,8 @@ class Session:
         self.input_changed.emit()
 
     def set_input_as_list(self, as_list: bool) -> None:
-        """Feed the input as one list of images (True) or as one batch tensor (False); a list
-        for a model whose forward takes a batch is refused (``ValueError``): every run would fail.
-        """
+        """Feed the input as one list of images (True) or as one batch tensor (False); a list for a
+        model whose forward takes a batch is refused (``ValueError``): every run would fail."""
         if as_list == self.input_as_list:
             return
         if as_list and self.model is not None:

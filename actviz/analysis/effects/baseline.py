@@ -1,8 +1,5 @@
-"""What a channel is set to when its effect is measured: zero, a dataset mean, another run.
-
-One object serves the estimate (:meth:`Baseline.single`) and the exact pass
-(:meth:`Baseline.batched`) from the same values, so both measure the same replacement.
-"""
+"""What a channel is set to when its effect is measured (zero, a dataset mean, another run):
+one object serves the estimate and the exact pass, so both measure the same replacement."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ __all__ = ["Baseline", "resolve_baseline"]
 
 class Baseline:
     """A resolved baseline: ``"zero"``, ``"mean"`` (a per-channel value) or ``"patch"`` (another
-    run's output at the same layer and call), with a one-line ``description``.
-    """
+    run's output at the same layer and call), with a one-line ``description``."""
 
     def __init__(
         self,
@@ -126,8 +122,7 @@ class Baseline:
 
 def resolve_baseline(baseline: Any) -> Baseline:
     """``effects``'s ``baseline`` as a :class:`Baseline`: ``"zero"``, a Scan (channel means), a
-    ``{layer: (C,) array}`` mapping, or another run's Capture (patching); ``TypeError`` otherwise.
-    """
+    ``{layer: (C,) array}`` mapping or another run's Capture (patching); else ``TypeError``."""
     if isinstance(baseline, Baseline):
         return baseline
     if isinstance(baseline, str):

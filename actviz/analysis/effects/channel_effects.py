@@ -1,10 +1,6 @@
-"""Which channels matter: every channel ranked by its effect on the target.
-
-The effect of channel ``c`` is ``target(c replaced by a baseline) - target(clean)``.
-``estimate`` is first-order (attribution patching) from one capture with gradients; ``exact``
-measures chosen channels by batched ablations. The target's choices are fixed on the clean
-run, so both measure the same quantity.
-"""
+"""Which channels matter: every channel ranked by its effect on the target,
+``target(c replaced by a baseline) - target(clean)``, estimated to first order from one capture
+with gradients or measured exactly by batched ablations (both with the clean run's target)."""
 
 from __future__ import annotations
 
@@ -96,11 +92,8 @@ def estimate_from_capture(
     target: Any = None,
 ) -> Effects:
     """Estimated effects of every channel of ``layers`` from a capture with gradients (runs
-    nothing).
-
-    ``target`` is the one the capture used, so :func:`verify` measures the same. ``ValueError``
-    without gradients, for a layer not recorded or without float channels, or a misfit baseline.
-    """
+    nothing; ``target``: the capture's, so :func:`verify` measures the same). ``ValueError``
+    without gradients, for a layer not recorded or without float channels, or a misfit baseline."""
     start = time.perf_counter()
     if not cap.gradients:
         # The capture's own warning says why it has none, when it was not asked to.
@@ -167,11 +160,9 @@ def verify(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Effects:
-    """``eff`` with the exact effects of ``channels`` added (earlier exact values kept).
-
-    ``inputs`` default to those the capture kept. ``ValueError`` for ``eff`` without its run, a
-    channel out of range, or an output without the batch first (use ``batch=1``).
-    """
+    """``eff`` with the exact effects of ``channels`` added (earlier exact values kept; ``inputs``
+    default to the capture's). ``ValueError`` for ``eff`` without its run, a channel out of
+    range, or an output without the batch first (use ``batch=1``)."""
     start = time.perf_counter()
     ctx = eff.context
     if ctx is None:

@@ -1,6 +1,5 @@
 """What :func:`~actviz.analysis.effects.channel_effects.effects` returns: per layer and channel the
-estimated (and exact) effects, their rankings, agreement (Spearman) and JSON form.
-"""
+estimated (and exact) effects, their rankings, agreement (Spearman) and JSON form."""
 
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ class EffectRow(NamedTuple):
 
     @property
     def has_effect(self) -> bool:
-        """Whether the channel has a bar to draw: its estimate or its exact effect is not
-        zero (a classifier's scores other than the target's have neither; an estimate that
-        the exact value contradicts is worth seeing)."""
+        """Whether the channel has a bar to draw: its estimate or its exact effect is not zero
+        (a classifier's other scores have neither; a contradicted estimate is worth seeing)."""
         return self.estimate != 0.0 or (self.exact is not None and self.exact != 0.0)
 
 
@@ -50,9 +48,7 @@ def frozen(a: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class LayerEffects:
     """One layer's effects, one read-only entry per channel: ``estimate`` and ``exact`` (NaN where
-    not ``verified``) float64, the ``channel_dim``, the output ``shape``, and ``calls`` (effects
-    sum over calls).
-    """
+    not ``verified``) float64, the ``channel_dim``, output ``shape`` and ``calls`` (summed over)."""
 
     layer: str
     estimate: np.ndarray
@@ -110,18 +106,15 @@ class RunContext:
     target: Any
     baseline: Baseline
     edits: Mapping[str, tuple]
-    #: Layers in the order they first ran: batches then mix neighbours only, which keeps
-    #: their shared prefix long (see :mod:`actviz.analysis.effects.exact`).
+    #: Layers in the order they first ran (batches of neighbours share a long prefix).
     run_order: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Effects:
-    """The result of :func:`effects`: per layer and channel, estimated (and exact) effects.
-
+    """The result of :func:`effects`: per layer and channel, estimated (and exact) effects;
     ``method`` becomes ``"exact"`` once channels were verified; ``target_*`` describe the clean
-    run's target; ``elapsed_s`` in total, ``exact_s`` of it over ``forwards`` exact passes.
-    """
+    run's target; ``elapsed_s`` in total, ``exact_s`` of it over ``forwards`` exact passes."""
 
     layers: tuple[str, ...]
     results: Mapping[str, LayerEffects] = field(repr=False)
@@ -187,9 +180,7 @@ class Effects:
     def top(
         self, layer: str, k: int = DEFAULT_VERIFY, by: str = "estimate"
     ) -> tuple[EffectRow, ...]:
-        """The ``k`` channels of ``layer`` with the largest ``|effect|`` ``by`` estimate or exact
-        (verified first).
-        """
+        """The ``k`` channels of ``layer`` of largest ``|effect|`` by ``by``, verified first."""
         res = self[layer]
         return tuple(res.row(int(c)) for c in res.order(by)[: max(0, int(k))])
 
@@ -263,10 +254,8 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 
 
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """Spearman's rank correlation of ``x`` and ``y`` (ties: average ranks).
-
-    NaN where it is undefined: fewer than two pairs, a constant side, or a non-finite value.
-    """
+    """Spearman's rank correlation of ``x`` and ``y`` (ties: average ranks); NaN where it is
+    undefined: fewer than two pairs, a constant side, or a non-finite value."""
     a = np.asarray(x, dtype=np.float64).reshape(-1)
     b = np.asarray(y, dtype=np.float64).reshape(-1)
     if a.shape != b.shape:

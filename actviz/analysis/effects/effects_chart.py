@@ -1,7 +1,6 @@
 """Bar charts of channel effects (PIL, no Qt), as ``actviz effects`` writes them. Colours say the
 sign everywhere: :data:`SUPPORTS_RGB` when replacing lowers the target, :data:`OPPOSES_RGB`
-when it raises it; exact values in a darker shade beside their estimate.
-"""
+when it raises it; exact values in a darker shade beside their estimate."""
 
 from __future__ import annotations
 
@@ -44,11 +43,9 @@ def chart_title(eff: Effects, layer: str) -> str:
 
 def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
     """The ``k`` channels of ``layer`` with the largest ``|estimate|`` as bars, largest first,
-    with exact bars where verified; channels without effect are left out and counted.
-    """
+    with exact bars where verified; channels without effect are left out and counted."""
     top_rows = eff.top(layer, k)
-    # As in the window: a channel without effect gets no empty slot (a classifier's other
-    # scores read as a row of labelled gaps); the footer counts them.
+    # As in the window: channels without effect get no empty slot; the footer counts them.
     rows = [r for r in top_rows if r.has_effect]
     left_out = len(top_rows) - len(rows)
     n = max(len(rows), 1)

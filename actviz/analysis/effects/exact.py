@@ -1,9 +1,6 @@
-"""Exact channel effects in batches: one forward pass measures up to ``batch`` channels.
-
-The input is repeated; sample ``i`` has its channel set to the baseline by a hook that builds a
-new tensor. For a single-sample input the modules before the first edit run once and broadcast;
-if that fails, later batches repeat the whole input.
-"""
+"""Exact channel effects in batches: one forward pass of the repeated input measures up to
+``batch`` channels, sample ``i``'s set to the baseline. For one sample the modules before the
+first edit run once and broadcast; if that fails, later batches repeat the whole input."""
 
 from __future__ import annotations
 
@@ -30,11 +27,8 @@ log = logging.getLogger(__name__)
 
 
 class TargetReader:
-    """The target of each sample of a batched output, with the clean run's choices kept.
-
-    An int or default target is linear in the output once chosen, so the clean gradient gives it
-    exactly; a callable target is called per sample.
-    """
+    """The target of each sample of a batched output, with the clean run's choices kept: an int
+    or default target is linear in the output once chosen; a callable is called per sample."""
 
     def __init__(self, clean: Any, target: Any) -> None:
         self.target = target
@@ -43,8 +37,7 @@ class TargetReader:
         self.weights: list[torch.Tensor | None] = []
         if not self.callable:
             leaves = list(iter_tensors(clean))
-            # Inside a caller's inference_mode, tensors cannot join autograd: the weights are
-            # read outside it (clones made there are normal tensors), as under no_grad.
+            # Under a caller's inference_mode the weights are read outside it, as under no_grad.
             with torch.inference_mode(False), torch.enable_grad():
                 made = [
                     t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach()
@@ -61,8 +54,7 @@ class TargetReader:
 
     def clean_value(self, captured: float) -> float:
         """The target of the clean output, read as :meth:`values` reads each sample; a callable
-        target gets ``captured``, its value on the model's own output object.
-        """
+        target gets ``captured``, its value on the model's own output object."""
         return float(captured) if self.callable else float(self.values(self.clean, 1)[0])
 
     def values(self, output: Any, b: int) -> list[float]:
@@ -117,8 +109,7 @@ def _rows(obj: Any, i: int, b: int) -> Any:
 
 def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
     """``inputs`` repeated ``b`` times along dimension 0, always as new tensors (a model that
-    writes into its input never reaches the caller's); a list argument stays a list.
-    """
+    writes into its input never reaches the caller's); a list argument stays a list."""
     device = model_device(model)
 
     def rep(t: torch.Tensor) -> torch.Tensor:
@@ -219,10 +210,7 @@ def run_exact(
     should_stop: Callable[[], bool] | None = None,
 ) -> tuple[list[float], int, float]:
     """The target with each ``(layer, channel)`` of ``jobs`` set to the baseline, ``batch`` per
-    pass.
-
-    ``edits`` are the clean run's. Returns ``(values, forwards, seconds)``.
-    """
+    pass (``edits``: the clean run's). Returns ``(values, forwards, seconds)``."""
     modules = dict(model.named_modules())
     hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
@@ -269,8 +257,7 @@ def run_batches(
     what: str,
 ) -> tuple[list[float], int]:
     """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time; ``expand`` is tried while
-    ``share`` holds, and after a failure the whole input is repeated.
-    """
+    ``share`` holds, and after a failure the whole input is repeated."""
     values: list[float] = []
     forwards = 0
     batch = max(1, int(batch))

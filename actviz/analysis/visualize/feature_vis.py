@@ -1,11 +1,6 @@
-"""Feature visualisation: the image a channel wants to see, by activation maximisation.
-
-``actviz.visualize(model, "layer3", range(8))`` follows Olah et al. ("Feature Visualization",
-Distill 2017): Fourier parameterisation with 1/f scaling, decorrelated colour, robustness
-transforms and Lucid's redirected ReLU for channels silent on the start image. The forward
-stops at the layer, weights take no gradient, channels run as one batch and the model is left
-as found.
-"""
+"""Feature visualisation: the image a channel wants to see, by activation maximisation after
+Olah et al. ("Feature Visualization", Distill 2017), channels in one batch, the forward stopped
+at the layer, no gradient for the weights and the model left as found."""
 
 from __future__ import annotations
 
@@ -269,8 +264,7 @@ def check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torc
         )
     exp = expected_input(model)
     if exp.channels is None:
-        # No convolution but an embedding: a text model without its tokenizer. Said here, as
-        # the probe's "pass input_size" hint would send the user after the wrong fix.
+        # An embedding, no convolution: a text model (the probe's hint would mislead).
         for name, module in model.named_modules():
             if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
                 raise VisualizeError(
@@ -333,8 +327,7 @@ def optimise_images(
         return x.to(dtype)
 
     results: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
-    # In-place modules run out of place: a redirected ReLU reads its input, which an in-place
-    # ReLU would have overwritten.
+    # Out of place: a redirected ReLU reads its input, which an in-place ReLU overwrites.
     state = ModelState(net, out_of_place=redirect)
     flags = [(p, p.requires_grad) for p in net.parameters()]
     runner: LayerRunner | None = None
@@ -397,12 +390,9 @@ class _Reached(Exception):
 
 
 class _RedirectedReLU(torch.autograd.Function):
-    """ReLU whose gradient is not lost where units are off (Lucid's ``redirected_relu_grad``).
-
-    Backward, per image: the plain gradient if any got through, else the one that would turn
-    units on. Images in ``stuck`` (last step's gradient exactly zero) get the redirected gradient
-    at every ReLU, where plain activation maximisation would stay grey.
-    """
+    """ReLU whose gradient is not lost where units are off (Lucid's ``redirected_relu_grad``):
+    per image the plain gradient if any got through and it is not in ``stuck`` (last step's
+    gradient exactly zero), else the one that would turn units on (plain would stay grey)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, stuck: torch.Tensor) -> torch.Tensor:
@@ -416,8 +406,7 @@ class _RedirectedReLU(torch.autograd.Function):
         plain = grad.masked_fill(off, 0)
         through = plain.reshape(plain.shape[0], -1).ne(0).any(1) & ~stuck
         if grad.device.type == "cpu" and bool(through.all()):
-            # Nearly every step: skip the blend's passes. Not on a GPU, where this check would
-            # wait for the device at every ReLU.
+            # Nearly every step: skip the blend (not on a GPU: the check would wait for it).
             return plain, None
         # Gradient descent on the loss moves x by -grad: grad > 0 would push an off unit lower.
         redirected = grad.masked_fill(off & (grad > 0), 0)
@@ -485,16 +474,13 @@ class LayerRunner:
         self.handles = []
 
 
-#: Steps of redirected gradient an image takes, once, after its gradient was exactly zero;
-#: more (or redirecting whenever it is zero) keeps images from settling.
+#: Steps of redirected gradient an image takes, once, after a zero gradient (more: no settling).
 _REDIRECT_STEPS = 4
 
 
 def next_stuck(grad: torch.Tensor | None, left: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which images take the redirected gradient next step, and the countdown (no host sync).
-
-    ``left`` per image: 0 never redirected, ``n > 0`` steps of redirection left, -1 done.
-    """
+    """Which images take the redirected gradient next step, and the countdown (no host sync):
+    ``left`` per image is 0 never redirected, ``n > 0`` steps of redirection left, -1 done."""
     if grad is None:
         return left > 0, left
     zero = grad.reshape(grad.shape[0], -1).ne(0).any(1).logical_not()

@@ -1,10 +1,5 @@
-"""The image side of feature visualisation: how an image is parameterised and transformed.
-
-:class:`ImageParam` holds ``K`` images, each from its own seed, as a 1/f-scaled Fourier
-spectrum with decorrelated colour and a sigmoid (Lucid's constants, so settings carry over).
-:class:`RobustTransforms` composes each sample's transforms into one affine map: one
-``grid_sample`` per step for the batch.
-"""
+"""The image side of feature visualisation: :class:`ImageParam` (``K`` seeded images as 1/f
+Fourier spectra with decorrelated colour, Lucid's constants) and :class:`RobustTransforms`."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ _INIT_SD = 0.01
 
 
 def sample_seed(seed: int, key: int) -> int:
-    """The seed of one sample, from the run's seed and the sample's key (its channel), so a
-    channel gives the same picture alone or batched."""
+    """One sample's seed from the run's and its key: a channel's picture, alone or batched."""
     return (int(seed) * 1_000_003 + int(key) * 7_919 + 12_345) % (2**63 - 1)
 
 
@@ -86,8 +80,7 @@ class ImageParam:
         return torch.sigmoid(x)
 
 
-#: Transform sets by name: pad (pixels, filled with 0.5 grey), first jitter (pixels, the
-#: range of shifts), scales, angles (degrees, 0 five more times as in Lucid), second jitter.
+#: Transform sets: pad (px, 0.5 grey), jitter (px), scales, angles (degrees, as Lucid), jitter.
 TRANSFORM_SETS: dict[str, dict[str, object]] = {
     "standard": {
         "pad": 12,
@@ -101,12 +94,9 @@ TRANSFORM_SETS: dict[str, dict[str, object]] = {
 
 
 class RobustTransforms:
-    """Per-sample pad, jitter, scale, rotation and jitter as one affine resampling per step.
-
-    Each sample's maps are drawn up front from its own generator, so they do not depend on the
-    batch or global random state; jitter is centred so it does not drift the picture.
-    ``image_size`` is fed at ``out_size`` (None: the image with its padding).
-    """
+    """Per-sample pad, jitter, scale, rotation and jitter as one affine resampling per step,
+    drawn up front from each sample's own generator (independent of the batch); ``image_size``
+    is fed at ``out_size`` (None: the image with its padding)."""
 
     def __init__(
         self,

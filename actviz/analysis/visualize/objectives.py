@@ -1,6 +1,5 @@
 """Objectives: what the optimisation maximises, as a function of the layer's output (or the
-logits) and the samples' keys: a channel, its centre neuron, the layer, a direction, a callable.
-"""
+logits) and the samples' keys: a channel, its centre neuron, the layer, a direction, a callable."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from actviz.core.edit_kinds import channel_dim
 
 @dataclass(frozen=True)
 class Objective:
-    """``fn(output, keys) -> (N,)`` values to maximise; ``name`` for settings and the cache
-    (None: not cacheable, a callable)."""
+    """``fn(output, keys) -> (N,)`` values to maximise; ``name`` for settings (None: a callable)."""
 
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     name: str | None

@@ -1,10 +1,5 @@
-"""Where feature visualisations are kept between runs, so a channel opened again shows at once.
-
-One ``.npz`` per (weights, layer, channel, settings) under ``actviz/visualize`` in the user's
-cache. The weights' hash (:func:`actviz.data.cache.weights_fingerprint`) is remembered per model
-while its tensors are unchanged. Writes are atomic and an unreadable file counts as missing.
-No Qt.
-"""
+"""Where feature visualisations are kept between runs, so a channel opened again shows at once:
+one ``.npz`` per (weights, layer, channel, settings) in the user's cache, written atomically."""
 
 from __future__ import annotations
 

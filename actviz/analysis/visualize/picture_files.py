@@ -28,9 +28,8 @@ _INK = (30, 30, 30)
 def contact_sheet(
     vis: Visualization, columns: int | None = None, tile: int | None = None
 ) -> np.ndarray:
-    """All images of ``vis`` in a grid, each under its channel number: ``(H, W, 3)`` uint8;
-    ``columns`` tiles per row (None: about square) of side ``tile`` (None: the images' own
-    size, at least 64 so the numbers fit)."""
+    """All images of ``vis`` in a numbered grid, ``(H, W, 3)`` uint8: ``columns`` tiles per row
+    (None: about square) of side ``tile`` (None: the images' own, at least 64)."""
     k = len(vis.channels)
     cols = columns or max(1, math.ceil(math.sqrt(k)))
     rows = math.ceil(k / cols)
@@ -57,12 +56,9 @@ def contact_sheet(
 
 
 def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
-    """How to make ``vis`` again: the :func:`~actviz.visualize` keyword arguments (``kwargs``),
-    that call as Python, and the ``actviz visualize`` command line when ``source`` is known.
-
-    The same call on the same weights gives the same images; a callable or direction objective
-    is named, not included.
-    """
+    """How to make ``vis`` again (same weights, same images): the :func:`~actviz.visualize`
+    keyword arguments (``kwargs``), that call as Python, and the ``actviz visualize`` command
+    line when ``source`` is known; a callable or direction objective is named, not included."""
     s = dict(vis.settings)
     name = str(s["objective"] or "")
     base = name.lstrip("-")
@@ -104,8 +100,7 @@ def write_visualization(
     vis: Visualization, out: str | Path, extra: Mapping[str, Any] | None = None
 ) -> list[Path]:
     """Write ``vis`` into folder ``out`` (a PNG per image, a numbered contact sheet and
-    ``visualize.json`` with settings, curves and ``extra``); returns the files written.
-    """
+    ``visualize.json`` with settings, curves and ``extra``); returns the files written."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     stem = safe_name(vis.layer) if vis.layer else "logit"

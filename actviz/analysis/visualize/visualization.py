@@ -12,8 +12,7 @@ import numpy as np
 from actviz.data.atlas_vectors import frozen
 from actviz.io.errors import ActvizError
 
-#: Objectives by name: a channel's mean activation, its centre neuron, the layer's mean square
-#: (DeepDream). A class logit is ``target=``, a direction a tensor, anything else a callable.
+#: Objectives by name: a channel's mean, its centre neuron, the layer's mean square (DeepDream).
 OBJECTIVES = ("channel", "neuron", "layer")
 
 

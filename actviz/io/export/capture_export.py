@@ -1,7 +1,6 @@
 """Writing a capture to disk (no Qt): per layer the mosaics, their one-pixel-per-value
 ``_1x.png`` and the raw ``.npz``, as :func:`actviz.display.prepare.prepare` makes them for the
-window; saliency, Grad-CAM and ``summary.json`` for the model.
-"""
+window; saliency, Grad-CAM and ``summary.json`` for the model."""
 
 from __future__ import annotations
 
@@ -278,8 +277,7 @@ def target_record(
     cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
 ) -> dict[str, Any]:
     """What ``summary.json`` says of the target: index, name, sentence, value and ``chosen``
-    (``"top prediction"``, ``"picked"``, ``"custom"`` or ``"none"``).
-    """
+    (``"top prediction"``, ``"picked"``, ``"custom"`` or ``"none"``)."""
     index = cap.target_index
     kind = prepared.prediction_kind
     label = None
@@ -315,8 +313,7 @@ def with_input_embedding(
     model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None
 ) -> list[str] | None:
     """The layers to capture for an export of ``layers``: for token ids the input embedding first
-    (a text input's saliency is read there); otherwise ``layers`` as they are.
-    """
+    (a text input's saliency is read there); otherwise ``layers`` as they are."""
     if layers is None or not token_input(inputs):
         return None if layers is None else list(layers)
     embedding = input_embedding(model)
@@ -324,9 +321,8 @@ def with_input_embedding(
 
 
 def write_token_saliency(out: Path, tokens: TokenSaliency, target: str = "") -> list[Path]:
-    """Write a text input's saliency per token as ``token_saliency.json`` (the layer, the
-    target and one row per token) and ``token_saliency.csv`` (``index,token,saliency,share``:
-    the raw value and its share of the largest)."""
+    """Write a text input's saliency per token as ``token_saliency.json`` (layer, target, a row
+    per token) and ``token_saliency.csv`` (``index,token,saliency,share`` of the largest)."""
     shares = tokens.shares()
     rows = [
         {

@@ -1,6 +1,5 @@
 """An HTML report of a run: one self-contained file anyone can open, without actviz or the model
-(the export's PNGs embedded, inline CSS, no script; its Content-Security-Policy forbids requests).
-"""
+(the export's PNGs, inline CSS, no script; its Content-Security-Policy forbids requests)."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ ProgressFn = Callable[[int, int, str], None]
 @dataclass(frozen=True)
 class ReportInfo:
     """What :func:`write_report` wrote: ``path``, its size ``nbytes``, and ``panels``, the
-    ``(id, title)`` of every embedded picture in page order (``"features:<layer>"``, ...).
-    """
+    ``(id, title)`` of every embedded picture in page order (``"features:<layer>"``, ...)."""
 
     path: Path
     nbytes: int
@@ -267,9 +265,8 @@ def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
 
 
 def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
-    """:func:`write_report` of a :class:`~actviz.display.prepared.RunResult` as the window shows
-    it, ``kwargs`` adding or overriding its arguments; ``ValueError`` for a result without capture.
-    """
+    """:func:`write_report` of a :class:`~actviz.display.prepared.RunResult` as the window shows it,
+    ``kwargs`` adding or overriding its arguments; ``ValueError`` for a result without capture."""
     if result.capture is None:
         raise ValueError("this result holds no capture to report")
     spec = result.spec

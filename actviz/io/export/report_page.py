@@ -53,8 +53,7 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def png_bytes(picture: Image.Image | np.ndarray) -> bytes:
-    """A picture (PIL image or ``(H, W[, 3])`` uint8 array) as PNG bytes (lossless: the
-    decoded pixels are the picture's)."""
+    """A picture (PIL image or ``(H, W[, 3])`` uint8 array) as lossless PNG bytes."""
     if isinstance(picture, np.ndarray):
         picture = Image.fromarray(np.ascontiguousarray(picture))
     buf = io.BytesIO()

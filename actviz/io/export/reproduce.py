@@ -1,7 +1,6 @@
 """``reproduce.py``: a short script in every export that rebuilds the run with the public API
 and saves the same ``.npz`` arrays. What a name cannot rebuild (source-less inputs, random
-weights, a patch source) is saved beside it; an unimportable custom edit becomes one that raises.
-"""
+weights, a patch source) is saved beside it; an unimportable custom edit becomes one that raises."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ class RunSource:
     """How a run's model and input were opened, so the script can open them again: ``model`` and
     ``arch``/``weights``/``trust``/``device`` as :func:`open_model` took them (None: unknown);
     ``input`` and ``list_input`` as :func:`actviz.load_input` took them (None: tensors saved);
-    ``target`` an int, str or None; ``state`` the weights to save when they cannot be reopened.
-    """
+    ``target`` an int, str or None; ``state`` the weights to save when they cannot be reopened."""
 
     model: str | None = None
     arch: str | None = None

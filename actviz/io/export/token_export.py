@@ -1,6 +1,5 @@
 """Export of the sequence views (token heat maps, attention, rollout, logit lens) from the
-window's own prepared result, so files show the window's arrays, maps and levels.
-"""
+window's own prepared result, so files show the window's arrays, maps and levels."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def sequence_inputs(
     layout: Any = None,
 ) -> tuple[Any, DisplaySpec]:
     """``cap`` and ``spec`` ready for the sequence views: the spec gets tokens, patch layout and
-    tokenizer; with a model and no attention yet, a copy of ``cap`` gets it recorded.
-    """
+    tokenizer; with a model and no attention yet, a copy of ``cap`` gets it recorded."""
     from actviz.display.attention import capture_attention
     from actviz.display.token_maps import sequence_layout
 

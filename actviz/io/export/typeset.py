@@ -1,6 +1,5 @@
 """Typesetting a capture's pictures (PIL only, no Qt): titled mosaics with colour bars and
-channel numbers, bar charts, heat maps, saliency strips; for files and the HTML report alike.
-"""
+channel numbers, bar charts, heat maps, saliency strips; for files and the HTML report alike."""
 
 from __future__ import annotations
 
@@ -125,8 +124,7 @@ MOSAIC_BACKGROUND = (235, 235, 235)
 
 
 def mosaic_rgb(m: Mosaic, cmap: str) -> np.ndarray:
-    """The ``(H, W, 3)`` pixels of mosaic ``m`` in map ``cmap``, exactly as a panel paints them
-    (padding in :data:`MOSAIC_BACKGROUND`)."""
+    """The ``(H, W, 3)`` pixels of mosaic ``m`` in map ``cmap``, exactly as a panel paints them."""
     return colormaps.paint(m.indices, cmap, MOSAIC_BACKGROUND)
 
 
@@ -244,8 +242,7 @@ def channel_pages(
     tensor: torch.Tensor | LayerView, page: int = EXPORT_PAGE_CHANNELS
 ) -> list[tuple[int, str]]:
     """``(first channel, file-name suffix)`` of each mosaic page of a layer output: the first page
-    keeps the plain name, the others name their channels (``_ch1024-2047``).
-    """
+    keeps the plain name, the others name their channels (``_ch1024-2047``)."""
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     total = int(view.data.shape[0]) if view.kind == "maps" else 0
     rest = range(page, total, page)
@@ -366,9 +363,8 @@ def heat_png(
     levels: tuple[float, float] | None = None,
     bars_label: str = "norm",
 ) -> Image.Image:
-    """A labelled heat map: ``rows`` beside it, ``cols`` under it (rotated), one bar per row
-    on the right (``bars``, headed ``bars_label`` and their largest value), the title and the
-    value range above."""
+    """A labelled heat map: ``rows`` beside it, ``cols`` under it (rotated), one bar per row on the
+    right (``bars``, headed ``bars_label`` and their largest value), title and range above."""
     heat = np.asarray(heat, dtype=np.float32)
     if symmetric is None:
         symmetric = bool((heat < 0).any())
@@ -452,9 +448,7 @@ def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> I
 def attribution_images(
     cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
 ) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
-    """The saliency, Grad-CAM and rollout pictures of a prepared capture, as export writes them:
-    ``({name: (picture, values)}, notes)``.
-    """
+    """A prepared capture's saliency, Grad-CAM, rollout: ``({name: (picture, values)}, notes)``."""
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}
     first_grad = first_tensor(cap.input_grads)

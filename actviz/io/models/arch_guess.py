@@ -1,6 +1,5 @@
 """Guessing the architecture of a bare state_dict from its key names and tensor shapes, against
-signatures (key -> shape) built on the ``meta`` device: torchvision's, and timm's shortlist.
-"""
+signatures (key -> shape) built on the ``meta`` device: torchvision's, and timm's shortlist."""
 
 from __future__ import annotations
 
@@ -40,9 +39,8 @@ MIN_SCORE = 0.2
 FAMILY_OVERLAP = 0.5
 #: At most this many timm architectures are compared.
 TIMM_MAX_CANDIDATES = 300
-#: The timm architectures a bare state_dict is compared with: the popular members of the
-#: common families, and timm's own tiny test models. Any other timm name opens with
-#: ``arch="timm:NAME"`` (or the ``arch`` key timm's train.py stores in its checkpoints).
+#: The timm architectures a bare state_dict is compared with: the common families' popular
+#: members and timm's tiny test models (any other opens with ``arch="timm:NAME"``).
 TIMM_SHORTLIST = (
     *(f"test_{n}" for n in ("vit", "vit2", "convnext", "convnext2", "efficientnet", "resnet")),
     *(f"resnet{d}" for d in (18, 26, 34, 50, 101, 152)),
@@ -362,9 +360,8 @@ def compare_architecture(state_dict: Mapping[str, Any], name: str) -> ArchGuess 
 def guess_architecture(
     state_dict: Mapping[str, Any], *, top: int = 5, zoos: Sequence[str] = ZOOS
 ) -> list[ArchGuess]:
-    """The known architectures scoring at least :data:`MIN_SCORE` for a state_dict (wrapper
-    prefixes such as ``module.`` allowed), best first; ``zoos`` are searched in order, a later one
-    only when nothing earlier fits."""
+    """The architectures scoring at least :data:`MIN_SCORE` for a state_dict (prefixes such as
+    ``module.`` allowed), best first; a later one of ``zoos`` only when no earlier one fits."""
     ckpt = _checkpoint_shapes(state_dict)
     if not ckpt:
         return []

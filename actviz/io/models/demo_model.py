@@ -1,6 +1,5 @@
 """The bundled demo model: a small CNN trained offline on shapes it draws itself, one coloured
-shape on a textured background, so only the object tells classes apart (Grad-CAM lands on it).
-"""
+shape on a textured background, so only the object tells classes apart (Grad-CAM lands on it)."""
 
 from __future__ import annotations
 
@@ -167,9 +166,8 @@ def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
 
 
 def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
-    """One bundled sample (file name, stem or class; None: the first) as ``(x, rgb)``: a
-    ``(1, 3, H, W)`` float32 tensor in [0, 1] and the same pixels as uint8 (else
-    ``FileNotFoundError``)."""
+    """One bundled sample (file name, stem or class; None: the first) as ``(x, rgb)``, a
+    ``(1, 3, H, W)`` float32 tensor in [0, 1] and its uint8 pixels (``FileNotFoundError``)."""
     samples = demo_samples()
     if not samples:
         raise FileNotFoundError("no demo samples in actviz.resources/demo/samples")

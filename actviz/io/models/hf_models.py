@@ -1,6 +1,5 @@
 """Hugging Face transformers models from a ``save_pretrained`` folder or a cached hub id (nothing
-downloads; own code needs ``trust=True``), with eager attention so its probabilities exist.
-"""
+downloads; own code needs ``trust=True``), with eager attention so its probabilities exist."""
 
 from __future__ import annotations
 
@@ -71,8 +70,7 @@ def looks_like_hub_id(text: str) -> bool:
 
 
 def cached_hub_file(repo_id: str, *names: str) -> Path | None:
-    """The first of ``names`` in the local Hugging Face cache's snapshot of ``repo_id``, or None
-    (the network is never asked)."""
+    """The first of ``names`` in the local cache's snapshot of ``repo_id`` (no network), or None."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
@@ -103,9 +101,7 @@ def hub_cache_dir() -> str:
 
 
 def task_of(class_name: str) -> str | None:
-    """What a transformers class does, from its name: ``"causal-lm"``, ``"classifier"``,
-    ``"vision"`` (no classification head) or None.
-    """
+    """A transformers class's task by name: ``"causal-lm"``, ``"classifier"``, ``"vision"``."""
     if class_name.endswith(("ForCausalLM", "LMHeadModel")):
         return "causal-lm"
     if re.search(r"For\w*Classification$", class_name) and "Token" not in class_name:
@@ -228,8 +224,7 @@ def _helper(transformers: Any, folder: Path, what: str, trust: bool, warnings: l
 
 class ProcessorTransform:
     """A Hugging Face image processor as actviz preprocessing: PIL image -> ``(C, H, W)``, with
-    ``mean``/``std``/``crop_size`` exposed like torchvision presets (overlays undo them).
-    """
+    ``mean``/``std``/``crop_size`` exposed like torchvision presets (overlays undo them)."""
 
     def __init__(self, processor: Any) -> None:
         self.processor = processor
@@ -281,8 +276,7 @@ def _categories(model: nn.Module, task: str | None) -> list[str] | None:
 
 def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> LoadedModel:
     """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache;
-    ``ModelLoadError`` (no transformers, not cached, no weights, unknown class) or
-    ``TrustNeededError`` (own code without ``trust``)."""
+    ``ModelLoadError`` or ``TrustNeededError`` (own code without ``trust``)."""
     try:
         import transformers
     except ImportError as exc:

@@ -1,5 +1,4 @@
-"""What an opened model is (:class:`LoadedModel`) and how well a guessed architecture fits its
-weights (:class:`ArchGuess`)."""
+"""What an opened model is, and how well a guessed architecture fits its weights."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Opening a model from whatever the user names (:func:`open_model`, for CLI, GUI and scripts),
 tried in order: ``"demo"``, a file, a ``save_pretrained`` folder, ``"timm:NAME"``, a code
-reference, a torchvision or timm name, a cached hub id.
-"""
+reference, a torchvision or timm name, a cached hub id."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Opening a model file: its format read from its content (state_dict, training checkpoint,
-safetensors, TorchScript, ``torch.export`` .pt2, a pickled module), the architecture given,
-recorded or guessed for bare weights.
-"""
+"""Opening a model file, its format read from its content; bare weights get the architecture
+given, recorded or guessed."""
 
 from __future__ import annotations
 

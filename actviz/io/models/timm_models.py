@@ -80,8 +80,7 @@ def rank_matches(query: str, names: Sequence[str]) -> list[str]:
 
 def resolve_name(text: str, *, bare: bool = True) -> str | None:
     """The canonical ``timm/NAME`` for typed text (``timm:NAME``, ``timm/NAME``, or with ``bare`` a
-    plain name), or None. ``ModelLoadError`` for a prefixed name timm lacks or without timm.
-    """
+    plain name), or None. ``ModelLoadError`` for a prefixed name timm lacks or without timm."""
     lowered = text.strip().lower()
     for prefix in _PREFIXES:
         if lowered.startswith(prefix):
@@ -111,8 +110,7 @@ def _is_timm_model(name: str) -> bool:
 
 class TimmTransform:
     """timm's eval transform as actviz preprocessing (PIL image -> ``(C, H, W)``), with its data
-    ``config`` and torchvision-style ``mean``, ``std``, ``crop_size`` and ``resize_size``.
-    """
+    ``config`` and torchvision-style ``mean``, ``std``, ``crop_size`` and ``resize_size``."""
 
     def __init__(self, transform: Any, config: dict[str, Any]) -> None:
         self.transform = transform

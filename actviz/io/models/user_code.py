@@ -48,8 +48,7 @@ def parse_code_ref(source: str) -> CodeRef | None:
 
 
 def module_classes_in_file(path: str | os.PathLike[str]) -> list[str]:
-    """Names of top-level classes in a .py file, read with ``ast`` (not run), to suggest
-    ``file.py:Class`` when the user gave only the file."""
+    """Top-level class names of a .py file, read with ``ast`` (not run), to suggest one."""
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
@@ -104,8 +103,7 @@ def _import_module(name: str) -> Any:
 
 def build_from_code(ref: CodeRef) -> nn.Module:
     """The model a code reference names: an ``nn.Module`` subclass or factory (called without
-    arguments) or an instance. ``ModelLoadError`` when missing, failing, or not a module.
-    """
+    arguments) or an instance. ``ModelLoadError`` when missing, failing, or not a module."""
     if ref.is_file:
         path = Path(ref.target)
         if not path.is_file():

@@ -1,6 +1,5 @@
 """torchvision models by name: weights resolution, cache check, offline fallback (the network is
-probed with a short timeout, so an offline machine gets random weights at once).
-"""
+probed with a short timeout, so an offline machine gets random weights at once)."""
 
 from __future__ import annotations
 
@@ -67,9 +66,8 @@ def offline_note(host: str, what: str) -> str:
 
 
 def resolve_weights(name: str, weights: Any) -> Any:
-    """``weights=`` (``"DEFAULT"``, a member or its name or full name, None/``"random"``/
-    ``"none"``) as a torchvision ``WeightsEnum`` member, or None for random init;
-    ``ModelLoadError`` lists the available ones."""
+    """``weights=`` (``"DEFAULT"``, a member or its name, None/``"random"``/``"none"``) as a
+    torchvision ``WeightsEnum`` member, or None (random); ``ModelLoadError`` lists them."""
     from torchvision.models import get_model_weights
 
     if random_init(weights):
