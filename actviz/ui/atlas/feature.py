@@ -23,6 +23,7 @@ from actviz.ui.atlas.captions import (
 from actviz.ui.atlas.colours import colouring
 from actviz.ui.atlas.view import HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.panels.style import rgb_pixmap
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
 __all__ = ["NEAREST_K", "SELECTION_THUMBS", "AtlasFeature", "classifier_layer"]
@@ -379,8 +380,6 @@ class AtlasFeature(FeatureBase, QObject):
         pixmap: QPixmap | None = None
         try:
             from PIL import Image
-
-            from actviz.ui.panels.style import rgb_pixmap
 
             with Image.open(path) as im:
                 im.draft("RGB", (THUMB, THUMB))  # JPEGs decode at a fraction of their size

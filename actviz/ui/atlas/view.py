@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.data.atlas_image import SELECTED_RGB
+from actviz.data.atlas_map import points_in_polygon
 from actviz.ui.atlas.colours import COLOUR_MODES, Colouring
 from actviz.ui.atlas.map_items import RasterDots, SelectBox
 from actviz.ui.panels import style
@@ -345,8 +346,6 @@ class AtlasView(QWidget):
 
     def rows_in_shape(self, shape: np.ndarray) -> np.ndarray:
         """The dots inside the closed ``(K, 2)`` polygon ``shape`` (view coordinates)."""
-        from actviz.data.atlas_map import points_in_polygon
-
         return np.flatnonzero(points_in_polygon(self.coords, shape))
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
+from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 from actviz.ui.background_loads import arch_needed_text, describe_error, short_source
 from actviz.ui.host import WindowHost
 from actviz.ui.worker import CAPTURE_NICE, Worker
@@ -104,8 +105,6 @@ class ModelB(QObject):
         return ""
 
     def _on_errored(self, load: dict[str, Any], error: BaseException) -> None:
-        from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
-
         if load is not self._load:
             return
         self._load = None

@@ -92,7 +92,6 @@ class TopKGrid(QtWidgets.QWidget):
         for view, picture in zip(self.views, tile_pictures(self.views), strict=True):
             entry = view.entry
             name = source_name(entry.source)
-            # Scaled down to the icon size.
             icon = QtGui.QIcon(style.rgb_pixmap(picture, TILE_PX, smooth=False))
             item = QtWidgets.QListWidgetItem(icon, f"{style.format_value(entry.value)}\n{name}")
             item.setData(SOURCE_ROLE, entry.source)

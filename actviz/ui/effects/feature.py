@@ -21,6 +21,7 @@ from actviz.ui.effects.view import BarRow, EffectsView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
+from actviz.workspace.edits_board import StaleEditError
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.effects.effect_results import Effects
@@ -407,8 +408,6 @@ class EffectsFeature(FeatureBase, QObject):
         except (TypeError, ValueError) as exc:
             self.host.show_error(f"Could not make the edit: {exc}")
             return False
-        from actviz.workspace.edits_board import StaleEditError
-
         what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
         repeated = self.session.edits.repeats(layer, edit)
         if repeated is not None:

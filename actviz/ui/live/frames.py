@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from actviz.data.sources import IMAGE_SUFFIXES
+from actviz.data.sources import IMAGE_SUFFIXES, folder_images
 from actviz.display.attribution import display_image
 
 log = logging.getLogger(__name__)
@@ -163,8 +163,6 @@ class ImageFolder(FrameSource):
         folder = Path(folder)
         if not folder.is_dir():
             raise ValueError(f"{folder}: not a folder")
-        from actviz.data.sources import folder_images
-
         # As a scan reads it (an ImageFolder layout plays in order).
         self.files = [Path(p) for p in folder_images(folder.resolve())[0]]
         if not self.files:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from PySide6.QtGui import QImage
 
 from actviz.ui.live.frames import FrameSource, LiveFrame
 
@@ -79,8 +80,6 @@ class WebcamSource(FrameSource):
         self.camera.stop()
 
     def _on_frame(self, video_frame: Any) -> None:
-        from PySide6.QtGui import QImage
-
         image = video_frame.toImage().convertToFormat(QImage.Format.Format_RGB888)
         if image.isNull():
             return

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
+from actviz.io.errors import UntrustedFileError
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder
 from actviz.ui.host import FeatureBase, WindowHost
@@ -326,8 +327,6 @@ class SessionsFeature(FeatureBase, QObject):
         self._step(opening, job, lambda loaded: self._adopt(opening, loaded), self._model_failed)
 
     def _model_failed(self, opening: _Opening, error: BaseException) -> None:
-        from actviz.io.errors import UntrustedFileError
-
         if isinstance(error, UntrustedFileError) and not opening.trust:
             if self.host.confirm_untrusted(self.host.dialog_parent(), error.path, str(error)):
                 opening.trust = True

@@ -132,11 +132,8 @@ class ModuleTreeModel(QAbstractItemModel):
             if column == PARAMS:
                 return format_count(node.total_params) if node.total_params else ""
         elif role == Qt.ItemDataRole.CheckStateRole and column == NAME:
-            return (
-                Qt.CheckState.Checked
-                if self._session.is_ticked(node.name)
-                else Qt.CheckState.Unchecked
-            )
+            ticked = self._session.is_ticked(node.name)
+            return Qt.CheckState.Checked if ticked else Qt.CheckState.Unchecked
         elif role == Qt.ItemDataRole.FontRole and column == NAME:
             # (The model itself holds every tick: its row says nothing by being bold.)
             return self._bold if node.name and self._ticked_inside(node.name) else None

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize.feature_vis import visualize
 from actviz.analysis.visualize.visualization import Visualization
+from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
@@ -247,8 +248,6 @@ class VisualizeFeature(FeatureBase, QObject):
         return self.job.cancel()
 
     def _on_copy_failed(self, error: BaseException) -> None:
-        from actviz.ui.background_loads import describe_error
-
         self._end(f"Could not copy the model: {describe_error(error)}", "What it wants failed")
 
     def _end(self, message: str, status: str) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.prediction_change import PredictionChangeView
 from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock, ask_range
+from actviz.workspace.edits_board import StaleEditError
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.difference import PredictionChange
@@ -102,8 +103,6 @@ class WhatIfController(FeatureBase, QObject):
     def add_edit(self, layer: str, edit: Any, note: str = "", *, model: Any = None) -> bool:
         """Add ``edit`` on ``layer`` and re-run; ``model`` offered it (None: the one shown).
         False (said) when that model is no longer shown."""
-        from actviz.workspace.edits_board import StaleEditError
-
         kwargs = {} if model is None else {"model": model}  # omitted: the model shown
         repeated = self.session.edits.repeats(layer, edit)
         if repeated is not None:
