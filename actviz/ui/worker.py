@@ -155,9 +155,6 @@ class Job(QObject):
             getattr(self, name).disconnect()
 
 
-_SIGNALS = ("started", "staged", "progress", "finished", "failed", "cancelled", "superseded")
-
-
 def _signal_methods() -> dict[str, QMetaMethod]:
     meta = Job.staticMetaObject
     methods = {}
@@ -170,13 +167,12 @@ def _signal_methods() -> dict[str, QMetaMethod]:
 
 #: Each of a job's signals as Qt knows it (to ask whether anything is connected).
 _SIGNAL_METHODS = _signal_methods()
+_SIGNALS = tuple(_SIGNAL_METHODS)
 
 
 class _RunnerSignals(QObject):
     # Emitted from the pool thread; received (queued) by the Worker on the GUI thread.
-    started = Signal(int)
-    staged = Signal(int)
-    progress = Signal(int, str)
+    relay = Signal(int, str, object)  # generation, the job's signal name, its arguments
     done = Signal(int, object, object)  # generation, result, exception
 
 
@@ -220,10 +216,12 @@ class _Runner:
             if job is None or self.should_stop():
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
-                signals.started.emit(gen)
+                signals.relay.emit(gen, "started", ())
             # One torch thread for a second stage: another OpenMP team slows the capture beside it.
             with torch_threads(1 if self.is_second_stage else self.threads):
-                result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
+                result = job(
+                    self.should_stop, lambda msg: signals.relay.emit(gen, "progress", (msg,))
+                )
             if isinstance(result, Staged):
                 second_stage = self.second_stage
                 if second_stage is None:
@@ -233,7 +231,7 @@ class _Runner:
                     gen, result.then, self.should_stop, signals, second=True, nice=self.nice
                 )
                 self.release()
-                signals.staged.emit(gen)
+                signals.relay.emit(gen, "staged", ())
                 second_stage.start(continuation.run)
                 mark_arena()
                 return
@@ -281,9 +279,7 @@ class Worker(QObject):
         self._running: set[int] = set()
         self._runners: set[int] = set()  # generations queued or running, until ``done``
         self._signals = _RunnerSignals(self)  # every runner's, queued to the GUI thread
-        self._signals.started.connect(self._on_runner_started)
-        self._signals.staged.connect(self._on_runner_staged)
-        self._signals.progress.connect(self._on_runner_progress)
+        self._signals.relay.connect(self._relay)
         self._signals.done.connect(self._on_runner_done)
         self._jobs: dict[int, Job] = {}  # current jobs by generation
         self._held: dict[int, tuple[object, object]] = {}  # results waiting for an earlier job
@@ -417,23 +413,12 @@ class Worker(QObject):
             log.warning("a capture was still running after %d ms", timeout_ms)
         return done
 
-    def _relay(self, gen: int, name: str, *args: Any) -> None:
-        """Signal ``name`` on job ``gen`` if it is current."""
+    @Slot(int, str, object)
+    def _relay(self, gen: int, name: str, args: tuple[Any, ...]) -> None:
+        """Signal ``name`` with ``args`` on job ``gen`` if it is current."""
         job = self._jobs.get(gen) if self._is_current(gen) else None
         if job is not None:
             job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
-
-    @Slot(int)
-    def _on_runner_started(self, gen: int) -> None:
-        self._relay(gen, "started")
-
-    @Slot(int)
-    def _on_runner_staged(self, gen: int) -> None:
-        self._relay(gen, "staged")
-
-    @Slot(int, str)
-    def _on_runner_progress(self, gen: int, message: str) -> None:
-        self._relay(gen, "progress", message)
 
     @Slot(int, object, object)
     def _on_runner_done(self, gen: int, result: object, error: object) -> None:
