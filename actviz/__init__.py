@@ -1,8 +1,6 @@
-"""actviz: a desktop activation explorer for PyTorch.
-
-Public API: :func:`capture` (with what-if ``edits=`` from :mod:`actviz.edits`),
-:func:`compare`, :func:`module_tree`, :func:`load_model`, :func:`load_input`, :func:`explore`.
-"""
+"""actviz: a desktop activation explorer for PyTorch. Public API: :func:`capture` (what-if
+``edits=`` from :mod:`actviz.edits`), :func:`compare`, :func:`module_tree`, :func:`load_model`,
+:func:`load_input`, :func:`explore`."""
 
 from __future__ import annotations
 
@@ -57,7 +55,6 @@ _LAZY = {
     "tune_allocator": "actviz.core.allocator",
     "release_memory": "actviz.core.pool",
 }
-
 
 #: Public submodules, also imported on first use (``actviz.edits.ablate``).
 _SUBMODULES = ("edits", "atlas", "concepts", "session", "testing")

@@ -1,8 +1,6 @@
-"""The dataset atlas: where a layer puts every image of a dataset, and where a new input lands.
-
-``actviz.atlas.build_atlas(scan, "layer4")`` on a scan with ``embeddings=True``; details in
-:mod:`actviz.data.atlas_map`.
-"""
+"""The dataset atlas: where a layer puts every image of a dataset, and where a new input lands:
+``actviz.atlas.build_atlas(scan, "layer4")`` on a scan with ``embeddings=True``
+(:mod:`actviz.data.atlas_map`)."""
 
 from __future__ import annotations
 

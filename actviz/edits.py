@@ -1,7 +1,5 @@
-"""What-if edits for :func:`actviz.capture`: ``actviz.capture(model, x, edits={...})``.
-
-``ablate``, ``scale``, ``keep``, ``clamp``, ``patch``, ``concept`` or any callable
-``f(output) -> output``; details in :mod:`actviz.core.edit_kinds`.
+"""What-if edits for ``actviz.capture(model, x, edits={...})``: ``ablate``, ``scale``, ``keep``,
+``clamp``, ``patch``, ``concept`` or any ``f(output) -> output`` (:mod:`actviz.core.edit_kinds`).
 """
 
 from __future__ import annotations

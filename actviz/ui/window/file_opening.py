@@ -60,11 +60,9 @@ class FileOpening:
         trust: bool = False,
         wait: bool = False,
     ) -> bool:
-        """Open a model (zoo name, file, ``module:attr`` or "demo") in the background.
-
-        Arguments as for :func:`actviz.io.models.loading.open_model`. Returns whether the load
-        started (``wait``: whether the model was adopted); ``model_loaded`` or
-        ``model_load_failed`` follows.
+        """Open a model (zoo name, file, ``module:attr`` or "demo", arguments as for
+        :func:`actviz.io.models.loading.open_model`) in the background; whether the load started
+        (``wait``: whether it was adopted); ``model_loaded`` or ``model_load_failed`` follows.
         """
         if self.window.is_closed():
             return False

@@ -1,7 +1,5 @@
-"""The input being opened, one request at a time on a loader worker.
-
-An input waits for a model being opened (its transforms decide size and normalisation). A
-model switch re-reads the input, or keeps it aside when it does not fit (:class:`InputSwap`).
+"""The input being opened, one request at a time on a loader worker; it waits for a model being
+opened, and a model switch re-reads it or keeps it aside when it does not fit (:class:`InputSwap`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The explorer window: assembles its parts and hosts the features. Widgets change the
-:class:`~actviz.workspace.session_state.Session`, whose events schedule a debounced run; the
-result goes to passive panels.
-"""
+"""The explorer window: assembles its parts and hosts the features; widgets change the
+:class:`~actviz.workspace.session_state.Session`, whose events schedule a debounced run."""
 
 from __future__ import annotations
 
@@ -200,9 +198,8 @@ class MainWindow(QMainWindow):
 
     def pending_work(self) -> bool:
         """Whether anything runs, a run is due or the panels wait for the latest result."""
-        d = self.display
         busy = self.is_busy() or self.host.features_busy()
-        return busy or self.runs.is_due() or d.display_pending()
+        return busy or self.runs.is_due() or self.display.display_pending()
 
     def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
         """Run a local event loop until ``done()`` (or the window closes)."""

@@ -84,8 +84,7 @@ class PanelGrid:
             self._update(panel, layer)
 
     def _update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
-        # The result may hold an older page; an earlier frame's mosaics are remade (not under
-        # concept tiles).
+        # The result may hold an older page; earlier frames' mosaics are remade (not concept tiles).
         layer = with_page(
             layer if panel.tile_unit() else current_mosaics(layer),
             self.display.page_first(layer.name),
@@ -163,8 +162,7 @@ class PanelGrid:
         pending, panels, off_screen = self.pending, self.display.layer_panels, self._off_screen
         for name in [n for n in pending if n not in panels]:
             del pending[name]
-        # Off-screen panels wait to be scrolled to (asked once per view position); a token
-        # panel builds its plots a pass at a time first.
+        # Off-screen panels wait to be scrolled to; a token panel builds its plots a pass at a time.
         filled, more = 0, False
         for name in list(pending):
             if name in off_screen:
@@ -230,8 +228,7 @@ class PanelGrid:
             if widget is None:
                 grid.takeAt(i)
             elif wanted.get(id(widget)) != grid.getItemPosition(i)[:2]:
-                # Not takeAt: a kept layout item would stay tied to the widget, its new item's
-                # cached height-for-width stale.
+                # Not takeAt: a kept item would stay tied to the widget (stale height-for-width).
                 grid.removeWidget(widget)
             else:
                 placed_now.add(id(widget))

@@ -1,8 +1,5 @@
-"""Pushing a finished run into the panels: layer mosaics, overview, channel view, selection.
-
-Only numpy reaches a widget, through the panels' ``set_`` methods. A result is shown in steps,
-one per event-loop pass: layout and predictions, the Overview, then on-screen layer panels.
-"""
+"""Pushing a finished run into the panels (numpy only, through their ``set_`` methods), in steps
+one per event-loop pass: layout and predictions, the Overview, then on-screen layer panels."""
 
 from __future__ import annotations
 
@@ -324,8 +321,7 @@ class ResultDisplay:
 
     def _drop_panel(self, panel: QWidget) -> None:
         self.layers_grid.removeWidget(panel)
-        # Deleted in later passes. Only a visible one is hidden (a hide reaches every child):
-        # others are moved out of the way.
+        # Deleted later; hidden only if on screen (a hide reaches every child), else moved away.
         if panel.isVisible() and not panel.visibleRegion().isEmpty():
             panel.setVisible(False)
         else:

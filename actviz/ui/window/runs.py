@@ -27,8 +27,7 @@ class RunControl:
     """Starts the window's runs and routes their results (see the module docstring)."""
 
     def __init__(self, window: Any, *, debounce_ms: int, auto_run: bool) -> None:
-        # ``window`` is the MainWindow that owns this part (not imported: it imports this).
-        self.window = window
+        self.window = window  # the MainWindow (not imported: it imports this)
         self.session = window.session
         self.worker = window.worker
         self.auto_run = auto_run
@@ -113,7 +112,7 @@ class RunControl:
 
     def run_if_due(self) -> None:
         """Schedule the run that waited for an input being opened, once none is."""
-        if self._run_due and not self.window.files.inputs.request is not None:
+        if self._run_due and self.window.files.inputs.request is None:
             self._run_due = False
             self.schedule_run()
 
