@@ -96,8 +96,7 @@ def _from_session(args: argparse.Namespace, progress: Say) -> tuple[Any, dict]:
     cap = state.capture
     edits = enabled_edits(state.edits)
     loaded = None
-    # The model is opened only when the saved capture is not enough: none saved, or edits
-    # whose "before" prediction needs the unedited run.
+    # Opened only when the saved capture is not enough: none, or edits needing the unedited run.
     if state.model is not None and (cap is None or edits or asked):
         check = verify_model_source(state, args.model)
         if check.status == "missing":

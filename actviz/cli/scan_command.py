@@ -15,8 +15,7 @@ __all__ = ["cmd_scan"]
 
 def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
     """Run ``actviz scan``: cache, one contact sheet per layer, ``scan.json`` (every leaf without
-    ``--layers``); ``open_model`` is the CLI's opener, ``say`` writes progress to stderr.
-    """
+    ``--layers``); ``open_model`` is the CLI's opener, ``say`` writes progress to stderr."""
     data = existing(args.data)
     layers = layer_names(args.layers or "")
     if args.layers is not None and not layers:

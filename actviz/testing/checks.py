@@ -1,6 +1,5 @@
-"""What a test must leave as it found it: model hooks, top-level widgets, process-wide state (the
-plugin's end-of-test checks). Only the widget checks import Qt, when called.
-"""
+"""What a test must leave as it found it (the plugin's checks): model hooks, top-level widgets,
+process-wide state. Only the widget checks import Qt, when called."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ import torch
 if TYPE_CHECKING:  # pragma: no cover
     from PySide6.QtWidgets import QWidget
 
-#: The per-module hook dictionaries of ``torch.nn.Module`` (full backward hooks included:
-#: ``register_full_backward_hook`` fills ``_backward_hooks``).
+#: The per-module hook dictionaries of ``torch.nn.Module`` (full backward hooks included).
 HOOK_ATTRS = (
     "_forward_hooks",
     "_forward_pre_hooks",
@@ -25,8 +23,7 @@ HOOK_ATTRS = (
     "_forward_pre_hooks_with_kwargs",
 )
 
-#: Hooks torch runs for every module (``register_module_forward_hook`` and friends):
-#: ``_global_forward_hooks`` ... ``_global_backward_pre_hooks``.
+#: Hooks torch runs for every module (``register_module_forward_hook`` and friends).
 _GLOBAL_HOOKS = tuple(f"_global{name}" for name in HOOK_ATTRS[:4])
 
 
@@ -54,9 +51,8 @@ def _global_hook_count() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ProcessState:
-    """Process-wide settings a library call must not change: the switch interval, torch's thread
-    count and the number of global module hooks.
-    """
+    """Process-wide settings a library call must not change: the switch interval, torch's
+    thread count and the number of global module hooks."""
 
     switch_interval: float
     torch_threads: int
@@ -83,8 +79,7 @@ class ProcessState:
 
 def live_array_mib() -> dict[str, float]:
     """MiB held by live tensors and numpy arrays (``tensors``, ``arrays``), each storage counted
-    once; arrays only C++ holds are missed. Slow: for checkpoints of a long run.
-    """
+    once; arrays only C++ holds are missed. Slow: for checkpoints of a long run."""
     import gc
 
     import numpy as np
@@ -110,9 +105,8 @@ def live_array_mib() -> dict[str, float]:
 
 
 def python_heap_mib() -> dict[str, float]:
-    """Python's own object heap in MiB (``python_arenas``, ``python_heap``), which malloc's figures
-    leave out; empty where CPython does not say. Writes to the C stderr: for checkpoints only.
-    """
+    """Python's own object heap in MiB (``python_arenas``, ``python_heap``), left out of malloc's
+    figures; empty where CPython does not say. Writes to the C stderr: for checkpoints only."""
     import os
     import tempfile
 
@@ -165,8 +159,7 @@ def _address(widget: QWidget) -> int:
 
 def top_level_widgets() -> frozenset[int]:
     """The C++ addresses of the application's top-level widgets now (empty without an app);
-    addresses, since holding a Python wrapper would keep a widget alive.
-    """
+    addresses, since holding a Python wrapper would keep a widget alive."""
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is None:
@@ -184,8 +177,7 @@ def leaked_widgets(before: Collection[int]) -> list[QWidget]:
     if QApplication.instance() is None:
         return []
     known = set(before)
-    # The collector runs here, outside Qt's event handling: the young generations first (what
-    # the test made); a full collection (slow) only when something still looks left behind.
+    # The young generations first (what the test made); a full, slow one only if still needed.
     for generation in (1, 2):
         flush_deletes()
         gc.collect(generation)

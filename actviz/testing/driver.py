@@ -1,8 +1,6 @@
-"""A driver for the actviz window in tests: what a user does, in one call each.
-
-:class:`WindowDriver` wraps a shown window and a pytest-qt ``qtbot`` (else :class:`EventBot`);
-the ``actviz_window`` fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks.
-"""
+"""A driver for the actviz window in tests, a user's action in one call: :class:`WindowDriver`
+wraps a shown window and a pytest-qt ``qtbot`` (else :class:`EventBot`); the ``actviz_window``
+fixture (:mod:`actviz.testing.plugin`) builds drivers and checks for leaks."""
 
 from __future__ import annotations
 
@@ -116,8 +114,7 @@ class WindowDriver:
         return result
 
     def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> bool:
-        """Wait until nothing runs or is due and the display is done, then show the result on
-        every panel; False on timeout."""
+        """Wait until nothing runs or is due and every panel shows the result; False on timeout."""
         return self.window.script.wait_idle(timeout_ms)
 
     # ------------------------------------------------------------------ reading

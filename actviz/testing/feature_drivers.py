@@ -1,9 +1,6 @@
-"""Small drivers, one per feature of the window.
-
-Reached by the feature's name (``win.live``, ``win.compare``, ...), so tests do not reach into
-``window.features``. Members that only read or wait on the feature are generated from each
-driver's ``members`` table (see :func:`_member`).
-"""
+"""Small drivers, one per feature of the window, reached by its name (``win.live``, ...) so tests
+do not reach into ``window.features``; members that only read or wait on the feature are made
+from each driver's ``members`` table (:func:`_member`)."""
 
 from __future__ import annotations
 
@@ -73,9 +70,7 @@ DRIVERS: dict[str, type[FeatureDriver]] = {}
 
 
 class FeatureDriver:
-    """Drive the feature ``name`` of the window's :class:`~actviz.testing.WindowDriver` (the base of
-    feature drivers).
-    """
+    """Base of the drivers: drives feature ``name`` of a :class:`~actviz.testing.WindowDriver`."""
 
     name = ""
     #: member -> (kind, path on the feature, docstring), made by :func:`_member`.
@@ -100,8 +95,7 @@ class FeatureDriver:
 
     @property
     def present(self) -> bool:
-        """Whether the window has this feature (``actviz_window(features=...)`` builds only
-        those it names)."""
+        """Whether the window has this feature (``actviz_window(features=...)`` may omit it)."""
         try:
             self.feature  # noqa: B018 - looked up for the KeyError
         except (KeyError, AttributeError):
@@ -166,8 +160,7 @@ class DatasetDriver(FeatureDriver):
     }
 
     def in_process(self) -> DatasetDriver:
-        """Load images in the GUI process (no loader processes: quick for a few tiny images);
-        returns this driver."""
+        """Load images in the GUI process (quick for a few tiny images); returns this driver."""
         self.feature.scans.num_workers = 0
         return self
 
@@ -196,8 +189,7 @@ class CompareDriver(FeatureDriver):
         return self._compare("compare_with_input", source, timeout_ms)
 
     def compare_with_pin(self, pin: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
-        """Compare the result shown with the pinned result ``pin`` and wait for
-        ``compare_finished``; returns the view."""
+        """Compare the result with ``pin``, wait for ``compare_finished``; returns the view."""
         return self._compare("compare_with_pin", pin, timeout_ms)
 
     def _compare(self, call: str, what: Any, timeout_ms: int) -> Any:
@@ -207,8 +199,7 @@ class CompareDriver(FeatureDriver):
         return feature.view
 
     def click_compare(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
-        """Click the view's Compare button with the mouse and wait for ``compare_finished``;
-        returns the view."""
+        """Click the view's Compare button and wait for ``compare_finished``; returns the view."""
         from PySide6.QtCore import Qt
 
         feature = self.feature
@@ -224,8 +215,7 @@ class EffectsDriver(FeatureDriver):
     members = {"view": ("get", "view", "The dock's view (sections per layer, sort and mark).")}
 
     def open(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
-        """Open the dock (estimates are made only while it is shown) and wait for the
-        estimates of the result shown; returns them."""
+        """Open the dock (estimates are made only then), wait for the estimates; returns them."""
         self.driver.open_dock(self.feature.dock.windowTitle())
         return self.wait_estimates(timeout_ms)
 
@@ -301,8 +291,7 @@ class VisualizeDriver(FeatureDriver):
     def configure(
         self, *, size: int | None = None, steps: int | None = None, objective: str | None = None
     ) -> Any:
-        """Set the section's boxes as a user types them (those given, in this order); returns
-        the section."""
+        """Set the section's boxes given, as a user types them, in order; returns the section."""
         section = self.section
         if objective is not None:
             section.objective_box.setCurrentText(objective)

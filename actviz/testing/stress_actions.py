@@ -1,9 +1,6 @@
-"""What the stress driver does to the window, as a user does it: real input events only.
-
-Each action of :data:`ACTIONS` is sent by a ``act_NAME(params, **given) -> str`` that picks its
-target from uniform numbers in ``params["r"]`` and writes its pick back, so a replay clicks the
-same thing. Modal dialogs and file pickers are answered without blocking.
-"""
+"""What the stress driver does to the window, as a user does it (real input events only): each
+action of :data:`ACTIONS` is an ``act_NAME(params, **given) -> str`` that picks its target from
+``params["r"]`` and writes its pick back, so a replay clicks the same thing."""
 
 from __future__ import annotations
 
@@ -223,8 +220,7 @@ class UserActions:
             index = view.indexBelow(index)
         texts = [str(i.data()) for i in rows]
         text = choose(p, "row", texts, 0)
-        # A persistent index across the spin: a plain one goes stale if a model switch resets
-        # the tree meanwhile.
+        # Persistent: a plain index goes stale if a model switch resets the tree during the spin.
         index = QPersistentModelIndex(rows[texts.index(text)])
         view.scrollTo(QModelIndex(index))
         self.spin(0.01)
@@ -293,9 +289,8 @@ class UserActions:
         return "close channel view"
 
     def act_pin(self, p: dict[str, Any]) -> str:
-        if _r(p, 0) < 0.4:
-            return self.act_menu(p, ("Run > Pin this result",))
-        return self.act_menu(p, ("Run > Pinned results",))
+        menu = "Run > Pin this result" if _r(p, 0) < 0.4 else "Run > Pinned results"
+        return self.act_menu(p, (menu,))
 
     def act_visualise(self, p: dict[str, Any]) -> str:
         if _r(p, 0) < 0.5:

@@ -1,8 +1,5 @@
-"""Where the GUI thread was when it blocked: a stack sampler beside the lag probe.
-
-While the probe's timeout is overdue by ``after_ms``, :class:`BlockSampler` samples the GUI
-thread's stack; each block keeps its most frequent actviz frame and the stack to it.
-"""
+"""Where the GUI thread was when it blocked: while the lag probe is overdue, :class:`BlockSampler`
+samples the GUI thread's stack and keeps each block's most frequent actviz frame."""
 
 from __future__ import annotations
 
@@ -64,8 +61,7 @@ class BlockSampler:
         return stacks[where] + beside
 
     def _loop(self) -> None:
-        # faulthandler reads stacks without making frame objects of the running thread
-        # (``sys._current_frames()`` from here can crash the GUI thread).
+        # faulthandler, not sys._current_frames() (which from here can crash the GUI thread).
         with tempfile.TemporaryFile("w+") as out:
             while not self._stop.wait(self.every_s):
                 last = getattr(self.probe, "_last", None)

@@ -1,6 +1,5 @@
-"""Stress cases, each in a process of its own; a failure shrunk to its shortest action list.
-
-A segfault counts as a crash and a silent GUI thread as a hang::
+"""Stress cases, each in a process of its own (a segfault is a crash, a silent GUI thread a hang);
+a failure is shrunk to its shortest action list::
 
     python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink
 """
@@ -142,11 +141,10 @@ def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, 
     from actviz.core.threads import parallel_in_workers_only
     from actviz.ui.window.memory import keep_collector_off_clicks
 
-    # The process as the app sets up its own (ui/app.py run_app): glibc keeps freed memory
-    # (an arena per thread), torch runs in parallel on the worker threads only.
+    # The process as ui/app.py's run_app sets up its own: allocator, threads, idle collections.
     tune_allocator()
     parallel_in_workers_only()
-    keep_collector_off_clicks()  # and Python's full collections at idle moments (memory.py)
+    keep_collector_off_clicks()
     from actviz.testing.stress import StressDriver
     from actviz.testing.stress_report import WARM_UP_ACTIONS
 

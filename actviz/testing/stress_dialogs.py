@@ -1,6 +1,5 @@
 """Modal dialogs, menus and file pickers answered as a person would, for the stress driver
-(``params["answer"]`` accepts or rejects; ``params["items"]`` picks menu items).
-"""
+(``params["answer"]`` accepts or rejects; ``params["items"]`` picks menu items)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import numpy as np
 
 #: Menu bar entries never triggered (closing the window is an action of its own).
 MENU_SKIP = ("Quit",)
-#: How long a dialog may stay busy (loading what it was asked to open) before it counts as
-#: stuck and is closed with Esc (s).
+#: How long a dialog may stay busy (loading) before it counts as stuck and gets Esc (s).
 DIALOG_STUCK_S = 20.0
 
 
@@ -41,8 +39,7 @@ def drop_file(window: Any, path: str | Path) -> None:
 
 class DialogAnswerer:
     """Answers modal dialogs and popped-up menus with real clicks and key presses, from a timer
-    that also fires inside their own ``exec``; the current action's ``params`` say how.
-    """
+    that also fires inside their own ``exec``; the current action's ``params`` say how."""
 
     def __init__(self, driver: Any) -> None:
         from PySide6.QtCore import QTimer
@@ -70,8 +67,7 @@ class DialogAnswerer:
         else:
             widget, how = QApplication.activeModalWidget(), self._answer_dialog
             if widget is None or not widget.isVisible():
-                # Nothing shown: forget what was (a later widget may get a used id, and would
-                # count as open since long ago: closed as stuck at once).
+                # Forgotten: a later widget may reuse an id (and look open since long ago).
                 self._seen.clear()
                 self._tried.clear()
                 self._said.clear()
@@ -91,8 +87,7 @@ class DialogAnswerer:
             return
 
         def answer() -> None:
-            # A click may open a dialog with its own exec: answered from inside that, by
-            # this timer, since the flag is down again before the click.
+            # The flag is down before the click: a dialog it opens is answered from its exec.
             import shiboken6
 
             self._busy = False
