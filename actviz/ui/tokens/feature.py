@@ -110,7 +110,6 @@ class TokenViews(FeatureBase):
     def __init__(self, host: WindowHost) -> None:
         self.host = host
         self.session = host.session
-        # Attention tab: maps | logit lens.
         self.attention_panel = AttentionPanel()
         self.lens_panel = LogitLensPanel()
         self.attention_tab = QSplitter(Qt.Orientation.Horizontal)
@@ -125,12 +124,10 @@ class TokenViews(FeatureBase):
         )
         host.add_tab(self.attention_page, "Attention")
         host.set_tab_visible(self.attention_page, False)
-        # Rollout beside Grad-CAM (the Overview's top row).
         self.rollout_panel = OverlayPanel("Attention rollout")
         host.add_overview_widget(self.rollout_panel, row="top")
         self.rollout_panel.setVisible(False)
         self._shown_empty = True  # the panels are cleared and hidden
-        # Text input.
         self.text_bar = QToolBar("Text input")
         self.text_bar.setObjectName("textInputBar")
         self.text_edit = QLineEdit()

@@ -96,7 +96,6 @@ class ModuleDetails(QWidget):
             return
         wanted = [max(table.sizeHintForColumn(c), header.sectionSizeHint(c)) for c in range(count)]
         widths = _shrink_to(wanted, room, MIN_COLUMN_PX)
-        # The last column takes what is left.
         widths[-1] = max(MIN_COLUMN_PX, room - sum(widths[:-1]))
         for c, width in enumerate(widths):
             header.resizeSection(c, width)

@@ -77,7 +77,6 @@ class WhatIfController(FeatureBase, QObject):
             caption="Before → after the edits (Δp in points)",
             framed=False,
         )
-        # Under the bars (which show the edited run).
         host.add_prediction_widget(self.change_view)
 
         board = self.session.edits
