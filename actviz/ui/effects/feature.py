@@ -43,8 +43,7 @@ ORDER_LABEL = "by effect"
 
 
 class _DockScroll(QScrollArea):
-    """The dock's scroll area, asking for its controls' and a layer's height (stacked docks
-    share height by what they ask)."""
+    """Asks for room for the controls and a layer (stacked docks share height by size hints)."""
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
         return QSize(PREFERRED_WIDTH, PREFERRED_HEIGHT)
@@ -54,8 +53,7 @@ class _DockScroll(QScrollArea):
 
 
 class PanelMarks:
-    """The top-channel outlines and effect orders an effects dock gave the layer panels, and
-    what to put back."""
+    """The outlines and effect orders the dock gave the layer panels, and what to put back."""
 
     def __init__(self, host: Any, session: Any) -> None:
         self.host = host
