@@ -292,10 +292,7 @@ def finding_key(f: Failure) -> str:
 
 
 def shrink(
-    steps: Sequence[Step],
-    fails: Callable[[list[Step]], bool],
-    *,
-    max_runs: int = 40,
+    steps: Sequence[Step], fails: Callable[[list[Step]], bool], *, max_runs: int = 40
 ) -> tuple[list[Step], int]:
     """The shortest sub-list of ``steps`` found for which ``fails`` still holds (delta
     debugging: drop chunks of halving size, keep a shorter list whenever it still fails);

@@ -234,7 +234,6 @@ class OpenModelDialog(QDialog):
         if recent:
             self.tabs.setCurrentIndex(2)
 
-        # timm is an optional extra.
         self.timm_list: QListWidget | None = None
         if importlib.util.find_spec("timm") is not None:
             self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
@@ -314,8 +313,7 @@ class OpenModelDialog(QDialog):
             self._say(text, error=False)
 
     def show_failure(self, text: str, *, path: str = "", candidates: Sequence[Any] = ()) -> None:
-        """Opening failed: say why, keep the path, list ``candidates`` (``ArchGuess``es, best first)
-        to choose from."""
+        """Opening failed: say why, keep the path, list ``candidates`` (ArchGuess, best first)."""
         self.set_busy(False)
         if path:
             self.tabs.setCurrentIndex(1)

@@ -319,9 +319,4 @@ def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     return confirm_untrusted_file(parent, path, message, code=Path(path).is_dir())
 
 
-__all__ = [
-    "ConfirmUntrusted",
-    "FileOpening",
-    "ask_untrusted",
-    "guessed_arch_text",
-]
+__all__ = ["ConfirmUntrusted", "FileOpening", "ask_untrusted", "guessed_arch_text"]

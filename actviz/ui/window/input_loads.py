@@ -41,8 +41,7 @@ def outcome(request: Any, wait: bool, wait_until: Callable[[Callable[[], bool]],
 
 
 class InputLoads:
-    """The input loads of ``files``; ``request`` is the one being opened (its ``job`` None
-    while it waits for a model)."""
+    """The input loads of ``files``; ``request`` is the one being opened (``job`` None: waiting)."""
 
     def __init__(self, files: Any, worker: Worker) -> None:
         self.files = files
@@ -115,8 +114,7 @@ class InputLoads:
             self.window.runs.forget_due()
 
     def refit(self) -> None:
-        """After a failed input: the one still held may not fit the model (it waited for a
-        switch); keep it aside and replace it, as on a switch."""
+        """After a failed input, keep aside and replace a held one the model cannot take."""
         from actviz.io.input_fit import input_misfit
 
         loaded, inp = self.session.loaded_model, self.session.input

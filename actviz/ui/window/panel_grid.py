@@ -117,8 +117,7 @@ class PanelGrid:
         return class_units(layer.shape, shape, self.session.categories)
 
     def refresh(self, name: str) -> None:
-        """Show layer ``name`` of the current result in its panel again, in the display passes
-        (on screen one a pass, off screen once scrolled to)."""
+        """Show layer ``name`` in its panel again, in the display passes (off screen: when seen)."""
         result = self.session.result
         if result is None or name not in self.display.layer_panels or name not in result.layers:
             return
@@ -182,8 +181,7 @@ class PanelGrid:
             self.schedule()
 
     def update_placeholder(self, running: bool, opening: str = "") -> None:
-        """Say what the empty Layers tab waits for: a model (``opening``: the one loading),
-        ticks, an input, or the run."""
+        """Say what the empty Layers tab waits for: a model (``opening``), ticks, input, a run."""
         s = self.session
         if opening:
             text = f"Opening {opening}…"

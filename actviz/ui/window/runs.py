@@ -88,8 +88,7 @@ class RunControl:
         return job
 
     def watch(self, job: Job, *, kind: str = "run", streamed: bool = False) -> None:
-        """Show ``job``'s end as a run's. ``kind``: "run", "prepare" or "frame"; ``streamed``:
-        quiet in the status bar."""
+        """Show ``job``'s end as a run's (``kind``: run, prepare or frame; ``streamed``: quiet)."""
         if kind != "frame":
             self._job_kind = kind
         job.on(
