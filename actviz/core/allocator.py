@@ -2,8 +2,7 @@
 
 :func:`tune_allocator` raises glibc's trim and mmap thresholds (process-wide, so only when
 called; ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first capture call it, ``=0`` refuses it);
-:func:`release_freed_memory` gives kept memory back. Figures: docs/performance.md.
-"""
+:func:`release_freed_memory` gives kept memory back. Figures: docs/performance.md."""
 
 from __future__ import annotations
 

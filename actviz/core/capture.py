@@ -3,8 +3,7 @@
 Records are references checked against version counters after the forward (copies for modules
 written to later); gradients come from tensor hooks and one ``autograd.grad`` (never
 ``register_full_backward_hook``, which breaks on in-place ops); every hook is removed and
-flags and buffers restored in ``finally``.
-"""
+flags and buffers restored in ``finally``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Compare two runs layer by layer: ``actviz.compare(cap_a, cap_b)``.
 
 Per layer call with same-shaped outputs, in float64: ``cosine``, ``rel_l2`` (``|a - b| / |b|``,
-B is the reference), ``max_abs`` and linear ``cka`` (None for a batch of one).
-"""
+B is the reference), ``max_abs`` and linear ``cka`` (None for a batch of one)."""
 
 from __future__ import annotations
 

@@ -37,8 +37,7 @@ def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
        ``LayerNorm`` over the last dimension, ``output_fmt="NHWC"``, ``out_dim``/``dim``/
        ``embed_dim``/``num_features``/``hidden_size``..., else its last layer's) when it matches
        exactly one of dimension 1 and the last dimension.
-    3. The shape: the last dimension of ``(N, T, D)``, dimension 1 of anything else; 0 below 2-D.
-    """
+    3. The shape: the last dimension of ``(N, T, D)``, dimension 1 of anything else; 0 below 2-D."""
     ndim = output if isinstance(output, int) else output.ndim
     if ndim < 2:
         return 0

@@ -1,8 +1,7 @@
 """What-if edits: change a module's output during a capture (ablate, scale, keep, clamp, patch).
 
 An edit is a forward hook returning a new output on :func:`channel_dim`'s axis: never in place,
-kept in the autograd graph (an ablated channel's gradient is zero, not None).
-"""
+kept in the autograd graph (an ablated channel's gradient is zero, not None)."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def concept(concepts: Any, indices: Any, scale: float = 0.0, *, call: int | None
 
     The vectors ``x`` become ``x - (1 - scale) * sum_i z_i d_i`` over ``indices``
     (``z = concepts.encode(x)``). Use the layer the dictionary was trained on:
-    ``edits={"layer3": concept(c, [5])}``.
-    """
+    ``edits={"layer3": concept(c, [5])}``."""
     return Edit("concept", channels=indices, factor=scale, concepts=concepts, call=call)
 
 

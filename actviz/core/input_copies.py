@@ -1,8 +1,7 @@
 """What a capture hands the model: its own copies of the caller's inputs, at any depth.
 
 Tensors are copied with strides kept, so the caller's are never written nor given
-``requires_grad``; input gradients come back in the caller's structure.
-"""
+``requires_grad``; input gradients come back in the caller's structure."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 For models whose captures were seen to fault (:func:`observe`), :data:`HEAP_PIN` keeps the
 highest large record alive so glibc cannot trim the heap; else records go into reused
-buffers of :data:`POOL`. :func:`release_memory` gives everything back.
-"""
+buffers of :data:`POOL`. :func:`release_memory` gives everything back."""
 
 from __future__ import annotations
 

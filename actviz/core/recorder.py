@@ -90,7 +90,6 @@ class Recorder:
         # Per module: whether its tensor inputs are cloned (it writes into them).
         self._clones: dict[int, bool] = {}
 
-    # -- values
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
         """The value of ``t`` now, shared by snapshots of one version: pooled memory for large
         CPU tensors, a copy for views and modules known to write later, else a reference checked
@@ -143,7 +142,6 @@ class Recorder:
         if self.should_stop is not None and self.should_stop():
             raise CaptureCancelled("capture cancelled")
 
-    # -- hooks
     def call(self, module: nn.Module, forward: Callable, *args: Any, **kwargs: Any) -> Any:
         """``forward(*args, **kwargs)`` recorded as :meth:`pre_hook` and :meth:`forward_hook`
         would, the call's state in this frame instead of a per-module stack."""

@@ -1,8 +1,7 @@
 """Targets: what a capture's gradients are of, and how users name them.
 
 :func:`resolve_target` turns ``capture``'s ``target`` into the scalar to differentiate;
-:func:`parse_target` turns typed text into that argument. One rule for API, CLI and window.
-"""
+:func:`parse_target` turns typed text into that argument. One rule for API, CLI and window."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ def resolve_target(output: Any, target: Any) -> Target:
 
     Defaults by output: top-1 logit, top detection score, top segmentation class over its pixels,
     a language model's next-token logit, else the sum. Raises ``ValueError`` (empty or non-float
-    output, index out of range, callable not giving one element) or ``TypeError``.
-    """
+    output, index out of range, callable not giving one element) or ``TypeError``."""
     if callable(target) and not isinstance(target, (int, torch.Tensor)):
         value = target(output)
         if not isinstance(value, torch.Tensor) or value.numel() != 1:
@@ -340,8 +338,7 @@ def check_target(target: Any, output: Any) -> None:
     """Refuse a target that no run could use, where it is set (the rule of :func:`resolve_target`).
 
     ``output`` is the last output, or the number of classes when none is known yet. Raises
-    ``ValueError`` for an index out of range or ``TypeError`` for a refused type.
-    """
+    ``ValueError`` for an index out of range or ``TypeError`` for a refused type."""
     if target is None:
         return
     if output is None or isinstance(output, bool):
@@ -354,9 +351,6 @@ def check_target(target: Any, output: Any) -> None:
         resolve_target(output, target)
 
 
-# --- What users type ---
-
-
 def parse_target(
     text: str | None, categories: Sequence[str] | None = None, tokenizer: Any = None
 ) -> int | None:
@@ -364,8 +358,7 @@ def parse_target(
 
     Accepts ``""``/``"auto..."``, an integer, a :func:`target_choices` entry, ``"detection 3"``,
     a class name (exact, case-insensitive, then unique substring) or, with a ``tokenizer``, a
-    token's text. Raises ``ValueError`` for unknown, ambiguous or unusable text.
-    """
+    token's text. Raises ``ValueError`` for unknown, ambiguous or unusable text."""
     if text is None:
         return None
     text = text.strip()

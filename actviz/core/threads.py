@@ -1,8 +1,7 @@
 """torch's intra-op thread count (held for a block, or chosen by trying) and background priority.
 
 Helper threads run torch on one thread and the GUI keeps one (too many OpenMP team threads
-wake sleepers): :func:`parallel_in_workers_only`. :class:`ThreadTuner` picks a scan's count.
-"""
+wake sleepers): :func:`parallel_in_workers_only`. :class:`ThreadTuner` picks a scan's count."""
 
 from __future__ import annotations
 

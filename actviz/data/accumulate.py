@@ -232,7 +232,6 @@ class LayerState:
             locations[rr, jj] = reduced.locations(order[rr, jj] - k, rows[rr])
         self.locations[rows] = locations
 
-    # -- several layers merged as one
     @classmethod
     def joined(cls, states: Sequence[LayerState]) -> LayerState:
         """One state over the channels of ``states`` side by side (same images each), so a batch
@@ -263,7 +262,6 @@ class LayerState:
             setattr(out, name, value)
         return out
 
-    # -- what a Scan keeps
     def arrays(self) -> dict[str, np.ndarray]:
         """Copies of the top-k and statistics arrays (the state changes them in place)."""
         if self.channels is None:

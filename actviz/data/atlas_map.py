@@ -51,9 +51,6 @@ __all__ = [
 NO_ATLAS_NOTE = "No atlas for this scan"
 
 
-# -- everything a map of one layer needs
-
-
 @dataclass(frozen=True)
 class Atlas:
     """One layer's map of a scanned dataset (read-only arrays): rows are the images with a vector

@@ -49,9 +49,6 @@ def frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-# -- nearest images
-
-
 def row_norms(vectors: Any) -> np.ndarray:
     """``(N,)`` float64 Euclidean norm of each row (chunk by chunk)."""
     a = _rows(vectors)
@@ -119,9 +116,6 @@ def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
     if query.shape[0] != 1:
         raise ValueError(f"a layer output for one input is (1, ...), got {tuple(query.shape)}")
     return pool(query, axis)[0]
-
-
-# -- what sets a selection apart
 
 
 def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:

@@ -1,8 +1,7 @@
 """Attention probabilities per head, and attention rollout.
 
 Fused kernels never form the probabilities, so :func:`capture_attention` runs the model once
-more, forward only, on its unfused path (Hugging Face ``eager``, timm ``fused_attn = False``).
-"""
+more, forward only, on its unfused path (Hugging Face ``eager``, timm ``fused_attn = False``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Channel mosaics: a page of a ``(C, H, W)`` map's channels tiled into one normalised image.
 
-The only place a mosaic is normalised: paging, downsampling, normalising and the painted indices.
-"""
+The only place a mosaic is normalised: paging, downsampling, normalising and the painted indices."""
 
 from __future__ import annotations
 

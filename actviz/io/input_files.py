@@ -173,9 +173,6 @@ def _is_pil_image(obj: Any) -> bool:
     return isinstance(obj, Image.Image)
 
 
-# --- Text ---
-
-
 def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -> LoadedInput:
     text = src[len(TEXT_PREFIX) :]
     tokenizer = getattr(loaded_model, "tokenizer", None)

@@ -246,9 +246,6 @@ def _from_value(value: Any, src: str, kind: str, word: str, exp: ExpectedInput) 
     return LoadedInput(value, src, kind, _display_image(value), f"{name}: {describe(value)}{extra}")
 
 
-# --- Random ---
-
-
 def _from_random(src: str, exp: ExpectedInput, size: tuple[int, int] | None) -> LoadedInput:
     spec = src[len("random") :].lstrip(":")
     shape_text, _, seed_text = spec.partition(":")

@@ -81,9 +81,6 @@ _MANIFEST = "manifest.json"
 _CONCEPTS_MEMBER = "concepts.npz"
 
 
-# --- What a session holds ---
-
-
 @dataclass(frozen=True)
 class SessionState:
     """Everything a session file holds. ``model`` and ``input`` say how to reopen them;
@@ -268,9 +265,6 @@ def save_state(
     except OSError as exc:
         raise SessionFileError(f"{path}: cannot save the session ({exc})") from None
     return warnings
-
-
-# --- Loading ---
 
 
 def describe_session_file(path: str | os.PathLike[str]) -> str:

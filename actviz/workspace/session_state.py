@@ -235,13 +235,11 @@ class Session:
         #: ``concepts_changed(layer)``: ``layer``'s dictionary was attached, changed or removed.
         self.concepts_changed = Event()
 
-    # -- dataset scan ------------------------------------------------------------------------
     def set_scan(self, scan: Scan | None) -> None:
         """Make ``scan`` the session's dataset scan (None: none) and announce it."""
         self.scan = scan
         self.scan_changed.emit()
 
-    # -- concepts ----------------------------------------------------------------------------
     def set_concepts(self, layer: str, attached: AttachedConcepts | None) -> None:
         """Attach ``attached`` to ``layer`` (None: detach) and announce it."""
         if attached is None:
@@ -251,7 +249,6 @@ class Session:
             self.concepts[layer] = attached
         self.concepts_changed.emit(layer)
 
-    # -- model -------------------------------------------------------------------------------
     def set_model(
         self,
         model: nn.Module,
@@ -340,7 +337,6 @@ class Session:
         """Whether a saliency view is on screen (without one, runs skip the input gradient)."""
         self.saliency_wanted = bool(wanted)
 
-    # -- input -------------------------------------------------------------------------------
     def set_input(
         self,
         value: Any,
@@ -414,7 +410,6 @@ class Session:
         path = Path(self.input.source)
         return path if path.is_file() else None
 
-    # -- ticks -------------------------------------------------------------------------------
     @property
     def ticked(self) -> list[str]:
         """Ticked layer names in module-tree order."""
@@ -451,14 +446,12 @@ class Session:
     def untick_all(self) -> None:
         self.replace_ticked(())
 
-    # -- target (a TargetChoice) --------------------------------------------------------
     target = _Forward("targets")
     auto_target = _Forward("targets")
     set_target = _Forward("targets")
     run_target = _Forward("targets")
     set_target_text = _Forward("targets")
 
-    # -- runs --------------------------------------------------------------------------------
     def can_run(self) -> bool:
         return self.model is not None and self.input is not None
 
@@ -494,7 +487,6 @@ class Session:
         """Snapshot the state for a run (:func:`~actviz.workspace.run_request.request_of`)."""
         return request_of(self, allow_no_input=allow_no_input)
 
-    # -- view settings (a DisplaySettings) -------------------------------------------------
     colormap = _Forward("display_settings")
     normalize = _Forward("display_settings")
     gradcam_layer = _Forward("display_settings")

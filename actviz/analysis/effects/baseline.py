@@ -36,7 +36,6 @@ class Baseline:
         # Per (layer, call, rows, device, dtype): the source repeated for a batch, made once.
         self._repeated: dict[tuple, torch.Tensor] = {}
 
-    # -- per-channel values
     def _mean(self, layer: str, channels: int) -> np.ndarray:
         if self._scan is not None:
             if layer not in self._scan.layers:
@@ -93,7 +92,6 @@ class Baseline:
         """Drop the repeated copies made for batches (they may sit on the model's device)."""
         self._repeated.clear()
 
-    # -- what the two passes ask for
     def single(self, layer: str, call: int, a: torch.Tensor, dim: int) -> torch.Tensor | None:
         """The baseline of one recorded call ``a`` (float64, broadcastable); None for zero."""
         if self.kind == "zero":

@@ -33,9 +33,6 @@ __all__ = ["effects", "estimate_from_capture", "verify"]
 METHODS = ("estimate", "exact")
 
 
-# --- estimate ---
-
-
 def _layer_estimate(
     layer: str, module: nn.Module, cap: Capture, baseline: Baseline, warnings: list[str]
 ) -> LayerEffects:
@@ -117,9 +114,6 @@ def estimate_from_capture(
     return Effects.estimated(
         cap, names, results, base.description, warnings, start, context=context
     )
-
-
-# --- exact ---
 
 
 def _jobs(eff: Effects, channels: Any) -> list[tuple[str, int]]:

@@ -149,8 +149,7 @@ class RobustTransforms:
         rotated by ``angle`` about the centre, shifted by ``t2``, the canvas resized to the
         output. Inverted, in centred pixel units, an output point ``u`` comes from image
         point ``R^-1 (C u - t2) / scale - t1`` with ``C`` the canvas half-size, then divided
-        by the image half-size.
-        """
+        by the image half-size."""
         h, w = image_size
         ch, cw = self.canvas
         cos, sin = torch.cos(angle), torch.sin(angle)

@@ -100,9 +100,6 @@ class _Signature:
     patterns: frozenset[str]
 
 
-# --- Signatures ---
-
-
 class _SkipInit(TorchFunctionMode):
     """Make random initialisers no-ops on this thread: only shapes are read."""
 
@@ -170,9 +167,6 @@ def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shap
     """An architecture's cached, read-only state_dict signature (key -> shape), or None."""
     sig = _signature(name, num_classes)
     return None if sig is None else sig.shapes
-
-
-# --- Candidates: families per zoo ---
 
 
 # Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
@@ -253,9 +247,6 @@ def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
         if limit is not None and len(chosen) >= limit:
             return chosen[:limit]
     return chosen
-
-
-# --- Comparison ---
 
 
 def _checkpoint_shapes(state_dict: Mapping[str, Any]) -> dict[str, Shape]:

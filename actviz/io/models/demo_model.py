@@ -60,9 +60,6 @@ _BOXES_NAME = "boxes.json"
 _SUPERSAMPLE = 4
 
 
-# --- Model ---
-
-
 class ConvBlock(nn.Module):
     """``conv -> bn -> relu``: one stage of :class:`DemoNet`; the last uses an in-place ReLU on
     purpose (it overwrites the batch-norm output a naive hook would keep)."""
@@ -183,9 +180,6 @@ def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
         x = demo_transform(image)
     rgb = np.ascontiguousarray((x.permute(1, 2, 0).numpy() * 255.0).round().astype(np.uint8))
     return x.unsqueeze(0), rgb
-
-
-# --- Image generator ---
 
 
 @dataclass

@@ -1,6 +1,5 @@
 """Architecture signatures kept between sessions in the user cache: a bare state_dict's guess
-builds some fifty architectures (3 s for the first in a process, then 0.05-0.6 s each), the
-same for every checkpoint while torch, torchvision and timm stay the same versions."""
+builds some fifty, the same for every checkpoint while torch, torchvision and timm stay put."""
 
 from __future__ import annotations
 
