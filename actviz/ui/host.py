@@ -34,6 +34,7 @@ __all__ = [
     "Host",
     "StepsAndLine",
     "WindowHost",
+    "channels_text",
     "show_line",
     "show_steps",
 ]
@@ -66,23 +67,24 @@ def _window_attr(name: str, *, settable: bool = False) -> Any:
     return property(lambda host: getattr(host._w, name), write if settable else None)
 
 
+def channels_text(channels: Sequence[int]) -> str:
+    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels``: the channels of a tile menu, named."""
+    channels = list(channels)
+    if len(channels) <= 4:
+        return "ch " + ", ".join(str(c) for c in channels)
+    return f"{len(channels)} channels"
+
+
 class Host(Docks):
     """What a feature may use of the window (docks: the :class:`~actviz.ui.docking.Docks` calls).
 
-    Signals (:data:`HOST_SIGNALS`, the window's)
-    ---------------------------------------------
-    run_started, run_finished, run_failed(str), run_cancelled
-        The window's own runs (a result reached the panels, or did not).
-    model_loaded(str), input_loaded(str), input_load_failed(str)
-        Opening a model or an input from a source finished.
-    pinned_shown
-        A pinned result is about to replace the panels' result.
-    panel_created(str, LayerPanel), panel_shown(str, LayerPanel, PreparedLayer)
-        A layer panel was made; a panel now shows that prepared layer.
-    tab_changed(QWidget)
-        The central tab shown.
-    closed
-        The window closed: features shut down.
+    Signals (:data:`HOST_SIGNALS`, the window's): ``run_started``, ``run_finished``,
+    ``run_failed(str)``, ``run_cancelled`` (the window's own runs: a result reached the panels,
+    or did not); ``model_loaded(str)``, ``input_loaded(str)``, ``input_load_failed(str)``
+    (opening a model or an input from a source finished); ``pinned_shown`` (a pinned result is
+    about to replace the panels' result); ``panel_created(str, LayerPanel)`` (a layer panel was
+    made); ``panel_shown(str, LayerPanel, PreparedLayer)`` (a panel now shows that layer);
+    ``tab_changed(QWidget)`` (the central tab shown); ``closed`` (features shut down).
     """
 
     def __init__(self, window: Any) -> None:

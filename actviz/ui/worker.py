@@ -76,22 +76,11 @@ class Job(QObject):
     """One job of a :class:`Worker`. Exactly one of ``finished``, ``failed``, ``cancelled`` and
     ``superseded`` is emitted, once, on the GUI thread.
 
-    Signals
-    -------
-    started
-        It began running (not for a job that is superseded or cancelled by then).
-    staged
-        Its first stage ended (it returned :class:`Staged`): the model is free for the next job.
-    progress(str)
-        A short status message from the job.
-    finished(object)
-        The job's return value.
-    failed(object)
-        The exception it raised (cancellation excluded).
-    cancelled
-        It stopped, or ended unseen, because it was cancelled.
-    superseded
-        A later job (or :meth:`Worker.drop`) made it stale; its thread may run on a while.
+    Signals: ``started`` (not for a job superseded or cancelled by then); ``staged`` (its first
+    stage returned :class:`Staged`: the model is free for the next job); ``progress(str)`` (a
+    short status message); ``finished(object)`` (its value); ``failed(object)`` (its exception,
+    cancellation excluded); ``cancelled`` (it stopped, or ended unseen, because cancelled);
+    ``superseded`` (a later job or :meth:`Worker.drop` made it stale; its thread may run on).
     """
 
     started = Signal()

@@ -7,19 +7,12 @@ from typing import Any
 
 from actviz.analysis.concepts import layer_effects as units
 from actviz.ui.effects.view import measured_text
-from actviz.ui.host import FeatureJob
+from actviz.ui.host import FeatureJob, channels_text
 
 __all__ = ["INTERRUPTED", "Verification", "channels_text"]
 
 #: What the dock says when a run replaced the verification (until Verify is pressed again).
 INTERRUPTED = "A new run replaced the verification: press Verify again (live mode: pause it first)."
-
-
-def channels_text(channels: tuple[int, ...]) -> str:
-    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels`` (menu entries and messages)."""
-    if len(channels) <= 4:
-        return "ch " + ", ".join(str(c) for c in channels)
-    return f"{len(channels)} channels"
 
 
 class Verification:

@@ -13,7 +13,7 @@ import shiboken6
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
-from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.host import FeatureBase, WindowHost, channels_text
 from actviz.ui.panels.prediction_change import PredictionChangeView
 from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock, ask_range
 from actviz.workspace.edits_board import StaleEditError
@@ -37,14 +37,6 @@ def ask_factor(parent: QWidget, prompt: str) -> float | None:
     """Ask for a scale factor (default 0.5)."""
     value, ok = QInputDialog.getDouble(parent, "Scale channels", prompt, 0.5, -1e6, 1e6, 3)
     return float(value) if ok else None
-
-
-def channels_text(channels: Sequence[int]) -> str:
-    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels`` (menu entries)."""
-    channels = list(channels)
-    if len(channels) <= 4:
-        return "ch " + ", ".join(str(c) for c in channels)
-    return f"{len(channels)} channels"
 
 
 class WhatIfController(FeatureBase, QObject):
