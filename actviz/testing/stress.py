@@ -440,15 +440,7 @@ class StressDriver(UserActions):
         from PySide6.QtWidgets import QApplication
 
         w = self.window
-        if w is None or QApplication.activeModalWidget() is not None:
-            return False
-        return not (
-            w.is_busy()
-            or w.files.is_loading()
-            or w.runs.is_due()
-            or w.display.display_pending()
-            or any(f.is_busy() for f in w.features.values())
-        )
+        return w is not None and QApplication.activeModalWidget() is None and not _busy(w)
 
     def settle(self, timeout_s: float | None = None) -> bool:
         """Wait for the window to be idle (live playback paused first: it never is); without
@@ -517,13 +509,15 @@ def busy_parts(w: Any) -> str:
 
     modal = QApplication.activeModalWidget()
     parts = [f"modal {type(modal).__name__} {modal.windowTitle()!r}"] if modal else []
-    if w is not None:
-        on = (w.is_busy(), w.files.is_loading(), w.runs.is_due(), w.display.display_pending())
-        parts += [
-            n for n, b in zip(("busy", "loading", "run due", "display"), on, strict=True) if b
-        ]
-        parts += [f"{n} busy" for n, f in w.features.items() if f.is_busy()]
+    parts += _busy(w) if w is not None else []
     return ", ".join(parts) or "idle by now"
+
+
+def _busy(w: Any) -> list[str]:
+    """What of window ``w`` is busy: "busy", "loading", "run due", "display", "<feature> busy"."""
+    on = (w.is_busy(), w.files.is_loading(), w.runs.is_due(), w.display.display_pending())
+    parts = [n for n, b in zip(("busy", "loading", "run due", "display"), on, strict=True) if b]
+    return parts + [f"{n} busy" for n, f in w.features.items() if f.is_busy()]
 
 
 __all__ = [
