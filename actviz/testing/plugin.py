@@ -1,9 +1,7 @@
-"""The actviz pytest plugin: the ``actviz_window`` fixture and its leak checks.
-
-At teardown windows are closed, and the test errors if it left a top-level widget, a hook on a
-shown model, a new global hook, or a changed switch interval or thread count
-(``@pytest.mark.actviz_allow_leaks``, optionally ``"widgets"``, ``"hooks"``, ``"process"``).
-"""
+"""The actviz pytest plugin: the ``actviz_window`` fixture and its leak checks. At teardown
+windows are closed, and the test errors if it left a top-level widget, a hook on a shown model, a
+new global hook, or a changed switch interval or thread count (``@pytest.mark.actviz_allow_leaks``,
+optionally ``"widgets"``, ``"hooks"``, ``"process"``, turns checks off)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What a stress run found: its report, findings, memory and object counts (shared by the driver
-and :mod:`actviz.testing.stress_cases`, which reads it back as JSON).
-"""
+and :mod:`actviz.testing.stress_cases`, which reads it back as JSON)."""
 
 from __future__ import annotations
 

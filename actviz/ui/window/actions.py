@@ -1,5 +1,4 @@
-"""The window's actions, toolbar and menus, built once like a ``setupUi``; each part of the
-window connects the actions it drives."""
+"""The window's actions, toolbar and menus, built once like a ``setupUi`` (parts connect them)."""
 
 from __future__ import annotations
 

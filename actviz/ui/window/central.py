@@ -1,5 +1,4 @@
-"""The window's central area (banner, Layers and Overview tabs), status bar and default size,
-built once like a ``setupUi``."""
+"""The window's central area (banner, Layers and Overview tabs), status bar and first size."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The channel view and the layer panels' mosaic pages: opening and stepping channels, turning
-pages, and the page size that follows a panel's width."""
+"""The channel view and the mosaic pages: channels opened and stepped, pages turned and sized."""
 
 from __future__ import annotations
 

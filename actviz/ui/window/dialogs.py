@@ -348,11 +348,10 @@ class OpenModelDialog(QDialog):
 
     def choose_candidate(self, name: str) -> bool:
         """Select candidate ``name`` (its name goes to the architecture field)."""
-        for i in range(self.arch_list.count()):
-            if self.arch_list.item(i).data(Qt.ItemDataRole.UserRole) == name:
-                self.arch_list.setCurrentRow(i)
-                return True
-        return False
+        names = self.candidates()
+        if name in names:
+            self.arch_list.setCurrentRow(names.index(name))
+        return name in names
 
     def message(self) -> str:
         """The text under the tabs (the last failure, or what is being opened)."""

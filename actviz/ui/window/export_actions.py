@@ -1,5 +1,4 @@
-"""Export menu actions: everything (on its own worker, overlapping the next capture), one panel
-as PNG, one layer's arrays."""
+"""Export menu actions: everything (on its own worker), one panel as PNG, one layer's arrays."""
 
 from __future__ import annotations
 

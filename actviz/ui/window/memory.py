@@ -1,6 +1,5 @@
 """Freed memory goes back to the system after :data:`IDLE_MS` idle (malloc trimmed beyond
-:data:`SLACK_MIB`); in the app's process the cyclic collector runs then and freezes survivors.
-"""
+:data:`SLACK_MIB`); in the app's process the cyclic collector runs then and freezes survivors."""
 
 from __future__ import annotations
 

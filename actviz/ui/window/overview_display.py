@@ -1,5 +1,4 @@
-"""The Overview tab's panels of a result (predictions, saliency, Grad-CAM, gradient flow,
-statistics, histogram); a hidden Overview waits for the tab to be shown."""
+"""The Overview tab's panels of a result; a hidden Overview waits for the tab to be shown."""
 
 from __future__ import annotations
 

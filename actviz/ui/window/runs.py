@@ -1,6 +1,5 @@
 """The window's runs: a debounced run on session changes, Ctrl+R at once; errors to the banner
-(traceback to the log); view settings re-prepare without a forward pass where they can.
-"""
+(traceback to the log); view settings re-prepare without a forward pass where they can."""
 
 from __future__ import annotations
 

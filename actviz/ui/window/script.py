@@ -1,6 +1,5 @@
 """:class:`Explorer`, the façade ``actviz.explore()`` returns; names that moved to a part
-(:data:`MOVED`) still work for one release, with a :class:`MovedWarning`.
-"""
+(:data:`MOVED`) still work for one release, with a :class:`MovedWarning`."""
 
 from __future__ import annotations
 
