@@ -42,11 +42,9 @@ def describe_row(atlas: Any, row: int, categories: Any, *, thumbnail: bool = Fal
 def map_summary(atlas: Any) -> str:
     """``layer4: 400 images (PCA) · axes explain 31% of the variance``."""
     p = atlas.projection
-    share = (
-        f" · axes explain {100 * float(np.sum(p.explained)):.0f}% of the variance"
-        if p.explained is not None
-        else ""
-    )
+    share = ""
+    if p.explained is not None:
+        share = f" · axes explain {100 * float(np.sum(p.explained)):.0f}% of the variance"
     scan = atlas.scan
     total = len(scan.sources) - len(scan.skipped)
     # A cancelled scan's map is of the images scanned so far: said.

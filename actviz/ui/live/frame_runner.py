@@ -144,11 +144,8 @@ class FrameRunner:
             capture_threads=self.live.capture_threads,
         )
         # Two lanes share the worker's threads; one lane has them all.
-        threads = (
-            max(1, self.worker.threads // 2)
-            if self.lanes.count(self.live.player.playing) == 2
-            else None
-        )
+        two = self.lanes.count(self.live.player.playing) == 2
+        threads = max(1, self.worker.threads // 2) if two else None
         # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
         gen = self.worker.submit(job, supersede=not self.inflight, lane=lane, threads=threads)
         # The window shows the frame as a run's result first; a stream's, quietly.
