@@ -142,11 +142,7 @@ def _first_divergence(cap_a: Capture, diffs: list[LayerDiff], tol: float) -> Lay
 
 
 def compare(
-    cap_a: Capture,
-    cap_b: Capture,
-    *,
-    tol: float = 1e-4,
-    layers: Sequence[str] | str | None = None,
+    cap_a: Capture, cap_b: Capture, *, tol: float = 1e-4, layers: Sequence[str] | str | None = None
 ) -> Comparison:
     """Compare run A with run B (the reference) layer by layer, and their outputs.
 

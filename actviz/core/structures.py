@@ -36,12 +36,10 @@ def _children(obj: Any) -> tuple[list[Any], Callable[[list[Any]], Any], list[str
     node = pytree.SUPPORTED_NODES.get(pytree._get_node_type(obj))
     if node is not None:
         children, context = node.flatten_fn(obj)
-        if isinstance(obj, collections.abc.Mapping):
+        labels = [f"[{i}]" for i in range(len(children))]
+        # Keys label a mapping's children unless its registered type flattens otherwise.
+        if isinstance(obj, collections.abc.Mapping) and len(obj) == len(children):
             labels = [f"[{k!r}]" for k in obj.keys()]
-        else:
-            labels = [f"[{i}]" for i in range(len(children))]
-        if len(labels) != len(children):  # a registered type flattening otherwise
-            labels = [f"[{i}]" for i in range(len(children))]
         return children, lambda new: node.unflatten_fn(new, context), labels
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         names = [f.name for f in dataclasses.fields(obj)]

@@ -17,13 +17,7 @@ from typing import Any
 __all__ = ["LoaderContext", "loader_context", "prestart", "server_pid"]
 
 #: What the server imports before forking: a scan loader's needs (torch, sources, preprocessing).
-PRELOAD = [
-    "torch",
-    "torch.utils.data",
-    "PIL.Image",
-    "torchvision.transforms",
-    "actviz.data.scan",
-]
+PRELOAD = ["torch", "torch.utils.data", "PIL.Image", "torchvision.transforms", "actviz.data.scan"]
 
 _available = "forkserver" in multiprocessing.get_all_start_methods() and not getattr(
     sys, "frozen", False

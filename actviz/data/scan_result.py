@@ -307,10 +307,7 @@ def layer_result(state: Any) -> LayerResult:
     positive = state.positive.copy()
     frac = positive / count if count else np.zeros(len(positive))
     stats = ChannelStats(
-        frozen(state.mean.copy()),
-        frozen(state.std()),
-        frozen(frac.astype(np.float64)),
-        count,
+        frozen(state.mean.copy()), frozen(state.std()), frozen(frac.astype(np.float64)), count
     )
     return LayerResult(
         frozen(state.values.copy()),

@@ -45,12 +45,7 @@ def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch
 
 
 def prepare_difference(
-    cap_a: Any,
-    cap_b: Any,
-    spec: DisplaySpec,
-    layers: Sequence[str] | None = None,
-    *,
-    call: int = 0,
+    cap_a: Any, cap_b: Any, spec: DisplaySpec, layers: Sequence[str] | None = None, *, call: int = 0
 ) -> dict[str, PreparedLayer]:
     """Run A minus run B per layer as prepared layers (mosaics symmetric about 0 in
     :data:`DIFFERENCE_CMAP`; no gradient views) for ``layers`` (default ``spec.layers`` or all

@@ -123,9 +123,7 @@ def magnitude(grad: Any) -> np.ndarray:
 
 
 def class_units(
-    shape: tuple[int, ...] | None,
-    output_shape: tuple[int, ...] | None,
-    categories: Any,
+    shape: tuple[int, ...] | None, output_shape: tuple[int, ...] | None, categories: Any
 ) -> tuple[str, ...] | None:
     """The class names of a layer's units when its output is the model's class scores, else None."""
     if not categories or shape is None or output_shape is None or len(shape) != 2:

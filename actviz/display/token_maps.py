@@ -55,9 +55,7 @@ def sequence_layout(model: nn.Module | None) -> SequenceLayout | None:
 
 
 def sequence_kind(
-    shape: tuple[int, ...] | None,
-    tokens: Sequence[str] | None,
-    layout: SequenceLayout | None,
+    shape: tuple[int, ...] | None, tokens: Sequence[str] | None, layout: SequenceLayout | None
 ) -> str | None:
     """``"patches"`` for a ViT token layer (``(N, prefix + rows * cols, D)`` under ``layout``),
     ``"tokens"`` for an ``(N, T, D)`` output with ``T == len(tokens)``, else None."""

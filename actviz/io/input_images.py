@@ -134,11 +134,7 @@ def _describe_transforms(transforms: Any) -> str:
 
 
 def _from_image(
-    img: Image.Image,
-    src: str,
-    exp: ExpectedInput,
-    transforms: Any,
-    size: tuple[int, int] | None,
+    img: Image.Image, src: str, exp: ExpectedInput, transforms: Any, size: tuple[int, int] | None
 ) -> LoadedInput:
     from PIL import Image
 

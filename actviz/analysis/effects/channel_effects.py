@@ -250,9 +250,7 @@ def effects(
         raise ValueError(f"layer {missing[0]!r} never ran during the forward pass")
     est = estimate_from_capture(model, cap, names, base, target=target)
     est = dataclasses.replace(
-        est,
-        warnings=tuple(cap.warnings) + est.warnings,
-        elapsed_s=time.perf_counter() - start,
+        est, warnings=tuple(cap.warnings) + est.warnings, elapsed_s=time.perf_counter() - start
     )
     if method == "estimate":
         return est

@@ -36,11 +36,7 @@ def contact_sheet(
     h, w = vis.images.shape[2:]
     side = tile or max(64, max(h, w))
     th, tw = (side, round(side * w / h)) if h >= w else (round(side * h / w), side)
-    sheet = Image.new(
-        "RGB",
-        (cols * (tw + _GAP) + _GAP, rows * (th + _LABEL_H + _GAP) + _GAP),
-        _BG,
-    )
+    sheet = Image.new("RGB", (cols * (tw + _GAP) + _GAP, rows * (th + _LABEL_H + _GAP) + _GAP), _BG)
     draw = ImageDraw.Draw(sheet)
     font = _font(12)
     for i, channel in enumerate(vis.channels):

@@ -325,12 +325,7 @@ def write_token_saliency(out: Path, tokens: TokenSaliency, target: str = "") -> 
     per token) and ``token_saliency.csv`` (``index,token,saliency,share`` of the largest)."""
     shares = tokens.shares()
     rows = [
-        {
-            "index": i,
-            "token": token,
-            "saliency": float(tokens.values[i]),
-            "share": float(shares[i]),
-        }
+        {"index": i, "token": token, "saliency": float(tokens.values[i]), "share": float(shares[i])}
         for i, token in enumerate(tokens.tokens)
     ]
     path_json = out / "token_saliency.json"

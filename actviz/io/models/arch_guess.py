@@ -227,8 +227,7 @@ _LIMITS = {"timm": TIMM_MAX_CANDIDATES}
 def _family_overlap(patterns: frozenset[str], family: tuple[str, ...]) -> float:
     # The first member that builds stands for the family (a builder may fail on meta).
     sig = next(
-        (s for s in (_signature(n, None) for n in family[:3]) if s is not None and s.patterns),
-        None,
+        (s for s in (_signature(n, None) for n in family[:3]) if s is not None and s.patterns), None
     )
     if sig is None or not patterns:
         return 0.0
