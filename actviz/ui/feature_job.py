@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel, QProgressBar
 
 from actviz.ui.background_loads import describe_error
+from actviz.ui.panels.style import ERROR_TEXT
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
@@ -28,7 +29,7 @@ def show_steps(bar: QProgressBar, done: int, total: int) -> None:
 def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
     """``text`` on a message line, red for an error, hidden when empty."""
     label.setText(text)
-    label.setStyleSheet("color: #c0392b;" if error else "")
+    label.setStyleSheet(f"color: {ERROR_TEXT};" if error else "")
     label.setVisible(bool(text))
 
 

@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
 from actviz.ui.panels.deferred import DeferredCall
-from actviz.ui.panels.style import ProgressBar
+from actviz.ui.panels.style import ERROR_TEXT, ProgressBar
 
 __all__ = ["BarRow", "EffectBars", "EffectsSection", "EffectsView", "bar_text"]
 
@@ -339,7 +339,7 @@ class EffectsView(QtWidgets.QWidget):
 
     def set_message(self, text: str, *, error: bool = False) -> None:
         self.message.setText(text)
-        self.message.setStyleSheet("color: #b03030;" if error else "")
+        self.message.setStyleSheet(f"color: {ERROR_TEXT};" if error else "")
 
     def set_busy(self, busy: bool) -> None:
         """Verifying: Cancel on, Verify off, the progress bar shown."""

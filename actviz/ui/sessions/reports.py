@@ -12,7 +12,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from actviz.core.capture import CaptureCancelled
+from actviz.core.capture import CaptureCancelled, format_bytes
 from actviz.ui.background_loads import describe_error, format_eta
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost
@@ -21,16 +21,11 @@ from actviz.ui.worker import Job, Worker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_SOURCE", "ReportExport", "ReportJob", "mib"]
+__all__ = ["REPORT_SOURCE", "ReportExport", "ReportJob"]
 
 #: The banner's source for report messages (the next report clears them, no others).
 REPORT_SOURCE = "report"
 REPORT_FILTER = "HTML reports (*.html)"
-
-
-def mib(nbytes: int) -> str:
-    """A file's size for the status bar."""
-    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
 
 
 class ReportJob:
@@ -204,7 +199,7 @@ class ReportExport(QObject):
         if self._reports.pop(report, False) is False:
             return
         self.host.clear_messages(REPORT_SOURCE)  # an earlier report's failure is over
-        self.host.refresh_busy(f"Wrote the report {info.path} ({mib(info.nbytes)})")
+        self.host.refresh_busy(f"Wrote the report {info.path} ({format_bytes(info.nbytes)})")
         self.report_written.emit(str(info.path))
 
     def _errored(self, report: ReportJob, error: BaseException) -> None:

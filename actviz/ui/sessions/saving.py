@@ -9,9 +9,9 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog
 
+from actviz.core.capture import format_bytes
 from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import start_path
-from actviz.ui.sessions.reports import mib
 from actviz.ui.sessions.state import ModelOpened, gather_state, model_part
 from actviz.ui.worker import Job
 from actviz.workspace.session_file import SUFFIX, SessionFileError, pin_capture_bytes, save_state
@@ -69,7 +69,7 @@ class SessionSaver:
             extra = pin_capture_bytes(state)
             answer = self.feature.ask_pin_captures(
                 self.host.dialog_parent(),
-                f"The pinned results hold their captures: {mib(extra)} more in the "
+                f"The pinned results hold their captures: {format_bytes(extra)} more in the "
                 "session file. Keep them (the pins can be shown and compared again) or "
                 "leave them out (only their labels are kept)?",
             )
@@ -112,7 +112,7 @@ class SessionSaver:
             self.host.clear_messages(BANNER_SOURCE)
             if warnings:
                 self.host.show_warning("Saved without: " + "; ".join(warnings), BANNER_SOURCE)
-            self.host.refresh_busy(f"Saved the session to {path} ({mib(size)})")
+            self.host.refresh_busy(f"Saved the session to {path} ({format_bytes(size)})")
             self.feature.session_saved.emit(str(path))
         except Exception as exc:  # noqa: BLE001 - a bug here must not take the window down
             log.exception("after saving the session")
