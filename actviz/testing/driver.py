@@ -146,11 +146,9 @@ class WindowDriver:
             raise ValueError(f"{layer!r} has no result on its panel yet (run first)")
         if prepared.mosaic is not None:
             return int(prepared.mosaic.total_channels)
-        if prepared.tokens is not None or (
-            prepared.view is not None and prepared.view.kind == "heatmap"
-        ):
-            return int(prepared.shape[-1]) if prepared.shape else 1
         view = prepared.view
+        if prepared.tokens is not None or (view is not None and view.kind == "heatmap"):
+            return int(prepared.shape[-1]) if prepared.shape else 1
         if view is None or view.kind == "scalar":
             return 1
         return int(view.data.shape[0])
@@ -247,17 +245,13 @@ class WindowDriver:
             QCoreApplication.processEvents()
             self.qtbot.wait(1)
             shape = self._geometry()
-            if (
-                shape == last
-                and not w.display.display_pending()
-                and w.display.panel_updates_pending()
-            ):
+            steps, updates = w.display.display_pending(), w.display.panel_updates_pending()
+            if shape == last and not steps and updates:
                 # Panels out of view wait to be scrolled to: put the result on them now.
                 w.display.flush_panel_updates()
                 last, still = None, 0
                 continue
-            pending = w.display.display_pending() or w.display.panel_updates_pending()
-            still = still + 1 if shape == last and not pending else 0
+            still = still + 1 if shape == last and not (steps or updates) else 0
             if still >= 2:
                 return True
             last = shape

@@ -146,11 +146,8 @@ def _canvases(window: QWidget) -> Found:
         for kind, rect in drawn:
             rect = QRectF(canvas.mapFromScene(rect).boundingRect())
             if not _inside(rect, box):
-                yield (
-                    kind,
-                    where,
-                    f"{kind} at {_rect_text(rect)} outside the canvas {_rect_text(box)}",
-                )
+                outside = f"{kind} at {_rect_text(rect)} outside the canvas {_rect_text(box)}"
+                yield kind, where, outside
         clipped = _clipped_by(canvas)
         if clipped:
             yield "clipped", where, clipped
@@ -166,17 +163,14 @@ def _clipped_by(widget: QWidget) -> str:
         if isinstance(area, QAbstractScrollArea) and area.viewport() is parent:
             box = QRectF(parent.rect())
             if rect.left() < box.left() - SLACK or rect.right() > box.right() + SLACK:
-                return (
-                    f"{_rect_text(rect)} sideways outside the viewport {_rect_text(box)} of "
-                    f"{_name(area)}"
-                )
+                viewport = f"the viewport {_rect_text(box)} of {_name(area)}"
+                return f"{_rect_text(rect)} sideways outside {viewport}"
             return ""
         if not isinstance(child, QWidget) or child.isWindow():
             return ""
         if not _inside(rect, QRectF(parent.rect())):
-            return (
-                f"{_rect_text(rect)} outside its parent {_name(parent)} {_rect_text(parent.rect())}"
-            )
+            outer = f"{_name(parent)} {_rect_text(parent.rect())}"
+            return f"{_rect_text(rect)} outside its parent {outer}"
         child, parent = parent, parent.parentWidget()
     return ""
 
@@ -213,9 +207,8 @@ def _label_cut(label: QLabel) -> str:
         # A tooltip of the owner's own (a layer panel's title shows the layer's name) counts.
         if "…" not in shown:
             return f"shortened to {shown!r} without an ellipsis"
-        return (
-            f"shortened to {shown!r} without a tooltip" if painted and not label.toolTip() else ""
-        )
+        untipped = painted and not label.toolTip()
+        return f"shortened to {shown!r} without a tooltip" if untipped else ""
     if _is_rich(label):
         doc = QTextDocument()
         doc.setDocumentMargin(0)  # as QLabel lays rich text out
@@ -235,9 +228,8 @@ def _label_cut(label: QLabel) -> str:
             return f"wrapped text needs {needed} px of height, has {label.height()}"
         return ""
     needed = max(label.fontMetrics().horizontalAdvance(line) for line in text.split("\n"))
-    return (
-        f"text needs {needed} px, has {room} px (cut, no ellipsis)" if needed > room + SLACK else ""
-    )
+    cut = needed > room + SLACK
+    return f"text needs {needed} px, has {room} px (cut, no ellipsis)" if cut else ""
 
 
 def _buttons(window: QWidget) -> Found:
@@ -271,11 +263,11 @@ def _scroll_bars(window: QWidget) -> Found:
                 what = f"({bar.maximum()} px to scroll) in a {dock.width()} px wide dock"
                 yield kind, widget_path(area), f"a horizontal scroll bar {what}"
         elif isinstance(area, QScrollArea) and area.widgetResizable():
+            wide = f"content {area.widget().width()} px wide in a {area.viewport().width()} px wide"
             yield (
                 "page scroll bar",
                 widget_path(area),
-                f"content {area.widget().width()} px wide in a {area.viewport().width()} px wide "
-                f"page ({bar.maximum()} px out of view)",
+                f"{wide} page ({bar.maximum()} px out of view)",
             )
 
 
@@ -304,12 +296,8 @@ def _cells(window: QWidget) -> Found:
                     continue
                 room, needed = rect.width() - margin, metrics.horizontalAdvance(text)
                 if needed > room + SLACK and not index.data(Qt.ItemDataRole.ToolTipRole):
-                    yield (
-                        "cell",
-                        widget_path(table),
-                        f"{text[:40]!r} needs {needed} px, its column has {room} px "
-                        "(shortened, no tooltip)",
-                    )
+                    detail = f"{text[:40]!r} needs {needed} px, its column has {room} px"
+                    yield "cell", widget_path(table), f"{detail} (shortened, no tooltip)"
 
 
 def _tiles(window: QWidget) -> Found:
@@ -330,12 +318,8 @@ def _tiles(window: QWidget) -> Found:
         map_px = mosaic.tile_w * mosaic.scale
         shrunk = tile + SLACK < map_px
         if 0 < tile < MIN_TILE_PX and shrunk and not panel.page_bar.isVisible():
-            yield (
-                "tiles",
-                f"LayerPanel {name!r}",
-                f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) for {map_px} px wide "
-                "maps, and no page control",
-            )
+            detail = f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) for {map_px} px wide"
+            yield "tiles", f"LayerPanel {name!r}", f"{detail} maps, and no page control"
 
 
 def _blanks(window: QWidget) -> Found:
@@ -377,16 +361,10 @@ def _blanks(window: QWidget) -> Found:
                 continue
             cover = image.width() * image.height() / (room_w * room_h)
             if cover < MIN_FILL:
-                bands = (
-                    "beside"
-                    if room_w - image.width() > room_h - image.height()
-                    else "above and below"
-                )
-                yield (
-                    "blank",
-                    widget_path(canvas),
-                    f"image {image.width():.0f}x{image.height():.0f} px covers "
-                    f"{cover:.0%} of its {room_w}x{room_h:.0f} px canvas (< {MIN_FILL:.0%}): "
-                    f"blank bands {bands} it, the images {across} "
-                    f"({view.width()}x{view.height()})",
-                )
+                wide = room_w - image.width() > room_h - image.height()
+                bands = "beside" if wide else "above and below"
+                size = f"{image.width():.0f}x{image.height():.0f}"
+                share = f"{cover:.0%} of its {room_w}x{room_h:.0f} px canvas (< {MIN_FILL:.0%})"
+                laid = f"the images {across} ({view.width()}x{view.height()})"
+                detail = f"image {size} px covers {share}: blank bands {bands} it, {laid}"
+                yield "blank", widget_path(canvas), detail

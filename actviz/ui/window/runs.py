@@ -267,14 +267,9 @@ class RunControl:
         """Runs stop the backward early without a saliency view; showing one re-runs."""
         self.session.set_saliency_wanted(shown)
         result, request = self.session.result, self.last_request
-        if (
-            shown
-            and result is not None
-            and result.capture is not None
-            and result.capture.input_grads is None
-            and request is not None
-            and not request.input_grads
-        ):
+        cap = result.capture if result is not None else None
+        stopped_early = cap is not None and cap.input_grads is None
+        if shown and stopped_early and request is not None and not request.input_grads:
             if self.auto_run:
                 self.window.centre.saliency_panel.set_message("Computing saliency…")
                 self.schedule_run()
