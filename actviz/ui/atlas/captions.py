@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from actviz.data.atlas_map import NO_ATLAS_NOTE
-from actviz.ui.atlas.view import EMPTY_TEXT, THUMB
+from actviz.ui.atlas.view import EMPTY_TEXT
 
 __all__ = [
     "colour_caption",
@@ -21,8 +21,9 @@ __all__ = [
 ]
 
 
-def describe_row(atlas: Any, row: int, categories: Any, *, thumbnail: bool = False) -> str:
-    """HTML naming row ``row``'s image: file, class, prediction (``thumbnail``: picture above)."""
+def describe_row(atlas: Any, row: int, categories: Any, *, thumbnail: str | None = None) -> str:
+    """HTML naming row ``row``'s image: file, class, prediction (``thumbnail``: the URI of a
+    picture above it)."""
     emb = atlas.embeddings
     path = str(emb.sources[row])
     lines = [f"<b>{html.escape(Path(path).name)}</b>", html.escape(path)]
@@ -32,10 +33,7 @@ def describe_row(atlas: Any, row: int, categories: Any, *, thumbnail: bool = Fal
         p = int(atlas.predictions[row])
         name = categories[p] if categories and p < len(categories) else str(p)
         lines.append(f"prediction: {html.escape(name)}")
-    head = ""
-    if thumbnail and Path(path).is_file():
-        src = html.escape(Path(path).resolve().as_uri())
-        head = f'<img src="{src}" width="{2 * THUMB}"><br>'
+    head = f'<img src="{html.escape(thumbnail)}"><br>' if thumbnail else ""
     return head + "<br>".join(lines)
 
 

@@ -21,9 +21,9 @@ from actviz.ui.atlas.captions import (
     separating_texts,
 )
 from actviz.ui.atlas.colours import colouring
+from actviz.ui.atlas.thumbs import ThumbCache
 from actviz.ui.atlas.view import HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.panels.style import rgb_pixmap
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
 __all__ = ["NEAREST_K", "SELECTION_THUMBS", "AtlasFeature", "classifier_layer"]
@@ -132,7 +132,12 @@ class AtlasFeature(FeatureBase, QObject):
         # Maps fitted of the scan shown, by (layer, method, logits layer): shown again at once.
         self._fitted: dict[tuple[str, str, str | None], Any] = {}
         self._fitted_scan: Any = None
-        self._thumbs: dict[str, QPixmap | None] = {}
+        self._thumbs = ThumbCache(THUMB, self)
+        self._thumbs.loaded.connect(self._on_thumb_loaded)
+        #: The hover tooltip's pictures (twice a strip's), and the dot hovered (-1: none).
+        self._hover_thumbs = ThumbCache(2 * THUMB, self, as_uri=True)
+        self._hover_thumbs.loaded.connect(lambda _path: self._show_hover())
+        self._hovered = -1
         methods = ["PCA"] + (["UMAP"] if umap_available() else [])
         self.view.set_choices(self.view.method_combo, methods, "PCA")
         v = self.view
@@ -318,7 +323,7 @@ class AtlasFeature(FeatureBase, QObject):
     def source(self, row: int) -> str:
         return str(self.atlas.embeddings.sources[row])
 
-    def _describe(self, row: int, *, thumbnail: bool = False) -> str:
+    def _describe(self, row: int, *, thumbnail: str | None = None) -> str:
         return describe_row(self.atlas, row, self.session.categories, thumbnail=thumbnail)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
@@ -332,15 +337,26 @@ class AtlasFeature(FeatureBase, QObject):
         return super().eventFilter(watched, event)
 
     def _on_hovered(self, row: int) -> None:
-        if row < 0 or self.atlas is None:
+        self._hovered = row if self.atlas is not None else -1
+        if self._hovered < 0:
             self.hover_text = ""
             QToolTip.hideText()
             # Off the dots, the side panel forgets the image (it kept the last one named).
             self.view.hover_label.setText(HOVER_HINT)
             return
-        self.hover_text = self._describe(row, thumbnail=True)
         self.view.hover_label.setText(self._describe(row))
-        QToolTip.showText(QCursor.pos(), self.hover_text, self.view.plot)
+        self._show_hover(again=True)
+
+    def _show_hover(self, *, again: bool = False) -> None:
+        """The hovered dot's tooltip, with its picture once decoded (off the GUI thread)."""
+        row = self._hovered
+        if row < 0 or self.atlas is None or not 0 <= row < len(self.atlas.coords):
+            return
+        uri = self._hover_thumbs.get(self.source(row))
+        text = self._describe(row, thumbnail=uri if isinstance(uri, str) else None)
+        if again or text != self.hover_text:
+            self.hover_text = text
+            QToolTip.showText(QCursor.pos(), text, self.view.plot)
 
     def _open_row(self, row: int) -> None:
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):
@@ -375,23 +391,14 @@ class AtlasFeature(FeatureBase, QObject):
             self.host.open_channel(self.atlas.layer, int(item.data(0x0100)))
 
     def _thumb(self, path: str) -> QPixmap | None:
-        if path in self._thumbs:
-            return self._thumbs[path]
-        pixmap: QPixmap | None = None
-        try:
-            from PIL import Image
+        return self._thumbs.get(path)
 
-            with Image.open(path) as im:
-                im.draft("RGB", (THUMB, THUMB))  # JPEGs decode at a fraction of their size
-                im = im.convert("RGB")
-                im.thumbnail((THUMB, THUMB))
-                pixmap = rgb_pixmap(np.asarray(im))
-        except (OSError, ValueError):
-            pixmap = None
-        if len(self._thumbs) > 512:
-            self._thumbs.clear()
-        self._thumbs[path] = pixmap
-        return pixmap
+    def _on_thumb_loaded(self, path: str) -> None:
+        """A thumbnail decoded: on the strips' items that show its image."""
+        pixmap = self._thumbs.get(path)
+        if self.atlas is not None and pixmap is not None:
+            for strip in (self.view.nearest_strip, self.view.selection_strip):
+                strip.set_icon(lambda row: self.source(row) == path, pixmap)
 
     def session_part(self) -> dict[str, Any]:
         """What a session file keeps of the map (:func:`saved_map`)."""
@@ -450,4 +457,5 @@ class AtlasFeature(FeatureBase, QObject):
         self.worker.shutdown()
         self.atlas = None
         self._fitted, self._fitted_scan = {}, None
-        self._thumbs.clear()
+        self._thumbs.shutdown()
+        self._hover_thumbs.shutdown()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,13 @@ class ThumbStrip(QListWidget):
             item.setToolTip(tip)
             item.setData(_ROW, int(row))
             self.addItem(item)
+
+    def set_icon(self, shows: Callable[[int], bool], pixmap: QPixmap) -> None:
+        """Give ``pixmap`` to the items whose row ``shows`` it (a thumbnail decoded later)."""
+        for i in range(self.count()):
+            item = self.item(i)
+            if shows(int(item.data(_ROW))):
+                item.setIcon(QIcon(pixmap))
 
 
 _ROW = Qt.ItemDataRole.UserRole
