@@ -380,16 +380,13 @@ class OpenModelDialog(QDialog):
         """The choice on the current tab, or None when nothing is chosen."""
         tab = self.tabs.currentIndex()
         if tab in (0, 3):  # a list of names; tab 3 (timm) exists only with timm
-            names, random = (
-                (self.zoo_list, self.random_check)
-                if tab == 0
-                else (self.timm_list, self.timm_random_check)
-            )
-            name = _chosen_name(names)
+            timm = tab == 3
+            random = self.timm_random_check if timm else self.random_check
+            name = _chosen_name(self.timm_list if timm else self.zoo_list)
             if name is None:
                 return None
             weights = None if random.isChecked() else "DEFAULT"
-            return ModelSpec(name if tab == 0 else f"timm:{name}", None, weights)
+            return ModelSpec(f"timm:{name}" if timm else name, None, weights)
         if tab == 1:
             path = self.file_edit.text().strip()
             if not path:

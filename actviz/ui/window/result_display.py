@@ -260,11 +260,8 @@ class ResultDisplay:
         if result is None:
             self.timing_label.clear()
             return
-        took = (
-            f"ran in {result.elapsed_s * 1000:.0f} ms"
-            if result.elapsed_s < 10
-            else f"ran in {result.elapsed_s:.1f} s"
-        )
+        secs = result.elapsed_s
+        took = f"ran in {secs * 1000:.0f} ms" if secs < 10 else f"ran in {secs:.1f} s"
         text = f"{took} · {format_bytes(self.session.held_bytes())} held"
         if len(self.session.pins):
             text += f" ({len(self.session.pins)} pinned)"
