@@ -1,6 +1,5 @@
 """What-if edits for ``actviz.capture(model, x, edits={...})``: ``ablate``, ``scale``, ``keep``,
-``clamp``, ``patch``, ``concept`` or any ``f(output) -> output`` (:mod:`actviz.core.edit_kinds`).
-"""
+``clamp``, ``patch``, ``concept`` or any ``f(output) -> output`` (:mod:`actviz.core.edit_kinds`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The ``actviz`` command: ``gui`` (default), ``info``, ``export``, ``scan``, ``bench``, ...
-Errors print one line and exit non-zero (``--debug``: the traceback); progress goes to stderr.
-"""
+Errors print one line and exit non-zero (``--debug``: the traceback); progress goes to stderr."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``actviz atlas``: a layer's map of a dataset (``atlas.png``, ``.npz``, ``.json``) through the
-scan's cache. torch is imported inside :func:`run` only, so the parser stays cheap.
-"""
+scan's cache. torch is imported inside :func:`run` only, so the parser stays cheap."""
 
 from __future__ import annotations
 

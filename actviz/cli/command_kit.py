@@ -1,7 +1,5 @@
-"""What the ``actviz`` commands share: common options, argument checks, progress lines.
-
-Imports nothing heavy at module level: the commands build their parsers without torch.
-"""
+"""What the ``actviz`` commands share: common options, argument checks, progress lines; nothing
+heavy imported at module level, so the commands build their parsers without torch."""
 
 from __future__ import annotations
 

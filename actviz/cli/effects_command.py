@@ -1,6 +1,5 @@
 """``actviz effects``: every channel of the given layers ranked by its effect on the target
-(``effects.json`` and a bar chart per layer). torch is imported inside :func:`run` only.
-"""
+(``effects.json`` and a bar chart per layer). torch is imported inside :func:`run` only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``actviz report``: one self-contained HTML report, from a session file (its saved capture, else
-its model run again) or from a model and input with ``actviz export``'s options.
-"""
+its model run again) or from a model and input with ``actviz export``'s options."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``actviz visualize``: what each channel of a layer wants to see, written as PNGs, a contact
-sheet and ``visualize.json``. Torch is imported inside :func:`run` only (a cheap parser).
-"""
+sheet and ``visualize.json``. Torch is imported inside :func:`run` only (a cheap parser)."""
 
 from __future__ import annotations
 

@@ -52,8 +52,7 @@ __all__ = [
 @dataclasses.dataclass(frozen=True)
 class LayoutProblem:
     """One thing cut off or squeezed: its ``kind`` ("image", "label", "cell", "tiles", "blank", a
-    scroll bar...), the ``widget`` path (:func:`widget_path`) and the ``detail`` with sizes.
-    """
+    scroll bar...), the ``widget`` path (:func:`widget_path`) and the ``detail`` with sizes."""
 
     kind: str
     widget: str

@@ -1,6 +1,5 @@
 """Dialogs: open a model (open while it loads), trust untrusted code, and where Export
-everything writes (a new folder is fine). Model lists are built once, off the GUI thread.
-"""
+everything writes (a new folder is fine). Model lists are built once, off the GUI thread."""
 
 from __future__ import annotations
 

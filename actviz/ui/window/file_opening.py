@@ -1,6 +1,5 @@
 """Opening models and inputs off the GUI thread. Only the latest request is adopted; a failure
-goes to the banner and the previous model stays. Trust is asked here, then it loads again.
-"""
+goes to the banner and the previous model stays. Trust is asked here, then it loads again."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ class FileOpening:
     ) -> bool:
         """Open a model (zoo name, file, ``module:attr`` or "demo", arguments as for
         :func:`actviz.io.models.loading.open_model`) in the background; whether the load started
-        (``wait``: whether it was adopted); ``model_loaded`` or ``model_load_failed`` follows.
-        """
+        (``wait``: whether it was adopted); ``model_loaded`` or ``model_load_failed`` follows."""
         if self.window.is_closed():
             return False
         request = ModelRequest(
