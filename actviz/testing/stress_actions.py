@@ -15,7 +15,6 @@ SIZES = ((1024, 640), (1280, 720), (1360, 820), (1920, 1080))
 #: What the key action presses: on the window, or the channel view's step keys.
 KEYS = ("Esc", "Ctrl+R", "Ctrl+P", "[", "]", "PageUp", "PageDown")
 #: name: (relative weight, ``act_NAME`` that sends it when not the name's own, what it is given).
-#: Closing the window is rare: it costs a second.
 ACTIONS: dict[str, tuple[float, str | None, dict[str, Any]]] = {
     "tile_click": (3.0, None, {}),  # left click a tile: the channel view opens on it
     "tile_menu": (3.0, None, {}),  # right click a tile, click an item of its menu (Ablate)
@@ -37,7 +36,7 @@ ACTIONS: dict[str, tuple[float, str | None, dict[str, Any]]] = {
     "esc": (1.0, "key", {"key": "Esc"}),  # cancels what runs
     "wait": (1.5, None, {}),  # do nothing until the window is idle
     "switch_model": (0.3, None, {}),  # open another model (image, text, the checkpoint)
-    "reopen": (0.05, None, {}),  # close the window and open a fresh one
+    "reopen": (0.05, None, {}),  # close the window and open a fresh one (rare: costs a second)
     "inject_failure": (0.0, None, {}),  # a synthetic failure (the driver's own tests)
 }
 

@@ -409,6 +409,5 @@ __all__ = [
     "shrink_failure",
 ]
 
-
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

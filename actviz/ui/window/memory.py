@@ -21,7 +21,6 @@ FULL_IDLE_MS = 20_000
 #: Idle moments between two full collections.
 FULL_EVERY = 50
 
-
 _FREEZE = [False]
 
 
