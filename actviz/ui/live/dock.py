@@ -62,13 +62,8 @@ def _ask_folder(parent: QWidget) -> str:
 
 
 def _ask_tensor_file(parent: QWidget) -> str:
-    path, _ = QFileDialog.getOpenFileName(
-        parent,
-        "Play the frames of a tensor",
-        "",
-        "Tensors (*.pt *.pth *.npy *.npz *.safetensors);;All files (*)",
-    )
-    return path
+    filters = "Tensors (*.pt *.pth *.npy *.npz *.safetensors);;All files (*)"
+    return QFileDialog.getOpenFileName(parent, "Play the frames of a tensor", "", filters)[0]
 
 
 class LiveControls(QDockWidget):
@@ -144,10 +139,7 @@ class LiveControls(QDockWidget):
             self.source_combo.setItemText(_WEBCAM, f"Webcam ({why})")
         self.source_combo.activated.connect(self._on_source_activated)
         # Sized to the dock, not to its longest item; the open list shows items in full.
-        self.source_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.source_combo.setMinimumContentsLength(16)
+        style.fit_combo(self.source_combo, 16)
         form.addWidget(self.source_combo)
         self.webcam_label = QLabel("" if ok else why)
         self.webcam_label.setWordWrap(True)
@@ -307,20 +299,11 @@ class LiveControls(QDockWidget):
             c.open_tensor_file(path)
         elif index == _WEBCAM:
             c.open_webcam()
-        # Show what really plays (a choice refused or cancelled included).
-        with QSignalBlocker(self.source_combo):
-            self.source_combo.setCurrentIndex(self._source_index())
-        self._sync_transport()
+        self._sync_source()
 
     def _source_index(self) -> int:
-        src = self.controller.source
-        if isinstance(src, ImageFolder):
-            return _FOLDER
-        if isinstance(src, TensorFrames):
-            return _TENSOR
-        if isinstance(src, WebcamSource):
-            return _WEBCAM
-        return _STILL
+        kinds = ((ImageFolder, _FOLDER), (TensorFrames, _TENSOR), (WebcamSource, _WEBCAM))
+        return next((i for cls, i in kinds if isinstance(self.controller.source, cls)), _STILL)
 
     def _on_speed_changed(self, fps: float) -> None:
         # Set from a script or a test: show it without echoing it back to the controller.
@@ -382,6 +365,10 @@ class LiveControls(QDockWidget):
     def _on_controller_source_changed(self, text: str) -> None:
         self.source_label.setText(text or "the opened input")
         self._sync_perturbation_enabled()
+        self._sync_source()
+
+    def _sync_source(self) -> None:
+        """The selector shows what really plays (a choice refused or cancelled included)."""
         with QSignalBlocker(self.source_combo):
             self.source_combo.setCurrentIndex(self._source_index())
         self._sync_transport()
@@ -396,13 +383,7 @@ class LiveControls(QDockWidget):
 
     def perturbation_controls(self) -> tuple[QWidget, ...]:
         """The widgets that set a perturbation (the patch, noise, brightness, contrast)."""
-        return (
-            self.occlusion_check,
-            self.size_slider,
-            self.noise_slider,
-            self.brightness_slider,
-            self.contrast_slider,
-        )
+        return (self.occlusion_check, self.size_slider, *(a[0] for a in self._amounts))
 
     def _sync_perturbation_enabled(self) -> None:
         """Without an image-like tensor in the input, the perturbations are off and say why."""
