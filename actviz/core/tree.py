@@ -117,10 +117,6 @@ class ModuleTree:
         """Names of every module whose class name is ``type_name``."""
         return [n.name for n in self.nodes if n.type_name == type_name]
 
-    def types(self) -> list[str]:
-        """Distinct class names, sorted."""
-        return sorted({n.type_name for n in self.nodes})
-
 
 def _info(name: str, t: torch.Tensor) -> ParamInfo:
     if isinstance(t, nn.parameter.UninitializedTensorMixin):
@@ -143,7 +139,6 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
     named = list(model.named_modules())
     ids = {id(m): name for name, m in named}
     nodes: list[ModuleNode] = []
-    by_name: dict[str, ModuleNode] = {}
     for name, mod in named:
         parent = name.rsplit(".", 1)[0] if "." in name else ("" if name else None)
         own = [_info(p_name, p) for p_name, p in mod.named_parameters(recurse=False)]
@@ -177,18 +172,16 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
             node.output_shape = tuple(t.shape) if t is not None else None
             node.calls = len(calls)
         nodes.append(node)
-        by_name[name] = node
     # A child whose parent path is no module name (shared modules) still needs a parent.
+    names = set(ids.values())
     for node in nodes:
-        if node.parent is not None and node.parent not in by_name:
+        if node.parent is not None and node.parent not in names:
             node.parent = ""
     return ModuleTree(nodes)
 
 
 def _type_name(module: nn.Module) -> str:
     """The class name the user wrote (a TorchScript module's ``original_name``)."""
-    if isinstance(module, torch.jit.ScriptModule):
-        original = getattr(module, "original_name", None)
-        if isinstance(original, str) and original:
-            return original
-    return type(module).__name__
+    scripted = isinstance(module, torch.jit.ScriptModule)
+    original = getattr(module, "original_name", None) if scripted else None
+    return original if isinstance(original, str) and original else type(module).__name__

@@ -24,30 +24,11 @@ from actviz.io.errors import InputError
 __all__ = ["ReceptiveField", "TopView", "receptive_box", "top_views"]
 
 # Modules that keep every position where it is (output position i depends on input i only).
-_POINTWISE = (
-    nn.ReLU,
-    nn.ReLU6,
-    nn.LeakyReLU,
-    nn.PReLU,
-    nn.ELU,
-    nn.SELU,
-    nn.CELU,
-    nn.GELU,
-    nn.SiLU,
-    nn.Mish,
-    nn.Sigmoid,
-    nn.Tanh,
-    nn.Hardswish,
-    nn.Hardsigmoid,
-    nn.Hardtanh,
-    nn.Softplus,
-    nn.Identity,
-    nn.Dropout,
-    nn.Dropout2d,
-    nn.modules.batchnorm._BatchNorm,
-    nn.GroupNorm,
-    nn.InstanceNorm2d,
+_POINTWISE_NAMES = (
+    "ReLU ReLU6 LeakyReLU PReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardswish Hardsigmoid "
+    "Hardtanh Softplus Identity Dropout Dropout2d GroupNorm InstanceNorm2d"
 )
+_POINTWISE = (nn.modules.batchnorm._BatchNorm, *(getattr(nn, n) for n in _POINTWISE_NAMES.split()))
 _WINDOWED = (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)
 Stop = Callable[[], bool] | None  # polled during the model passes; True: CaptureCancelled
 Box = tuple[int, int, int, int]
@@ -351,10 +332,6 @@ def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np
         img = _open_image(Path(entry.source), entry.source)
         loaded = _from_image(img, entry.source, spec.expected, spec.transforms, spec.size)
         return loaded.value[0], loaded.image
-    if data is None:
-        raise ValueError(
-            "the scan was over samples, not files: pass the same data as data= to top_views"
-        )
     from actviz.data.sources import open_data
 
     _, t, reason = open_data(data, spec).dataset[entry.index]
