@@ -120,19 +120,21 @@ class FeatureJob(QObject):
         self.view.set_message(message)
         self._message, self._began = message, time.monotonic()
         handle = self.job = self.worker.submit(job, supersede=False)
-        # Each slot checks the job is still this one: a later start (or drop) forgets it.
+
+        def mine(slot: Callable[..., None]) -> Callable[..., None]:
+            # Only while the job is still this one: a later start (or drop) forgets it.
+            return lambda *args: handle is self.job and slot(*args)
+
         handle.on(
-            finished=lambda value: self._finished(handle, value),
-            failed=lambda error: self._errored(handle, error),
-            cancelled=lambda: self._was_cancelled(handle),
-            superseded=lambda: self._superseded(handle),
+            finished=mine(self._finished),
+            failed=mine(self._errored),
+            cancelled=mine(self._was_cancelled),
+            superseded=mine(self._superseded),
         )
         if self.worker is self.host.worker:  # the window's status bar says what it does
             handle.progress.connect(self.host.show_status)
         if self._steps:
-            handle.on(
-                started=lambda: self._started(handle), progress=lambda _m: self._stepped(handle)
-            )
+            handle.on(started=mine(self._started), progress=mine(self._stepped))
         self.host.refresh_busy(status)
         return handle
 
@@ -164,38 +166,33 @@ class FeatureJob(QObject):
         if self._on_failed is not None:
             self._on_failed(text)
 
-    def _started(self, job: Job) -> None:
-        if job is self.job:  # it may have waited for a run: the clock starts now
-            self._began = time.monotonic()
+    def _started(self) -> None:
+        self._began = time.monotonic()  # it may have waited for a run: the clock starts now
 
-    def _stepped(self, job: Job) -> None:
-        if job is self.job:
-            done, total = self.progress
-            self.view.set_progress(done, total)
-            if total > 0 and done > 0:
-                elapsed = time.monotonic() - self._began
-                self.view.set_message(step_message(self._message, done, total, elapsed))
+    def _stepped(self, _message: str) -> None:
+        done, total = self.progress
+        self.view.set_progress(done, total)
+        if total > 0 and done > 0:
+            elapsed = time.monotonic() - self._began
+            self.view.set_message(step_message(self._message, done, total, elapsed))
 
-    def _superseded(self, job: Job) -> None:
-        if job is self.job and self._interrupted:
+    def _superseded(self) -> None:
+        if self._interrupted:
             # A status of its own: live frames set none, so the job's "…ing" would stay.
             self.fail(
                 f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
             )
 
-    def _finished(self, job: Job, value: Any) -> None:
-        if job is self.job:
-            self._on_finished(value, self._free(self._done))
+    def _finished(self, value: Any) -> None:
+        self._on_finished(value, self._free(self._done))
 
-    def _errored(self, job: Job, error: BaseException) -> None:
-        if job is self.job:
-            self._log.info("%s failed: %s", self._log_as, error)
-            self.fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
+    def _errored(self, error: BaseException) -> None:
+        self._log.info("%s failed: %s", self._log_as, error)
+        self.fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
 
-    def _was_cancelled(self, job: Job) -> None:
-        if job is self.job:
-            text = self._cancelled() if callable(self._cancelled) else self._cancelled
-            self.fail(self._cancelled_status, text)
+    def _was_cancelled(self) -> None:
+        text = self._cancelled() if callable(self._cancelled) else self._cancelled
+        self.fail(self._cancelled_status, text)
 
 
 def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:

@@ -144,18 +144,13 @@ class Job(QObject):
             getattr(self, name).disconnect()
 
 
-def _signal_methods() -> dict[str, QMetaMethod]:
-    meta = Job.staticMetaObject
-    methods = {}
-    for i in range(meta.methodOffset(), meta.methodCount()):
-        method = meta.method(i)
-        if method.methodType() == QMetaMethod.MethodType.Signal:
-            methods[bytes(method.name().data()).decode()] = method
-    return methods
-
-
+_META = Job.staticMetaObject
 #: Each of a job's signals as Qt knows it (to ask whether anything is connected).
-_SIGNAL_METHODS = _signal_methods()
+_SIGNAL_METHODS = {
+    bytes(m.name().data()).decode(): m
+    for m in map(_META.method, range(_META.methodOffset(), _META.methodCount()))
+    if m.methodType() == QMetaMethod.MethodType.Signal
+}
 _SIGNALS = tuple(_SIGNAL_METHODS)
 
 
@@ -328,7 +323,9 @@ class Worker(QObject):
         Job
             The handle; the jobs it supersedes have emitted ``superseded`` by then.
         """
-        pool = self._lane_pool(lane)
+        if lane not in (0, 1):
+            raise ValueError(f"lane must be 0 or 1, not {lane!r}")
+        pool = self._lane if lane else self._pool
         with self._lock:
             self._generation += 1
             gen = self._generation
@@ -352,13 +349,6 @@ class Worker(QObject):
         self._supersede()
         self.job_submitted.emit(handle)
         return handle
-
-    def _lane_pool(self, lane: int) -> QThreadPool:
-        if lane == 0:
-            return self._pool
-        if lane != 1:
-            raise ValueError(f"lane must be 0 or 1, not {lane!r}")
-        return self._lane
 
     def _supersede(self, *, emit: bool = True) -> None:
         stale = [gen for gen in self._jobs if gen < self._floor]
@@ -387,17 +377,14 @@ class Worker(QObject):
     def shutdown(self, timeout_ms: int = 30000) -> bool:
         """Cancel everything, wait up to ``timeout_ms`` (0: not at all); False if one still ran."""
         self.drop(quietly=True)
-        pools = [self._pool, self._lane]
+        # The second stages last: a first stage may hand its second over while its pool drains.
+        pools = (self._pool, self._lane, self._second)
         if timeout_ms <= 0:
-            return all(p.activeThreadCount() == 0 for p in (*pools, self._second))
-        t0 = time.perf_counter()
-        done = True
+            return all(p.activeThreadCount() == 0 for p in pools)
+        t0, done = time.perf_counter(), True
         for pool in pools:
             left = max(1, timeout_ms - int((time.perf_counter() - t0) * 1000))
             done = pool.waitForDone(left) and done
-        left = max(1, timeout_ms - int((time.perf_counter() - t0) * 1000))
-        # A first stage may hand its second stage over while the first pool drains.
-        done = self._second.waitForDone(left) and done
         if not done:
             log.warning("a capture was still running after %d ms", timeout_ms)
         return done
