@@ -41,48 +41,22 @@ FAMILY_OVERLAP = 0.5
 TIMM_MAX_CANDIDATES = 300
 #: The timm architectures a bare state_dict is compared with: the common families' popular
 #: members and timm's tiny test models (any other opens with ``arch="timm:NAME"``).
-TIMM_SHORTLIST = (
-    *(f"test_{n}" for n in ("vit", "vit2", "convnext", "convnext2", "efficientnet", "resnet")),
-    *(f"resnet{d}" for d in (18, 26, 34, 50, 101, 152)),
-    "resnet50d",
-    "resnext50_32x4d",
-    "seresnet50",
-    "wide_resnet50_2",
-    *(f"efficientnet_b{i}" for i in range(4)),
-    "tf_efficientnet_b0",
-    "tf_efficientnetv2_s",
-    "mobilenetv2_100",
-    "mobilenetv3_small_100",
-    "mobilenetv3_large_100",
-    "mobilenetv4_conv_small",
-    *(f"convnext_{s}" for s in ("atto", "femto", "pico", "nano", "tiny", "small", "base")),
-    "convnextv2_atto",
-    "convnextv2_tiny",
-    *(f"vit_{s}_patch16_224" for s in ("tiny", "small", "base", "large")),
-    "vit_base_patch32_224",
-    "vit_small_patch14_dinov2",
-    "vit_base_patch14_dinov2",
-    *(f"deit_{s}_patch16_224" for s in ("tiny", "small", "base")),
-    *(f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")),
-    "regnety_008",
-    "regnety_016",
-    "regnety_032",
-    "densenet121",
-    "inception_v3",
-    "efficientvit_b0",
-    "levit_128s",
-    "mixer_b16_224",
-    "beit_base_patch16_224",
-    "eva02_tiny_patch14_224",
-    "caformer_s18",
-    "fastvit_t8",
-    "ghostnet_100",
-    "edgenext_small",
-    "mobilevit_s",
-    "repvgg_a2",
-    "rexnet_100",
-    "dla34",
-    "cspdarknet53",
+TIMM_SHORTLIST = tuple(
+    """
+    test_vit test_vit2 test_convnext test_convnext2 test_efficientnet test_resnet resnet18
+    resnet26 resnet34 resnet50 resnet101 resnet152 resnet50d resnext50_32x4d seresnet50
+    wide_resnet50_2 efficientnet_b0 efficientnet_b1 efficientnet_b2 efficientnet_b3
+    tf_efficientnet_b0 tf_efficientnetv2_s mobilenetv2_100 mobilenetv3_small_100
+    mobilenetv3_large_100 mobilenetv4_conv_small convnext_atto convnext_femto convnext_pico
+    convnext_nano convnext_tiny convnext_small convnext_base convnextv2_atto convnextv2_tiny
+    vit_tiny_patch16_224 vit_small_patch16_224 vit_base_patch16_224 vit_large_patch16_224
+    vit_base_patch32_224 vit_small_patch14_dinov2 vit_base_patch14_dinov2 deit_tiny_patch16_224
+    deit_small_patch16_224 deit_base_patch16_224 swin_tiny_patch4_window7_224
+    swin_small_patch4_window7_224 swin_base_patch4_window7_224 regnety_008 regnety_016
+    regnety_032 densenet121 inception_v3 efficientvit_b0 levit_128s mixer_b16_224
+    beit_base_patch16_224 eva02_tiny_patch14_224 caformer_s18 fastvit_t8 ghostnet_100
+    edgenext_small mobilevit_s repvgg_a2 rexnet_100 dla34 cspdarknet53
+    """.split()
 )
 #: Head-size adaptation is only tried for candidates at least this close.
 _HEAD_MIN_SCORE = 0.5
@@ -105,13 +79,8 @@ class _SkipInit(TorchFunctionMode):
 
     # Every in-place initialiser of torch.nn.init (uniform_, kaiming_normal_, ...) and Tensor's.
     _skipped = frozenset(
-        [
-            *(f for n, f in vars(torch.nn.init).items() if n.endswith("_") and n[0] != "_"),
-            *(
-                getattr(torch.Tensor, n)
-                for n in ("normal_", "uniform_", "zero_", "fill_", "erfinv_")
-            ),
-        ]
+        [f for n, f in vars(torch.nn.init).items() if n.endswith("_") and n[0] != "_"]
+        + [getattr(torch.Tensor, n) for n in ("normal_", "uniform_", "zero_", "fill_", "erfinv_")]
     )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001

@@ -252,17 +252,9 @@ def export_needs_trust(path: str | os.PathLike[str]) -> str:
 
 
 # Keys training scripts nest the weights under, most specific (EMA, as timm's loader) first.
-_WEIGHT_KEYS = (
-    "state_dict_ema",
-    "model_ema",
-    "state_dict",
-    "model_state_dict",
-    "model_state",
-    "model",
-    "module",
-    "net",
-    "network",
-    "weights",
+_WEIGHT_KEYS = tuple(
+    "state_dict_ema model_ema state_dict model_state_dict model_state "
+    "model module net network weights".split()
 )
 
 

@@ -34,16 +34,7 @@ __all__ = [
 ]
 
 #: Class names by logit index (samples: ``<class>.png``); "background" keeps Grad-CAM on shapes.
-DEMO_CLASSES: list[str] = [
-    "background",
-    "circle",
-    "square",
-    "triangle",
-    "star",
-    "cross",
-    "ring",
-    "arrow",
-]
+DEMO_CLASSES: list[str] = "background circle square triangle star cross ring arrow".split()
 
 #: (height, width) of the model input; images are RGB, values in [0, 1], no normalisation.
 DEMO_INPUT_SIZE: tuple[int, int] = (64, 64)

@@ -31,19 +31,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
+WEIGHT_FILES = tuple(
+    "model.safetensors model.safetensors.index.json "
+    "pytorch_model.bin pytorch_model.bin.index.json".split()
 )
-_TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "tokenizer.model",
-    "spiece.model",
+_TOKENIZER_FILES = tuple(
+    "tokenizer.json tokenizer_config.json vocab.txt vocab.json tokenizer.model spiece.model".split()
 )
 #: What loads a folder's tokenizer and image processor, and the files that say it has one.
 _HELPERS = {
