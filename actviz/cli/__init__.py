@@ -31,34 +31,31 @@ _COMMANDS = (*_BUILTIN_COMMANDS, *_FEATURE_COMMANDS)
 
 def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument(
-        "--model",
-        "-m",
-        required=required,
+        "--model", "-m", required=required,
         help="torchvision name (resnet18), timm:NAME, Hugging Face model folder (or a hub id "
         "already in the local cache), checkpoint / TorchScript / .pt2 / .safetensors file, "
         "file.py:Class, package.module:factory, or 'demo'",
-    )
+    )  # fmt: skip
     p.add_argument(
         "--arch",
         help="architecture for a bare state_dict (torchvision name, timm:NAME or file.py:Class)",
-    )
+    )  # fmt: skip
     p.add_argument(
-        "--weights",
-        default="DEFAULT",
-        help="torchvision weights: DEFAULT (pretrained when cached or downloadable), none, or a weights name",
-    )
+        "--weights", default="DEFAULT",
+        help="torchvision weights: DEFAULT (pretrained when cached or downloadable), none, or a "
+        "weights name",
+    )  # fmt: skip
     p.add_argument(
-        "--trust",
-        action="store_true",
+        "--trust", action="store_true",
         help="allow opening a full pickle or a model folder's own code (runs code stored with "
         "it: only for files you trust)",
-    )
+    )  # fmt: skip
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps")
     p.add_argument(
         "--device-map",
         help="place a model larger than one device with accelerate (pip install "
         "'actviz[big]'): auto, balanced or sequential",
-    )
+    )  # fmt: skip
     p.add_argument("--max-memory", help="with --device-map: per device, e.g. 0:10GiB,cpu:30GiB")
     p.add_argument("--offload-folder", help="with --device-map: folder for weights sent to disk")
 
@@ -91,31 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("export", help="write feature maps, gradients, saliency, Grad-CAM, arrays")
     _add_model_args(exp, required=True)
-    exp.add_argument(
-        "--input",
-        "-i",
-        required=True,
-        help="image, tensor file, random:NxCxHxW, or text:WORDS for a model with a tokenizer",
-    )
-    exp.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
-    exp.add_argument("--out", "-o", required=True, help="output folder")
-    exp.add_argument(
-        "--target",
-        "-t",
-        help="class index or class name; for a detector, a detection index ('detection 2'); for "
+    kit.add_run_args(
+        exp,
+        "image, tensor file, random:NxCxHxW, or text:WORDS for a model with a tokenizer",
+        "output folder",
+        "class index or class name; for a detector, a detection index ('detection 2'); for "
         "a language model, a token id or text (default: top-1 class, top detection, a "
         "segmenter's top class, or the next token)",
     )
-    kit.add_list_input(exp)
-    exp.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
-    exp.add_argument("--cmap", default="viridis", help="colour map of the feature maps")
-    exp.add_argument(
-        "--normalize",
-        choices=("channel", "shared"),
-        default="channel",
-        help="feature-map mosaics: each tile its own min..max (channel) or one range (shared)",
-    )
-    exp.add_argument("--no-gradients", action="store_true", help="forward only")
     exp.add_argument(
         "--plugin-views",
         help="comma-separated layer views of plugins to write (default: every installed one)",
@@ -127,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--model-b", help="run B's model (default: --model), same architecture")
     cmp.add_argument("--input", "-i", required=True, help="image, tensor file or random:NxCxHxW")
     cmp.add_argument("--input-b", help="run B's input (default: --input)")
-    cmp.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
+    cmp.add_argument("--layers", "-l", help=kit.LAYERS_HELP)
     cmp.add_argument("--out", "-o", required=True, help="output folder")
     cmp.add_argument("--tol", type=float, default=1e-4, help="first divergence: rel. L2 above")
     cmp.add_argument("--target", "-t", help="class index or name for the predictions' row")
@@ -138,18 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_args(scan, required=True)
     kit.add_data_args(scan, workers=False)
-    scan.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
+    scan.add_argument("--layers", "-l", help=kit.LAYERS_HELP)
     scan.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
     scan.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
     kit.add_data_args(scan, data=False)
     scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     scan.add_argument(
-        "--resume",
-        action="store_true",
+        "--resume", action="store_true",
         help="continue an interrupted scan from the cache (also what a plain run does; with "
         "--resume, say how much was already done); under torchrun each rank resumes its shard",
-    )
+    )  # fmt: skip
     scan.add_argument(
         "--embeddings-dir",
         help="also record each image's pooled vectors, kept in files in this folder (float16, "

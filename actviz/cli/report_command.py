@@ -10,7 +10,7 @@ from typing import Any
 from actviz.cli.command_kit import (
     Opener,
     Say,
-    add_list_input,
+    add_run_args,
     capture_run,
     layer_names,
     page_progress,
@@ -29,29 +29,16 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     )
     add_model_args(p, False)
     p.add_argument(
-        "--session",
-        "-s",
+        "--session", "-s",
         help="a session file (.actviz); --model then says where its checkpoint is now",
+    )  # fmt: skip
+    add_run_args(
+        p,
+        "image, tensor file, random:NxCxHxW, or text:WORDS (without --session)",
+        "the HTML file to write",
+        "class index or class name (as actviz export)",
+        required=False,
     )
-    p.add_argument(
-        "--input",
-        "-i",
-        help="image, tensor file, random:NxCxHxW, or text:WORDS (without --session)",
-    )
-    p.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
-    p.add_argument("--out", "-o", required=True, help="the HTML file to write")
-    p.add_argument("--target", "-t", help="class index or class name (as actviz export)")
-    add_list_input(p)
-    p.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
-    p.add_argument(
-        "--cmap", help="colour map of the feature maps (default: viridis; a session's own)"
-    )
-    p.add_argument(
-        "--normalize",
-        choices=("channel", "shared"),
-        help="feature-map mosaics: each tile its own range or one range (default: channel)",
-    )
-    p.add_argument("--no-gradients", action="store_true", help="forward only")
 
 
 def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-from pathlib import Path
 
 from actviz.cli.command_kit import Opener, Say, existing, layer_names, report_scan, scan_progress
 from actviz.io.errors import InputError
@@ -29,7 +28,61 @@ def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
     if rank != 0:
         say = _quiet  # one progress line, rank 0's (it counts every rank's images)
     try:
-        return _scan(args, open_model, say, data, layers, rank, world)
+        from actviz.core.capture import leaf_names
+        from actviz.data.scan import scan
+        from actviz.data.sheet import write_scan
+
+        # Ranks other than 0 open the model without the opener's lines on stderr.
+        with contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext():
+            loaded = open_model(args)
+        if not layers:
+            layers = leaf_names(loaded.model)
+            say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")
+        first: list[int] = []
+        lines = scan_progress(say, f" on {world} ranks" if world > 1 else "")
+
+        def progress(done: int, total: int, rate: float) -> None:
+            if not first:
+                first.append(done)
+                if args.resume:
+                    say(f"resuming: {done} of {total} images were done before")
+            lines(done, total, rate)
+
+        rows = getattr(args, "embeddings_dir", None)
+        result = scan(
+            loaded,
+            data,
+            layers,
+            k=args.k,
+            batch_size=args.batch_size,
+            progress=progress,
+            cache=not args.no_cache,
+            num_workers=args.workers,
+            embeddings=bool(rows),
+            embeddings_dir=rows,
+        )
+        if rank != 0:
+            return 0  # rank 0 has the merged scan and writes it
+        if rows:
+            from actviz.data.scan_file import save_scan
+
+            # The whole scan beside its rows: the window opens it (Data > Open a saved scan…).
+            say(f"saved the scan in {save_scan(result, rows).parent} (the window opens it)")
+        report_scan(result, say)
+        files = write_scan(
+            loaded,
+            result,
+            args.out,
+            tile=args.tile,
+            extra={"model": loaded.name, "data": str(data.resolve())},
+            progress=lambda i, n, layer: say(f"[{i + 1}/{n}] contact sheet of {layer}"),
+        )
+        skipped = f", {len(result.skipped)} skipped" if result.skipped else ""
+        print(
+            f"scanned {result.count} images{skipped}; wrote {len(files)} files to {args.out}"
+            + (f" (cache: {result.cache_path})" if result.cache_path else "")
+        )
+        return 0
     finally:
         if group is not None:
             import torch.distributed as dist
@@ -58,69 +111,3 @@ def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
             torch.cuda.set_device(local)
         dist.init_process_group("nccl" if cuda else "gloo")
     return dist.get_rank(), dist.get_world_size()
-
-
-def _scan(
-    args: argparse.Namespace,
-    open_model: Opener,
-    say: Say,
-    data: Path,
-    layers: list[str],
-    rank: int,
-    world: int,
-) -> int:
-    from actviz.core.capture import leaf_names
-    from actviz.data.scan import scan
-    from actviz.data.sheet import write_scan
-
-    # Ranks other than 0 open the model without the opener's lines on stderr.
-    with contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext():
-        loaded = open_model(args)
-    if not layers:
-        layers = leaf_names(loaded.model)
-        say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")
-    first: list[int] = []
-    lines = scan_progress(say, f" on {world} ranks" if world > 1 else "")
-
-    def progress(done: int, total: int, rate: float) -> None:
-        if not first:
-            first.append(done)
-            if args.resume:
-                say(f"resuming: {done} of {total} images were done before")
-        lines(done, total, rate)
-
-    rows = getattr(args, "embeddings_dir", None)
-    result = scan(
-        loaded,
-        data,
-        layers,
-        k=args.k,
-        batch_size=args.batch_size,
-        progress=progress,
-        cache=not args.no_cache,
-        num_workers=args.workers,
-        embeddings=bool(rows),
-        embeddings_dir=rows,
-    )
-    if rank != 0:
-        return 0  # rank 0 has the merged scan and writes it
-    if rows:
-        from actviz.data.scan_file import save_scan
-
-        # The whole scan beside its rows: the window opens it (Data > Open a saved scan…).
-        say(f"saved the scan in {save_scan(result, rows).parent} (the window opens it)")
-    report_scan(result, say)
-    files = write_scan(
-        loaded,
-        result,
-        args.out,
-        tile=args.tile,
-        extra={"model": loaded.name, "data": str(data.resolve())},
-        progress=lambda i, n, layer: say(f"[{i + 1}/{n}] contact sheet of {layer}"),
-    )
-    skipped = f", {len(result.skipped)} skipped" if result.skipped else ""
-    print(
-        f"scanned {result.count} images{skipped}; wrote {len(files)} files to {args.out}"
-        + (f" (cache: {result.cache_path})" if result.cache_path else "")
-    )
-    return 0
