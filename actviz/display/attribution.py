@@ -372,11 +372,8 @@ def top_predictions(
         rows = []
         for i in torch.argsort(scores, descending=True)[:k].tolist():
             label = int(labels[i])
-            name = (
-                categories[label]
-                if categories and 0 <= label < len(categories)
-                else f"label {label}"
-            )
+            known = categories and 0 <= label < len(categories)
+            name = categories[label] if known else f"label {label}"
             rows.append((label, f"{name} (detection {i})", float(scores[i])))
         return rows
     output = first_tensor(output)

@@ -92,9 +92,8 @@ def prepare_layer(
     if host is not None:
         stats = dict(host.stats)
         view = layer_view(host.sample, spec.sample, full_shape=shape)
-        grad_view = None
-        if host.grad_sample is not None:
-            grad_view = layer_view(host.grad_sample, spec.sample, full_shape=shape)
+        g = host.grad_sample
+        grad_view = None if g is None else layer_view(g, spec.sample, full_shape=shape)
         hist = Lazy.of(host.hist) if host.hist is not None else Lazy(lambda: histogram(tensor))
     else:
         if fast and not stats_now and tensor.device.type == "cpu":
@@ -109,12 +108,9 @@ def prepare_layer(
         grad_view = None
         if grad is not None and stand_in is not None:  # off screen: |g| made when read
             # The gradient has the layer's shape: its view is laid out and described as the layer's.
-            sample = spec.sample
+            s = spec.sample
             grad_view = LazyLayerView(
-                view.kind,
-                lambda: np.abs(layer_view(grad, sample).data),
-                view.shape,
-                view.description,
+                view.kind, lambda: np.abs(layer_view(grad, s).data), view.shape, view.description
             )
         elif grad is not None:
             grad_view = magnitude_view(layer_view(grad, spec.sample))
@@ -146,9 +142,7 @@ def prepare_layer(
         and stand_in.mosaic.normalize == spec.normalize
         and stand_in.mosaic.page_size == page
     ):
-        act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic
-        if grad_view is None:
-            grad_m = None
+        act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic if grad_view is not None else None
         stale = True
     else:
         stale = False
@@ -164,20 +158,9 @@ def prepare_layer(
         )
     if tokens is not None:
         act_m = grad_m = None  # the token panel shows it
-    return PreparedLayer(
-        name=name,
-        module_type=rec.module_type,
-        shape=shape,
-        calls=calls,
-        view=view,
-        mosaic=act_m,
-        grad_view=grad_view,
-        grad_mosaic=grad_m,
-        stats=stats,
-        hist_lazy=hist,
-        tokens=tokens,
-        stale_mosaics=stale and act_m is not None,
-    )
+    stale = stale and act_m is not None
+    views = (view, act_m, grad_view, grad_m)  # PreparedLayer's view, mosaic, grad_view, grad_mosaic
+    return PreparedLayer(name, rec.module_type, shape, calls, *views, stats, hist, tokens, stale)
 
 
 def _patch_views(

@@ -109,13 +109,8 @@ def with_page(
     normalize = normalize or old.normalize
     page = old.page_size if page_size is None else max(1, int(page_size))
     symmetric = old.symmetric if symmetric is None else bool(symmetric)
-    if (first, normalize, page, symmetric, order) == (
-        old.position,
-        old.normalize,
-        old.page_size,
-        old.symmetric,
-        old.order,
-    ):
+    now = (old.position, old.normalize, old.page_size, old.symmetric, old.order)
+    if (first, normalize, page, symmetric, order) == now:
         return layer
     return _remade(layer, normalize, first, page, symmetric, order)
 

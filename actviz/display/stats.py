@@ -24,18 +24,7 @@ __all__ = [
 
 HIST_BINS = 64
 #: Layout of :func:`stats_vector`.
-STAT_FIELDS = (
-    "numel",
-    "finite",
-    "nan",
-    "zeros",
-    "mean",
-    "std",
-    "min",
-    "max",
-    "grad_norm",
-    "has_grad",
-)
+STAT_FIELDS = tuple("numel finite nan zeros mean std min max grad_norm has_grad".split())
 
 
 def as_float(t: torch.Tensor) -> torch.Tensor:
