@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Signal
-from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
+from PySide6.QtGui import QCursor, QHelpEvent
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
 from actviz.data.atlas_map import build_atlas, query_vector, umap_available
@@ -279,22 +279,19 @@ class AtlasFeature(FeatureBase, QObject):
             self._result_pending = True
             return
         self._result_pending = False
-        atlas = self.atlas
-        capture = getattr(self.session.result, "capture", None)
+        atlas, capture = self.atlas, getattr(self.session.result, "capture", None)
         if atlas is None:
             return
-        if capture is None:
-            self._show_input(None, ())
-            return
+        emb = atlas.embeddings
         try:
-            vector = query_vector(capture, atlas.layer, atlas.embeddings.axis)
+            vector = None if capture is None else query_vector(capture, atlas.layer, emb.axis)
         except (KeyError, ValueError, TypeError, IndexError):
             self._show_input(None, ())
             self.view.nearest_title.setText(
                 f"Nearest in the dataset: tick {atlas.layer} to place the input on the map"
             )
             return
-        if vector.shape[-1] != atlas.embeddings.vectors.shape[1]:
+        if vector is None or vector.shape[-1] != emb.vectors.shape[1]:
             self._show_input(None, ())
             return
         xy = atlas.projection.transform(vector)
@@ -308,7 +305,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.mark_rows(self.view.neighbour_dots, [r for r in rows if r >= 0])
         self.view.nearest_strip.set_items(
             [
-                (r, self._thumb(str(n.source)), f"{n.similarity:.2f}", self._describe(r))
+                (r, self._thumbs.get(str(n.source)), f"{n.similarity:.2f}", self._describe(r))
                 for r, n in zip(rows, self.nearest, strict=True)
                 if r >= 0
             ]
@@ -375,7 +372,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.selection_title.setText(selection_text(atlas, rows))
         sources = {int(r): self.source(int(r)) for r in rows[:SELECTION_THUMBS]}
         self.view.selection_strip.set_items(
-            [(r, self._thumb(s), Path(s).name, self._describe(r)) for r, s in sources.items()]
+            [(r, self._thumbs.get(s), Path(s).name, self._describe(r)) for r, s in sources.items()]
         )
         self.view.channel_list.clear()
         for split in self.separating:
@@ -389,9 +386,6 @@ class AtlasFeature(FeatureBase, QObject):
     def _on_channel_clicked(self, item: QListWidgetItem) -> None:
         if self.atlas is not None:
             self.host.open_channel(self.atlas.layer, int(item.data(0x0100)))
-
-    def _thumb(self, path: str) -> QPixmap | None:
-        return self._thumbs.get(path)
 
     def _on_thumb_loaded(self, path: str) -> None:
         """A thumbnail decoded: on the strips' items that show its image."""

@@ -428,11 +428,8 @@ class EffectsFeature(FeatureBase, QObject):
             self.measure(*pending)
 
     def _on_estimate_errored(self, error: BaseException) -> None:
-        self._estimate = None
         self.verification.pending = None
-        self.effects = None
-        self.view.set_sections([])
-        self.view.set_message(describe_error(error), error=True)
+        self._clear(describe_error(error), error=True)
 
     def _clear(self, message: str, error: bool = False) -> None:
         """Hold and show no effects (and make none), saying ``message``."""
