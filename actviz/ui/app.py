@@ -108,27 +108,20 @@ def _exit_after_first_result(app: QCoreApplication, window: MainWindow) -> None:
     """Quit ``app`` after ``window`` painted its first result (0) or after a failure (1)."""
     ended: list[int] = []
 
-    def painted() -> None:
+    def end(code: int, message: str = "") -> None:
         if ended:
             return
-        ended.append(0)
-        window.display.flush_panel_updates()
-        window.repaint()  # synchronous: the panels are drawn before the loop ends
-        print(
-            f"actviz: painted {len(window.host.layer_panels)} layer panels; exiting ({EXIT_AFTER_SHOW_ENV}=1)"
-        )
-        app.exit(0)
-
-    def failed(message: str) -> None:
-        if ended:
-            return
-        ended.append(1)
+        ended.append(code)
+        if code == 0:
+            window.display.flush_panel_updates()
+            window.repaint()  # synchronous: the panels are drawn before the loop ends
+            message = f"painted {len(window.host.layer_panels)} layer panels"
         print(f"actviz: {message}; exiting ({EXIT_AFTER_SHOW_ENV}=1)")
-        app.exit(1)
+        app.exit(code)
 
     # After the result is applied and the loop has had a pass to lay the panels out.
-    window.run_finished.connect(lambda: QTimer.singleShot(0, painted))
+    window.run_finished.connect(lambda: QTimer.singleShot(0, lambda: end(0)))
     for signal in (window.run_failed, window.model_load_failed, window.input_load_failed):
-        signal.connect(failed)
+        signal.connect(lambda message: end(1, message))
     # Never hang a headless machine: no result at all is a failure too.
-    QTimer.singleShot(EXIT_AFTER_SHOW_TIMEOUT_MS, window, lambda: failed("no result in 5 minutes"))
+    QTimer.singleShot(EXIT_AFTER_SHOW_TIMEOUT_MS, window, lambda: end(1, "no result in 5 minutes"))

@@ -111,7 +111,7 @@ def explore(
         window.runs.run()
     if not block:
         _OPEN_WINDOWS.append(window)
-        window.closed.connect(lambda: _forget(window))
+        window.closed.connect(lambda: window in _OPEN_WINDOWS and _OPEN_WINDOWS.remove(window))
         return window.script
     # A local loop ends with this window, and works inside a running loop (IPython's %gui qt).
     loop = QEventLoop()
@@ -147,8 +147,3 @@ def _set_inputs(window: MainWindow, inputs: Any) -> None:
         inputs, model=window.session.model, loaded_model=window.session.loaded_model
     )
     window.session.set_loaded_input(loaded)
-
-
-def _forget(window: MainWindow) -> None:
-    if window in _OPEN_WINDOWS:
-        _OPEN_WINDOWS.remove(window)

@@ -114,16 +114,12 @@ class MessageBanner(QFrame):
         messages = list(messages)
         if self._messages.get(source, []) == messages and self._details.get(source, "") == details:
             return  # as shown (every live frame sets its run's messages again)
-        self._messages[source] = messages
-        if details:
-            self._details[source] = details
-        else:
-            self._details.pop(source, None)
+        self._messages[source], self._details[source] = messages, details
         self._refresh()
 
     def details(self) -> str:
         """The details of the messages shown (tracebacks), "" when there are none."""
-        return "\n\n".join(d for s, d in self._details.items() if self._messages.get(s))
+        return "\n\n".join(d for s, d in self._details.items() if d and self._messages.get(s))
 
     def show_details(self) -> QMessageBox:
         """Open the details in a window-modal box (not blocking)."""
@@ -138,12 +134,8 @@ class MessageBanner(QFrame):
 
     def clear(self, source: str | None = None) -> None:
         """Remove the messages of ``source`` (all of them when None)."""
-        if source is None:
-            self._messages.clear()
-            self._details.clear()
-        else:
-            self._messages.pop(source, None)
-            self._details.pop(source, None)
+        for kept in (self._messages, self._details):
+            kept.clear() if source is None else kept.pop(source, None)
         self._refresh()
 
     def messages(self) -> list[tuple[str, str]]:

@@ -119,8 +119,8 @@ class ExportActions:
         request = self._new_request(out)
         self.export_worker.submit(job).on(
             finished=lambda paths: self._on_export_finished(request, paths),
-            failed=lambda error: self._on_export_errored(request, error),
-            cancelled=lambda: self._on_export_cancelled(request),
+            failed=lambda error: self._on_export_failed(request, error),
+            cancelled=lambda: self._on_export_failed(request, None),
             progress=self.status_label.setText,
         )
         self._refresh_busy(f"Exporting to {out}…")
@@ -295,19 +295,15 @@ class ExportActions:
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
         self.window.export_finished.emit(list(paths))
 
-    def _on_export_errored(self, request: ExportRequest, error: BaseException) -> None:
-        if self._settle_export(request, False) is None:
-            return
-        log.error("export failed", exc_info=(type(error), error, error.__traceback__))
-        text = f"Export failed: {describe_error(error)}"
-        self.show_error(text, BANNER_SOURCE)
-        self._refresh_busy(text)
-        self.window.export_failed.emit(text)
-
-    def _on_export_cancelled(self, request: ExportRequest) -> None:
+    def _on_export_failed(self, request: ExportRequest, error: BaseException | None) -> None:
+        """The export failed (``error``) or was cancelled (None)."""
         if self._settle_export(request, False) is None:
             return
         text = "Export cancelled; the files written so far stay."
+        if error is not None:
+            log.error("export failed", exc_info=(type(error), error, error.__traceback__))
+            text = f"Export failed: {describe_error(error)}"
+            self.show_error(text, BANNER_SOURCE)
         self._refresh_busy(text)
         self.window.export_failed.emit(text)
 

@@ -179,12 +179,8 @@ class MainWindow(QMainWindow):
     def cancel(self) -> None:
         """Cancel whatever runs (Esc); what was shown before is kept."""
         self.runs.halt()
-        cancelled = self.worker.cancel()
-        cancelled = self.export_worker.cancel() or cancelled
-        cancelled = self.files.cancel() or cancelled
-        for feature in self.features.values():
-            cancelled = feature.cancel() or cancelled
-        if cancelled and self.worker.has_current_job():
+        parts = (self.worker, self.export_worker, self.files, *self.features.values())
+        if any([part.cancel() for part in parts]) and self.worker.has_current_job():
             self.host.show_status("Cancelling…")
 
     def is_busy(self) -> bool:

@@ -65,9 +65,7 @@ class ResultDisplay:
         self.centre = centre
         self.actions = actions
         self.model_dock = model_dock
-        self.show_error = show_error
         # The widgets driven here, under the names they have on the window.
-        self.banner = centre.banner
         self.tabs = centre.tabs
         self.layers_splitter = centre.layers_splitter
         self.layers_scroll = centre.layers_scroll
@@ -75,7 +73,6 @@ class ResultDisplay:
         self.layers_placeholder = centre.layers_placeholder
         self.channel_box = centre.channel_box
         self.channel_view = centre.channel_view
-        self.input_preview = model_dock.input_preview
         self.status_label = status.status_label
         self.timing_label = status.timing_label
         #: The layer panels of the result shown, in execution order.
@@ -102,10 +99,13 @@ class ResultDisplay:
         self._to_delete: list[QWidget] = []  # dropped panels, deleted a few a pass
         self._delete_soon = DeferredCall(parent, self._delete_some)
         self.overview = OverviewDisplay(
-            session, centre, self.input_preview, self.steps, lambda: self.selected_layer
+            session, centre, model_dock.input_preview, self.steps, lambda: self.selected_layer
         )
         #: The channel view and the mosaic pages (:mod:`~actviz.ui.window.channel_pages`).
-        self.pages = ChannelPages(self, parent)
+        self.pages = pages = ChannelPages(self, parent)
+        # Its calls, under the names they have on the window's display.
+        self.open_channel, self.turn_page = pages.open_channel, pages.turn_page
+        self.page_size, self.page_first = pages.page_size, pages.page_first
         centre.stats_table.layer_selected.connect(self.select_layer)
         centre.histogram_panel.layer_changed.connect(self.select_layer)
 
@@ -135,22 +135,6 @@ class ResultDisplay:
             panel.set_gradients_visible(visible)
         self.channel_view.set_gradients_visible(visible)
 
-    def open_channel(self, name: str, channel: int) -> bool:
-        """Show channel ``channel`` of layer ``name`` large (:meth:`ChannelPages.open_channel`)."""
-        return self.pages.open_channel(name, channel)
-
-    def turn_page(self, name: str, step: int) -> bool:
-        """Show another page of layer ``name``'s channels (:meth:`ChannelPages.turn_page`)."""
-        return self.pages.turn_page(name, step)
-
-    def page_size(self, name: str) -> int:
-        """Channels per mosaic page of layer ``name`` (:meth:`ChannelPages.page_size`)."""
-        return self.pages.page_size(name)
-
-    def page_first(self, name: str) -> int:
-        """First channel of the page shown of layer ``name`` (:meth:`ChannelPages.page_first`)."""
-        return self.pages.page_first(name)
-
     def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
         """Make ``name`` the selected layer (histogram, export, tree); ``reveal`` scrolls to it
         (not for each new result: live frames must not pull the user back)."""
@@ -166,7 +150,7 @@ class ResultDisplay:
         self.session.set_result(result)
         messages = [("error", e) for e in result.errors]
         messages += [("warning", w) for w in result.warnings]
-        self.banner.set_messages("run", messages)
+        self.centre.banner.set_messages("run", messages)
         if result.tree is not None:
             self.model_dock.update_tree(result.tree)
 
