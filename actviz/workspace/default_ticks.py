@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
 
-
 #: Default ticks are capped at this many layers so the first run stays quick to look at.
 DEFAULT_TICK_LIMIT = 8
 #: Generic containers: their outputs are their last child's output, so they are walked through.

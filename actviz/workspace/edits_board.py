@@ -183,13 +183,9 @@ class BaselineKey:
     input_grads: bool
 
     def matches(self, other: BaselineKey) -> bool:
-        return (
-            self.model is other.model
-            and self.inputs is other.inputs
-            and self.layers == other.layers
-            and self.target == other.target
-            and self.input_grads == other.input_grads
-        )
+        same = (self.layers, self.target, self.input_grads)
+        same_too = same == (other.layers, other.target, other.input_grads)
+        return self.model is other.model and self.inputs is other.inputs and same_too
 
 
 class BaselineCache:

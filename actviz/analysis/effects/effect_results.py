@@ -18,8 +18,6 @@ __all__ = ["DEFAULT_BATCH", "DEFAULT_VERIFY", "EffectRow", "Effects", "LayerEffe
 
 #: Channels verified per layer when ``channels`` is not given.
 DEFAULT_VERIFY = 16
-
-
 #: Samples per forward pass of the exact method.
 DEFAULT_BATCH = 16
 

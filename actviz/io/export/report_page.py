@@ -47,7 +47,6 @@ pre { background: #f4f4f2; padding: 10px; overflow-x: auto; font-size: 12px; max
 @media (max-width: 900px) { .page { display: block; } nav { position: static; width: auto; } }
 """
 
-
 #: Only embedded pictures and the inline style: a browser makes no request for this page.
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
