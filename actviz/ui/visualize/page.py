@@ -201,16 +201,14 @@ class PageVisualiser(QObject):
         """Visualise the previous (-1) or next (+1) page."""
         if not self.layer or not self.channels:
             return False
-        # On from the page shown (the panel's page size may have changed since).
-        size = self._page_size(self.layer)
         if step > 0:
             first = self._pos + len(self.channels)
             if self.total and first >= self.total:
                 return False
-        else:
-            if self._pos <= 0:
-                return False
-            first = max(0, self._pos - size)
+        elif self._pos <= 0:
+            return False
+        else:  # on from the page shown (the panel's page size may have changed since)
+            first = max(0, self._pos - self._page_size(self.layer))
         return self.visualise(self.layer, first)
 
     def _new_page(self, layer: str, first: int, size: int, settings: VisualizeSettings) -> None:
@@ -331,15 +329,7 @@ class PageVisualiser(QObject):
         """Fill the tiles the cache holds (on :attr:`worker`; no forward pass, no hooks)."""
         s = self.session
         loaded = s.loaded_model
-        model = loaded if loaded is not None and loaded.model is s.model else s.model
-        job = self._page_job(model, compute=False)
-        self.job.start(
-            job,
-            message="Looking for the page's saved pictures…",
-            status="",
-            done="",
-            context=("look-up", self._token),
-        ).failed.connect(self._on_worker_errored)
+        self._run(loaded if loaded is not None and loaded.model is s.model else s.model, False)
 
     def shutdown(self) -> None:
         """Stop the synthesis and wait for its thread (the window is closing)."""
@@ -362,20 +352,13 @@ class PageVisualiser(QObject):
         return getattr(result.layers.get(layer) if result is not None else None, "mosaic", None)
 
     def _start(self, twin: Any) -> None:
-        target = self.copy.engine_model(twin)
         self.job.progress = (0, 0)
-        self.job.start(
-            self._page_job(target, compute=True),
-            message=self._synthesising(),
-            status="Visualising channels…",
-            done="Visualising channels: done",
-            context=("synthesis", self._token),
-        ).failed.connect(self._on_worker_errored)
+        self._run(self.copy.engine_model(twin), True)
 
-    def _page_job(self, target: Any, *, compute: bool) -> Callable[[Any, Any], None]:
+    def _run(self, target: Any, compute: bool) -> None:
         """The page's job: the cached pictures, then (``compute``) the others made on ``target``."""
         token, signals, tracked = self._token, self._signals, self.job
-        return page_job(
+        job = page_job(
             target,
             self.layer,
             list(self.channels),
@@ -386,6 +369,13 @@ class PageVisualiser(QObject):
             set_progress=lambda progress: setattr(tracked, "progress", progress),
             capture_worker=self.host.worker,
         )
+        self.job.start(
+            job,
+            message=self._synthesising() if compute else "Looking for the page's saved pictures…",
+            status="Visualising channels…" if compute else "",
+            done="Visualising channels: done" if compute else "",
+            context=("synthesis" if compute else "look-up", token),
+        ).failed.connect(self._on_worker_errored)
 
     def _on_worker_errored(self, _error: BaseException) -> None:
         # Failed before any picture: no grey tiles, as if pictures were coming.

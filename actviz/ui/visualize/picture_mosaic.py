@@ -164,11 +164,6 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         self.visualise_button = QtWidgets.QPushButton("Visualise")
         self.visualise_button.setToolTip("Synthesise what each channel of this page wants")
         self.visualise_button.clicked.connect(self.visualise_requested)
-        row = self._run_row(
-            self.visualise_button, "Stop the synthesis (Esc); finished tiles stay", settings_menu
-        )
-        row.setSpacing(2)
-        self.cancel_button.clicked.connect(self.cancel_requested)
         arrow = QtCore.Qt.ArrowType
         self.prev_button = style.arrow_button(
             arrow.LeftArrow, "Previous channels", lambda: self.page_requested.emit(-1), raised=False
@@ -180,10 +175,13 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         self.export_button.setText("Export…")
         self.export_button.setToolTip("Write the pictures as PNGs with visualize.json")
         self.export_button.clicked.connect(self.export_requested)
-        row.addWidget(self.prev_button)
-        row.addWidget(self.next_button)
-        self._add_run_widgets(row)
-        row.addWidget(self.export_button)
+        row = self._run_row(
+            self.visualise_button,
+            "Stop the synthesis (Esc); finished tiles stay",
+            settings_menu,
+            ((self.prev_button, self.next_button), (self.export_button,)),
+        )
+        row.setSpacing(2)
         layout.addLayout(row)
         self.mosaic = WantsMosaic()
         self.scroll = style.scroll_area(self.mosaic, frameless=True, wrap=True)

@@ -44,9 +44,14 @@ class RunRow(StepsAndLine):
     hide_run_when_busy = False
 
     def _run_row(
-        self, run: QtWidgets.QPushButton, cancel_tip: str, menu: QtWidgets.QMenu | None
+        self,
+        run: QtWidgets.QPushButton,
+        cancel_tip: str,
+        menu: QtWidgets.QMenu | None,
+        around: tuple[tuple[QtWidgets.QWidget, ...], tuple[QtWidgets.QWidget, ...]] = ((), ()),
     ) -> QtWidgets.QHBoxLayout:
-        """``run`` and the row's other widgets (the caller adds them to the returned row)."""
+        """A row of ``around``'s first widgets, ``run``, ⚙, the progress (stretching), Cancel
+        (emitting ``cancel_requested``) and ``around``'s last widgets."""
         self.run_button = run
         self.settings_button = QtWidgets.QToolButton()
         self.settings_button.setText("⚙")
@@ -59,6 +64,7 @@ class RunRow(StepsAndLine):
         self.progress.setTextVisible(False)
         self.cancel_button = QtWidgets.QPushButton("Cancel")
         self.cancel_button.setToolTip(cancel_tip)
+        self.cancel_button.clicked.connect(self.cancel_requested)  # type: ignore[attr-defined]
         # Never narrower than their text: the row gives way in the settings and progress.
         for button in (run, self.cancel_button):
             button.setSizePolicy(
@@ -68,15 +74,13 @@ class RunRow(StepsAndLine):
         self.message.setWordWrap(True)
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(4)
-        return row
-
-    def _add_run_widgets(self, row: QtWidgets.QHBoxLayout) -> None:
-        """The run button, ⚙, the progress (stretching) and Cancel, in that order."""
-        row.addWidget(self.run_button)
-        row.addWidget(self.settings_button)
+        for widget in (*around[0], run, self.settings_button):
+            row.addWidget(widget)
         row.addWidget(self.progress, 1)
         row.addStretch(1)
-        row.addWidget(self.cancel_button)
+        for widget in (self.cancel_button, *around[1]):
+            row.addWidget(widget)
+        return row
 
     def set_busy(self, busy: bool) -> None:
         """While it runs: Cancel and the progress bar; the run button and settings off."""
@@ -137,10 +141,7 @@ class WantsSection(QtWidgets.QWidget, RunRow):
             "Synthesise the image this channel responds to most (activation maximisation)"
         )
         self.button.clicked.connect(self.requested)
-        row = self._run_row(self.button, "Stop the synthesis (Esc)", self.settings_menu)
-        self.cancel_button.clicked.connect(self.cancel_requested)
-        self._add_run_widgets(row)
-        layout.addLayout(row)
+        layout.addLayout(self._run_row(self.button, "Stop the synthesis (Esc)", self.settings_menu))
         self.picture = QtWidgets.QLabel()
         self.picture.setAlignment(
             QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
