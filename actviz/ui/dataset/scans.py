@@ -230,8 +230,7 @@ class DatasetScans(QObject):
     def show_saved(self, scan: Any) -> None:
         """Show ``scan``, opened from a saved scan folder, as finished (``scan_finished``)."""
         self.spec = None
-        self._adopt(scan)
-        self.scan_finished.emit(scan)
+        self._on_scan_finished(scan)
 
     def _adopt(self, scan: Any) -> None:
         self.scan = scan

@@ -205,8 +205,7 @@ class WhatIfController(FeatureBase, QObject):
             for pin in pins:
                 cap = pin.result.capture
                 action = sub.addAction(
-                    pin.label,
-                    adder(lambda cap=cap: E.patch(cap, channels=channels), pin.label),
+                    pin.label, adder(lambda cap=cap: E.patch(cap, channels=channels), pin.label)
                 )
                 if layer not in cap:
                     action.setEnabled(False)
