@@ -146,6 +146,14 @@ def anchor_id(kind: str, name: str) -> str:
     return f"{kind}-{safe_name(name)}"
 
 
+def _bar(width: int) -> str:
+    return f'<span class="bar" style="width:{max(width, 1)}px"></span>'
+
+
+def _layer_link(name: str) -> str:
+    return f'<a href="#{esc(anchor_id("layer", name))}">{esc(name or "(model)")}</a>'
+
+
 def shape_text(t: Any) -> str:
     return "×".join(str(s) for s in t) if t else "–"
 
@@ -175,18 +183,11 @@ def model_summary(
         ("capture time", f"{cap.elapsed_s * 1000:.1f} ms"),
     ]
     page.add(html_table(("", ""), rows))
-    shapes = []
-    for name in names:
-        rec = cap[name]
-        t = rec.tensor
-        shapes.append(
-            (
-                f'<a href="#{esc(anchor_id("layer", name))}">{esc(name or "(model)")}</a>',
-                esc(rec.module_type),
-                shape_text(tuple(t.shape)) if t is not None else "–",
-                str(len(cap.calls(name))),
-            )
-        )
+    shapes = [
+        (_layer_link(n), esc(cap[n].module_type), shape_text(getattr(cap[n].tensor, "shape", ())))
+        + (str(len(cap.calls(n))),)
+        for n in names
+    ]
     if shapes:
         page.add(html_table(("layer", "type", "output", "calls"), shapes, left=2))
     if cap.warnings:
@@ -223,24 +224,13 @@ def prediction_section(
         if change.rows:
             page.add("<p>With the edits (after) and without them (before):</p>")
             rows = [
-                (
-                    esc(r.name),
-                    str(r.index),
-                    f"{r.p_b:.4f}",
-                    f"{r.p_a:.4f}",
-                    f"{r.dp:+.4f}",
-                    f"{r.dlogit:+.4g}",
-                )
+                (esc(r.name), str(r.index), f"{r.p_b:.4f}", f"{r.p_a:.4f}")
+                + (f"{r.dp:+.4f}", f"{r.dlogit:+.4g}")
                 for r in change.rows
             ]
-            hits = [r.index == cap.target_index for r in change.rows]
+            head = ("class", "index", "p before", "p after", "Δp", "Δlogit")
             page.add(
-                html_table(
-                    ("class", "index", "p before", "p after", "Δp", "Δlogit"),
-                    rows,
-                    left=1,
-                    hits=hits,
-                )
+                html_table(head, rows, hits=[r.index == cap.target_index for r in change.rows])
             )
             if change.changed:
                 before, after = (_class_name(i, categories) for i in (change.top_b, change.top_a))
@@ -251,15 +241,10 @@ def prediction_section(
         page.add(f'<p class="muted">{esc(change.message)}</p>')
     if prepared.predictions:
         rows = [
-            (
-                esc(label),
-                str(i),
-                f"{p:.4f}",
-                f'<span class="bar" style="width:{max(1, int(p * 200))}px"></span>',
-            )
+            (esc(label), str(i), f"{p:.4f}", _bar(int(p * 200)))
             for i, label, p in prepared.predictions
         ]
-        page.add(html_table(("class", "index", "probability", ""), rows, left=1))
+        page.add(html_table(("class", "index", "probability", ""), rows))
     else:
         page.add('<p class="muted">The output is not a classifier\'s: no class probabilities.</p>')
 
@@ -301,23 +286,13 @@ def stats_table(page: Page, prepared: Any, names: Sequence[str], cap: Capture) -
             continue
         s = layer.stats
         rows.append(
-            (
-                f'<a href="#{esc(anchor_id("layer", name))}">{esc(name or "(model)")}</a>',
-                esc(layer.module_type),
-                shape_text(s.get("shape")),
-                *(num(s.get(k)) for k in ("mean", "std", "min", "max")),
-                num(s.get("zero_frac")),
-                num(s.get("nan", 0) + s.get("inf", 0) if "nan" in s else None),
-                num(s.get("grad_norm")),
-            )
+            (_layer_link(name), esc(layer.module_type), shape_text(s.get("shape")))
+            + tuple(num(s.get(k)) for k in ("mean", "std", "min", "max", "zero_frac"))
+            + (num(s.get("nan", 0) + s.get("inf", 0) if "nan" in s else None),)
+            + (num(s.get("grad_norm")),)
         )
-    page.add(
-        html_table(
-            ("layer", "type", "shape", "mean", "std", "min", "max", "zeros", "NaN/Inf", "|grad|"),
-            rows,
-            left=2,
-        )
-    )
+    head = ("layer", "type", "shape", "mean", "std", "min", "max", "zeros", "NaN/Inf", "|grad|")
+    page.add(html_table(head, rows, left=2))
 
 
 def comparison_section(page: Page, comparison: Any, label: str) -> None:
@@ -334,19 +309,9 @@ def comparison_section(page: Page, comparison: Any, label: str) -> None:
     for d in diffs:
         width = int(300 * d.rel_l2 / top) if top > 0 and math.isfinite(d.rel_l2) else 0
         name = "output" if d is comparison.output else d.name or "(model)"
-        rows.append(
-            (
-                esc(name),
-                str(d.call_index),
-                num(d.rel_l2),
-                num(d.cosine),
-                num(d.max_abs),
-                f'<span class="bar" style="width:{max(width, 1)}px"></span>',
-            )
-        )
+        cells = map(num, (d.rel_l2, d.cosine, d.max_abs))
+        rows.append((esc(name), str(d.call_index), *cells, _bar(width)))
         hits.append(first is not None and d is first)
-    page.add(
-        html_table(("layer", "call", "rel. L2", "cosine", "max |a−b|", ""), rows, left=1, hits=hits)
-    )
+    page.add(html_table(("layer", "call", "rel. L2", "cosine", "max |a−b|", ""), rows, hits=hits))
     for name, call, why in comparison.skipped:
         page.add(f'<p class="muted">{esc(name)} (call {call}) not compared: {esc(why)}</p>')
