@@ -31,31 +31,35 @@ _COMMANDS = (*_BUILTIN_COMMANDS, *_FEATURE_COMMANDS)
 
 def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument(
-        "--model", "-m", required=required,
+        "--model",
+        "-m",
+        required=required,
         help="torchvision name (resnet18), timm:NAME, Hugging Face model folder (or a hub id "
         "already in the local cache), checkpoint / TorchScript / .pt2 / .safetensors file, "
         "file.py:Class, package.module:factory, or 'demo'",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--arch",
         help="architecture for a bare state_dict (torchvision name, timm:NAME or file.py:Class)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--weights", default="DEFAULT",
+        "--weights",
+        default="DEFAULT",
         help="torchvision weights: DEFAULT (pretrained when cached or downloadable), none, or a "
         "weights name",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--trust", action="store_true",
+        "--trust",
+        action="store_true",
         help="allow opening a full pickle or a model folder's own code (runs code stored with "
         "it: only for files you trust)",
-    )  # fmt: skip
+    )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps")
     p.add_argument(
         "--device-map",
         help="place a model larger than one device with accelerate (pip install "
         "'actviz[big]'): auto, balanced or sequential",
-    )  # fmt: skip
+    )
     p.add_argument("--max-memory", help="with --device-map: per device, e.g. 0:10GiB,cpu:30GiB")
     p.add_argument("--offload-folder", help="with --device-map: folder for weights sent to disk")
 
@@ -125,10 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     scan.add_argument(
-        "--resume", action="store_true",
+        "--resume",
+        action="store_true",
         help="continue an interrupted scan from the cache (also what a plain run does; with "
         "--resume, say how much was already done); under torchrun each rank resumes its shard",
-    )  # fmt: skip
+    )
     scan.add_argument(
         "--embeddings-dir",
         help="also record each image's pooled vectors, kept in files in this folder (float16, "

@@ -27,9 +27,11 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--layer", "-l", required=True, help="the layer whose space is mapped")
     p.add_argument("--out", "-o", required=True, help="output folder")
     p.add_argument(
-        "--method", choices=("pca", "umap"), default="pca",
+        "--method",
+        choices=("pca", "umap"),
+        default="pca",
         help="projection: pca (exact, default) or umap (needs pip install 'actviz[atlas]')",
-    )  # fmt: skip
+    )
     p.add_argument("--dims", type=int, default=2, help="dimensions of the coordinates (default 2)")
     p.add_argument("--seed", type=int, default=0, help="UMAP's random seed (default 0)")
     kit.add_data_args(p, data=False)

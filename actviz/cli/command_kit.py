@@ -27,10 +27,12 @@ def add_data_args(p: argparse.ArgumentParser, *, data: bool = True, workers: boo
 def add_list_input(p: argparse.ArgumentParser) -> None:
     """``--list-input`` / ``--no-list-input``, as every command running a model takes it."""
     p.add_argument(
-        "--list-input", action=argparse.BooleanOptionalAction, default=None,
+        "--list-input",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="give the model a list of (C, H, W) images, as detection models take "
         "(default: when the model's forward is annotated to take a list)",
-    )  # fmt: skip
+    )
 
 
 #: ``--layers`` as the commands with every leaf by default take it.
@@ -50,9 +52,10 @@ def add_run_args(
     p.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
     p.add_argument("--cmap", help="the feature maps' colour map (default: viridis, or a session's)")
     p.add_argument(
-        "--normalize", choices=("channel", "shared"),
+        "--normalize",
+        choices=("channel", "shared"),
         help="feature-map mosaics: each tile its own min..max (channel, default) or one range",
-    )  # fmt: skip
+    )
     p.add_argument("--no-gradients", action="store_true", help="forward only")
 
 

@@ -27,14 +27,18 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--out", "-o", required=True, help="output folder")
     p.add_argument("--target", "-t", help="class index or class name (default: the top-1 class)")
     p.add_argument(
-        "--verify", type=int, default=0, metavar="K",
+        "--verify",
+        type=int,
+        default=0,
+        metavar="K",
         help="also measure the exact effect of the top K channels of each layer (default 0)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--baseline", default="zero",
+        "--baseline",
+        default="zero",
         help="what a channel is set to: zero (default), input:FILE (patch: that input's "
         "activations) or scan:FOLDER (each channel's mean over a scan of those images)",
-    )  # fmt: skip
+    )
     p.add_argument("--batch", type=int, default=16, help="channels per exact forward pass")
     p.add_argument("--top", type=int, default=32, help="channels drawn per chart (default 32)")
 

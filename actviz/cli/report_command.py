@@ -29,9 +29,10 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     )
     add_model_args(p, False)
     p.add_argument(
-        "--session", "-s",
+        "--session",
+        "-s",
         help="a session file (.actviz); --model then says where its checkpoint is now",
-    )  # fmt: skip
+    )
     add_run_args(
         p,
         "image, tensor file, random:NxCxHxW, or text:WORDS (without --session)",

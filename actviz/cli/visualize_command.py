@@ -53,15 +53,18 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     add_model_args(p, True)
     p.add_argument("--layer", "-l", help="module name (see `actviz info`); not with --target")
     p.add_argument(
-        "--channels", "-c",
+        "--channels",
+        "-c",
         help=f"channels, e.g. 0-15 or 3,7,9-12 (default: the first {_DEFAULT_CHANNELS}); with "
         "--target, the classes",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--objective", choices=("channel", "neuron", "layer"), default="channel",
+        "--objective",
+        choices=("channel", "neuron", "layer"),
+        default="channel",
         help="channel mean (default), its centre neuron, or the layer's mean square "
         "(DeepDream: one image, no --channels)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--target", action="store_true", help="maximise the class logits given by --channels"
     )
@@ -69,21 +72,27 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--steps", type=int, default=256, help="optimisation steps (default 256)")
     p.add_argument("--size", type=int, default=128, help="image side in pixels (default 128)")
     p.add_argument(
-        "--batch", type=int, default=_DEFAULT_BATCH,
+        "--batch",
+        type=int,
+        default=_DEFAULT_BATCH,
         help=f"images per forward pass (default {_DEFAULT_BATCH}; more is faster on a GPU and "
         "takes more memory)",
-    )  # fmt: skip
+    )
     p.add_argument("--lr", type=float, default=0.05, help="Adam's learning rate (default 0.05)")
     p.add_argument("--seed", type=int, default=0, help="random start and transforms (default 0)")
     p.add_argument(
-        "--param", choices=("fourier", "pixel"), default="fourier",
+        "--param",
+        choices=("fourier", "pixel"),
+        default="fourier",
         help="the image's parameters: its 1/f-scaled spectrum (default) or plain pixels",
-    )  # fmt: skip
+    )
     p.add_argument("--no-decorrelate", action="store_true", help="plain RGB, no colour mixing")
     p.add_argument(
-        "--transforms", choices=("standard", "none"), default="standard",
+        "--transforms",
+        choices=("standard", "none"),
+        default="standard",
         help="robustness transforms each step: pad, jitter, scale, rotate (default), or none",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the user's cache folder"
     )
