@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.display.attribution import display_image
+from actviz.ui.host import show_line
 from actviz.ui.live.frame_status import SpacedReadout
 from actviz.ui.live.frames import ImageFolder, StillFrame, TensorFrames
 from actviz.ui.live.pad import NO_INPUT_TEXT, NOT_AN_IMAGE_TEXT, OcclusionPad, slider, with_value
@@ -95,7 +96,7 @@ class LiveControls(QDockWidget):
         c.input_image_changed.connect(pictures.offer)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
-        c.message.connect(self._on_controller_message)
+        c.message.connect(lambda text: show_line(self.message_label, text, error=True))
         for widget in self.perturbation_controls():
             widget.setProperty("enabledTip", widget.toolTip())
         self._sync_transport()
@@ -152,7 +153,6 @@ class LiveControls(QDockWidget):
         # Under the source, where the user looks after choosing one.
         self.message_label = QLabel("")
         self.message_label.setWordWrap(True)
-        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
         self.message_label.setVisible(False)
         form.addWidget(self.message_label)
         return box
@@ -372,10 +372,6 @@ class LiveControls(QDockWidget):
         with QSignalBlocker(self.source_combo):
             self.source_combo.setCurrentIndex(self._source_index())
         self._sync_transport()
-
-    def _on_controller_message(self, text: str) -> None:
-        self.message_label.setText(text)
-        self.message_label.setVisible(bool(text))
 
     def _on_session_input_changed(self) -> None:
         if self.controller.source is None:

@@ -206,14 +206,8 @@ class FrameRunner:
             return
         now = time.perf_counter()
         t = spec.timing
-        timing = FrameTiming(
-            index=spec.index,
-            load_ms=t.get("load", 0.0) * 1e3,
-            capture_ms=t.get("capture", 0.0) * 1e3,
-            prepare_ms=t.get("prepare", 0.0) * 1e3,
-            prepare_cpu_ms=t.get("prepare_cpu", 0.0) * 1e3,
-            shown_ms=(now - t.get("end", now)) * 1e3,
-        )
+        ms = [t.get(k, 0.0) * 1e3 for k in ("load", "capture", "prepare", "prepare_cpu")]
+        timing = FrameTiming(spec.index, *ms, shown_ms=(now - t.get("end", now)) * 1e3)
         self.live.frame_shown(spec, timing, now)
 
     def on_cancelled(self, gen: Job) -> None:

@@ -105,7 +105,7 @@ class ModelDock(QDockWidget):
             self.tree_view.expanded,
             self.tree_view.collapsed,
         ):
-            signal.connect(self._forget_widths)
+            signal.connect(lambda *_: setattr(self, "_wanted", None))
         self.tree_view.installEventFilter(self)
         # The viewport narrows when the vertical scroll bar comes: the columns follow.
         self.tree_view.viewport().installEventFilter(self)
@@ -164,9 +164,6 @@ class ModelDock(QDockWidget):
             last,
             max(24, room - header.sectionSize(0) - sum(header.sectionSize(c) for c in shown[:-1])),
         )
-
-    def _forget_widths(self, *_args: object) -> None:
-        self._wanted = None
 
     def _wanted_widths(self) -> dict[int, int]:
         """Columns 1-3: the widest text of the rows shown (or the header's) plus margins."""

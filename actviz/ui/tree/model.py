@@ -176,11 +176,7 @@ class ModuleTreeModel(QAbstractItemModel):
         """Adopt a tree with output shapes without a view reset (unless the names differ)."""
         old = self._tree
         if old is None or [n.name for n in old.nodes] != [n.name for n in tree.nodes]:
-            self.beginResetModel()
-            self._tree = tree
-            self._reload()
-            self.endResetModel()
-            return
+            return self._on_session_model_changed()  # the session's tree, rows reset
         self._tree = tree
         if tree is old:
             changed = list(tree.nodes)  # changed in place: nothing to compare against
