@@ -242,15 +242,6 @@ def _wrappable(module: nn.Module) -> bool:
         )
 
 
-def _global_hooks() -> bool:
-    """Whether global module hooks that see a module's output exist (see :func:`_wrappable`)."""
-    return bool(
-        nn.modules.module._global_forward_hooks
-        or nn.modules.module._global_backward_hooks
-        or nn.modules.module._global_backward_pre_hooks
-    )
-
-
 class _ForwardWrapper:
     """``module.forward`` replaced by a call through the recorder, removed like a hook handle."""
 
@@ -323,7 +314,12 @@ def _capture_once(
                 editor = EditHooks(dict(zip(plan.names, module_list, strict=True)), edits)
                 handles.extend(editor.register())
             edited = editor.edited if editor is not None else {}
-            global_hooks = _global_hooks()
+            hooks = nn.modules.module  # global hooks that see a module's output: no wrapping
+            global_hooks = bool(
+                hooks._global_forward_hooks
+                or hooks._global_backward_hooks
+                or hooks._global_backward_pre_hooks
+            )
             for module in by_module:
                 if not global_hooks and module not in edited and _wrappable(module):
                     handles.append(_ForwardWrapper(module, recorder))

@@ -62,10 +62,6 @@ _DESCRIBED = {
 }
 
 
-def _num(x: float) -> str:
-    return f"{x:g}"
-
-
 @dataclass(frozen=True, eq=False)
 class Edit:
     """One change to a module's output, made by :func:`ablate`, :func:`scale`, :func:`keep`,
@@ -148,12 +144,12 @@ class Edit:
         """Short text for the Edits panel: ``"ablate ch 3, 7"``, ``"scale ch 5 x0.5"``."""
         ch = _ch_text(self.channels)
         if self.kind == "clamp":
-            lo = "-inf" if self.min is None else _num(self.min)
-            hi = "inf" if self.max is None else _num(self.max)
+            lo = "-inf" if self.min is None else f"{self.min:g}"
+            hi = "inf" if self.max is None else f"{self.max:g}"
             text = f"clamp {ch} to [{lo}, {hi}]"
         elif self.kind == "concept":
             what = ch.replace("ch ", "concept ", 1)
-            text = f"remove {what}" if self.factor == 0 else f"scale {what} x{_num(self.factor)}"
+            text = f"remove {what}" if self.factor == 0 else f"scale {what} x{self.factor:g}"
         elif self.kind == "custom":
             text = f"custom {getattr(self.fn, '__name__', type(self.fn).__name__)}"
         else:

@@ -337,7 +337,9 @@ class UnregisteredCheck:
         """The warnings of this capture (or of the watched one it reuses)."""
         if not self.watching:
             return list(self.cached)
-        roots = [m for m in self.seen.values() if not _inside_any(m, self.seen.values())]
+        seen = self.seen.values()
+        inside = [m for o in seen for m in o.modules() if m is not o]  # nested in another seen
+        roots = [m for m in seen if not any(m is i for i in inside)]
         found = tuple(
             f"{type(mod).__name__} ran during forward but is not registered in "
             f"named_modules(){_find_holder(self.model, mod)}, so it cannot be hooked or "
@@ -349,10 +351,6 @@ class UnregisteredCheck:
         except TypeError:  # a model that cannot be weakly referenced: watch every time
             pass
         return list(found)
-
-
-def _inside_any(mod: nn.Module, others: Any) -> bool:
-    return any(o is not mod and any(c is mod for c in o.modules()) for o in others)
 
 
 def _find_holder(model: nn.Module, target: nn.Module) -> str:

@@ -102,10 +102,7 @@ class Capture:
         return state[name]
 
     def __getitem__(self, name: str) -> LayerRecord:
-        try:
-            return self.records[name][0]
-        except KeyError:
-            raise KeyError(f"layer {name!r} was not captured (captured: {self.names})") from None
+        return self.calls(name)[0]
 
     def __contains__(self, name: object) -> bool:
         return name in self.records

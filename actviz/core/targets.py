@@ -104,7 +104,9 @@ def resolve_target(output: Any, target: Any) -> Target:
     if segmentation:
         value, index, description = _segmentation_target(out, target)
     elif logits is not None and out.dim() == 3:
-        value, index, description = _sequence_target(out, target, _next_token(output))
+        name = type(output).__name__  # masked-LM and token tagging do not predict the next token
+        next_token = "MaskedLM" not in name and "TokenClassifier" not in name
+        value, index, description = _sequence_target(out, target, next_token)
     elif target is None:
         value, index, description = _default_target(out)
     else:
@@ -161,12 +163,6 @@ def name_token(description: str, index: int, text: str) -> str:
     """``description`` with token ``index`` named by its ``text`` too (:func:`token_phrase`)."""
     pattern = re.escape(token_phrase(index)) + r"(?!\d)"
     return re.sub(pattern, lambda _m: token_phrase(index, text), description, count=1)
-
-
-def _next_token(output: Any) -> bool:
-    """Whether (N, T, V) logits predict the next token (not masked-LM or token tagging)."""
-    name = type(output).__name__
-    return "MaskedLM" not in name and "TokenClassifier" not in name
 
 
 def _sequence_target(

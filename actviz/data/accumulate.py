@@ -82,11 +82,6 @@ class Reduced:
         return Reduced(maxima, means, argmax, widths, None)
 
 
-def _without_nan(t: torch.Tensor) -> torch.Tensor:
-    # Not nan_to_num: it would also turn +inf into the largest finite number.
-    return torch.where(t.isnan(), torch.full_like(t, -torch.inf), t)
-
-
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position (NaN hides none)."""
     if flat.device.type == "cpu":
@@ -108,7 +103,9 @@ def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     nan = values.isnan()
     if bool(nan.any()):
         bb, cc = nan.nonzero(as_tuple=True)
-        values[bb, cc], where[bb, cc] = _without_nan(flat[bb, cc]).max(dim=-1)
+        picked = flat[bb, cc]  # NaN as -inf (nan_to_num would also make +inf finite)
+        picked = torch.where(picked.isnan(), torch.full_like(picked, -torch.inf), picked)
+        values[bb, cc], where[bb, cc] = picked.max(dim=-1)
     return values.to(torch.float64).cpu().numpy(), where.cpu().numpy()
 
 

@@ -105,11 +105,6 @@ def collate(items: list[tuple[int, torch.Tensor | None, str]]) -> tuple:
     return indices, torch.stack(tensors), skipped
 
 
-def _reason(exc: BaseException, src: str) -> str:
-    text = str(exc)
-    return text[len(src) + 2 :] if text.startswith(f"{src}: ") else f"{type(exc).__name__}: {text}"
-
-
 class _Items(Dataset):
     """Items opened and preprocessed exactly like a single run's input."""
 
@@ -139,7 +134,9 @@ class ImageFiles(_Items):
             img = _open_image(Path(src), src)
             loaded = _from_image(img, src, self.expected, self.transforms, self.size)
         except (InputError, OSError, ValueError) as exc:  # OSError: vanished file, permissions
-            return i, None, _reason(exc, src)
+            text = str(exc)  # without the path the log line holds already
+            cut = text.startswith(f"{src}: ")
+            return i, None, text[len(src) + 2 :] if cut else f"{type(exc).__name__}: {text}"
         return i, loaded.value[0], ""
 
 

@@ -70,24 +70,12 @@ def prepare_difference(
                 order=spec.channel_orders.get(name),
             )
         stats = tensor_stats(diff)
-        stats.update(
-            name=name,
-            type=rec.module_type,
-            max_abs=float(diff.abs().max()) if diff.numel() else 0.0,
-            colormap=DIFFERENCE_CMAP,
-        )
-        out[name] = PreparedLayer(
-            name=name,
-            module_type=rec.module_type,
-            shape=tuple(diff.shape),
-            calls=len(cap_a.records[name]),
-            view=view,
-            mosaic=m,
-            grad_view=None,
-            grad_mosaic=None,
-            stats=stats,
-            hist_lazy=Lazy(lambda d=diff: histogram(d)),
-        )
+        biggest = float(diff.abs().max()) if diff.numel() else 0.0
+        stats.update(name=name, type=rec.module_type, max_abs=biggest, colormap=DIFFERENCE_CMAP)
+        hist = Lazy(lambda d=diff: histogram(d))
+        views = (view, m, None, None)  # no gradient views
+        shape, calls = tuple(diff.shape), len(cap_a.records[name])
+        out[name] = PreparedLayer(name, rec.module_type, shape, calls, *views, stats, hist)
     return out
 
 

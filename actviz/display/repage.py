@@ -79,13 +79,6 @@ def layer_mosaics(
     return mosaic(view.data, symmetric=symmetric, **options), grad  # type: ignore[arg-type]
 
 
-def _max_tile_of_scale(side: int, scale: int) -> int | None:
-    """The ``max_tile`` that downsamples a ``side``-pixel tile by exactly ``scale``."""
-    if scale <= 1:
-        return None
-    return next(t for t in range(side, 0, -1) if math.ceil(side / t) >= scale)
-
-
 def with_page(
     layer: PreparedLayer,
     first_channel: int,
@@ -133,12 +126,14 @@ def _remade(
 ) -> PreparedLayer:
     """``layer`` with new mosaics of its maps view, at the tile scale of its mosaics."""
     _, h, w = layer.view.data.shape
+    side, scale = max(h, w), layer.mosaic.scale  # the tile size downsampling by exactly ``scale``
+    tiles = (t for t in range(side, 0, -1) if math.ceil(side / t) >= scale)
     act_m, grad_m = layer_mosaics(
         layer.view,
         layer.grad_view,
         normalize,
         first,
-        max_tile=_max_tile_of_scale(max(h, w), layer.mosaic.scale),
+        max_tile=next(tiles) if scale > 1 else None,
         page=page,
         symmetric=symmetric,
         order=order,
