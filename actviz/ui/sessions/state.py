@@ -125,15 +125,8 @@ def apply_view(host: WindowHost, state: SessionState) -> list[str]:
     s = host.session
     notes: list[str] = []
     inp: InputSource | None = state.input
-    if inp is not None:
-        s.set_input(
-            inp.value,
-            source=inp.source,
-            kind=inp.kind,
-            image=inp.image,
-            description=inp.description,
-            tokens=inp.tokens,
-        )
+    if inp is not None:  # its fields are set_input's arguments
+        s.set_input(**{f.name: getattr(inp, f.name) for f in dataclasses.fields(inp)})
     try:
         s.set_input_as_list(bool(state.input_as_list))
     except ValueError as exc:  # the input cannot be fed that way to this model
