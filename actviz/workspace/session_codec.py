@@ -226,6 +226,9 @@ def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
 #: The nested tensor structures of a record and of a capture, as saved.
 _RECORD_TENSORS = ("inputs", "output", "grad_output", "grad_inputs")
 _CAPTURE_TENSORS = ("output", "input_grads", "inputs")
+#: A capture's plain values, saved as they are, and with the type each is saved and read as.
+_CAPTURE_AS_IS = ("target_index", "target_description", "mode")
+_CAPTURE_TYPED = (("warnings", list), ("nbytes", int), ("elapsed_s", float), ("gradients", bool))
 
 
 def _capture_to_json(
@@ -248,13 +251,8 @@ def _capture_to_json(
         "records": records,
         **{k: _encode(getattr(cap, k), store) for k in _CAPTURE_TENSORS},
         "target_value": None if cap.target_value is None else repr(float(cap.target_value)),
-        "target_index": cap.target_index,
-        "target_description": cap.target_description,
-        "warnings": list(cap.warnings),
-        "nbytes": int(cap.nbytes),
-        "elapsed_s": float(cap.elapsed_s),
-        "gradients": bool(cap.gradients),
-        "mode": cap.mode,
+        **{k: getattr(cap, k) for k in _CAPTURE_AS_IS},
+        **{k: kind(getattr(cap, k)) for k, kind in _CAPTURE_TYPED},
         "edits": edit_rows,
     }
 
@@ -276,13 +274,8 @@ def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
         records=records,
         **{k: _decode(d[k], arrays) for k in _CAPTURE_TENSORS},
         target_value=None if tv is None else float(tv),
-        target_index=d["target_index"],
-        target_description=d["target_description"],
-        warnings=list(d["warnings"]),
-        nbytes=int(d["nbytes"]),
-        elapsed_s=float(d["elapsed_s"]),
-        gradients=bool(d["gradients"]),
-        mode=d["mode"],
+        **{k: d[k] for k in _CAPTURE_AS_IS},
+        **{k: kind(d[k]) for k, kind in _CAPTURE_TYPED},
     )
 
 

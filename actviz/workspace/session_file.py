@@ -200,11 +200,9 @@ def _members(
         manifest["input"], store = member("input.npz")
         inp = state.input
         manifest["input"].update(
+            vars(inp),
             value=_encode(inp.value, store),
             image=None if inp.image is None else _encode(np.asarray(inp.image), store),
-            source=inp.source,
-            kind=inp.kind,
-            description=inp.description,
             tokens=None if inp.tokens is None else list(inp.tokens),
         )
     if state.model_weights is not None:
@@ -377,11 +375,9 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             m = manifest["input"]
             arrays = arrays_of(m)
             inp = InputSource(
+                **{k: m[k] for k in ("source", "kind", "description")},
                 value=_decode(m["value"], arrays),
-                source=m["source"],
-                kind=m["kind"],
                 image=None if m["image"] is None else _decode(m["image"], arrays),
-                description=m["description"],
                 tokens=None if m["tokens"] is None else tuple(m["tokens"]),
             )
         section = manifest.get("model_weights")

@@ -84,16 +84,8 @@ def run_source(
 def args_source(loaded: Any, args: Any, input: str | None, target: Any = None) -> RunSource:
     """:func:`run_source` with the ``actviz`` command's model options (``args``)."""
     weights = None if str(args.weights).lower() in ("none", "random") else args.weights
-    return run_source(
-        loaded,
-        input,
-        arch=args.arch,
-        weights=weights,
-        trust=args.trust,
-        device=args.device,
-        list_input=args.list_input,
-        target=target,
-    )
+    options = {k: getattr(args, k) for k in ("arch", "trust", "device", "list_input")}
+    return run_source(loaded, input, weights=weights, target=target, **options)
 
 
 def _absolute(source: str | None) -> str | None:
@@ -233,8 +225,7 @@ def reproduce_script(
     lines.append("")
     edit_lines: list[str] = []
     fn_defs: list[str] = []
-    patch_index = 0
-    custom_index = 0
+    patch_index = custom_index = 0
     for layer, items in cap.edits.items():
         codes = []
         for edit in items:
@@ -247,14 +238,12 @@ def reproduce_script(
                 patch_index += 1
                 if src.edits:
                     notes.append(f"{source_var} had edits of its own, not rebuilt here")
-                lines.append(
+                lines += [
                     f"# {source_var}: the run {layer!r} is patched from, captured again from its "
-                    "input with this model (a source from another checkpoint cannot be rebuilt)"
-                )
-                lines.append(
+                    "input with this model (a source from another checkpoint cannot be rebuilt)",
                     f"{source_var} = actviz.capture(model, torch.load(HERE / {saved[key]!r}, "
-                    f"weights_only=True), {[layer]!r}, gradients=False, mode={src.mode!r})"
-                )
+                    f"weights_only=True), {[layer]!r}, gradients=False, mode={src.mode!r})",
+                ]
             if edit.kind == "custom":
                 fn_var = f"custom_fn{custom_index}"
                 custom_index += 1
@@ -273,12 +262,8 @@ def reproduce_script(
                     ]
             codes.append(_edit_code(edit, source_var, fn_var))
         edit_lines.append(f"    {layer!r}: [{', '.join(codes)}],")
-    lines += fn_defs
-    if fn_defs:
-        lines.append("")
-    lines.append("edits = {")
-    lines += edit_lines
-    lines.append("}")
+    lines += [*fn_defs, ""] if fn_defs else []
+    lines += ["edits = {", *edit_lines, "}"]
     input_grads = not (cap.gradients and cap.input_grads is None)
     target = source.target
     if target is not None and not isinstance(target, (int, str)):

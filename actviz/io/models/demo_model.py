@@ -188,13 +188,8 @@ class GeneratedImage:
 def _regular_polygon(
     cx: float, cy: float, r: float, n: int, angle: float
 ) -> list[tuple[float, float]]:
-    return [
-        (
-            cx + r * math.cos(angle + 2 * math.pi * k / n),
-            cy + r * math.sin(angle + 2 * math.pi * k / n),
-        )
-        for k in range(n)
-    ]
+    angles = [angle + 2 * math.pi * k / n for k in range(n)]
+    return [(cx + r * math.cos(a), cy + r * math.sin(a)) for a in angles]
 
 
 def _transform(
