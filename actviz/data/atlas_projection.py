@@ -71,12 +71,10 @@ class Projection:
         a = np.asarray(a)
         one = a.ndim == 1
         a = _rows(a[None] if one else a)
-        if self.mean is not None:
-            width: int | None = self.mean.shape[0]
-        elif self._pre is not None and self._pre.mean is not None:
-            width = self._pre.mean.shape[0]
-        else:
-            width = self._model_width()
+        fitted = self.mean if self.mean is not None else getattr(self._pre, "mean", None)
+        if fitted is None:
+            fitted = getattr(self._model, "_raw_data", None)  # a UMAP fit's vectors
+        width = None if fitted is None else int(fitted.shape[-1])
         if width is not None and a.shape[1] != width:
             raise ValueError(
                 f"vectors of {a.shape[1]} values; the projection was fitted on {width}"
@@ -91,10 +89,6 @@ class Projection:
                 warnings.simplefilter("ignore")
                 out = np.asarray(self._model.transform(a.astype(np.float32)), dtype=np.float64)
         return out[0] if one else out
-
-    def _model_width(self) -> int | None:
-        raw = getattr(self._model, "_raw_data", None)
-        return None if raw is None else int(raw.shape[1])
 
 
 def project(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -270,12 +270,7 @@ class Scan:
                 "frac_positive": [float(v) for v in st.frac_positive],
                 "top": [
                     [
-                        {
-                            "source": e.source,
-                            "index": e.index,
-                            "value": e.value,
-                            "location": list(e.location) if e.location else None,
-                        }
+                        {**asdict(e), "location": list(e.location) if e.location else None}
                         for e in self.top(name, c)
                     ]
                     for c in range(self.channels(name))
