@@ -43,12 +43,6 @@ def assert_no_hooks(model: torch.nn.Module) -> None:
     assert not left, "; ".join(left)
 
 
-def _global_hook_count() -> int:
-    from torch.nn.modules import module as torch_module
-
-    return sum(len(getattr(torch_module, name, {})) for name in _GLOBAL_HOOKS)
-
-
 @dataclasses.dataclass(frozen=True)
 class ProcessState:
     """Process-wide settings a library call must not change: the switch interval, torch's
@@ -61,7 +55,10 @@ class ProcessState:
     @classmethod
     def now(cls) -> ProcessState:
         """The process's state at this moment."""
-        return cls(sys.getswitchinterval(), torch.get_num_threads(), _global_hook_count())
+        from torch.nn.modules import module as torch_module
+
+        hooks = sum(len(getattr(torch_module, name, {})) for name in _GLOBAL_HOOKS)
+        return cls(sys.getswitchinterval(), torch.get_num_threads(), hooks)
 
     def changes_since(self, before: ProcessState) -> list[str]:
         """Describe what differs from ``before`` (empty when nothing does)."""
@@ -130,14 +127,10 @@ def python_heap_mib() -> dict[str, float]:
     for line in text.splitlines():
         key, _, value = line.partition("=")
         if key.strip() == "# arenas allocated current":
-            out["python_arenas"] = float(value.replace(",", "")) * _ARENA_MIB
+            out["python_arenas"] = float(value.replace(",", ""))  # 1 MiB each (64-bit, 3.10+)
         elif key.strip() == "# bytes in allocated blocks":
             out["python_heap"] = float(value.replace(",", "")) / 2**20
     return out
-
-
-#: pymalloc's arena size on 64-bit CPython 3.10 and later.
-_ARENA_MIB = 1.0
 
 
 def flush_deletes() -> None:

@@ -222,7 +222,12 @@ class WindowDriver:
         """Click the tile-menu item of ``channel`` in ``layer`` whose text starts with ``text``
         ("Ablate" clicks "Ablate ch 1"); returns its action."""
         menu = self.tile_menu(layer, channel)
-        action = _find_action(menu, text)
+        actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
+        found = [a for a in actions if a.text() == text]
+        found += [a for a in actions if a.text().startswith((text + " ", text + "…"))]
+        if not found:
+            raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
+        action = found[0]
         assert action.isEnabled(), f"{action.text()!r} is disabled"
         self.qtbot.mouseClick(
             menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center()
@@ -356,12 +361,3 @@ class EventBot:
 # The per-feature drivers (:mod:`actviz.testing.feature_drivers`): ``win.live``, ``win.compare``...
 for _name, _driver in DRIVERS.items():
     setattr(WindowDriver, _name, property(_driver, doc=_driver.__doc__))
-
-
-def _find_action(menu: QMenu, text: str) -> QAction:
-    actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
-    found = [a for a in actions if a.text() == text]
-    found += [a for a in actions if a.text().startswith((text + " ", text + "…"))]
-    if not found:
-        raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
-    return found[0]

@@ -174,10 +174,8 @@ def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
 
     state_before, widgets_before = ProcessState.now(), top_level_widgets()
     yield
-    _fail_on(
-        request,
-        leftovers([], widgets_before, state_before, {"hooks"} | allowed_leaks(request.node)),
-    )
+    allowed = {"hooks"} | allowed_leaks(request.node)
+    _fail_on(request, leftovers([], widgets_before, state_before, allowed))
 
 
 def _fail_on(request: pytest.FixtureRequest, problems: list[str]) -> None:

@@ -252,11 +252,9 @@ class StressDriver(UserActions):
         samples: list[Sample] = []
         worst: list[tuple[float, str]] = []
         probe = self.probe = LagProbe(5)
-        sampler = BlockSampler(probe)
+        sampler, catcher = BlockSampler(probe), _Catcher()
+        pickers, answerer = FilePickers(self), DialogAnswerer(self)
         started = time.perf_counter()
-        catcher = _Catcher()
-        pickers = FilePickers(self)
-        answerer = DialogAnswerer(self)
         pickers.install()
         answerer.timer.start()
         sampler.start()
@@ -423,10 +421,7 @@ class StressDriver(UserActions):
     # ------------------------------------------------------------------ waiting and checks
     def spin(self, seconds: float) -> None:
         """Run the event loop for ``seconds``."""
-        from actviz.bench.ui_bench import wait_until
-
-        deadline = time.perf_counter() + seconds
-        wait_until(lambda: time.perf_counter() >= deadline, seconds + 1.0)
+        self._wait(lambda: False, seconds)
 
     def _wait(self, condition: Callable[[], bool], timeout_s: float = IDLE_TIMEOUT_S) -> bool:
         from actviz.bench.ui_bench import wait_until

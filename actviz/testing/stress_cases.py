@@ -7,6 +7,7 @@ a failure is shrunk to its shortest action list::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -262,13 +263,10 @@ def _died(
         field, kind, what = "crashes", "crash", "the process died"
     else:
         field, kind, what = "exceptions", "exception", "the case failed"
-    found: dict[str, Any] = {"exceptions": ()}
-    found[field] = (Failure(len(logged), kind, f"{what} (exit {code})\n{_stack(stderr)}", recent),)
+    failure = Failure(len(logged), kind, f"{what} (exit {code})\n{_stack(stderr)}", recent)
     return StressReport(
-        model=case, seed=seed, actions=len(logged),
-        action_counts={}, leaked_hooks=(), stuck=(), errors_shown=(),
-        max_block_ms=0.0, samples=(), widgets_left=(), seconds=time.perf_counter() - started,
-        steps=steps, **found,
+        case, seed, len(logged), seconds=time.perf_counter() - started, steps=steps,
+        **{field: (failure,)},
     )  # fmt: skip
 
 
@@ -355,9 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-runs", type=int, default=30)
     parser.add_argument("--no-memory", action="store_true", help="no memory figures (replays)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--folder", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
-    parser.add_argument("--log", help=argparse.SUPPRESS)
+    for hidden in ("--folder", "--out", "--log"):  # the child's
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = None
     if args.replay:
@@ -366,31 +363,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(args, steps, inject)
     with tempfile.TemporaryDirectory(prefix="actviz-stress-") as folder:
-
-        def replay(candidate: list[Step]) -> StressReport:
-            return run_case(
-                args.case, args.seed, steps=candidate, hang_s=args.hang_s,
-                block_limit_ms=args.block_limit_ms, folder=folder, threads=args.threads,
-                memory=False,
-            )  # fmt: skip
-
-        report = run_case(
-            args.case, args.seed, args.actions, steps=steps, inject=inject, hang_s=args.hang_s,
-            block_limit_ms=args.block_limit_ms, sample_every=args.sample_every, folder=folder,
-            threads=args.threads,
+        case = functools.partial(
+            run_case, args.case, args.seed, hang_s=args.hang_s, folder=folder,
+            block_limit_ms=args.block_limit_ms, threads=args.threads,
         )  # fmt: skip
+        report = case(args.actions, steps=steps, inject=inject, sample_every=args.sample_every)
         print(report.describe())
         print(
             f"rss growth per 1k actions: {report.rss_growth_per_1k_mib:.1f} MiB (median slope; "
             f"least squares {report.rss_growth_per_1k_ls_mib:.1f})"
         )
-        if report.samples and report.samples[-1].rss_anon_over_heap is not None:
-            print(
-                f"RssAnon over heaps in use at the end: {report.samples[-1].rss_anon_over_heap:.2f}"
-            )
+        ratio = report.samples[-1].rss_anon_over_heap if report.samples else None
+        if ratio is not None:
+            print(f"RssAnon over heaps in use at the end: {ratio:.2f}")
         found = [f for f in report.findings() if f.kind not in ("block",)] or report.findings()
         if args.shrink and found:
-            shrunk, runs = shrink_failure(report, found[0], replay, max_runs=args.shrink_runs)
+            shrunk, runs = shrink_failure(
+                report, found[0], lambda c: case(steps=c, memory=False), max_runs=args.shrink_runs
+            )
             print(f"shrunk {found[0].kind} to {len(shrunk)} steps in {runs} replays:")
             print(json.dumps([list(s) for s in shrunk], indent=1))
     return 0

@@ -78,15 +78,15 @@ class StressReport:
     model: str
     seed: int
     actions: int
-    action_counts: dict[str, int]
-    exceptions: tuple[Failure, ...]
-    leaked_hooks: tuple[Failure, ...]
-    stuck: tuple[Failure, ...]
-    errors_shown: tuple[str, ...]
-    max_block_ms: float
-    samples: tuple[Sample, ...]
-    widgets_left: tuple[str, ...]
-    seconds: float
+    action_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    exceptions: tuple[Failure, ...] = ()
+    leaked_hooks: tuple[Failure, ...] = ()
+    stuck: tuple[Failure, ...] = ()
+    errors_shown: tuple[str, ...] = ()
+    max_block_ms: float = 0.0
+    samples: tuple[Sample, ...] = ()
+    widgets_left: tuple[str, ...] = ()
+    seconds: float = 0.0
     windows_kept: tuple[str, ...] = ()
     worst_blocks: tuple[tuple[float, str], ...] = ()
     blocks: tuple[Failure, ...] = ()
