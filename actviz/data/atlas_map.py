@@ -9,15 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from actviz.data.atlas_projection import (
-    METHODS,
-    UMAP_FIT_MAX,
-    ExactNeighbours,
-    Projection,
-    cache_umap_compiles,
-    project,
-    umap_available,
-)
+from actviz.data.atlas_projection import METHODS, Projection, project, umap_available
 from actviz.data.atlas_vectors import (
     ChannelSplit,
     cosine_top,
@@ -31,13 +23,10 @@ from actviz.data.atlas_vectors import (
 __all__ = [
     "METHODS",
     "NO_ATLAS_NOTE",
-    "UMAP_FIT_MAX",
     "Atlas",
     "ChannelSplit",
-    "ExactNeighbours",
     "Projection",
     "build_atlas",
-    "cache_umap_compiles",
     "cosine_top",
     "points_in_polygon",
     "project",
