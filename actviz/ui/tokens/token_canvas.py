@@ -147,11 +147,9 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         height, width = max(rect.height(), 120.0), max(rect.width(), 160.0)
         rows = min(MAX_TICKS, max(2, int(height // 12)))
         _set_ticks(self.plot.getAxis("left"), [axis_ticks(self.row_labels, rows)])
-        if self.col_labels is not None:
-            cols = min(MAX_TICKS, max(2, int(width // 48)))
-            _set_ticks(self.plot.getAxis("bottom"), [axis_ticks(self.col_labels, cols)])
-        else:
-            _set_ticks(self.plot.getAxis("bottom"), None)
+        cols = min(MAX_TICKS, max(2, int(width // 48)))
+        ticks = None if self.col_labels is None else [axis_ticks(self.col_labels, cols)]
+        _set_ticks(self.plot.getAxis("bottom"), ticks)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if not self._on_screen():

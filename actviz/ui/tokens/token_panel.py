@@ -77,10 +77,8 @@ class TokenLayerPanel(LayerPanel):
                 self.activation_slot.setVisible(True)
                 self._update_gradient_visibility()
             return
-        if self.token_box is None:
-            self._build_token_box()
-        if self.token_grad_canvas is None:
-            self._build_token_grad_canvas()
+        while self.prepare_tokens(view):  # the plots not built yet
+            pass
         assert self.token_canvas is not None and self.token_grad_canvas is not None
         self.activation_slot.setVisible(False)
         self.gradient_slot.setVisible(False)
