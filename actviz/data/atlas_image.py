@@ -14,18 +14,8 @@ from actviz.io.export.typeset import _font, _text_w
 __all__ = ["SELECTED_RGB", "atlas_image", "class_colours", "splat_dots"]
 
 # Ten well-separated hues first (Tableau 10), then evenly spread ones for more classes.
-_BASE = (
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-)
+_TABLEAU = "1f77b4 ff7f0e 2ca02c d62728 9467bd 8c564b e377c2 7f7f7f bcbd22 17becf"
+_BASE = tuple(tuple(bytes.fromhex(code)) for code in _TABLEAU.split())
 _UNLABELLED = (110, 110, 110)
 #: The frame of a selected dot, in the window and the report: black, far from class colours.
 SELECTED_RGB = (0, 0, 0)
