@@ -144,19 +144,8 @@ def scan(
 
     def run(rows: np.ndarray, report: Any, stop: Any) -> int:
         with eval_mode(net):  # every module's training flag put back after
-            return _run(
-                spec,
-                items,
-                runs,
-                rows,
-                batch_size,
-                num_workers,
-                report,
-                stop,
-                warnings,
-                background,
-                result,
-            )
+            args = (batch_size, num_workers, report, stop, warnings, background, result)
+            return _run(spec, items, runs, rows, *args)
 
     def result(cached: bool, threads: int | None) -> Scan:
         return _result(runs, k, items, cached, folder, warnings, threads, labels)
@@ -316,12 +305,9 @@ def _run(
             if images is not None:
                 reduced.clear()
                 idx = indices.numpy()
+                floating = images.is_floating_point()
                 with torch.no_grad():
-                    net(
-                        images.to(
-                            device=device, dtype=dtype if images.is_floating_point() else None
-                        )
-                    )
+                    net(images.to(device=device, dtype=dtype if floating else None))
                 if group is not None and not group.takes(reduced, idx):
                     group.dissolve()
                     group = None
