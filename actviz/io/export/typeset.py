@@ -14,13 +14,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from actviz.core.capture import Capture
 from actviz.core.structures import first_tensor
-from actviz.display import colormaps
-from actviz.display.attribution import (
-    TokenSaliency,
-    default_gradcam_layer,
-    grad_cam,
-    spatial_layers,
-)
+from actviz.display import attribution, colormaps
+from actviz.display.attribution import TokenSaliency
 from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepared import PreparedLayer, RunResult
@@ -252,7 +247,7 @@ def channel_pages(
 def pick_gradcam_layer(cap: Capture) -> str | None:
     """The Grad-CAM layer export uses by default: the one rule of
     :func:`actviz.display.attribution.default_gradcam_layer` (never a 1x1 layer)."""
-    return default_gradcam_layer(cap, spatial_layers(cap))
+    return attribution.default_gradcam_layer(cap, attribution.spatial_layers(cap))
 
 
 def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.Image:
@@ -455,9 +450,7 @@ def attribution_images(
     if first_grad is not None and first_grad.dim() >= 2:
         sal = prepared.saliency
         if sal is None:  # not image-shaped: the raw strip
-            from actviz.display.attribution import saliency
-
-            sal = saliency(first_grad)
+            sal = attribution.saliency(first_grad)
         # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
         backdrop = image if image is not None and sal.shape == image.shape[:2] else None
         pictures["saliency"] = (_heat_png(sal, backdrop, "saliency |d target / d input|"), sal)
@@ -474,7 +467,7 @@ def attribution_images(
             cam = (
                 prepared.grad_cams[cam_layer]
                 if cam_layer in prepared.grad_cams
-                else grad_cam(rec.tensor, rec.grad, size=size)
+                else attribution.grad_cam(rec.tensor, rec.grad, size=size)
             )
         except ValueError as exc:
             notes["gradcam_error"] = str(exc)

@@ -13,13 +13,8 @@ import torch
 from torch import nn
 
 from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
-from actviz.io.models import timm_models, zoo
-from actviz.io.models.arch_guess import (
-    ArchGuess,
-    compare_architecture,
-    confident_guess,
-    guess_architecture,
-)
+from actviz.io.models import arch_guess, timm_models, zoo
+from actviz.io.models.arch_guess import ArchGuess
 from actviz.io.models.checkpoints import (
     FileFormat,
     apply_state_dict,
@@ -174,8 +169,8 @@ def _guess_arch(
     lead = f"{src}: holds only weights ({count}), not the architecture"
     if not guess:
         raise ArchitectureNeededError(f"{lead}; {_HOW_TO_NAME_ARCH}", src)
-    guesses = tuple(guess_architecture(state_dict))
-    best = confident_guess(guesses)
+    guesses = tuple(arch_guess.guess_architecture(state_dict))
+    best = arch_guess.confident_guess(guesses)
     if best is not None:
         log.info("%s: architecture guessed from the weights: %s", src, best.describe())
         return best.name, guesses
@@ -200,7 +195,7 @@ def _build_arch(
     if kind == "code":
         return LoadedModel(build_from_code(_code_beside(name, beside)), arch, arch, "code"), None
     # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
-    fit = compare_architecture(state_dict, name)
+    fit = arch_guess.compare_architecture(state_dict, name)
     loaded = BUILDERS[kind](name, None, num_classes=fit.num_classes if fit else None, src=arch)
     loaded.name = name  # the canonical name (timm/NAME)
     return loaded, fit

@@ -11,16 +11,11 @@ import torch
 from torch import nn
 
 from actviz.io.errors import ModelLoadError
+from actviz.io.models import zoo
 from actviz.io.models.checkpoints import one_line
 from actviz.io.models.hf_models import cached_hub_file
 from actviz.io.models.loaded_model import LoadedModel
-from actviz.io.models.zoo import (
-    TIMM_PREFIX,
-    construct,
-    network_available,
-    offline_note,
-    random_init,
-)
+from actviz.io.models.zoo import TIMM_PREFIX
 
 __all__ = [
     "TimmTransform",
@@ -174,10 +169,10 @@ def build_timm(
     """Build a timm model with its preprocessing, pretrained when the weights are at hand:
     ``weights="DEFAULT"`` is cached, else downloaded when online (not ``ACTVIZ_OFFLINE``), else
     random with a warning. ``num_classes`` needs random init; ``src`` is what the user typed."""
-    model = construct(name, num_classes=num_classes)
+    model = zoo.construct(name, num_classes=num_classes)
     warnings: list[str] = []
     weights_name: str | None = None
-    if not random_init(weights) and num_classes is None:
+    if not zoo.random_init(weights) and num_classes is None:
         model, weights_name, note = _pretrained(name[len(TIMM_PREFIX) :], model)
         if note:
             warnings.append(note)
@@ -209,7 +204,7 @@ def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str
             return built, f"cached {cfg.get('hf_hub_id')}", ""
         if not cfg.get("hf_hub_id") and not cfg.get("url"):
             return model, None, f"timm/{bare} has no pretrained weights: it uses random weights"
-        if network_available(_HUB_HOST):
+        if zoo.network_available(_HUB_HOST):
             built = timm.create_model(bare, pretrained=True)
             return built, f"downloaded {cfg.get('hf_hub_id')}", ""
     except Exception as exc:  # noqa: BLE001 - hub, network and file errors of many kinds
@@ -219,4 +214,4 @@ def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str
             f"could not load pretrained timm/{bare} ({one_line(exc)}): random weights; "
             "predictions are meaningless",
         )
-    return model, None, offline_note(_HUB_HOST, f" and no cached weights: timm/{bare}")
+    return model, None, zoo.offline_note(_HUB_HOST, f" and no cached weights: timm/{bare}")
