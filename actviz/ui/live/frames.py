@@ -236,10 +236,7 @@ class Player:
 
     def toggle(self) -> bool:
         """Play if paused, pause if playing; returns whether it now plays."""
-        if self.playing:
-            self.pause()
-        else:
-            self.play()
+        (self.pause if self.playing else self.play)()
         return self.playing
 
     def seek(self, index: int) -> int:

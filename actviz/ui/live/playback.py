@@ -234,10 +234,7 @@ class LiveController(QObject):
             self.request(0)
         elif self.host.session.can_run():
             # Back to the opened input's own frame, not the sequence's last.
-            if self.perturbation.is_identity():
-                self.host.run()
-            else:
-                self.request(0)
+            self.host.run() if self.perturbation.is_identity() else self.request(0)
         self.emit_status()
 
     def open_folder(self, folder: str | Path) -> bool:
@@ -332,10 +329,7 @@ class LiveController(QObject):
             self.emit_status()
 
     def toggle(self) -> None:
-        if self.player.playing:
-            self.pause()
-        else:
-            self.play()
+        (self.pause if self.player.playing else self.play)()
 
     def step(self, delta: int = 1) -> None:
         """Show the frame ``delta`` away (pauses playback)."""

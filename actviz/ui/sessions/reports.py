@@ -190,10 +190,7 @@ class ReportExport(QObject):
                 self._submit(report)
             elif report.ended_unheard():
                 info, error = report.outcome  # type: ignore[misc]
-                if error is not None:
-                    self._errored(report, error)
-                else:
-                    self._finished(report, info)
+                self._errored(report, error) if error is not None else self._finished(report, info)
 
     def _finished(self, report: ReportJob, info: Any) -> None:
         if self._reports.pop(report, False) is False:

@@ -227,10 +227,7 @@ class ModelDock(QDockWidget):
             and event.type() in (QEvent.Type.Show, QEvent.Type.Resize)
             and self.tree_view.isVisible()
         ):
-            if self._fit_pending:
-                self.fit_name_column()
-            else:
-                self.fit_columns()
+            (self.fit_name_column if self._fit_pending else self.fit_columns)()
         return super().eventFilter(watched, event)
 
     def _on_filter_changed(self, text: str) -> None:

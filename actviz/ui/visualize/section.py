@@ -84,10 +84,8 @@ class RunRow(StepsAndLine):
 
     def set_busy(self, busy: bool) -> None:
         """While it runs: Cancel and the progress bar; the run button and settings off."""
-        if self.hide_run_when_busy:
-            self.run_button.setVisible(not busy)
-        else:
-            self.run_button.setEnabled(not busy)
+        run = self.run_button
+        (run.setVisible if self.hide_run_when_busy else run.setEnabled)(not busy)
         self.settings_button.setEnabled(not busy)
         self.cancel_button.setVisible(busy)
         self.progress.setVisible(busy)
