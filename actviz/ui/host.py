@@ -5,14 +5,14 @@ feature, so each is added, removed and tested alone. The host is made before the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
 import shiboken6
 from PySide6.QtCore import QByteArray
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
+from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget
 
 from actviz.ui.docking import Docks
 from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line, show_steps
@@ -58,13 +58,15 @@ HOST_SIGNALS = (
 )
 
 
-def _window_attr(name: str, *, settable: bool = False) -> Any:
-    """A property reading (``settable``: and writing) the window's attribute ``name``."""
+def _window_attr(path: str, *, settable: bool = False) -> Any:
+    """A property reading (``settable``: and writing) the window's ``path`` ("runs.run")."""
+    *parts, name = path.split(".")
 
-    def write(host: Host, value: Any) -> None:
-        setattr(host._w, name, value)
+    def owner(host: Host) -> Any:
+        return functools.reduce(getattr, parts, host._w)
 
-    return property(lambda host: getattr(host._w, name), write if settable else None)
+    write = (lambda host, value: setattr(owner(host), name, value)) if settable else None
+    return property(lambda host: getattr(owner(host), name), write)
 
 
 def channels_text(channels: Sequence[int]) -> str:
@@ -106,6 +108,31 @@ class Host(Docks):
     input_loader: Callable[..., Any] = _window_attr("input_loader", settable=True)
     #: ``(parent, path, message) -> bool``: may this full pickle be unpickled?
     confirm_untrusted: Callable[[QWidget, str, str], bool] = _window_attr("confirm_untrusted")
+    #: The result shown and the selected layer; the layer panels (by name, in execution order)
+    #: and the large view of one channel beside them.
+    result: RunResult | None = _window_attr("session.result")
+    selected_layer: str | None = _window_attr("display.selected_layer")
+    layer_panels: Mapping[str, LayerPanel] = _window_attr("display.layer_panels")
+    channel_view: ChannelView = _window_attr("centre.channel_view")
+    # The window's calls, as its parts have them (their docstrings say what they do).
+    run = _window_attr("runs.run")
+    schedule_run = _window_attr("runs.schedule_run")
+    stop_current_run = _window_attr("runs.stop")
+    refresh_busy = _window_attr("refresh_busy")
+    is_closed = _window_attr("is_closed")
+    wait_until = _window_attr("wait_until")
+    defer_display = _window_attr("display.defer_display")
+    display_pending = _window_attr("display.display_pending")
+    select_layer = _window_attr("display.select_layer")
+    open_channel = _window_attr("display.open_channel")
+    refresh_panel = _window_attr("display.grid.refresh")
+    page_channels = _window_attr("display.page_size")
+    open_input_source = _window_attr("files.open_input_source")
+    model_dialog = _window_attr("files.menus.new_model_dialog")
+    current_tab = _window_attr("centre.tabs.currentWidget")
+    add_prediction_widget = _window_attr("centre.prediction_panel.add_row")
+    set_prediction_bars_visible = _window_attr("centre.prediction_panel.set_bars_visible")
+    show_input_image = _window_attr("model_dock.input_preview.set_image")
 
     def private_model(
         self, owner: Any, *, to_eval: bool = False, keep: bool = False
@@ -133,51 +160,9 @@ class Host(Docks):
         """Extra name filters of the Open input dialog (plugins' input formats)."""
         self._w.files.menus.extra_input_filters = list(filters)
 
-    @property
-    def result(self) -> RunResult | None:
-        return self._w.session.result
-
-    @property
-    def selected_layer(self) -> str | None:
-        return self._w.display.selected_layer
-
-    def run(self) -> Job | None:
-        return self._w.runs.run()
-
     def show_run(self, job: Job, *, streamed: bool = False) -> None:
         """Show ``job``'s end as a run's (a live frame; ``streamed``: quiet in the status bar)."""
         self._w.runs.watch(job, kind="frame", streamed=streamed)
-
-    def schedule_run(self) -> None:
-        self._w.runs.schedule_run()
-
-    def stop_current_run(self) -> None:
-        self._w.runs.stop()
-
-    def refresh_busy(self, text: str = "") -> None:
-        self._w.refresh_busy(text)
-
-    def is_closed(self) -> bool:
-        return self._w.is_closed()
-
-    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
-        self._w.wait_until(done, poll_ms)
-
-    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
-        """Run ``step`` after the display steps of the result being shown."""
-        self._w.display.defer_display(step, stale_ok=stale_ok)
-
-    def display_pending(self) -> bool:
-        return self._w.display.display_pending()
-
-    def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
-        self._w.display.select_layer(name, reveal=reveal)
-
-    def open_channel(self, name: str, channel: int) -> bool:
-        return self._w.display.open_channel(name, channel)
-
-    def open_input_source(self, source: str, *, remember: bool = True) -> bool:
-        return self._w.files.open_input_source(source, remember=remember)
 
     def set_target_text(self, text: str) -> bool:
         """Set the target from text like the selector's ("auto", "3", "3: star", "star")."""
@@ -245,9 +230,6 @@ class Host(Docks):
         tabs = self._w.centre.tabs
         tabs.setCurrentWidget(widget) if widget is not None else tabs.setCurrentIndex(0)
 
-    def current_tab(self) -> QWidget | None:
-        return self._w.centre.tabs.currentWidget()
-
     def remove_dock(self, dock: QDockWidget) -> None:
         """Take ``dock`` out of the window (a disabled plugin's view)."""
         self._w.removeDockWidget(dock)
@@ -295,27 +277,10 @@ class Host(Docks):
         """A permanent widget at the right of the status bar."""
         self._w.statusBar().addPermanentWidget(widget)
 
-    def add_prediction_widget(self, widget: QWidget) -> None:
-        """An extra row under the prediction panel's bars (before/after tables)."""
-        self._w.centre.prediction_panel.add_row(widget)
-
-    def set_prediction_bars_visible(self, visible: bool) -> None:
-        self._w.centre.prediction_panel.set_bars_visible(visible)
-
     def add_overview_widget(self, widget: QWidget, *, row: str = "top") -> None:
         """An extra panel in the Overview's ``row``: "top", "bottom" or "new"."""
         rows, top, bottom = self._w.centre.overview_splitters
         {"top": top, "bottom": bottom, "new": rows}[row].addWidget(widget)
-
-    @property
-    def channel_view(self) -> ChannelView:
-        """The large view of one channel beside the layer panels."""
-        return self._w.centre.channel_view
-
-    @property
-    def layer_panels(self) -> Mapping[str, LayerPanel]:
-        """The layer panels of the result shown, by layer name, in execution order."""
-        return self._w.display.layer_panels
 
     def panel(self, layer: str) -> LayerPanel | None:
         """The panel showing ``layer`` (None when it has none)."""
@@ -327,14 +292,6 @@ class Host(Docks):
         if panel is not None:
             self._w.centre.layers_scroll.ensureWidgetVisible(panel)
 
-    def refresh_panel(self, layer: str) -> None:
-        """Show ``layer`` anew in its panel (a feature changed what it decorates it with)."""
-        self._w.display.grid.refresh(layer)
-
-    def page_channels(self, layer: str) -> int:
-        """Channels per mosaic page of ``layer`` in its panel."""
-        return self._w.display.page_size(layer)
-
     def add_tile_menu_entries(self, fill: Callable[[QMenu, str, tuple[int, ...]], None]) -> None:
         """``fill(menu, layer, channels)`` adds a feature's entries to a tile menu."""
         self._w.display.tile_menu_fillers.append(fill)
@@ -345,17 +302,9 @@ class Host(Docks):
         for fill in list(self._w.display.tile_menu_fillers):
             fill(menu, layer, chosen)
 
-    def show_input_image(self, image: np.ndarray | None, caption: str) -> None:
-        """Show a picture of the input in the Model dock's preview."""
-        self._w.model_dock.input_preview.set_image(image, caption)
-
     def dialog_parent(self) -> QWidget:
         """The parent of a feature's dialogs and menus (the window)."""
         return self._w
-
-    def model_dialog(self, *, keep_open: bool = False) -> QDialog:
-        """A new Open model dialog over the window, listing the recent models (not shown)."""
-        return self._w.files.menus.new_model_dialog(keep_open=keep_open)
 
     def sample_inputs(self) -> list[str]:
         """The bundled sample inputs of the model shown (for choosers)."""

@@ -82,17 +82,9 @@ class FileOpening:
         """Open the demo model and one of its samples (the first when None) in the background."""
         if not self.open_model_source("demo"):
             return False
-        try:
-            from actviz.io.models.demo_model import demo_samples
-
-            samples = demo_samples()
-        except Exception:  # noqa: BLE001 - the model alone is still worth showing
-            log.exception("no demo samples")
-            samples = []
+        samples = self.menus.samples  # the demo's, as the sample picker lists them
         if samples:
-            path = samples[0]
-            if sample is not None:
-                path = next((p for p in samples if sample in (p.name, p.stem)), path)
+            path = next((p for p in samples if sample in (p.name, p.stem)), samples[0])
             self.open_input_source(str(path), remember=False)
         return True
 
