@@ -49,10 +49,6 @@ _tuned: bool | None = None  # None: not tried yet in this process
 _asked: bool | None = None
 
 
-def _refused() -> bool:
-    return os.environ.get(ENV) == "0" or os.environ.get("ACTVIZ_MALLOC_TUNING") == "0"
-
-
 def tune_allocator() -> bool:
     """Make glibc keep freed memory in this process, so repeated captures do not page-fault:
     raises the mmap and trim thresholds and caps arenas for the rest of the process (Linux/glibc
@@ -61,7 +57,8 @@ def tune_allocator() -> bool:
     if _tuned is not None:
         return _tuned
     _tuned = False
-    if not sys.platform.startswith("linux") or _refused():
+    refused = "0" in (os.environ.get(ENV), os.environ.get("ACTVIZ_MALLOC_TUNING"))
+    if not sys.platform.startswith("linux") or refused:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -121,14 +118,11 @@ def rss_anon_mib() -> float | None:
     return None
 
 
+_MALLINFO_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+
+
 class _Mallinfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd",
-            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
+    _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO_FIELDS.split()]
 
 
 def _libc() -> ctypes.CDLL | None:
