@@ -164,29 +164,19 @@ def _stopped() -> bool:
     return True
 
 
+@dataclass(eq=False)
 class _Runner:
-    """One job on a pool thread, as a callable: PySide keeps a QRunnable for the pool's life."""
+    """One job on a pool thread, as a callable: PySide keeps a QRunnable for the pool's life.
+    ``second``: it runs a second stage; ``threads``: torch's count for a first stage."""
 
-    def __init__(
-        self,
-        generation: int,
-        job: JobFn,
-        should_stop: Callable[[], bool],
-        signals: _RunnerSignals,
-        *,
-        second_stage: QThreadPool | None = None,
-        second: bool = False,
-        threads: int | None = None,
-        nice: int = 0,
-    ) -> None:
-        self.generation = generation
-        self.nice = nice
-        self.threads = threads  # torch's count for a first stage
-        self.job: JobFn | None = job
-        self.should_stop = should_stop
-        self.signals = signals
-        self.second_stage = second_stage
-        self.is_second_stage = second
+    generation: int
+    job: JobFn | None
+    should_stop: Callable[[], bool]
+    signals: _RunnerSignals
+    second_stage: QThreadPool | None = None
+    second: bool = False
+    threads: int | None = None
+    nice: int = 0
 
     def run(self) -> None:
         gen = self.generation
@@ -199,10 +189,10 @@ class _Runner:
         try:
             if job is None or self.should_stop():
                 raise CaptureCancelled("superseded before it started")
-            if not self.is_second_stage:
+            if not self.second:
                 signals.relay.emit(gen, "started", ())
             # One torch thread for a second stage: another OpenMP team slows the capture beside it.
-            with torch_threads(1 if self.is_second_stage else self.threads):
+            with torch_threads(1 if self.second else self.threads):
                 result = job(
                     self.should_stop, lambda msg: signals.relay.emit(gen, "progress", (msg,))
                 )
