@@ -74,11 +74,9 @@ class FrameLanes:
             self.drop()
             rep = None
         rep = self.copies.unbuilt(model) if rep is None else rep
-        if rep.twin is None:
-            # Asked for by a frame still on its way (a dropped one never made it: ask again).
-            if self.build_job in inflight:
-                return 0, model, None
-            return 0, model, rep  # lane 0 copies the model between two of its captures
+        if rep.twin is None:  # lane 0 copies the model between two of its captures, unless
+            # asked for by a frame still on its way (a dropped one never made it: ask again)
+            return 0, model, None if self.build_job in inflight else rep
         on = [0, 0]
         for lane in self.capturing.values():
             on[lane] += 1
