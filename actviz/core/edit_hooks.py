@@ -15,16 +15,13 @@ from actviz.core.structures import first_tensor, replace_first
 __all__ = ["EditHooks", "channel_dim"]
 
 # Modules whose 3-D output is (N, C, L): channels in dimension 1, not last.
+_POOLS_1D = "MaxPool1d AvgPool1d AdaptiveAvgPool1d AdaptiveMaxPool1d LPPool1d".split()
 _CHANNEL_FIRST = (
     nn.modules.conv._ConvNd,
     nn.modules.batchnorm._NormBase,  # BatchNorm*d, InstanceNorm*d
     nn.GroupNorm,
-    nn.MaxPool1d,
-    nn.AvgPool1d,
-    nn.AdaptiveAvgPool1d,
-    nn.AdaptiveMaxPool1d,
-    nn.LPPool1d,
     nn.Upsample,
+    *(getattr(nn, name) for name in _POOLS_1D),
 )
 
 
@@ -51,15 +48,7 @@ def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
 
 
 # Attributes that hold the channel count of a module's output, most specific first.
-_COUNT_ATTRS = (
-    "out_dim",
-    "dim",
-    "embed_dim",
-    "num_features",
-    "out_channels",
-    "out_features",
-    "hidden_size",
-)
+_COUNT_ATTRS = "out_dim dim embed_dim num_features out_channels out_features hidden_size".split()
 
 
 def _channels_last(module: nn.Module, shape: tuple[int, ...]) -> bool | None:
