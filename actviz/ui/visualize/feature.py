@@ -243,19 +243,14 @@ class VisualizeFeature(FeatureBase, QObject):
     def _cancel_synthesis(self) -> bool:
         if self._waiting is not None:  # still waiting for its copy: nothing started
             self.copy.abandon()
-            self._end("Cancelled.", "What it wants cancelled")
+            self._waiting = None
+            self.job.fail("What it wants cancelled", "Cancelled.")
             return True
         return self.job.cancel()
 
     def _on_copy_failed(self, error: BaseException) -> None:
-        self._end(f"Could not copy the model: {describe_error(error)}", "What it wants failed")
-
-    def _end(self, message: str, status: str) -> None:
-        """The wait for the model's copy ended without a synthesis: ``message`` in red."""
         self._waiting = None
-        self.section.set_busy(False)
-        self.section.set_message(message, error=True)
-        self.host.refresh_busy(status)
+        self.job.fail("What it wants failed", f"Could not copy the model: {describe_error(error)}")
 
     def _show_cached(self) -> None:
         """Show the cached picture of the channel and settings shown once the cache answers."""
