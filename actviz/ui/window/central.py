@@ -150,14 +150,11 @@ class _LayersScroll(QScrollArea):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         # The viewport's width changes only here (its bar is always on): columns before layout.
-        self._announce_width()
-        super().resizeEvent(event)
-
-    def _announce_width(self) -> None:
         width = self.viewport().width()
         if width != self._announced:
             self._announced = width
             self.viewport_resized.emit(width)
+        super().resizeEvent(event)
 
 
 class LayersGrid(QGridLayout):

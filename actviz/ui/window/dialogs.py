@@ -81,21 +81,12 @@ def confirm_untrusted_file(
     return box.clickedButton() is trust
 
 
-def torchvision_model_names() -> list[str]:
-    """Every torchvision model name (no weights are touched)."""
-    try:
-        from actviz.io.models.zoo import torchvision_names
-
-        return sorted(torchvision_names())
-    except Exception:  # noqa: BLE001 - an empty list still leaves the file tab usable
-        return []
-
-
 def build_model_names() -> tuple[list[str], list[str]]:
     """The torchvision and timm model names, sorted (slow: see :func:`prefetch_model_names`)."""
     from actviz.io.models.timm_models import timm_names
+    from actviz.io.models.zoo import torchvision_names
 
-    return torchvision_model_names(), sorted(timm_names())
+    return sorted(torchvision_names()), sorted(timm_names())
 
 
 class _ModelNames(QObject):

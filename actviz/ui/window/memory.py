@@ -65,10 +65,7 @@ class IdleMemory(QObject):
         self._on_idle()
 
     def _on_long_idle(self) -> None:
-        if self._busy():
-            self._full_timer.start()
-            return
-        self.collect_cycles(full=True)
+        self._full_timer.start() if self._busy() else self.collect_cycles(full=True)
 
     def _on_idle(self) -> None:
         if self._busy():

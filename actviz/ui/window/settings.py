@@ -34,6 +34,21 @@ def _flag(key: str) -> property:
     )
 
 
+def _text(key: str, default: str, choices: tuple[str, ...] = (), what: str = "") -> property:
+    """A text setting (``choices``: its only values; another stored reads as ``default``)."""
+
+    def get(self: AppSettings) -> str:
+        value = str(self.store.value(key, default) or default)
+        return value if not choices or value in choices else default
+
+    def put(self: AppSettings, value: str) -> None:
+        if choices and value not in choices:
+            raise ValueError(f"{what} must be one of {choices}, not {value!r}")
+        self.store.setValue(key, value)
+
+    return property(get, put)
+
+
 def _bytes(key: str) -> property:
     """A ``QByteArray`` setting (None when unset)."""
 
@@ -53,26 +68,9 @@ class AppSettings:
             store = user_settings()
         self.store = store
 
-    @property
-    def colormap(self) -> str:
-        value = self.store.value("view/colormap", DEFAULT_COLORMAP)
-        return str(value) if value else DEFAULT_COLORMAP
-
-    @colormap.setter
-    def colormap(self, name: str) -> None:
-        self.store.setValue("view/colormap", name)
-
-    @property
-    def normalize(self) -> str:
-        value = str(self.store.value("view/normalize", NORMALIZATIONS[0]))
-        return value if value in NORMALIZATIONS else NORMALIZATIONS[0]
-
-    @normalize.setter
-    def normalize(self, mode: str) -> None:
-        if mode not in NORMALIZATIONS:
-            raise ValueError(f"normalisation must be one of {NORMALIZATIONS}, not {mode!r}")
-        self.store.setValue("view/normalize", mode)
-
+    #: The colour map ("auto" when unset); the normalisation, one of :data:`NORMALIZATIONS`.
+    colormap = _text("view/colormap", DEFAULT_COLORMAP)
+    normalize = _text("view/normalize", NORMALIZATIONS[0], NORMALIZATIONS, "normalisation")
     show_gradients = _flag("view/show_gradients")
     geometry = _bytes("window/geometry")
     window_state = _bytes("window/state")
