@@ -36,7 +36,6 @@ from actviz.data.scan_sizing import (
     default_workers,
     estimate_memory,
 )
-from actviz.data.scan_sizing import choose_batch_size as choose_batch_size  # its old home
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 

@@ -99,10 +99,8 @@ class LazyLayerView(LayerView):
     def __init__(
         self, kind: str, make: Callable[[], np.ndarray], shape: tuple[int, ...], description: str
     ) -> None:
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "description", description)
-        object.__setattr__(self, "_make", make)
+        for key, value in dict(kind=kind, shape=shape, description=description, _make=make).items():
+            object.__setattr__(self, key, value)
 
     @cached_property
     def data(self) -> np.ndarray:  # type: ignore[override]

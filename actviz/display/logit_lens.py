@@ -157,11 +157,6 @@ def logit_lens(
         tuple(tuple(token_texts(tokenizer, ids[i, p])) for p in range(ids.shape[1]))
         for i in range(ids.shape[0])
     )
-    return LogitLens(
-        layers=tuple(names),
-        ids=ids,
-        probs=np.stack(all_probs).astype(np.float32),
-        texts=texts,
-        tokens=tuple(tokens) if tokens is not None else None,
-        sample=sample,
-    )
+    probs = np.stack(all_probs).astype(np.float32)
+    labels = tuple(tokens) if tokens is not None else None
+    return LogitLens(tuple(names), ids, probs, texts, labels, sample)
