@@ -100,12 +100,8 @@ def visualize(
         if not layer:
             raise VisualizeError("give a layer to visualise (or target= for a class logit)")
         layer, module = model_layer(net, layer)
-        if channels is None:
-            keys = [0]
-        elif isinstance(channels, (int, np.integer)):
-            keys = [int(channels)]
-        else:
-            keys = [int(c) for c in channels]
+        one = channels is None or isinstance(channels, (int, np.integer))
+        keys = [int(channels or 0)] if one else [int(c) for c in channels]
     if not keys:
         raise VisualizeError("no channels to visualise")
     if len(set(keys)) != len(keys):
@@ -157,20 +153,13 @@ def visualize(
     elif found:
         record["input_size"] = store.input_size if store is not None else None
     rows = [found[k] if k in found else computed[k] for k in keys]
-    hw = settings.size
+    images = np.array([r[0] for r in rows], np.float32).reshape(len(rows), 3, *settings.size)
+    curves = np.array([r[1] for r in rows], np.float64).T.reshape(settings.steps, len(rows))
     return Visualization(
         layer=layer,
         channels=tuple(keys),
-        images=frozen(
-            np.stack([r[0] for r in rows]).astype(np.float32)
-            if rows
-            else np.zeros((0, 3, *hw), np.float32)
-        ),
-        objective=frozen(
-            np.stack([r[1] for r in rows], axis=1).astype(np.float64)
-            if rows
-            else np.zeros((settings.steps, 0))
-        ),
+        images=frozen(images),
+        objective=frozen(curves),
         activations=frozen(np.array([r[2] for r in rows], dtype=np.float64)),
         settings=MappingProxyType(record),
         elapsed_s=time.perf_counter() - t0,

@@ -223,14 +223,9 @@ class ProcessorTransform:
         self.processor = processor
         self.mean = getattr(processor, "image_mean", None)
         self.std = getattr(processor, "image_std", None)
-        resize = (
-            _hw(getattr(processor, "size", None)) if getattr(processor, "do_resize", True) else None
-        )
-        crop = (
-            _hw(getattr(processor, "crop_size", None))
-            if getattr(processor, "do_center_crop", False)
-            else None
-        )
+        size, crop_size = (getattr(processor, k, None) for k in ("size", "crop_size"))
+        resize = _hw(size) if getattr(processor, "do_resize", True) else None
+        crop = _hw(crop_size) if getattr(processor, "do_center_crop", False) else None
         self.resize_size = list(resize) if resize else None
         self.crop_size = crop
         #: What the model gets, ``(H, W)``, when the processor fixes it.

@@ -52,11 +52,9 @@ def _offline_by_env() -> bool:
 
 def random_init(weights: Any) -> bool:
     """Whether ``weights=`` asks for random initialisation (None, False, none/random/"")."""
-    return (
-        weights is None
-        or weights is False
-        or (isinstance(weights, str) and weights.strip().lower() in {"none", "random", ""})
-    )
+    if weights is None or weights is False:
+        return True
+    return isinstance(weights, str) and weights.strip().lower() in {"none", "random", ""}
 
 
 def offline_note(host: str, what: str) -> str:
