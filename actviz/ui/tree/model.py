@@ -94,9 +94,7 @@ class ModuleTreeModel(QAbstractItemModel):
 
     def parent(self, index: _Index = QModelIndex()) -> QModelIndex:  # type: ignore[override]  # noqa: B008
         node = self._node(index)
-        if node is None or node.parent is None:
-            return QModelIndex()
-        return self.index_of(node.parent)
+        return QModelIndex() if node is None or node.parent is None else self.index_of(node.parent)
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
         if self._tree is None or parent.column() > 0:  # only the Name column has children
