@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -230,34 +231,29 @@ class LayerState:
         self.locations[rows] = locations
 
     @classmethod
+    def _of(cls, k: int, channels: Any, count: int, spatial: Any, arrays: dict) -> LayerState:
+        state = cls(k)
+        state.channels, state.count, state.spatial = channels, count, spatial
+        for name, value in arrays.items():
+            setattr(state, name, value)
+        return state
+
+    @classmethod
     def joined(cls, states: Sequence[LayerState]) -> LayerState:
         """One state over the channels of ``states`` side by side (same images each), so a batch
         merges in a few array operations instead of a few per layer."""
-        first = states[0]
-        joined = cls(first.k)
-        joined.channels = sum(int(st.channels or 0) for st in states)
-        joined.count = first.count
-        for name in _ARRAYS:
-            setattr(joined, name, np.concatenate([getattr(st, name) for st in states], axis=0))
-        return joined
+        arrays = {n: np.concatenate([getattr(st, n) for st in states], axis=0) for n in _ARRAYS}
+        channels = sum(int(st.channels or 0) for st in states)
+        return cls._of(states[0].k, channels, states[0].count, None, arrays)
 
     def part(self, lo: int, hi: int, spatial: tuple[int, ...] | None) -> LayerState:
         """Channels ``lo:hi`` as a state of their own (views of this state's arrays)."""
-        part = LayerState(self.k)
-        part.channels = hi - lo
-        part.count = self.count
-        part.spatial = spatial
-        for name in _ARRAYS:
-            setattr(part, name, getattr(self, name)[lo:hi])
-        return part
+        arrays = {name: getattr(self, name)[lo:hi] for name in _ARRAYS}
+        return self._of(self.k, hi - lo, self.count, spatial, arrays)
 
     def copy(self) -> LayerState:
         """A state of its own with the same figures (copies of the arrays)."""
-        out = LayerState(self.k)
-        out.channels, out.count, out.spatial = self.channels, self.count, self.spatial
-        for name, value in self.arrays().items():
-            setattr(out, name, value)
-        return out
+        return self._of(self.k, self.channels, self.count, self.spatial, self.arrays())
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Copies of the top-k and statistics arrays (the state changes them in place)."""
