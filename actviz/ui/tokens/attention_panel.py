@@ -111,12 +111,8 @@ class AttentionPanel(PanelBase):
         name = self.current_layer()
         if self.maps is None or name is None:
             return
-        head = self.current_head()
-        data = (
-            self.maps.mean(name, self.sample)
-            if head is None
-            else self.maps.heads(name, self.sample)[head]
-        )
+        head, maps, sample = self.current_head(), self.maps, self.sample
+        data = maps.mean(name, sample) if head is None else maps.heads(name, sample)[head]
         self.labels = token_labels(data.shape[-1], self.tokens, self.layout_info)
         rows = token_labels(data.shape[0], self.tokens, self.layout_info)
         self.canvas.set_heat(
