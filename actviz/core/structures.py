@@ -114,16 +114,8 @@ def replace_first(obj: Any, new: torch.Tensor) -> Any:
     """``obj`` rebuilt with its first tensor (see :func:`first_tensor`) replaced by ``new``."""
     if isinstance(obj, _Tensor):
         return new
-    done = False
-
-    def swap(t: torch.Tensor) -> torch.Tensor:
-        nonlocal done
-        if done:
-            return t
-        done = True
-        return new
-
-    return map_tensors(obj, swap)
+    first = iter([new])  # the first tensor gets ``new``, the others themselves
+    return map_tensors(obj, lambda t: next(first, t))
 
 
 def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch.Tensor]]:
