@@ -74,7 +74,6 @@ class WindowDriver:
     def __repr__(self) -> str:
         return f"WindowDriver({self.window.windowTitle()!r})"
 
-    # ------------------------------------------------------------------ model, input, layers
     def set_model(self, model: Any, layers: list[str] | None = None, **kwargs: Any) -> None:
         """Show ``model`` (``window.script.set_model``); ``layers`` ticked (None: the defaults)."""
         self.models.append(model)
@@ -92,7 +91,6 @@ class WindowDriver:
         """Untick layers (as :meth:`tick`)."""
         self.window.script.tick(*names, ticked=False)
 
-    # ------------------------------------------------------------------ runs
     @contextlib.contextmanager
     def expect_run(self, timeout_ms: int = RUN_TIMEOUT_MS, *, flush: bool = True) -> Iterator[None]:
         """Wait, after the ``with`` body, for the next ``run_finished`` (``flush``: on all panels)."""
@@ -117,7 +115,6 @@ class WindowDriver:
         """Wait until nothing runs or is due and every panel shows the result; False on timeout."""
         return self.window.script.wait_idle(timeout_ms)
 
-    # ------------------------------------------------------------------ reading
     def panel(self, layer: str) -> LayerPanel:
         """The layer panel of ``layer`` (KeyError naming the panels there are)."""
         panels = self.window.host.layer_panels
@@ -184,7 +181,6 @@ class WindowDriver:
             return features[name]
         return getattr(self.window, name)
 
-    # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:
         """Scroll ``layer``'s panel into view once the layout settled; wait until it is on screen."""
         self.settle()

@@ -108,7 +108,6 @@ def layout_problems(window: QWidget) -> list[LayoutProblem]:
 Found = Iterator[tuple[str, str, str]]
 
 
-# ---------------------------------------------------------------------- images, colour bars
 def _inside(inner: QRectF, outer: QRectF) -> bool:
     return (
         inner.left() >= outer.left() - SLACK
@@ -147,8 +146,7 @@ def _canvases(window: QWidget) -> Found:
             if not _inside(rect, box):
                 outside = f"{kind} at {_rect_text(rect)} outside the canvas {_rect_text(box)}"
                 yield kind, where, outside
-        clipped = _clipped_by(canvas)
-        if clipped:
+        if clipped := _clipped_by(canvas):
             yield "clipped", where, clipped
 
 
@@ -174,19 +172,10 @@ def _clipped_by(widget: QWidget) -> str:
     return ""
 
 
-# ---------------------------------------------------------------------- labels, buttons
-def _is_rich(label: QLabel) -> bool:
-    fmt = label.textFormat()
-    rich = fmt == Qt.TextFormat.RichText
-    return rich or (fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(label.text()))
-
-
 def _labels(window: QWidget) -> Found:
     for label in window.findChildren(QLabel):
-        if label.text() and _showing(label):
-            cut = _label_cut(label)
-            if cut:
-                yield "label", widget_path(label), cut
+        if label.text() and _showing(label) and (cut := _label_cut(label)):
+            yield "label", widget_path(label), cut
 
 
 def _label_cut(label: QLabel) -> str:
@@ -208,7 +197,8 @@ def _label_cut(label: QLabel) -> str:
             return f"shortened to {shown!r} without an ellipsis"
         untipped = painted and not label.toolTip()
         return f"shortened to {shown!r} without a tooltip" if untipped else ""
-    if _is_rich(label):
+    fmt, rich = label.textFormat(), Qt.TextFormat.RichText
+    if fmt == rich or (fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(text)):
         doc = QTextDocument()
         doc.setDocumentMargin(0)  # as QLabel lays rich text out
         doc.setDefaultFont(label.font())
@@ -245,7 +235,6 @@ def _buttons(window: QWidget) -> Found:
             yield "button", widget_path(button), f"needs {needed} px, has {button.width()} px"
 
 
-# ---------------------------------------------------------------------- scroll bars, cells
 def _scroll_bars(window: QWidget) -> Found:
     """A dock's content, a list or table in a dock, or a tab's page scrolling sideways."""
     for area in window.findChildren(QAbstractScrollArea):

@@ -48,8 +48,7 @@ def allowed_leaks(item: pytest.Item) -> set[str]:
     allowed: set[str] = set()
     for marker in item.iter_markers("actviz_allow_leaks"):
         names = set(marker.args) or set(LEAK_CHECKS)
-        unknown = names - set(LEAK_CHECKS)
-        if unknown:
+        if unknown := names - set(LEAK_CHECKS):
             raise ValueError(f"actviz_allow_leaks: unknown checks {sorted(unknown)}")
         allowed |= names
     return allowed
@@ -114,8 +113,7 @@ def feature_classes(features: Sequence[Any]) -> list[Any]:
     from actviz.ui.window.features import default_features
 
     by_name = {make.name: make for make in default_features()}
-    unknown = [f for f in features if isinstance(f, str) and f not in by_name]
-    if unknown:
+    if unknown := [f for f in features if isinstance(f, str) and f not in by_name]:
         raise ValueError(f"no feature {unknown[0]!r}; the features are {sorted(by_name)}")
     return [by_name[f] if isinstance(f, str) else f for f in features]
 

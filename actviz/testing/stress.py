@@ -216,7 +216,6 @@ class StressDriver(UserActions):
         """Record that something waited without end (a dialog, a wait for idle)."""
         self._stuck.append(self._failure(self._i, "stuck", text))
 
-    # ------------------------------------------------------------------ the run
     def draw(self) -> tuple[str, dict[str, Any]]:
         """The next random step: an action's name and its params."""
         names = [n for n in self.actions if self.weights.get(n, 0.0) > 0]
@@ -369,7 +368,6 @@ class StressDriver(UserActions):
     def _error_shown(self, text: str) -> None:
         self.errors_shown.setdefault(text, self._acting)
 
-    # ------------------------------------------------------------------ window life
     def open_window(self) -> None:
         """Open a fresh window on the model and wait until it shows a result."""
         from PySide6.QtCore import QSettings
@@ -418,7 +416,6 @@ class StressDriver(UserActions):
                 f"a closed window is still alive after deleteLater and gc; held by: {holders[:8]}"
             )
 
-    # ------------------------------------------------------------------ waiting and checks
     def spin(self, seconds: float) -> None:
         """Run the event loop for ``seconds``."""
         self._wait(lambda: False, seconds)

@@ -55,14 +55,9 @@ def choose(p: dict[str, Any], key: str, items: Sequence[Any], i: int = 0) -> Any
 
 
 class UserActions:
-    """The actions (see the module): each ``act_NAME(params, **given) -> str``."""
+    """The actions (see the module): each ``act_NAME(params, **given) -> str``; mixed into the
+    stress driver, whose window, params, waits and restarts they use."""
 
-    window: Any
-    params: dict[str, Any]
-    restart_window: Any
-    ready: Any
-
-    # ------------------------------------------------------------------ shared pieces
     def _click(self, widget: Any, pos: Any = None, button: Any = None) -> None:
         from PySide6.QtCore import QPoint, Qt
         from PySide6.QtTest import QTest
@@ -158,7 +153,6 @@ class UserActions:
         pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
         return canvas.viewport(), pos
 
-    # ------------------------------------------------------------------ the actions
     def act_tile_click(self, p: dict[str, Any]) -> str:
         hit = self._tile_point(p)
         if hit is None:

@@ -28,7 +28,6 @@ HANG_S = 30.0
 Step = tuple[str, dict[str, Any]]
 
 
-# ---------------------------------------------------------------------- the models
 def _resnet18() -> Any:
     import torch
     import torchvision
@@ -127,7 +126,6 @@ def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
     return made[case], made, made["checkpoint"]
 
 
-# ---------------------------------------------------------------------- the child process
 def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, str]) -> int:
     """Run one case in this process and write its report (``--out``)."""
     import faulthandler
@@ -174,7 +172,6 @@ def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, 
     return 0
 
 
-# ---------------------------------------------------------------------- the parent
 def run_case(
     case: str,
     seed: int = 0,
@@ -279,7 +276,6 @@ def _stack(stderr: str, limit: int = 6000) -> str:
     return stderr[-limit:]
 
 
-# ---------------------------------------------------------------------- shrinking
 def finding_key(f: Failure) -> str:
     """What makes two findings the same failure: the kind, and an exception's type."""
     if f.kind == "exception":
@@ -335,7 +331,6 @@ def shrink_failure(
     return shrink(steps, fails, max_runs=max_runs)
 
 
-# ---------------------------------------------------------------------- command line
 def main(argv: list[str] | None = None) -> int:
     """``python -m actviz.testing.stress_cases --case NAME [--seed S] [--actions N] [--shrink]``:
     run a case in a child process, print what it found, and shrink the first failure."""

@@ -156,15 +156,10 @@ class DialogAnswerer:
             dialog.batch_spin.setValue(4)
         elif accept and isinstance(dialog, ExportFolderDialog):
             dialog.folder_edit.setText(str(d.scratch("exports") / f"e{int(_r(d.params, 1) * 3)}"))
-        boxes = (
-            [dialog] if isinstance(dialog, QMessageBox) else dialog.findChildren(QDialogButtonBox)
-        )
-        if boxes:
-            box = boxes[0]
-            roles = type(box).ButtonRole
-            wanted = (
-                (roles.AcceptRole, roles.YesRole) if accept else (roles.RejectRole, roles.NoRole)
-            )
+        box = dialog if isinstance(dialog, QMessageBox) else dialog.findChild(QDialogButtonBox)
+        if box is not None:
+            role = type(box).ButtonRole
+            wanted = (role.AcceptRole, role.YesRole) if accept else (role.RejectRole, role.NoRole)
             for button in box.buttons():
                 if box.buttonRole(button) in wanted and button.isEnabled():
                     QTest.mouseClick(button, Qt.MouseButton.LeftButton)

@@ -190,16 +190,10 @@ class StressReport:
             f"stress run: model {self.model}, seed {self.seed}, {self.actions} actions in "
             f"{self.seconds:.0f} s, max GUI block {self.max_block_ms:.0f} ms"
         ]
-        for title, found in (
-            ("crash", self.crashes),
-            ("hang", self.hangs),
-            ("exception", self.exceptions),
-            ("leaked hook", self.leaked_hooks),
-            ("stuck", self.stuck),
-            (f"GUI block over {self.block_limit_ms:.0f} ms", self.blocks),
-        ):
-            for f in found:
-                lines.append(f"{title} after action {f.action}: {f.text}")
+        titles = {"hook": "leaked hook", "block": f"GUI block over {self.block_limit_ms:.0f} ms"}
+        for f in self.findings():
+            if f.kind not in ("widget", "window"):  # said below, after the errors shown
+                lines.append(f"{titles.get(f.kind, f.kind)} after action {f.action}: {f.text}")
                 lines.append("  actions before it: " + " | ".join(f.recent))
         lines.extend(f"error shown: {text}" for text in self.errors_shown)
         lines.extend(f"GUI blocked {ms:.0f} ms at {what}" for ms, what in self.worst_blocks)
