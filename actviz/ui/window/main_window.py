@@ -133,10 +133,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(LEFT, self.model_dock)
         self.commands.view_menu.addAction(self.model_dock.toggleViewAction())
         self.status = StatusWidgets(self)
-        self.display = ResultDisplay(
-            self.session, self.centre, self.status, self.commands, self.model_dock,
-            self.host.show_error, self,
-        )  # fmt: skip
+        self.display = ResultDisplay(self)
         self.display.panel_created.append(lambda p: self.panel_created.emit(p.name, p))
         self.display.panel_updated.append(lambda p, layer: self.panel_shown.emit(p.name, p, layer))
         #: Session files' part, offered by a feature (:meth:`offer_session_store`).

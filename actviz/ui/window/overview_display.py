@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtWidgets import QWidget
 
 from actviz.display.prepared import RunResult
-from actviz.ui.panels.input_preview import InputPreview
-from actviz.ui.window.central import Centre
-from actviz.ui.window.display_steps import DisplaySteps
-from actviz.workspace.session_state import Session
 
 __all__ = ["OverviewDisplay"]
 
@@ -18,23 +15,14 @@ __all__ = ["OverviewDisplay"]
 class OverviewDisplay:
     """Fills the Overview's panels in display ``steps``; the histogram is ``selected_layer()``'s."""
 
-    def __init__(
-        self,
-        session: Session,
-        centre: Centre,
-        input_preview: InputPreview,
-        steps: DisplaySteps,
-        selected_layer: Callable[[], str | None],
-    ) -> None:
-        self.session = session
-        self.centre = centre
-        self.input_preview = input_preview
-        self.steps = steps
-        self._selected_layer = selected_layer
+    def __init__(self, display: Any) -> None:
+        self.session, self.centre, self.steps = display.session, display.centre, display.steps
+        self.input_preview = display.model_dock.input_preview
+        self._selected_layer = lambda: display.selected_layer
         #: Live frames left the hidden Overview waiting: filled when it shows.
         self.waiting = False
-        centre.tabs.currentChanged.connect(self.show_waiting)
-        centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
+        self.centre.tabs.currentChanged.connect(self.show_waiting)
+        self.centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
 
     def shown(self) -> bool:
         """Whether the Overview is the tab on screen."""

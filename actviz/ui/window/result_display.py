@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
@@ -18,14 +18,10 @@ from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
-from actviz.ui.tree.dock import ModelDock
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.central import Centre, StatusWidgets
 from actviz.ui.window.channel_pages import CHANNEL_VIEW_SHARE, ChannelPages
 from actviz.ui.window.display_steps import DisplaySteps
 from actviz.ui.window.overview_display import OverviewDisplay
 from actviz.ui.window.panel_grid import MAPS_PANEL_MIN_HEIGHT, PANELS_PER_PASS, PanelGrid
-from actviz.workspace.session_state import Session
 
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes).
 CREATE_BUDGET_S = 0.04
@@ -48,23 +44,13 @@ def default_selected_layer(result: RunResult) -> str | None:
 
 
 class ResultDisplay:
-    """Shows the ``session``'s result in the centre's panels, the status bar, the actions and
-    the model dock; ``show_error(text, source)`` reports a display error."""
+    """Shows ``window``'s session's result in the centre's panels, the status bar, the actions
+    and the model dock; the host's ``show_error`` reports a display error."""
 
-    def __init__(
-        self,
-        session: Session,
-        centre: Centre,
-        status: StatusWidgets,
-        actions: WindowActions,
-        model_dock: ModelDock,
-        show_error: Callable[[str, str], None],
-        parent: QObject,
-    ) -> None:
-        self.session = session
-        self.centre = centre
-        self.actions = actions
-        self.model_dock = model_dock
+    def __init__(self, window: Any) -> None:
+        self.session, self.actions = window.session, window.commands
+        self.centre, self.model_dock = window.centre, window.model_dock
+        centre, status, parent = window.centre, window.status, window
         # The widgets driven here, under the names they have on the window.
         self.tabs = centre.tabs
         self.layers_splitter = centre.layers_splitter
@@ -85,7 +71,7 @@ class ResultDisplay:
         #: ``fill(menu, layer, channels)`` of each feature adding entries to the tile menu.
         self.tile_menu_fillers: list[Callable[[Any, str, tuple[int, ...]], None]] = []
         #: The steps of showing a result (see the module docstring).
-        self.steps = DisplaySteps(parent, show_error)
+        self.steps = DisplaySteps(parent, window.host.show_error)
         # Panels of the result shown still to be made (a few per pass), and their epoch.
         self._to_create: list[str] = []
         self._create_epoch = 0
@@ -98,9 +84,7 @@ class ResultDisplay:
         self._held_timer.timeout.connect(self.refresh_held_text)
         self._to_delete: list[QWidget] = []  # dropped panels, deleted a few a pass
         self._delete_soon = DeferredCall(parent, self._delete_some)
-        self.overview = OverviewDisplay(
-            session, centre, model_dock.input_preview, self.steps, lambda: self.selected_layer
-        )
+        self.overview = OverviewDisplay(self)
         #: The channel view and the mosaic pages (:mod:`~actviz.ui.window.channel_pages`).
         self.pages = pages = ChannelPages(self, parent)
         # Its calls, under the names they have on the window's display.
