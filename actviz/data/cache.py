@@ -181,7 +181,6 @@ class LayerCache:
 
     def __init__(self, store: ScanStore, layer: str) -> None:
         self.store = store
-        self.folder = store.folder
         self.layer = layer
         self.log_path = store.folder / f"{_safe(layer)}.log"
         self.lines = 0  # log lines covered by the saved state

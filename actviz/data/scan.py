@@ -387,13 +387,10 @@ class _LayerRun:
             if loaded is None:
                 cache.reset()
             else:
-                self._state = loaded.state
-                self.spatial = loaded.state.spatial
-                self.done = loaded.done
-                self.skipped = loaded.skipped
+                self._state, self.spatial, self.loaded = loaded.state, loaded.state.spatial, True
+                self.done, self.skipped = loaded.done, loaded.skipped
                 self.log_of_index = loaded.log_of_index
                 self.vectors, self.axis = loaded.vectors, loaded.axis
-                self.loaded = True
 
     @property
     def state(self) -> LayerState:
