@@ -14,18 +14,9 @@ from torch import nn
 from actviz.core.input_copies import forward_takes_list, list_layout
 from actviz.core.structures import describe
 from actviz.display.logit_lens import token_texts
+from actviz.io import input_tensors as tensors
 from actviz.io.errors import InputError, ModelFileAsInputError
 from actviz.io.input_images import _from_image, _open_image
-from actviz.io.input_tensors import (
-    _TENSOR_FORMATS,
-    _array_to_tensor,
-    _check_keywords,
-    _check_positional,
-    _display_image,
-    _from_random,
-    _from_value,
-    _read_tensor_file,
-)
 from actviz.io.input_tensors import RANDOM_SEED as RANDOM_SEED  # re-exported: its old home
 from actviz.io.loaded_input import ExpectedInput, LoadedInput, expected_input, reads_text
 from actviz.io.models.checkpoints import FileFormat, one_line, sniff_format
@@ -101,7 +92,7 @@ def _as_list(loaded: LoadedInput) -> LoadedInput:
         return loaded  # a dict of keyword inputs or a scalar: nothing to split
     image = loaded.image
     if image is None and images and images[0].ndim == 3:
-        image = _display_image(images[0][None])
+        image = tensors._display_image(images[0][None])
     count = f"{len(images)} image{'' if len(images) == 1 else 's'}"
     description = f"{loaded.description}, as a list of {count}"
     return LoadedInput(images, loaded.source, loaded.kind, image, description)
@@ -119,9 +110,11 @@ def _open_value(
     transforms = loaded_model.transforms if loaded_model is not None else None
 
     if isinstance(source, torch.Tensor):
-        return _from_value(source.detach().clone(), "<tensor>", "tensor", "tensor", exp)
+        return tensors._from_value(source.detach().clone(), "<tensor>", "tensor", "tensor", exp)
     if isinstance(source, np.ndarray):
-        return _from_value(_array_to_tensor(source, "<array>"), "<array>", "tensor", "array", exp)
+        return tensors._from_value(
+            tensors._array_to_tensor(source, "<array>"), "<array>", "tensor", "array", exp
+        )
     if _is_pil_image(source):
         _check_takes_images("<image>", loaded_model)
         return _from_image(source, "<image>", exp, transforms, size)
@@ -132,7 +125,7 @@ def _open_value(
     if src.startswith(TEXT_PREFIX):
         return _from_text(src, exp, loaded_model)
     if src == "random" or src.startswith("random:"):
-        return _from_random(src, exp, size)
+        return tensors._from_random(src, exp, size)
     path = Path(src)
     if not path.exists():
         raise InputError(f"{src}: file not found")
@@ -141,13 +134,13 @@ def _open_value(
     fmt = sniff_format(path)
     if fmt == FileFormat.EMPTY:
         raise InputError(f"{src}: file is empty")
-    if fmt in _TENSOR_FORMATS:
-        value, word = _read_tensor_file(path, src, fmt)
+    if fmt in tensors._TENSOR_FORMATS:
+        value, word = tensors._read_tensor_file(path, src, fmt)
         if isinstance(value, dict):
-            _check_keywords(value, src, model if model is not None else loaded_model)
+            tensors._check_keywords(value, src, model if model is not None else loaded_model)
         elif isinstance(value, tuple):
-            _check_positional(value, src, model if model is not None else loaded_model)
-        return _from_value(value, src, "tensor", word, exp)
+            tensors._check_positional(value, src, model if model is not None else loaded_model)
+        return tensors._from_value(value, src, "tensor", word, exp)
     if fmt in (FileFormat.TORCHSCRIPT, FileFormat.EXPORT):
         raise ModelFileAsInputError(
             f"{src}: is a model file ({fmt}), not an input; open it as the model "

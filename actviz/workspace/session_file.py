@@ -117,10 +117,6 @@ class SessionState:
     warnings: tuple[str, ...] = ()
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 def _optional(kind: Any) -> Any:
     return lambda value: None if value is None else kind(value)
 
@@ -129,21 +125,17 @@ def _int_values(pages: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in pages.items()}
 
 
-#: Manifest entries that are plain JSON: (field, to the manifest, from the manifest).
+#: Manifest entries that are plain JSON: saved as they are, or (field, to, from the manifest).
+_AS_IS = ("target", "colormap", "normalize", "gradcam_layer", "scan_key")
 _PLAIN: tuple[tuple[str, Any, Any], ...] = (
     ("ticked", list, tuple),
-    ("target", _same, _same),
     ("categories", _optional(list), _optional(tuple)),
-    ("colormap", _same, _same),
-    ("normalize", _same, _same),
-    ("gradcam_layer", _same, _same),
     ("sample", int, int),
     ("input_as_list", bool, bool),
     ("channel_pages", _int_values, dict),
     ("page_channels", _int_values, dict),
-    ("channel_view", _optional(dict), _same),
-    ("comparison", _optional(dict), _same),
-    ("scan_key", _same, _same),
+    ("channel_view", _optional(dict), _optional(dict)),
+    ("comparison", _optional(dict), _optional(dict)),
 )
 
 
@@ -189,6 +181,7 @@ def _members(
         "model": None if state.model is None else dict(vars(state.model)),
         "input": None,
         "settings": dict(state.settings),
+        **{name: getattr(state, name) for name in _AS_IS},
         **{name: save(getattr(state, name)) for name, save, _ in _PLAIN},
         "edits": edit_rows,
         "pins": [],
@@ -402,6 +395,7 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             model=model,
             model_weights=weights,
             input=inp,
+            **{name: manifest[name] for name in _AS_IS},
             **{name: load(manifest[name]) for name, _, load in _PLAIN},
             edits=edits,
             pins=tuple(pins),

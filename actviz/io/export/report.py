@@ -184,11 +184,7 @@ def write_report(
 
     page.section("edits", "Edits")
     if cap.edits:
-        rows = [
-            (esc(layer), esc(edit.describe()))
-            for layer, items in cap.edits.items()
-            for edit in items
-        ]
+        rows = [(esc(k), esc(e.describe())) for k, edits in cap.edits.items() for e in edits]
         page.add(html_table(("layer", "edit"), rows, left=2))
     else:
         page.add('<p class="muted">No edits: the model as it is.</p>')
@@ -270,18 +266,8 @@ def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any
     if result.capture is None:
         raise ValueError("this result holds no capture to report")
     spec = result.spec
-    args: dict[str, Any] = {
-        "image": result.image,
-        "categories": spec.categories,
-        "cmap": spec.colormap,
-        "normalize": spec.normalize,
-        "gradcam_layer": spec.gradcam_layer,
-        "layers": [n for n in (result.shown or spec.layers) if n in result.capture],
-        "baseline": result.baseline,
-        "tokens": spec.tokens,
-        "tokenizer": spec.tokenizer,
-        "layout": spec.layout,
-        "token_saliency": result.token_saliency,
-    }
-    args.update(kwargs)
-    return write_report(result.capture, path, **args)
+    names = ("categories", "normalize", "gradcam_layer", "tokens", "tokenizer", "layout")
+    args: dict[str, Any] = {k: getattr(spec, k) for k in names} | {"cmap": spec.colormap}
+    args |= {k: getattr(result, k) for k in ("image", "baseline", "token_saliency")}
+    args["layers"] = [n for n in (result.shown or spec.layers) if n in result.capture]
+    return write_report(result.capture, path, **args | kwargs)
