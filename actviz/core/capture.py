@@ -227,19 +227,12 @@ def _wrappable(module: nn.Module) -> bool:
     """Whether the recorder may wrap ``module.forward`` (the fast path) instead of two hooks."""
     d = module.__dict__  # dictionary lookups: cheaper than attribute lookups on a Module
     try:
-        return not (
-            d["_forward_hooks"]
-            or d["_backward_hooks"]
-            or d["_backward_pre_hooks"]
-            or d.get("_compiled_call_impl") is not None
-        )
+        hooked = d["_forward_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"]
+        compiled = d.get("_compiled_call_impl")
     except KeyError:  # hook dictionaries kept elsewhere than Module.__init__ puts them
-        return not (
-            module._forward_hooks
-            or module._backward_hooks
-            or module._backward_pre_hooks
-            or getattr(module, "_compiled_call_impl", None) is not None
-        )
+        hooked = module._forward_hooks or module._backward_hooks or module._backward_pre_hooks
+        compiled = getattr(module, "_compiled_call_impl", None)
+    return not hooked and compiled is None
 
 
 class _ForwardWrapper:
