@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import shiboken6
 from PySide6.QtCore import QByteArray
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget
+from PySide6.QtWidgets import QMenu, QToolBar, QWidget
 
 from actviz.ui.docking import Docks
 from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line, show_steps
@@ -133,6 +133,10 @@ class Host(Docks):
     add_prediction_widget = _window_attr("centre.prediction_panel.add_row")
     set_prediction_bars_visible = _window_attr("centre.prediction_panel.set_bars_visible")
     show_input_image = _window_attr("model_dock.input_preview.set_image")
+    clear_messages = _window_attr("centre.banner.clear")
+    show_status = _window_attr("status.status_label.setText")  # the status bar's text
+    add_tab = _window_attr("centre.tabs.addTab")  # after the Layers and Overview tabs
+    remove_dock = _window_attr("removeDockWidget")  # a disabled plugin's view
 
     def private_model(
         self, owner: Any, *, to_eval: bool = False, keep: bool = False
@@ -214,10 +218,6 @@ class Host(Docks):
         w.refresh_busy()
         w.display.after_panels(w.run_finished.emit)
 
-    def add_tab(self, widget: QWidget, title: str) -> None:
-        """Add a central tab after the Layers and Overview tabs."""
-        self._w.centre.tabs.addTab(widget, title)
-
     def set_tab_visible(self, widget: QWidget, visible: bool) -> None:
         """Show or hide the tab of ``widget`` (a tab with nothing to show is hidden)."""
         tabs = self._w.centre.tabs
@@ -229,10 +229,6 @@ class Host(Docks):
         """Bring a tab to the front (None: the Layers tab)."""
         tabs = self._w.centre.tabs
         tabs.setCurrentWidget(widget) if widget is not None else tabs.setCurrentIndex(0)
-
-    def remove_dock(self, dock: QDockWidget) -> None:
-        """Take ``dock`` out of the window (a disabled plugin's view)."""
-        self._w.removeDockWidget(dock)
 
     def menu(self, title: str) -> QMenu:
         """The menu-bar menu titled ``title`` ("File", "View", ...), made when missing."""
@@ -357,14 +353,6 @@ class Host(Docks):
     def show_warning(self, text: str, source: str = "action") -> None:
         """Show ``text`` as a warning in the banner."""
         self._w.centre.banner.set_messages(source, [("warning", text)])
-
-    def clear_messages(self, source: str | None = None) -> None:
-        """Clear the banner's messages from ``source`` (None: all)."""
-        self._w.centre.banner.clear(source) if source is not None else self._w.centre.banner.clear()
-
-    def show_status(self, text: str) -> None:
-        """Set the status bar's text."""
-        self._w.status.status_label.setText(text)
 
 
 #: The name features and plugins know the host by.
