@@ -90,12 +90,11 @@ def _hf_configs(model: nn.Module) -> list[Any]:
     seen: dict[int, Any] = {}
     for module in model.modules():
         config = getattr(module, "config", None)
-        if config is not None and hasattr(config, "_attn_implementation"):
-            seen.setdefault(id(config), config)
-            for sub in getattr(config, "sub_configs", {}) or {}:
-                child = getattr(config, sub, None)
-                if child is not None and hasattr(child, "_attn_implementation"):
-                    seen.setdefault(id(child), child)
+        if hasattr(config, "_attn_implementation"):  # with its sub-models' configs
+            subs = [getattr(config, sub, None) for sub in getattr(config, "sub_configs", {}) or {}]
+            for c in (config, *subs):
+                if hasattr(c, "_attn_implementation"):
+                    seen.setdefault(id(c), c)
     return list(seen.values())
 
 
@@ -104,11 +103,11 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
     """Run ``model``'s attention unfused inside the block (Hugging Face ``eager``, timm
     ``fused_attn = False``); everything is put back as found on exit, also after an error."""
     configs = _hf_configs(model)
-    saved_configs = [
-        (c, c.__dict__.get("_attn_implementation_internal", _MISSING)) for c in configs
-    ]
     fused = [m for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
-    saved_fused = [(m, m.__dict__.get("fused_attn", _MISSING)) for m in fused]
+    slots = [(c, "_attn_implementation_internal") for c in configs] + [
+        (m, "fused_attn") for m in fused
+    ]
+    saved = [(obj, key, obj.__dict__.get(key, _MISSING)) for obj, key in slots]
     try:
         for config in configs:
             config._attn_implementation = "eager"
@@ -116,15 +115,11 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
             module.fused_attn = False
         yield
     finally:
-        for key, saved in (
-            ("_attn_implementation_internal", saved_configs),
-            ("fused_attn", saved_fused),
-        ):
-            for obj, value in saved:
-                if value is _MISSING:
-                    obj.__dict__.pop(key, None)
-                else:
-                    obj.__dict__[key] = value
+        for obj, key, value in saved:
+            if value is _MISSING:
+                obj.__dict__.pop(key, None)
+            else:
+                obj.__dict__[key] = value
 
 
 @dataclass(frozen=True)
