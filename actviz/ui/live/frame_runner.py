@@ -5,19 +5,16 @@ means for the frames in flight. The controller offers frames and calls
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QTimer
 
 from actviz.core.model_copy import ModelCopy
 from actviz.ui.live.frame_job import FrameSpec, frame_job, mosaic_budget
 from actviz.ui.live.frame_status import FrameTiming
-from actviz.ui.live.frames import FrameSource, StillFrame, estimate_bytes
+from actviz.ui.live.frames import StillFrame, estimate_bytes
 from actviz.ui.worker import Job
 from actviz.workspace.budget import fmt_bytes
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.workspace.session_state import RunRequest
 
 __all__ = ["CAPTURES_AHEAD", "FrameRunner"]
 
@@ -79,36 +76,22 @@ class FrameRunner:
             forced=self.live.capture_threads is not None,
         )
 
-    def _base_request(self) -> RunRequest | None:
-        s = self.host.session
-        if s.model is None:
-            self.live.message.emit("Open a model first.")
-            return None
-        # Each frame brings its own input: the still input may be missing.
-        return s.make_request(allow_no_input=True)
-
-    def _frame_problem(self, source: FrameSource) -> str:
-        """Why frames of ``source`` cannot run on the model ("" when they can)."""
-        s = self.host.session
-        if isinstance(source, StillFrame):
-            return s.input_problem() if s.input is not None else ""
-        return s.input_problem(source="frames")
-
     def submit(self, spec: FrameSpec) -> None:
         """Submit frame ``spec`` as a job, or say in the dock why it cannot run."""
-        source = self.live.source
+        s, source = self.host.session, self.live.source
         if source is None:
-            source = StillFrame.of_input(self.host.session.input)
-            if source is None:
-                self.coalescer.finish()
-                self.live.message.emit("Open an input or a frame sequence first.")
-                return
-            self.live.source = source
-        base = self._base_request()
-        if base is None:
+            source = self.live.source = StillFrame.of_input(s.input)
+        if source is None or s.model is None:
             self.coalescer.finish()
+            first = "an input or a frame sequence" if source is None else "a model"
+            self.live.message.emit(f"Open {first} first.")
             return
-        problem = self._frame_problem(source)
+        # Each frame brings its own input: the still input may be missing.
+        base = s.make_request(allow_no_input=True)
+        if isinstance(source, StillFrame):
+            problem = s.input_problem() if s.input is not None else ""
+        else:
+            problem = s.input_problem(source="frames")
         if problem:  # what the window refuses to run, live frames refuse too
             self._refuse(problem)
             return

@@ -29,12 +29,7 @@ class Perturbation:
     seed: int = 0
 
     def is_identity(self) -> bool:
-        return (
-            self.occlusion is None
-            and self.noise == 0.0
-            and self.brightness == 0.0
-            and self.contrast == 1.0
-        )
+        return not (self.noise or self.brightness) and self.occlusion is None and self.contrast == 1
 
     def describe(self) -> str:
         """e.g. ``"occlusion 25% at (0.40, 0.60), noise 10%"``; "none" when nothing applies."""
@@ -74,7 +69,7 @@ class Perturbation:
         target = image_tensor(value)
         if target is not None:
             perturbed, noise_field = self._apply_tensor(target)
-            new_value = _replace_image_tensor(value, perturbed)
+            new_value = map_tensors(value, lambda t: perturbed if t is target else t)  # types kept
             if image is not None:
                 # The picture of exactly the tensor the model gets, in the picture's colours.
                 new_image = picture_of(perturbed, target, image)
@@ -180,9 +175,3 @@ def image_tensor(value: Any) -> torch.Tensor | None:
     """The input's first image-like tensor (float, 3 or 4 dimensions), else None."""
     found = (t for t in iter_tensors(value) if t.is_floating_point() and t.dim() in (3, 4))
     return next(found, None)
-
-
-def _replace_image_tensor(value: Any, new: torch.Tensor) -> Any:
-    """``value`` with its first image-like tensor replaced by ``new`` (types kept)."""
-    old = image_tensor(value)
-    return map_tensors(value, lambda t: new if t is old else t)

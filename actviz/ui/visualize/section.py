@@ -50,8 +50,7 @@ class RunRow(StepsAndLine):
         menu: QtWidgets.QMenu | None,
         around: tuple[tuple[QtWidgets.QWidget, ...], tuple[QtWidgets.QWidget, ...]] = ((), ()),
     ) -> QtWidgets.QHBoxLayout:
-        """A row of ``around``'s first widgets, ``run``, ⚙, the progress (stretching), Cancel
-        (emitting ``cancel_requested``) and ``around``'s last widgets."""
+        """A row: ``around``'s first widgets, ``run``, ⚙, progress, Cancel, ``around``'s last."""
         self.run_button = run
         self.settings_button = QtWidgets.QToolButton()
         self.settings_button.setText("⚙")
