@@ -94,17 +94,13 @@ def normalize_edits(edits: Any) -> dict[str, tuple[Edit, ...]]:
         if not isinstance(name, str):
             raise EditError(f"edit keys are layer names (str), not {name!r}")
         items: Iterable[Any] = value if isinstance(value, (list, tuple)) else [value]
-        converted: list[Edit] = []
         for item in items:
-            if isinstance(item, Edit):
-                converted.append(item)
-            elif callable(item):
-                converted.append(custom(item))
-            else:
+            if not isinstance(item, Edit) and not callable(item):
                 raise EditError(
                     f"edit for layer {name!r} must be an Edit (actviz.edits.ablate(...)) or a "
                     f"callable f(output) -> output, not {type(item).__name__}"
                 )
+        converted = [item if isinstance(item, Edit) else custom(item) for item in items]
         if converted:
             out[name] = tuple(converted)
     return out
@@ -129,13 +125,8 @@ def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit
         module = modules[name]
         count = _known_channels(module)
         for edit in items:
-            if (
-                count is not None
-                and edit.channels
-                and edit.dim in (None, 1)
-                and edit.kind != "concept"
-            ):
-                bad = [c for c in edit.channels if c >= count]
+            if count is not None and edit.dim in (None, 1) and edit.kind != "concept":
+                bad = [c for c in edit.channels or () if c >= count]
                 if bad:
                     raise EditError(
                         f"{edit.describe()} on layer {name!r}: channel {bad[0]} is out of "
