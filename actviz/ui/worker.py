@@ -118,7 +118,7 @@ class Job(QObject):
     def on(self, **slots: Callable[..., Any]) -> Job:
         """Connect ``signal=slot`` pairs; called directly, before Qt's (cheaper per live frame)."""
         for name, slot in slots.items():
-            if name not in _SIGNALS:
+            if name not in _SIGNAL_METHODS:
                 raise AttributeError(f"a job has no signal {name!r}")
             if not self.outcome:
                 self._slots.setdefault(name, []).append(slot)
@@ -139,9 +139,9 @@ class Job(QObject):
             self._emit(outcome, *args)
         # Let go of the slots: one that names its job makes a cycle through Qt the GC cannot see.
         self._slots.clear()
-        connected = [n for n in _SIGNALS if self.isSignalConnected(_SIGNAL_METHODS[n])]
-        for name in connected:
-            getattr(self, name).disconnect()
+        for name, method in _SIGNAL_METHODS.items():
+            if self.isSignalConnected(method):
+                getattr(self, name).disconnect()
 
 
 _META = Job.staticMetaObject
@@ -151,7 +151,6 @@ _SIGNAL_METHODS = {
     for m in map(_META.method, range(_META.methodOffset(), _META.methodCount()))
     if m.methodType() == QMetaMethod.MethodType.Signal
 }
-_SIGNALS = tuple(_SIGNAL_METHODS)
 
 
 class _RunnerSignals(QObject):

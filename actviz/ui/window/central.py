@@ -84,9 +84,7 @@ class Centre:
         self.layers_grid = LayersGrid(container)
         self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
         self.layers_grid.setSpacing(PANEL_SPACING)
-        self.layers_placeholder = QLabel(
-            "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
-        )
+        self.layers_placeholder = QLabel()  # its text says what it waits for (PanelGrid)
         self.layers_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.layers_placeholder.setWordWrap(True)
         self.layers_grid.addWidget(self.layers_placeholder, 0, 0)

@@ -42,10 +42,8 @@ class ExportActions:
     def __init__(self, window: Any) -> None:
         self.window = window
         self.session = window.session
-        self.export_worker = window.export_worker
         self.actions = actions = window.commands
         self.display = window.display
-        self.gradcam_panel = window.centre.gradcam_panel
         self.status_label = window.status.status_label
         self.show_error = window.host.show_error
         self.show_warning = window.host.show_warning
@@ -86,7 +84,7 @@ class ExportActions:
         from actviz.core.capture import CaptureCancelled
 
         out = Path(out_dir)
-        gradcam = self.gradcam_panel.current_layer() or result.gradcam_default
+        gradcam = self.window.centre.gradcam_panel.current_layer() or result.gradcam_default
         # Everything the job needs is read here, on the GUI thread.
         kwargs: dict[str, Any] = dict(
             image=result.image,
@@ -117,7 +115,7 @@ class ExportActions:
             return [Path(p) for p in export_capture(cap, out, progress=report, **kwargs)]
 
         request = self._new_request(out)
-        self.export_worker.submit(job).on(
+        self.window.export_worker.submit(job).on(
             finished=lambda paths: self._on_export_finished(request, paths),
             failed=lambda error: self._on_export_failed(request, error),
             cancelled=lambda: self._on_export_failed(request, None),
