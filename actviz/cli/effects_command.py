@@ -76,8 +76,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     from actviz.io.export.typeset import safe_name
     from actviz.io.input_files import open_input
 
-    layers = layer_names(args.layers) or []
-    if not layers:
+    if not (layers := layer_names(args.layers) or []):
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.verify < 0 or args.batch < 1 or args.top < 1:
         raise InputError("--verify must be >= 0, --batch and --top >= 1")

@@ -21,8 +21,7 @@ def parse_channels(text: str) -> list[int]:
     ValueError for a part that is not a number or a range ``a-b`` with ``a <= b``."""
     out: list[int] = []
     for part in text.split(","):
-        part = part.strip()
-        if not part:
+        if not (part := part.strip()):
             continue
         lo, sep, hi = part.partition("-")
         try:
@@ -163,8 +162,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         cache=not (args.no_cache or random_weights),
         progress=report,
     )
-    cached = sum(vis.from_cache)
-    if cached:
+    if cached := sum(vis.from_cache):
         progress(f"{cached} of {len(channels)} from the cache")
     files = write_visualization(vis, args.out, {"model": loaded.name, "source": args.model})
     for i, c in enumerate(vis.channels):

@@ -107,8 +107,7 @@ def python_heap_mib() -> dict[str, float]:
     import os
     import tempfile
 
-    stats = getattr(sys, "_debugmallocstats", None)
-    if stats is None:
+    if (stats := getattr(sys, "_debugmallocstats", None)) is None:
         return {}
     sys.stderr.flush()
     saved = os.dup(2)

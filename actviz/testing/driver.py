@@ -152,15 +152,13 @@ class WindowDriver:
 
     def predictions(self) -> tuple[Prediction, ...]:
         """The shown result's top answers, best first (the edited model's after edits)."""
-        result = self.window.session.result
-        if result is None:
+        if (result := self.window.session.result) is None:
             return ()
         return tuple(Prediction(int(i), str(label), float(p)) for i, label, p in result.predictions)
 
     def prediction(self) -> Prediction:
         """The top answer of the result shown (see :meth:`predictions`)."""
-        rows = self.predictions()
-        if not rows:
+        if not (rows := self.predictions()):
             raise ValueError("the window shows no prediction (no run yet, or no output)")
         return rows[0]
 
@@ -174,8 +172,7 @@ class WindowDriver:
 
     def feature(self, name: str) -> Any:
         """The feature ``name`` ("whatif", "compare", "dataset", "tokens", "live", ...)."""
-        features = getattr(self.window, "features", None)
-        if features is not None:
+        if (features := getattr(self.window, "features", None)) is not None:
             if name not in features:
                 raise KeyError(f"no feature {name!r}; the window has {sorted(features)}")
             return features[name]

@@ -458,8 +458,7 @@ class StressDriver(UserActions):
             self._models.append((weakref.ref(model), model_state(model)))
         found = []
         for ref, state in self._models:
-            seen = ref()
-            if seen is not None:
+            if (seen := ref()) is not None:
                 found.extend(model_leftovers(seen, state))
         self._models = [(r, s) for r, s in self._models if r() is not None]
         return found
@@ -481,8 +480,7 @@ class StressDriver(UserActions):
         if not self.memory:  # the live objects only: findings need no memory figures
             return Sample(action, counts, rss_mib(), heap_in_use_mib(), {})
         # Memory as the idle window leaves it, after its idle trim (a user pauses; actions not).
-        memory = getattr(self.window, "memory", None)
-        if memory is not None:
+        if (memory := getattr(self.window, "memory", None)) is not None:
             passes = memory.passes  # a pass need not trim (little kept): not trims
             memory.idle_now()
             self._wait(lambda: memory.passes > passes, timeout_s=MEMORY_IDLE_WAIT_S)

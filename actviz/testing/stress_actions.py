@@ -108,8 +108,7 @@ class UserActions:
 
     def act_menu(self, p: dict[str, Any], prefixes: Sequence[str] = ("",)) -> str:
         entries = [(t, a) for t, a in self._menu_actions() if t.startswith(tuple(prefixes))]
-        text = choose(p, "menu", [t for t, _ in entries])
-        if text is None:
+        if (text := choose(p, "menu", [t for t, _ in entries])) is None:
             return f"menu {prefixes[0]} (not there)"
         dict(entries)[text].trigger()
         return f"menu {text}"
@@ -136,14 +135,12 @@ class UserActions:
             and slot.mosaic is not None
             and slot.image_canvas is not None
         ]
-        name = choose(p, "layer", maps, 0)
-        if name is None:
+        if (name := choose(p, "layer", maps, 0)) is None:
             return None
         panel = self.window.host.layer_panels[name]
         slot = panel.activation_slot
         mosaic, canvas = slot.mosaic, slot.image_canvas
-        channel = choose(p, "channel", [int(c) for c in mosaic.tile_channels], 1)
-        if channel is None:
+        if (channel := choose(p, "channel", [int(c) for c in mosaic.tile_channels], 1)) is None:
             return None
         self.window.centre.layers_scroll.ensureWidgetVisible(panel)
         try:
@@ -154,8 +151,7 @@ class UserActions:
         return canvas.viewport(), pos
 
     def act_tile_click(self, p: dict[str, Any]) -> str:
-        hit = self._tile_point(p)
-        if hit is None:
+        if (hit := self._tile_point(p)) is None:
             return "tile click (no tiles)"
         self._click(*hit)
         return f"click tile {p['layer']}:{p['channel']}"
@@ -163,8 +159,7 @@ class UserActions:
     def act_tile_menu(self, p: dict[str, Any]) -> str:
         if _r(p, 3) < 0.5 and "items" not in p:
             p["items"] = ["Ablate"]  # replaced by the real "Ablate ch N" text when shown
-        hit = self._tile_point(p)
-        if hit is None:
+        if (hit := self._tile_point(p)) is None:
             return "tile menu (no tiles)"
         if p.get("items") == ["Ablate"]:  # the item starting so; the answerer records its text
             p["_prefix"] = "Ablate"
@@ -186,8 +181,7 @@ class UserActions:
         prefix = p.pop("_prefix", None)
         deadline = time.perf_counter() + 3.0
         while time.perf_counter() < deadline:
-            popup = QApplication.activePopupWidget()
-            if popup is None:
+            if (popup := QApplication.activePopupWidget()) is None:
                 break
             if prefix is not None:
                 texts = [a.text() for a in popup.actions() if a.text().startswith(prefix)]
@@ -225,12 +219,10 @@ class UserActions:
     def act_bar_click(self, p: dict[str, Any]) -> str:
         from actviz.ui.effects.view import MARGIN, ROW_HEIGHT, EffectBars
 
-        dock = self._show_dock("ChannelsThatMatterDock")
-        if dock is None:
+        if (dock := self._show_dock("ChannelsThatMatterDock")) is None:
             return "bar click (no dock)"
         bars = [b for b in dock.findChildren(EffectBars) if b.rows and b.isVisible()]
-        layer = choose(p, "layer", sorted({b.layer for b in bars}), 0)
-        if layer is None:
+        if (layer := choose(p, "layer", sorted({b.layer for b in bars}), 0)) is None:
             return "bar click (no bars)"
         widget = next(b for b in bars if b.layer == layer)
         row = choose(p, "row", list(range(len(widget.rows))), 1)
@@ -248,15 +240,13 @@ class UserActions:
     def act_sort(self, p: dict[str, Any]) -> str:
         from PySide6.QtWidgets import QCheckBox
 
-        dock = self._show_dock("ChannelsThatMatterDock")
-        if dock is None:
+        if (dock := self._show_dock("ChannelsThatMatterDock")) is None:
             return "sort (no dock)"
         boxes = {b.text(): b for b in dock.findChildren(QCheckBox) if b.isEnabled()}
         sort = "Sort the panels' tiles by effect"
         if sort in boxes and "box" not in p and _r(p, 1) < 0.7:
             p["box"] = sort  # the one that reorders every panel: most of the time
-        text = choose(p, "box", sorted(boxes), 0)
-        if text is None:
+        if (text := choose(p, "box", sorted(boxes), 0)) is None:
             return "sort (no check box)"
         box = boxes[text]
         self._click(box)
@@ -292,16 +282,14 @@ class UserActions:
 
     def act_dock_button(self, p: dict[str, Any]) -> str:
         docks = [d.objectName() for d in self._docks(visible=True)]
-        name = choose(p, "dock", docks, 0)
-        if name is None:
+        if (name := choose(p, "dock", docks, 0)) is None:
             return "dock button (no dock shown)"
         return self._dock_button(p, name)
 
     def _dock_button(self, p: dict[str, Any], name: str) -> str:
         from PySide6.QtWidgets import QAbstractButton
 
-        dock = self._show_dock(name)
-        if dock is None:
+        if (dock := self._show_dock(name)) is None:
             return f"button of {name} (no dock)"
         buttons = [
             b
@@ -309,8 +297,7 @@ class UserActions:
             if b.isEnabled() and b.isVisible() and b.objectName() != "qt_dockwidget_floatbutton"
         ]
         labels = [b.text() or b.toolTip() or b.objectName() or type(b).__name__ for b in buttons]
-        label = choose(p, "button", labels, 1)
-        if label is None:
+        if (label := choose(p, "button", labels, 1)) is None:
             return f"button of {name} (none enabled)"
         button = buttons[labels.index(label)]
         self._click(button)
@@ -349,8 +336,7 @@ class UserActions:
 
     def act_switch_model(self, p: dict[str, Any]) -> str:
         names = sorted(self.switches)
-        name = choose(p, "model", names, 0)
-        if name is None:
+        if (name := choose(p, "model", names, 0)) is None:
             return "switch model (none)"
         self.ready(self.switches[name]).open(self.window)
         return f"switch to {name}"

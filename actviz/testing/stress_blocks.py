@@ -73,8 +73,7 @@ class BlockSampler:
                 out.flush()
                 out.seek(0)
                 dump = out.read()
-                stack = _gui_stack(dump, self._gui)
-                if not stack:
+                if not (stack := _gui_stack(dump, self._gui)):
                     continue
                 where = stack[0]
                 path = " <- ".join(name for name in stack[1:7])

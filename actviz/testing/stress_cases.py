@@ -297,8 +297,7 @@ def shrink(
         size = math.ceil(len(steps) / n)
         reduced = False
         for start in range(0, len(steps), size):
-            rest = steps[:start] + steps[start + size :]
-            if not rest:
+            if not (rest := steps[:start] + steps[start + size :]):
                 continue
             runs += 1
             if fails(rest):

@@ -220,8 +220,7 @@ def describe_referrer(ref: Any) -> str:
         if not isinstance(cells, tuple):
             continue
         for fn in gc.get_referrers(cells):
-            code = getattr(fn, "__code__", None)
-            if code is None:
+            if (code := getattr(fn, "__code__", None)) is None:
                 continue
             where = f"{code.co_filename.rsplit('/actviz/', 1)[-1]}:{code.co_firstlineno}"
             up = sorted({type(r).__name__ for r in gc.get_referrers(fn)} - {"list", "frame"})
@@ -271,8 +270,7 @@ def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str
     kinds: dict[type, tuple[str, ...]] = {}
     for obj in gc.get_objects():
         t = type(obj)
-        found = kinds.get(t)
-        if found is None:
+        if (found := kinds.get(t)) is None:
             found = kinds[t] = tuple(c.__name__ for c in t.__mro__ if c.__name__ in wanted)
         for name in found:
             counts[name] += 1
