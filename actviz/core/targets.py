@@ -194,13 +194,9 @@ def _shape(t: torch.Tensor) -> str:
 def top1_target(output: Any) -> tuple[float, int, str] | None:
     """:func:`resolve_target`'s default for a one-row classifier output as ``(value, index,
     description)``, without a tensor (captures without gradients); else None."""
-    if (
-        not isinstance(output, torch.Tensor)
-        or output.dim() != 2
-        or output.shape[0] != 1
-        or output.shape[1] < 2
-        or not output.is_floating_point()
-    ):
+    if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+        return None
+    if output.dim() != 2 or output.shape[0] != 1 or output.shape[1] < 2:
         return None
     try:  # via numpy (as ``torch.argmax``)
         row = output.numpy()[0]

@@ -358,18 +358,14 @@ def prepare(
             f"The model output contains {bad} NaN/Inf value(s) of {out.numel()}: predictions and "
             "gradients are not meaningful (see the statistics table for where they start)."
         )
-    target_text = cap.target_description
-    categories = spec.categories
-    if cap.target_index is not None and categories and 0 <= cap.target_index < len(categories):
-        target_text += f": {categories[cap.target_index]}"
+    target_text, index, categories = cap.target_description, cap.target_index, spec.categories
+    if index is not None and categories and 0 <= index < len(categories):
+        target_text += f": {categories[index]}"
     elif (
-        cap.target_index is not None
-        and spec.tokenizer is not None
-        and sequence_logits(cap.output) is not None
+        index is not None and spec.tokenizer is not None and sequence_logits(cap.output) is not None
     ):
         # A language model's target token, named by its text as the predictions are.
-        text = token_texts(spec.tokenizer, [cap.target_index])[0]
-        target_text = name_token(target_text, cap.target_index, text)
+        target_text = name_token(target_text, index, token_texts(spec.tokenizer, [index])[0])
     return RunResult(
         layers=layers,
         shown=tuple(order),
