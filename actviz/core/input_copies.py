@@ -29,11 +29,7 @@ def forward_takes_list(model: nn.Module) -> bool:
         params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError):  # TorchScript and builtins may have no signature
         return False
-    positional = [
-        p
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-    ]
+    positional = [p for p in params if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
     if not positional or positional[0].kind is inspect.Parameter.VAR_POSITIONAL:
         return False
     annotation = positional[0].annotation
