@@ -27,16 +27,13 @@ __all__ = ["ModelCopyService", "PrivateModel"]
 _HELD_REFS = 2
 
 
-class _CopySignals(QObject):
-    """From the capture worker's thread to the GUI thread: ``copied(entry)``."""
-
-    copied = Signal(object)
-
-
 class PrivateModel(QObject):
     """``owner``'s private copy of the model (``to_eval``: in eval mode). With ``keep`` it stays
     between jobs (no sibling takes it, no idle trim) until the model, the window or :meth:`forget`
     lets it go."""
+
+    #: From the capture worker's thread to the GUI thread: the copy made.
+    copied = Signal(object)
 
     def __init__(
         self, service: ModelCopyService, owner: QObject, *, to_eval: bool, keep: bool
@@ -53,8 +50,7 @@ class PrivateModel(QObject):
         self._then: list[Callable[[Any], None]] = []
         self._failed: Callable[[BaseException], None] | None = None
         self._closed = False
-        self._signals = _CopySignals(self)
-        self._signals.copied.connect(self._on_copied)
+        self.copied.connect(self._on_copied)
 
     @property
     def held(self) -> ModelCopy | None:
@@ -130,12 +126,12 @@ class PrivateModel(QObject):
 
     def _submit(self) -> None:
         entry = ModelCopy(self.session.model, to_eval=self.to_eval)
-        signals = self._signals
+        copied = self.copied
 
         def job(_should_stop: Any, _report: Any) -> None:
             # A signal of its own: a run submitted meanwhile would make the worker drop it.
             entry.build()
-            signals.copied.emit(entry)
+            copied.emit(entry)
 
         self.pending = True
         # supersede=False: a run already queued still reports.
