@@ -146,11 +146,8 @@ class Mosaic:
     def image(self) -> np.ndarray:
         """The float image, made on first read when the mosaic was built straight to indices."""
         if self._image is None:
-            image = np.full(
-                _geometry(self.channels, self.tile_h, self.tile_w, self.pad)[2].shape,
-                np.nan,
-                np.float32,
-            )
+            shape = _geometry(self.channels, self.tile_h, self.tile_w, self.pad)[2].shape
+            image = np.full(shape, np.nan, np.float32)
             _place(image, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols, self.pad)
             object.__setattr__(self, "_image", _frozen(image))
             object.__setattr__(self, "_norm", None)
@@ -198,10 +195,8 @@ class Mosaic:
                 f"channel {channel} is not on this mosaic "
                 f"({self.first_channel}..{self.last_channel})"
             )
-        c = self.tile_channels.index(int(channel))
-        return (c // self.cols) * (self.tile_h + self.pad), (c % self.cols) * (
-            self.tile_w + self.pad
-        )
+        row, col = divmod(self.tile_channels.index(int(channel)), self.cols)
+        return row * (self.tile_h + self.pad), col * (self.tile_w + self.pad)
 
 
 def _place(image: np.ndarray, tiles: np.ndarray, rows: int, cols: int, pad: int) -> None:
@@ -389,16 +384,11 @@ def mosaic(
     total, h0, w0 = data.shape
     if order is not None and not order.fits(total):
         order = None
-    if order is not None:
-        position = clamp_first_channel(first_channel, len(order.channels))
-        picked = order.channels[
-            position : None if max_channels is None else position + max_channels
-        ]
-        shown = data[list(picked)]
-        first = picked[0]
-    else:
-        first = position = clamp_first_channel(first_channel, total)
-        shown = data[first : None if max_channels is None else first + max_channels]
+    position = clamp_first_channel(first_channel, total if order is None else len(order.channels))
+    stop = None if max_channels is None else position + max_channels
+    picked = None if order is None else order.channels[position:stop]
+    shown = data[position:stop] if picked is None else data[list(picked)]
+    first = position if picked is None else picked[0]
     if max_tile is None and max_pixels is not None:
         # From the layer's channels, not the page's: every page of a layer gets one scale.
         cap = max_channels if max_channels is not None else total
@@ -459,18 +449,12 @@ def mosaic(
             mul = np.where(positive, 1.0 / np.where(positive, span_c, 1.0), 0.0).astype(np.float32)
             constant = (span_c == 0) & (lo_c != 0)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
-    # A constant tile other than 0 paints mid-scale, so it does not read as "no signal".
-    mid = (
-        np.where(constant, 0.5, 0.0).astype(np.float32)
-        if constant is not None and constant.any()
-        else None
-    )
     rows, cols, blank = _geometry(c, h, w, pad)
     # The float image is made from ``norm`` only when read; live frames need only the indices.
     norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
     norm *= mul[:, None]
-    if mid is not None:
-        norm += mid[:, None]
+    if constant is not None and constant.any():  # constant but not 0: mid-scale, not "no signal"
+        norm += np.where(constant, 0.5, 0.0).astype(np.float32)[:, None]
     norm = norm.reshape(c, h, w)  # clipped to [0, 1] where read (Mosaic.image, _indices_of)
     return Mosaic(
         _image=None,
