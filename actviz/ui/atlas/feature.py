@@ -187,8 +187,7 @@ class AtlasFeature(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.view = AtlasView()
         host.add_tab(self.view, "Atlas")
         self.worker = Worker(self, nice=CAPTURE_NICE)

@@ -43,8 +43,7 @@ class DiffPainter(QObject):
         # Painted once near the view with the tab on screen (a hidden canvas keeps its size).
         self.unpainted: set[str] = set()
         self._reveal_name: str | None = None  # the first divergence, scrolled to once shown
-        self._painting = False
-        self._closed = False
+        self._painting = self._closed = False
         self._paint_soon = DeferredCall(self, self.paint_in_view)
         self._margin_soon = DeferredCall(self, lambda: self.paint_in_view(near=True))
         self._widths_soon = DeferredCall(self, self._apply_widths)

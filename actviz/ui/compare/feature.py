@@ -55,8 +55,7 @@ class CompareController(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost, view: CompareView | None = None) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.worker = host.worker
         self.view = view or CompareView()
         #: The tab's page scrolls, so it never sets the window's minimum size.
@@ -70,8 +69,7 @@ class CompareController(FeatureBase, QObject):
         self._label_b = ""
         # Run A of the comparison shown (weak: a comparison must not keep a capture alive).
         self._compared_a: weakref.ref[Any] | None = None
-        self._waiting = False
-        self._closed = False
+        self._waiting = self._closed = False
 
         v = self.view
         v.compare_requested.connect(self.compare)

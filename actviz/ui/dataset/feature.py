@@ -36,8 +36,7 @@ class ChannelOpening:
     (on the channel's best image without an input)."""
 
     def __init__(self, host: Any, scans: Any, dock: Any) -> None:
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.scans = scans
         self.dock = dock
         #: (layer, channel) to open once the run that captures its layer finished.
@@ -123,8 +122,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.scans = DatasetScans(host, self)
         self.dialog: ScanDialog | None = None
         self._store = host.settings.store

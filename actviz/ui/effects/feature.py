@@ -129,8 +129,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         #: Estimates (no model run, no hooks: a thread of their own, newest result wins).
         self.estimates = Worker(self, nice=CAPTURE_NICE)
         #: The estimates being made (each replaces, and silences, the one before).
@@ -223,8 +222,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.session.result_changed.disconnect(self._on_result_changed)
         self.session.model_changed.disconnect(self._on_model_changed)
         self.session.concepts_changed.disconnect(self._on_concepts_changed)
-        self.effects = None
-        self.job.context = None
+        self.effects = self.job.context = None
 
     def show_panel(self) -> None:
         """Open the dock (its estimates are made for the result shown)."""
@@ -433,9 +431,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def _clear(self, message: str, error: bool = False) -> None:
         """Hold and show no effects (and make none), saying ``message``."""
-        self.effects = None
-        self._source = None
-        self._estimate = None
+        self.effects = self._source = self._estimate = None
         self.estimates.drop()
         self.view.set_sections([])
         self.view.set_message(message, error=error)

@@ -307,9 +307,7 @@ class Coalescer:
         self.pending: Any = None
         self._has_pending = False
         self._last_start = -math.inf
-        self.offered = 0
-        self.started = 0
-        self.dropped = 0
+        self.offered = self.started = self.dropped = 0
 
     @property
     def busy(self) -> bool:

@@ -53,12 +53,10 @@ class Autosave(QObject):
 
     def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
         super().__init__(host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self._store = store
         self._paused = paused
-        self._on = False
-        self._closed = False
+        self._on = self._closed = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)

@@ -119,8 +119,7 @@ class SessionsFeature(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self._store: QSettings = host.settings.store
         #: The file Save session (Ctrl+S) writes; None until saved or opened once.
         self.path: Path | None = None

@@ -78,8 +78,7 @@ class ReportExport(QObject):
 
     def __init__(self, host: WindowHost, session_path: Callable[[], Path | None]) -> None:
         super().__init__(host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self._session_path = session_path
         self._reports: dict[ReportJob, None] = {}
         self._closed = False

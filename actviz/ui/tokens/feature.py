@@ -108,8 +108,7 @@ class TokenViews(FeatureBase):
     name = "tokens"
 
     def __init__(self, host: WindowHost) -> None:
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.attention_panel = AttentionPanel()
         self.lens_panel = LogitLensPanel()
         self.attention_tab = QSplitter(Qt.Orientation.Horizontal)

@@ -33,8 +33,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.channel_view = host.channel_view
         self.section = WantsSection()
         self.section.setVisible(False)

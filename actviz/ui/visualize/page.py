@@ -105,8 +105,7 @@ class PageVisualiser(QObject):
         self, host: WindowHost, settings: Callable[[], VisualizeSettings], settings_menu: Any
     ) -> None:
         super().__init__(host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.settings = settings
         self.dock = MosaicDock(host.dialog_parent(), settings_menu)
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)

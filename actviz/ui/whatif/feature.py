@@ -46,8 +46,7 @@ class WhatIfController(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        self.host, self.session = host, host.session
         self.ask_factor: AskFactor = ask_factor
         #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
         self.ask_range: Callable[[QWidget, str], tuple[float | None, float | None] | None] = (
