@@ -356,19 +356,15 @@ class UnregisteredCheck:
 def _find_holder(model: nn.Module, target: nn.Module) -> str:
     for owner_name, owner in model.named_modules():
         for attr, value in vars(owner).items():
-            if attr.startswith("_"):
+            if attr.startswith("_") or not isinstance(value, (list, tuple, dict)):
                 continue
-            items: list[tuple[str, Any]] = []
-            if isinstance(value, (list, tuple)):
-                items = [(f"{attr}[{i}]", v) for i, v in enumerate(value)]
-                kind = "a plain " + type(value).__name__
-            elif isinstance(value, dict):
-                items = [(f"{attr}[{k!r}]", v) for k, v in value.items()]
-                kind = "a plain dict"
-            for label, v in items:
+            mapping = isinstance(value, dict)
+            for key, v in value.items() if mapping else enumerate(value):
                 if v is target:
+                    label = f"{attr}[{key!r}]" if mapping else f"{attr}[{key}]"
+                    kind = "dict" if mapping else type(value).__name__
                     prefix = f"{owner_name}." if owner_name else f"{type(model).__name__}."
-                    return f" (held in {prefix}{label}, {kind})"
+                    return f" (held in {prefix}{label}, a plain {kind})"
     return ""
 
 
