@@ -267,18 +267,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.input, loaded_model=loaded, as_list=args.list_input
     )
     views = args.plugin_views.split(",") if args.plugin_views else None
-    layers, target, cap = kit.capture_run(args, loaded, inp, _progress)
-    _progress(
-        f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
-    )
-    kit.say_each(_progress, cap.warnings)
+    cap, pictures = kit.capture_run(args, loaded, inp, _progress)
     # Sequence views (token maps, attention, rollout, logit lens): io/export/token_export.py
     files = export_capture(
         cap,
         args.out,
         progress=kit.page_progress(_progress, "writing "),
         layer_writers=plugins.export_writers(only=views),
-        **kit.run_pictures(args, loaded, inp, layers, target),
+        **pictures,
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
@@ -340,14 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one readable line, the traceback on --debug
         if args.debug:
             traceback.print_exc()
-        print(f"actviz: error: {_one_line(exc)}", file=sys.stderr)
+        from actviz.io.errors import ActvizError
+
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not isinstance(exc, (ActvizError, ValueError)):
+            text = f"{type(exc).__name__}: {text}"
+        print(f"actviz: error: {text}", file=sys.stderr)
         return EXIT_ERROR
-
-
-def _one_line(exc: BaseException) -> str:
-    from actviz.io.errors import ActvizError
-
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if not isinstance(exc, (ActvizError, ValueError)):
-        text = f"{type(exc).__name__}: {text}"
-    return text

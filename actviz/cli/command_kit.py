@@ -103,11 +103,13 @@ def budget_arg(text: str, least: int = 1) -> int:
     return value
 
 
-def capture_run(args: argparse.Namespace, loaded: Any, inp: Any, say: Say) -> tuple[Any, ...]:
-    """``(layers, target, capture)`` of export's and report's run: ``--layers`` (a text input's
-    embedding added, where its saliency is read), ``--target``, ``--no-gradients``."""
+def capture_run(args: argparse.Namespace, loaded: Any, inp: Any, say: Say) -> tuple[Any, dict]:
+    """Export's and report's run: its capture (``--layers``, a text input's embedding added where
+    its saliency is read; ``--target``, ``--no-gradients``) and what its pictures are drawn with
+    (the input, names, ``args``' picture options and the script that runs it again)."""
     import actviz
     from actviz.io.export.capture_export import with_input_embedding
+    from actviz.io.export.reproduce import args_source
 
     layers = layer_names(args.layers or None)
     target = target_arg(args.target, loaded)
@@ -115,17 +117,9 @@ def capture_run(args: argparse.Namespace, loaded: Any, inp: Any, say: Say) -> tu
     captured = with_input_embedding(loaded.model, inp.value, layers)
     gradients = not args.no_gradients
     cap = actviz.capture(loaded.model, inp.value, captured, target=target, gradients=gradients)
-    return layers, target, cap
-
-
-def run_pictures(
-    args: argparse.Namespace, loaded: Any, inp: Any, layers: Any, target: Any
-) -> dict[str, Any]:
-    """What export and report draw a model run with: the input, names, picture options of
-    ``args`` (viridis, channel by default) and the script that runs it again."""
-    from actviz.io.export.reproduce import args_source
-
-    return dict(
+    say(f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)")
+    say_each(say, cap.warnings)
+    return cap, dict(
         image=inp.image,
         categories=loaded.categories,
         model_name=loaded.name,

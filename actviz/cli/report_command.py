@@ -14,8 +14,6 @@ from actviz.cli.command_kit import (
     capture_run,
     layer_names,
     page_progress,
-    run_pictures,
-    say_each,
 )
 
 __all__ = ["add_parser", "run"]
@@ -47,27 +45,20 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     from actviz.io.errors import ActvizError
     from actviz.io.export.report import write_report
     from actviz.io.files import check_out_file
+    from actviz.io.input_files import open_input
 
     check_out_file(args.out)  # before any model runs
     if args.session:
         cap, what = _from_session(args, progress)
     elif args.model and args.input:
-        cap, what = _from_model(args, open_model, progress)
+        loaded = open_model(args)
+        inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
+        cap, what = capture_run(args, loaded, inp, progress)
     else:
         raise ActvizError("actviz report needs --session FILE, or --model and --input")
     info = write_report(cap, args.out, progress=page_progress(progress), **what)
     print(f"wrote {info.path} ({info.nbytes / 2**20:.1f} MiB, {len(info.panels)} pictures)")
     return 0
-
-
-def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> tuple[Any, dict]:
-    from actviz.io.input_files import open_input
-
-    loaded = open_model(args)
-    inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
-    layers, target, cap = capture_run(args, loaded, inp, progress)
-    say_each(progress, cap.warnings)
-    return cap, run_pictures(args, loaded, inp, layers, target)
 
 
 def _from_session(args: argparse.Namespace, progress: Say) -> tuple[Any, dict]:

@@ -146,9 +146,7 @@ class WindowDriver:
         view = prepared.view
         if prepared.tokens is not None or (view is not None and view.kind == "heatmap"):
             return int(prepared.shape[-1]) if prepared.shape else 1
-        if view is None or view.kind == "scalar":
-            return 1
-        return int(view.data.shape[0])
+        return 1 if view is None or view.kind == "scalar" else int(view.data.shape[0])
 
     def predictions(self) -> tuple[Prediction, ...]:
         """The shown result's top answers, best first (the edited model's after edits)."""

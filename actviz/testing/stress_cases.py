@@ -350,9 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     for hidden in ("--folder", "--out", "--log"):  # the child's
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    steps = None
-    if args.replay:
-        steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
+    steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())] if args.replay else None
     inject = {int(k): v for k, v in (item.split(":") for item in args.inject or [])}
     if args.child:
         return child(args, steps, inject)

@@ -44,9 +44,7 @@ class Sample:
     def heap_counted_mib(self) -> float | None:
         """Malloc's bytes handed out plus pymalloc's blocks in use (MiB); None if one is missing."""
         python = (self.breakdown or {}).get("python_heap")
-        if self.heap_mib is None or python is None:
-            return None
-        return self.heap_mib + python
+        return None if self.heap_mib is None or python is None else self.heap_mib + python
 
     @property
     def rss_anon_over_heap(self) -> float | None:
@@ -54,9 +52,7 @@ class Sample:
         freed but kept or outside both heaps."""
         anon = (self.breakdown or {}).get("rss_anon")
         heap = self.heap_counted_mib
-        if anon is None or not heap:
-            return None
-        return anon / heap
+        return None if anon is None or not heap else anon / heap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +107,7 @@ class StressReport:
     def rss_growth_mib(self) -> float:
         """Resident memory at the last checkpoint minus at the second (the first after the
         warm-up: caches, the first panels), in MiB."""
-        if len(self.samples) < 3:
-            return 0.0
-        return self.samples[-1].rss_mib - self.samples[1].rss_mib
+        return 0.0 if len(self.samples) < 3 else self.samples[-1].rss_mib - self.samples[1].rss_mib
 
     @property
     def heap_growth_mib(self) -> float | None:
