@@ -193,11 +193,8 @@ class HeapPin:
             low, high = self._start, self._sbrk(0) or 0
             best, address = None, self.address
             for t in tensors:
-                if (
-                    t.device.type != "cpu"
-                    or t.layout is not torch.strided
-                    or t.numel() * t.element_size() < MIN_BYTES
-                ):
+                small = t.numel() * t.element_size() < MIN_BYTES
+                if t.device.type != "cpu" or t.layout is not torch.strided or small:
                     continue
                 where = t.data_ptr()  # a view's first element: inside its storage's chunk
                 if address < where and low <= where < high:
