@@ -49,8 +49,7 @@ class ThumbCache(QObject):
 
     def __init__(self, side: int, parent: QObject | None = None, *, as_uri: bool = False) -> None:
         super().__init__(parent)
-        self.side = side
-        self.as_uri = as_uri
+        self.side, self.as_uri = side, as_uri
         self._made: dict[str, QPixmap | str | None] = {}
         self._pending: set[str] = set()
         self._epoch = 0

@@ -37,8 +37,7 @@ class ChannelOpening:
 
     def __init__(self, host: Any, scans: Any, dock: Any) -> None:
         self.host, self.session = host, host.session
-        self.scans = scans
-        self.dock = dock
+        self.scans, self.dock = scans, dock
         #: (layer, channel) to open once the run that captures its layer finished.
         self.pending: tuple[str, int] | None = None
         #: A channel's top image is being opened as the input, to run and open the channel.

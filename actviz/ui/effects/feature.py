@@ -56,8 +56,7 @@ class PanelMarks:
     """The outlines and effect orders the dock gave the layer panels, and what to put back."""
 
     def __init__(self, host: Any, session: Any) -> None:
-        self.host = host
-        self.session = session
+        self.host, self.session = host, session
         #: Layers sorted by effect, with the channel their page held before.
         self.sorted: dict[str, int | None] = {}
         #: ``{layer: channels}`` outlined by "Mark the top channels" (cleared when unticked).

@@ -68,8 +68,7 @@ class StillFrame(FrameSource):
     def __init__(
         self, value: Any, image: np.ndarray | None = None, label: str = "input", path: str = ""
     ) -> None:
-        self.value = value
-        self.image = image
+        self.value, self.image = value, image
         self.name = label
         self.path = path
 
@@ -110,8 +109,7 @@ class TensorFrames(FrameSource):
             frames = frames.to(device)
         if dtype is not None and frames.is_floating_point():
             frames = frames.to(dtype)
-        self.frames = frames
-        self.name = name
+        self.frames, self.name = frames, name
         #: The file the frames were read from ("" for an in-memory tensor).
         self.path = ""
         self._images: dict[int, np.ndarray | None] = {}
@@ -172,8 +170,7 @@ class ImageFolder(FrameSource):
             )
         self.folder = folder
         self.name = folder.name or str(folder)
-        self.model = model
-        self.loaded_model = loaded_model
+        self.model, self.loaded_model = model, loaded_model
         self._cache: collections.OrderedDict[int, LiveFrame] = collections.OrderedDict()
         self._cache_size = max(1, cache)
         self._lock = threading.Lock()
@@ -210,8 +207,7 @@ class Player:
         self.length = max(1, int(length))
         self.index = 0
         self.playing = False
-        self.loop = loop
-        self.fps = fps
+        self.loop, self.fps = loop, fps
         self.set_fps(fps)
 
     def set_length(self, length: int) -> None:
@@ -264,8 +260,7 @@ class RateMeter:
     """Events per second over the last ``window_s`` seconds."""
 
     def __init__(self, window_s: float = 2.0, clock: Callable[[], float] = time.perf_counter):
-        self.window_s = window_s
-        self.clock = clock
+        self.window_s, self.clock = window_s, clock
         self._times: collections.deque[float] = collections.deque()
 
     def tick(self, now: float | None = None) -> None:
@@ -300,9 +295,7 @@ class Coalescer:
         clock: Callable[[], float] = time.perf_counter,
         limit: int = 1,
     ):
-        self.min_interval_s = min_interval_s
-        self.clock = clock
-        self.limit = limit
+        self.min_interval_s, self.clock, self.limit = min_interval_s, clock, limit
         self.in_flight = 0
         self.pending: Any = None
         self._has_pending = False

@@ -60,8 +60,7 @@ class WebcamSource(FrameSource):
             raise RuntimeError(why)
         from PySide6.QtMultimedia import QCamera, QMediaCaptureSession, QVideoSink
 
-        self.model = model
-        self.loaded_model = loaded_model
+        self.model, self.loaded_model = model, loaded_model
         self._lock = threading.Lock()
         self._latest: np.ndarray | None = None
         self._count = 0
