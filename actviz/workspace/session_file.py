@@ -21,21 +21,14 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture
 from actviz.io.errors import WriteError
 from actviz.io.files import atomic_write
+from actviz.workspace import session_codec as codec
 from actviz.workspace.session_codec import (
     InputSource,
     ModelCheck,
     ModelSource,
     PinState,
     SessionFileError,
-    _Arrays,
-    _capture_from_json,
-    _capture_to_json,
-    _decode,
-    _dictionaries_of,
-    _encode,
     _fail,
-    _read_npz,
-    _when,
     edits_from_json,
     edits_to_json,
     file_sha256,
@@ -154,16 +147,16 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
 
 def _members(
     state: SessionState, pin_captures: bool, measure: bool = False
-) -> tuple[dict[str, Any], dict[str, _Arrays], list[str]]:
+) -> tuple[dict[str, Any], dict[str, codec._Arrays], list[str]]:
     """The manifest, the ``.npz`` members' arrays and the warnings of saving ``state``; with
     ``measure``, the members count their bytes and hold no arrays."""
     # Read without an import edge back to ``actviz`` (which imports the window lazily).
     actviz_version = str(getattr(sys.modules.get("actviz"), "__version__", ""))
-    members: dict[str, _Arrays] = {}
+    members: dict[str, codec._Arrays] = {}
 
-    def member(name: str) -> tuple[dict[str, Any], _Arrays]:
+    def member(name: str) -> tuple[dict[str, Any], codec._Arrays]:
         """A new ``.npz`` member: its manifest section (naming it) and its arrays."""
-        members[name] = _Arrays(measure)
+        members[name] = codec._Arrays(measure)
         return {"member": name}, members[name]
 
     pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
@@ -194,26 +187,26 @@ def _members(
         inp = state.input
         manifest["input"].update(
             vars(inp),
-            value=_encode(inp.value, store),
-            image=None if inp.image is None else _encode(np.asarray(inp.image), store),
+            value=codec._encode(inp.value, store),
+            image=None if inp.image is None else codec._encode(np.asarray(inp.image), store),
             tokens=None if inp.tokens is None else list(inp.tokens),
         )
     if state.model_weights is not None:
         manifest["model_weights"], store = member("weights.npz")
-        manifest["model_weights"]["tensors"] = _encode(dict(state.model_weights), store)
+        manifest["model_weights"]["tensors"] = codec._encode(dict(state.model_weights), store)
     if state.capture is not None:
         manifest["capture"], store = member("capture.npz")
-        manifest["capture"].update(_capture_to_json(state.capture, store, pins, dictionaries))
+        manifest["capture"].update(codec._capture_to_json(state.capture, store, pins, dictionaries))
     for i, pin in enumerate(pins):
         entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
         if pin.capture is not None:
             entry["capture"], store = member(f"pin{i}.npz")
-            entry["capture"].update(_capture_to_json(pin.capture, store, pins, dictionaries))
+            entry["capture"].update(codec._capture_to_json(pin.capture, store, pins, dictionaries))
         manifest["pins"].append(entry)
     if dictionaries:
         manifest["concepts"], store = member(_CONCEPTS_MEMBER)
         manifest["concepts"]["dictionaries"] = [
-            {"cfg": d.to_cfg(), "tensors": _encode(d.weights(), store)} for d in dictionaries
+            {"cfg": d.to_cfg(), "tensors": codec._encode(d.weights(), store)} for d in dictionaries
         ]
     return manifest, members, warnings
 
@@ -280,7 +273,7 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
         text += f" on {shown}"
     ticked = len(manifest.get("ticked") or ())
     text += f", {ticked} layer{'' if ticked == 1 else 's'} ticked"
-    return f"{text}, saved {_when(stamp)}"
+    return f"{text}, saved {codec._when(stamp)}"
 
 
 def load_state(path: str | os.PathLike[str]) -> SessionState:
@@ -353,13 +346,13 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             raise _fail(path, f"{name} is not an .npz member; it is not opened")
         if name not in names:
             raise _fail(path, f"damaged session file: {name} is missing")
-    loaded = {name: _read_npz(path, zf, name) for name in wanted - {_MANIFEST}}
+    loaded = {name: codec._read_npz(path, zf, name) for name in wanted - {_MANIFEST}}
 
     def arrays_of(section: Mapping[str, Any]) -> Mapping[str, np.ndarray]:
         return loaded[section["member"]]
 
     def capture_of(section: Mapping[str, Any] | None) -> Capture | None:
-        return None if section is None else _capture_from_json(section, arrays_of(section))
+        return None if section is None else codec._capture_from_json(section, arrays_of(section))
 
     try:
         model = None if manifest["model"] is None else ModelSource(**manifest["model"])
@@ -369,12 +362,12 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             arrays = arrays_of(m)
             inp = InputSource(
                 **{k: m[k] for k in ("source", "kind", "description")},
-                value=_decode(m["value"], arrays),
-                image=None if m["image"] is None else _decode(m["image"], arrays),
+                value=codec._decode(m["value"], arrays),
+                image=None if m["image"] is None else codec._decode(m["image"], arrays),
                 tokens=None if m["tokens"] is None else tuple(m["tokens"]),
             )
         section = manifest.get("model_weights")
-        weights = None if section is None else _decode(section["tensors"], arrays_of(section))
+        weights = None if section is None else codec._decode(section["tensors"], arrays_of(section))
         pins = [
             PinState(p["label"], float(p["pinned_at"]), capture_of(p.get("capture")))
             for p in manifest["pins"]
@@ -382,7 +375,7 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
         capture = capture_of(manifest["capture"])
         # Each capture's own edits once every pin (a patch's source) exists.
         warnings: list[str] = []
-        dictionaries = _dictionaries_of(manifest.get("concepts"), arrays_of, warnings)
+        dictionaries = codec._dictionaries_of(manifest.get("concepts"), arrays_of, warnings)
         sections = [manifest["capture"], *(p.get("capture") for p in manifest["pins"])]
         for cap, section in zip([capture, *(p.capture for p in pins)], sections, strict=True):
             if cap is not None:

@@ -14,14 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.analysis.effects import effect_results
 from actviz.analysis.effects.baseline import Baseline, resolve_baseline
-from actviz.analysis.effects.effect_results import (
-    DEFAULT_BATCH,
-    DEFAULT_VERIFY,
-    Effects,
-    LayerEffects,
-    RunContext,
-)
+from actviz.analysis.effects.effect_results import Effects, LayerEffects, RunContext
 from actviz.analysis.effects.exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
 from actviz.core.edit_kinds import channel_dim
@@ -123,7 +118,7 @@ def _jobs(eff: Effects, channels: Any) -> list[tuple[str, int]]:
         res = eff.results[layer]
         chosen: Any = channels.get(layer, ()) if isinstance(channels, Mapping) else channels
         if chosen is None:
-            picked = [int(c) for c in res.order()[:DEFAULT_VERIFY]]
+            picked = [int(c) for c in res.order()[: effect_results.DEFAULT_VERIFY]]
         elif isinstance(chosen, str):
             if chosen != "all":
                 raise ValueError(f"channels: 'all', an int, channels or a dict, not {chosen!r}")
@@ -172,7 +167,7 @@ def verify(
         jobs,
         ctx.baseline,
         reader,
-        batch=DEFAULT_BATCH if batch is None else batch,
+        batch=effect_results.DEFAULT_BATCH if batch is None else batch,
         edits=ctx.edits,
         progress=progress,
         should_stop=should_stop,

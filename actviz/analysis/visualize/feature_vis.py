@@ -15,23 +15,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.analysis.visualize import objectives
 from actviz.analysis.visualize.image_param import ImageParam, RobustTransforms, sample_seed
-from actviz.analysis.visualize.objectives import (
-    Objective,
-    channels_first,
-    check_keys,
-    make_objective,
-)
-from actviz.analysis.visualize.visualization import (
-    Visualization,
-    VisualizeError,
-    VisualizeSettings,
-    frozen,
-)
+from actviz.analysis.visualize.visualization import Visualization, VisualizeError, VisualizeSettings
 from actviz.core.capture import resolve_layers
 from actviz.core.guards import ModelState
 from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
 from actviz.core.structures import first_tensor
+from actviz.data.atlas_vectors import frozen
 
 __all__ = ["VisualizeSettings", "layer_channels", "visualize"]
 
@@ -106,7 +97,7 @@ def visualize(
         raise VisualizeError("no channels to visualise")
     if len(set(keys)) != len(keys):
         raise VisualizeError("channels repeat; each channel gives one image")
-    obj = make_objective(settings.objective, target, module, settings.negative)
+    obj = objectives.make_objective(settings.objective, target, module, settings.negative)
     norm = model_normalisation(loaded, settings.mean, settings.std)
     record = settings.record(obj.name, norm)
     # Objectives without channels (and one direction) repeat the same objective per key.
@@ -192,7 +183,7 @@ def layer_channels(
     finally:
         runner.close()
         state.restore()
-    return int(channels_first(out, module).shape[1])
+    return int(objectives.channels_first(out, module).shape[1])
 
 
 def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
@@ -292,7 +283,7 @@ def optimise_images(
     module: nn.Module | None,
     layer: str,
     keys: list[int],
-    obj: Objective,
+    obj: objectives.Objective,
     settings: VisualizeSettings,
     norm: tuple[tuple[float, ...], tuple[float, ...]] | None,
     known_size: tuple[int, int] | None,
@@ -327,7 +318,7 @@ def optimise_images(
         runner = LayerRunner(net, module, layer, redirect)
         with torch.enable_grad():  # also when the caller is inside no_grad
             fed, out = probe_input(runner, feed, settings, known_size, device)
-            check_keys(out, keys, obj, module, layer)
+            objectives.check_keys(out, keys, obj, module, layer)
             for start in range(0, len(keys), chunk):
                 part = keys[start : start + chunk]
                 seeds = [sample_seed(seed, k) for k in part]

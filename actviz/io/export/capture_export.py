@@ -55,10 +55,8 @@ def _record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
     for rec in recs:
         prefix = "" if len(recs) == 1 else f"call{rec.call_index}_"
-        if rec.tensor is not None:
-            arrays[f"{prefix}output"] = (
-                rec.tensor.float().numpy() if rec.tensor.is_floating_point() else rec.tensor.numpy()
-            )
+        if (t := rec.tensor) is not None:
+            arrays[f"{prefix}output"] = (t.float() if t.is_floating_point() else t).numpy()
         if rec.grad is not None:
             arrays[f"{prefix}grad_output"] = rec.grad.float().numpy()
         for i, g in enumerate(rec.grad_inputs or ()):

@@ -19,21 +19,9 @@ from PIL import Image
 
 from actviz.core.records import Capture
 from actviz.core.structures import describe
+from actviz.io.export import report_page
 from actviz.io.export.capture_export import prepare_export
-from actviz.io.export.report_page import (
-    Page,
-    anchor_id,
-    comparison_section,
-    esc,
-    html_table,
-    model_summary,
-    no_layers_text,
-    png_bytes,
-    prediction_section,
-    sequence_views,
-    shape_text,
-    stats_table,
-)
+from actviz.io.export.report_page import Page, esc, png_bytes
 from actviz.io.export.reproduce import RunSource, beside_script, reproduce_script
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import atomic_write, check_out_file
@@ -111,7 +99,7 @@ def write_report(
     cmap, normalize, image, categories = spec.colormap, spec.normalize, spec.image, spec.categories
     total = len(names) + 2
     page = Page()
-    model_summary(page, cap, module, names, model_name)
+    report_page.model_summary(page, cap, module, names, model_name)
     for line in notes:
         page.add(f'<p class="warn">{esc(line)}</p>')
 
@@ -123,7 +111,7 @@ def write_report(
         )
     page.add(f'<p class="muted">input shapes: {esc(describe(cap.inputs))}</p>')
 
-    prediction_section(page, prepared, cap, baseline, categories)
+    report_page.prediction_section(page, prepared, cap, baseline, categories)
 
     report(0, total, "saliency and Grad-CAM")
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
@@ -144,16 +132,16 @@ def write_report(
         '<p class="muted">Activations (each tile its own colour scale unless stated) and '
         "|d target / d output| per layer, as <code>actviz export</code> draws them.</p>"
         if names
-        else no_layers_text(cap)
+        else report_page.no_layers_text(cap)
     )
     for i, name in enumerate(names):
         report(i + 1, total, name)
         rec = cap[name]
         layer = prepared.layers.get(name)
-        anchor = anchor_id("layer", name)
+        anchor = report_page.anchor_id("layer", name)
         page.sub(anchor, name or "(model)")
         t = rec.tensor
-        shape = shape_text(tuple(t.shape)) if t is not None else "no tensor output"
+        shape = report_page.shape_text(tuple(t.shape)) if t is not None else "no tensor output"
         meta = f"{rec.module_type} · {shape}"
         page.add(
             f'<details id="{esc(anchor)}" open><summary>{esc(name or "(model)")} '
@@ -169,10 +157,10 @@ def write_report(
             page.add('<p class="muted">Nothing to draw for this output.</p>')
         page.add("</details>")
 
-    sequence_views(page, prepared, names)
-    stats_table(page, prepared, names, cap)
+    report_page.sequence_views(page, prepared, names)
+    report_page.stats_table(page, prepared, names, cap)
     if comparison is not None:
-        comparison_section(page, comparison, comparison_label)
+        report_page.comparison_section(page, comparison, comparison_label)
     if scan_sheets:
         page.section("scan", "Dataset scan: top-k images")
         for layer_name, sheet in scan_sheets.items():
@@ -185,7 +173,7 @@ def write_report(
     page.section("edits", "Edits")
     if cap.edits:
         rows = [(esc(k), esc(e.describe())) for k, edits in cap.edits.items() for e in edits]
-        page.add(html_table(("layer", "edit"), rows, left=2))
+        page.add(report_page.html_table(("layer", "edit"), rows, left=2))
     else:
         page.add('<p class="muted">No edits: the model as it is.</p>')
     page.section("reproduce", "reproduce.py")

@@ -69,15 +69,9 @@ def write_sequence_views(
         ]
         arrays = {"heat": view.heat, "norms": view.norms, "tokens": np.asarray(view.tokens)}
         if view.grad_heat is not None:
+            how = {"bars": view.grad_norms, "gradient": True, "symmetric": False}
             parts.append(
-                heat_png(
-                    view.grad_heat,
-                    view.tokens,
-                    title=f"|d target / d {name}|",
-                    bars=view.grad_norms,
-                    gradient=True,
-                    symmetric=False,
-                )
+                heat_png(view.grad_heat, view.tokens, title=f"|d target / d {name}|", **how)
             )
             arrays.update(grad_heat=view.grad_heat, grad_norms=view.grad_norms)
         png = out / f"{base}_tokens.png"

@@ -13,17 +13,9 @@ import torch
 from torch import nn
 
 from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
-from actviz.io.models import arch_guess, timm_models, zoo
+from actviz.io.models import arch_guess, checkpoints, timm_models, zoo
 from actviz.io.models.arch_guess import ArchGuess
-from actviz.io.models.checkpoints import (
-    FileFormat,
-    apply_state_dict,
-    export_needs_trust,
-    extract_weights,
-    one_line,
-    sniff_format,
-    torch_load_guarded,
-)
+from actviz.io.models.checkpoints import FileFormat, one_line
 from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.user_code import CodeRef, build_from_code, parse_code_ref
 
@@ -78,7 +70,7 @@ def unknown_name_message(name: str, what: str) -> str:
 
 
 def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: bool) -> LoadedModel:
-    fmt = sniff_format(path)
+    fmt = checkpoints.sniff_format(path)
     if fmt == FileFormat.EMPTY:
         raise ModelLoadError(f"{src}: file is empty")
     if fmt == FileFormat.BAD_ZIP:
@@ -99,14 +91,14 @@ def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: boo
         return _open_export(path, src, trust=trust)
     if fmt == FileFormat.SAFETENSORS:
         return _open_safetensors(path, src, arch=arch, guess=guess)
-    obj = torch_load_guarded(path, trust=trust)
+    obj = checkpoints.torch_load_guarded(path, trust=trust)
     return _from_checkpoint_object(obj, path, src, arch=arch, guess=guess)
 
 
 def _from_checkpoint_object(
     obj: Any, path: Path, src: str, *, arch: str | None, guess: bool
 ) -> LoadedModel:
-    found, where = extract_weights(obj, src)
+    found, where = checkpoints.extract_weights(obj, src)
     if isinstance(found, nn.Module):
         name = f"{path.name} ({type(found).__name__})"
         if where:
@@ -142,7 +134,7 @@ def _build_with_weights(
     if not arch:
         arch, guesses = _guess_arch(state_dict, src, guess=guess)
     loaded, fit = _build_arch(arch, state_dict, beside=path.parent)
-    notes = apply_state_dict(loaded.model, state_dict, src, arch)
+    notes = checkpoints.apply_state_dict(loaded.model, state_dict, src, arch)
     loaded.name = f"{path.name} ({loaded.name})"
     loaded.source = src
     loaded.kind = kind
@@ -245,7 +237,7 @@ def _open_torchscript(path: Path, src: str) -> LoadedModel:
 
 
 def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
-    reason = export_needs_trust(path)
+    reason = checkpoints.export_needs_trust(path)
     if reason and not trust:
         raise UntrustedFileError(src, reason)
     try:
