@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, Throttle, layer_names, say_each, target_arg
+from actviz.cli.command_kit import Opener, Say, layer_names, say_each, scan_progress, target_arg
 
 __all__ = ["add_parser", "run"]
 
@@ -59,12 +59,7 @@ def _baseline(text: str, loaded: Any, layers: list[str], say: Callable[[str], No
     if kind == "scan" and rest:
         from actviz.data.scan import scan
 
-        throttle = Throttle(say)
-
-        def progress(done: int, total: int, rate: float) -> None:
-            throttle(f"baseline scan: {done}/{total} images ({rate:.0f} images/s)", done == total)
-
-        return scan(loaded, rest, layers, progress=progress)
+        return scan(loaded, rest, layers, progress=scan_progress(say, " for the baseline"))
     raise InputError(f"--baseline: zero, input:FILE or scan:FOLDER, not {text!r}")
 
 

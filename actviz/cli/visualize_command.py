@@ -123,12 +123,10 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     settings = VisualizeSettings(**given, decorrelate=not args.no_decorrelate)
     if args.batch is not None and args.batch < 1:
         raise ValueError(f"--batch: batch must be at least 1 image per pass, not {args.batch}")
-    out = Path(args.out)
-    if not out.is_dir():
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ValueError(f"--out: cannot make the folder {args.out}: {exc.strerror}") from None
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out: cannot make the folder {args.out}: {exc.strerror}") from None
     loaded = open_model(args)
     from actviz.io.export.reproduce import run_source
 
