@@ -69,8 +69,7 @@ class ChannelOpening:
 
     def forget(self) -> None:
         """Open nothing when the run or input asked for ends (another model came)."""
-        self.pending = None
-        self.awaiting_input = False
+        self.pending, self.awaiting_input = None, False
 
     def _open_top_image(self, layer: str, channel: int) -> bool:
         """No input yet: open the channel's best image (then run); False when there is none."""

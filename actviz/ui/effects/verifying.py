@@ -19,8 +19,7 @@ class Verification:
     """The exact measurements of one effects dock (``feature``) in ``host``'s window."""
 
     def __init__(self, feature: Any, host: Any) -> None:
-        self._feature = feature
-        self.session = host.session
+        self._feature, self.session = feature, host.session
         #: Its context: (the effects verified, None or {layer: channels} measured).
         self.job = FeatureJob(
             feature,

@@ -69,8 +69,7 @@ class StillFrame(FrameSource):
         self, value: Any, image: np.ndarray | None = None, label: str = "input", path: str = ""
     ) -> None:
         self.value, self.image = value, image
-        self.name = label
-        self.path = path
+        self.name, self.path = label, path
 
     @classmethod
     def of_input(cls, inp: Any) -> StillFrame | None:
@@ -311,8 +310,7 @@ class Coalescer:
         """Make ``item`` the waiting job (replacing, and dropping, an older waiting one)."""
         if self._has_pending:
             self.dropped += 1
-        self.pending = item
-        self._has_pending = True
+        self.pending, self._has_pending = item, True
         self.offered += 1
 
     def take(self) -> tuple[bool, Any]:

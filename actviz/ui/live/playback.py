@@ -136,9 +136,7 @@ class LiveController(QObject):
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent if parent is not None else host)  # type: ignore[arg-type]
-        self.host = host
-        self.worker = host.worker
-        self.capture_threads = capture_threads
+        self.host, self.worker, self.capture_threads = host, host.worker, capture_threads
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
         self.host.session.set_memory_budget(self.memory_budget)
         self.source: FrameSource | None = None

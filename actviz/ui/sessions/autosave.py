@@ -54,8 +54,7 @@ class Autosave(QObject):
     def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
         super().__init__(host.dialog_parent())
         self.host, self.session = host, host.session
-        self._store = store
-        self._paused = paused
+        self._store, self._paused = store, paused
         self._on = self._closed = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)

@@ -29,8 +29,7 @@ class SessionSaver:
     """Saves ``feature``'s session on its worker and says the outcome (never raises into Qt)."""
 
     def __init__(self, feature: Any) -> None:
-        self.feature = feature
-        self.host = feature.host
+        self.feature, self.host = feature, feature.host
         self.jobs: set[Job] = set()
 
     def save(self, path: str | Path | None = None, *, wait: bool = False) -> bool:

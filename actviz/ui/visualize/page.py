@@ -214,8 +214,7 @@ class PageVisualiser(QObject):
         # A page turned while one ran: that one stops and its parts are never shown.
         self.job.drop()
         self._token += 1
-        self.layer = layer
-        self._settings = settings
+        self.layer, self._settings = layer, settings
         self._parts = []
         self._pos = max(0, int(first))
         self._size = max(1, int(size))
