@@ -76,7 +76,12 @@ def explore(
     scratch = None
     if settings is None or settings is False:
         scratch = tempfile.TemporaryDirectory(prefix="actviz-explore-")
-        store: AppSettings | QSettings | None = _scratch_settings(scratch.name)
+        # A settings file of the window's own, holding a copy of the user's.
+        ini = os.path.join(scratch.name, "settings.ini")
+        store: AppSettings | QSettings | None = QSettings(ini, QSettings.Format.IniFormat)
+        user = user_settings()
+        for key in user.allKeys():
+            store.setValue(key, user.value(key))  # type: ignore[union-attr]
     else:
         store = None if settings is True else settings
     window = MainWindow(settings=store)
@@ -119,15 +124,6 @@ def explore(
     loop.exec()
     window.deleteLater()  # closed and not returned: nothing can use it any more
     return None
-
-
-def _scratch_settings(folder: str) -> QSettings:
-    """A settings file of the window's own in ``folder``, holding a copy of the user's."""
-    store = QSettings(os.path.join(folder, "settings.ini"), QSettings.Format.IniFormat)
-    user = user_settings()
-    for key in user.allKeys():
-        store.setValue(key, user.value(key))
-    return store
 
 
 def _set_inputs(window: MainWindow, inputs: Any) -> None:

@@ -159,10 +159,6 @@ class _RunnerSignals(QObject):
     done = Signal(int, object, object)  # generation, result, exception
 
 
-def _stopped() -> bool:
-    return True
-
-
 @dataclass(eq=False)
 class _Runner:
     """One job on a pool thread, as a callable: PySide keeps a QRunnable for the pool's life.
@@ -218,7 +214,7 @@ class _Runner:
     def release(self) -> None:
         """Drop what the job holds (request, tensors, images) and the pools."""
         self.job = None
-        self.should_stop = _stopped
+        self.should_stop = lambda: True
         self.second_stage = None
 
 

@@ -93,7 +93,19 @@ class WindowActions:
         bar.addSeparator()
         bar.addWidget(QLabel(" Target "))
         #: What the gradients are of (editable, completes class names).
-        self.target_combo = _target_combo()
+        self.target_combo = combo = QComboBox()
+        combo.setEditable(True)
+        combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        combo.setMinimumContentsLength(18)
+        combo.setToolTip(
+            "What the gradients are of: auto (top-1 logit), a class index, or a class name"
+        )
+        combo.addItem(AUTO_TARGET_TEXT)
+        completer = QCompleter(combo.model(), combo)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+        combo.setCompleter(completer)
         bar.addWidget(self.target_combo)
         bar.addSeparator()
         bar.addActions([self.run_action, self.cancel_action])
@@ -179,23 +191,6 @@ class WindowActions:
             "Put the docks back where a first start puts them (Model on the left, Live closed)"
         )
         self.view_menu.addSeparator()  # the docks' show/hide entries follow
-
-
-def _target_combo() -> QComboBox:
-    combo = QComboBox()
-    combo.setEditable(True)
-    combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-    combo.setMinimumContentsLength(18)
-    combo.setToolTip(
-        "What the gradients are of: auto (top-1 logit), a class index, or a class name"
-    )
-    combo.addItem(AUTO_TARGET_TEXT)
-    completer = QCompleter(combo.model(), combo)
-    completer.setFilterMode(Qt.MatchFlag.MatchContains)
-    completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-    completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
-    combo.setCompleter(completer)
-    return combo
 
 
 __all__ = ["WindowActions"]

@@ -25,8 +25,8 @@ from actviz.ui.panels import style
 SOURCES = ("action", "model", "run")
 #: Side of the level icon, in pixels.
 ICON_PX = 16
-#: Runs of this many characters without a space (paths, URLs) get break opportunities.
-_LONG_TOKEN = 24
+#: Runs of 24 characters or more without a space (paths, URLs) get break opportunities.
+_LONG_RUN = re.compile(r"[^ \n]{24,}")
 # After a path separator, a dot, a comma or an underscore inside such a run.
 _BREAK_AFTER = re.compile(r"([/\\._,:=&?-])")
 _ZERO_WIDTH_SPACE = "\u200b"
@@ -43,13 +43,8 @@ def level_icon(level: str) -> QIcon:
 
 def breakable(text: str) -> str:
     """``text`` with zero-width breaks in long runs, so a long path cannot widen a wrapped label."""
-
-    def soften(word: str) -> str:
-        if len(word) < _LONG_TOKEN:
-            return word
-        return _BREAK_AFTER.sub(r"\1" + _ZERO_WIDTH_SPACE, word)
-
-    return "\n".join(" ".join(soften(w) for w in line.split(" ")) for line in text.split("\n"))
+    soften = lambda run: _BREAK_AFTER.sub(r"\1" + _ZERO_WIDTH_SPACE, run.group())  # noqa: E731
+    return _LONG_RUN.sub(soften, text)
 
 
 class MessageBanner(QFrame):

@@ -372,8 +372,14 @@ class OpenModelDialog(QDialog):
         if tab in (0, 3):  # a list of names; tab 3 (timm) exists only with timm
             timm = tab == 3
             random = self.timm_random_check if timm else self.random_check
-            name = _chosen_name(self.timm_list if timm else self.zoo_list)
-            if name is None:
+            # The selected entry, or the only one the search kept.
+            widget = self.timm_list if timm else self.zoo_list
+            item, listed = widget.currentItem(), _listed(widget)
+            if item is not None and _is_name(item):
+                name = item.text()
+            elif len(listed) == 1:
+                name = listed[0]
+            else:
                 return None
             weights = None if random.isChecked() else "DEFAULT"
             return ModelSpec(f"timm:{name}" if timm else name, None, weights)
@@ -463,15 +469,6 @@ def _show_names(
 
 def _listed(widget: QListWidget) -> list[str]:
     return [widget.item(i).text() for i in range(widget.count()) if _is_name(widget.item(i))]
-
-
-def _chosen_name(widget: QListWidget) -> str | None:
-    """The selected entry, or the only one the search kept."""
-    item = widget.currentItem()
-    if item is not None and _is_name(item):
-        return item.text()
-    listed = _listed(widget)
-    return listed[0] if len(listed) == 1 else None
 
 
 class ExportFolderDialog(QDialog):

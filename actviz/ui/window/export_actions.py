@@ -73,7 +73,7 @@ class ExportActions:
         if result is None or result.capture is None:
             self.show_warning("Nothing to export yet: run first (Ctrl+R).")
             return False
-        if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
+        if self._rerun_with_input_grads(out_dir):
             # The same files whatever tab is shown: run again with the gradient first.
             return outcome(self._export_request, wait, self._wait_until)
         try:
@@ -131,11 +131,17 @@ class ExportActions:
         return self._export_request
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
-        """Run again with the input gradient, then export; False when no such run can start."""
+        """Run again with the input gradient its saliency needs (text inputs never do), then
+        export; False when none is needed or no such run can start."""
+        from actviz.display.attribution import token_input
+
         window: Any = self.window  # the MainWindow: its run signals
         runs, result = window.runs, self.session.result
         if (
-            runs.last_request is None
+            result.capture.input_grads is not None
+            or result.token_saliency is not None
+            or token_input(result.capture.inputs)
+            or runs.last_request is None
             or runs.last_request.input_grads  # asked already: running again would loop
             or getattr(result, "origin", None) is not None  # a live frame: exported as shown
             or self.session.pins.find(result) is not None  # a pinned result: the same
@@ -328,14 +334,6 @@ class ExportActions:
         if out:
             remember(out)
             self.export_layer_npy(out)
-
-
-def _lacks_saliency(result: Any) -> bool:
-    """Whether ``result`` lacks the input gradient its saliency needs (text inputs never do)."""
-    from actviz.display.attribution import token_input
-
-    cap = result.capture
-    return cap.input_grads is None and result.token_saliency is None and not token_input(cap.inputs)
 
 
 __all__ = ["ExportActions", "ExportRequest"]

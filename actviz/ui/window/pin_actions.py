@@ -43,10 +43,11 @@ class PinActions:
         if result is None:
             self.show_warning("Nothing to pin yet: run the model first.", "pins")
             return None
+        inp = self.session.input
+        source = Path(inp.source).name if inp is not None and inp.source else "input"
+        label = f"{time.strftime('%H:%M:%S')} · {source} · {result.target_text}"
         try:
-            pin = self.session.pins.pin(
-                result, self._pin_label(result), budget=self.session.memory_budget
-            )
+            pin = self.session.pins.pin(result, label, budget=self.session.memory_budget)
         except PinRefused as exc:
             self.show_warning(f"Not pinned: {exc}.", "pins")
             return None
@@ -78,11 +79,6 @@ class PinActions:
     def compare_with_pin(self, pin: Pin) -> bool:
         """Compare the latest run with ``pin``; False when not offered or not started."""
         return self.compare_with is not None and bool(self.compare_with(pin))
-
-    def _pin_label(self, result) -> str:
-        inp = self.session.input
-        source = Path(inp.source).name if inp is not None and inp.source else "input"
-        return f"{time.strftime('%H:%M:%S')} · {source} · {result.target_text}"
 
     def on_session_pins_changed(self) -> None:
         """The pins changed: refresh the menu and the memory held."""

@@ -180,13 +180,9 @@ class ResultDisplay:
         if result is None:
             self._to_create = []
             return
-        start = time.perf_counter()
-
-        def in_budget() -> bool:
-            return budget_s is None or time.perf_counter() - start < budget_s
-
+        end = time.perf_counter() + (float("inf") if budget_s is None else budget_s)
         made: list[str] = []
-        while self._to_create and (in_budget() or not made):
+        while self._to_create and (time.perf_counter() < end or not made):
             name = self._to_create.pop(0)
             layer = result.layers.get(name)
             if layer is None or name in self.layer_panels:
