@@ -38,9 +38,7 @@ class DisplaySettings:
     def reset_for_model(self, gradcam_layer: str | None) -> None:
         """Forget the old model's pages, sizes and orders; take ``gradcam_layer`` (unannounced)."""
         self.gradcam_layer = gradcam_layer
-        self.channel_pages = {}
-        self.page_channels = {}
-        self.channel_orders = {}
+        self.channel_pages, self.page_channels, self.channel_orders = {}, {}, {}
 
     def set_view(
         self,

@@ -107,14 +107,12 @@ class TargetChoice:
 
     def reset(self) -> None:
         """Forget both targets (another model); announces nothing."""
-        self.target = None
-        self.auto_target = None
+        self.target = self.auto_target = None
 
     def set_target(self, target: int | None) -> None:
         """Make ``target`` the target (None: auto, the unedited run's top-1)."""
         if target != self.target:
-            self.target = target
-            self.auto_target = None
+            self.target, self.auto_target = target, None
             self._changed()
 
     @property

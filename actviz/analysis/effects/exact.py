@@ -148,9 +148,7 @@ class _SampleEdit:
         self.module = module
         self.baseline = baseline
         self.rows: list[tuple[int, int]] = []
-        self.b = 1
-        self.calls = 0
-        self.expand = False
+        self.b, self.calls, self.expand = 1, 0, False
         self.masks: dict[tuple, torch.Tensor] = {}
 
     def arm(self, rows: list[tuple[int, int]], b: int, expand: bool) -> None:

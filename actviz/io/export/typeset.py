@@ -105,8 +105,7 @@ def _framed(
     ramp = colormaps.colorize(np.tile(np.linspace(0, 1, bar_w, dtype=np.float32), (bar_h, 1)), cmap)
     canvas.paste(Image.fromarray(ramp), (margin, y))
     draw.rectangle([margin, y, margin + bar_w - 1, y + bar_h - 1], outline=_INK)
-    lo_s = lo if isinstance(lo, str) else _fmt(lo)
-    hi_s = hi if isinstance(hi, str) else _fmt(hi)
+    lo_s, hi_s = (v if isinstance(v, str) else _fmt(v) for v in (lo, hi))
     draw.text((margin, y + bar_h + 2), lo_s, fill=_INK, font=small)
     draw.text(
         (margin + bar_w - _text_w(draw, hi_s, small), y + bar_h + 2), hi_s, fill=_INK, font=small

@@ -73,23 +73,15 @@ class DemoNet(nn.Module):
         self, num_classes: int = len(DEMO_CLASSES), widths: tuple[int, ...] = (16, 32, 64, 64)
     ) -> None:
         super().__init__()
-        w1, w2, w3, w4 = widths
-        self.features = nn.Sequential(
-            OrderedDict(
-                [
-                    ("block1", ConvBlock(3, w1)),
-                    ("pool1", nn.MaxPool2d(2)),
-                    ("block2", ConvBlock(w1, w2)),
-                    ("pool2", nn.MaxPool2d(2)),
-                    ("block3", ConvBlock(w2, w3)),
-                    ("pool3", nn.MaxPool2d(2)),
-                    ("block4", ConvBlock(w3, w4, inplace=True)),
-                ]
-            )
-        )
+        layers: OrderedDict[str, nn.Module] = OrderedDict()
+        for i, (cin, cout) in enumerate(zip((3, *widths[:-1]), widths, strict=True), 1):
+            if i > 1:
+                layers[f"pool{i - 1}"] = nn.MaxPool2d(2)
+            layers[f"block{i}"] = ConvBlock(cin, cout, inplace=i == len(widths))
+        self.features = nn.Sequential(layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.flatten = nn.Flatten()
-        self.fc = nn.Linear(w4, num_classes)
+        self.fc = nn.Linear(widths[-1], num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc(self.flatten(self.pool(self.features(x))))
