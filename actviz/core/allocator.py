@@ -47,6 +47,14 @@ MIN_ARENAS = 16
 
 _tuned: bool | None = None  # None: not tried yet in this process
 _asked: bool | None = None
+_MALLINFO_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+# Per thread that called mark_arena: a block of malloc's from that thread's arena.
+_marks: dict[int, int] = {}
+_marks_lock = threading.Lock()
+#: A mark's size: past FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), so its free runs ``heap_trim``.
+MARK_BYTES = 256 * 1024
+# The trim threshold while a trim frees the marks: a thread arena's top beyond it goes back.
+_TRIM_LOW = 1 * 2**20
 
 
 def tune_allocator() -> bool:
@@ -118,9 +126,6 @@ def rss_anon_mib() -> float | None:
     return None
 
 
-_MALLINFO_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
-
-
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO_FIELDS.split()]
 
@@ -169,15 +174,6 @@ def memory_breakdown_mib() -> dict[str, float]:
         out["heap_in_use"] = (info.uordblks + info.hblkhd) / 2**20
         out["heap_free"] = info.fordblks / 2**20
     return out
-
-
-# Per thread that called mark_arena: a block of malloc's from that thread's arena.
-_marks: dict[int, int] = {}
-_marks_lock = threading.Lock()
-#: A mark's size: past FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), so its free runs ``heap_trim``.
-MARK_BYTES = 256 * 1024
-# The trim threshold while a trim frees the marks: a thread arena's top beyond it goes back.
-_TRIM_LOW = 1 * 2**20
 
 
 def mark_arena() -> None:

@@ -55,6 +55,14 @@ _MAX_ATTEMPTS = 3
 STAGING_BYTES = 32 << 20
 #: ... unless smaller than this: they go straight to pageable memory (staging would not pay).
 DIRECT_BYTES = 1 << 20
+#: A TorchScript model's warning, at capture and at opening (one sentence: shown once).
+TORCHSCRIPT_WARNING = (
+    "TorchScript model: its layers run inside the compiled graph, so layer hooks cannot fire; "
+    "only the model output and input gradients are available"
+)
+_MISSING = object()
+_NULL = contextlib.nullcontext()
+_RECORD_PARTS = ("inputs", "output", "grad_output", "grad_inputs")
 
 
 def capture(
@@ -212,15 +220,6 @@ def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> to
                 if tensor is not None:
                     return tensor.device
     return None
-
-
-#: A TorchScript model's warning, at capture and at opening (one sentence: shown once).
-TORCHSCRIPT_WARNING = (
-    "TorchScript model: its layers run inside the compiled graph, so layer hooks cannot fire; "
-    "only the model output and input gradients are available"
-)
-_MISSING = object()
-_NULL = contextlib.nullcontext()
 
 
 def _wrappable(module: nn.Module) -> bool:
@@ -468,9 +467,6 @@ def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
         for part in _RECORD_PARTS:  # tuples stay tuples
             setattr(rec, part, cpu(getattr(rec, part)))
     return recorder.records
-
-
-_RECORD_PARTS = ("inputs", "output", "grad_output", "grad_inputs")
 
 
 def to_host(tensors: Iterable[torch.Tensor]) -> dict[int, torch.Tensor]:

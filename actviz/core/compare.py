@@ -16,6 +16,9 @@ from actviz.core.structures import first_tensor
 
 __all__ = ["Comparison", "LayerDiff", "compare", "layer_diff"]
 
+#: Elements converted to float64 at a time, so a wide layer is not copied whole three times.
+CHUNK = 1 << 20
+
 
 @dataclass(frozen=True)
 class LayerDiff:
@@ -75,10 +78,6 @@ class Comparison:
             "layers": [d.to_dict() for d in self.layers],
             "skipped": [{"name": n, "call_index": k, "reason": why} for n, k, why in self.skipped],
         }
-
-
-#: Elements converted to float64 at a time, so a wide layer is not copied whole three times.
-CHUNK = 1 << 20
 
 
 def _f64(t: torch.Tensor) -> torch.Tensor:

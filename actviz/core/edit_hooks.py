@@ -23,6 +23,11 @@ _CHANNEL_FIRST = (
     nn.Upsample,
     *(getattr(nn, name) for name in _POOLS_1D),
 )
+# Attributes that hold the channel count of a module's output, most specific first.
+_COUNT_ATTRS = "out_dim dim embed_dim num_features out_channels out_features hidden_size".split()
+_RMS_NORM: tuple[type, ...] = (nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()
+# torch.nn's own modules that act on the last dimension only.
+_LAST_DIM_TYPES = frozenset({nn.Linear, nn.LayerNorm, *_RMS_NORM})
 
 
 def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
@@ -47,10 +52,6 @@ def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
     return 2 if ndim == 3 else 1
 
 
-# Attributes that hold the channel count of a module's output, most specific first.
-_COUNT_ATTRS = "out_dim dim embed_dim num_features out_channels out_features hidden_size".split()
-
-
 def _channels_last(module: nn.Module, shape: tuple[int, ...]) -> bool | None:
     """True/False when ``module`` shows where the channels of an output ``shape`` are."""
     if type(module) in _LAST_DIM_TYPES:
@@ -71,11 +72,6 @@ def _channels_last(module: nn.Module, shape: tuple[int, ...]) -> bool | None:
             if first != last:
                 return last
     return None
-
-
-_RMS_NORM: tuple[type, ...] = (nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()
-# torch.nn's own modules that act on the last dimension only.
-_LAST_DIM_TYPES = frozenset({nn.Linear, nn.LayerNorm, *_RMS_NORM})
 
 
 def _last_layer_channels(module: nn.Module) -> int | None:

@@ -16,6 +16,15 @@ __all__ = ["KINDS", "Edit", "EditError"]
 
 #: Every kind of edit.
 KINDS = ("ablate", "scale", "keep", "clamp", "patch", "custom", "concept")
+#: Fields compared by identity (objects with no value equality of their own).
+_BY_IDENTITY = ("source", "fn", "concepts")
+#: What :meth:`Edit.describe` says of the kinds with nothing but channels and a factor.
+_DESCRIBED = {
+    "ablate": "ablate {ch}",
+    "keep": "keep {ch}",
+    "scale": "scale {ch} x{factor:g}",
+    "patch": "patch {ch} from another run",
+}
 
 
 class EditError(ValueError):
@@ -49,17 +58,6 @@ def _ch_text(channels: tuple[int, ...] | None) -> str:
     shown = ", ".join(str(c) for c in channels[:6])
     more = f", ... (+{len(channels) - 6})" if len(channels) > 6 else ""
     return f"ch {shown}{more}"
-
-
-#: Fields compared by identity (objects with no value equality of their own).
-_BY_IDENTITY = ("source", "fn", "concepts")
-#: What :meth:`Edit.describe` says of the kinds with nothing but channels and a factor.
-_DESCRIBED = {
-    "ablate": "ablate {ch}",
-    "keep": "keep {ch}",
-    "scale": "scale {ch} x{factor:g}",
-    "patch": "patch {ch} from another run",
-}
 
 
 @dataclass(frozen=True, eq=False)

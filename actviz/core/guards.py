@@ -20,6 +20,18 @@ __all__ = ["ModelState", "UnregisteredCheck", "eval_mode", "forward_hooks"]
 
 log = logging.getLogger(__name__)
 
+#: Buffer copies kept per model for its next capture up to this size; larger ones are made anew.
+KEEP_COPIES_BYTES = 64 * 2**20
+_data_ptr = torch.Tensor.data_ptr
+_buffers_of = operator.attrgetter("_buffers")
+_KEPT: weakref.WeakKeyDictionary[nn.Module, _SavedBuffers] = weakref.WeakKeyDictionary()
+#: Per model (weakly): its modules and what :class:`UnregisteredCheck` last found.
+_CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+_MODEL_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
 
 @contextlib.contextmanager
 def eval_mode(model: nn.Module) -> Iterator[None]:
@@ -107,10 +119,6 @@ class ModelState:
             if name not in buffers or buffers[name] is not buf:
                 buffers[name] = buf  # the forward reassigned it
         self.saved.put_back()
-
-
-#: Buffer copies kept per model for its next capture up to this size; larger ones are made anew.
-KEEP_COPIES_BYTES = 64 * 2**20
 
 
 class _Group:
@@ -245,10 +253,6 @@ class _SavedBuffers:
             self.busy = False
 
 
-_data_ptr = torch.Tensor.data_ptr
-_buffers_of = operator.attrgetter("_buffers")
-
-
 def _flat(t: torch.Tensor) -> bool:
     return (
         t.layout is torch.strided
@@ -266,9 +270,6 @@ def _pointers(tensors: list[torch.Tensor]) -> list[int] | None:
         return None
 
 
-_KEPT: weakref.WeakKeyDictionary[nn.Module, _SavedBuffers] = weakref.WeakKeyDictionary()
-
-
 def _set_mode(module: nn.Module, train: bool) -> None:
     """``module.train(train)``: the model's own override runs; direct flags if it fails."""
     try:
@@ -284,12 +285,6 @@ def _torch_inplace(module: nn.Module) -> bool:
     return module.__dict__.get("inplace") is True and type(module).__module__.startswith(
         "torch.nn."
     )
-
-
-#: Per model (weakly): its modules and what :class:`UnregisteredCheck` last found.
-_CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 class UnregisteredCheck:
@@ -366,10 +361,6 @@ def _find_holder(model: nn.Module, target: nn.Module) -> str:
                     prefix = f"{owner_name}." if owner_name else f"{type(model).__name__}."
                     return f" (held in {prefix}{label}, a plain {kind})"
     return ""
-
-
-_MODEL_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
 
 
 def model_lock(model: nn.Module) -> Any:

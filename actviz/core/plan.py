@@ -13,6 +13,8 @@ from torch import nn
 
 __all__ = ["ModelPlan", "is_leaf", "leaf_names", "model_plan", "resolve_layers"]
 
+_PLANS: weakref.WeakKeyDictionary[nn.Module, ModelPlan] = weakref.WeakKeyDictionary()
+
 
 class ModelPlan:
     """The module tree of one model as a capture uses it: ``names`` in order, ``index`` (name ->
@@ -67,9 +69,6 @@ def is_leaf(module: nn.Module) -> bool:
     """Whether ``module`` has no children (``None`` entries in ``_modules`` do not count)."""
     # What ``next(module.children(), None) is None`` says, without a generator per module.
     return all(child is None for child in module._modules.values())
-
-
-_PLANS: weakref.WeakKeyDictionary[nn.Module, ModelPlan] = weakref.WeakKeyDictionary()
 
 
 def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:

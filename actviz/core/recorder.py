@@ -29,6 +29,8 @@ DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 NEEDS_COPY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 # Modules whose unrecorded tensors changed in place after their call: tensor hooks next time.
 NEEDS_GRAD_HOOK: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+_NO_TAPS: list = []  # never appended to
+_NOT_SET = object()
 
 
 class Retry(Exception):
@@ -40,9 +42,6 @@ class _Frame(NamedTuple):
     inputs: tuple
     # (tap, version, is_view, holder, hooked)
     taps: list[tuple[torch.Tensor, int, bool, list, bool] | None]
-
-
-_NO_TAPS: list = []  # never appended to
 
 
 class Recorder:
@@ -270,9 +269,6 @@ def _inplace(module: nn.Module) -> bool:
         if hasattr(value, "__get__"):  # a property or other descriptor: ask the instance
             value = getattr(module, "inplace", False)
     return value is True
-
-
-_NOT_SET = object()
 
 
 def _fix_output(t: torch.Tensor) -> torch.Tensor:

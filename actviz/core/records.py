@@ -20,6 +20,13 @@ __all__ = [
     "LayerRecord",
 ]
 
+#: What a capture with gradients warns when the model's weights are inference tensors.
+INFERENCE_WEIGHTS_WARNING = (
+    "no gradients: the model's weights were made inside torch.inference_mode(), and such "
+    "tensors cannot take part in autograd; load or build the model outside inference_mode "
+    "(or clone its parameters there) to get gradients"
+)
+
 
 class CaptureCancelled(RuntimeError):
     """Raised when ``should_stop()`` returned True during a capture."""
@@ -122,14 +129,6 @@ class Capture:
     def all_records(self) -> list[LayerRecord]:
         """Every record of every layer, layers in execution order."""
         return [rec for name in self.names for rec in self.records[name]]
-
-
-#: What a capture with gradients warns when the model's weights are inference tensors.
-INFERENCE_WEIGHTS_WARNING = (
-    "no gradients: the model's weights were made inside torch.inference_mode(), and such "
-    "tensors cannot take part in autograd; load or build the model outside inference_mode "
-    "(or clone its parameters there) to get gradients"
-)
 
 
 def inference_weights(exc: RuntimeError) -> bool:

@@ -35,6 +35,11 @@ __all__ = [
 
 #: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest).
 BACKGROUND_NICE = 10
+#: The count the window's workers run their jobs at (None: each thread's own).
+_worker_threads: int | None = None
+# Native thread id -> its lowered priority (a Qt pool thread's Python thread state is not kept).
+_lowered: dict[int, int] = {}
+_reporters = threading.local()
 
 
 @contextlib.contextmanager
@@ -49,10 +54,6 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-#: The count the window's workers run their jobs at (None: each thread's own).
-_worker_threads: int | None = None
 
 
 def worker_threads() -> int | None:
@@ -74,10 +75,6 @@ def parallel_in_workers_only() -> Callable[[], None]:
         torch.set_num_threads(before)
 
     return undo
-
-
-# Native thread id -> its lowered priority (a Qt pool thread's Python thread state is not kept).
-_lowered: dict[int, int] = {}
 
 
 def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
@@ -209,9 +206,6 @@ class ThreadTuner:
         self.active = False
         self._set(self.original)
         return used
-
-
-_reporters = threading.local()
 
 
 @contextlib.contextmanager

@@ -26,6 +26,9 @@ from actviz.io.files import user_cache_dir
 __all__ = ["LayerCache", "ScanStore", "cache_dir", "cache_root", "weights_fingerprint"]
 
 _FORMAT = 3
+_MAGIC = b"ACTVZSCN"
+_HEADER = struct.Struct("<8sIQQI")  # magic, format, sequence, payload bytes, crc32 of payload
+_SLOTS = ("state.0.bin", "state.1.bin")
 
 
 def cache_root() -> Path:
@@ -77,11 +80,6 @@ class Loaded:
     vectors: np.ndarray | None = None
     #: the output dimension the vectors' channels were taken from
     axis: int | None = None
-
-
-_MAGIC = b"ACTVZSCN"
-_HEADER = struct.Struct("<8sIQQI")  # magic, format, sequence, payload bytes, crc32 of payload
-_SLOTS = ("state.0.bin", "state.1.bin")
 
 
 class ScanStore:

@@ -32,6 +32,8 @@ _POINTWISE = (nn.modules.batchnorm._BatchNorm, *(getattr(nn, n) for n in _POINTW
 _WINDOWED = (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)
 Stop = Callable[[], bool] | None  # polled during the model passes; True: CaptureCancelled
 Box = tuple[int, int, int, int]
+#: Per model, the fields already worked out: the window asks again for every channel it shows.
+_FIELDS: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -171,10 +173,6 @@ def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]
             f"input_shape {tuple(input_shape)}: give (H, W), (C, H, W) or (N, C, H, W)"
         )
     return (1, *shape[1:])
-
-
-#: Per model, the fields already worked out: the window asks again for every channel it shows.
-_FIELDS: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
 
 
 def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> ReceptiveField:

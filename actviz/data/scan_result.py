@@ -24,6 +24,9 @@ __all__ = [
     "TopEntry",
 ]
 
+#: Values :func:`_rows_with_vectors` checks at a time (4 MB of flags).
+_BLOCK_VALUES = 1 << 22
+
 
 class ScanCancelled(Exception):
     """``should_stop()`` returned True: what was scanned is saved (``partial``) to resume later."""
@@ -117,10 +120,6 @@ class LayerResult:
     stats: ChannelStats
     spatial: tuple[int, ...] | None
     positive: np.ndarray  # (C,) images with the channel above zero
-
-
-#: Values :func:`_rows_with_vectors` checks at a time (4 MB of flags).
-_BLOCK_VALUES = 1 << 22
 
 
 def _rows_with_vectors(full: np.ndarray) -> np.ndarray:

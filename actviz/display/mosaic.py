@@ -43,6 +43,8 @@ MIN_TILE_SCREEN_PX = 32
 MAX_MOSAIC_PIXELS = 512 * 512
 #: Tiles at most this many pixels on a side get no padding (it would turn them into speckle).
 TINY_TILE_PX = 3
+#: Fewest channels a mosaic page holds in the window, however narrow its panel.
+MIN_PAGE_CHANNELS = 4
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -234,10 +236,6 @@ def page_image_shape(m: Mosaic, page_size: int, position: int) -> tuple[int, int
     shown = max(0, min(int(page_size), last - max(0, min(int(position), last - 1))))
     rows, cols = grid_shape(shown, m.tile_h, m.tile_w) if shown else (1, 1)
     return rows * (m.tile_h + m.pad) - m.pad, cols * (m.tile_w + m.pad) - m.pad
-
-
-#: Fewest channels a mosaic page holds in the window, however narrow its panel.
-MIN_PAGE_CHANNELS = 4
 
 
 def page_channels_for(

@@ -6,6 +6,11 @@ from collections.abc import Sequence
 
 __all__ = ["LABEL_CHARS", "MAX_TICKS", "axis_ticks", "format_count", "format_shape"]
 
+#: Most token labels an axis shows; longer sequences label every n-th token.
+MAX_TICKS = 48
+#: Characters of a token label on an axis ("…" past them).
+LABEL_CHARS = 14
+
 
 def format_shape(shape: Sequence[int] | None) -> str:
     """``(1, 64, 56, 56)`` -> ``"1×64×56×56"``; ``()`` -> ``"scalar"``; None -> ``""``."""
@@ -23,12 +28,6 @@ def format_count(n: int) -> str:
     if n < 1_000_000_000:
         return f"{n / 1_000_000:.1f}M"
     return f"{n / 1_000_000_000:.2f}B"
-
-
-#: Most token labels an axis shows; longer sequences label every n-th token.
-MAX_TICKS = 48
-#: Characters of a token label on an axis ("…" past them).
-LABEL_CHARS = 14
 
 
 def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[float, str]]:
