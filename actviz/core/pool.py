@@ -41,6 +41,26 @@ MIN_KEEP = 32 * 2**20
 #: Never more free bytes than this, whatever the last capture pooled.
 MAX_KEEP = 512 * 2**20
 _ALIGN = 64  # what PyTorch's CPU allocator aligns to (vectorised kernels read aligned)
+#: ``"auto"`` (per model, from the page faults its captures cause), ``"always"`` (copies),
+#: ``"pin"`` (references kept warm by :data:`HEAP_PIN`) or ``"never"``.
+MODE = "auto"
+#: A forward that faults in at least this share of the bytes it records is costly to repeat...
+FAULT_SHARE = 0.25
+#: ...and this many such captures in a row (not the first, whose memory is always new) turn
+#: the heap pin on for that model, and as many again with the pin on the copies.
+FAULT_STREAK = 2
+# What a model's forward-only captures do with large CPU records (the MODE choices).
+_REFS, _PIN, _COPY = 0, 1, 2
+# Per model: [captures seen, costly captures in a row, _REFS/_PIN/_COPY]. Weak: models can go.
+_VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+try:
+    import resource
+
+    _getrusage: Any = resource.getrusage
+    _RUSAGE_SELF = resource.RUSAGE_SELF
+    _PAGE = resource.getpagesize()
+except ImportError:  # not on Unix: no fault counts, no pool
+    _getrusage, _RUSAGE_SELF, _PAGE = None, 0, 4096
 
 
 class RecordPool:
@@ -217,20 +237,6 @@ class HeapPin:
 #: The process's heap pin (see :class:`HeapPin`).
 HEAP_PIN = HeapPin()
 
-#: ``"auto"`` (per model, from the page faults its captures cause), ``"always"`` (copies),
-#: ``"pin"`` (references kept warm by :data:`HEAP_PIN`) or ``"never"``.
-MODE = "auto"
-#: A forward that faults in at least this share of the bytes it records is costly to repeat...
-FAULT_SHARE = 0.25
-#: ...and this many such captures in a row (not the first, whose memory is always new) turn
-#: the heap pin on for that model, and as many again with the pin on the copies.
-FAULT_STREAK = 2
-
-# What a model's forward-only captures do with large CPU records (the MODE choices).
-_REFS, _PIN, _COPY = 0, 1, 2
-# Per model: [captures seen, costly captures in a row, _REFS/_PIN/_COPY]. Weak: models can go.
-_VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
-
 
 def wanted(model: Any) -> bool:
     """Whether a capture of ``model`` should copy its large records into :data:`POOL`: only for a
@@ -286,16 +292,6 @@ def observe(model: Any, faults: int, nbytes: int, records: Any = None) -> None:
             for part in (rec.inputs, rec.output)
             for t in iter_tensors(part)
         )
-
-
-try:
-    import resource
-
-    _getrusage: Any = resource.getrusage
-    _RUSAGE_SELF = resource.RUSAGE_SELF
-    _PAGE = resource.getpagesize()
-except ImportError:  # not on Unix: no fault counts, no pool
-    _getrusage, _RUSAGE_SELF, _PAGE = None, 0, 4096
 
 
 def release_memory() -> int:
