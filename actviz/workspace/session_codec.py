@@ -65,8 +65,7 @@ def edits_to_json(
     """``edits`` as JSON-able rows, and a warning per edit that cannot be stored: a patch edit names
     the pin whose capture is its source (none: left out, as custom edits are); a concept edit its
     dictionary's position in ``dictionaries`` (appended when new; the caller saves them)."""
-    if dictionaries is None:
-        dictionaries = []
+    dictionaries = [] if dictionaries is None else dictionaries
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for layer, items in edits.items():
@@ -127,17 +126,14 @@ def edits_from_json(
             concepts = None
             if kind == "concept":
                 at = row.get("concepts")
-                if (
-                    not isinstance(at, int)
-                    or not 0 <= at < len(dictionaries)
-                    or dictionaries[at] is None
-                ):
+                found = isinstance(at, int) and 0 <= at < len(dictionaries)
+                concepts = dictionaries[at] if found else None
+                if concepts is None:
                     warnings.append(
                         f"concept edit on layer {row['layer']!r}: its dictionary is not in the "
                         "file; left out"
                     )
                     continue
-                concepts = dictionaries[at]
             edit = Edit(
                 kind,
                 channels=row.get("channels"),
