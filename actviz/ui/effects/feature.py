@@ -343,8 +343,7 @@ class EffectsFeature(FeatureBase, QObject):
             att = self.session.concepts.get(layer)
             v.fill(layer, self.rows(layer), info, k, unit, att.names if att else None)
         parts = [f"target: {eff.target_description or 'the prediction'}"]
-        parts.append(f"baseline: {eff.baseline}")
-        parts.append("effect = target with the channel replaced − target")
+        parts += [f"baseline: {eff.baseline}", "effect = target with the channel replaced − target"]
         if verified_any:
             parts.append("ρ: rank correlation of estimate and exact")
         text = " · ".join(parts)

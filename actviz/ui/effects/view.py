@@ -77,11 +77,6 @@ def measured_text(eff: Any, measured: Mapping[str, Sequence[int]]) -> str:
     return "\n".join(lines) + "\neffect = target with the channel replaced − target"
 
 
-def _colour(value: float, exact: bool) -> QtGui.QColor:
-    rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
-    return QtGui.QColor(*(tuple(int(c * 0.6) for c in rgb) if exact else rgb))
-
-
 class EffectBars(QtWidgets.QWidget):
     """One layer's top channels as bars, largest ``|effect|`` first (``channel_clicked``)."""
 
@@ -158,9 +153,11 @@ class EffectBars(QtWidgets.QWidget):
                         continue  # no bar, and no colour: zero neither supports nor opposes
                     length = half * abs(value) / scale
                     x = zero if value >= 0 else zero - length
+                    rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
+                    rgb = tuple(int(c * 0.6) for c in rgb) if exact else rgb  # exact: darker
                     painter.fillRect(
                         QtCore.QRectF(x, top + 2 + j * h, max(1.0, length), h - 1),
-                        _colour(value, exact),
+                        QtGui.QColor(*rgb),
                     )
         finally:
             painter.end()

@@ -56,8 +56,7 @@ class LiveStatus:
         parts = [self.state_text()]
         if self.last is not None:
             t = self.last
-            parts.append(f"capture {t.capture_ms:.0f} ms")
-            parts.append(f"prepare {t.prepare_ms:.0f} ms")
+            parts += [f"capture {t.capture_ms:.0f} ms", f"prepare {t.prepare_ms:.0f} ms"]
             if t.load_ms >= 1:
                 parts.append(f"load {t.load_ms:.0f} ms")
             parts.append(f"shown +{t.shown_ms:.0f} ms")
