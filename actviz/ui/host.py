@@ -117,6 +117,7 @@ class Host(Docks):
     # The window's calls, as its parts have them (their docstrings say what they do).
     run = _window_attr("runs.run")
     schedule_run = _window_attr("runs.schedule_run")
+    set_view_settings = _window_attr("runs.set_view_settings")
     stop_current_run = _window_attr("runs.stop")
     refresh_busy = _window_attr("refresh_busy")
     is_closed = _window_attr("is_closed")
@@ -197,16 +198,6 @@ class Host(Docks):
         self.clear_messages()
         w.session.set_loaded_model(loaded, ticks=ticks, gradcam_layer=gradcam_layer)
         w.session.set_model_open_args(open_args or {})
-
-    def set_view_settings(
-        self, *, colormap: str | None = None, normalize: str | None = None
-    ) -> None:
-        """Choose the colour map and the normalisation as the toolbar does (None: unchanged)."""
-        a = self._w.commands
-        if colormap is not None and a.colormap_combo.findText(colormap) >= 0:
-            a.colormap_combo.setCurrentText(colormap)
-        if normalize is not None and a.normalize_combo.findData(normalize) >= 0:
-            a.normalize_combo.setCurrentIndex(a.normalize_combo.findData(normalize))
 
     def show_result(self, result: RunResult, request: Any = None) -> None:
         """Show a result prepared elsewhere (a saved run); ``request`` lets it be re-prepared."""

@@ -205,9 +205,7 @@ class RunControl:
         """Put the persistent view settings on the toolbar and into the session."""
         s, a = self.window.settings, self.window.commands
         with QSignalBlocker(a.colormap_combo), QSignalBlocker(a.normalize_combo):
-            if a.colormap_combo.findText(s.colormap) >= 0:
-                a.colormap_combo.setCurrentText(s.colormap)
-            a.normalize_combo.setCurrentIndex(max(0, a.normalize_combo.findData(s.normalize)))
+            self.set_view_settings(colormap=s.colormap, normalize=s.normalize)
         with QSignalBlocker(a.gradients_action):
             a.gradients_action.setChecked(s.show_gradients)
         self.session.set_view(colormap=a.colormap, normalize=a.normalize_combo.currentData())
@@ -217,13 +215,20 @@ class RunControl:
 
     def on_session_view_changed(self, what: str) -> None:
         """The toolbar follows the Session's view settings (a script's ``session.set_view``)."""
+        if what in ("colormap", "normalize"):
+            self.set_view_settings(**{what: getattr(self.session, what)})
+
+    def set_view_settings(
+        self, *, colormap: str | None = None, normalize: str | None = None
+    ) -> None:
+        """Choose the colour map and the normalisation on the toolbar (None, unknown: unchanged);
+        its slots put them into the session and the settings."""
         a = self.window.commands
-        if what == "colormap" and a.colormap_combo.currentText() != self.session.colormap:
-            a.colormap_combo.setCurrentText(self.session.colormap)  # -> _on_colormap_changed
-        elif what == "normalize" and a.normalize_combo.currentData() != self.session.normalize:
-            index = a.normalize_combo.findData(self.session.normalize)
-            if index >= 0:
-                a.normalize_combo.setCurrentIndex(index)  # -> _on_normalize_changed
+        if colormap is not None and a.colormap_combo.findText(colormap) >= 0:
+            a.colormap_combo.setCurrentText(colormap)  # -> _on_colormap_changed
+        index = a.normalize_combo.findData(normalize) if normalize is not None else -1
+        if index >= 0:
+            a.normalize_combo.setCurrentIndex(index)  # -> _on_normalize_changed
 
     def _on_colormap_changed(self, name: str) -> None:
         w = self.window
