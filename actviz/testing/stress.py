@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
 
 from actviz.core.allocator import memory_breakdown_mib
 from actviz.testing.checks import (
@@ -351,8 +353,6 @@ class StressDriver(UserActions):
         if self.hang_s is None:
             yield
             return
-        from PySide6.QtCore import QTimer
-
         arm = functools.partial(faulthandler.dump_traceback_later, float(self.hang_s), exit=True)
         timer = QTimer()
         timer.timeout.connect(arm)
@@ -370,8 +370,6 @@ class StressDriver(UserActions):
 
     def open_window(self) -> None:
         """Open a fresh window on the model and wait until it shows a result."""
-        from PySide6.QtCore import QSettings
-
         from actviz.ui.window.main_window import MainWindow
 
         settings = QSettings(str(self.folder / "actviz.ini"), QSettings.Format.IniFormat)
@@ -429,8 +427,6 @@ class StressDriver(UserActions):
         return bool(condition())
 
     def _idle(self) -> bool:
-        from PySide6.QtWidgets import QApplication
-
         w = self.window
         return w is not None and QApplication.activeModalWidget() is None and not _busy(w)
 
@@ -495,8 +491,6 @@ class StressDriver(UserActions):
 
 def busy_parts(w: Any) -> str:
     """What keeps window ``w`` (or None) from being idle, for a stuck finding's text."""
-    from PySide6.QtWidgets import QApplication
-
     modal = QApplication.activeModalWidget()
     parts = [f"modal {type(modal).__name__} {modal.windowTitle()!r}"] if modal else []
     parts += _busy(w) if w is not None else []

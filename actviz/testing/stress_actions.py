@@ -4,9 +4,23 @@ action of :data:`ACTIONS` is an ``act_NAME(params, **given) -> str`` that picks 
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Sequence
 from typing import Any
+
+import shiboken6
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt, QTimer
+from PySide6.QtGui import QContextMenuEvent, QKeySequence
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QApplication,
+    QCheckBox,
+    QComboBox,
+    QDockWidget,
+    QTreeView,
+)
 
 from actviz.testing.stress_dialogs import MENU_SKIP, _r
 
@@ -59,9 +73,6 @@ class UserActions:
     stress driver, whose window, params, waits and restarts they use."""
 
     def _click(self, widget: Any, pos: Any = None, button: Any = None) -> None:
-        from PySide6.QtCore import QPoint, Qt
-        from PySide6.QtTest import QTest
-
         button = Qt.MouseButton.LeftButton if button is None else button
         point = QPoint(pos) if pos is not None else None
         QTest.mouseClick(widget, button, pos=point if point is not None else QPoint())  # centre
@@ -70,10 +81,6 @@ class UserActions:
 
     def _context_menu_event(self, widget: Any, pos: Any) -> None:
         """The context-menu event the platform sends after a right click that popped no menu."""
-        import shiboken6
-        from PySide6.QtGui import QContextMenuEvent
-        from PySide6.QtWidgets import QApplication
-
         self.spin(0.02)
         # A menu is up, or the widget went meanwhile with its panel (a model switch's steps).
         if QApplication.activePopupWidget() is not None or not shiboken6.isValid(widget):
@@ -83,9 +90,6 @@ class UserActions:
         QApplication.sendEvent(widget, event)
 
     def _key(self, widget: Any, name: str) -> None:
-        from PySide6.QtGui import QKeySequence
-        from PySide6.QtTest import QTest
-
         widget.activateWindow()
         QTest.keySequence(widget, QKeySequence(name.replace("Page", "Pg")))  # Qt says PgUp
 
@@ -114,8 +118,6 @@ class UserActions:
         return f"menu {text}"
 
     def _docks(self, visible: bool | None = None) -> list[Any]:
-        from PySide6.QtWidgets import QDockWidget
-
         docks = sorted(self.window.findChildren(QDockWidget), key=lambda d: d.objectName())
         return [d for d in docks if visible is None or d.isVisible() == visible]
 
@@ -168,15 +170,11 @@ class UserActions:
 
     def _menu_at(self, widget: Any, pos: Any, what: str) -> str:
         """Right click ``widget`` at ``pos``; the answerer clicks items of the menu it pops."""
-        from PySide6.QtCore import Qt
-
         self._click(widget, pos, Qt.MouseButton.RightButton)
         self._spin_while_popup()
         return f"{what} > {' > '.join(self.params.get('items') or [])}"
 
     def _spin_while_popup(self) -> None:
-        from PySide6.QtWidgets import QApplication
-
         p = self.params
         prefix = p.pop("_prefix", None)
         deadline = time.perf_counter() + 3.0
@@ -192,9 +190,6 @@ class UserActions:
         p.pop("_depth", None)
 
     def act_tree_menu(self, p: dict[str, Any]) -> str:
-        from PySide6.QtCore import QModelIndex, QPersistentModelIndex
-        from PySide6.QtWidgets import QTreeView
-
         dock = self._show_dock("modelDock")
         views = dock.findChildren(QTreeView) if dock is not None else []
         view = views[0] if views else None
@@ -231,15 +226,11 @@ class UserActions:
             scroll = scroll.parent()
         if scroll is not None:
             scroll.ensureWidgetVisible(widget)
-        from PySide6.QtCore import QPoint
-
         y = MARGIN + row * ROW_HEIGHT + ROW_HEIGHT // 2
         self._click(widget, QPoint(widget.width() // 2, y))
         return f"click bar {layer} row {row} (ch {widget.rows[row].channel})"
 
     def act_sort(self, p: dict[str, Any]) -> str:
-        from PySide6.QtWidgets import QCheckBox
-
         if (dock := self._show_dock("ChannelsThatMatterDock")) is None:
             return "sort (no dock)"
         boxes = {b.text(): b for b in dock.findChildren(QCheckBox) if b.isEnabled()}
@@ -287,8 +278,6 @@ class UserActions:
         return self._dock_button(p, name)
 
     def _dock_button(self, p: dict[str, Any], name: str) -> str:
-        from PySide6.QtWidgets import QAbstractButton
-
         if (dock := self._show_dock(name)) is None:
             return f"button of {name} (no dock)"
         buttons = [
@@ -308,8 +297,6 @@ class UserActions:
         return self.act_menu(p, tuple(f"View > {d.windowTitle()}" for d in self._docks()))
 
     def act_combo(self, p: dict[str, Any]) -> str:
-        from PySide6.QtWidgets import QComboBox
-
         combos = {
             "colour map": self.window.commands.colormap_combo,
             "normalisation": self.window.commands.normalize_combo,
@@ -349,10 +336,6 @@ class UserActions:
         """A synthetic failure (tests of the driver): an exception raised in a Qt slot
         (``kind`` "exception"), a segfault ("crash"), a GUI that never returns ("hang") or a
         failed run the window reports ("shown")."""
-        import ctypes
-
-        from PySide6.QtCore import QTimer
-
         kind = p.get("kind", "exception")
         if kind == "crash":
             ctypes.string_at(0)

@@ -8,6 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import shiboken6
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialogButtonBox,
+    QFileDialog,
+    QInputDialog,
+    QMenu,
+    QMessageBox,
+)
 
 #: Menu bar entries never triggered (closing the window is an action of its own).
 MENU_SKIP = ("Quit",)
@@ -22,10 +34,6 @@ def _r(p: dict[str, Any], i: int) -> float:
 
 def drop_file(window: Any, path: str | Path) -> None:
     """Drop ``path`` on ``window`` as a file manager does (drag enter, then drop)."""
-    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-    from PySide6.QtGui import QDragEnterEvent, QDropEvent
-    from PySide6.QtWidgets import QApplication
-
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     centre = window.rect().center()
@@ -42,8 +50,6 @@ class DialogAnswerer:
     that also fires inside their own ``exec``; the current action's ``params`` say how."""
 
     def __init__(self, driver: Any) -> None:
-        from PySide6.QtCore import QTimer
-
         self.driver = driver
         self.timer = QTimer()
         self.timer.setInterval(15)
@@ -56,9 +62,6 @@ class DialogAnswerer:
 
     def answer(self) -> None:
         """Answer the popped-up menu or the modal dialog shown now, if any."""
-        from PySide6.QtCore import QTimer
-        from PySide6.QtWidgets import QApplication, QMenu
-
         if self._busy:
             return
         popup = QApplication.activePopupWidget()
@@ -88,8 +91,6 @@ class DialogAnswerer:
 
         def answer() -> None:
             # The flag is down before the click: a dialog it opens is answered from its exec.
-            import shiboken6
-
             self._busy = False
             if shiboken6.isValid(widget) and widget.isVisible():
                 how(widget) if how is not None else widget.close()
@@ -99,9 +100,6 @@ class DialogAnswerer:
         QTimer.singleShot(0, answer)
 
     def _answer_menu(self, menu: Any) -> None:
-        from PySide6.QtCore import Qt
-        from PySide6.QtTest import QTest
-
         p = self.driver.params
         depth = int(p.get("_depth", 0))
         items = [a for a in menu.actions() if not a.isSeparator() and a.text() and a.isEnabled()]
@@ -123,10 +121,6 @@ class DialogAnswerer:
         QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
 
     def _answer_dialog(self, dialog: Any) -> None:
-        from PySide6.QtCore import Qt
-        from PySide6.QtTest import QTest
-        from PySide6.QtWidgets import QDialogButtonBox, QMessageBox
-
         from actviz.ui.dataset.dialog import ScanDialog
         from actviz.ui.window.dialogs import ExportFolderDialog, OpenModelDialog
 
@@ -180,8 +174,6 @@ class FilePickers:
         self._saved: dict[str, Any] = {}
 
     def install(self) -> None:
-        from PySide6.QtWidgets import QFileDialog, QInputDialog
-
         for name in self.NAMES:
             self._saved[name] = QFileDialog.__dict__[name]
         self._saved["getDouble"] = QInputDialog.__dict__["getDouble"]
@@ -192,8 +184,6 @@ class FilePickers:
         QInputDialog.getDouble = staticmethod(self._double)
 
     def uninstall(self) -> None:
-        from PySide6.QtWidgets import QFileDialog, QInputDialog
-
         for name, value in self._saved.items():
             setattr(QInputDialog if name == "getDouble" else QFileDialog, name, value)
         self._saved.clear()
