@@ -274,22 +274,14 @@ def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -
     ViT patch ``layout`` the token layers whose patch tokens have a gradient."""
     if image is None:
         return []
-    spatial = set(spatial_layers(cap))
     out = []
     for name in cap.names:
-        if name in spatial:
+        act, grad = cap[name].tensor, cap[name].grad
+        if act is None or grad is None or act.shape != grad.shape:
+            continue
+        tokens = layout is not None and act.dim() == 3 and act.shape[1] == layout.tokens
+        if act.dim() == 4 or (tokens and bool(grad[:, layout.prefix :].ne(0).any())):
             out.append(name)
-        elif layout is not None:
-            act, grad = cap[name].tensor, cap[name].grad
-            if (
-                act is not None
-                and grad is not None
-                and act.dim() == 3
-                and act.shape == grad.shape
-                and act.shape[1] == layout.tokens
-                and bool(grad[:, layout.prefix :].ne(0).any())
-            ):
-                out.append(name)
     return out
 
 
