@@ -61,7 +61,9 @@ class CompareController(FeatureBase, QObject):
         #: The tab's page scrolls, so it never sets the window's minimum size.
         self.page = scroll_area(self.view, name="comparePage", frameless=True)
         self._to_reveal = ""
-        self._reveal_soon = DeferredCall(self, lambda: self._reveal(self._to_reveal))
+        self._reveal_soon = DeferredCall(
+            self, lambda: self._closed or self.host.reveal_panel(self._to_reveal)
+        )
         self.painter = DiffPainter(self.view, self.page, self)
         self.b = ModelB(host, self, self._on_model_b, self._refuse)
         #: The comparison shown (None before the first).
@@ -342,15 +344,9 @@ class CompareController(FeatureBase, QObject):
         if self.host.current_tab() is self.page:
             self.painter.tab_shown()
 
-    def _reveal(self, name: str) -> None:
-        if not self._closed:
-            self.host.reveal_panel(name)
-
     def _on_view_source_changed(self, source: str) -> None:
-        if source == MODEL and self.model_b is None:
-            self.view.set_message("Open model B: a checkpoint of the same architecture.")
-        else:
-            self.view.set_message("")
+        text = "Open model B: a checkpoint of the same architecture."
+        self.view.set_message(text if source == MODEL and self.model_b is None else "")
 
     def _refresh_pins(self, current: int | None = None) -> None:
         self.view.set_pins([p.label for p in self.session.pins], current)
