@@ -138,9 +138,7 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
         raise RuntimeError("open an input first (an image, a tensor file or a sample)")
     # Only this model's layers: a name left from the model before can never reach a run.
     layers = [n for n in session.ticked if n in session.tree]
-    extra = []
-    if session.gradcam_layer and session.gradcam_layer not in layers:
-        extra.append(session.gradcam_layer)
+    extra = [session.gradcam_layer] if session.gradcam_layer not in ("", None, *layers) else []
     sequence = sequence_request(session, layers)
     extra += [n for n in sequence.pop("extra_layers") if n not in layers and n not in extra]
     return RunRequest(
@@ -256,12 +254,7 @@ def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
     info = model_sequences(session.model)
     inp = session.input
     extra = [b for b in info.lens_blocks if b not in layers]
-    if (
-        info.embedding is not None
-        and token_input(inp.value if inp is not None else None)
-        and info.embedding not in layers
-        and info.embedding not in extra
-    ):
+    if info.embedding not in (None, *layers, *extra) and token_input(getattr(inp, "value", None)):
         # Always: one (N, T, D) record, and an export or the Overview finds the saliency in it.
         extra.insert(0, info.embedding)
     return dict(
