@@ -173,10 +173,6 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-#: The process's pool (records of every capture in it).
-POOL = RecordPool()
-
-
 class HeapPin:
     """One past record's storage kept alive at the top of glibc's main heap, so freed records below
     it stay in malloc's free lists; the pin only rises."""
@@ -234,6 +230,8 @@ class HeapPin:
             self.storage, self.address = None, 0
 
 
+#: The process's pool (records of every capture in it).
+POOL = RecordPool()
 #: The process's heap pin (see :class:`HeapPin`).
 HEAP_PIN = HeapPin()
 
