@@ -4,11 +4,16 @@ process-wide state. Only the widget checks import Qt, when called."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+import os
 import sys
+import tempfile
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
+from torch.nn.modules import module as torch_module
 
 if TYPE_CHECKING:  # pragma: no cover
     from PySide6.QtWidgets import QWidget
@@ -55,8 +60,6 @@ class ProcessState:
     @classmethod
     def now(cls) -> ProcessState:
         """The process's state at this moment."""
-        from torch.nn.modules import module as torch_module
-
         hooks = sum(len(getattr(torch_module, name, {})) for name in _GLOBAL_HOOKS)
         return cls(sys.getswitchinterval(), torch.get_num_threads(), hooks)
 
@@ -77,10 +80,6 @@ class ProcessState:
 def live_array_mib() -> dict[str, float]:
     """MiB held by live tensors and numpy arrays (``tensors``, ``arrays``), each storage counted
     once; arrays only C++ holds are missed. Slow: for checkpoints of a long run."""
-    import gc
-
-    import numpy as np
-
     storages: dict[int, int] = {}
     buffers: dict[int, int] = {}
     for obj in gc.get_objects():
@@ -104,9 +103,6 @@ def live_array_mib() -> dict[str, float]:
 def python_heap_mib() -> dict[str, float]:
     """Python's own object heap in MiB (``python_arenas``, ``python_heap``), left out of malloc's
     figures; empty where CPython does not say. Writes to the C stderr: for checkpoints only."""
-    import os
-    import tempfile
-
     if (stats := getattr(sys, "_debugmallocstats", None)) is None:
         return {}
     sys.stderr.flush()
@@ -162,8 +158,6 @@ def top_level_widgets() -> frozenset[int]:
 def leaked_widgets(before: Collection[int]) -> list[QWidget]:
     """Top-level widgets alive now that were not in ``before`` (addresses), visible or hidden,
     after posted deletions and garbage (pyqtgraph's parentless menus) are gone."""
-    import gc
-
     from PySide6.QtWidgets import QApplication
 
     if QApplication.instance() is None:

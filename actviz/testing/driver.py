@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import QCoreApplication, QEventLoop, QPoint, QPointF, Qt, QTimer
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDockWidget, QMenu, QWidget
 
+from actviz.testing.checks import flush_deletes
 from actviz.testing.feature_drivers import DRIVERS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,8 +36,6 @@ UI_TIMEOUT_MS = 20_000
 def painted_pixels(item: Any) -> np.ndarray:
     """The ``(H, W, 4)`` uint8 pixels a pyqtgraph ``ImageItem`` (or a canvas's ``image``) paints,
     levels and colour table applied, rows top-down."""
-    import pyqtgraph as pg
-
     if not isinstance(item, pg.ImageItem):
         item = getattr(item, "image", None)
     if not isinstance(item, pg.ImageItem) or item.image is None:
@@ -278,18 +279,12 @@ class WindowDriver:
 
     def close(self) -> None:
         """Close the window (it stops its workers; the fixture deletes it at the end)."""
-        import shiboken6
-
         window = self.window
         if window is not None and shiboken6.isValid(window) and not window.is_closed():
             window.close()
 
     def delete(self) -> None:
         """Close and delete the window now and let go of it (``window`` becomes None)."""
-        import shiboken6
-
-        from actviz.testing.checks import flush_deletes
-
         self.close()
         window, self.window = self.window, None
         if self.session is not None:  # its model is still checked for hooks at the end

@@ -7,6 +7,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget
 
 #: How long a feature driver waits for a feature's job (ms): as long as for a run.
@@ -200,8 +201,6 @@ class CompareDriver(FeatureDriver):
 
     def click_compare(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
         """Click the view's Compare button and wait for ``compare_finished``; returns the view."""
-        from PySide6.QtCore import Qt
-
         feature = self.feature
         with self.driver.qtbot.waitSignal(feature.compare_finished, timeout=timeout_ms):
             self.driver.qtbot.mouseClick(feature.view.compare_button, Qt.MouseButton.LeftButton)

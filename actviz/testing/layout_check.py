@@ -28,6 +28,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.panels.style import ElidedLabel
+
 #: Least on-screen width of a mosaic's tiles (or their maps', if narrower) without pages offered.
 MIN_TILE_PX = 32
 #: Pixels of slack for rounding between scene and widget coordinates.
@@ -123,8 +127,6 @@ def _rect_text(r: QRectF | QRect) -> str:
 
 
 def _canvases(window: QWidget) -> Found:
-    from actviz.ui.panels.canvas import ImageCanvas
-
     for canvas in window.findChildren(ImageCanvas):
         if not _showing(canvas) or canvas._shape is None:
             continue
@@ -180,8 +182,6 @@ def _labels(window: QWidget) -> Found:
 
 def _label_cut(label: QLabel) -> str:
     """How ``label``'s text does not fit ("" when it does)."""
-    from actviz.ui.panels.style import ElidedLabel
-
     text = label.text()
     room = label.contentsRect().width() - 2 * label.margin()
     if isinstance(label, ElidedLabel):
@@ -290,8 +290,6 @@ def _cells(window: QWidget) -> Found:
 
 def _tiles(window: QWidget) -> Found:
     """Mosaics with tiles under :data:`MIN_TILE_PX` showing larger maps, with no page control."""
-    from actviz.ui.panels.feature_map import LayerPanel
-
     host = getattr(window, "host", None)  # the explorer window's: its layer panels
     panels: dict[str, Any] = (host.layer_panels if host is not None else {}) or {}
     for name, panel in panels.items():
@@ -312,8 +310,6 @@ def _tiles(window: QWidget) -> Found:
 
 def _blanks(window: QWidget) -> Found:
     """Images in a fill view laid across its shorter side, each under :data:`MIN_FILL` of it."""
-    from actviz.ui.panels.canvas import ImageCanvas
-
     views = [
         w for w in (window, *window.findChildren(QWidget)) if w.property(FILL_PROPERTY) is True
     ]
