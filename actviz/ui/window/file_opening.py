@@ -124,16 +124,14 @@ class FileOpening:
 
     def cancel(self) -> bool:
         """Cancel the model and input loads (the previous ones stay); True when one was running."""
-        cancelled = False
-        if self.model_request is not None:
+        model = self.model_request
+        if model is not None:
             self.drop_model_load()
-            cancelled = True
-        if self.inputs.request is not None:
-            source = short_source(self.inputs.request.source)
-            self.inputs.drop(f"Opening {source} was cancelled; the input stays.")
+        inp = self.inputs.request  # (read after: a dropped model may start a waiting input)
+        if inp is not None:
+            self.inputs.drop(f"Opening {short_source(inp.source)} was cancelled; the input stays.")
             self.window.runs.run_if_due()
-            cancelled = True
-        return cancelled
+        return model is not None or inp is not None
 
     def abandon(self) -> None:
         """Forget the loads running now (the window closes): they end as not succeeded."""

@@ -289,9 +289,7 @@ class MainWindow(QMainWindow):
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         event.acceptProposedAction() if local_files(event.mimeData()) else event.ignore()
 
-    def dragMoveEvent(self, event: Any) -> None:  # noqa: N802
-        if local_files(event.mimeData()):
-            event.acceptProposedAction()
+    dragMoveEvent = dragEnterEvent  # noqa: N815
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
         files = local_files(event.mimeData())

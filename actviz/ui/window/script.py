@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import difflib
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QTimer
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
@@ -137,11 +137,8 @@ class Explorer:
 
     def wait_idle(self, timeout_ms: int = 60_000) -> bool:
         """Process events until nothing runs and the panels are current; False on timeout."""
-        w = self._window
-        timer = QTimer()
-        timer.setSingleShot(True)
-        timer.start(timeout_ms)
-        w.wait_until(lambda: not timer.isActive() or not w.pending_work())
+        w, end = self._window, time.monotonic() + timeout_ms / 1000
+        w.wait_until(lambda: time.monotonic() > end or not w.pending_work())
         w.display.flush_panel_updates()
         return not w.pending_work()
 
