@@ -6,6 +6,7 @@ called; ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first capture call it, ``=0`` refu
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -116,13 +117,10 @@ def rss_mib() -> float:
 
 def rss_anon_mib() -> float | None:
     """The process's resident anonymous memory (``RssAnon``) in MiB; None without /proc."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
     return None
 
 

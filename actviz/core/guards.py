@@ -218,10 +218,8 @@ class _SavedBuffers:
         ):
             kept = cls(tensors)
             if 2 * sum(t.numel() * t.element_size() for t in tensors) <= KEEP_COPIES_BYTES:
-                try:
+                with contextlib.suppress(TypeError):  # not weakly referenceable
                     _KEPT[model] = kept
-                except TypeError:
-                    pass
         kept.save()
         return kept
 
@@ -341,10 +339,8 @@ class UnregisteredCheck:
             "ticked; store it in nn.ModuleList / nn.ModuleDict (or as an attribute) to see it"
             for mod in roots
         )
-        try:
+        with contextlib.suppress(TypeError):  # not weakly referenceable: watch every time
             _CHECKED[self.model] = (self.fingerprint, found)
-        except TypeError:  # a model that cannot be weakly referenced: watch every time
-            pass
         return list(found)
 
 

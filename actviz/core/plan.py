@@ -3,6 +3,7 @@ and the naming of its layers for captures, edits, scans and the CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -56,12 +57,11 @@ class ModelPlan:
         if self._children is None:
             return None
         modules = [ref() for ref in self._refs]
-        try:
-            # Equal to its proxy only if the very same module; a dead one raises ReferenceError.
+        # Equal to its proxy only if the very same module; a dead one raises ReferenceError (as
+        # does a child mapping that cannot be compared).
+        with contextlib.suppress(Exception):
             if [mod._modules for mod in modules] == self._children:  # type: ignore[union-attr]
                 return modules  # type: ignore[return-value]
-        except Exception:  # a dead module, or a child mapping that cannot be compared
-            pass
         return None
 
 
@@ -88,10 +88,8 @@ def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
     except TypeError:  # a module that cannot be weakly referenced: no plan is kept
         return ModelPlan(named, keep=False), [mod for _, mod in named]
     if not isinstance(model, torch.jit.ScriptModule):
-        try:
+        with contextlib.suppress(TypeError):
             _PLANS[model] = plan
-        except TypeError:
-            pass
     return plan, [mod for _, mod in named]
 
 

@@ -98,11 +98,9 @@ def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
     """Run this process :data:`BACKGROUND_NICE` below the nice value ``base`` (a DataLoader
     ``worker_init_fn``); never raised, which needs privileges."""
     target = min(19, base + BACKGROUND_NICE)
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         if os.getpriority(os.PRIO_PROCESS, 0) < target:
             os.setpriority(os.PRIO_PROCESS, 0, target)
-    except (AttributeError, OSError):
-        pass
 
 
 def background_loader_init() -> Callable[[int], None]:
