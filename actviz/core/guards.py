@@ -204,10 +204,9 @@ class _SavedBuffers:
     @classmethod
     def take(cls, model: nn.Module, tensors: list[torch.Tensor]) -> _SavedBuffers:
         """The saved state of ``tensors`` (``model``'s buffers) now."""
-        try:
+        kept = None
+        with contextlib.suppress(TypeError):  # not weakly referenceable
             kept = _KEPT.get(model)
-        except TypeError:  # not weakly referenceable
-            kept = None
         if (
             kept is None
             or kept.busy  # a capture of this model under way (another thread, a hook)

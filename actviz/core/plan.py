@@ -74,10 +74,9 @@ def is_leaf(module: nn.Module) -> bool:
 def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
     """The :class:`ModelPlan` of ``model`` and ``list(model.modules())``: the kept plan while
     the tree is unchanged (TorchScript's child mappings do not compare: always a new one)."""
-    try:
+    plan = None
+    with contextlib.suppress(TypeError):  # not weakly referenceable
         plan = _PLANS.get(model)
-    except TypeError:  # not weakly referenceable
-        plan = None
     if plan is not None:
         modules = plan.modules()
         if modules is not None:

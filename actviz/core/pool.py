@@ -6,6 +6,7 @@ buffers of :data:`POOL`. :func:`release_memory` gives everything back."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import sys
@@ -216,12 +217,9 @@ class HeapPin:
                 if address < where and low <= where < high:
                     best, address = t, where
             if best is not None:
-                try:
-                    storage = best.untyped_storage()
-                except (RuntimeError, NotImplementedError):  # a subclass without a storage
-                    storage = None
-                if storage is not None:
-                    self.storage, self.address = storage, address
+                # Not for a subclass without a storage.
+                with contextlib.suppress(RuntimeError, NotImplementedError):
+                    self.storage, self.address = best.untyped_storage(), address
             return self.storage is not None
 
     def release(self) -> None:

@@ -106,11 +106,10 @@ def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
 def background_loader_init() -> Callable[[int], None]:
     """A picklable ``worker_init_fn`` running each loader process :data:`BACKGROUND_NICE`
     below this process's main thread, whichever thread forks it."""
-    try:
+    base = 0  # without priorities here lower_process_priority does nothing
+    with contextlib.suppress(AttributeError, OSError):
         # The pid, not 0: the calling thread (a scan's worker) runs lowered already.
         base = os.getpriority(os.PRIO_PROCESS, os.getpid())
-    except (AttributeError, OSError):  # no priorities here: lower_process_priority does nothing
-        base = 0
     return functools.partial(lower_process_priority, base=base)
 
 
