@@ -15,6 +15,7 @@ __all__ = ["DOCK_MAX_SHARE", "Docks"]
 
 #: The most of the window's width a dock takes when it is shown (its minimum permitting).
 DOCK_MAX_SHARE = 0.3
+_SIDES = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)
 
 
 class Docks:
@@ -66,10 +67,7 @@ class Docks:
         back to the panels, not to the docks left."""
         main = self._w
         area = main.dockWidgetArea(dock)
-        if dock.isFloating() or area not in (
-            Qt.DockWidgetArea.LeftDockWidgetArea,
-            Qt.DockWidgetArea.RightDockWidgetArea,
-        ):
+        if dock.isFloating() or area not in _SIDES:
             return
         stacked = self._docked(area)
         if (dock.isVisible() and main.tabifiedDockWidgets(dock)) or not stacked:
@@ -102,14 +100,9 @@ class Docks:
         main = self._w
         self.fit_dock_width(dock)
         chosen = self._w.chosen_height
-        if (
-            not chosen
-            or main.height() <= chosen
-            or dock.isFloating()
-            or not dock.isVisible()
-            or main.isMaximized()
-            or main.isFullScreen()
-        ):
+        if not chosen or main.height() <= chosen or dock.isFloating() or not dock.isVisible():
+            return
+        if main.isMaximized() or main.isFullScreen():
             return
         tabbed = set(main.tabifiedDockWidgets(dock))
         others = [
