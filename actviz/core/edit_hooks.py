@@ -92,9 +92,7 @@ def _known_channels(module: nn.Module) -> int | None:
         return int(module.out_channels)
     if isinstance(module, nn.modules.batchnorm._NormBase):
         return int(module.num_features)
-    if isinstance(module, nn.GroupNorm):
-        return int(module.num_channels)
-    return None
+    return int(module.num_channels) if isinstance(module, nn.GroupNorm) else None
 
 
 class _Applied:

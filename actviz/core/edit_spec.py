@@ -131,9 +131,7 @@ class Edit:
         )
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Edit):
-            return NotImplemented
-        return self._key() == other._key()
+        return NotImplemented if not isinstance(other, Edit) else self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())

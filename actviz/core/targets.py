@@ -149,9 +149,7 @@ def sequence_logits(output: Any) -> torch.Tensor | None:
     if isinstance(output, Mapping) and _is_map(output.get("out")):
         return None  # a segmenter's map comes first in resolve_target
     logits = _logits(output)
-    if logits is None or logits.dim() != 3 or not logits.is_floating_point():
-        return None
-    return logits
+    return None if logits is None or logits.dim() != 3 or not logits.is_floating_point() else logits
 
 
 def token_phrase(index: int, text: str | None = None) -> str:

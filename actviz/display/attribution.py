@@ -332,9 +332,7 @@ def prediction_kind(output: Any, categories: Sequence[str] | None = None) -> str
     """What :func:`top_predictions` ranks: ``"detection"``, ``"token"`` or ``"class"``."""
     if detections(output) is not None:
         return "detection"
-    if sequence_logits(output) is not None and not categories:
-        return "token"
-    return "class"
+    return "token" if sequence_logits(output) is not None and not categories else "class"
 
 
 def top_predictions(

@@ -90,9 +90,7 @@ class LazyStats(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         if key in self._known:
             return self._known[key]
-        if key in self._lazy:
-            return self._lazy[key].get()
-        return self._values()[key]
+        return self._lazy[key].get() if key in self._lazy else self._values()[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values())

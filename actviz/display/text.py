@@ -25,9 +25,7 @@ def format_count(n: int) -> str:
         return str(n)
     if n < 1_000_000:
         return f"{n / 1000:.1f}K"
-    if n < 1_000_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    return f"{n / 1_000_000_000:.2f}B"
+    return f"{n / 1_000_000:.1f}M" if n < 1_000_000_000 else f"{n / 1_000_000_000:.2f}B"
 
 
 def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[float, str]]:

@@ -63,9 +63,7 @@ def sequence_kind(
         return None
     if layout is not None and shape[1] == layout.tokens:
         return "patches"
-    if tokens is not None and len(tokens) > 0 and shape[1] == len(tokens):
-        return "tokens"
-    return None
+    return "tokens" if tokens is not None and len(tokens) > 0 and shape[1] == len(tokens) else None
 
 
 @dataclass(frozen=True)
