@@ -152,24 +152,18 @@ class MessageBanner(QFrame):
 
     def _refresh(self) -> None:
         messages = self.messages()
-        if not messages:
-            self.setVisible(False)
-            self.label.clear()
-            self.label.setToolTip("")
-            self.level = ""
-            self.details_button.setVisible(False)
-            return
         levels = {lv for lv, _ in messages}
-        level = "error" if "error" in levels else "warning" if levels != {"info"} else "info"
+        level = "error" if "error" in levels else "warning" if levels - {"info"} else "info"
+        level = level if messages else ""  # hidden
         self.details_button.setVisible(bool(self.details()))
-        bg, fg = self._COLOURS[level]
-        self.setStyleSheet(
-            f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; border-radius: 3px; }}"
-            f" #messageBanner QLabel {{ color: {fg}; }}"
-        )
-        if level != self.level:
+        if level and level != self.level:
+            bg, fg = self._COLOURS[level]
+            self.setStyleSheet(
+                f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; border-radius: 3px; }}"
+                f" #messageBanner QLabel {{ color: {fg}; }}"
+            )
             self.icon_label.setPixmap(level_icon(level).pixmap(ICON_PX, ICON_PX))
-            self.level = level
+        self.level = level
         mixed = len(levels) > 1
         names = {"error": "Error", "warning": "Warning", "info": "Note"}
         lines = [
@@ -180,7 +174,7 @@ class MessageBanner(QFrame):
         full = "\n".join(lines)
         self.label.setText(breakable(full))
         self.label.setToolTip(full if len(full) > 200 else "")
-        self.setVisible(True)
+        self.setVisible(bool(messages))
 
 
 __all__ = ["SOURCES", "MessageBanner", "breakable", "level_icon"]
