@@ -343,8 +343,7 @@ def optimise_images(
                     if progress is not None:
                         progress(done, total)
                 with torch.no_grad():
-                    final = image.images()
-                    x = final
+                    final = x = image.images()
                     if fed is not None and tuple(fed) != hw:
                         x = torch.nn.functional.interpolate(
                             x, size=tuple(fed), mode="bilinear", align_corners=False

@@ -100,13 +100,10 @@ def write_visualization(
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     stem = safe_name(vis.layer) if vis.layer else "logit"
-    files: list[Path] = []
-    names = []
-    for i, channel in enumerate(vis.channels):
-        path = folder / f"{stem}_{channel}.png"
+    files = [folder / f"{stem}_{channel}.png" for channel in vis.channels]
+    for i, path in enumerate(files):
         Image.fromarray(vis.image_uint8(i)).save(path)
-        files.append(path)
-        names.append(path.name)
+    names = [p.name for p in files]
     sheet = folder / f"{stem}_sheet.png"
     Image.fromarray(contact_sheet(vis)).save(sheet)
     files.append(sheet)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -186,10 +186,7 @@ def _timm_families() -> Mapping[str, tuple[str, ...]]:
     return MappingProxyType(families)
 
 
-_FAMILIES: dict[str, Callable[[], Mapping[str, tuple[str, ...]]]] = {
-    "torchvision": _torchvision_families,
-    "timm": _timm_families,
-}
+_FAMILIES = {"torchvision": _torchvision_families, "timm": _timm_families}
 _LIMITS = {"timm": TIMM_MAX_CANDIDATES}
 
 
@@ -208,13 +205,7 @@ def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
     """Architectures of families whose key patterns overlap the checkpoint's, best first."""
     overlaps = [(_family_overlap(patterns, n), n) for n in _FAMILIES[zoo_name]().values()]
     ranked = sorted((o for o in overlaps if o[0] >= FAMILY_OVERLAP), key=lambda item: -item[0])
-    limit = _LIMITS.get(zoo_name)
-    chosen: list[str] = []
-    for _, names in ranked:
-        chosen.extend(names)
-        if limit is not None and len(chosen) >= limit:
-            return chosen[:limit]
-    return chosen
+    return [name for _, names in ranked for name in names][: _LIMITS.get(zoo_name)]
 
 
 def _checkpoint_shapes(state_dict: Mapping[str, Any]) -> dict[str, Shape]:

@@ -373,14 +373,9 @@ def apply_state_dict(
         for k in target
         if k in fitted and tuple(fitted[k].shape) != tuple(target[k].shape)
     ]
-    if missing or unexpected or mismatched:
-        parts = []
-        if mismatched:
-            parts.append(f"{len(mismatched)} shape mismatches ({_listing(mismatched)})")
-        if missing:
-            parts.append(f"{len(missing)} missing keys ({_listing(missing)})")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected keys ({_listing(unexpected)})")
+    named = {"shape mismatches": mismatched, "missing keys": missing, "unexpected keys": unexpected}
+    parts = [f"{len(keys)} {what} ({_listing(keys)})" for what, keys in named.items() if keys]
+    if parts:
         raise ModelLoadError(
             f"{path}: weights do not fit architecture {arch_label}: " + "; ".join(parts)
         )
