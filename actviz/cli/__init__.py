@@ -4,6 +4,7 @@ Errors print one line and exit non-zero (``--debug``: the traceback); progress g
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import time
@@ -151,8 +152,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _feature_modules() -> dict[str, Any]:
     """The feature command modules that exist in this install, by command name."""
-    import importlib
-
     found = {}
     for name, module in _FEATURE_COMMANDS.items():
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 
 from actviz.cli.command_kit import Opener, Say, existing, layer_names, report_scan, scan_progress
 from actviz.io.errors import InputError
@@ -96,8 +97,6 @@ def _quiet(_msg: str) -> None:
 
 def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
     """``(rank, world)`` after joining torchrun's process group (NCCL or gloo); None outside one."""
-    import os
-
     if int(os.environ.get("WORLD_SIZE", "1")) < 2:
         return None
     import torch

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from actviz.cli.command_kit import Opener, Say
@@ -100,9 +102,6 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
 
 def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz visualize``; 0 on success (errors are raised, the CLI prints them)."""
-    from dataclasses import fields
-    from pathlib import Path
-
     from actviz.analysis.visualize.feature_vis import VisualizeSettings, layer_channels, visualize
     from actviz.analysis.visualize.picture_files import write_visualization
 

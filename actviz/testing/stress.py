@@ -39,7 +39,7 @@ from actviz.testing.checks import (
 )
 from actviz.testing.stress_actions import ACTIONS, UserActions
 from actviz.testing.stress_blocks import BlockSampler
-from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, write_images
+from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, drop_file, write_images
 from actviz.testing.stress_report import (
     Failure,
     Sample,
@@ -116,8 +116,6 @@ def module_model(
 def dropped_model(name: str, path: str | Path, make: Callable[[], Any] | None = None) -> ModelSetup:
     """A model file or folder (a checkpoint, a Hugging Face folder) dropped on the window;
     ``make()`` writes it before the first drop."""
-    from actviz.testing.stress_dialogs import drop_file
-
     return ModelSetup(name, lambda window: drop_file(window, path), make, Path(path))
 
 

@@ -7,10 +7,14 @@ a failure is shrunk to its shortest action list::
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import functools
+import importlib
+import importlib.util
 import json
 import math
 import os
+import pkgutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from actviz.testing.stress_report import Failure, StressReport
 
@@ -29,7 +35,6 @@ Step = tuple[str, dict[str, Any]]
 
 
 def _resnet18() -> Any:
-    import torch
     import torchvision
 
     torch.manual_seed(0)
@@ -38,8 +43,6 @@ def _resnet18() -> Any:
 
 def save_checkpoint(folder: Path) -> Path:
     """A random ResNet-18's ``state_dict`` saved as a user's checkpoint (``.pt``)."""
-    import torch
-
     path = folder / "my_resnet18.pt"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -52,7 +55,6 @@ def save_tiny_gpt2(folder: Path) -> Path:
     ``save_pretrained``: a Hugging Face model folder."""
     if (folder / "config.json").exists():
         return folder
-    import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -77,9 +79,6 @@ def save_tiny_gpt2(folder: Path) -> Path:
 def first_use_modules() -> list[str]:
     """What the window imports when a feature is first used: every actviz module but the
     benchmarks, and timm (the architecture guess) when installed."""
-    import importlib.util
-    import pkgutil
-
     import actviz
 
     names = [
@@ -93,8 +92,6 @@ def first_use_modules() -> list[str]:
 def import_on_first_use() -> None:
     """Import :func:`first_use_modules` and Pillow's image plugins before a long run's first
     action: a one-time import after the warm-up would read as memory growth."""
-    import importlib
-
     import PIL.Image
 
     PIL.Image.init()
@@ -105,8 +102,6 @@ def import_on_first_use() -> None:
 def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
     """The model ``case`` opens with, the models a switch opens (by name) and the
     checkpoint the Open model dialog is given (a dropped model's setup: its file)."""
-    import torch
-
     from actviz.testing.stress import demo_model, dropped_model, module_model
 
     models = folder / "models"
@@ -128,10 +123,6 @@ def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
 
 def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, str]) -> int:
     """Run one case in this process and write its report (``--out``)."""
-    import faulthandler
-
-    import torch
-
     faulthandler.enable(all_threads=True)
     os.environ.setdefault("ACTVIZ_OFFLINE", "1")
     torch.set_num_threads(args.threads)
