@@ -99,9 +99,7 @@ class _Applied:
     """One edit on one module, with its index/factor tensors made once per capture."""
 
     def __init__(self, name: str, module: nn.Module, edit: Edit) -> None:
-        self.name = name
-        self.module = module
-        self.edit = edit
+        self.name, self.module, self.edit = name, module, edit
         self.cache: dict[tuple, Any] = {}
 
     def _fail(self, message: str) -> EditError:

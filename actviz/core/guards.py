@@ -70,8 +70,7 @@ class ModelState:
         inplace_positions: list[int] | None = None,
     ):
         modules = list(model.modules()) if modules is None else modules
-        self.model = model
-        self.modules = modules
+        self.model, self.modules = model, modules
         self.training = [m.training for m in modules]
         if not out_of_place:
             self.inplace: list[nn.Module] = []
@@ -297,8 +296,7 @@ class UnregisteredCheck:
         fingerprint: object = None,
     ) -> None:
         # ``fingerprint`` stands for the module set (a kept ModelPlan); by default their ids.
-        self.model = model
-        self.check_stop = check_stop
+        self.model, self.check_stop = model, check_stop
         self.fingerprint = tuple(map(id, modules)) if fingerprint is None else fingerprint
         cached = _CHECKED.get(model)
         self.watching = watch or cached is None or cached[0] != self.fingerprint

@@ -55,13 +55,10 @@ class Recorder:
         *,
         input_grads: bool = True,
     ):
-        self.names = names
-        self.gradients = gradients
+        self.names, self.gradients = names, gradients
         # Without input gradients no input is tapped: the backward stops at the earliest output.
         self.input_grads = gradients and input_grads
-        self.keep_inputs = keep_inputs
-        self.max_bytes = max_bytes
-        self.should_stop = should_stop
+        self.keep_inputs, self.max_bytes, self.should_stop = keep_inputs, max_bytes, should_stop
         self.records: dict[str, list[LayerRecord]] = {}
         self.order: list[str] = []
         self.calls = 0  # records made so far: the next record's ``seq``

@@ -178,8 +178,7 @@ class LayerCache:
     """The cache of one layer: its log file and its arrays in the folder's :class:`ScanStore`."""
 
     def __init__(self, store: ScanStore, layer: str) -> None:
-        self.store = store
-        self.layer = layer
+        self.store, self.layer = store, layer
         self.log_path = store.folder / f"{_safe(layer)}.log"
         self.lines = 0  # log lines covered by the saved state
         self._log: TextIO | None = None  # kept open while a scan appends, batch after batch

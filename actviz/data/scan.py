@@ -365,8 +365,7 @@ class _LayerRun:
         data: ScanData,
         embed: bool = False,
     ):
-        self.name = name
-        self.cache = cache
+        self.name, self.cache = name, cache
         self._state = LayerState(k)
         self.group: _Group | None = None
         self.spatial: tuple[int, ...] | None = None

@@ -118,8 +118,7 @@ class _Items(Dataset):
         self.items = items
         # Workers build tensors on the CPU; the scan moves each batch to the model's device.
         self.expected = replace(expected, device=torch.device("cpu"))
-        self.transforms = transforms
-        self.size = size
+        self.transforms, self.size = transforms, size
 
     def __len__(self) -> int:
         return len(self.items)

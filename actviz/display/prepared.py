@@ -73,9 +73,8 @@ class LazyStats(Mapping[str, Any]):
         known: Mapping[str, Any],
         lazy: Mapping[str, Lazy[Any]] | None = None,
     ) -> None:
-        self._known = dict(known)
-        self._lazy = dict(lazy or {})
-        known_, lazy_ = self._known, self._lazy
+        self._known = known_ = dict(known)
+        self._lazy = lazy_ = dict(lazy or {})
         self._all: Lazy[Mapping[str, Any]] = Lazy(
             lambda: MappingProxyType(
                 {**compute(), **known_, **{k: v.get() for k, v in lazy_.items()}}
