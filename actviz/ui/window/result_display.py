@@ -13,15 +13,14 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
-from actviz.display.mosaic import MIN_PAGE_CHANNELS
 from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
-from actviz.ui.window.channel_pages import CHANNEL_VIEW_SHARE, ChannelPages
+from actviz.ui.window.channel_pages import ChannelPages
 from actviz.ui.window.display_steps import DisplaySteps
 from actviz.ui.window.overview_display import OverviewDisplay
-from actviz.ui.window.panel_grid import MAPS_PANEL_MIN_HEIGHT, PANELS_PER_PASS, PanelGrid
+from actviz.ui.window.panel_grid import PanelGrid
 
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes).
 CREATE_BUDGET_S = 0.04
@@ -310,11 +309,4 @@ class ResultDisplay:
         return self.tabs.currentWidget()
 
 
-__all__ = [
-    "CHANNEL_VIEW_SHARE",
-    "MIN_PAGE_CHANNELS",
-    "MAPS_PANEL_MIN_HEIGHT",
-    "PANELS_PER_PASS",
-    "ResultDisplay",
-    "default_selected_layer",
-]
+__all__ = ["ResultDisplay", "default_selected_layer"]
