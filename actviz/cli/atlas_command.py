@@ -44,18 +44,6 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--size", default="1280x720", help="atlas.png size WIDTHxHEIGHT")
 
 
-def _size(text: str) -> tuple[int, int]:
-    from actviz.io.errors import InputError
-
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise InputError(f"--size: WIDTHxHEIGHT, e.g. 1280x720, not {text!r}") from None
-    if w < 200 or h < 150:
-        raise InputError(f"--size: at least 200x150, got {text!r}")
-    return w, h
-
-
 def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz atlas``; ``progress`` writes a line to stderr, results go to stdout."""
     import numpy as np
@@ -71,7 +59,12 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         raise InputError("--method umap needs umap-learn: pip install 'actviz[atlas]'")
     if args.dims < 1:
         raise InputError(f"--dims must be at least 1, got {args.dims}")
-    size = _size(args.size)
+    try:
+        w, h = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--size: WIDTHxHEIGHT, e.g. 1280x720, not {args.size!r}") from None
+    if w < 200 or h < 150:
+        raise InputError(f"--size: at least 200x150, got {args.size!r}")
     budget = kit.budget_arg(args.memory_budget) if args.memory_budget else default_budget()
     loaded = open_model(args)
     layer = args.layer
@@ -108,7 +101,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     title = f"{loaded.name}: {layer or '(model)'}, {len(emb)} images, {args.method.upper()}"
     if proj.explained is not None:
         title += f" ({100 * float(proj.explained[:2].sum()):.0f}% of the variance)"
-    atlas_image(coords2, labels, names, title=title, size=size).save(out / "atlas.png")
+    atlas_image(coords2, labels, names, title=title, size=(w, h)).save(out / "atlas.png")
     np.savez_compressed(
         out / "atlas.npz",
         vectors=emb.vectors,

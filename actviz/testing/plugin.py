@@ -59,6 +59,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
     from PySide6.QtCore import QSettings
 
     from actviz.testing.driver import WindowDriver
+    from actviz.ui.file_dialogs import forget
     from actviz.ui.window.main_window import MainWindow
 
     def make(
@@ -77,8 +78,6 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
     ) -> WindowDriver:
         if settings is None:  # one file per test: a second window reads what the first wrote
             settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-            from actviz.ui.file_dialogs import forget
-
             forget()  # the folders an earlier test's dialogs chose
         window = MainWindow(
             settings=settings,
