@@ -367,8 +367,7 @@ def heat_png(
     scaled = (heat - lo) / (hi - lo) if hi > lo else np.zeros_like(heat)
     rgb = colormaps.colorize(np.clip(scaled, 0, 1), cmap)
     n_rows, n_cols = heat.shape
-    cell_h = _cell(n_rows, 3)
-    cell_w = _cell(n_cols, 2)
+    cell_h, cell_w = _cell(n_rows, 3), _cell(n_cols, 2)
     body = Image.fromarray(rgb).resize((n_cols * cell_w, n_rows * cell_h), Image.NEAREST)
     font, small = _font(13), _font(11)
     probe = ImageDraw.Draw(body)
@@ -397,10 +396,8 @@ def heat_png(
     x0 = left + 4
     canvas.paste(body, (x0, top))
     for i, text in row_labels:
-        y = top + i * cell_h + (cell_h - 11) // 2
-        draw.text(
-            (x0 - 4 - int(draw.textlength(text, font=small)), y), text, fill=_HEAT_INK, font=small
-        )
+        x = x0 - 4 - int(draw.textlength(text, font=small))
+        draw.text((x, top + i * cell_h + (cell_h - 11) // 2), text, fill=_HEAT_INK, font=small)
     for j, text in col_labels:
         w = int(draw.textlength(text, font=small)) + 2
         label = Image.new("RGB", (w, 13), _BG)
