@@ -101,12 +101,8 @@ class IdleMemory(QObject):
             return
         if full:
             gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            self.idles_before_full = FULL_EVERY
-            return
-        gc.collect(1)  # the young objects only: the older ones are frozen, unwalked
+        gc.collect(2 if full else 1)  # else the young objects only: the older ones are frozen
         gc.freeze()
-        self.idles_before_full -= 1
+        self.idles_before_full = FULL_EVERY if full else self.idles_before_full - 1
         if self.idles_before_full <= 0:
             self._full_timer.start(FULL_IDLE_MS)
