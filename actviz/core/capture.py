@@ -460,12 +460,9 @@ def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
     if not host:
         return recorder.records
 
-    def cpu(x: Any) -> Any:
-        return map_tensors(x, lambda t: host.get(id(t), t)) if x is not None else None
-
     for rec in recs:
         for part in _RECORD_PARTS:  # tuples stay tuples
-            setattr(rec, part, cpu(getattr(rec, part)))
+            setattr(rec, part, map_tensors(getattr(rec, part), lambda t: host.get(id(t), t)))
     return recorder.records
 
 
