@@ -31,13 +31,20 @@ class OpenMenus:
         self.extra_input_filters: list[str] = []
         #: The bundled sample images, as the sample picker lists them.
         self.samples: list[Path] = []
+        try:
+            from actviz.io.models.demo_model import demo_samples
+
+            self.samples = demo_samples()
+        except Exception:  # noqa: BLE001 - no samples is fine
+            pass
+        self.sample_combo.addItems(["Sample…", *(path.stem for path in self.samples)])
+        self.sample_combo.setEnabled(bool(self.samples))
         #: The Open model dialog while it is open (None otherwise).
         self.model_dialog: OpenModelDialog | None = None
         self._note = ""
         actions.open_model_action.triggered.connect(lambda _=False: self.open_model_dialog())
         actions.open_input_action.triggered.connect(lambda _=False: self._open_input())
         actions.sample_combo.activated.connect(self._on_sample_activated)
-        self._fill_samples()
         self.refresh_recent()
 
     def new_model_dialog(self, *, keep_open: bool = False) -> OpenModelDialog:
@@ -116,16 +123,3 @@ class OpenMenus:
         for source in self.settings.recent_inputs():
             self.recent_inputs_menu.addAction(source, lambda s=source: files.open_input_source(s))
         self.recent_inputs_menu.setEnabled(not self.recent_inputs_menu.isEmpty())
-
-    def _fill_samples(self) -> None:
-        try:
-            from actviz.io.models.demo_model import demo_samples
-
-            self.samples = demo_samples()
-        except Exception:  # noqa: BLE001 - no samples is fine
-            self.samples = []
-        self.sample_combo.clear()
-        self.sample_combo.addItem("Sample…")
-        for path in self.samples:
-            self.sample_combo.addItem(path.stem)
-        self.sample_combo.setEnabled(bool(self.samples))
