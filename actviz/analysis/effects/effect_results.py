@@ -225,11 +225,7 @@ class Effects:
         return {
             "method": self.method,
             "baseline": self.baseline,
-            "target": {
-                "value": self.target_value,
-                "description": self.target_description,
-                "index": self.target_index,
-            },
+            "target": {k: getattr(self, f"target_{k}") for k in ("value", "description", "index")},
             "sign": "effect = target with the channel replaced - target; negative: the channel "
             "supports the target",
             "elapsed_s": self.elapsed_s,
