@@ -224,15 +224,10 @@ class Scan:
         rows = _rows_with_vectors(full)
         vectors = full if len(rows) == len(full) else frozen(full[rows])
         labels = None if self.labels is None else frozen(self.labels[rows])
-        out = Embeddings(
-            layer,
-            vectors,
-            frozen(rows.astype(np.int64)),
-            tuple(self.sources[i] for i in rows.tolist()),
-            labels,
-            self.class_names,
-            int(self.pooled_axis.get(layer, 1)),
-        )
+        indices = frozen(rows.astype(np.int64))
+        sources = tuple(self.sources[i] for i in rows.tolist())
+        axis = int(self.pooled_axis.get(layer, 1))
+        out = Embeddings(layer, vectors, indices, sources, labels, self.class_names, axis)
         self._memo[("embeddings", layer)] = out
         return out
 
@@ -303,11 +298,5 @@ def layer_result(state: Any) -> LayerResult:
     stats = ChannelStats(
         frozen(state.mean.copy()), frozen(state.std()), frozen(frac.astype(np.float64)), count
     )
-    return LayerResult(
-        frozen(state.values.copy()),
-        frozen(indices),
-        frozen(state.locations.copy()),
-        stats,
-        state.spatial,
-        frozen(positive),
-    )
+    values, locations = frozen(state.values.copy()), frozen(state.locations.copy())
+    return LayerResult(values, frozen(indices), locations, stats, state.spatial, frozen(positive))

@@ -174,10 +174,7 @@ def input_embedding(model: nn.Module | None) -> str | None:
         found = model.get_input_embeddings()
     if isinstance(found, nn.Module) and id(found) in names:
         return names[id(found)]
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Embedding):
-            return name
-    return None
+    return next((n for n, m in model.named_modules() if isinstance(m, nn.Embedding)), None)
 
 
 def token_saliency_tensor(
