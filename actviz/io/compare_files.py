@@ -72,9 +72,7 @@ def write_comparison(
         "predictions": {
             "rows": [r._asdict() for r in change.rows],
             "target": None if change.target is None else change.target._asdict(),
-            "top_a": change.top_a,
-            "top_b": change.top_b,
-            "message": change.message,
+            **{k: getattr(change, k) for k in ("top_a", "top_b", "message")},
         },
         "files": files,
     }
