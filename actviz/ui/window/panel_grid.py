@@ -81,27 +81,24 @@ class PanelGrid:
         """Show ``layer`` in ``panel`` on the user's page and colour map."""
         slots = (panel.activation_slot.layout(), panel.gradient_slot.layout())
         with held_layouts(self.display.layers_grid, panel.layout(), *slots):
-            self._update(panel, layer)
-
-    def _update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
-        # The result may hold an older page; earlier frames' mosaics are remade (not concept tiles).
-        layer = with_page(
-            layer if panel.tile_unit() else current_mosaics(layer),
-            self.display.page_first(layer.name),
-            page_size=self.session.page_channels.get(layer.name),
-            symmetric=symmetric_for(self.display.colormap, layer.view),
-            order=self.session.channel_orders.get(layer.name),
-        )
-        if layer.view is not None:
-            panel.set_unit_names(self._class_units(layer))
-            panel.set_activation(layer.view, layer.mosaic)
-            panel.set_gradient(layer.grad_view, layer.grad_mosaic)
-        else:
-            panel.clear()
-        panel.set_tokens(layer.tokens)  # a token sequence: its token view (ui/tokens)
-        panel.set_gradients_visible(self.display.gradients_visible)
-        for hook in self.display.panel_updated:
-            hook(panel, layer)
+            # The result may hold an older page; earlier frames' mosaics are remade (not concepts').
+            layer = with_page(
+                layer if panel.tile_unit() else current_mosaics(layer),
+                self.display.page_first(layer.name),
+                page_size=self.session.page_channels.get(layer.name),
+                symmetric=symmetric_for(self.display.colormap, layer.view),
+                order=self.session.channel_orders.get(layer.name),
+            )
+            if layer.view is not None:
+                panel.set_unit_names(self._class_units(layer))
+                panel.set_activation(layer.view, layer.mosaic)
+                panel.set_gradient(layer.grad_view, layer.grad_mosaic)
+            else:
+                panel.clear()
+            panel.set_tokens(layer.tokens)  # a token sequence: its token view (ui/tokens)
+            panel.set_gradients_visible(self.display.gradients_visible)
+            for hook in self.display.panel_updated:
+                hook(panel, layer)
 
     def show_now(self, name: str, layer: PreparedLayer) -> None:
         """Show ``layer`` in panel ``name`` now, in place of any waiting update."""
@@ -208,42 +205,39 @@ class PanelGrid:
         """Put the panels named in ``order`` in the grid (nothing to do when they are there)."""
         # Laid out in Qt's pass, not once a panel shown (nor now: a resize calls this first).
         with held_layouts(self.display.layers_grid, now=False):
-            self._layout(order)
-
-    def _layout(self, order: Sequence[str]) -> None:
-        grid, panels = self.display.layers_grid, self.display.layer_panels
-        columns = grid_columns(self.display.layers_scroll.viewport().width()) if order else 0
-        placed = (tuple((name, id(panels[name])) for name in order), columns)
-        if placed == self._placed:
-            return  # every live frame comes here: no relayout of the Layers tab
-        self._placed = placed
-        self._off_screen.clear()
-        # Only panels that move leave the grid and only new ones join (re-placing all is slow).
-        wanted = {id(panels[name]): (i // columns, i % columns) for i, name in enumerate(order)}
-        placed_now: set[int] = set()
-        for i in reversed(range(grid.count())):
-            widget = grid.itemAt(i).widget()
-            if widget is None:
-                grid.takeAt(i)
-            elif wanted.get(id(widget)) != grid.getItemPosition(i)[:2]:
-                # Not takeAt: a kept item would stay tied to the widget (stale height-for-width).
-                grid.removeWidget(widget)
-            else:
-                placed_now.add(id(widget))
-        self.display.layers_placeholder.setVisible(not order)
-        if not order:
-            grid.addWidget(self.display.layers_placeholder, 0, 0)
-            return
-        self._columns = columns
-        for row in range(grid.rowCount()):
-            grid.setRowStretch(row, 0)
-        for i, name in enumerate(order):
-            panel = panels[name]
-            if id(panel) not in placed_now:
-                grid.addWidget(panel, i // columns, i % columns)
-            panel.setVisible(True)
-        # Spare height below the last row: panels keep the height their mosaics ask for.
-        grid.setRowStretch((len(order) + columns - 1) // columns, 1)
+            grid, panels = self.display.layers_grid, self.display.layer_panels
+            columns = grid_columns(self.display.layers_scroll.viewport().width()) if order else 0
+            placed = (tuple((name, id(panels[name])) for name in order), columns)
+            if placed == self._placed:
+                return  # every live frame comes here: no relayout of the Layers tab
+            self._placed = placed
+            self._off_screen.clear()
+            # Only panels that move leave the grid and only new ones join (re-placing all is slow).
+            wanted = {id(panels[name]): (i // columns, i % columns) for i, name in enumerate(order)}
+            placed_now: set[int] = set()
+            for i in reversed(range(grid.count())):
+                widget = grid.itemAt(i).widget()
+                if widget is None:
+                    grid.takeAt(i)
+                elif wanted.get(id(widget)) != grid.getItemPosition(i)[:2]:
+                    # Not takeAt: a kept item stays tied to the widget (stale height-for-width).
+                    grid.removeWidget(widget)
+                else:
+                    placed_now.add(id(widget))
+            self.display.layers_placeholder.setVisible(not order)
+            if not order:
+                grid.addWidget(self.display.layers_placeholder, 0, 0)
+                return
+            self._columns = columns
+            for row in range(grid.rowCount()):
+                grid.setRowStretch(row, 0)
+            for i, name in enumerate(order):
+                panel = panels[name]
+                if id(panel) not in placed_now:
+                    grid.addWidget(panel, i // columns, i % columns)
+                panel.setVisible(True)
+            # Spare height below the last row: panels keep the height their mosaics ask for.
+            grid.setRowStretch((len(order) + columns - 1) // columns, 1)
 
     def _on_width_changed(self, width: int) -> None:
         self._on_view_moved()  # a taller viewport shows more panels
