@@ -219,11 +219,7 @@ def export_needs_trust(path: str | os.PathLike[str]) -> str:
     its ``use_pickle`` payloads and opaque constants, checked with the restricted loader."""
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
-        configs = [
-            n
-            for n in names
-            if ("/data/weights/" in n or "/data/constants/" in n) and n.endswith("_config.json")
-        ]
+        configs = [n for n in names if re.search(r"/data/(weights|constants)/.*_config\.json$", n)]
         if not configs:
             # Older archive layouts keep weights as one pickled .pt file.
             return "it uses an older torch.export layout whose weights are pickled"
