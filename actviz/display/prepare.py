@@ -477,11 +477,8 @@ def copy_to_host(
     result = HostCopy()
     for entry in plan:
         i, shape = entry["sample"]
-        layer = HostLayer(
-            shape=entry["shape"],
-            stats=stats_from_vector(entry["shape"], out64[entry["stats"]]),
-            sample=out32[i].reshape(shape).copy(),
-        )
+        stats = stats_from_vector(entry["shape"], out64[entry["stats"]])
+        layer = HostLayer(entry["shape"], stats, out32[i].reshape(shape).copy())
         if "grad" in entry:
             layer.grad_sample = out32[entry["grad"]].reshape(shape).copy()
         if "hist" in entry:
