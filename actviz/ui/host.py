@@ -42,8 +42,8 @@ __all__ = [
 
 #: The window's signals a feature may connect to: the host re-exposes them (plugins' guarded).
 HOST_SIGNALS = tuple(
-    "run_started run_finished run_failed run_cancelled model_loaded model_load_failed "
-    "input_loaded input_load_failed pinned_shown panel_created panel_shown tab_changed closed".split()
+    "run_started run_finished run_failed run_cancelled model_loaded model_load_failed input_loaded "
+    "input_load_failed pinned_shown panel_created panel_shown tab_changed closed".split()
 )
 
 

@@ -159,8 +159,8 @@ class MessageBanner(QFrame):
         if level and level != self.level:
             bg, fg = self._COLOURS[level]
             self.setStyleSheet(
-                f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; border-radius: 3px; }}"
-                f" #messageBanner QLabel {{ color: {fg}; }}"
+                f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; "
+                f"border-radius: 3px; }} #messageBanner QLabel {{ color: {fg}; }}"
             )
             self.icon_label.setPixmap(level_icon(level).pixmap(ICON_PX, ICON_PX))
         self.level = level
