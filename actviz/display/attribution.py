@@ -234,12 +234,9 @@ def token_saliency(
     if act is None or grad is None or act.shape != grad.shape or act.dim() not in (2, 3):
         return None
     values = token_saliency_tensor(act, grad, sample).cpu().numpy()
-    return TokenSaliency(
-        tokens=tuple(token_labels(int(values.shape[0]), tokens)),
-        values=np.ascontiguousarray(values, dtype=np.float32),
-        layer=layer,
-        sample=min(sample, int(act.shape[0]) - 1) if act.dim() == 3 else 0,
-    )
+    labels = tuple(token_labels(int(values.shape[0]), tokens))
+    s = min(sample, int(act.shape[0]) - 1) if act.dim() == 3 else 0
+    return TokenSaliency(labels, np.ascontiguousarray(values, dtype=np.float32), layer, s)
 
 
 def saliency_at_image(
