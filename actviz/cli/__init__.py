@@ -16,11 +16,12 @@ from actviz.cli import command_kit as kit
 from actviz.display.text import format_count
 
 EXIT_ERROR = 2
-_BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "scan", "bench")
+_BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "bench")
 
 #: Commands in their own module: ``add_parser(sub, add_model_args)``, ``run(args, open_model,
 #: progress) -> int``; imported to build the parser, so torch is imported inside ``run`` only.
 _FEATURE_COMMANDS = {
+    "scan": "actviz.cli.scan_command",
     "visualize": "actviz.cli.visualize_command",
     "effects": "actviz.cli.effects_command",
     "atlas": "actviz.cli.atlas_command",
@@ -118,30 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--target", "-t", help="class index or name for the predictions' row")
     cmp.add_argument("--normalize", choices=("channel", "shared"), default="channel")
     kit.add_list_input(cmp)
-    scan = sub.add_parser(
-        "scan", help="scan a dataset: per channel, the images that excite it most"
-    )
-    _add_model_args(scan, required=True)
-    kit.add_data_args(scan, workers=False)
-    scan.add_argument("--layers", "-l", help=kit.LAYERS_HELP)
-    scan.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
-    scan.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
-    kit.add_data_args(scan, data=False)
-    scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
-    scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    scan.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted scan from the cache (also what a plain run does; with "
-        "--resume, say how much was already done); under torchrun each rank resumes its shard",
-    )
-    scan.add_argument(
-        "--embeddings-dir",
-        help="also record each image's pooled vectors, kept in files in this folder (float16, "
-        "memory-mapped; a folder every rank reaches under torchrun), and save the scan there "
-        "(scan.json: Data > Open a saved scan… in the window)",
-    )
-
     for module in _feature_modules().values():
         module.add_parser(sub, _add_model_args)
 
@@ -285,12 +262,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return run_compare(args, _open, _progress, kit.target_arg)
 
 
-def cmd_scan(args: argparse.Namespace) -> int:
-    from actviz.cli.scan_command import cmd_scan as run_scan
-
-    return run_scan(args, _open, _progress)
-
-
 def cmd_gui(args: argparse.Namespace) -> int:
     from actviz.ui.app import run_app
 
@@ -323,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare, "scan": cmd_scan}
+    commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare}
     module = _feature_modules().get(args.command)
     try:
         if module is not None:

@@ -1,4 +1,4 @@
-"""``actviz scan``: scan a dataset from the command line (the parser lines live in actviz.cli)."""
+"""``actviz scan``: scan a dataset from the command line."""
 
 from __future__ import annotations
 
@@ -6,18 +6,46 @@ import argparse
 import contextlib
 import io
 import os
+from collections.abc import Callable
+from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, existing, layer_names, report_scan, scan_progress
+from actviz.cli import command_kit as kit
+from actviz.cli.command_kit import Opener, Say
 from actviz.io.errors import InputError
 
-__all__ = ["cmd_scan"]
+__all__ = ["add_parser", "run"]
 
 
-def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
+def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+    """Add the ``scan`` sub-command to the ``actviz`` parser."""
+    p = sub.add_parser("scan", help="scan a dataset: per channel, the images that excite it most")
+    add_model_args(p, True)
+    kit.add_data_args(p, workers=False)
+    p.add_argument("--layers", "-l", help=kit.LAYERS_HELP)
+    p.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
+    p.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
+    kit.add_data_args(p, data=False)
+    p.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted scan from the cache (also what a plain run does; with "
+        "--resume, say how much was already done); under torchrun each rank resumes its shard",
+    )
+    p.add_argument(
+        "--embeddings-dir",
+        help="also record each image's pooled vectors, kept in files in this folder (float16, "
+        "memory-mapped; a folder every rank reaches under torchrun), and save the scan there "
+        "(scan.json: Data > Open a saved scan… in the window)",
+    )
+
+
+def run(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
     """Run ``actviz scan``: cache, one contact sheet per layer, ``scan.json`` (every leaf without
     ``--layers``); ``open_model`` is the CLI's opener, ``say`` writes progress to stderr."""
-    data = existing(args.data)
-    layers = layer_names(args.layers or "")
+    data = kit.existing(args.data)
+    layers = kit.layer_names(args.layers or "")
     if args.layers is not None and not layers:
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.k < 1:
@@ -40,7 +68,7 @@ def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
             layers = leaf_names(loaded.model)
             say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")
         first: list[int] = []
-        lines = scan_progress(say, f" on {world} ranks" if world > 1 else "")
+        lines = kit.scan_progress(say, f" on {world} ranks" if world > 1 else "")
 
         def progress(done: int, total: int, rate: float) -> None:
             if not first:
@@ -69,7 +97,7 @@ def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
 
             # The whole scan beside its rows: the window opens it (Data > Open a saved scan…).
             say(f"saved the scan in {save_scan(result, rows).parent} (the window opens it)")
-        report_scan(result, say)
+        kit.report_scan(result, say)
         files = write_scan(
             loaded,
             result,
