@@ -14,8 +14,8 @@ from actviz.core.targets import sequence_logits
 from actviz.display.colormaps import DIVERGING_CMAP
 from actviz.display.layer_views import layer_view
 from actviz.display.logit_lens import token_texts
-from actviz.display.mosaic import mosaic
 from actviz.display.prepared import DisplaySpec, Lazy, PreparedLayer
+from actviz.display.repage import layer_mosaics
 from actviz.display.stats import histogram, tensor_stats
 
 __all__ = [
@@ -59,16 +59,10 @@ def prepare_difference(
             continue
         rec = cap_a.records[name][call]
         view = layer_view(diff, spec.sample)
-        m = None
-        if view.kind == "maps":
-            m = mosaic(
-                view.data,
-                normalize=spec.normalize,
-                first_channel=spec.first_channel(name),
-                max_channels=spec.page_size(name),
-                symmetric=True,
-                order=spec.channel_orders.get(name),
-            )
+        first, page = spec.first_channel(name), spec.page_size(name)
+        order = spec.channel_orders.get(name)
+        # No gradient view, no downsampling; symmetric about 0 (the diverging map).
+        m, _ = layer_mosaics(view, None, spec.normalize, first, None, None, page, True, order)
         stats = tensor_stats(diff)
         biggest = float(diff.abs().max()) if diff.numel() else 0.0
         stats.update(name=name, type=rec.module_type, max_abs=biggest, colormap=DIFFERENCE_CMAP)
