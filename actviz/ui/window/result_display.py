@@ -158,18 +158,12 @@ class ResultDisplay:
         self.overview.show(result)  # the predictions now, the rest in steps
         self.steps.defer(self._show_selection)
 
-        if result.origin:
-            self._refresh_held_text_spaced()
-        else:
-            self.refresh_held_text()
-        self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
-
-    def _refresh_held_text_spaced(self) -> None:
         wait = self._held_text_at + HELD_TEXT_INTERVAL_S - time.perf_counter()
-        if wait <= 0:
+        if not result.origin or wait <= 0:
             self.refresh_held_text()
         elif not self._held_timer.isActive():
             self._held_timer.start(int(wait * 1000) + 1)
+        self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
 
     def _create_panels(self, epoch: int, budget_s: float | None) -> None:
         """Make missing panels for at most ``budget_s`` (None: all) and lay the grid out."""
