@@ -327,9 +327,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dock.stop_progress()
         done, total, _ips = self.scans.progress
         where = f" after {done:,} of {total:,} images" if total else ""
-        scan = self.scans.scan
-        if scan is not None:
-            self._show_scan(scan)
+        if self.scans.scan is not None:
+            self._show_scan(self.scans.scan)
         self.dock.set_message(
             f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
         )
@@ -465,12 +464,10 @@ class DatasetScanUI(FeatureBase, QObject):
             self.grid.set_message(f"Cancelled: open ch {channel} again to make its top images.")
 
     def _on_grid_source_clicked(self, source: Any) -> None:
-        if isinstance(source, str):
-            self.host.open_input_source(source)
-        else:
-            self.host.show_warning(
-                f"Sample {source_name(source)} is not a file to open.", BANNER_SOURCE
-            )
+        if not isinstance(source, str):
+            text = f"Sample {source_name(source)} is not a file to open."
+            return self.host.show_warning(text, BANNER_SOURCE)
+        self.host.open_input_source(source)
 
     def reset_layout(self) -> None:
         """View > Reset window layout: where a first start puts it (right, closed)."""
