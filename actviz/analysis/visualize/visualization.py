@@ -97,9 +97,8 @@ class VisualizeSettings:
         """The settings as JSON-able :attr:`Visualization.settings` (and cache key), with the
         objective's name (None: not nameable) and the ``(mean, std)`` applied."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(
-            objective=objective, mean=norm[0] if norm else None, std=norm[1] if norm else None
-        )
+        mean, std = norm if norm else (None, None)
+        out.update(objective=objective, mean=mean, std=std)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 

@@ -146,9 +146,7 @@ def export_capture(
         features = layer_pictures(name, "features", layer, rec.grad, cmap, normalize)
         files = write_pages(out, f"{base}_features", features)
         if features:
-            entry.update(
-                {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
-            )
+            entry |= {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
             for write in layer_writers:
                 files += write(out, base, layer, prepared.spec)
         # Painted and scaled as the window paints |gradient| under the same choice.

@@ -460,19 +460,13 @@ def attribution_images(
         rec = cap[cam_layer]
         size = image.shape[:2] if image is not None else None
         try:
-            cam = (
-                prepared.grad_cams[cam_layer]
-                if cam_layer in prepared.grad_cams
-                else attribution.grad_cam(rec.tensor, rec.grad, size=size)
-            )
+            cam = prepared.grad_cams.get(cam_layer)
+            cam = attribution.grad_cam(rec.tensor, rec.grad, size=size) if cam is None else cam
         except ValueError as exc:
             notes["gradcam_error"] = str(exc)
         else:
             pictures["gradcam"] = (_heat_png(cam, image, f"Grad-CAM at {cam_layer}"), cam)
             notes["gradcam_layer"] = cam_layer
-    if prepared.rollout is not None:
-        pictures["rollout"] = (
-            _heat_png(prepared.rollout, image, "attention rollout"),
-            prepared.rollout,
-        )
+    if (rollout := prepared.rollout) is not None:
+        pictures["rollout"] = (_heat_png(rollout, image, "attention rollout"), rollout)
     return pictures, notes

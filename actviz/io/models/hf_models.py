@@ -293,9 +293,7 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
         # One forward needs no key/value cache; without it the output is just the logits.
         inner_config.use_cache = False
     task = task_of(type(model).__name__) or task_of(arch)
-    tokenizer, processor = (
-        _helper(transformers, folder, what, trust, warnings) for what in _HELPERS
-    )
+    tokenizer, processor = (_helper(transformers, folder, w, trust, warnings) for w in _HELPERS)
     if task is None and processor is not None and tokenizer is None:
         task = "vision"
     transforms = ProcessorTransform(processor) if processor is not None else None
