@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import statistics
 import sys
 import threading
 import traceback
@@ -230,29 +231,17 @@ _MEMORY_KEYS = (
 
 
 def _median_per_1k(points: Sequence[tuple[int, float]]) -> float:
-    slopes = sorted(
-        (y2 - y1) / (x2 - x1)
-        for i, (x1, y1) in enumerate(points)
-        for x2, y2 in points[i + 1 :]
-        if x2 != x1
-    )
-    if not slopes:
-        return 0.0
-    mid = len(slopes) // 2
-    median = slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
-    return 1000.0 * median
+    pairs = [(p, q) for i, p in enumerate(points) for q in points[i + 1 :] if q[0] != p[0]]
+    slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in pairs]
+    return 1000.0 * statistics.median(slopes) if slopes else 0.0
 
 
 def _per_1k(points: Sequence[tuple[int, float]]) -> float:
-    if len(points) < 2:
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    try:
+        return 1000.0 * statistics.linear_regression(xs, ys).slope
+    except statistics.StatisticsError:  # under two points, or all after one action
         return 0.0
-    xs = [float(x) for x, _ in points]
-    ys = [float(y) for _, y in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    if den == 0:
-        return 0.0
-    return 1000.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den
 
 
 def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str, int]:
