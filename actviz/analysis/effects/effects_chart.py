@@ -91,14 +91,11 @@ def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
     for i, row in enumerate(rows):
         x0 = left + i * slot
         bar = (slot - 4) // (2 if row.exact is not None else 1)
-        pairs = [(row.estimate, False)]
-        if row.exact is not None:
-            pairs.append((row.exact, True))
+        pairs = [(row.estimate, False)] + ([(row.exact, True)] if row.exact is not None else [])
         for j, (v, exact) in enumerate(pairs):
             if not math.isfinite(v):
                 continue
-            x = x0 + 2 + j * bar
-            y = y_of(v)
+            x, y = x0 + 2 + j * bar, y_of(v)
             draw.rectangle(
                 [x, min(y, zero), x + max(bar - 1, 1), max(y, zero)], fill=effect_colour(v, exact)
             )
