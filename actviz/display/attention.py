@@ -164,16 +164,9 @@ def capture_attention(
     sites = attention_modules(model)
     if not sites:
         return None
+    records, limits = [s.record for s in sites], dict(should_stop=should_stop, max_bytes=max_bytes)
     with eager_attention(model):
-        cap = capture(
-            model,
-            inputs,
-            [s.record for s in sites],
-            gradients=False,
-            keep_inputs=False,
-            should_stop=should_stop,
-            max_bytes=max_bytes,
-        )
+        cap = capture(model, inputs, records, gradients=False, keep_inputs=False, **limits)
     probs: dict[str, np.ndarray] = {}
     order: list[str] = []
     for site in sites:
