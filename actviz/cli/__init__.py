@@ -215,10 +215,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     header = ("module", "type", "params", "qualified name", "output" if cap is not None else "")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for row in [header, *rows]:
-        cells = [
-            f"{c:>{w}}" if i == 2 else f"{c:<{w}}"
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
+        cells = [f"{c:{a}{w}}" for c, a, w in zip(row, "<<><<", widths, strict=True)]
         print("  ".join(cells).rstrip())
     total = tree.root.total_params
     trainable = sum(p.numel() for p in loaded.model.parameters() if p.requires_grad)
