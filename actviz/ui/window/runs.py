@@ -158,16 +158,11 @@ class RunControl:
         self.window.refresh_busy("" if streamed else "Running…")  # a stream has its own read-out
         self._stream_shown = streamed
 
-    def _refresh_after_job(self) -> None:
-        """The busy state after a job's end: kept while a stream's next frame runs."""
-        if self._stream_shown and self.streaming():
-            return
-        self._stream_shown = False
-        self.window.refresh_busy()
-
     def _on_finished(self, result: RunResult) -> None:
         w = self.window
-        self._refresh_after_job()
+        if not (self._stream_shown and self.streaming()):  # kept while its next frame runs
+            self._stream_shown = False
+            w.refresh_busy()
         try:
             w.display.apply_result(result)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
