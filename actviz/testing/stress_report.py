@@ -315,7 +315,6 @@ def model_leftovers(model: torch.nn.Module, before: dict[str, Any]) -> list[str]
             found.append(f"{name or '(model)'} still has a wrapped forward")
     now = model_state(model)
     for key in ("training", "requires_grad"):
-        changed = [n for n, v in now[key].items() if before[key].get(n, v) != v]
-        if changed:
+        if changed := [n for n, v in now[key].items() if before[key].get(n, v) != v]:
             found.append(f"{key} changed on {changed[:5]}")
     return found
