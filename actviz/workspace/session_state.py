@@ -188,9 +188,7 @@ class Session:
 
     def __init__(self) -> None:
         self.model: nn.Module | None = None
-        self.model_name = ""
-        self.model_source = ""
-        self.model_kind = ""
+        self.model_name = self.model_source = self.model_kind = ""
         self.categories: list[str] | None = None
         self.transforms: Callable[..., Any] | None = None
         self.input_size: tuple[int, int] | None = None
@@ -208,12 +206,8 @@ class Session:
         #: Whether a saliency view is on screen: without one, runs skip the input gradient.
         self.saliency_wanted = True
         self._ticked: set[str] = set()
-        self.model_changed = Event()
-        self.input_changed = Event()
-        self.ticks_changed = Event()
-        self.target_changed = Event()
-        self.result_changed = Event()
-        self.pins_changed = Event()
+        self.model_changed, self.input_changed, self.ticks_changed = Event(), Event(), Event()
+        self.target_changed, self.result_changed, self.pins_changed = Event(), Event(), Event()
         self.pins = PinBoard(self.pins_changed.emit)
         self.edits_changed = Event()
         self.view_changed = Event()
