@@ -135,7 +135,7 @@ class Host(Docks):
         ``to_eval``: eval mode; ``keep``: kept between jobs (not shared or trimmed). Edits are
         never in a copy: a job passes them to its run."""
         if self.model_copies is None:  # the window's session and worker exist by now
-            self.model_copies = ModelCopyService.of_window(self._w)
+            self.model_copies = ModelCopyService(self._w)
         return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)
 
     def features_busy(self) -> bool:

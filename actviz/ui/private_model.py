@@ -18,8 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from actviz.core.model_copy import ModelCopy, with_loading
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.worker import Job, Worker
-    from actviz.workspace.session_state import Session
+    from actviz.ui.worker import Job
 
 __all__ = ["ModelCopyService", "PrivateModel"]
 
@@ -166,32 +165,24 @@ class PrivateModel(QObject):
 
 
 class ModelCopyService(QObject):
-    """The window's private copies of its model, one :class:`PrivateModel` per owner, made on
-    the capture ``worker``; those no job uses go when ``idle`` (a signal, or None) fires."""
+    """``window``'s private copies of its model, one :class:`PrivateModel` per owner, made on
+    its capture worker; those no job uses go when its memory watch's ``idle`` (if any) fires.
+    Closed with the window."""
 
-    def __init__(
-        self, session: Session, worker: Worker, idle: Any = None, parent: QObject | None = None
-    ) -> None:
-        super().__init__(parent)
-        self.session = session
-        self.worker = worker
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.session = session = window.session
+        self.worker = window.worker
         #: Guards the hand-over of held copies between threads (:meth:`PrivateModel.let_go`).
         self.lock = threading.Lock()
         self._owners: weakref.WeakSet[PrivateModel] = weakref.WeakSet()
         self._closed = False
-        self._idle = idle
-        if idle is not None:
-            idle.connect(self.trim)
+        self._idle = getattr(getattr(window, "memory", None), "idle", None)
+        if self._idle is not None:
+            self._idle.connect(self.trim)
         # Another model: a copy of the old one (and so the old model, its original) goes now.
         session.model_changed.connect(self._on_model_changed)
-
-    @classmethod
-    def of_window(cls, window: Any) -> ModelCopyService:
-        """The service of ``window``, closed with it."""
-        memory = getattr(window, "memory", None)
-        service = cls(window.session, window.worker, getattr(memory, "idle", None), window)
-        window.closed.connect(service.close)
-        return service
+        window.closed.connect(self.close)
 
     def private_model(
         self, owner: QObject, *, to_eval: bool = False, keep: bool = False
