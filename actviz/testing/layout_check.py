@@ -331,11 +331,9 @@ def _blanks(window: QWidget) -> Found:
         tall = view.height() > view.width()
         if beside != tall:
             continue  # laid along the view's longer side
-        across = (
-            "side by side in a view taller than wide"
-            if beside
-            else "one above the other in a view wider than tall"
-        )
+        across = "side by side in a view taller than wide"
+        if not beside:
+            across = "one above the other in a view wider than tall"
         for canvas in canvases:
             _left, top, _right, bottom = canvas.ci.getContentsMargins()
             room_w = canvas.image_area_width()
