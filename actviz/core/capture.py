@@ -140,16 +140,15 @@ def capture(
             "that layer hooks fire"
         )
         if layers is not None:
-            layers = [
-                _strip(n, "_orig_mod.") for n in ([layers] if isinstance(layers, str) else layers)
-            ]
+            given = [layers] if isinstance(layers, str) else layers
+            layers = [n.removeprefix("_orig_mod.") for n in given]
     plan, module_list = model_plan(model)
     names = _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
     applied: dict = {}
     if edits is not None:
         applied = enabled_edits(normalize_edits(edits))
         if compiled:  # the compiled model's names, as for ``layers``
-            applied = {_strip(n, "_orig_mod."): e for n, e in applied.items()}
+            applied = {n.removeprefix("_orig_mod."): e for n, e in applied.items()}
         if applied and isinstance(model, torch.jit.ScriptModule):
             raise EditError(
                 "a TorchScript model runs its layers inside the compiled graph, where edits "
@@ -196,10 +195,6 @@ def capture(
                 gradients = False
                 warnings.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _strip(name: str, prefix: str) -> str:
-    return name[len(prefix) :] if name.startswith(prefix) else name
 
 
 def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
