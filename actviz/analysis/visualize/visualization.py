@@ -173,13 +173,12 @@ def merge_visualizations(parts: Sequence[Visualization]) -> Visualization:
     channels = tuple(c for part in parts for c in part.channels)
     if len(set(channels)) != len(channels):
         raise VisualizeError("a channel is in two of the visualisations")
-    return Visualization(
-        layer=first.layer,
+    return replace(
+        first,
         channels=channels,
         images=frozen(np.concatenate([p.images for p in parts])),
         objective=frozen(np.concatenate([p.objective for p in parts], axis=1)),
         activations=frozen(np.concatenate([p.activations for p in parts])),
-        settings=first.settings,
         elapsed_s=sum(p.elapsed_s for p in parts),
         from_cache=tuple(f for p in parts for f in p.from_cache),
     )
