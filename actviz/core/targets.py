@@ -349,9 +349,7 @@ def parse_target(
     Accepts ``""``/``"auto..."``, an integer, a :func:`target_choices` entry, ``"detection 3"``,
     a class name (exact, case-insensitive, then unique substring) or, with a ``tokenizer``, a
     token's text. Raises ``ValueError`` for unknown, ambiguous or unusable text."""
-    if text is None:
-        return None
-    text = text.strip()
+    text = (text or "").strip()
     if not text or text.lower().startswith("auto"):
         return None
     match = re.match(r"^(-?\d+)\s*(?::.*)?$", text)
