@@ -110,15 +110,10 @@ class Centre:
         self.grad_flow_panel = GradFlowPanel()
         self.histogram_panel = HistogramPanel()
         self.stats_table = StatsTable()
-        rows = _splitter(Qt.Orientation.Vertical)
-        top = _splitter(Qt.Orientation.Horizontal)
-        bottom = _splitter(Qt.Orientation.Horizontal)
-        for panel in (self.prediction_panel, self.saliency_panel, self.gradcam_panel):
-            top.addWidget(panel)
-        for panel in (self.grad_flow_panel, self.histogram_panel, self.stats_table):
-            bottom.addWidget(panel)
-        rows.addWidget(top)
-        rows.addWidget(bottom)
+        across = Qt.Orientation.Horizontal
+        top = _splitter(across, self.prediction_panel, self.saliency_panel, self.gradcam_panel)
+        bottom = _splitter(across, self.grad_flow_panel, self.histogram_panel, self.stats_table)
+        rows = _splitter(Qt.Orientation.Vertical, top, bottom)
         #: The Overview's splitters: rows (vertical), top row, bottom row.
         self.overview_splitters = (rows, top, bottom)
         # Shares, not pixels; the ten-column statistics table gets the widest.
@@ -194,10 +189,12 @@ class _OverviewPage(QScrollArea):
                 row.setOrientation(wanted)
 
 
-def _splitter(orientation: Qt.Orientation) -> QSplitter:
+def _splitter(orientation: Qt.Orientation, *widgets: QWidget) -> QSplitter:
     splitter = QSplitter(orientation)
     splitter.setHandleWidth(PANEL_SPACING)
     splitter.setChildrenCollapsible(False)  # a dragged handle never makes a panel vanish
+    for widget in widgets:
+        splitter.addWidget(widget)
     return splitter
 
 
