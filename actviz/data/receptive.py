@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from actviz.core.guards import eval_mode, forward_hooks
@@ -408,9 +409,7 @@ def top_views(
     hw = (int(batch.shape[-2]), int(batch.shape[-1]))
     rf = receptive_field(spec.model, layer, tuple(batch.shape[1:]))
     if maps.ndim == 3:
-        heat_full = torch.nn.functional.interpolate(
-            maps[:, None], size=hw, mode="bilinear", align_corners=False
-        )[:, 0]
+        heat_full = F.interpolate(maps[:, None], hw, mode="bilinear", align_corners=False)[:, 0]
     else:  # one value per image: the whole picture at that value
         heat_full = maps.reshape(-1, 1, 1).expand(-1, *hw)
     if should_stop():  # before the first box, which runs the model backward once
@@ -428,8 +427,6 @@ def top_views(
         crop = Image.fromarray(np.ascontiguousarray(shown[y0:y1, x0:x1]))
         image = np.asarray(crop.resize((size, size), Image.BILINEAR), dtype=np.uint8)
         heat = heat_full[i, y0:y1, x0:x1][None, None]
-        heat = torch.nn.functional.interpolate(
-            heat, size=(size, size), mode="bilinear", align_corners=False
-        )[0, 0]
+        heat = F.interpolate(heat, size=(size, size), mode="bilinear", align_corners=False)[0, 0]
         views.append(TopView(entry, image, heat.numpy().astype(np.float32), box))
     return tuple(views)
