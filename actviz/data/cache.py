@@ -149,8 +149,7 @@ def _read_slot(path: Path) -> tuple[int, dict[str, np.ndarray]] | None:
 
 def _pack(arrays: dict[str, np.ndarray]) -> bytes:
     """A JSON index, then every array's little-endian float64 or int64 bytes."""
-    index, chunks = [], []
-    offset = 0
+    index, chunks, offset = [], [], 0
     for name, a in arrays.items():
         kind = "f" if a.dtype.kind == "f" else "i"
         data = np.ascontiguousarray(a, dtype="<f8" if kind == "f" else "<i8").tobytes()
@@ -302,12 +301,10 @@ class LayerCache:
 
     def close(self) -> None:
         """Close the log and the rows file (a scan calls this when it ends, however it ends)."""
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if self._rows is not None:
-            self._rows.close()
-            self._rows = None
+        for handle in (self._log, self._rows):
+            if handle is not None:
+                handle.close()
+        self._log = self._rows = None
 
     def reset(self) -> None:
         """Forget what is saved (the next save starts a new log)."""
