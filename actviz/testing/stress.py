@@ -242,8 +242,8 @@ class StressDriver(UserActions):
         from actviz.bench.ui_bench import LagProbe, ensure_qt_app
 
         ensure_qt_app()
-        planned = list(steps) if steps is not None else None
-        total = len(planned) if planned is not None else int(actions or 0)
+        plan = list(steps) if steps is not None else None
+        total = len(plan) if plan is not None else int(actions or 0)
         widgets_before = top_level_widgets()
         exceptions: list[Failure] = []
         leaks: list[Failure] = []
@@ -264,10 +264,7 @@ class StressDriver(UserActions):
                 probe.start()
                 for i in range(1, total + 1):
                     self._i = i
-                    if planned is not None:
-                        name, params = planned[i - 1][0], copy.deepcopy(planned[i - 1][1])
-                    else:
-                        name, params = self.draw()
+                    name, params = copy.deepcopy(plan[i - 1]) if plan is not None else self.draw()
                     if inject and i in inject:
                         name, params = "inject_failure", {**params, **inject[i]}
                     self.params = params
