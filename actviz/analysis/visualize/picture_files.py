@@ -41,8 +41,7 @@ def contact_sheet(
     font = _font(12)
     for i, channel in enumerate(vis.channels):
         r, c = divmod(i, cols)
-        x = _GAP + c * (tw + _GAP)
-        y = _GAP + r * (th + _LABEL_H + _GAP)
+        x, y = _GAP + c * (tw + _GAP), _GAP + r * (th + _LABEL_H + _GAP)
         draw.text((x, y), str(channel), fill=_INK, font=font)
         picture = Image.fromarray(vis.image_uint8(i))
         if picture.size != (tw, th):
@@ -60,9 +59,7 @@ def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
     base = name.lstrip("-")
     logit = base == "logit"
     # Every setting but the objective, in the dataclass's order (older files lack redirect_relu).
-    kwargs: dict[str, Any] = {
-        f.name: s.get(f.name, f.default) for f in fields(VisualizeSettings)[1:]
-    }
+    kwargs = {f.name: s.get(f.name, f.default) for f in fields(VisualizeSettings)[1:]}
     if logit:
         kwargs["target"] = list(vis.channels)
     elif base in ("channel", "neuron", "layer"):
