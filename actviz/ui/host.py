@@ -102,6 +102,7 @@ class Host(Docks):
     result: RunResult | None = _window_attr("session.result")
     selected_layer: str | None = _window_attr("display.selected_layer")
     layer_panels: Mapping[str, LayerPanel] = _window_attr("display.layer_panels")
+    panel = _window_attr("display.layer_panels.get")  # (layer) -> its panel, or None
     channel_view: ChannelView = _window_attr("centre.channel_view")
     # The window's calls, as its parts have them (their docstrings say what they do).
     run = _window_attr("runs.run")
@@ -257,10 +258,6 @@ class Host(Docks):
         """An extra panel in the Overview's ``row``: "top", "bottom" or "new"."""
         rows, top, bottom = self._w.centre.overview_splitters
         {"top": top, "bottom": bottom, "new": rows}[row].addWidget(widget)
-
-    def panel(self, layer: str) -> LayerPanel | None:
-        """The panel showing ``layer`` (None when it has none)."""
-        return self._w.display.layer_panels.get(layer)
 
     def reveal_panel(self, layer: str) -> None:
         """Scroll the Layers tab so ``layer``'s panel is in view."""
