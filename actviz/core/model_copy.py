@@ -150,9 +150,7 @@ class ModelCopy:
             except Exception as exc:  # noqa: BLE001 - the caller says why, or runs without
                 self.error, self.failure = exc, f"{type(exc).__name__}: {exc}"
                 return
-            self.signature = signature
-            self.nbytes = model_bytes(twin)
-            self.twin = twin
+            self.signature, self.nbytes, self.twin = signature, model_bytes(twin), twin
 
     def usable(self) -> bool:
         """Whether the copy is built and the original still has the weights it was made from."""
