@@ -64,15 +64,9 @@ def _train(args: argparse.Namespace, open_model: Callable, progress: Callable) -
     from actviz.io.errors import InputError
 
     existing(args.data)
-    for flag, value in (
-        ("--k", args.k),
-        ("--epochs", args.epochs),
-        ("--batch-size", args.batch_size),
-    ):
-        if value < 1:
-            raise InputError(f"{flag} must be at least 1, got {value}")
-    if args.n is not None and args.n < 1:
-        raise InputError(f"--n must be at least 1, got {args.n}")
+    for name in ("k", "epochs", "batch_size", "n"):  # --n may be left out (None)
+        if (value := getattr(args, name)) is not None and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     budget = budget_arg(args.memory_budget, least=1 << 16)
     loaded = open_model(args)
     say = Throttle(progress)
