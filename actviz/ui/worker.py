@@ -245,8 +245,7 @@ class Worker(QObject):
         self._submitted = 0
         self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
-        self._running: set[int] = set()
-        self._runners: set[int] = set()  # generations queued or running, until ``done``
+        self._running: set[int] = set()  # generations queued or running, until ``done``
         self._signals = _RunnerSignals(self)  # every runner's, queued to the GUI thread
         self._signals.relay.connect(self._relay)
         self._signals.done.connect(self._on_runner_done)
@@ -264,7 +263,7 @@ class Worker(QObject):
 
     def is_busy(self) -> bool:
         """True while any job (current or stale) is queued or running."""
-        return bool(self._runners)
+        return bool(self._running)
 
     def has_current_job(self) -> bool:
         """True while a current job is queued or running (stale ones aside)."""
@@ -327,7 +326,6 @@ class Worker(QObject):
             threads=self.threads if threads is None else max(1, int(threads)),
             nice=self.nice,
         )
-        self._runners.add(gen)
         self._running.add(gen)
         self._jobs[gen] = handle
         pool.start(runner.run)
@@ -383,7 +381,6 @@ class Worker(QObject):
 
     @Slot(int, object, object)
     def _on_runner_done(self, gen: int, result: object, error: object) -> None:
-        self._runners.discard(gen)
         self._running.discard(gen)
         self._held[gen] = (result, error)
         # In submission order: a result waits for every earlier current job; stale ones dropped.
