@@ -147,14 +147,12 @@ class FeatureJob(QObject):
 
     def drop(self) -> None:
         """Forget the running job without showing an end (the view is left as it is)."""
-        self.job = None
-        self.context = None
+        self.job = self.context = None
         self.worker.drop()
 
     def _free(self, status: str) -> Any:
         context = self.context
-        self.job = None
-        self.context = None
+        self.job = self.context = None
         self.view.set_busy(False)
         self.host.refresh_busy(status)
         return context
