@@ -99,8 +99,7 @@ class TargetChoice:
     ``result``, ``categories`` and ``loaded_model`` check a target), ``changed()`` announces one."""
 
     def __init__(self, owner: Any, changed: Callable[[], Any]) -> None:
-        self._owner = owner
-        self._changed = changed
+        self._owner, self._changed = owner, changed
         self.target: int | None = None
         #: The unedited run's top-1, held till model, input or target change (edits do not move it).
         self.auto_target: int | None = None

@@ -28,11 +28,8 @@ class Baseline:
         source: Capture | None = None,
         scan: Scan | None = None,
     ) -> None:
-        self.kind = kind
-        self.description = description
-        self._means = means
-        self._scan = scan
-        self.source = source
+        self.kind, self.description, self.source = kind, description, source
+        self._means, self._scan = means, scan
         # Per (layer, call, rows, device, dtype): the source repeated for a batch, made once.
         self._repeated: dict[tuple, torch.Tensor] = {}
 

@@ -31,8 +31,7 @@ class TargetReader:
     or default target is linear in the output once chosen; a callable is called per sample."""
 
     def __init__(self, clean: Any, target: Any) -> None:
-        self.target = target
-        self.clean = clean
+        self.target, self.clean = target, clean
         self.callable = callable(target) and not isinstance(target, (int, torch.Tensor))
         self.weights: list[torch.Tensor | None] = []
         if not self.callable:
@@ -144,9 +143,7 @@ class _SampleEdit:
     """The forward hook of one layer: sample ``i`` of the batch gets its channel replaced."""
 
     def __init__(self, layer: str, module: nn.Module, baseline: Baseline) -> None:
-        self.layer = layer
-        self.module = module
-        self.baseline = baseline
+        self.layer, self.module, self.baseline = layer, module, baseline
         self.rows: list[tuple[int, int]] = []
         self.b, self.calls, self.expand = 1, 0, False
         self.masks: dict[tuple, torch.Tensor] = {}

@@ -398,9 +398,7 @@ class LayerRunner:
     def __init__(
         self, model: nn.Module, module: nn.Module | None, layer: str, redirect: bool
     ) -> None:
-        self.model = model
-        self.module = module
-        self.layer = layer
+        self.model, self.module, self.layer = model, module, layer
         self.taken: torch.Tensor | None = None
         self.stuck: torch.Tensor | None = None  # (N,) bool, set per step
         self.handles: list[Any] = []
