@@ -109,8 +109,7 @@ def _to_uint8_rgb(chw: torch.Tensor) -> np.ndarray:
 
 
 def _unnormalise(y: torch.Tensor, transforms: Any) -> torch.Tensor | None:
-    mean = getattr(transforms, "mean", None)
-    std = getattr(transforms, "std", None)
+    mean, std = getattr(transforms, "mean", None), getattr(transforms, "std", None)
     if mean is None or std is None or len(mean) != y.shape[0] or len(std) != y.shape[0]:
         return None
     m = torch.tensor(list(mean), dtype=y.dtype).view(-1, 1, 1)

@@ -34,8 +34,7 @@ def _layer_estimate(
     recs = cap.calls(layer)
     total: torch.Tensor | None = None
     shape: tuple[int, ...] = ()
-    dim = 1
-    no_grad = 0
+    dim, no_grad = 1, 0
     for call, rec in enumerate(recs):
         a = first_tensor(rec.output)
         if a is None or a.ndim < 2 or not a.is_floating_point():

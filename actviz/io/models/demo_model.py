@@ -274,8 +274,7 @@ def generate_example(
     h, w = DEMO_INPUT_SIZE
     r = float(rng.uniform(0.16, 0.30) * min(h, w))  # outer radius: objects 20..38 px across
     for _ in range(100):
-        cx = float(rng.uniform(r, w - r))
-        cy = float(rng.uniform(r, h - r))
+        cx, cy = float(rng.uniform(r, w - r)), float(rng.uniform(r, h - r))
         if math.hypot(cx - w / 2, cy - h / 2) >= min_offset:
             break
     angle = float(rng.uniform(0, 2 * math.pi))
