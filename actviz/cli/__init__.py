@@ -279,8 +279,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     first_cmd = next((a for a in argv if not a.startswith("-")), None)
     if first_cmd not in _COMMANDS and not {"-h", "--help"} & set(argv):
         argv.insert(1 if argv[:1] == ["--debug"] else 0, "gui")
-    elif not argv:
-        argv = ["gui"]
     if first_cmd == "bench" and not {"-h", "--help"} & set(argv[: argv.index("bench")]):
         # The rest is the suite's own (REMAINDER would not take a leading --quick).
         from actviz.bench.cli import main as bench_main
