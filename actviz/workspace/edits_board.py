@@ -122,9 +122,7 @@ class EditBoard:
         """The entry ``edit`` would repeat: the last one switched on for ``layer`` when it is
         the same edit and doing it twice changes nothing (ablate, keep, clamp); else None."""
         last = [e for e in self._entries if e.layer == layer and e.edit.enabled][-1:]
-        if last and edit.kind in IDEMPOTENT_KINDS and last[0].edit == edit:
-            return last[0]
-        return None
+        return last[0] if last and edit.kind in IDEMPOTENT_KINDS and last[0].edit == edit else None
 
     def replace(self, key: int, edit: Edit) -> EditEntry:
         """Put ``edit`` in the place of entry ``key`` (same key, same position)."""

@@ -170,9 +170,7 @@ class _Forward:
         self.name = name
 
     def __get__(self, session: Any, owner: type | None = None) -> Any:
-        if session is None:
-            return self
-        return getattr(getattr(session, self.part), self.name)
+        return self if session is None else getattr(getattr(session, self.part), self.name)
 
     def __set__(self, session: Any, value: Any) -> None:
         setattr(getattr(session, self.part), self.name, value)

@@ -82,9 +82,7 @@ def _edit_rows(edits: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
-    if isinstance(v, tuple):
-        return list(v)
-    return v
+    return list(v) if isinstance(v, tuple) else v
 
 
 def export_capture(

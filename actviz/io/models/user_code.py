@@ -42,9 +42,7 @@ def parse_code_ref(source: str) -> CodeRef | None:
         return None
     if target.endswith(".py"):
         return CodeRef(target, attr, is_file=True)
-    if _DOTTED.match(target):
-        return CodeRef(target, attr, is_file=False)
-    return None
+    return CodeRef(target, attr, is_file=False) if _DOTTED.match(target) else None
 
 
 def module_classes_in_file(path: str | os.PathLike[str]) -> list[str]:
