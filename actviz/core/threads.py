@@ -178,8 +178,7 @@ class ThreadTuner:
             self._set(self.candidate)
         elif self._timed > t:
             # The median batch: one held up by something else does not decide.
-            rate = {n: 1.0 / statistics.median(v) for n, v in self._times.items()}
-            self.rates = rate
+            self.rates = rate = {n: 1.0 / statistics.median(v) for n, v in self._times.items()}
             first = self._timed == t + 1
             far_slower = first and rate[self.candidate] < self.GIVE_UP * rate[self.original]
             if far_slower or self._timed == 2 * t:
