@@ -257,9 +257,8 @@ def prepare(
     if on_device is None:
         on_device = any((t := cap[n].tensor) is not None and t.device.type != "cpu" for n in order)
     cams: dict[str, np.ndarray] = {}
-    sal: np.ndarray | None = None
-    sal_msg = ""
     hosts: dict[str, HostLayer] = {}
+    sal, sal_msg = None, ""
     if on_device:
         to_copy: dict[str, torch.Tensor] = {}
         if cam_default is not None and cam_default in cams_now:
@@ -319,7 +318,7 @@ def prepare(
     # Attention maps, their rollout over a ViT's image, and a language model's logit lens.
     from actviz.display.attention import attention_rollout, rollout_map
 
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = {} if tok_sal is None else {"token_saliency": tok_sal}
     attention = cap.extra.get("attention") if isinstance(cap.extra, Mapping) else None
     if attention is not None:
         extras["attention"] = attention
@@ -348,8 +347,6 @@ def prepare(
         from actviz.core.tree import module_tree
 
         tree = module_tree(model, cap)
-    if tok_sal is not None:
-        extras["token_saliency"] = tok_sal
     errors: list[str] = []
     out = first_tensor(cap.output)
     if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
