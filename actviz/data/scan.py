@@ -317,9 +317,7 @@ def _run(
                         group = _Group(joinable, reduced)
                 if group is not None:
                     group.add(reduced, idx, items)
-                for r in runs:
-                    if r.group is not None:
-                        continue
+                for r in [r for r in runs if r.group is None]:  # a group's members: added above
                     if r.name in reduced:
                         r.add(reduced[r.name], idx, items)
                     else:
