@@ -217,10 +217,8 @@ def _place(image: np.ndarray, tiles: np.ndarray, rows: int, cols: int, pad: int)
 
 def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
     """``(rows, cols)`` of the mosaic grid for ``channels`` tiles (about ``aspect`` wide:tall)."""
-    cols = max(1, round(math.sqrt(channels * tile_h * aspect / max(tile_w, 1))))
-    cols = min(cols, channels)
-    rows = math.ceil(channels / cols)
-    return rows, cols
+    cols = min(max(1, round(math.sqrt(channels * tile_h * aspect / max(tile_w, 1)))), channels)
+    return math.ceil(channels / cols), cols
 
 
 def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> float:
