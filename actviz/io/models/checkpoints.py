@@ -109,7 +109,9 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
 def _classify_zip(names: list[str]) -> str:
     if any(n.endswith("/constants.pkl") or "/code/__torch__/" in n for n in names):
         return FileFormat.TORCHSCRIPT
-    if any(n.endswith("/archive_format") or "/models/" in n and n.endswith(".json") for n in names):
+    if any(
+        n.endswith("/archive_format") or ("/models/" in n and n.endswith(".json")) for n in names
+    ):
         return FileFormat.EXPORT
     if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
         return FileFormat.TORCH_ZIP
