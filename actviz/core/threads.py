@@ -155,8 +155,7 @@ class ThreadTuner:
         self.threads = self.original
         #: images/s measured at each count tried
         self.rates: dict[int, float] = {}
-        self._seen = 0
-        self._timed = 0
+        self._seen = self._timed = 0
         self._times: dict[int, list[float]] = {}
         self._last = clock()
 

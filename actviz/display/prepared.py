@@ -40,9 +40,7 @@ class Lazy(Generic[T]):
     """A value computed by ``compute()`` on first :meth:`get`, once (thread-safe)."""
 
     def __init__(self, compute: Callable[[], T] | None = None, value: T | None = None) -> None:
-        self._compute = compute
-        self._value = value
-        self._lock = threading.Lock()
+        self._compute, self._value, self._lock = compute, value, threading.Lock()
 
     @classmethod
     def of(cls, value: T) -> Lazy[T]:
