@@ -43,15 +43,12 @@ def _pair(v: Any) -> tuple[int, int]:
 
 def _window(module: nn.Module) -> tuple[tuple[int, int], ...]:
     """``(kernel, stride, padding, dilation)``, each a ``(y, x)`` pair, of a conv or pool."""
-    kernel = _pair(module.kernel_size)
-    stride = _pair(module.stride)
-    dilation = _pair(getattr(module, "dilation", 1))
-    padding = module.padding
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = (0, 0)
-        else:  # "same": torch pads (total // 2) before
-            padding = tuple(d * (k - 1) // 2 for k, d in zip(kernel, dilation, strict=True))
+    kernel, stride = _pair(module.kernel_size), _pair(module.stride)
+    dilation, padding = _pair(getattr(module, "dilation", 1)), module.padding
+    if padding == "valid":
+        padding = (0, 0)
+    elif isinstance(padding, str):  # "same": torch pads (total // 2) before
+        padding = tuple(d * (k - 1) // 2 for k, d in zip(kernel, dilation, strict=True))
     return kernel, stride, _pair(padding), dilation
 
 

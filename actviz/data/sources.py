@@ -239,9 +239,8 @@ def open_data(data: Any, spec: ModelSpec) -> ScanData:
         if not isinstance(value, torch.Tensor):
             raise InputError(f"{src}: holds several tensors; a scan needs one (N, C, H, W) tensor")
         st = path.stat()
-        return _samples(
-            value, src, word, f"file:{path.resolve()}:{st.st_size}:{st.st_mtime_ns}", exp
-        )
+        identity = f"file:{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        return _samples(value, src, word, identity, exp)
     if isinstance(data, np.ndarray):
         data = torch.from_numpy(np.ascontiguousarray(data))
     if isinstance(data, torch.Tensor):
