@@ -92,16 +92,13 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
     if tuple(a.shape) != tuple(b.shape):
         raise ValueError(f"{name!r}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
     n = a.shape[0] if a.ndim else 1
-    xa = a.detach().reshape(n, -1)
-    xb = b.detach().reshape(n, -1)
+    xa, xb = a.detach().reshape(n, -1), b.detach().reshape(n, -1)
     width = max(1, CHUNK // max(n, 1))
-    dot = sq_a = sq_b = sq_d = 0.0
-    max_abs = 0.0
+    dot = sq_a = sq_b = sq_d = max_abs = 0.0
     gram_a = torch.zeros(n, n, dtype=torch.float64)
     gram_b = torch.zeros(n, n, dtype=torch.float64)
     for start in range(0, xa.shape[1], width):
-        x = _f64(xa[:, start : start + width])
-        y = _f64(xb[:, start : start + width])
+        x, y = _f64(xa[:, start : start + width]), _f64(xb[:, start : start + width])
         d = x - y
         dot += float((x * y).sum())
         sq_a += float((x * x).sum())
@@ -110,8 +107,7 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
         if d.numel():
             max_abs = max(max_abs, float(d.abs().max()))
         if n > 1:
-            xc = x - x.mean(0, keepdim=True)
-            yc = y - y.mean(0, keepdim=True)
+            xc, yc = x - x.mean(0, keepdim=True), y - y.mean(0, keepdim=True)
             gram_a += xc @ xc.T
             gram_b += yc @ yc.T
     norm_a, norm_b, norm_d = math.sqrt(sq_a), math.sqrt(sq_b), math.sqrt(sq_d)
