@@ -69,14 +69,11 @@ class DisplaySteps:
 
     def flush(self) -> None:
         """Run every waiting step of the result shown now."""
-        while self._steps:
-            epoch, step = self._steps.popleft()
-            if epoch is None or epoch == self.epoch:
-                self.call(step)
+        self._run(float("inf"))
 
-    def _run(self) -> None:
-        steps, t0, ran = self._steps, time.perf_counter(), False
-        while steps and not (ran and time.perf_counter() - t0 >= DISPLAY_PASS_S):
+    def _run(self, budget_s: float | None = None) -> None:
+        steps, end, ran = self._steps, time.perf_counter() + (budget_s or DISPLAY_PASS_S), False
+        while steps and not (ran and time.perf_counter() >= end):
             epoch, step = steps.popleft()
             if epoch is None or epoch == self.epoch:  # else a newer result came
                 self.call(step)
