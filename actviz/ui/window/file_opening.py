@@ -188,26 +188,7 @@ class FileOpening:
         request.succeeded = True
         if request.dialog is not None:
             request.dialog.opened()
-        self.window.runs.stop()
-        self.banner.clear()
-        gradcam = None
-        if loaded.source == "demo" or loaded.kind == "demo":
-            from actviz.io.models.demo_model import DEMO_GRADCAM_LAYER
-
-            gradcam = DEMO_GRADCAM_LAYER
-        # Registered before the model changes, so the automatic run waits for the re-read input.
-        reread, restore = self.inputs.request, None
-        if reread is None:
-            reread, restore = self.swap.input_for(loaded)
-        elif reread.quiet and self.session.input is None:
-            # The start-up default waited for this model: its natural input.
-            reread.source = self._natural_source(loaded, reread.source)
-        self.inputs.request = reread
-        self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
-        if restore is not None:
-            self.swap.restore(restore)
-        if reread is not None:
-            self.inputs.start(reread)
+        self._adopt_model(loaded)
         # For the export's reproduce.py.
         self.session.set_model_open_args(
             dict(arch=request.arch, weights=request.weights, trust=request.trust)
@@ -278,6 +259,28 @@ class FileOpening:
             # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
             keep = path if path and Path(path).exists() else ""
             dialog.show_failure(text, path=keep, candidates=candidates)
+
+    def _adopt_model(self, loaded: Any) -> None:
+        self.window.runs.stop()
+        self.banner.clear()
+        gradcam = None
+        if loaded.source == "demo" or loaded.kind == "demo":
+            from actviz.io.models.demo_model import DEMO_GRADCAM_LAYER
+
+            gradcam = DEMO_GRADCAM_LAYER
+        # Registered before the model changes, so the automatic run waits for the re-read input.
+        reread, restore = self.inputs.request, None
+        if reread is None:
+            reread, restore = self.swap.input_for(loaded)
+        elif reread.quiet and self.session.input is None:
+            # The start-up default waited for this model: its natural input.
+            reread.source = self._natural_source(loaded, reread.source)
+        self.inputs.request = reread
+        self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
+        if restore is not None:
+            self.swap.restore(restore)
+        if reread is not None:
+            self.inputs.start(reread)
 
     def dialog_closed(self, dialog: OpenModelDialog) -> None:
         """The Open model dialog closed: a model it asked for that is still loading goes."""
