@@ -13,8 +13,6 @@ from typing import Any
 from actviz.cli import command_kit as kit
 from actviz.cli.command_kit import Opener, Say
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
     """Add the ``atlas`` sub-command to the ``actviz`` parser."""

@@ -11,8 +11,6 @@ from typing import Any
 
 from actviz.cli.command_kit import Opener, Say, Throttle, add_data_args, budget_arg, existing
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
     """Add the ``concepts`` command (``train`` and ``show``) to the ``actviz`` parser."""

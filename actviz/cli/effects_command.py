@@ -12,8 +12,6 @@ from typing import Any
 
 from actviz.cli.command_kit import Opener, Say, layer_names, say_each, scan_progress, target_arg
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
     """Add the ``effects`` sub-command to the ``actviz`` parser."""

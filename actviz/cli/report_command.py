@@ -16,8 +16,6 @@ from actviz.cli.command_kit import (
     page_progress,
 )
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
     """Add the ``report`` sub-command to the ``actviz`` parser."""

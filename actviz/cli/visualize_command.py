@@ -11,8 +11,6 @@ from typing import Any
 
 from actviz.cli.command_kit import Opener, Say
 
-__all__ = ["add_parser", "parse_channels", "run"]
-
 _DEFAULT_CHANNELS = 16
 #: Images per forward pass (all channels in one batch can take tens of GB with gradients).
 _DEFAULT_BATCH = 16

@@ -16,23 +16,6 @@ import threading
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "ENV",
-    "MARK_BYTES",
-    "MIN_ARENAS",
-    "MMAP_THRESHOLD",
-    "TRIM_THRESHOLD",
-    "arena_max",
-    "heap_in_use_mib",
-    "mark_arena",
-    "release_freed_memory",
-    "rss_anon_mib",
-    "rss_mib",
-    "tune_allocator",
-    "tune_if_asked",
-    "tuned",
-]
-
 #: The environment variable: ``1`` tunes at the first capture, ``0`` never tunes.
 ENV = "ACTVIZ_TUNE_ALLOCATOR"
 

@@ -14,8 +14,6 @@ import torch
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
-__all__ = ["Comparison", "LayerDiff", "compare", "layer_diff"]
-
 #: Elements converted to float64 at a time, so a wide layer is not copied whole three times.
 CHUNK = 1 << 20
 

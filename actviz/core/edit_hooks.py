@@ -12,8 +12,6 @@ from torch import nn
 from actviz.core.edit_spec import Edit, EditError
 from actviz.core.structures import first_tensor, replace_first
 
-__all__ = ["EditHooks", "channel_dim"]
-
 # Modules whose 3-D output is (N, C, L): channels in dimension 1, not last.
 _POOLS_1D = "MaxPool1d AvgPool1d AdaptiveAvgPool1d AdaptiveMaxPool1d LPPool1d".split()
 _CHANNEL_FIRST = (

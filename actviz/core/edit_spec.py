@@ -12,8 +12,6 @@ import torch
 
 from actviz.core.records import Capture
 
-__all__ = ["KINDS", "Edit", "EditError"]
-
 #: Every kind of edit.
 KINDS = ("ablate", "scale", "keep", "clamp", "patch", "custom", "concept")
 #: Fields compared by identity (objects with no value equality of their own).

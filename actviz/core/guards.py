@@ -16,8 +16,6 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ModelState", "UnregisteredCheck", "eval_mode", "forward_hooks"]
-
 log = logging.getLogger(__name__)
 
 #: Buffer copies kept per model for its next capture up to this size; larger ones are made anew.

@@ -17,8 +17,6 @@ from torch import nn
 
 from actviz.core.structures import clone_keep_layout, map_leaves, map_tensors
 
-__all__ = ["PreparedInputs", "align_grads", "forward_takes_list", "list_layout", "prepare_inputs"]
-
 _LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
 
 

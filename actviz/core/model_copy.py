@@ -21,16 +21,6 @@ from actviz.core.plan import model_plan
 #: The largest model copied for a live lane (parameters and buffers, bytes).
 MAX_COPY_BYTES = 512 * 2**20
 
-__all__ = [
-    "MAX_COPY_BYTES",
-    "ModelCopy",
-    "copy_refusal",
-    "model_bytes",
-    "private_copy",
-    "weights_signature",
-    "with_loading",
-]
-
 _UNWRAPPED = object()  # stands in for a capture's forward wrapper while copying
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 

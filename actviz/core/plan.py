@@ -12,8 +12,6 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["ModelPlan", "is_leaf", "leaf_names", "model_plan", "resolve_layers"]
-
 _PLANS: weakref.WeakKeyDictionary[nn.Module, ModelPlan] = weakref.WeakKeyDictionary()
 
 

@@ -20,21 +20,6 @@ import torch
 from actviz.core import allocator
 from actviz.core.structures import iter_tensors
 
-__all__ = [
-    "HEAP_PIN",
-    "HeapPin",
-    "MAX_KEEP",
-    "MIN_BYTES",
-    "MIN_KEEP",
-    "POOL",
-    "RecordPool",
-    "minor_faults",
-    "observe",
-    "pinned",
-    "release_memory",
-    "wanted",
-]
-
 #: Records smaller than this stay references: small blocks come from glibc's bins, warm.
 MIN_BYTES = 128 * 1024
 #: Free buffers kept at least up to this many bytes (when the last capture pooled fewer).

@@ -14,15 +14,6 @@ from actviz.core.pool import MIN_BYTES, POOL
 from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import clone_keep_layout, iter_tensors, map_tensors
 
-__all__ = [
-    "DISCOVERED_INPLACE",
-    "NEEDS_COPY",
-    "NEEDS_GRAD_HOOK",
-    "Recorder",
-    "Retry",
-    "format_bytes",
-]
-
 # Modules found writing into their input without ``inplace=True``: cloned input next time.
 DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 # Modules whose records were written later in the forward (``out += identity``): copied next time.

@@ -12,14 +12,6 @@ from actviz.core.structures import first_tensor
 
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
-__all__ = [
-    "INFERENCE_WEIGHTS_WARNING",
-    "Capture",
-    "CaptureCancelled",
-    "CaptureTooLarge",
-    "LayerRecord",
-]
-
 #: What a capture with gradients warns when the model's weights are inference tensors.
 INFERENCE_WEIGHTS_WARNING = (
     "no gradients: the model's weights were made inside torch.inference_mode(), and such "

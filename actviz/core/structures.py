@@ -12,18 +12,6 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = [
-    "clone_keep_layout",
-    "describe",
-    "first_tensor",
-    "iter_tensors",
-    "map_leaves",
-    "map_tensors",
-    "named_tensors",
-    "replace_first",
-    "shapes",
-]
-
 _Tensor = torch.Tensor
 # Never containers of tensors (torch.Size is a registered pytree node, rebuilt as a tuple).
 _ATOMS = (str, bytes, int, float, complex, type(None), torch.Size, torch.dtype, torch.device)

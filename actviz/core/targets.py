@@ -15,20 +15,6 @@ import torch
 
 from actviz.core.structures import named_tensors
 
-__all__ = [
-    "AUTO_TARGET_TEXT",
-    "Target",
-    "check_target",
-    "detections",
-    "fixed_default",
-    "name_token",
-    "parse_target",
-    "resolve_target",
-    "sequence_logits",
-    "target_choices",
-    "token_phrase",
-]
-
 #: The first entry of the target selector: no explicit target, the output's default.
 AUTO_TARGET_TEXT = "auto (top-1)"
 _DETECTION_KEYS = ("boxes", "scores", "labels")

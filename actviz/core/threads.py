@@ -19,20 +19,6 @@ import torch
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "BACKGROUND_NICE",
-    "ThreadTuner",
-    "available_cores",
-    "background_loader_init",
-    "lower_process_priority",
-    "lower_thread_priority",
-    "parallel_in_workers_only",
-    "report",
-    "reporting",
-    "torch_threads",
-    "worker_threads",
-]
-
 #: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest).
 BACKGROUND_NICE = 10
 #: The count the window's workers run their jobs at (None: each thread's own).

@@ -12,8 +12,6 @@ from torch import nn
 
 from actviz.core.capture import Capture
 
-__all__ = ["ModuleNode", "ModuleTree", "ParamInfo", "module_tree"]
-
 
 class ParamInfo:
     """A parameter or buffer of one module (its own); ``norm`` is computed on first read, as walking

@@ -15,8 +15,6 @@ import torch
 # The one walker over nested outputs; the scan modules import it from here.
 from actviz.core.structures import first_tensor as first_tensor
 
-__all__ = ["EMPTY_INDEX", "LayerState", "Reduced", "pool", "reduce_output"]
-
 #: Index of an empty top-k slot: larger than any data index, so empty slots sort last.
 EMPTY_INDEX = 2**62
 #: The arrays of a :class:`LayerState`, one row per channel.

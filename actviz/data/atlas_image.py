@@ -11,8 +11,6 @@ from PIL import Image, ImageDraw
 
 from actviz.io.export.typeset import _font, _text_w
 
-__all__ = ["SELECTED_RGB", "atlas_image", "class_colours", "splat_dots"]
-
 # Ten well-separated hues first (Tableau 10), then evenly spread ones for more classes.
 _TABLEAU = "1f77b4 ff7f0e 2ca02c d62728 9467bd 8c564b e377c2 7f7f7f bcbd22 17becf"
 _BASE = tuple(tuple(bytes.fromhex(code)) for code in _TABLEAU.split())

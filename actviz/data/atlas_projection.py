@@ -13,15 +13,6 @@ import torch
 
 from actviz.data.atlas_vectors import _chunks, _rows, frozen
 
-__all__ = [
-    "METHODS",
-    "ExactNeighbours",
-    "Projection",
-    "cache_umap_compiles",
-    "project",
-    "umap_available",
-]
-
 #: Projection methods :func:`project` knows.
 METHODS = ("pca", "umap")
 

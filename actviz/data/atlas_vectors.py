@@ -12,15 +12,6 @@ import torch
 
 from actviz.data.accumulate import pool
 
-__all__ = [
-    "ChannelSplit",
-    "cosine_top",
-    "points_in_polygon",
-    "query_vector",
-    "row_norms",
-    "separating_channels",
-]
-
 #: Rows converted to float64 at a time, so the working copy stays a few MB.
 _CHUNK = 4096
 

@@ -23,8 +23,6 @@ from actviz.data.accumulate import EMPTY_INDEX, LayerState
 from actviz.data.rows import _safe
 from actviz.io.files import user_cache_dir
 
-__all__ = ["LayerCache", "ScanStore", "cache_dir", "cache_root", "weights_fingerprint"]
-
 _FORMAT = 3
 _MAGIC = b"ACTVZSCN"
 _HEADER = struct.Struct("<8sIQQI")  # magic, format, sequence, payload bytes, crc32 of payload

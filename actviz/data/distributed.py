@@ -20,8 +20,6 @@ from actviz.data.scan_result import ScanCancelled
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RankFailed", "ShardContext", "merge_states", "shard_context", "shard_indices"]
-
 #: Scans run in this process inside a process group: every rank runs the same scans in the same
 #: order, so the count names this scan's keys in the group's store on every rank.
 _SEQUENCE = [0]

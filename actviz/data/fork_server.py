@@ -14,8 +14,6 @@ import threading
 from multiprocessing import context, forkserver, process, reduction, spawn, util
 from typing import Any
 
-__all__ = ["LoaderContext", "loader_context", "prestart", "server_pid"]
-
 #: What the server imports before forking: a scan loader's needs (torch, sources, preprocessing).
 PRELOAD = ["torch", "torch.utils.data", "PIL.Image", "torchvision.transforms", "actviz.data.scan"]
 

@@ -22,8 +22,6 @@ from actviz.data.scan_result import Scan, TopEntry
 from actviz.data.sources import ModelSpec, resolve_model
 from actviz.io.errors import InputError
 
-__all__ = ["ReceptiveField", "TopView", "receptive_box", "top_views"]
-
 # Modules that keep every position where it is (output position i depends on input i only).
 _POINTWISE_NAMES = (
     "ReLU ReLU6 LeakyReLU PReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardswish Hardsigmoid "

@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "DiskRows", "attach_rows", "open_rows"]
-
 #: Bytes per block when filling and interleaving (what the rows hold in memory at a time).
 BLOCK_BYTES = 1 << 20
 _NAN16 = np.float16(np.nan)

@@ -13,8 +13,6 @@ import numpy as np
 from actviz.data.rows import BLOCK_BYTES, _note, _safe, open_rows
 from actviz.data.scan_result import ChannelStats, LayerResult, Scan
 
-__all__ = ["SCAN_FILE", "open_scan", "save_scan"]
-
 #: The file that marks a folder as a saved scan.
 SCAN_FILE = "scan.json"
 _FORMAT = 1

@@ -12,18 +12,6 @@ import numpy as np
 from actviz.core.records import CaptureTooLarge
 from actviz.data.atlas_vectors import frozen
 
-__all__ = [
-    "ChannelStats",
-    "Embeddings",
-    "LayerResult",
-    "Neighbour",
-    "Scan",
-    "ScanCancelled",
-    "ScanMemory",
-    "ScanTooLarge",
-    "TopEntry",
-]
-
 #: Values :func:`_rows_with_vectors` checks at a time (4 MB of flags).
 _BLOCK_VALUES = 1 << 22
 

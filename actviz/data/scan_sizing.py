@@ -18,14 +18,6 @@ from actviz.data.cache import ScanStore
 from actviz.data.scan_result import ScanMemory
 from actviz.data.sources import ModelSpec, ScanData, open_data, resolve_model
 
-__all__ = [
-    "ACTIVATION_BUDGET",
-    "MAX_BATCH",
-    "choose_batch_size",
-    "default_workers",
-    "estimate_memory",
-]
-
 #: Bytes of layer outputs one batch may produce when the batch size is chosen automatically.
 ACTIVATION_BUDGET = 256 << 20
 #: Largest automatic batch size.

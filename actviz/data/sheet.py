@@ -17,8 +17,6 @@ from actviz.data.sources import resolve_model
 from actviz.io.errors import InputError
 from actviz.io.export.typeset import _font, _text_w, _titled, safe_name
 
-__all__ = ["contact_sheet", "write_scan"]
-
 _GAP = 6
 _LABEL_H = 14
 _EMPTY = (235, 235, 235)

@@ -23,8 +23,6 @@ from actviz.io.input_tensors import _TENSOR_FORMATS, _fit_tensor, _read_tensor_f
 from actviz.io.loaded_input import ExpectedInput, expected_input
 from actviz.io.models.checkpoints import sniff_format
 
-__all__ = ["IMAGE_SUFFIXES", "ModelSpec", "ScanData", "collate", "open_data", "resolve_model"]
-
 #: File suffixes a folder scan picks up (case-insensitive).
 IMAGE_SUFFIXES = frozenset(
     {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}

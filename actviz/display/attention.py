@@ -20,15 +20,6 @@ from actviz.display.attribution import _resize, _unit
 from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
 
-__all__ = [
-    "AttentionMaps",
-    "attention_modules",
-    "attention_rollout",
-    "capture_attention",
-    "eager_attention",
-    "rollout_map",
-]
-
 log = logging.getLogger(__name__)
 
 _MISSING = object()

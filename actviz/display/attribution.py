@@ -17,29 +17,6 @@ from actviz.core.targets import detections, sequence_logits
 from actviz.display.logit_lens import token_texts
 from actviz.display.stats import as_float, grad_norm
 
-__all__ = [
-    "TokenSaliency",
-    "default_gradcam_layer",
-    "display_image",
-    "grad_cam",
-    "grad_cam_tensor",
-    "gradcam_candidates",
-    "gradient_flow",
-    "input_embedding",
-    "last_spatial_layer",
-    "prediction_kind",
-    "saliency",
-    "saliency_at_image",
-    "saliency_tensor",
-    "saliency_unavailable",
-    "spatial_layers",
-    "token_input",
-    "token_saliency",
-    "token_saliency_tensor",
-    "top_k",
-    "top_predictions",
-]
-
 
 def _pick(t: torch.Tensor, sample: int) -> torch.Tensor:
     return t[min(sample, t.shape[0] - 1)]

@@ -9,24 +9,6 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = [
-    "AUTO",
-    "COLORMAPS",
-    "DIVERGING_CMAP",
-    "DEFAULT_ACTIVATION_CMAP",
-    "DEFAULT_GRADIENT_CMAP",
-    "OVERLAY_CMAP",
-    "PAD_INDEX",
-    "colorize",
-    "indexed_table",
-    "overlay",
-    "paint",
-    "painting",
-    "resolve",
-    "table",
-    "to_indices",
-]
-
 #: Index of the transparent entry of an indexed table: mosaic padding and non-finite values.
 PAD_INDEX = 255
 #: Default map for activations and for gradient magnitudes.

@@ -18,15 +18,6 @@ from actviz.display.prepared import DisplaySpec, Lazy, PreparedLayer
 from actviz.display.repage import layer_mosaics
 from actviz.display.stats import histogram, tensor_stats
 
-__all__ = [
-    "DIFFERENCE_CMAP",
-    "PredictionChange",
-    "PredictionRow",
-    "difference_tensor",
-    "prediction_change",
-    "prepare_difference",
-]
-
 #: The colour map of every difference picture (diverging: 0 in the middle).
 DIFFERENCE_CMAP = DIVERGING_CMAP
 

@@ -11,16 +11,6 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = [
-    "LayerView",
-    "LazyLayerView",
-    "as_numpy",
-    "class_units",
-    "layer_view",
-    "magnitude",
-    "magnitude_view",
-]
-
 
 def as_numpy(x: Any) -> np.ndarray:
     """``x`` as a float32 host array (complex tensors by magnitude), copying only if needed."""

@@ -15,8 +15,6 @@ from torch import nn
 from actviz.core.capture import model_device
 from actviz.core.structures import first_tensor
 
-__all__ = ["LensLayers", "LogitLens", "lens_layers", "logit_lens", "token_texts"]
-
 
 @dataclass(frozen=True)
 class LensLayers:

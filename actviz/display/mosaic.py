@@ -17,24 +17,6 @@ import torch.nn.functional as F
 from actviz.display.colormaps import PAD_INDEX, to_indices
 from actviz.display.layer_views import as_numpy
 
-__all__ = [
-    "ChannelOrder",
-    "MAX_MOSAIC_CHANNELS",
-    "MAX_MOSAIC_PIXELS",
-    "MIN_TILE_SCREEN_PX",
-    "Mosaic",
-    "clamp_first_channel",
-    "downsample",
-    "grid_shape",
-    "max_tile_for",
-    "mosaic",
-    "mosaic_pad",
-    "page_channels_for",
-    "page_image_shape",
-    "page_start",
-    "tile_screen_px",
-]
-
 #: Channels on one mosaic page; the panels page through wider layers.
 MAX_MOSAIC_CHANNELS = 256
 #: The window picks its page size so a tile is at least this many screen pixels wide.

@@ -53,8 +53,6 @@ from actviz.display.token_maps import (
     token_view,
 )
 
-__all__ = ["output_shapes", "prepare", "prepare_layer"]
-
 log = logging.getLogger(__name__)
 
 

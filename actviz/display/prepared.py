@@ -23,16 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.logit_lens import LogitLens
     from actviz.display.token_maps import SequenceLayout, TokenView
 
-__all__ = [
-    "DisplaySpec",
-    "Lazy",
-    "LazyMap",
-    "LazyStats",
-    "PreparedLayer",
-    "RunResult",
-    "grad_norms_of",
-]
-
 T = TypeVar("T")
 
 

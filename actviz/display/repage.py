@@ -12,16 +12,6 @@ from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, ChannelOrder, Mosaic, mosaic
 from actviz.display.prepared import PreparedLayer, RunResult
 
-__all__ = [
-    "ReusableMosaics",
-    "current_mosaics",
-    "layer_mosaics",
-    "renormalised",
-    "reusable_mosaics",
-    "symmetric_for",
-    "with_page",
-]
-
 
 @dataclass(frozen=True)
 class ReusableMosaics:

@@ -9,19 +9,6 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = [
-    "HIST_BINS",
-    "STAT_FIELDS",
-    "as_float",
-    "grad_norm",
-    "histogram",
-    "histogram_tensor",
-    "layer_stats",
-    "stats_from_vector",
-    "stats_vector",
-    "tensor_stats",
-]
-
 HIST_BINS = 64
 #: Layout of :func:`stats_vector`.
 STAT_FIELDS = tuple("numel finite nan zeros mean std min max grad_norm has_grad".split())

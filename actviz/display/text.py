@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["LABEL_CHARS", "MAX_TICKS", "axis_ticks", "format_count", "format_shape"]
-
 #: Most token labels an axis shows; longer sequences label every n-th token.
 MAX_TICKS = 48
 #: Characters of a token label on an axis ("…" past them).

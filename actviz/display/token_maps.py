@@ -13,18 +13,6 @@ from torch import nn
 
 from actviz.display.layer_views import as_numpy
 
-__all__ = [
-    "SequenceLayout",
-    "TokenView",
-    "heat_levels",
-    "patch_grid_tensor",
-    "patch_maps",
-    "sequence_kind",
-    "sequence_layout",
-    "token_labels",
-    "token_view",
-]
-
 
 @dataclass(frozen=True)
 class SequenceLayout:

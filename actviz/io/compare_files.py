@@ -19,8 +19,6 @@ from actviz.io.export.capture_export import write_pages
 from actviz.io.export.reproduce import args_source, write_compare_reproduce
 from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, layer_page_images, safe_name
 
-__all__ = ["run_compare", "write_comparison"]
-
 
 def write_comparison(
     cap_a: Capture,

@@ -6,17 +6,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "ActvizError",
-    "ModelLoadError",
-    "ArchitectureNeededError",
-    "UntrustedFileError",
-    "TrustNeededError",
-    "InputError",
-    "ModelFileAsInputError",
-    "WriteError",
-]
-
 
 class ActvizError(Exception):
     """Base class of the errors actviz reports to users (one line: file and cause)."""

@@ -14,8 +14,6 @@ from typing import IO, Any
 
 from actviz.io.errors import WriteError
 
-__all__ = ["atomic_write", "check_out_file", "check_out_folder", "new_file_mode", "user_cache_dir"]
-
 #: The umask assumed where the process's own cannot be read without changing it.
 _DEFAULT_UMASK = 0o022
 

@@ -24,15 +24,6 @@ from actviz.io.models.checkpoints import FileFormat, one_line, sniff_format
 if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
-__all__ = [
-    "LoadedInput",
-    "ExpectedInput",
-    "expected_input",
-    "forward_takes_list",
-    "open_input",
-    "load_input",
-]
-
 #: Sources starting with this are text for the model's tokenizer.
 TEXT_PREFIX = "text:"
 

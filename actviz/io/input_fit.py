@@ -13,8 +13,6 @@ from torch import nn
 from actviz.io.input_files import TEXT_PREFIX, expected_input
 from actviz.io.loaded_input import reads_text
 
-__all__ = ["DEFAULT_PROMPT", "input_kind", "input_misfit", "natural_input_source"]
-
 #: What a text model reads when it is opened without an input.
 DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog because it"
 #: Side of the random image given to an image model of unknown input size.

@@ -14,8 +14,6 @@ from torch import nn
 if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
-__all__ = ["ExpectedInput", "LoadedInput", "expected_input", "reads_text"]
-
 
 @dataclass
 class LoadedInput:

@@ -187,15 +187,3 @@ def describe_widget(widget: QWidget) -> str:
         f"parent={type(parent).__name__}" if parent is not None else "",
     ]
     return " ".join(p for p in parts if p)
-
-
-__all__ = [
-    "HOOK_ATTRS",
-    "ProcessState",
-    "assert_no_hooks",
-    "describe_widget",
-    "flush_deletes",
-    "hooks_left",
-    "leaked_widgets",
-    "top_level_widgets",
-]

@@ -15,21 +15,6 @@ JOB_TIMEOUT_MS = 60_000
 #: How long it waits for a dock or a page to show (ms).
 SHOW_TIMEOUT_MS = 5_000
 
-__all__ = [
-    "DRIVERS",
-    "AtlasDriver",
-    "CompareDriver",
-    "ConceptsDriver",
-    "DatasetDriver",
-    "EffectsDriver",
-    "FeatureDriver",
-    "LiveDriver",
-    "SessionsDriver",
-    "TokensDriver",
-    "VisualizeDriver",
-    "WhatIfDriver",
-]
-
 
 def _member(kind: str, path: str, doc: str) -> Any:
     """A member over ``feature.<path>`` (``until``: waits for it, ``not path`` for it false)."""

@@ -43,15 +43,6 @@ MIN_FILL = 0.4
 #: Maps longer than this many times their width leave bands anyway: not held to MIN_FILL.
 MAX_FILL_ASPECT = 3.0
 
-__all__ = [
-    "FILL_PROPERTY",
-    "MIN_FILL",
-    "MIN_TILE_PX",
-    "LayoutProblem",
-    "layout_problems",
-    "widget_path",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class LayoutProblem:

@@ -497,16 +497,3 @@ def _busy(w: Any) -> list[str]:
     on = (w.is_busy(), w.files.is_loading(), w.runs.is_due(), w.display.display_pending())
     parts = [n for n, b in zip(("busy", "loading", "run due", "display"), on, strict=True) if b]
     return parts + [f"{n} busy" for n, f in w.features.items() if f.is_busy()]
-
-
-__all__ = [
-    "BLOCK_LIMIT_MS",
-    "ModelSetup",
-    "StressDriver",
-    "StressReport",
-    "busy_parts",
-    "demo_model",
-    "dropped_model",
-    "heap_in_use_mib",
-    "module_model",
-]

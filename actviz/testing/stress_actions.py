@@ -350,6 +350,3 @@ class UserActions:
 
 def _raise_injected() -> None:
     raise RuntimeError("injected failure")
-
-
-__all__ = ["ACTIONS", "KEYS", "SIZES", "UserActions", "choose"]

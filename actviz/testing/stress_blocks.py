@@ -12,8 +12,6 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["BlockSampler"]
-
 #: Frames of these files say nothing about the block (the driver itself, Qt's test helpers).
 _SKIP = ("actviz/testing/", "actviz/bench/")
 #: A frame line of a faulthandler dump.

@@ -369,18 +369,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = [
-    "CASES",
-    "HANG_S",
-    "case_setups",
-    "finding_key",
-    "main",
-    "run_case",
-    "save_checkpoint",
-    "save_tiny_gpt2",
-    "shrink",
-    "shrink_failure",
-]
-
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

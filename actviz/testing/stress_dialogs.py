@@ -244,6 +244,3 @@ def write_images(folder: Path, count: int = 8) -> Path:
         pixels = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(folder / f"img{i:02d}.png")
     return folder
-
-
-__all__ = ["MENU_SKIP", "DialogAnswerer", "FilePickers", "drop_file", "write_images"]

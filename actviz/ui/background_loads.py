@@ -152,20 +152,3 @@ def local_files(mime: Any) -> list[str]:
     if mime is None or not mime.hasUrls():
         return []
     return [url.toLocalFile() for url in mime.urls() if url.isLocalFile() and url.toLocalFile()]
-
-
-__all__ = [
-    "InputLoader",
-    "InputRequest",
-    "ModelLoader",
-    "ModelRequest",
-    "arch_needed_text",
-    "describe_error",
-    "failed_status",
-    "failure_reason",
-    "format_eta",
-    "load_input_source",
-    "load_model_source",
-    "local_files",
-    "short_source",
-]

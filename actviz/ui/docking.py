@@ -11,8 +11,6 @@ from PySide6.QtWidgets import QDockWidget
 
 from actviz.ui.panels.deferred import DeferredCall
 
-__all__ = ["DOCK_MAX_SHARE", "Docks"]
-
 #: The most of the window's width a dock takes when it is shown (its minimum permitting).
 DOCK_MAX_SHARE = 0.3
 _SIDES = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)

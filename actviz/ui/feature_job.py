@@ -16,8 +16,6 @@ from actviz.ui.panels.style import ERROR_TEXT
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
 
-__all__ = ["FeatureJob", "StepsAndLine", "show_line", "show_steps", "step_message"]
-
 
 def show_steps(bar: QProgressBar, done: int, total: int) -> None:
     """``done`` of ``total`` steps on ``bar`` (a busy bar until a total is known)."""

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["forget", "remember", "start_folder", "start_path"]
-
 _last: str | None = None
 
 

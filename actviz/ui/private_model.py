@@ -20,8 +20,6 @@ from actviz.core.model_copy import ModelCopy, with_loading
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job
 
-__all__ = ["ModelCopyService", "PrivateModel"]
-
 # A held copy's refcount when only its entry holds it (the entry, getrefcount's argument).
 _HELD_REFS = 2
 

@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AttachedConcepts"]
-
 
 @dataclass(frozen=True, eq=False)
 class AttachedConcepts:

@@ -10,8 +10,6 @@ from actviz.core.capture import format_bytes
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "default_budget", "fmt_bytes", "parse_bytes", "rss_bytes"]
-
 #: Default memory budget of one capture; ``ACTVIZ_MEMORY_BUDGET`` (bytes, or e.g. "2GiB") overrides.
 DEFAULT_MEMORY_BUDGET = 1 << 30
 

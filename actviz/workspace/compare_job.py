@@ -13,18 +13,6 @@ from actviz.display.layer_views import magnitude_view
 from actviz.display.mosaic import mosaic
 from actviz.display.prepared import DisplaySpec, PreparedLayer
 
-__all__ = [
-    "PIN",
-    "INPUT",
-    "MODEL",
-    "CompareOutcome",
-    "CompareRequest",
-    "LayersMismatch",
-    "compare_job",
-    "layer_mismatch",
-    "with_magnitude",
-]
-
 #: Where run B comes from.
 PIN, INPUT, MODEL = "pin", "input", "model"
 

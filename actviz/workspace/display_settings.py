@@ -10,8 +10,6 @@ from typing import Any
 from actviz.display.colormaps import AUTO
 from actviz.display.mosaic import ChannelOrder, page_start
 
-__all__ = ["VIEW_FIELDS", "DisplaySettings"]
-
 #: The settings a :class:`DisplaySettings` holds, by their (and the session's) attribute names.
 VIEW_FIELDS = tuple(
     "colormap normalize gradcam_layer channel_pages page_channels channel_orders".split()

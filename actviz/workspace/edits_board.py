@@ -14,16 +14,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
     from actviz.core.edit_kinds import Edit
 
-__all__ = [
-    "BaselineCache",
-    "BaselineKey",
-    "EditBoard",
-    "EditEntry",
-    "StaleEditError",
-    "edit_value",
-    "with_value",
-]
-
 #: ``EditBoard.add``'s ``model`` when the caller names none: the edit is of the model shown.
 _SHOWN: Any = object()
 

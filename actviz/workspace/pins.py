@@ -13,8 +13,6 @@ from actviz.core.capture import format_bytes
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
 
-__all__ = ["PINS_SHARE", "Pin", "PinBoard", "PinRefused"]
-
 #: The share of the memory budget pinned captures may hold (the rest is the shown run's).
 PINS_SHARE = 0.25
 

@@ -34,16 +34,6 @@ log = logging.getLogger(__name__)
 #: Set to 1, the window and the CLI start without any installed plugin.
 NO_PLUGINS_ENV = "ACTVIZ_NO_PLUGINS"
 
-__all__ = [
-    "NO_PLUGINS_ENV",
-    "PluginRecord",
-    "PluginRegistry",
-    "installed_plugins",
-    "layer_data",
-    "plugins_off_by_env",
-    "view_settings",
-]
-
 
 def installed_plugins(*, off: bool = False) -> PluginRegistry:
     """A registry of the installed plugins (none with ``off`` or ``ACTVIZ_NO_PLUGINS=1``):

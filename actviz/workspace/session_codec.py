@@ -21,22 +21,6 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
 
-__all__ = [
-    "InputSource",
-    "ModelCheck",
-    "ModelSource",
-    "PinState",
-    "SessionFileError",
-    "edits_from_json",
-    "edits_to_json",
-    "file_sha256",
-    "input_source_of",
-    "model_source_of",
-    "open_model_source",
-    "verify_model_source",
-    "weights_to_keep",
-]
-
 
 class SessionFileError(ActvizError):
     """A session file that cannot be opened or written (one line: the file and the cause)."""

@@ -21,8 +21,6 @@ from actviz.core.guards import eval_mode, forward_hooks
 from actviz.data.accumulate import EMPTY_INDEX, LayerState, reduce_output
 from actviz.data.scan_result import TopEntry
 
-__all__ = ["ConceptScan", "scan_concepts", "top_heatmaps"]
-
 # Vectors encoded at once: bounds the (rows, d_sae) float32 temporary (about 64 MB at 2,048).
 _ROWS = 8192
 

@@ -13,8 +13,6 @@ from actviz.analysis.concepts.concept_scan import ConceptScan, top_heatmaps
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.io.export.typeset import _font, _titled
 
-__all__ = ["concept_sheet", "overlay"]
-
 _GAP = 6
 _LABEL_W = 150
 _EMPTY = (235, 235, 235)

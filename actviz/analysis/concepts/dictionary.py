@@ -20,8 +20,6 @@ import torch
 
 from actviz.analysis.concepts.tensorfile import read_tensors, write_tensors
 
-__all__ = ["ARCHITECTURES", "CFG_FILE", "WEIGHTS_FILE", "Concepts", "from_parts", "load"]
-
 #: Architectures a dictionary may have (``"standard"`` is ReLU, as SAELens names it).
 ARCHITECTURES = ("standard", "topk", "jumprelu")
 CFG_FILE = "cfg.json"

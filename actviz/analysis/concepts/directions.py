@@ -11,8 +11,6 @@ import numpy as np
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.data.atlas_map import Projection, cosine_top, project
 
-__all__ = ["concept_atlas", "similar_concepts", "unit_directions"]
-
 
 def unit_directions(concepts: Concepts) -> np.ndarray:
     """``(d_sae, d_in)`` float64: each concept's decoder direction scaled to length 1 (a

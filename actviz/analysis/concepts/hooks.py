@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from torch import nn
 
-__all__ = ["HookPoint", "resolve_hook"]
-
 _RESID = re.compile(r"^blocks\.(\d+)\.hook_resid_(pre|post|mid)$")
 # Containers of a model's blocks, most common first (matched as a suffix of the module name).
 _BLOCK_LISTS = (

@@ -23,8 +23,6 @@ from actviz.analysis.effects.channel_effects import _jobs, estimate_from_capture
 from actviz.analysis.effects.effect_results import DEFAULT_BATCH, Effects, RunContext
 from actviz.analysis.effects.exact import TargetReader
 
-__all__ = ["UnitEffects", "estimate_layers", "unit_edit", "unit_name", "verify_layers"]
-
 
 @dataclass(frozen=True)
 class UnitEffects(Effects):

@@ -31,8 +31,6 @@ from actviz.core.guards import ModelState
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor, replace_first
 
-__all__ = ["concept_effects", "concept_estimate_from_capture", "run_concepts_exact"]
-
 
 def _description(scale: float) -> str:
     if scale == 0:

@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["read_tensors", "write_tensors"]
-
 _DTYPES = {
     "F64": torch.float64,
     "F32": torch.float32,

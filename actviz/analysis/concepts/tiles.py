@@ -15,16 +15,6 @@ from actviz.analysis.concepts.dictionary import Concepts
 from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
 
-__all__ = [
-    "ConceptEffect",
-    "ConceptTiles",
-    "ORDER_LABEL",
-    "concept_effect",
-    "concept_label",
-    "concept_picture",
-    "concept_tiles",
-]
-
 #: What the page read-out calls the concepts' order.
 ORDER_LABEL = "most active"
 

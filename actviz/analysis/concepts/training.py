@@ -27,8 +27,6 @@ from actviz.analysis.concepts.vectors import (
     stream_batches,
 )
 
-__all__ = ["DEFAULT_BUDGET", "TrainCancelled", "TrainProgress", "train"]
-
 #: Bytes the kept vectors may take by default (training and held-out together).
 DEFAULT_BUDGET = 512 << 20
 _TRAINED = ("topk", "batchtopk", "relu")

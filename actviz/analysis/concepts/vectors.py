@@ -18,16 +18,6 @@ from actviz.core.edit_kinds import channel_dim
 from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.structures import first_tensor
 
-__all__ = [
-    "Reservoir",
-    "StreamStats",
-    "layer_tensor",
-    "StreamCancelled",
-    "collect",
-    "stream_batches",
-    "to_vectors",
-]
-
 
 def to_vectors(
     t: torch.Tensor, d_in: int | None = None, axis: int | None = None

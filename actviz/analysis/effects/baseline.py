@@ -13,8 +13,6 @@ from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 from actviz.data.scan_result import Scan
 
-__all__ = ["Baseline", "resolve_baseline"]
-
 
 class Baseline:
     """A resolved baseline: ``"zero"``, ``"mean"`` (a per-channel value) or ``"patch"`` (another

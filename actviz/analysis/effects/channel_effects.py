@@ -23,8 +23,6 @@ from actviz.core.edit_kinds import channel_dim
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
-__all__ = ["effects", "estimate_from_capture", "verify"]
-
 METHODS = ("estimate", "exact")
 
 

@@ -14,8 +14,6 @@ import numpy as np
 
 from actviz.analysis.effects.baseline import Baseline
 
-__all__ = ["DEFAULT_BATCH", "DEFAULT_VERIFY", "EffectRow", "Effects", "LayerEffects", "spearman"]
-
 #: Channels verified per layer when ``channels`` is not given.
 DEFAULT_VERIFY = 16
 #: Samples per forward pass of the exact method.

@@ -12,8 +12,6 @@ from PIL import Image, ImageDraw
 from actviz.analysis.effects.effect_results import Effects
 from actviz.io.export.typeset import _fmt, _font, _text_w
 
-__all__ = ["OPPOSES_RGB", "SUPPORTS_RGB", "chart_title", "effect_colour", "effects_chart"]
-
 #: Negative effect: setting the channel to the baseline lowers the target.
 SUPPORTS_RGB = (52, 112, 184)
 #: Positive effect: setting the channel to the baseline raises the target.

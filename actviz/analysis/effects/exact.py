@@ -21,8 +21,6 @@ from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor, iter_tensors, map_tensors, replace_first
 from actviz.core.targets import resolve_target
 
-__all__ = ["TargetReader", "repeat_inputs", "run_exact"]
-
 log = logging.getLogger(__name__)
 
 

@@ -24,8 +24,6 @@ from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
 from actviz.core.structures import first_tensor
 from actviz.data.atlas_vectors import frozen
 
-__all__ = ["VisualizeSettings", "layer_channels", "visualize"]
-
 
 def visualize(
     model: Any,

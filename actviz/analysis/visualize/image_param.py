@@ -10,8 +10,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ImageParam", "RobustTransforms", "TRANSFORM_SETS", "sample_seed"]
-
 # Square root of ImageNet's colour covariance (Lucid), columns normalised to at most 1.
 _COLOR_SQRT = np.asarray(
     [[0.26, 0.09, 0.02], [0.27, 0.00, -0.05], [0.27, -0.09, 0.03]], dtype=np.float32

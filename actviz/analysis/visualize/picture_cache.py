@@ -19,8 +19,6 @@ from torch import nn
 from actviz.core.model_copy import weights_signature
 from actviz.data.cache import cache_root, weights_fingerprint
 
-__all__ = ["VisualizationCache", "model_fingerprint", "visualize_cache_root"]
-
 log = logging.getLogger(__name__)
 
 _FORMAT = 1

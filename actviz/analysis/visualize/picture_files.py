@@ -17,8 +17,6 @@ from actviz.analysis.visualize.objectives import key_ranges
 from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
 from actviz.io.export.typeset import _font, safe_name
 
-__all__ = ["contact_sheet", "reproduce", "write_visualization"]
-
 _GAP = 6
 _LABEL_H = 16
 _BG = (250, 250, 250)

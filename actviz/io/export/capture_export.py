@@ -30,15 +30,6 @@ from actviz.io.export.token_export import sequence_inputs, write_sequence_views
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
 
-__all__ = [
-    "export_capture",
-    "prepare_export",
-    "target_record",
-    "with_input_embedding",
-    "write_pages",
-    "write_token_saliency",
-]
-
 ProgressFn = Callable[[int, int, str], None]
 
 

@@ -15,16 +15,6 @@ import torch
 from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture
 
-__all__ = [
-    "SCRIPT_NAME",
-    "RunSource",
-    "compare_script",
-    "reproduce_script",
-    "run_source",
-    "write_compare_reproduce",
-    "write_reproduce",
-]
-
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"
 _EDITS_IMPORT = (

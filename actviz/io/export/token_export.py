@@ -16,8 +16,6 @@ from actviz.display.prepared import DisplaySpec, RunResult
 from actviz.display.token_maps import token_labels
 from actviz.io.export.typeset import heat_png, safe_name
 
-__all__ = ["heat_png", "sequence_inputs", "write_sequence_views"]
-
 _BG = (255, 255, 255)
 
 

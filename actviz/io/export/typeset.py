@@ -22,19 +22,6 @@ from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.display.repage import symmetric_for
 from actviz.display.token_maps import heat_levels
 
-__all__ = [
-    "EXPORT_PAGE_CHANNELS",
-    "attribution_images",
-    "channel_pages",
-    "heat_png",
-    "layer_page_images",
-    "layer_pictures",
-    "pick_gradcam_layer",
-    "render_layer_png",
-    "safe_name",
-    "token_saliency_picture",
-]
-
 _BG = (255, 255, 255)
 _INK = (30, 30, 30)
 _MIN_TILE_PX = 40  # small maps are upscaled so a person can see them

@@ -20,15 +20,6 @@ from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 from actviz.io.models.loaded_model import ArchGuess
 from actviz.io.models.signature_store import signature_store
 
-__all__ = [
-    "ArchGuess",
-    "guess_architecture",
-    "compare_architecture",
-    "confident_guess",
-    "signature",
-    "ZOOS",
-]
-
 log = logging.getLogger(__name__)
 
 #: Zoos searched by default, in order of preference when two match equally well.

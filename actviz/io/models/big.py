@@ -12,8 +12,6 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError
 
-__all__ = ["Placement", "dispatch", "require_accelerate"]
-
 
 class Placement(dict):
     """``device_map`` / ``max_memory`` / ``offload_folder``, as ``from_pretrained`` takes them."""

@@ -21,18 +21,6 @@ from torch import nn
 
 from actviz.io.errors import ModelLoadError, UntrustedFileError
 
-__all__ = [
-    "FileFormat",
-    "sniff_format",
-    "torch_load_guarded",
-    "extract_weights",
-    "drop_compile_prefix",
-    "best_prefix",
-    "apply_state_dict",
-    "export_needs_trust",
-    "one_line",
-]
-
 log = logging.getLogger(__name__)
 
 

@@ -16,23 +16,6 @@ import torch
 from PIL import Image, ImageDraw
 from torch import Tensor, nn
 
-__all__ = [
-    "DEMO_CLASSES",
-    "DEMO_INPUT_SIZE",
-    "DEMO_GRADCAM_LAYER",
-    "DemoNet",
-    "GeneratedImage",
-    "build_demo_model",
-    "load_demo_model",
-    "demo_transform",
-    "demo_samples",
-    "demo_sample_boxes",
-    "demo_sample_tensor",
-    "demo_weights_path",
-    "generate_image",
-    "generate_example",
-]
-
 #: Class names by logit index (samples: ``<class>.png``); "background" keeps Grad-CAM on shapes.
 DEMO_CLASSES: list[str] = "background circle square triangle star cross ring arrow".split()
 

@@ -18,16 +18,6 @@ from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
 from actviz.io.models.loaded_model import LoadedModel
 
-__all__ = [
-    "ProcessorTransform",
-    "cached_hub_file",
-    "cached_hub_folder",
-    "is_model_folder",
-    "looks_like_hub_id",
-    "open_hf",
-    "task_of",
-]
-
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"

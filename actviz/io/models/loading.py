@@ -19,8 +19,6 @@ from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.model_files import BUILDERS, open_file, resolve_named, unknown_name_message
 from actviz.io.models.user_code import build_from_code, module_classes_in_file
 
-__all__ = ["open_model", "load_model", "resolve_device"]
-
 log = logging.getLogger(__name__)
 
 _MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pt2", ".pkl", ".tar", ".py"}

@@ -15,8 +15,6 @@ from pathlib import Path
 from actviz.io.errors import WriteError
 from actviz.io.files import atomic_write, user_cache_dir
 
-__all__ = ["SignatureStore", "signature_store"]
-
 log = logging.getLogger(__name__)
 
 Shape = tuple[int, ...]

@@ -17,16 +17,6 @@ from actviz.io.models.hf_models import cached_hub_file
 from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.zoo import TIMM_PREFIX
 
-__all__ = [
-    "TimmTransform",
-    "build_timm",
-    "data_transform",
-    "imagenet_categories",
-    "rank_matches",
-    "resolve_name",
-    "timm_names",
-]
-
 log = logging.getLogger(__name__)
 
 _PREFIXES = ("timm:", TIMM_PREFIX)

@@ -18,8 +18,6 @@ from torch import nn
 from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import on_sys_path, one_line
 
-__all__ = ["CodeRef", "parse_code_ref", "build_from_code", "module_classes_in_file"]
-
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 

@@ -20,16 +20,6 @@ from actviz.io.errors import ModelLoadError
 from actviz.io.models.checkpoints import one_line
 from actviz.io.models.loaded_model import LoadedModel
 
-__all__ = [
-    "OFFLINE_ENV",
-    "torchvision_names",
-    "resolve_weights",
-    "network_available",
-    "TIMM_PREFIX",
-    "construct",
-    "build_torchvision",
-]
-
 log = logging.getLogger(__name__)
 
 #: Set to 1/true/yes to forbid any download attempt.

@@ -10,8 +10,6 @@ import numpy as np
 
 from actviz.data.atlas_image import class_colours
 
-__all__ = ["COLOUR_MODES", "GREY", "Colouring", "colouring", "model_labels"]
-
 #: The colour-by choices, in the combo's order.
 COLOUR_MODES = ("Class", "Prediction", "Correct", "Channel")
 #: Dots whose class (or prediction) is unknown.

@@ -19,8 +19,6 @@ from actviz.ui.atlas.view import EMPTY_TEXT, HOVER_HINT, SELECTION_HINT, THUMB, 
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
-__all__ = ["NEAREST_K", "SELECTION_THUMBS", "AtlasFeature", "classifier_layer"]
-
 #: Images in the "Nearest in the dataset" strip.
 NEAREST_K = 8
 #: Thumbnails the selection strip shows at most (the channels use the whole selection).

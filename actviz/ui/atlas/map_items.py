@@ -11,8 +11,6 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainterPath, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsPathItem
 
-__all__ = ["RasterDots", "SelectBox"]
-
 
 class SelectBox(pg.ViewBox):
     """A view box whose left drag selects in :attr:`mode` ``"rect"`` (``rect_selected``) or

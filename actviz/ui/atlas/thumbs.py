@@ -10,8 +10,6 @@ from PySide6.QtGui import QImage, QPixmap
 
 from actviz.ui.panels.style import rgb_image
 
-__all__ = ["ThumbCache", "data_uri", "decode_thumb"]
-
 #: Thumbnails kept (a strip shows at most 24; the map may be hovered over thousands).
 KEPT = 512
 

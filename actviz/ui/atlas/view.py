@@ -30,8 +30,6 @@ from actviz.ui.atlas.colours import COLOUR_MODES, Colouring
 from actviz.ui.atlas.map_items import RasterDots, SelectBox
 from actviz.ui.panels import style
 
-__all__ = ["EMPTY_TEXT", "SELECTION_HINT", "AtlasView", "RasterDots", "SelectBox", "ThumbStrip"]
-
 #: What the tab says before a dataset was scanned.
 EMPTY_TEXT = "Scan a dataset first (Data > Scan a dataset…)"
 #: Pixels from a dot within which the pointer is over it.

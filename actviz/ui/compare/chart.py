@@ -256,6 +256,3 @@ class SimilarityChart(PlotPanel):
                 if index is not None:
                     self.layer_clicked.emit(self.names[index])
         return super().eventFilter(watched, event)
-
-
-__all__ = ["SimilarityChart"]

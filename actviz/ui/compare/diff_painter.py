@@ -18,8 +18,6 @@ from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
 from actviz.workspace.compare_job import CompareOutcome
 
-__all__ = ["PAINT_MARGIN", "DiffPainter", "panel_title"]
-
 #: How far outside the view (a fraction of its height) panels are painted, one per pass.
 PAINT_MARGIN = 0.5
 #: Seconds a pass may paint panels (past the first); the rest follow on the next turns.

@@ -9,8 +9,6 @@ from PySide6 import QtCore, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT, LayerPanel
 
-__all__ = ["NO_DIFFERENCES", "DifferenceArea", "DifferencePanel"]
-
 #: Placeholder of the difference area before any comparison.
 NO_DIFFERENCES = "Choose run B above and press Compare to see A − B for every layer here."
 #: From this width of the difference area's viewport on, the panels go in two columns.

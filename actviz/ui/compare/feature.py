@@ -33,8 +33,6 @@ from actviz.workspace.compare_job import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CompareController", "describe_outcome", "request_for", "restore_setup", "setup_of"]
-
 #: What the tab says before any comparison.
 FIRST_NOTE = "Run A is the latest run the window shows; choose B and press Compare."
 

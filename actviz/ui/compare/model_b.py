@@ -14,8 +14,6 @@ from actviz.ui.host import WindowHost
 from actviz.ui.worker import CAPTURE_NICE, Worker
 from actviz.workspace.compare_job import layer_mismatch
 
-__all__ = ["ModelB"]
-
 
 class ModelB(QObject):
     """Opens and keeps model B: ``opened(loaded, source)`` if it fits run A, else ``failed``."""

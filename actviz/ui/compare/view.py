@@ -237,6 +237,3 @@ class CompareView(QtWidgets.QWidget):
     def _on_source_index_changed(self, index: int) -> None:
         self.source_stack.setCurrentIndex(index)
         self.source_changed.emit(self.source)
-
-
-__all__ = ["SOURCES", "CompareView"]

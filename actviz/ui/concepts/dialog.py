@@ -10,8 +10,6 @@ from PySide6 import QtCore, QtWidgets
 from actviz.ui.host import StepsAndLine
 from actviz.ui.panels.style import ProgressBar
 
-__all__ = ["TrainConceptsDialog", "TrainSpec"]
-
 
 @dataclass(frozen=True)
 class TrainSpec:

@@ -22,8 +22,6 @@ from actviz.ui.panels.style import scroll_area
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConceptsFeature"]
-
 #: Width of the Concept dock.
 DOCK_WIDTH = 360
 

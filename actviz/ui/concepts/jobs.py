@@ -15,8 +15,6 @@ from actviz.ui.host import WindowHost
 from actviz.ui.private_model import PrivateModel
 from actviz.ui.worker import CAPTURE_NICE, Worker
 
-__all__ = ["ConceptJobs", "WANTS_STEPS"]
-
 #: Steps of "What it wants" (a quick picture; the Visualize tab makes finer ones).
 WANTS_STEPS = 96
 

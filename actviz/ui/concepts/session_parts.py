@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["report_part", "restore_session_part", "session_part"]
-
 
 def session_part(session: Any) -> dict[str, Any]:
     """``{"concepts": {layer: {folder, names, shown, data}}}`` of saved dictionaries, or {}."""

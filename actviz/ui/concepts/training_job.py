@@ -17,8 +17,6 @@ from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConceptTraining", "TOP_K", "progress_text"]
-
 #: Top images kept per concept by the scan made after training.
 TOP_K = 6
 

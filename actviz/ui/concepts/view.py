@@ -11,8 +11,6 @@ from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
 
-__all__ = ["ConceptView", "concept_stats"]
-
 #: Side of the concept's picture in the view (screen pixels, at most).
 PICTURE_PX = 240
 #: Side of one top image.

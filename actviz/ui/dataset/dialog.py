@@ -153,6 +153,3 @@ class ScanDialog(QDialog):
         self.message_label.setText("")
         self.scan_requested.emit(spec)
         self.accept()
-
-
-__all__ = ["DEFAULT_K", "ScanDialog", "ScanSpec"]

@@ -204,14 +204,3 @@ class DatasetDock(QDockWidget):
     def _on_layer_changed(self, name: str) -> None:
         if not self._quiet and name:
             self.layer_chosen.emit(name)
-
-
-__all__ = [
-    "PREFERRED_WIDTH",
-    "DatasetDock",
-    "format_eta",
-    "is_partial",
-    "kept",
-    "progress_text",
-    "skipped_text",
-]

@@ -485,6 +485,3 @@ def _as_int(value: object, default: int) -> int:
         return max(1, int(value))  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return default
-
-
-__all__ = ["BANNER_SOURCE", "DatasetScanUI"]

@@ -313,6 +313,3 @@ class DatasetScans(QObject):
         log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
         layer, channel = self._views_key
         self.views_failed.emit(layer, channel, describe_error(error))
-
-
-__all__ = ["PEEK_COPY_LIMIT", "VIEW_SIZE", "DatasetScans", "eta_seconds", "model_bytes"]

@@ -170,6 +170,3 @@ class ChannelTable(QtWidgets.QTableView):
         f = self.figures
         if f is not None and index.isValid():
             self.channel_clicked.emit(f.layer, self.channel_at(index.row()))
-
-
-__all__ = ["COLUMNS", "ChannelTable", "ChannelTableModel", "LayerFigures", "layer_figures"]

@@ -156,6 +156,3 @@ class TopKGrid(QtWidgets.QWidget):
     def _on_item_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
         if item.flags() & QtCore.Qt.ItemFlag.ItemIsEnabled:
             self.source_clicked.emit(item.data(SOURCE_ROLE))
-
-
-__all__ = ["HEAT_ALPHA", "SMALL_TILE_PX", "TILE_PX", "TopKGrid", "source_name", "tile_pictures"]

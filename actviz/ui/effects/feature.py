@@ -27,8 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.effects.effect_results import Effects
     from actviz.display.prepared import RunResult
 
-__all__ = ["DOCK_TITLE", "EffectsFeature"]
-
 #: Title of the dock (and its View menu entry).
 DOCK_TITLE = "Channels that matter"
 #: Width of the dock when it first opens.

@@ -9,8 +9,6 @@ from actviz.analysis.concepts import layer_effects as units
 from actviz.ui.effects.view import measured_text
 from actviz.ui.host import FeatureJob, channels_text
 
-__all__ = ["INTERRUPTED", "Verification", "channels_text"]
-
 #: What the dock says when a run replaced the verification (until Verify is pressed again).
 INTERRUPTED = "A new run replaced the verification: press Verify again (live mode: pause it first)."
 

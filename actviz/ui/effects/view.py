@@ -12,8 +12,6 @@ from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import ERROR_TEXT, ProgressBar
 
-__all__ = ["BarRow", "EffectBars", "EffectsSection", "EffectsView", "bar_text"]
-
 #: Channels shown per layer unless the user chooses otherwise.
 DEFAULT_TOP = 8
 #: Most channels a section may show.

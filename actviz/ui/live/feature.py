@@ -14,8 +14,6 @@ from actviz.ui.live.dock import LiveControls, show_dock
 from actviz.ui.live.playback import LiveController
 from actviz.ui.panels.style import ReadoutText, scroll_area
 
-__all__ = ["DOCK_WIDTH", "LiveMode"]
-
 #: Width of the Live dock when it first opens: the layer panels are what the window is for.
 DOCK_WIDTH = 300
 

@@ -24,8 +24,6 @@ from actviz.ui.worker import Staged
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.workspace.session_state import RunRequest, RunResult
 
-__all__ = ["MIN_LIVE_MOSAIC_PIXELS", "FrameSpec", "frame_job", "mosaic_budget"]
-
 #: Least pixel budget of a live frame's mosaic (a canvas not laid out yet is tiny).
 MIN_LIVE_MOSAIC_PIXELS = 128 * 128
 

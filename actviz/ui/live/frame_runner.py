@@ -16,8 +16,6 @@ from actviz.ui.live.frames import StillFrame, estimate_bytes
 from actviz.ui.worker import Job
 from actviz.workspace.budget import fmt_bytes
 
-__all__ = ["CAPTURES_AHEAD", "FrameRunner"]
-
 #: Frames captured or queued for capture at once while a sequence plays (1 when paused).
 CAPTURES_AHEAD = 2
 

@@ -11,8 +11,6 @@ from PySide6.QtCore import QObject, QTimer
 
 from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, fmt_bytes
 
-__all__ = ["READOUT_INTERVAL_S", "FrameTiming", "LiveStatus", "SpacedReadout"]
-
 #: Least time between two changes of a spaced read-out while playing (seconds).
 READOUT_INTERVAL_S = 0.25
 

@@ -21,19 +21,6 @@ from actviz.display.attribution import display_image
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "IMAGE_SUFFIXES",
-    "Coalescer",
-    "FrameSource",
-    "ImageFolder",
-    "LiveFrame",
-    "Player",
-    "RateMeter",
-    "StillFrame",
-    "TensorFrames",
-    "estimate_bytes",
-]
-
 
 @dataclass
 class LiveFrame:

@@ -8,8 +8,6 @@ from typing import Any, Protocol
 
 from actviz.core.model_copy import ModelCopy, copy_refusal
 
-__all__ = ["CopyHolder", "FrameLanes"]
-
 log = logging.getLogger(__name__)
 
 

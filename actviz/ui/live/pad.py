@@ -7,8 +7,6 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QWidget
 
-__all__ = ["NOT_AN_IMAGE_TEXT", "NO_INPUT_TEXT", "OcclusionPad", "slider", "with_value"]
-
 #: What the perturbation pad says before there is an input.
 NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
 #: What it says for an input without a picture: perturbations change image-like tensors only.

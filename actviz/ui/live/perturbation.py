@@ -12,8 +12,6 @@ import torch
 
 from actviz.core.structures import iter_tensors, map_tensors
 
-__all__ = ["Perturbation", "image_tensor", "picture_of"]
-
 
 @dataclass(frozen=True)
 class Perturbation:

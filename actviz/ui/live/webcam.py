@@ -14,8 +14,6 @@ from PySide6.QtGui import QImage
 
 from actviz.ui.live.frames import FrameSource, LiveFrame
 
-__all__ = ["WEBCAM_MISSING", "WebcamSource", "webcam_status"]
-
 WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
 
 

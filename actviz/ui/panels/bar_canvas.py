@@ -9,8 +9,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.canvas import _GridCellCanvas
 
-__all__ = ["BarCanvas", "bar_series"]
-
 
 def bar_series(color: str, **columns: np.ndarray) -> pg.BarGraphItem:
     """An empty bar series in one colour; its 1-px outline keeps sub-pixel bars drawn."""

@@ -11,15 +11,6 @@ from PySide6 import QtCore, QtGui
 from actviz.ui.panels import style
 from actviz.ui.panels.colormap_views import lut
 
-__all__ = [
-    "COLORBAR_AXIS_WIDTH",
-    "COLORBAR_WIDTH",
-    "ColorBar",
-    "ValueAxis",
-    "color_table",
-    "nice_ticks",
-]
-
 COLORBAR_WIDTH = 10
 COLORBAR_AXIS_WIDTH = 46
 _COLOR_TABLES: dict[bytes, list[int]] = {}

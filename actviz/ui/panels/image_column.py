@@ -11,8 +11,6 @@ from PySide6 import QtCore, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.canvas import ImageCanvas
 
-__all__ = ["ImageColumn", "LevelControls", "auto_levels"]
-
 
 def auto_levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
     """The display levels of ``data``: its finite range (about 0 when ``symmetric``)."""

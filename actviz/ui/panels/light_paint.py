@@ -8,8 +8,6 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-__all__ = ["LightPaint"]
-
 
 class LightPaint:
     """The image rectangle of ``canvas``, repainted by the canvas without its scene."""

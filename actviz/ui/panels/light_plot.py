@@ -9,8 +9,6 @@ from PySide6 import QtWidgets
 
 from actviz.ui.panels import style
 
-__all__ = ["LightPlot"]
-
 
 class LightPlot(pg.GraphicsWidget):
     """``vb`` in a grid with its ``"left"`` and ``"bottom"`` axes (``getAxis``, as PlotItem),

@@ -11,8 +11,6 @@ from actviz.ui.panels import style
 if TYPE_CHECKING:  # the panels never import torch at run time
     from actviz.display.mosaic import Mosaic
 
-__all__ = ["EDIT_BADGE_MAX_PX", "BadgeLabel", "DifferenceToggle", "PageBar"]
-
 #: The "edited: ..." badge is shortened with "…" past this width (its tooltip has it all).
 EDIT_BADGE_MAX_PX = 260
 

@@ -24,8 +24,6 @@ from actviz.ui.panels.base import PanelBase
 if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; panels never do
     from actviz.display.difference import PredictionChange
 
-__all__ = ["ChangeRow", "PredictionChangeView", "format_change", "format_percent"]
-
 #: ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)`` as ``PredictionRow``, A minus B.
 ChangeRow = tuple[int, str, float, float, float, float, float, float]
 

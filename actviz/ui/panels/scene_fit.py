@@ -11,8 +11,6 @@ from PySide6 import QtCore, QtGui
 from actviz.ui.panels.colorbar import ColorBar
 from actviz.ui.panels.deferred import DeferredCall
 
-__all__ = ["SceneFit"]
-
 #: Canvas margins (top/bottom: the colour bar's end labels) and image-to-bar spacing, pixels.
 _CANVAS_MARGIN = 1
 _CANVAS_MARGIN_V = 7

@@ -10,8 +10,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.deferred import DeferredCall
 
-__all__ = ["LABEL_MIN_TILE_PX", "MAX_TILE_LABELS", "TileGrid"]
-
 #: Channel numbers are drawn on tiles at least this many screen pixels wide ...
 LABEL_MIN_TILE_PX = 40
 #: ... on at most this many tiles (those in view).

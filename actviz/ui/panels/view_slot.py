@@ -19,18 +19,6 @@ if TYPE_CHECKING:  # the panels never import torch at run time
     from actviz.display.layer_views import LayerView
     from actviz.display.mosaic import Mosaic
 
-__all__ = [
-    "Location",
-    "TileSelection",
-    "ViewSlot",
-    "data_shape",
-    "hover_text",
-    "locate_in_mosaic",
-    "scale_legend",
-    "short_value",
-    "value_at",
-]
-
 logger = logging.getLogger(__name__)
 
 #: A hyphen a wrapped line never breaks after (U+2011): "min-max" wrapped as "min-" / "max".

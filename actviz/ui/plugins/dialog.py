@@ -18,8 +18,6 @@ from PySide6.QtWidgets import (
 
 from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry
 
-__all__ = ["COLUMNS", "PluginsDialog", "status_text"]
-
 COLUMNS = ("Enabled", "Plugin", "Version", "Contributes", "Status")
 
 

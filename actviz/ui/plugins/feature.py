@@ -22,8 +22,6 @@ from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry, layer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DISABLED_KEY", "PluginsFeature"]
-
 #: The settings key of the plugins the user disabled (their entry-point names).
 DISABLED_KEY = "plugins/disabled"
 

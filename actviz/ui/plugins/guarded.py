@@ -14,8 +14,6 @@ from actviz.ui.host import HOST_SIGNALS
 from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry
 from actviz.workspace.session_state import Event
 
-__all__ = ["GuardedFeature", "PluginHost", "fit_args"]
-
 #: The host's signals: a slot connected to them is guarded.
 _SIGNALS = frozenset(HOST_SIGNALS)
 

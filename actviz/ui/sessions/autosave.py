@@ -24,8 +24,6 @@ from actviz.workspace.session_file import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AUTOSAVE_DELAY_MS", "AUTOSAVE_PIN_LIMIT", "Autosave", "autosave_path"]
-
 AUTOSAVE_NAME = "autosave" + SUFFIX
 #: Pins' captures bigger than this are left out on quit (written on the GUI thread).
 AUTOSAVE_PIN_LIMIT = 256 * 2**20

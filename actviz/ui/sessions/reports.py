@@ -21,8 +21,6 @@ from actviz.ui.worker import Job, Worker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_SOURCE", "ReportExport", "ReportJob"]
-
 #: The banner's source for report messages (the next report clears them, no others).
 REPORT_SOURCE = "report"
 REPORT_FILTER = "HTML reports (*.html)"

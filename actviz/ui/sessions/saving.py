@@ -18,8 +18,6 @@ from actviz.workspace.session_file import SUFFIX, SessionFileError, pin_capture_
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SESSION_FILTER", "SessionSaver"]
-
 SESSION_FILTER = f"actviz sessions (*{SUFFIX})"
 #: The banner's source for session messages.
 BANNER_SOURCE = "session"

@@ -21,16 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import WindowHost
     from actviz.workspace.session_state import RunRequest, Session
 
-__all__ = [
-    "ModelOpened",
-    "apply_view",
-    "gather_state",
-    "model_part",
-    "open_args",
-    "prepare_saved",
-    "restorable_ticks",
-]
-
 
 def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
     """What ``host`` shows, as a :class:`SessionState` (``with_model``: the model's source now)."""

@@ -15,8 +15,6 @@ from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.overlay import MiddleElidedComboBox
 from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 
-__all__ = ["MEAN", "AttentionPanel"]
-
 #: The head selector's first entry.
 MEAN = "mean of heads"
 

@@ -18,8 +18,6 @@ from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.style import PANEL_SPACING
 from actviz.ui.tokens.attention_panel import AttentionPanel
 
-__all__ = ["TEXT_PREFIX", "TokenViews"]
-
 TEXT_PREFIX = "text:"
 
 

@@ -18,8 +18,6 @@ from actviz.ui.panels.colorbar import ColorBar
 from actviz.ui.panels.colormap_views import lut
 from actviz.ui.panels.light_plot import LightPlot
 
-__all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
-
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:
     """A bar axis's ticks: 0 unlabelled (labels collide in a narrow strip) and one round value

@@ -13,8 +13,6 @@ from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 
-__all__ = ["MIN_TOKEN_PANEL_HEIGHT", "TokenLayerPanel"]
-
 #: Least height of a panel showing tokens (room for a dozen readable token labels).
 MIN_TOKEN_PANEL_HEIGHT = 300
 

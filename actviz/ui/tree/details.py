@@ -139,6 +139,3 @@ class ModuleDetails(QWidget):
             [self.table.item(r, c).text() for c in range(self.table.columnCount())]
             for r in range(self.table.rowCount())
         ]
-
-
-__all__ = ["ModuleDetails"]

@@ -255,6 +255,3 @@ class _WidePanel(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802
         hint = super().sizeHint()
         return QSize(max(hint.width(), PREFERRED_WIDTH), hint.height())
-
-
-__all__ = ["ModelDock"]

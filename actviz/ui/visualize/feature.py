@@ -23,8 +23,6 @@ from actviz.ui.worker import CAPTURE_NICE, Worker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VisualizeFeature"]
-
 
 class VisualizeFeature(FeatureBase, QObject):
     """ "What it wants" for the channel view's channel, "What channels want", and their export."""

@@ -21,8 +21,6 @@ from actviz.ui.visualize.picture_mosaic import MosaicDock
 from actviz.ui.visualize.section import read_saved_settings, saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
 
-__all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser", "page_job"]
-
 #: The dock's width when first shown.
 DOCK_WIDTH = 340
 #: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).

@@ -12,8 +12,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.visualize.section import RunRow
 
-__all__ = ["MosaicDock", "WantsMosaic"]
-
 #: Tiles are drawn at least this many pixels across (a narrow dock scrolls instead).
 MIN_TILE = 48
 #: ... and at most this many (a wide dock leaves room to the right).

@@ -27,8 +27,6 @@ from PySide6.QtWidgets import (
 from actviz.ui.panels import style
 from actviz.workspace.edits_board import EditEntry, edit_value
 
-__all__ = ["EditRow", "EditsDock", "RangeDialog", "ask_range"]
-
 #: Preferred width of the dock (it shares the right side with Live).
 PREFERRED_WIDTH = 250
 

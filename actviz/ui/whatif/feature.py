@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AskFactor", "WhatIfController", "channels_text"]
-
 #: ``(parent, prompt) -> factor`` or None when the user cancels (tests inject an answer).
 AskFactor = Callable[[QWidget, str], "float | None"]
 #: Classes of each run in the before/after table.

@@ -191,6 +191,3 @@ class WindowActions:
             "Put the docks back where a first start puts them (Model on the left, Live closed)"
         )
         self.view_menu.addSeparator()  # the docks' show/hide entries follow
-
-
-__all__ = ["WindowActions"]

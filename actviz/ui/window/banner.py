@@ -175,6 +175,3 @@ class MessageBanner(QFrame):
         self.label.setText(breakable(full))
         self.label.setToolTip(full if len(full) > 200 else "")
         self.setVisible(bool(messages))
-
-
-__all__ = ["SOURCES", "MessageBanner", "breakable", "level_icon"]

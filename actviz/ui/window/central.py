@@ -213,6 +213,3 @@ class StatusWidgets:
         #: The last run's timing and the memory held.
         self.timing_label = ReadoutText("")
         status.addPermanentWidget(self.timing_label)
-
-
-__all__ = ["Centre", "StatusWidgets", "default_window_size"]

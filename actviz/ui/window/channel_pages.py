@@ -10,8 +10,6 @@ from PySide6.QtCore import QObject
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.ui.panels.deferred import DeferredCall
 
-__all__ = ["CHANNEL_VIEW_SHARE", "ChannelPages"]
-
 #: Share of the Layers tab's width the channel view takes when it opens.
 CHANNEL_VIEW_SHARE = 0.62
 

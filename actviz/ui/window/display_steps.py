@@ -10,8 +10,6 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
 
-__all__ = ["DISPLAY_PASS_S", "DisplaySteps"]
-
 log = logging.getLogger(__name__)
 
 #: Steps run in one pass until it took this long (a live frame: one window repaint, not several).

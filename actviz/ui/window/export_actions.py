@@ -334,6 +334,3 @@ class ExportActions:
         if out:
             remember(out)
             self.export_layer_npy(out)
-
-
-__all__ = ["ExportActions", "ExportRequest"]

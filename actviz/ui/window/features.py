@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["default_features"]
-
 
 def default_features() -> tuple[Callable[[Any], Any], ...]:
     """Every default feature class, in the order they attach."""

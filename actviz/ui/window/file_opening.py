@@ -305,6 +305,3 @@ def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     from actviz.ui.window.dialogs import confirm_untrusted_file
 
     return confirm_untrusted_file(parent, path, message, code=Path(path).is_dir())
-
-
-__all__ = ["ConfirmUntrusted", "FileOpening", "ask_untrusted", "guessed_arch_text"]

@@ -250,6 +250,3 @@ class InputSwap:
             return ""
         name, reason = failure
         return f"{name} could not be opened for {loaded.name}: {reason}. "
-
-
-__all__ = ["INPUT_HINT", "InputLoads", "InputSwap", "outcome", "while_current"]

@@ -15,8 +15,6 @@ from actviz.ui.window.settings import split_recent_model
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
 
-__all__ = ["OpenMenus"]
-
 
 class OpenMenus:
     """The Open actions, sample picker and recent menus of ``files``."""

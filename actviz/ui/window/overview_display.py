@@ -9,8 +9,6 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.display.prepared import RunResult
 
-__all__ = ["OverviewDisplay"]
-
 
 class OverviewDisplay:
     """Fills the Overview's panels in display ``steps``; the histogram is ``selected_layer()``'s."""

@@ -16,14 +16,6 @@ from actviz.display.repage import current_mosaics, symmetric_for, with_page
 from actviz.ui.panels.deferred import held_layouts
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 
-__all__ = [
-    "MAPS_PANEL_MIN_HEIGHT",
-    "PANELS_PER_PASS",
-    "TWO_COLUMNS_PX",
-    "PanelGrid",
-    "grid_columns",
-]
-
 #: Minimum height of a layer panel showing a heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
 #: From this width of the Layers tab's viewport on, the layer panels go in two columns.

@@ -111,6 +111,3 @@ class PinActions:
         self.unpin_all_action.setEnabled(bool(pins))
         self.unpin_action.setEnabled(self.session.pins.find(self.session.result) is not None)
         menu.setTitle(f"Pinned results ({len(pins)})" if pins else "Pinned results")
-
-
-__all__ = ["PinActions"]

@@ -301,6 +301,3 @@ class ResultDisplay:
         if self.tabs.currentWidget() is self.layers_splitter:
             return self.layers_scroll.widget()
         return self.tabs.currentWidget()
-
-
-__all__ = ["ResultDisplay", "default_selected_layer"]

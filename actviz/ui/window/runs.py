@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunControl"]
-
 
 class RunControl:
     """Starts the window's runs and routes their results (see the module docstring)."""

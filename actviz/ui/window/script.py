@@ -17,8 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job
     from actviz.workspace.session_state import Session
 
-__all__ = ["MOVED", "Explorer", "MovedWarning", "window_of"]
-
 
 class MovedWarning(DeprecationWarning):
     """A name that moved from the window to one of its parts (or to its façade) was used."""
