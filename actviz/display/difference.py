@@ -53,14 +53,25 @@ def prepare_difference(
         first, page = spec.first_channel(name), spec.page_size(name)
         order = spec.channel_orders.get(name)
         # No gradient view, no downsampling; symmetric about 0 (the diverging map).
-        m, _ = layer_mosaics(view, None, spec.normalize, first, None, None, page, True, order)
+        m, _ = layer_mosaics(
+            view, None, spec.normalize, first, page=page, symmetric=True, order=order
+        )
         stats = tensor_stats(diff)
         biggest = float(diff.abs().max()) if diff.numel() else 0.0
         stats.update(name=name, type=rec.module_type, max_abs=biggest, colormap=DIFFERENCE_CMAP)
         hist = Lazy(lambda d=diff: histogram(d))
-        views = (view, m, None, None)  # no gradient views
-        shape, calls = tuple(diff.shape), len(cap_a.records[name])
-        out[name] = PreparedLayer(name, rec.module_type, shape, calls, *views, stats, hist)
+        out[name] = PreparedLayer(
+            name=name,
+            module_type=rec.module_type,
+            shape=tuple(diff.shape),
+            calls=len(cap_a.records[name]),
+            view=view,
+            mosaic=m,
+            grad_view=None,
+            grad_mosaic=None,
+            stats=stats,
+            hist_lazy=hist,
+        )
     return out
 
 

@@ -156,9 +156,20 @@ def prepare_layer(
         )
     if tokens is not None:
         act_m = grad_m = None  # the token panel shows it
-    stale = stale and act_m is not None
-    views = (view, act_m, grad_view, grad_m)  # PreparedLayer's view, mosaic, grad_view, grad_mosaic
-    return PreparedLayer(name, rec.module_type, shape, calls, *views, stats, hist, tokens, stale)
+    return PreparedLayer(
+        name=name,
+        module_type=rec.module_type,
+        shape=shape,
+        calls=calls,
+        view=view,
+        mosaic=act_m,
+        grad_view=grad_view,
+        grad_mosaic=grad_m,
+        stats=stats,
+        hist_lazy=hist,
+        tokens=tokens,
+        stale_mosaics=stale and act_m is not None,
+    )
 
 
 def _patch_views(

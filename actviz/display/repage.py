@@ -118,8 +118,11 @@ def _remade(
     _, h, w = layer.view.data.shape
     side, scale = max(h, w), layer.mosaic.scale  # the tile size downsampling by exactly ``scale``
     tiles = (t for t in range(side, 0, -1) if math.ceil(side / t) >= scale)
-    max_tile, views = next(tiles) if scale > 1 else None, (layer.view, layer.grad_view)
-    act_m, grad_m = layer_mosaics(*views, normalize, first, max_tile, None, page, symmetric, order)
+    max_tile = next(tiles) if scale > 1 else None
+    views = layer.view, layer.grad_view
+    act_m, grad_m = layer_mosaics(
+        *views, normalize, first, max_tile, page=page, symmetric=symmetric, order=order
+    )
     return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
 
 

@@ -105,9 +105,15 @@ def token_view(
     if grad is not None and tuple(as_numpy(grad).shape) == shape:
         grad_heat = np.abs(_sample(grad, sample))
         grad_norms = np.linalg.norm(grad_heat.astype(np.float64), axis=1).astype(np.float32)
-    norms = np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32)
-    labels, s = tuple(str(t) for t in tokens), min(sample, shape[0] - 1)
-    return TokenView(labels, heat, norms, grad_heat, grad_norms, shape, s)
+    return TokenView(
+        tokens=tuple(str(t) for t in tokens),
+        heat=heat,
+        norms=np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32),
+        grad_heat=grad_heat,
+        grad_norms=grad_norms,
+        shape=shape,
+        sample=min(sample, shape[0] - 1),
+    )
 
 
 def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> np.ndarray:
