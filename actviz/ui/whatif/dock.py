@@ -5,24 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from PySide6 import QtWidgets
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtWidgets import (
-    QCheckBox,
-    QDialog,
-    QDialogButtonBox,
-    QDockWidget,
-    QDoubleSpinBox,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPushButton,
-    QScrollArea,
-    QSizePolicy,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
 
 from actviz.ui.panels import style
 from actviz.workspace.edits_board import EditEntry, edit_value
@@ -31,31 +15,33 @@ from actviz.workspace.edits_board import EditEntry, edit_value
 PREFERRED_WIDTH = 250
 
 
-class EditRow(QWidget):
+class EditRow(QtWidgets.QWidget):
     """One edit: ``[x] layer · ablate ch 3   [value]  [remove]``."""
 
-    def __init__(self, entry: EditEntry, parent: QWidget | None = None) -> None:
+    def __init__(self, entry: EditEntry, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.key = entry.key
         self.signature = self.signature_of(entry)
-        layout = QHBoxLayout(self)
+        layout = QtWidgets.QHBoxLayout(self)
         layout.setContentsMargins(0, 1, 0, 1)
         layout.setSpacing(4)
-        self.enabled_box = QCheckBox()
+        self.enabled_box = QtWidgets.QCheckBox()
         self.enabled_box.setChecked(entry.edit.enabled)
         self.enabled_box.setToolTip("Apply this edit (unticked: listed, not applied)")
         layout.addWidget(self.enabled_box)
         # The layer name gives way (in the middle) before the edit itself does.
         self.label = style.ElidedLabel(keep_after=": ")
         # Asks for its whole text (the dock's width follows), shortened only below it.
-        self.label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.label.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Preferred
+        )
         self.label.setText(entry.describe())
         self.label.setToolTip(entry.describe())
         layout.addWidget(self.label, 1)
-        self.value_box: QDoubleSpinBox | None = None
+        self.value_box: QtWidgets.QDoubleSpinBox | None = None
         value = edit_value(entry.edit)
         if value is not None:
-            box = QDoubleSpinBox()
+            box = QtWidgets.QDoubleSpinBox()
             box.setDecimals(3)
             box.setRange(-1e6, 1e6)
             box.setSingleStep(0.1)
@@ -65,7 +51,7 @@ class EditRow(QWidget):
             box.setMaximumWidth(80)
             layout.addWidget(box)
             self.value_box = box
-        self.remove_button = QToolButton()
+        self.remove_button = QtWidgets.QToolButton()
         self.remove_button.setText("✕")
         self.remove_button.setAutoRaise(True)
         self.remove_button.setToolTip("Remove this edit")
@@ -77,7 +63,7 @@ class EditRow(QWidget):
         return entry.describe(), entry.edit.enabled, edit_value(entry.edit)
 
 
-class _RowsArea(QScrollArea):
+class _RowsArea(QtWidgets.QScrollArea):
     """A scroll area as wide as its rows ask now (Qt keeps the hint its widget had when set)."""
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
@@ -87,7 +73,7 @@ class _RowsArea(QScrollArea):
         return QSize(max(hint.width(), rows), hint.height())
 
 
-class EditsDock(QDockWidget):
+class EditsDock(QtWidgets.QDockWidget):
     """The "Edits" dock: ``enabled_changed(key, on)``, ``value_changed(key, value)``,
     ``remove_requested(key)``, ``clear_requested``."""
 
@@ -96,11 +82,11 @@ class EditsDock(QDockWidget):
     remove_requested = Signal(int)
     clear_requested = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Edits", parent)
         self.setObjectName("editsDock")  # saveState/restoreState find it by name
-        body = QWidget()
-        outer = QVBoxLayout(body)
+        body = QtWidgets.QWidget()
+        outer = QtWidgets.QVBoxLayout(body)
         outer.setContentsMargins(6, 4, 6, 4)
         outer.setSpacing(4)
         self.hint = style.caption_label(
@@ -109,25 +95,25 @@ class EditsDock(QDockWidget):
         )
         self.hint.setWordWrap(True)
         outer.addWidget(self.hint)
-        self.rows_box = QWidget()
+        self.rows_box = QtWidgets.QWidget()
         self.rows_layout = style.bare_box(self.rows_box, spacing=0, vertical=True)
         self.rows_area = style.scroll_area(self.rows_box, cls=_RowsArea)
         self.rows_area.setMinimumHeight(60)
         outer.addWidget(self.rows_area, 1)
         #: Before -> after of the top class (or why there is none).
-        self.summary = QLabel()
+        self.summary = QtWidgets.QLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         outer.addWidget(self.summary)
         #: The last run's error with these edits (bad channel, shape mismatch...).
-        self.error_label = QLabel()
+        self.error_label = QtWidgets.QLabel()
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet(f"color: {style.BAR_BAD};")
         self.error_label.setVisible(False)
         outer.addWidget(self.error_label)
-        buttons = QHBoxLayout()
+        buttons = QtWidgets.QHBoxLayout()
         buttons.addStretch(1)
-        self.clear_button = QPushButton("Clear all")
+        self.clear_button = QtWidgets.QPushButton("Clear all")
         self.clear_button.setToolTip("Remove every edit and show the unedited run")
         self.clear_button.clicked.connect(self.clear_requested)
         buttons.addWidget(self.clear_button)
@@ -183,7 +169,7 @@ class EditsDock(QDockWidget):
         _set_note(self.error_label, text)
 
 
-def _set_note(label: QLabel, text: str) -> None:
+def _set_note(label: QtWidgets.QLabel, text: str) -> None:
     """A label shown only when it says something (untouched when unchanged)."""
     if label.text() != text:
         label.setText(text)
@@ -202,34 +188,35 @@ def _number(text: str) -> float | None:
     return value
 
 
-class RangeDialog(QDialog):
+class RangeDialog(QtWidgets.QDialog):
     """Ask for ``[min, max]`` (an empty field: no bound; one at least)."""
 
-    def __init__(self, parent: QWidget | None, prompt: str) -> None:
+    def __init__(self, parent: QtWidgets.QWidget | None, prompt: str) -> None:
         super().__init__(parent)
         self.setWindowTitle("Clamp channels")
         self.setMinimumWidth(380)  # the prompt names the layer: on one or two lines, not four
-        form = QFormLayout(self)
-        intro = QLabel(prompt)
+        form = QtWidgets.QFormLayout(self)
+        intro = QtWidgets.QLabel(prompt)
         intro.setWordWrap(True)
         form.addRow(intro)
-        self.min_edit = QLineEdit("0")
-        self.max_edit = QLineEdit()
+        self.min_edit = QtWidgets.QLineEdit("0")
+        self.max_edit = QtWidgets.QLineEdit()
         for edit in (self.min_edit, self.max_edit):
             edit.setPlaceholderText("no bound")
         form.addRow("Lowest", self.min_edit)
         form.addRow("Highest", self.max_edit)
-        self.message_label = QLabel()
+        self.message_label = QtWidgets.QLabel()
         self.message_label.setWordWrap(True)
         self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
         form.addRow(self.message_label)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        buttons = QtWidgets.QDialogButtonBox(
+            QtWidgets.QDialogButtonBox.StandardButton.Ok
+            | QtWidgets.QDialogButtonBox.StandardButton.Cancel
         )
         buttons.accepted.connect(self._on_ok)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
-        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok_button = buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Ok)
         self._values: tuple[float | None, float | None] | None = None
 
     def values(self) -> tuple[float | None, float | None] | str:
@@ -260,10 +247,10 @@ class RangeDialog(QDialog):
         self.accept()
 
 
-def ask_range(parent: QWidget, prompt: str) -> tuple[float | None, float | None] | None:
+def ask_range(parent: QtWidgets.QWidget, prompt: str) -> tuple[float | None, float | None] | None:
     """Ask for a clamp range (modal); None when cancelled."""
     dialog = RangeDialog(parent, prompt)
     try:
-        return dialog.chosen() if dialog.exec() == QDialog.DialogCode.Accepted else None
+        return dialog.chosen() if dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted else None
     finally:
         dialog.deleteLater()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
 
-log = logging.getLogger(__name__)
-
-#: ``(parent, prompt) -> factor`` or None when the user cancels (tests inject an answer).
+#: ``(parent, prompt) -> factor`` (or ``(min, max)``), None when cancelled (tests inject answers).
 AskFactor = Callable[[QWidget, str], "float | None"]
+AskRange = Callable[[QWidget, str], "tuple[float | None, float | None] | None"]
 #: Classes of each run in the before/after table.
 TOP_K = 5
 
@@ -47,9 +45,7 @@ class WhatIfController(FeatureBase, QObject):
         self.host, self.session = host, host.session
         self.ask_factor: AskFactor = ask_factor
         #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
-        self.ask_range: Callable[[QWidget, str], tuple[float | None, float | None] | None] = (
-            ask_range
-        )
+        self.ask_range: AskRange = ask_range
         #: The tile menu shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         self._diff_cache: dict[tuple, PreparedLayer] = {}
