@@ -32,20 +32,11 @@ from actviz.display.attribution import display_image
 from actviz.ui.host import show_line
 from actviz.ui.live.frame_status import SpacedReadout
 from actviz.ui.live.frames import ImageFolder, StillFrame, TensorFrames
-from actviz.ui.live.pad import NO_INPUT_TEXT, NOT_AN_IMAGE_TEXT, OcclusionPad, slider, with_value
+from actviz.ui.live.pad import NO_INPUT_TEXT, OcclusionPad, slider, with_value
 from actviz.ui.live.perturbation import Perturbation, image_tensor
 from actviz.ui.live.playback import LiveController, LiveStatus
 from actviz.ui.live.webcam import WebcamSource, webcam_status
 from actviz.ui.panels import style
-
-__all__ = [
-    "NO_INPUT_TEXT",
-    "NOT_AN_IMAGE_TEXT",
-    "LiveControls",
-    "OcclusionPad",
-    "SOURCE_ITEMS",
-    "show_dock",
-]
 
 #: The disabled perturbation controls' tooltip when the opened input has no image tensor.
 NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none (token ids?)"

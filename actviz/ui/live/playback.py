@@ -30,23 +30,13 @@ from actviz.ui.live.frames import (
 from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.webcam import WebcamSource, webcam_status
-from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, default_budget, parse_bytes, rss_bytes
+from actviz.workspace.budget import default_budget, rss_bytes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 60.0
 #: Least time between two status read-outs playing (s): each reads memory and relays out.
 STATUS_INTERVAL_S = 0.25
-
-
-__all__ = [
-    "DEFAULT_MEMORY_BUDGET",
-    "FrameTiming",
-    "LiveController",
-    "LiveStatus",
-    "parse_bytes",
-    "rss_bytes",
-]
 
 
 class PlayClock:
