@@ -72,7 +72,8 @@ def style_plot(
 
 
 class ElidedLabel(QtWidgets.QLabel):
-    """A one-line label elided with "…" rather than widen the layout (``text()`` is whole)."""
+    """A one-line label elided with "…" rather than widen the layout (``text()`` is whole).
+    ``steady``: a new text repaints it alone, without asking the layout again."""
 
     def __init__(
         self,
@@ -81,11 +82,13 @@ class ElidedLabel(QtWidgets.QLabel):
         *,
         mode: QtCore.Qt.TextElideMode = QtCore.Qt.TextElideMode.ElideRight,
         keep_after: str | None = None,
+        steady: bool = False,
     ) -> None:
-        super().__init__(text, parent)
+        super().__init__(text, parent)  # steady: QLabel's text stays the first, for its height
         self._mode = mode
         #: Text from the first ``keep_after`` on is never shortened ("features…ck1: scale ch 3").
         self._keep_after = keep_after
+        self._steady = text if steady else None
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
         )
@@ -93,26 +96,32 @@ class ElidedLabel(QtWidgets.QLabel):
         self._fallbacks: tuple[str, ...] = ()
         self._last_resort: str | None = None
 
+    def text(self) -> str:
+        return super().text() if self._steady is None else self._steady
+
     def setText(self, text: str) -> None:  # noqa: N802 - Qt name
         """Show ``text``; shorter versions set for the previous text are forgotten."""
-        if text == self.text() and not self._fallbacks and self._last_resort is None:
-            return  # unchanged: no repaint
-        had_fallbacks, self._fallbacks = bool(self._fallbacks), ()
-        super().setText(text)
-        if had_fallbacks:
-            self.update()  # QLabel repaints only for another text
+        if self._steady is not None or self._fallbacks or self._last_resort is not None:
+            self.set_text(text)
+        elif text != self.text():  # unchanged: no repaint
+            super().setText(text)
+
+    def clear(self) -> None:
+        self.setText("")
 
     def set_text(
         self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
     ) -> None:
         """Show ``text``, else the first of ``fallbacks`` that fits, else ``last_resort`` elided."""
-        fallbacks = tuple(fallbacks)
-        if (text, fallbacks, last_resort) == (self.text(), self._fallbacks, self._last_resort):
+        new = (text, tuple(fallbacks), last_resort)
+        if new == (self.text(), self._fallbacks, self._last_resort):
             return  # unchanged (set again with every live frame): no repaint
-        super().setText(text)
-        self._fallbacks = fallbacks
-        self._last_resort = last_resort
-        self.update()
+        if self._steady is None:
+            super().setText(text)
+        else:
+            self._steady = text
+        _, self._fallbacks, self._last_resort = new
+        self.update()  # QLabel repaints only for another text
 
     def shown_text(self) -> str:
         """The text as drawn at the label's current width ("…" where it is shortened)."""
@@ -149,32 +158,6 @@ class ElidedLabel(QtWidgets.QLabel):
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(40, self.fontMetrics().height())
-
-
-class SteadyElidedLabel(ElidedLabel):
-    """An :class:`ElidedLabel` whose new text repaints it alone (no relayout around it)."""
-
-    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(text, parent)  # QLabel's own text stays: one line, for its height
-        self._steady = text
-
-    def text(self) -> str:  # the text shown (QLabel's own is only the first)
-        return self._steady
-
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
-        self.set_text(text)
-
-    def set_text(
-        self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
-    ) -> None:
-        """As :meth:`ElidedLabel.set_text`, without asking the layout again."""
-        new = (text, tuple(fallbacks), last_resort)
-        if new != (self._steady, self._fallbacks, self._last_resort):
-            self._steady, self._fallbacks, self._last_resort = new
-            self.update()
-
-    def clear(self) -> None:
-        self.set_text("")
 
 
 class SteadyText(QtWidgets.QWidget):

@@ -25,9 +25,9 @@ from actviz.ui.panels.stats_table import StatsTable
 from actviz.ui.panels.style import (
     PAGE_MARGIN,
     PANEL_SPACING,
+    ElidedLabel,
     ProgressBar,
     ReadoutText,
-    SteadyElidedLabel,
 )
 from actviz.ui.window.banner import MessageBanner
 
@@ -203,7 +203,7 @@ class StatusWidgets:
 
     def __init__(self, window: QMainWindow) -> None:
         status = window.statusBar()
-        self.status_label = SteadyElidedLabel("Ready")  # a live frame's: no window relayout
+        self.status_label = ElidedLabel("Ready", steady=True)  # a live frame's: no window relayout
         status.addWidget(self.status_label, 1)
         self.progress_bar = ProgressBar()
         self.progress_bar.setRange(0, 0)  # busy indicator: capture has no fraction to report

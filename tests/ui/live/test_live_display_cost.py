@@ -271,11 +271,9 @@ def test_the_status_message_changes_without_relaying_out_the_window(qtbot):
     text rebuilt the bar's layout and relaid out the main window and its docks)."""
     from PySide6.QtWidgets import QMainWindow
 
-    from actviz.ui.panels.style import SteadyElidedLabel
-
     window = QMainWindow()
     qtbot.addWidget(window)
-    label = SteadyElidedLabel("Ready")
+    label = ElidedLabel("Ready", steady=True)
     window.statusBar().addWidget(label, 1)
     window.resize(400, 300)
     window.show()
