@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
@@ -17,7 +17,7 @@ from actviz.analysis.visualize.visualization import Visualization
 from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
-from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
+from actviz.ui.visualize.page import STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection, read_saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
 
@@ -64,7 +64,8 @@ class VisualizeFeature(FeatureBase, QObject):
             cancelled_status="What it wants cancelled",
             log_as="feature visualisation",
             on_finished=self._on_synthesised,
-            on_failed=self._on_synthesis_failed,
+            # The copy goes after each synthesis: a large model is not held twice while idle.
+            on_failed=lambda _text: self.copy.forget(),
             worker=self.synth_worker,
         )
         # The section's Cancel stops its own synthesis only; Esc stops the page too.
@@ -73,7 +74,8 @@ class VisualizeFeature(FeatureBase, QObject):
 
         #: The "What channels want" dock and its background synthesis.
         self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
-        self.page.dock.export_requested.connect(self.export_dialog)
+        self.dock = self.page.dock  # reset with the window's layout
+        self.dock.export_requested.connect(self.export_dialog)
         self.page.pictures_made.connect(self._on_page_pictures)
         parent = host.dialog_parent()
         self.visualise_action = QAction("Visualise channels of the selected layer", parent)
@@ -108,7 +110,15 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def report_part(self) -> dict[str, Any]:
         """The "What it wants" picture and the "What channels want" page, for the report."""
-        figures = report_figures(self.shown, self.page.result())
+        from actviz.analysis.visualize.picture_files import contact_sheet
+
+        figures = []
+        for vis, page in ((self.shown, False), (self.page.result(), True)):
+            if vis is not None:
+                s, ch = vis.settings, vis.channels
+                what = f"ch {ch[0]}-{ch[-1]} want" if page else f"ch {ch[0]} wants"
+                caption = f"What {vis.layer} {what} ({s['objective']}, {s['steps']} steps)"
+                figures.append((caption, contact_sheet(vis) if page else vis.image_uint8(0)))
         return {"figures": figures} if figures else {}
 
     def session_part(self) -> dict[str, Any]:
@@ -125,12 +135,6 @@ class VisualizeFeature(FeatureBase, QObject):
         if settings is not None:
             self.section.set_settings(settings)
         self.page.restore(state)
-
-    def reset_layout(self) -> None:
-        """Put the What channels want dock back on the right, closed."""
-        area = Qt.DockWidgetArea.RightDockWidgetArea
-        self.host.dock_back(self.page.dock, area, width=DOCK_WIDTH)  # type: ignore[attr-defined]
-        self.page.dock.setVisible(False)
 
     def shutdown(self) -> None:
         """Stop listening to the session and stop the page's synthesis."""
@@ -165,9 +169,38 @@ class VisualizeFeature(FeatureBase, QObject):
         )
 
     def export_to(self, folder: str | Path) -> list[Path]:
-        """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``; the files."""
-        pictures = {"page": self.page.result(), "channel": self.shown}
-        return write_pictures(self.session, pictures, folder)
+        """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``: PNGs, a contact
+        sheet and ``visualize.json`` (settings, model, how to remake). The files written."""
+        from actviz.analysis.visualize.picture_cache import model_fingerprint
+        from actviz.analysis.visualize.picture_files import reproduce, write_visualization
+
+        loaded, model = self.session.loaded_model, self.session.model
+        source = getattr(loaded, "source", None)
+        extra: dict[str, Any] = {
+            "model": getattr(loaded, "name", None) or type(model).__name__,
+            "source": source,
+        }
+        if model is not None:
+            # Remembered from the cache's look-ups: no second hashing of the weights.
+            extra["weights"] = model_fingerprint(model)
+        note = ""
+        if loaded is not None and source:
+            from actviz.io.export.reproduce import run_source
+
+            # Random weights: reopening the source gives others, so no command line to remake.
+            if run_source(loaded, None).state is not None:
+                note = (
+                    f"{extra['model']} has random weights: opening {source!r} again gives "
+                    "other weights and other pictures; the call makes these with these "
+                    "weights (the fingerprint above)"
+                )
+                source = None
+        files: list[Path] = []
+        for sub, vis in (("page", self.page.result()), ("channel", self.shown)):
+            if vis is not None:
+                again = reproduce(vis, source) | ({"note": note} if note else {})
+                files += write_visualization(vis, Path(folder) / sub, {**extra, "reproduce": again})
+        return files
 
     def export_dialog(self) -> None:
         """File > Export visualisations: ask for a folder and write the pictures there."""
@@ -343,10 +376,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self._forget_lookup()
         self._show(None)
 
-    def _on_synthesis_failed(self, _text: str) -> None:
-        # The copy goes after each synthesis: a large model is not held twice while idle.
-        self.copy.forget()
-
     def _on_synthesised(self, value: Visualization, key: tuple[Any, ...] | None) -> None:
         self.copy.forget()
         self.section.set_message("")
@@ -361,62 +390,3 @@ def _visualize_key(model: Any, key: tuple[Any, ...], **kwargs: Any) -> Visualiza
     """:func:`visualize` of ``key`` (:meth:`VisualizeFeature.key`), cached; ``kwargs`` go to it."""
     layer, channel, settings = key
     return visualize(model, layer, [channel], settings, cache=True, **kwargs)
-
-
-def write_pictures(session: Any, pictures: dict[str, Any], folder: str | Path) -> list[Path]:
-    """Write each of ``pictures`` (sub-folder name: Visualization or None) into ``folder``: PNGs,
-    a contact sheet and ``visualize.json`` (settings, model, how to remake). The files written."""
-    from actviz.analysis.visualize.picture_cache import model_fingerprint
-    from actviz.analysis.visualize.picture_files import reproduce, write_visualization
-
-    loaded = session.loaded_model
-    source = getattr(loaded, "source", None) if loaded is not None else None
-    model = session.model
-    extra: dict[str, Any] = {
-        "model": getattr(loaded, "name", None) or type(model).__name__,
-        "source": source,
-    }
-    if model is not None:
-        # Remembered from the cache's look-ups: no second hashing of the weights.
-        extra["weights"] = model_fingerprint(model)
-    note = ""
-    if loaded is not None and source:
-        from actviz.io.export.reproduce import run_source
-
-        # Random weights: reopening the source gives others, so no command line to remake.
-        if run_source(loaded, None).state is not None:
-            note = (
-                f"{extra['model']} has random weights: opening {source!r} again gives "
-                "other weights and other pictures; the call makes these with these "
-                "weights (the fingerprint above)"
-            )
-            source = None
-    files: list[Path] = []
-    for sub, vis in pictures.items():
-        if vis is not None:
-            again = reproduce(vis, source)
-            if note:
-                again["note"] = note
-            files += write_visualization(vis, Path(folder) / sub, {**extra, "reproduce": again})
-    return files
-
-
-def report_figures(shown: Any, page: Any) -> list[tuple[str, Any]]:
-    """The report's figures, ``shown`` and the ``page`` sheet (each None: left out), captioned."""
-    figures = []
-    if shown is not None:
-        caption = (
-            f"What {shown.layer} ch {shown.channels[0]} wants "
-            f"({shown.settings['objective']}, {shown.settings['steps']} steps)"
-        )
-        figures.append((caption, shown.image_uint8(0)))
-    if page is not None:
-        from actviz.analysis.visualize.picture_files import contact_sheet
-
-        s = page.settings
-        caption = (
-            f"What {page.layer} ch {page.channels[0]}-{page.channels[-1]} want "
-            f"({s['objective']}, {s['steps']} steps)"
-        )
-        figures.append((caption, contact_sheet(page)))
-    return figures

@@ -29,65 +29,10 @@ VECTOR_PAGE = 16
 MAX_PAGE = 32
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
-
-
 #: Channels synthesised per batch: tiles appear every few seconds, a GPU stays busy.
 CHUNK = 4
 #: The longest an optimisation step waits for the capture worker's job (live mode still moves).
 YIELD_S = 1.0
-
-
-def page_job(
-    target: Any,
-    layer: str,
-    channels: list[int],
-    settings: VisualizeSettings,
-    *,
-    compute: bool,
-    need_total: bool,
-    emit: Callable[[str, Any], None],
-    set_progress: Callable[[tuple[int, int]], None],
-    capture_worker: Any,
-) -> Callable[[Any, Any], None]:
-    """The job filling ``channels`` of ``layer`` of ``target``: ``emit("total", n)`` (with
-    ``need_total``), ``emit("part", vis)`` each Visualization, ``set_progress((done, total))``."""
-    steps = settings.steps
-
-    def job(should_stop: Any, report: Any) -> None:
-        def stop_or_yield() -> bool:
-            # Before each step: the window's run or live frame first (a bounded wait).
-            if capture_worker.is_busy():
-                deadline = time.monotonic() + YIELD_S
-                while capture_worker.is_busy() and time.monotonic() < deadline:
-                    if should_stop():
-                        return True
-                    time.sleep(0.002)
-            return bool(should_stop())
-
-        todo = channels
-        if need_total:
-            total = layer_channels(target, layer, size=settings.size[0])
-            emit("total", total)
-            todo = [c for c in todo if c < total]
-        found = visualize(target, layer, todo, settings, cache=True, only_cached=True)
-        if found.channels:
-            emit("part", found)
-        if not compute:
-            return
-        todo = [c for c in todo if c not in found.channels]
-        chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
-        for n, part in enumerate(chunks):
-
-            def step(done: int, _total: int, n: int = n) -> None:
-                set_progress((n * steps + done, len(chunks) * steps))
-                report(f"Visualising channels: step {n * steps + done}")
-
-            vis = visualize(
-                target, layer, part, settings, cache=True, progress=step, should_stop=stop_or_yield
-            )
-            emit("part", vis)
-
-    return job
 
 
 class _PartSignals(QObject):
@@ -292,40 +237,31 @@ class PageVisualiser(QObject):
             self.dock.setVisible(state["open"])
         layer = state.get("layer")
         settings = read_saved_settings(state.get("settings"))
-        tree = self.session.tree
-        if (
-            not isinstance(layer, str)
-            or not layer
-            or settings is None
-            or self.session.model is None
-            or (tree is not None and layer not in tree)
-        ):
+        tree, model = self.session.tree, self.session.model
+        if not isinstance(layer, str) or not layer or settings is None or model is None:
+            return False
+        if tree is not None and layer not in tree:
             return False
         order = state.get("order")
-        if isinstance(order, list) and all(_is_int(c) for c in order):
-            self._order = tuple(int(c) for c in order)
-            self._order_label = str(state.get("order_label") or "")
+        if isinstance(order, list) and all(type(c) is int for c in order):
+            self._order, self._order_label = tuple(order), str(state.get("order_label") or "")
             self.total = len(self._order)
         else:
             self._order, self._order_label = None, ""
             total = state.get("total")
-            self.total = int(total) if _is_int(total) and total > 0 else self._known_total(layer)
+            self.total = total if type(total) is int and total > 0 else self._known_total(layer)
         first, size = state.get("first"), state.get("size")
         self.copy.abandon()  # a copy asked for earlier starts nothing now
         self._new_page(
             layer,
-            int(first) if _is_int(first) else 0,
-            int(size) if _is_int(size) else self._page_size(layer),
+            first if type(first) is int else 0,
+            size if type(size) is int else self._page_size(layer),
             settings,
         )
-        self._look_up()
+        # The tiles the cache holds (on :attr:`worker`; no forward pass, no hooks).
+        loaded = self.session.loaded_model
+        self._run(loaded if loaded is not None and loaded.model is model else model, False)
         return True
-
-    def _look_up(self) -> None:
-        """Fill the tiles the cache holds (on :attr:`worker`; no forward pass, no hooks)."""
-        s = self.session
-        loaded = s.loaded_model
-        self._run(loaded if loaded is not None and loaded.model is s.model else s.model, False)
 
     def shutdown(self) -> None:
         """Stop the synthesis and wait for its thread (the window is closing)."""
@@ -352,19 +288,47 @@ class PageVisualiser(QObject):
         self._run(self.copy.engine_model(twin), True)
 
     def _run(self, target: Any, compute: bool) -> None:
-        """The page's job: the cached pictures, then (``compute``) the others made on ``target``."""
+        """The page's job: the cached pictures, then (``compute``) the others made on ``target``;
+        ``part(token, "total", n)`` when the layer's count is asked, ``(token, "part", vis)``."""
         token, signals, tracked = self._token, self._signals, self.job
-        job = page_job(
-            target,
-            self.layer,
-            list(self.channels),
-            self._settings,
-            compute=compute,
-            need_total=compute and not self.total,
-            emit=lambda kind, value: signals.part.emit(token, kind, value),
-            set_progress=lambda progress: setattr(tracked, "progress", progress),
-            capture_worker=self.host.worker,
-        )
+        capture_worker = self.host.worker
+        layer, channels, settings = self.layer, list(self.channels), self._settings
+        need_total, steps = compute and not self.total, settings.steps
+
+        def job(should_stop: Any, report: Any) -> None:
+            def give_way() -> bool:
+                # Before each step: the window's run or live frame first (a bounded wait); stop?
+                if capture_worker.is_busy():
+                    deadline = time.monotonic() + YIELD_S
+                    while capture_worker.is_busy() and time.monotonic() < deadline:
+                        if should_stop():
+                            return True
+                        time.sleep(0.002)
+                return bool(should_stop())
+
+            todo = channels
+            if need_total:
+                total = layer_channels(target, layer, size=settings.size[0])
+                signals.part.emit(token, "total", total)
+                todo = [c for c in todo if c < total]
+            found = visualize(target, layer, todo, settings, cache=True, only_cached=True)
+            if found.channels:
+                signals.part.emit(token, "part", found)
+            if not compute:
+                return
+            todo = [c for c in todo if c not in found.channels]
+            chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
+            for n, part in enumerate(chunks):
+
+                def step(done: int, _total: int, n: int = n) -> None:
+                    tracked.progress = (n * steps + done, len(chunks) * steps)
+                    report(f"Visualising channels: step {n * steps + done}")
+
+                vis = visualize(
+                    target, layer, part, settings, cache=True, progress=step, should_stop=give_way
+                )
+                signals.part.emit(token, "part", vis)
+
         self.job.start(
             job,
             message=self._synthesising() if compute else "Looking for the page's saved pictures…",
@@ -434,7 +398,3 @@ class PageVisualiser(QObject):
 def _count(n: int) -> str:
     """``"1 channel"``, ``"4 channels"``."""
     return f"{n} channel" if n == 1 else f"{n} channels"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
