@@ -10,15 +10,9 @@ from typing import Any
 from actviz.display.colormaps import AUTO
 from actviz.display.mosaic import ChannelOrder, page_start
 
-#: The settings a :class:`DisplaySettings` holds, by their (and the session's) attribute names.
-VIEW_FIELDS = tuple(
-    "colormap normalize gradcam_layer channel_pages page_channels channel_orders".split()
-)
-
-
 class DisplaySettings:
     """The display settings of one session; ``changed(what)`` announces each change, with
-    ``what`` the name of the setting (one of :data:`VIEW_FIELDS`)."""
+    ``what`` the name of the setting (its attribute name, as the session's)."""
 
     def __init__(self, changed: Callable[[str], Any]) -> None:
         self._changed = changed
