@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import shiboken6
-from PySide6.QtCore import QByteArray
+from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QToolBar, QWidget
 
@@ -362,7 +362,13 @@ class FeatureBase:
         return False
 
     def reset_layout(self) -> None:
-        """Put the feature's docks where a first start puts them."""
+        """Put the feature's docks where a first start puts them: by default its ``dock``, if it
+        has one, back on the right at the width it was added with, closed."""
+        dock = getattr(self, "dock", None)
+        if dock is not None:
+            width = dock.property("actviz_width") or None
+            self.host.dock_back(dock, Qt.DockWidgetArea.RightDockWidgetArea, width=width)
+            dock.hide()
 
     def pop_up(self, menu: QMenu, pos: Any) -> QMenu:
         """Show ``menu`` at ``pos`` as the feature's one menu; the one before is deleted, or its

@@ -469,11 +469,6 @@ class DatasetScanUI(FeatureBase, QObject):
             return self.host.show_warning(text, BANNER_SOURCE)
         self.host.open_input_source(source)
 
-    def reset_layout(self) -> None:
-        """View > Reset window layout: where a first start puts it (right, closed)."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.dock.hide()
-
     def _on_dialog_finished(self, dialog: ScanDialog) -> None:
         if self.dialog is dialog:
             self.dialog = None

@@ -175,11 +175,6 @@ class EffectsFeature(FeatureBase, QObject):
         """True while a verification runs."""
         return self.job.running
 
-    def reset_layout(self) -> None:
-        """Dock it back on the right (closed, as on a first start)."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
-        self.dock.setVisible(False)
-
     def session_part(self) -> dict[str, Any]:
         """The channels shown per layer and the panels' marking and sorting."""
         v = self.view

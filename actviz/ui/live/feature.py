@@ -82,11 +82,6 @@ class LiveMode(FeatureBase):
         if not self.controller.perturbation.is_identity():
             self.dock.reset_perturbation()
 
-    def reset_layout(self) -> None:
-        """Docked on the right, closed."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.dock.hide()
-
     def shutdown(self) -> None:
         self.host.session.model_changed.disconnect(self._on_session_model_changed)
         self.controller.shutdown()
