@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -221,7 +220,15 @@ class CompareController(FeatureBase, QObject):
 
     def session_part(self) -> dict[str, Any]:
         """The comparison set-up a session file keeps."""
-        return {"comparison": setup_of(self.view, self.session.pins, self.model_b)}
+        v, model_b = self.view, self.model_b
+        setup: dict[str, Any] = {"a": "current", "mode": v.source}
+        if v.source == PIN and (pin := v.chosen(self.session.pins)) is not None:
+            setup["b"] = pin.label
+        elif v.source == INPUT:
+            setup["b"] = v.input_combo.currentText().strip()
+        elif v.source == MODEL and model_b is not None:
+            setup["b"] = str(model_b.source)
+        return {"comparison": setup}
 
     def report_part(self) -> dict[str, Any]:
         """The comparison shown, for File > Export report, when its run A is the run shown."""
@@ -235,11 +242,18 @@ class CompareController(FeatureBase, QObject):
 
     def restore_session_part(self, parts: Any) -> None:
         """Choose run B as a session file's set-up says (nothing runs)."""
-        pin = restore_setup(
-            self.view, parts.get("comparison") or {}, self.session.pins, self.model_b
-        )
-        if pin is not None:
-            self._refresh_pins(current=pin)
+        setup, v = parts.get("comparison") or {}, self.view
+        mode, b = setup.get("mode"), setup.get("b")
+        if mode not in (PIN, INPUT, MODEL):
+            return
+        v.set_source(mode)
+        labels = [p.label for p in self.session.pins]
+        if mode == PIN and b in labels:
+            self._refresh_pins(current=labels.index(b))
+        elif mode == INPUT and b:
+            v.input_combo.setEditText(str(b))
+        elif mode == MODEL and b and self.model_b is None:
+            v.set_model_text(f"the session compared with {b}: open model B again")
 
     def shutdown(self) -> None:
         """The window closes: stop loads, let go of the session's events."""
@@ -260,18 +274,8 @@ class CompareController(FeatureBase, QObject):
 
     def _start(self) -> None:
         self._waiting = False
-        v = self.view
         try:
-            request, label = request_for(
-                self.session,
-                v.source,
-                pin_index=v.pin_combo.currentIndex(),
-                input_text=v.input_combo.currentText().strip(),
-                input_loader=self.host.input_loader,
-                model_b=self.model_b,
-                pages=self.painter.pages,
-                page_sizes=self.painter.page_sizes,
-            )
+            request, label = self._request()
         except ValueError as exc:
             self.view.set_busy(False)
             self._refuse(str(exc))
@@ -285,6 +289,55 @@ class CompareController(FeatureBase, QObject):
             done=f"Compared with {label}",
             failed=f"Could not compare with {label}",
         )
+
+    def _request(self) -> tuple[CompareRequest, str]:
+        """The comparison of the latest run with run B, and B's label; ValueError without B."""
+        s, v = self.session, self.view
+        result = s.result
+        assert result is not None and result.capture is not None
+        cap_a = result.capture
+        spec = DisplaySpec(
+            layers=tuple(n for n in result.shown if n in cap_a),
+            # One scale per layer: per-channel scales would blow float noise up to full colour.
+            normalize="shared",
+            sample=result.spec.sample,
+            categories=result.spec.categories,
+            channel_pages=dict(self.painter.pages),
+            page_channels=dict(self.painter.page_sizes),
+            colormap=AUTO,
+        )
+        common = dict(
+            cap_a=cap_a,
+            spec=spec,
+            categories=list(spec.categories) if spec.categories else s.categories,
+            target=result.target_index,
+            max_bytes=s.memory_budget,
+            input_as_list=s.input_as_list,
+        )
+        if v.source == PIN:
+            pin = v.chosen(s.pins)
+            if pin is None:  # unpinned while the comparison waited for the run before it
+                raise ValueError("The pinned result was unpinned: pin a result to compare with.")
+            if pin.result.capture is None:
+                raise ValueError(f"The pinned result {pin.label} holds no capture to compare.")
+            return CompareRequest(
+                mode=PIN, cap_b=pin.result.capture, **common
+            ), f"pinned {pin.label}"
+        if v.source == INPUT:
+            request = CompareRequest(
+                mode=INPUT,
+                model=s.model,
+                input_source=v.input_combo.currentText().strip(),
+                input_loader=self.host.input_loader,
+                loaded_model=s.loaded_model,
+                **common,
+            )
+            return request, f"input {short_source(request.input_source)}"
+        inputs = cap_a.inputs if cap_a.inputs is not None else s.input.value if s.input else None
+        if inputs is None:
+            raise ValueError("Run A kept no input to run model B on: run the model again.")
+        request = CompareRequest(mode=MODEL, model=self.model_b.model, inputs=inputs, **common)
+        return request, f"model {self.model_b.name}"
 
     def _on_compared(self, outcome: Any, _context: Any) -> None:
         try:
@@ -380,66 +433,6 @@ class CompareController(FeatureBase, QObject):
         self.compare()
 
 
-def request_for(
-    session: Any,
-    source: str,
-    *,
-    pin_index: int,
-    input_text: str,
-    input_loader: Callable[..., Any],
-    model_b: Any,
-    pages: Mapping[str, int],
-    page_sizes: Mapping[str, int],
-) -> tuple[CompareRequest, str]:
-    """The comparison of the latest run with run B, and B's label; ValueError without B."""
-    s = session
-    result = s.result
-    assert result is not None and result.capture is not None
-    cap_a = result.capture
-    spec = result.spec
-    spec = DisplaySpec(
-        layers=tuple(n for n in result.shown if n in cap_a),
-        # One scale per layer: per-channel scales would blow float noise up to full colour.
-        normalize="shared",
-        sample=spec.sample,
-        categories=spec.categories,
-        channel_pages=dict(pages),
-        page_channels=dict(page_sizes),
-        colormap=AUTO,
-    )
-    common = dict(
-        cap_a=cap_a,
-        spec=spec,
-        categories=list(spec.categories) if spec.categories else s.categories,
-        target=result.target_index,
-        max_bytes=s.memory_budget,
-        input_as_list=s.input_as_list,
-    )
-    if source == PIN:
-        pins = list(s.pins)
-        if not pins:  # unpinned while the comparison waited for the run before it
-            raise ValueError("The pinned result was unpinned: pin a result to compare with.")
-        pin = pins[min(max(pin_index, 0), len(pins) - 1)]
-        if pin.result.capture is None:
-            raise ValueError(f"The pinned result {pin.label} holds no capture to compare.")
-        return CompareRequest(mode=PIN, cap_b=pin.result.capture, **common), f"pinned {pin.label}"
-    if source == INPUT:
-        request = CompareRequest(
-            mode=INPUT,
-            model=s.model,
-            input_source=input_text,
-            input_loader=input_loader,
-            loaded_model=s.loaded_model,
-            **common,
-        )
-        return request, f"input {short_source(input_text)}"
-    inputs = cap_a.inputs if cap_a.inputs is not None else s.input.value if s.input else None
-    if inputs is None:
-        raise ValueError("Run A kept no input to run model B on: run the model again.")
-    request = CompareRequest(mode=MODEL, model=model_b.model, inputs=inputs, **common)
-    return request, f"model {model_b.name}"
-
-
 def describe_outcome(outcome: CompareOutcome, label_b: str) -> str:
     """The tab's line on a comparison: runs, first divergence, output, memory, warnings."""
     comparison = outcome.comparison
@@ -464,34 +457,3 @@ def describe_outcome(outcome: CompareOutcome, label_b: str) -> str:
     if outcome.warnings:
         text += "\n" + " ".join(outcome.warnings)
     return text
-
-
-def setup_of(view: Any, pins: Sequence[Any], model_b: Any) -> dict[str, Any]:
-    """The comparison set-up a session file keeps: run B's pin label or source."""
-    setup: dict[str, Any] = {"a": "current", "mode": view.source}
-    pins = list(pins)
-    if view.source == PIN and pins:
-        setup["b"] = pins[min(max(view.pin_combo.currentIndex(), 0), len(pins) - 1)].label
-    elif view.source == INPUT:
-        setup["b"] = view.input_combo.currentText().strip()
-    elif view.source == MODEL and model_b is not None:
-        setup["b"] = str(model_b.source)
-    return setup
-
-
-def restore_setup(
-    view: Any, setup: Mapping[str, Any], pins: Sequence[Any], model_b: Any
-) -> int | None:
-    """Choose run B in ``view`` as ``setup`` says, running nothing; the pin to choose, if one."""
-    mode, b = setup.get("mode"), setup.get("b")
-    if mode not in (PIN, INPUT, MODEL):
-        return None
-    view.set_source(mode)
-    labels = [p.label for p in pins]
-    if mode == PIN and b in labels:
-        return labels.index(b)
-    if mode == INPUT and b:
-        view.input_combo.setEditText(str(b))
-    elif mode == MODEL and b and model_b is None:
-        view.set_model_text(f"the session compared with {b}: open model B again")
-    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -196,6 +197,11 @@ class CompareView(QtWidgets.QWidget):
             else:
                 combo.addItem("no pinned result (Ctrl+P pins the one shown)")
             combo.setEnabled(bool(labels))
+
+    def chosen(self, pins: Sequence[Any]) -> Any:
+        """The pin of ``pins`` the pin box chooses (None without pins)."""
+        pins = list(pins)
+        return pins[min(max(self.pin_combo.currentIndex(), 0), len(pins) - 1)] if pins else None
 
     def set_input_choices(self, sources: Sequence[str]) -> None:
         """Offer ``sources`` (samples, recent inputs) in the input B box; its text stays."""
