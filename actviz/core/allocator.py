@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import os
 import sys
@@ -50,12 +49,8 @@ def tune_allocator() -> bool:
         return _tuned
     _tuned = False
     refused = "0" in (os.environ.get(ENV), os.environ.get("ACTVIZ_MALLOC_TUNING"))
-    if not sys.platform.startswith("linux") or refused:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and other libcs have no mallopt
+    mallopt = None if refused else getattr(_libc(), "mallopt", None)
+    if mallopt is None:  # refused, not Linux, or a libc without mallopt (musl)
         return False
     _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)

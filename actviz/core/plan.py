@@ -25,7 +25,10 @@ class ModelPlan:
         self.names = [name for name, _ in named]
         self.index = {name: i for i, name in enumerate(self.names)}
         modules = [mod for _, mod in named]
-        self.leaves = [i for i, mod in enumerate(modules) if is_leaf(mod)]
+        # Without children (``None`` entries do not count); no ``children()`` generator each.
+        self.leaves = [
+            i for i, m in enumerate(modules) if all(c is None for c in m._modules.values())
+        ]
         self.inplace = [
             i
             for i, mod in enumerate(modules)
@@ -63,12 +66,6 @@ class ModelPlan:
         return None
 
 
-def is_leaf(module: nn.Module) -> bool:
-    """Whether ``module`` has no children (``None`` entries in ``_modules`` do not count)."""
-    # What ``next(module.children(), None) is None`` says, without a generator per module.
-    return all(child is None for child in module._modules.values())
-
-
 def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
     """The :class:`ModelPlan` of ``model`` and ``list(model.modules())``: the kept plan while
     the tree is unchanged (TorchScript's child mappings do not compare: always a new one)."""
@@ -90,26 +87,16 @@ def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
     return plan, [mod for _, mod in named]
 
 
-def leaf_names(model: nn.Module, modules: dict[str, nn.Module] | None = None) -> list[str]:
-    """Qualified names of the modules without children (the root if it has none); ``modules``:
-    ``dict(model.named_modules())`` when the caller has it already."""
-    if modules is not None:
-        return [name for name, mod in modules.items() if is_leaf(mod)]
-    plan, _modules = model_plan(model)
-    return plan.leaf_names()
+def leaf_names(model: nn.Module) -> list[str]:
+    """Qualified names of the modules without children (the root if it has none)."""
+    return model_plan(model)[0].leaf_names()
 
 
-def resolve_layers(
-    model: nn.Module,
-    layers: Sequence[str] | str | None,
-    modules: dict[str, nn.Module] | None = None,
-) -> list[str]:
+def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list[str]:
     """Check ``layers`` (None: every leaf) against ``model.named_modules()``; deduplicated.
     ``ValueError`` for an unknown name, suggesting close matches."""
-    if modules is None:
-        plan, _modules = model_plan(model)
-        return _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
-    return _resolve(modules, lambda: leaf_names(model, modules), layers, type(model).__name__)
+    plan = model_plan(model)[0]
+    return _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
 
 
 def _resolve(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import sys
 import threading
 import weakref
 from typing import Any
@@ -173,18 +172,14 @@ class HeapPin:
     def available(self) -> bool:
         """Whether this process has a glibc ``[heap]`` to pin (Linux)."""
         if self._start is None:
-            self._start = 0
-            if sys.platform.startswith("linux"):
-                try:
-                    libc = ctypes.CDLL(None)
-                    sbrk = libc.sbrk
-                    sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
-                    with open("/proc/self/maps", encoding="ascii") as fh:
-                        line = next((x for x in fh if x.rstrip().endswith("[heap]")), "")
-                    if line:
-                        self._start, self._sbrk = int(line.split("-", 1)[0], 16), sbrk
-                except (OSError, AttributeError, ValueError):
-                    self._start = 0
+            self._start, libc = 0, allocator._libc()
+            with contextlib.suppress(OSError, AttributeError, ValueError):  # (no libc: None.sbrk)
+                sbrk = libc.sbrk
+                sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
+                with open("/proc/self/maps", encoding="ascii") as fh:
+                    line = next((x for x in fh if x.rstrip().endswith("[heap]")), "")
+                if line:
+                    self._start, self._sbrk = int(line.split("-", 1)[0], 16), sbrk
         return self._start > 0
 
     def update(self, tensors: Any) -> bool:
