@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.canvas import _GridCellCanvas
@@ -109,11 +109,6 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     def count(self) -> int:
         """Number of bars drawn."""
         return self._count
-
-    def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
-        super().mouseMoveEvent(event)
-        # Not the scene's sigMouseMoved: it is rate-limited and can drop the last move.
-        self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
 
     def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
         index = self.bar_at(scene_pos)

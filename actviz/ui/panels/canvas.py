@@ -166,6 +166,11 @@ class _GridCellCanvas:
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(240, 180)
 
+    def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        super().mouseMoveEvent(event)
+        # Not the scene's sigMouseMoved: it is rate-limited and can drop the last move.
+        self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
+
 
 class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     """An ImageItem with a colour bar, updated in place. ``passive``: the wheel scrolls the
@@ -465,8 +470,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         self.ensure_scene()
         super().mouseMoveEvent(event)
-        # Not the scene's sigMouseMoved: it is rate-limited and can drop the last move.
-        self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
 
     def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
         if self._shape is None:

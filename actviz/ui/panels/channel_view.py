@@ -108,10 +108,8 @@ class ChannelView(PanelBase):
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
         # Zoom and pan copied by hand: setXLink/setYLink drift under a locked aspect.
-        for one, other in (
-            (self.activation_canvas, self.gradient_canvas),
-            (self.gradient_canvas, self.activation_canvas),
-        ):
+        pair = (self.activation_canvas, self.gradient_canvas)
+        for one, other in (pair, pair[::-1]):
             one.view.sigRangeChangedManually.connect(
                 lambda _mask, a=one, b=other: self._copy_range(a, b)
             )
@@ -124,9 +122,7 @@ class ChannelView(PanelBase):
 
         # The layer's what-if edits (the layer panel's badge is out of sight here).
         self.edit_label = style.ElidedLabel()
-        self.edit_label.setStyleSheet(
-            f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
-        )
+        self.edit_label.setStyleSheet(style.EDITED_BADGE)
         self.edit_label.setVisible(False)
         self.content.addWidget(self.edit_label)
         self.stats_label = style.readout_label()
@@ -147,12 +143,12 @@ class ChannelView(PanelBase):
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(4)
         arrow = QtCore.Qt.ArrowType
-        self.prev_button = style.arrow_button(
+        self.prev_button = style.tool_button(
             arrow.LeftArrow,
             "Previous channel ([, PageUp, Left)",
             lambda: self.step_requested.emit(-1),
         )
-        self.next_button = style.arrow_button(
+        self.next_button = style.tool_button(
             arrow.RightArrow,
             "Next channel (], PageDown, Right)",
             lambda: self.step_requested.emit(1),
@@ -161,11 +157,9 @@ class ChannelView(PanelBase):
         self.overlay_box = QtWidgets.QCheckBox("input overlay")
         self.overlay_box.setToolTip("Show the input picture under the activation")
         self.overlay_box.toggled.connect(lambda _on: self._update_overlay())
-        self.close_button = QtWidgets.QToolButton()
-        self.close_button.setText("✕")
-        self.close_button.setAutoRaise(True)
-        self.close_button.setToolTip("Close the channel view")
-        self.close_button.clicked.connect(self.close_requested)
+        self.close_button = style.tool_button(
+            "✕", "Close the channel view", self.close_requested.emit, raised=False
+        )
         for widget in (self.prev_button, self.position_label, self.next_button):
             row.addWidget(widget)
         row.addStretch(1)
@@ -230,11 +224,8 @@ class ChannelView(PanelBase):
         if stacked == self._stacked:
             return
         self._stacked = stacked
-        self._columns.setDirection(
-            QtWidgets.QBoxLayout.Direction.TopToBottom
-            if stacked
-            else QtWidgets.QBoxLayout.Direction.LeftToRight
-        )
+        direction = QtWidgets.QBoxLayout.Direction
+        self._columns.setDirection(direction.TopToBottom if stacked else direction.LeftToRight)
         self.updateGeometry()  # the layout item around the view caches its old hints
 
     def set_gradients_visible(self, visible: bool) -> None:

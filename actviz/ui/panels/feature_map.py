@@ -231,12 +231,9 @@ class LayerPanel(PanelBase):
         if narrow == self._narrow:
             return
         self._narrow = narrow
-        down, across = (
-            QtWidgets.QBoxLayout.Direction.TopToBottom,
-            QtWidgets.QBoxLayout.Direction.LeftToRight,
-        )
-        self._sides.setDirection(down if narrow else across)
-        self._readouts.setDirection(down if narrow else across)
+        direction = QtWidgets.QBoxLayout.Direction
+        for box in (self._sides, self._readouts):
+            box.setDirection(direction.TopToBottom if narrow else direction.LeftToRight)
         left = QtCore.Qt.AlignmentFlag.AlignLeft
         for widget in (self.edit_badge, self.page_bar):
             self._readouts.setAlignment(widget, left if narrow else QtCore.Qt.AlignmentFlag(0))

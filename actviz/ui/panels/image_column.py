@@ -14,7 +14,9 @@ from actviz.ui.panels.canvas import ImageCanvas
 
 def auto_levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
     """The display levels of ``data``: its finite range (about 0 when ``symmetric``)."""
-    levels = style.finite_range(data) or (0.0, 1.0)
+    finite = np.asarray(data, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    levels = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if symmetric:
         bound = max(abs(levels[0]), abs(levels[1])) or 1.0
         return -bound, bound
@@ -37,13 +39,12 @@ class LevelControls(QtWidgets.QWidget):
         row.addWidget(self.low, 1)
         row.addWidget(style.caption_label("to"))
         row.addWidget(self.high, 1)
-        self.auto_button = QtWidgets.QToolButton()
-        self.auto_button.setText("auto")
-        self.auto_button.setToolTip("Back to the channel's own range")
-        self.auto_button.setAutoRaise(True)
-        row.addWidget(self.auto_button)
         self._auto = (0.0, 1.0)
-        self.auto_button.clicked.connect(lambda: self.set_levels(*self._auto, emit=True))
+        back = "Back to the channel's own range"
+        self.auto_button = style.tool_button(
+            "auto", back, lambda: self.set_levels(*self._auto, emit=True), raised=False
+        )
+        row.addWidget(self.auto_button)
         for spin in (self.low, self.high):
             spin.editingFinished.connect(self._on_edited)
 

@@ -29,9 +29,7 @@ class BadgeLabel(QtWidgets.QLabel):
     def edited(cls) -> BadgeLabel:
         """The "edited: ablate ch 3" badge of an edited layer (hidden until it has a text)."""
         badge = cls()
-        badge.setStyleSheet(
-            f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
-        )
+        badge.setStyleSheet(style.EDITED_BADGE)
         badge.setVisible(False)
         return badge
 
@@ -72,11 +70,11 @@ class PageBar(QtWidgets.QWidget):
         super().__init__()
         layout = style.bare_box(self, spacing=2)
         arrow = QtCore.Qt.ArrowType
-        self.prev_button = style.arrow_button(
+        self.prev_button = style.tool_button(
             arrow.LeftArrow, "Previous channels", lambda: self.requested.emit(-1), raised=False
         )
         self.label = style.caption_label()
-        self.next_button = style.arrow_button(
+        self.next_button = style.tool_button(
             arrow.RightArrow, "Next channels", lambda: self.requested.emit(1), raised=False
         )
         for widget in (self.prev_button, self.label, self.next_button):

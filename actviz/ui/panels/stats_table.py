@@ -293,9 +293,7 @@ class StatsTable(PanelBase):
         self.set_rows([])
         self.summary_label.setText("no capture")
 
-    def _on_selection_changed(
-        self, selected: QtCore.QItemSelection, deselected: QtCore.QItemSelection
-    ) -> None:
+    def _on_selection_changed(self, *_args: object) -> None:
         rows = self.view.selectionModel().selectedRows()
         if rows and self._emit_selection:
             self.layer_selected.emit(str(self.model.row_dict(rows[0].row()).get("name", "")))

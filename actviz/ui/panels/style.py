@@ -31,6 +31,7 @@ SELECTION = "#3b6ea5"
 TILE_MARK = "#e0119d"
 #: Frame and badge of a layer panel whose layer has edits switched on.
 EDITED = "#d9480f"
+EDITED_BADGE = f"color: white; background: {EDITED}; border-radius: 3px; padding: 0 4px;"
 
 #: Margin around a page of panels (the Layers grid, the Overview) and around the banner.
 PAGE_MARGIN = 4
@@ -334,24 +335,21 @@ def format_value(value: float) -> str:
     return f"{value:.3e}"
 
 
-def finite_range(values) -> tuple[float, float] | None:
-    """Return (min, max) over the finite entries of ``values``, or None if there are none."""
-    array = np.asarray(values, dtype=np.float64)
-    finite = array[np.isfinite(array)]
-    if finite.size == 0:
-        return None
-    return float(finite.min()), float(finite.max())
-
-
-def arrow_button(
-    arrow: QtCore.Qt.ArrowType, tip: str, on_click: Callable[[], object], *, raised: bool = True
+def tool_button(
+    face: QtCore.Qt.ArrowType | str,
+    tip: str,
+    on_click: Callable[[], object],
+    *,
+    raised: bool = True,
 ) -> QtWidgets.QToolButton:
-    """A tool button with an arrow that calls ``on_click``."""
+    """A tool button showing an arrow or a text (``face``) that calls ``on_click``."""
     button = QtWidgets.QToolButton()
-    button.setArrowType(arrow)
+    if isinstance(face, str):
+        button.setText(face)
+    else:
+        button.setArrowType(face)
     button.setToolTip(tip)
-    if not raised:
-        button.setAutoRaise(True)
+    button.setAutoRaise(not raised)
     button.clicked.connect(lambda: on_click())
     return button
 

@@ -163,10 +163,10 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         self.visualise_button.setToolTip("Synthesise what each channel of this page wants")
         self.visualise_button.clicked.connect(self.visualise_requested)
         arrow = QtCore.Qt.ArrowType
-        self.prev_button = style.arrow_button(
+        self.prev_button = style.tool_button(
             arrow.LeftArrow, "Previous channels", lambda: self.page_requested.emit(-1), raised=False
         )
-        self.next_button = style.arrow_button(
+        self.next_button = style.tool_button(
             arrow.RightArrow, "Next channels", lambda: self.page_requested.emit(1), raised=False
         )
         self.export_button = QtWidgets.QToolButton()
