@@ -41,21 +41,6 @@ def classifier_layer(scan: Any, categories: Any) -> str | None:
     return hits[-1] if hits else None
 
 
-def saved_map(atlas: Any, view: Any, selection: np.ndarray) -> dict[str, Any]:
-    """The session file's record of ``atlas`` as ``view`` shows it (the selection as image
-    indices in the scan)."""
-    key = getattr(atlas.scan, "cache_path", None)
-    return {
-        "layer": atlas.layer,
-        "method": atlas.projection.method,
-        "colour": view.colour_combo.currentText(),
-        "channel": int(view.channel_spin.value()),
-        "selection": [int(i) for i in atlas.embeddings.indices[selection]],
-        "scan_key": str(key) if key else None,
-        "images": int(atlas.scan.count),
-    }
-
-
 def made_of(saved: dict[str, Any], scan: Any) -> bool:
     """Whether ``scan`` is the one the saved map was made of."""
     key = saved.get("scan_key")
@@ -82,34 +67,11 @@ def rows_of(atlas: Any) -> dict[int, int]:
     return {int(i): r for r, i in enumerate(atlas.embeddings.indices)}
 
 
-def rows_of_indices(atlas: Any, indices: Any) -> np.ndarray:
-    """Map rows of the images at data ``indices`` (those without a row left out)."""
-    row_of = rows_of(atlas)
-    rows = [row_of.get(i) for i in (as_int(v) for v in indices) if i is not None]
-    return np.array([r for r in rows if r is not None], np.int64)
-
-
 def as_int(value: Any) -> int | None:
     """``value`` as an int when it is one (JSON from a session file), else None."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return int(value) if isinstance(value, float) and value.is_integer() else None
-
-
-def describe_row(atlas: Any, row: int, categories: Any, *, thumbnail: str | None = None) -> str:
-    """HTML naming row ``row``'s image: file, class, prediction (``thumbnail``: the URI of a
-    picture above it)."""
-    emb = atlas.embeddings
-    path = str(emb.sources[row])
-    lines = [f"<b>{html.escape(Path(path).name)}</b>", html.escape(path)]
-    if emb.labels is not None and emb.class_names and emb.labels[row] >= 0:
-        lines.append(f"class: {html.escape(emb.class_names[int(emb.labels[row])])}")
-    if atlas.predictions is not None and atlas.predictions[row] >= 0:
-        p = int(atlas.predictions[row])
-        name = categories[p] if categories and p < len(categories) else str(p)
-        lines.append(f"prediction: {html.escape(name)}")
-    head = f'<img src="{html.escape(thumbnail)}"><br>' if thumbnail else ""
-    return head + "<br>".join(lines)
 
 
 def map_summary(atlas: Any) -> str:
@@ -145,24 +107,6 @@ def selection_text(atlas: Any, rows: np.ndarray) -> str:
             others = len(np.flatnonzero(counts)) - len(top)
             text += f", +{others} classes" if others > 0 else ""
     return text
-
-
-def separating_texts(split: Any, layer: str) -> tuple[str, str]:
-    """A separating channel's line in the list and its tooltip."""
-    text = f"ch {split.channel}: d {split.score:+.2f} ({split.mean_in:.3g} vs {split.mean_out:.3g})"
-    tip = (
-        f"Channel {split.channel} of {layer}: mean {split.mean_in:.4g} in the "
-        f"selection, {split.mean_out:.4g} outside; d = the difference over the pooled "
-        "standard deviation. Click: its channel view"
-    )
-    return text, tip
-
-
-def colour_caption(mode: str, channel: int) -> str:
-    """What the map is coloured by, for a report's caption."""
-    if mode == "Channel":
-        return f"channel {channel}'s mean activation"
-    return {"Correct": "correctness"}.get(mode, mode.lower())
 
 
 def no_map_text(scan: Any) -> str:
@@ -312,7 +256,9 @@ class AtlasFeature(FeatureBase, QObject):
         self.host.show_status(f"Atlas ready: {text}")
         if saved is not None:
             self._restoring = None
-            self.select_rows(rows_of_indices(atlas, saved.get("selection") or ()))
+            row_of = rows_of(atlas)
+            rows = [row_of.get(i) for i in map(as_int, saved.get("selection") or ())]
+            self.select_rows([r for r in rows if r is not None])
         self._on_result()
 
     def _on_build_failed(self, error: BaseException) -> None:
@@ -391,7 +337,20 @@ class AtlasFeature(FeatureBase, QObject):
         return str(self.atlas.embeddings.sources[row])
 
     def _describe(self, row: int, *, thumbnail: str | None = None) -> str:
-        return describe_row(self.atlas, row, self.session.categories, thumbnail=thumbnail)
+        """HTML naming row ``row``'s image: file, class, prediction (``thumbnail``: the URI of
+        a picture above it)."""
+        atlas, categories = self.atlas, self.session.categories
+        emb = atlas.embeddings
+        path = str(emb.sources[row])
+        lines = [f"<b>{html.escape(Path(path).name)}</b>", html.escape(path)]
+        if emb.labels is not None and emb.class_names and emb.labels[row] >= 0:
+            lines.append(f"class: {html.escape(emb.class_names[int(emb.labels[row])])}")
+        if atlas.predictions is not None and atlas.predictions[row] >= 0:
+            p = int(atlas.predictions[row])
+            name = categories[p] if categories and p < len(categories) else str(p)
+            lines.append(f"prediction: {html.escape(name)}")
+        head = f'<img src="{html.escape(thumbnail)}"><br>' if thumbnail else ""
+        return head + "<br>".join(lines)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
         """Keep the hovered dot's thumbnail up when the plot's tooltip event comes."""
@@ -446,9 +405,15 @@ class AtlasFeature(FeatureBase, QObject):
         )
         self.view.channel_list.clear()
         for split in self.separating:
-            text, tip = separating_texts(split, atlas.layer)
-            item = QListWidgetItem(text)
-            item.setToolTip(tip)
+            c = split.channel
+            item = QListWidgetItem(
+                f"ch {c}: d {split.score:+.2f} ({split.mean_in:.3g} vs {split.mean_out:.3g})"
+            )
+            item.setToolTip(
+                f"Channel {c} of {atlas.layer}: mean {split.mean_in:.4g} in the selection, "
+                f"{split.mean_out:.4g} outside; d = the difference over the pooled standard "
+                "deviation. Click: its channel view"
+            )
             item.setData(0x0100, int(split.channel))
             self.view.channel_list.addItem(item)
         return self.separating
@@ -465,9 +430,23 @@ class AtlasFeature(FeatureBase, QObject):
                 strip.set_icon(lambda row: self.source(row) == path, pixmap)
 
     def session_part(self) -> dict[str, Any]:
-        """What a session file keeps of the map (:func:`saved_map`)."""
-        atlas = self.atlas
-        return {} if atlas is None else {"atlas": saved_map(atlas, self.view, self.selection)}
+        """What a session file keeps of the map: its choices, selection and scan."""
+        atlas, v = self.atlas, self.view
+        if atlas is None:
+            return {}
+        key = getattr(atlas.scan, "cache_path", None)
+        return {
+            "atlas": {
+                "layer": atlas.layer,
+                "method": atlas.projection.method,
+                "colour": v.colour_combo.currentText(),
+                "channel": int(v.channel_spin.value()),
+                # The selection as image indices in the scan.
+                "selection": [int(i) for i in atlas.embeddings.indices[self.selection]],
+                "scan_key": str(key) if key else None,
+                "images": int(atlas.scan.count),
+            }
+        }
 
     def restore_session_part(self, parts: Any) -> None:
         """Put back :meth:`session_part`'s map once the session's scan is shown (not another's)."""
@@ -492,9 +471,12 @@ class AtlasFeature(FeatureBase, QObject):
         marker = self.view.marker_position()
         selection = self.selection.copy()
         p = atlas.projection
+        by = {"Correct": "correctness"}.get(mode, mode.lower())
+        if mode == "Channel":
+            by = f"channel {self.view.channel_spin.value()}'s mean activation"
         caption = (
             f"Atlas of {atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}), "
-            f"coloured by {colour_caption(mode, self.view.channel_spin.value())}"
+            f"coloured by {by}"
         )
         if len(selection):
             caption += f"; {len(selection):,} selected"
