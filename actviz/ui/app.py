@@ -56,52 +56,41 @@ def run_app(
     undo_threads = parallel_in_workers_only()
     keep_collector_off_clicks()  # Python's full collections at idle moments, not mid-click
     try:
-        return _run(model, arch, input, trust, session, plugins)
+        app = ensure_app()
+        window = MainWindow(plugins="installed" if plugins else None)
+        # Everything opens in the background while the window is already on screen.
+        sessions = window.session_store
+        if sessions is not None:
+            sessions.autosave = True
+        if session is not None and sessions is not None:
+            sessions.open_session(session)
+        elif (
+            model is None
+            and input is None
+            and sessions is not None
+            and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
+            and sessions.can_offer_restore()
+        ):
+            # Asked over the window once it is on screen; declined, the demo opens as usual.
+            QTimer.singleShot(0, lambda: sessions.offer_restore() or window.files.load_demo())
+        elif model is None:
+            window.files.load_demo()
+        else:
+            window.files.open_model_source(model, arch=arch, trust=trust)
+        if session is None and input is not None:
+            window.files.open_input_source(input)  # replaces the demo's own sample
+        elif session is None and model is not None:
+            window.files.open_default_input()
+        if os.environ.get(EXIT_AFTER_SHOW_ENV) == "1":
+            _exit_after_first_result(app, window)
+        window.show()
+        code = app.exec()
+        window.shutdown()
+        window.deleteLater()  # done with: its widgets (and pyqtgraph's menus) go with it
+        return int(code)
     finally:
         keep_collector_off_clicks(False)
         undo_threads()
-
-
-def _run(
-    model: str | None,
-    arch: str | None,
-    input: str | None,  # noqa: A002 - mirrors the --input flag
-    trust: bool,
-    session: str | None,
-    plugins: bool = True,
-) -> int:
-    app = ensure_app()
-    window = MainWindow(plugins="installed" if plugins else None)
-    # Everything opens in the background while the window is already on screen.
-    sessions = window.session_store
-    if sessions is not None:
-        sessions.autosave = True
-    if session is not None and sessions is not None:
-        sessions.open_session(session)
-    elif (
-        model is None
-        and input is None
-        and sessions is not None
-        and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
-        and sessions.can_offer_restore()
-    ):
-        # Asked over the window once it is on screen; declined, the demo opens as usual.
-        QTimer.singleShot(0, lambda: sessions.offer_restore() or window.files.load_demo())
-    elif model is None:
-        window.files.load_demo()
-    else:
-        window.files.open_model_source(model, arch=arch, trust=trust)
-    if session is None and input is not None:
-        window.files.open_input_source(input)  # replaces the demo's own sample
-    elif session is None and model is not None:
-        window.files.open_default_input()
-    if os.environ.get(EXIT_AFTER_SHOW_ENV) == "1":
-        _exit_after_first_result(app, window)
-    window.show()
-    code = app.exec()
-    window.shutdown()
-    window.deleteLater()  # done with: its widgets (and pyqtgraph's menus) go with it
-    return int(code)
 
 
 def _exit_after_first_result(app: QCoreApplication, window: MainWindow) -> None:

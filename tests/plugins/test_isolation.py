@@ -313,6 +313,8 @@ def test_no_plugins_start_without_any(actviz_window, installed_examples, monkeyp
     import actviz.ui.app as app
     from actviz.cli import main
 
+    run_app = app.run_app  # the real one, for the window it builds (below)
+
     seen: list = []
     monkeypatch.setattr(app, "run_app", lambda **kwargs: seen.append(kwargs["plugins"]) or 0)
     assert main(["--no-plugins"]) == 0 and main([]) == 0
@@ -327,7 +329,7 @@ def test_no_plugins_start_without_any(actviz_window, installed_examples, monkeyp
     monkeypatch.setattr(app, "MainWindow", window)
     for plugins, expected in ((False, None), (True, "installed")):
         with pytest.raises(Built) as built:
-            app._run(None, None, None, False, None, plugins)
+            run_app(plugins=plugins)
         assert built.value.args == (expected,)
 
 
