@@ -14,21 +14,7 @@ import torch
 
 from actviz.core.structures import first_tensor
 from actviz.core.targets import name_token, sequence_logits
-from actviz.display.attribution import (
-    default_gradcam_layer,
-    display_image,
-    grad_cam,
-    grad_cam_tensor,
-    gradcam_candidates,
-    input_embedding,
-    prediction_kind,
-    saliency_at_image,
-    saliency_tensor,
-    saliency_unavailable,
-    token_input,
-    token_saliency,
-    top_predictions,
-)
+from actviz.display import attribution as attr
 from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
@@ -204,7 +190,7 @@ def _cam_or_blank(
     rec: Any, size: tuple[int, int] | None, sample: int, layout: Any = None
 ) -> np.ndarray:
     try:
-        return grad_cam(*_cam_inputs(rec, layout), size=size, sample=sample)
+        return attr.grad_cam(*_cam_inputs(rec, layout), size=size, sample=sample)
     except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
         log.debug("no Grad-CAM for %s: %s", rec.name, exc)
         return np.zeros(size or (1, 1), dtype=np.float32)
@@ -253,10 +239,10 @@ def prepare(
 
     shown = set(spec.layers)
     order = [n for n in cap.names if n in shown]
-    image = display_image(cap.inputs, spec.image, spec.sample)
+    image = attr.display_image(cap.inputs, spec.image, spec.sample)
     size = image.shape[:2] if image is not None else None
-    candidates = gradcam_candidates(cap, image, spec.layout)
-    cam_default = default_gradcam_layer(cap, candidates, spec.gradcam_layer)
+    candidates = attr.gradcam_candidates(cap, image, spec.layout)
+    cam_default = attr.default_gradcam_layer(cap, candidates, spec.gradcam_layer)
     if eager_cams is None:
         eager_cams = candidates if not fast else [cam_default] if cam_default else []
     cams_now = set(eager_cams)
@@ -272,10 +258,12 @@ def prepare(
         to_copy: dict[str, torch.Tensor] = {}
         if cam_default is not None and cam_default in cams_now:
             rec = cap[cam_default]
-            to_copy["gradcam"] = grad_cam_tensor(*_cam_inputs(rec, spec.layout), size, spec.sample)
-        if not saliency_unavailable(cap.input_grads, image):
+            to_copy["gradcam"] = attr.grad_cam_tensor(
+                *_cam_inputs(rec, spec.layout), size, spec.sample
+            )
+        if not attr.saliency_unavailable(cap.input_grads, image):
             grad = first_tensor(cap.input_grads)
-            to_copy["saliency"] = saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
+            to_copy["saliency"] = attr.saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
         copied = copy_to_host(
             [(n, cap[n].tensor, cap[n].grad) for n in order],
             sample=spec.sample,
@@ -287,10 +275,10 @@ def prepare(
             cams[cam_default] = copied.extras["gradcam"]  # type: ignore[index]
         sal = copied.extras.get("saliency")
     if sal is None:
-        sal, sal_msg = saliency_at_image(cap.input_grads, image, spec.sample, cap.inputs)
+        sal, sal_msg = attr.saliency_at_image(cap.input_grads, image, spec.sample, cap.inputs)
     tok_sal = None
-    if sal is None and model is not None and token_input(cap.inputs):
-        tok_sal = token_saliency(cap, input_embedding(model), spec.tokens, spec.sample)
+    if sal is None and model is not None and attr.token_input(cap.inputs):
+        tok_sal = attr.token_saliency(cap, attr.input_embedding(model), spec.tokens, spec.sample)
         if tok_sal is not None:
             sal_msg = ""
     layers: dict[str, PreparedLayer] = {}
@@ -376,9 +364,11 @@ def prepare(
         layers=layers,
         shown=tuple(order),
         predictions=tuple(
-            top_predictions(cap.output, categories, sample=spec.sample, tokenizer=spec.tokenizer)
+            attr.top_predictions(
+                cap.output, categories, sample=spec.sample, tokenizer=spec.tokenizer
+            )
         ),
-        prediction_kind=prediction_kind(cap.output, categories),
+        prediction_kind=attr.prediction_kind(cap.output, categories),
         target_text=target_text,
         target_index=cap.target_index,
         image=image,
