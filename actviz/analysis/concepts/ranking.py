@@ -20,9 +20,9 @@ from torch import nn
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.effects.effect_results import (
     DEFAULT_BATCH,
-    DEFAULT_VERIFY,
     Effects,
     LayerEffects,
+    pick_units,
 )
 from actviz.analysis.effects.exact import TargetReader, one_sample, repeat_inputs, run_batches
 from actviz.core.capture import capture
@@ -193,22 +193,9 @@ def run_concepts_exact(
 
 def _chosen(est: np.ndarray, which: Any, d_sae: int) -> list[int]:
     order = np.argsort(-np.abs(np.nan_to_num(est)), kind="stable")
-    if which is None:
-        return [int(i) for i in order[:DEFAULT_VERIFY]]
-    if isinstance(which, str):
-        if which != "all":
-            raise ValueError(f"concepts to verify: 'all', an int or indices, not {which!r}")
-        return list(range(d_sae))
-    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
-        return [int(i) for i in order[: int(which)]]
-    out: list[int] = []
-    for i in which:
-        i = int(i)
-        if not 0 <= i < d_sae:
-            raise ValueError(f"concept {i} is out of range (0..{d_sae - 1})")
-        if i not in out:
-            out.append(i)
-    return out
+    return pick_units(
+        order, which, d_sae, "concepts to verify: 'all', an int or indices", "concept {}"
+    )
 
 
 def concept_effects(

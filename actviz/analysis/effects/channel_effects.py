@@ -10,13 +10,12 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from actviz.analysis.effects import effect_results
 from actviz.analysis.effects.baseline import Baseline, resolve_baseline
-from actviz.analysis.effects.effect_results import Effects, LayerEffects, RunContext
+from actviz.analysis.effects.effect_results import Effects, LayerEffects, RunContext, pick_units
 from actviz.analysis.effects.exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
 from actviz.core.edit_kinds import channel_dim
@@ -114,25 +113,9 @@ def _jobs(eff: Effects, channels: Any) -> list[tuple[str, int]]:
     for layer in eff.layers:
         res = eff.results[layer]
         chosen: Any = channels.get(layer, ()) if isinstance(channels, Mapping) else channels
-        if chosen is None:
-            picked = [int(c) for c in res.order()[: effect_results.DEFAULT_VERIFY]]
-        elif isinstance(chosen, str):
-            if chosen != "all":
-                raise ValueError(f"channels: 'all', an int, channels or a dict, not {chosen!r}")
-            picked = list(range(res.channels))
-        elif isinstance(chosen, (int, np.integer)) and not isinstance(chosen, bool):
-            picked = [int(c) for c in res.order()[: int(chosen)]]
-        else:
-            picked = []
-            for c in chosen:
-                c = int(c)
-                if not 0 <= c < res.channels:
-                    raise ValueError(
-                        f"channel {c} of layer {layer!r} is out of range (0..{res.channels - 1})"
-                    )
-                if c not in picked:
-                    picked.append(c)
-        out.extend((layer, c) for c in picked)
+        kinds = "channels: 'all', an int, channels or a dict"
+        unit = f"channel {{}} of layer {layer!r}"
+        out.extend((layer, c) for c in pick_units(res.order(), chosen, res.channels, kinds, unit))
     return out
 
 

@@ -20,6 +20,27 @@ DEFAULT_VERIFY = 16
 DEFAULT_BATCH = 16
 
 
+def pick_units(order: Any, chosen: Any, count: int, kinds: str, unit: str) -> list[int]:
+    """The units to verify of ``count`` ranked in ``order``: None, the top :data:`DEFAULT_VERIFY`;
+    an int ``k``, the top ``k``; ``"all"``; else the units given (checked, repeats dropped).
+    ``kinds`` leads the message of a wrong string; ``unit`` names unit ``{}`` when out of range."""
+    if chosen is None:
+        return [int(c) for c in order[:DEFAULT_VERIFY]]
+    if isinstance(chosen, str):
+        if chosen != "all":
+            raise ValueError(f"{kinds}, not {chosen!r}")
+        return list(range(count))
+    if isinstance(chosen, (int, np.integer)) and not isinstance(chosen, bool):
+        return [int(c) for c in order[: int(chosen)]]
+    out: list[int] = []
+    for c in map(int, chosen):
+        if not 0 <= c < count:
+            raise ValueError(f"{unit.format(c)} is out of range (0..{count - 1})")
+        if c not in out:
+            out.append(c)
+    return out
+
+
 class EffectRow(NamedTuple):
     """One channel's figures: ``exact`` is None where it was not verified."""
 
