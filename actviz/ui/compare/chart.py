@@ -72,14 +72,6 @@ class SimilarityChart(PlotPanel):
         for item in (self.divergence_line, self.divergence_text):
             item.setVisible(False)
             self.plot.addItem(item, ignoreBounds=True)
-        self.names: list[str] = []
-        self.calls: list[int] = []
-        self.cosine = np.zeros(0, dtype=np.float64)
-        self.rel_l2 = np.zeros(0, dtype=np.float64)
-        self.max_abs = np.zeros(0, dtype=np.float64)
-        #: Index of the first divergent layer (None: none past the tolerance).
-        self.divergence: int | None = None
-        self.tol = 0.0
         self._text_y = 0.0
         # The y range: its bottom, the highest point, and the top with the name's band.
         self._y_low, self._y_high, self._y_top = 0.0, 1.0, 1.0
@@ -87,7 +79,7 @@ class SimilarityChart(PlotPanel):
         # The name beside the divergence line is fitted to the room the plot has left.
         self.plot.vb.sigResized.connect(self._fit_divergence_text)
         self.plot.vb.sigXRangeChanged.connect(self._fit_divergence_text)
-        self.clear()
+        self.clear()  # names, calls, cosine, rel_l2, max_abs, divergence, tol: set_values
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         hint = super().minimumSizeHint()
@@ -122,13 +114,14 @@ class SimilarityChart(PlotPanel):
     ) -> None:
         """Show one point per layer; ``divergence``: the first past ``tol`` (None: agreed)."""
         n = len(names)
-        self.names = list(names)
-        self.calls = list(calls) if calls is not None else [0] * n
+        self.names: list[str] = list(names)
+        self.calls: list[int] = list(calls) if calls is not None else [0] * n
         self.cosine = np.asarray(cosine, dtype=np.float64).reshape(-1)
         self.rel_l2 = np.asarray(rel_l2, dtype=np.float64).reshape(-1)
         self.max_abs = np.asarray(max_abs, dtype=np.float64).reshape(-1)
         if not (self.cosine.size == self.rel_l2.size == self.max_abs.size == n):
             raise ValueError(f"{n} names but {self.cosine.size} / {self.rel_l2.size} values")
+        #: Index of the first divergent layer (None: none past the tolerance).
         self.divergence = divergence if divergence is not None and 0 <= divergence < n else None
         self.tol = tol
         x = np.arange(n, dtype=np.float64)

@@ -286,17 +286,25 @@ class DatasetScanUI(FeatureBase, QObject):
             self.host.resize_dock(self.dock, PREFERRED_WIDTH)
 
     def _on_scan_finished(self, scan: Any) -> None:
+        asked = self._asked_scan
+        # A partial scan is a saved one, shown when the model opened.
+        partial = "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
+        self._scan_ended(scan, partial if is_partial(scan) else None)
+        # A scan asked for shows its end even in a closed dock; a saved one found waits there.
+        if asked and not self.dock.isVisible():
+            self.dock.show()
+
+    def _scan_ended(self, scan: Any, text: str | None, *, error: bool = False) -> None:
+        """A scan ended: ``scan`` shown (None: none), ``text`` under it (None: its own notes)."""
+        self._asked_scan = False
         self.host.refresh_busy()  # Esc cancels a scan only while one runs
         self.dock.stop_progress()
-        self._show_scan(scan)
-        if is_partial(scan):  # a saved partial scan, shown when the model opened
-            self.dock.set_message(
-                "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
-            )
-        # A scan asked for shows its end even in a closed dock; a saved one found waits there.
-        if self._asked_scan and not self.dock.isVisible():
-            self.dock.show()
-        self._asked_scan = False
+        if scan is not None:
+            self._show_scan(scan)
+        elif error:
+            self.dock.set_summary("No dataset scanned")
+        if text is not None:
+            self.dock.set_message(text, error=error)
 
     def _show_scan(self, scan: Any) -> None:
         self.dock.show_scan(scan, self.scans.spec)
@@ -311,27 +319,14 @@ class DatasetScanUI(FeatureBase, QObject):
             self._on_channel_changed(self.channel_view.name, self.channel_view.channel)
 
     def _on_scan_failed(self, text: str) -> None:
-        self._asked_scan = False
-        self.host.refresh_busy()
-        self.dock.stop_progress()
-        if self.scans.scan is not None:
-            self._show_scan(self.scans.scan)  # the scan shown before stays
-        else:
-            self.dock.set_summary("No dataset scanned")
-        self.dock.set_message(text, error=True)
+        self._scan_ended(self.scans.scan, text, error=True)  # the scan shown before stays
         self.host.show_error(text, BANNER_SOURCE)
 
     def _on_scan_cancelled(self) -> None:
-        self._asked_scan = False
-        self.host.refresh_busy()
-        self.dock.stop_progress()
         done, total, _ips = self.scans.progress
         where = f" after {done:,} of {total:,} images" if total else ""
-        if self.scans.scan is not None:
-            self._show_scan(self.scans.scan)
-        self.dock.set_message(
-            f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
-        )
+        text = f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
+        self._scan_ended(self.scans.scan, text)
 
     def _show_layer(self, layer: str) -> None:
         scan = self.scans.scan
