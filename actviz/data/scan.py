@@ -19,23 +19,14 @@ from actviz.core.capture import format_bytes, resolve_layers
 from actviz.core.edit_kinds import channel_dim
 from actviz.core.guards import eval_mode
 from actviz.core.threads import ThreadTuner, background_loader_init
+from actviz.data import scan_sizing as sizing
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.distributed import run_sharded, shard_context
 from actviz.data.fork_server import loader_context
 from actviz.data.rows import attach_rows, new_vectors
 from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_result
-from actviz.data.scan_sizing import (
-    ACTIVATION_BUDGET,
-    MAX_BATCH,
-    _batch_for,
-    _embedding_layers,
-    _estimate,
-    _model_device,
-    _probe,
-    default_workers,
-    estimate_memory,
-)
+from actviz.data.scan_sizing import ACTIVATION_BUDGET, MAX_BATCH, estimate_memory
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
@@ -111,7 +102,7 @@ def scan(
     names = resolve_layers(net, layers)
     if not names:
         raise ValueError("no layers to scan")
-    embed = _embedding_layers(net, names, embeddings)
+    embed = sizing._embedding_layers(net, names, embeddings)
     items = open_data(data, spec)
     n = len(items.sources)
     identity = f"named:{cache}:{n}" if isinstance(cache, str) else items.identity
@@ -123,9 +114,9 @@ def scan(
         folder = cache_dir(weights_fingerprint(net), preprocessing_id(spec), identity)
     store = ScanStore(folder) if folder is not None else None
     if embed:
-        need, probed = _estimate(spec, items, [name for name in names if name in embed], store)
-        if batch_size is None and probed is not None:
-            batch_size = _batch_for(probed, _model_device(net))  # that pass was the probe too
+        need, probed = sizing._estimate(spec, items, [n for n in names if n in embed], store)
+        if batch_size is None and probed is not None:  # that pass was the probe too
+            batch_size = sizing._batch_for(probed, sizing._model_device(net))
         if memory_budget is not None and need.embedding_bytes > memory_budget:
             raise ScanTooLarge(
                 f"{need.describe()}, over the {format_bytes(memory_budget)} memory budget; "
@@ -242,7 +233,7 @@ def _run(
 ) -> int:
     """Run the pending items (model in eval mode); returns the CPU threads it ended on."""
     net = spec.model
-    device = _model_device(net)
+    device = sizing._model_device(net)
     dtype = spec.expected.dtype
     modules = dict(net.named_modules())
     # Each layer's first output of the batch, reduced in the hook; merged after the forward.
@@ -269,10 +260,10 @@ def _run(
     done_before = n - len(pending)
     try:
         if batch_size is None:
-            batch_size = _probe(net, items, pending, device, dtype)
+            batch_size = sizing._probe(net, items, pending, device, dtype)
         batch_size = max(1, int(batch_size))
         workers = (
-            default_workers(items, len(pending), batch_size, background, device)
+            sizing.default_workers(items, len(pending), batch_size, background, device)
             if num_workers is None
             else max(0, int(num_workers))
         )

@@ -15,6 +15,7 @@ import torch
 from actviz.core.structures import first_tensor
 from actviz.core.targets import name_token, sequence_logits
 from actviz.display import attribution as attr
+from actviz.display import token_maps
 from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
@@ -30,13 +31,6 @@ from actviz.display.stats import (
     stats_from_vector,
     stats_vector,
     tensor_stats,
-)
-from actviz.display.token_maps import (
-    TokenView,
-    patch_grid_tensor,
-    patch_maps,
-    sequence_kind,
-    token_view,
 )
 
 log = logging.getLogger(__name__)
@@ -103,8 +97,8 @@ def prepare_layer(
         hist.get()
     if not isinstance(stats, LazyStats):
         stats.update(name=rec.name, type=rec.module_type)
-    tokens: TokenView | None = None
-    kind = sequence_kind(shape, spec.tokens, spec.layout)
+    tokens: token_maps.TokenView | None = None
+    kind = token_maps.sequence_kind(shape, spec.tokens, spec.layout)
     if kind is not None:
         # ViT tokens become maps on the patch grid; text tokens a token view, not a mosaic.
         values = host.sample if host is not None else tensor
@@ -113,7 +107,7 @@ def prepare_layer(
         if kind == "patches":
             view, grad_view = _patch_views(values, grads, spec, pick, shape)
         else:
-            tokens = token_view(values, spec.tokens or (), pick, grad=grads)
+            tokens = token_maps.token_view(values, spec.tokens or (), pick, grad=grads)
             tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
     first, page = spec.first_channel(name), spec.page_size(name)
     order = spec.channel_orders.get(name)
@@ -172,7 +166,7 @@ def _patch_views(
         text += f" ({layout.prefix} prefix token{'s' if layout.prefix > 1 else ''} left out)"
 
     def maps(t: Any) -> LayerView:
-        return LayerView("maps", patch_maps(t, layout, pick), shape, text + batch)
+        return LayerView("maps", token_maps.patch_maps(t, layout, pick), shape, text + batch)
 
     same = grads is not None and tuple(grads.shape)[1:] == shape[1:]
     return maps(values), magnitude_view(maps(grads)) if same else None
@@ -182,7 +176,7 @@ def _cam_inputs(rec: Any, layout: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """A layer's activation and gradient for Grad-CAM: ViT tokens as maps on the patch grid."""
     act, grad = rec.tensor, rec.grad
     if layout is not None and act.dim() == 3:
-        return patch_grid_tensor(act, layout), patch_grid_tensor(grad, layout)
+        return token_maps.patch_grid_tensor(act, layout), token_maps.patch_grid_tensor(grad, layout)
     return act, grad
 
 
