@@ -142,9 +142,8 @@ class _GridCellCanvas:
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.setContentsMargins(*margins)
         self.ci.setSpacing(spacing)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
-        )
+        policy = QtWidgets.QSizePolicy.Policy.Expanding
+        self.setSizePolicy(policy, policy)
         self.setMinimumSize(90, 80)
 
     def _leave(self) -> None:

@@ -31,14 +31,8 @@ STEP_KEYS = {
 
 def _close(a: QtCore.QRectF, b: QtCore.QRectF, tol: float = 0.02) -> bool:
     span = max(a.width(), a.height(), 1e-9)
-    return all(
-        abs(x - y) <= tol * span
-        for x, y in (
-            (a.center().x(), b.center().x()),
-            (a.center().y(), b.center().y()),
-            (min(a.width(), a.height()), min(b.width(), b.height())),
-        )
-    )
+    x, y = ((r.center().x(), r.center().y(), min(r.width(), r.height())) for r in (a, b))
+    return all(abs(p - q) <= tol * span for p, q in zip(x, y, strict=True))
 
 
 def channel_stats(data: np.ndarray) -> dict[str, float]:

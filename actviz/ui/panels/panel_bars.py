@@ -21,9 +21,6 @@ class BadgeLabel(QtWidgets.QLabel):
     def __init__(self) -> None:
         super().__init__()
         self._full = ""
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Preferred
-        )
 
     @classmethod
     def edited(cls) -> BadgeLabel:

@@ -21,9 +21,8 @@ class ProbabilityBar(QtWidgets.QWidget):
         self._value = 0.0
         self._color = QtGui.QColor(style.BAR_POSITIVE)
         self.setMinimumSize(60, BAR_HEIGHT)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
-        )
+        policy = QtWidgets.QSizePolicy.Policy
+        self.setSizePolicy(policy.Expanding, policy.Fixed)
 
     def set_value(self, value: float, color: str) -> None:
         """Fill ``value`` (clipped to [0, 1]; NaN draws nothing) of the bar in ``color``."""

@@ -111,15 +111,8 @@ class SceneFit:
             wanted = QtCore.QRectF(0.0, 0.0, view_w / scale, room_h / scale)
             wanted.moveCenter(QtCore.QPointF(centre_x, target.center().y()))
             tolerance = 1e-6 * max(wanted.width(), wanted.height())
-            if any(
-                abs(a - b) > tolerance
-                for a, b in (
-                    (wanted.left(), target.left()),
-                    (wanted.top(), target.top()),
-                    (wanted.width(), target.width()),
-                    (wanted.height(), target.height()),
-                )
-            ):
+            edges = ("left", "top", "width", "height")
+            if any(abs(getattr(wanted, e)() - getattr(target, e)()) > tolerance for e in edges):
                 self.view.setRange(wanted, padding=0.0)
         finally:
             self._fitting_sides = False

@@ -90,9 +90,8 @@ class ElidedLabel(QtWidgets.QLabel):
         #: Text from the first ``keep_after`` on is never shortened ("features…ck1: scale ch 3").
         self._keep_after = keep_after
         self._steady = text if steady else None
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
-        )
+        policy = QtWidgets.QSizePolicy.Policy
+        self.setSizePolicy(policy.Ignored, policy.Preferred)
         self.setMinimumWidth(40)
         self._fallbacks: tuple[str, ...] = ()
         self._last_resort: str | None = None

@@ -49,11 +49,6 @@ class ModelDock(QDockWidget):
         super().__init__("Model", parent)
         self.session = session
         self.setObjectName("modelDock")
-        self.setFeatures(
-            QDockWidget.DockWidgetFeature.DockWidgetClosable
-            | QDockWidget.DockWidgetFeature.DockWidgetMovable
-            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-        )
         panel = _WidePanel()
         layout = QVBoxLayout(panel)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -187,22 +182,17 @@ class ModelDock(QDockWidget):
     def tree_context_menu(self, name: str | None) -> QMenu:
         """The module tree's context menu for row ``name`` (built, not shown)."""
         menu = QMenu(self)
-        tree = self.session.tree
+        session, tree = self.session, self.session.tree
         if name is not None and tree is not None and name in tree:
-            node = tree[name]
-            label = name or "the model"
-            menu.addAction(
-                f"Tick all leaves below {label}", lambda: self.session.tick_leaves_below(name)
-            )
-            menu.addAction(
-                f"Tick all {node.type_name} modules", lambda: self.session.tick_type(node.type_name)
-            )
-            below = [name, *tree.descendants(name)]
-            menu.addAction(
-                f"Untick {label} and below", lambda: self.session.set_ticked(below, False)
-            )
+            node, label, below = tree[name], name or "the model", [name, *tree.descendants(name)]
+            for text, act in (
+                (f"Tick all leaves below {label}", lambda: session.tick_leaves_below(name)),
+                (f"Tick all {node.type_name} modules", lambda: session.tick_type(node.type_name)),
+                (f"Untick {label} and below", lambda: session.set_ticked(below, False)),
+            ):
+                menu.addAction(text, act)
             menu.addSeparator()
-        menu.addAction("Untick all", self.session.untick_all)
+        menu.addAction("Untick all", session.untick_all)
         return menu
 
     def show_current_details(self) -> None:
