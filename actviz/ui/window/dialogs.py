@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.feature_job import show_line
 from actviz.ui.file_dialogs import remember, start_folder
-from actviz.ui.panels import style
 from actviz.ui.window.settings import split_recent_model
 
 log = logging.getLogger(__name__)
@@ -348,9 +348,7 @@ class OpenModelDialog(QDialog):
         return self.message_label.text() if self.message_label.isVisible() else ""
 
     def _say(self, text: str, *, error: bool) -> None:
-        self.message_label.setText(text)
-        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};" if error else "")
-        self.message_label.setVisible(bool(text))
+        show_line(self.message_label, text, error=error)
         self._error_tab = self.tabs.currentIndex() if error and text else None
 
     def _on_tab_changed(self, index: int) -> None:
