@@ -49,19 +49,6 @@ def made_of(saved: dict[str, Any], scan: Any) -> bool:
     return as_int(saved.get("images")) in (None, int(scan.count))
 
 
-def apply_choices(view: Any, saved: dict[str, Any]) -> None:
-    """The saved method and colouring in ``view``'s controls (without rebuilding)."""
-    method = str(saved.get("method", "")).upper()
-    methods = [view.method_combo.itemText(i) for i in range(view.method_combo.count())]
-    if method in methods:
-        view.set_choices(view.method_combo, methods, method)
-    colour = saved.get("colour")
-    if isinstance(colour, str) and view.colour_combo.findText(colour) >= 0:
-        with QSignalBlocker(view.colour_combo):
-            view.colour_combo.setCurrentText(colour)
-        view.channel_spin.setEnabled(colour == "Channel")
-
-
 def rows_of(atlas: Any) -> dict[int, int]:
     """The map row of each image, by its index in the scan."""
     return {int(i): r for r, i in enumerate(atlas.embeddings.indices)}
@@ -191,12 +178,21 @@ class AtlasFeature(FeatureBase, QObject):
         self.logits = classifier_layer(scan, self.session.categories)
         # A layer other than the classifier is the more telling map; the one shown stays.
         mapped = [n for n in layers if n != self.logits] or list(layers)
-        current = self.view.layer_combo.currentText()
+        v, saved = self.view, self._restoring
+        current = v.layer_combo.currentText()
         keep = current if current in layers else mapped[-1]
-        if self._restoring is not None and self._restoring.get("layer") in layers:
-            keep = str(self._restoring["layer"])
-            apply_choices(self.view, self._restoring)
-        self.view.set_choices(self.view.layer_combo, layers, keep)
+        if saved is not None and saved.get("layer") in layers:
+            # The saved layer, method and colouring (chosen without rebuilding).
+            keep, method = str(saved["layer"]), str(saved.get("method", "")).upper()
+            methods = [v.method_combo.itemText(i) for i in range(v.method_combo.count())]
+            if method in methods:
+                v.set_choices(v.method_combo, methods, method)
+            colour = saved.get("colour")
+            if isinstance(colour, str) and v.colour_combo.findText(colour) >= 0:
+                with QSignalBlocker(v.colour_combo):
+                    v.colour_combo.setCurrentText(colour)
+                v.channel_spin.setEnabled(colour == "Channel")
+        v.set_choices(v.layer_combo, layers, keep)
         self.rebuild()
 
     def rebuild(self) -> Job | None:
@@ -457,9 +453,7 @@ class AtlasFeature(FeatureBase, QObject):
         self._restoring = dict(saved)
         scan = self.session.scan
         if scan is not None and made_of(saved, scan) and saved["layer"] in scan.embedding_layers:
-            apply_choices(self.view, saved)
-            self.view.set_choices(self.view.layer_combo, scan.embedding_layers, saved["layer"])
-            self.rebuild()
+            self._on_scan_changed()
 
     def report_part(self) -> dict[str, Any]:
         """The map as the tab shows it, drawn when the report is written."""

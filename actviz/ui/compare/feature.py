@@ -350,13 +350,9 @@ class CompareController(FeatureBase, QObject):
 
     def _await_worker(self) -> None:
         """Try again when each job now on the capture worker ends."""
+        ends = ("finished", "failed", "cancelled", "superseded")
         for job in self.worker.jobs():
-            job.on(
-                finished=self._start_if_waiting,
-                failed=self._start_if_waiting,
-                cancelled=self._start_if_waiting,
-                superseded=self._start_if_waiting,
-            )
+            job.on(**dict.fromkeys(ends, self._start_if_waiting))
 
     def _start_if_waiting(self, *_args: Any) -> None:
         if not self._waiting:

@@ -292,10 +292,6 @@ class LiveControls(QDockWidget):
             c.open_webcam()
         self._sync_source()
 
-    def _source_index(self) -> int:
-        kinds = ((ImageFolder, _FOLDER), (TensorFrames, _TENSOR), (WebcamSource, _WEBCAM))
-        return next((i for cls, i in kinds if isinstance(self.controller.source, cls)), _STILL)
-
     def _on_speed_changed(self, fps: float) -> None:
         # Set from a script or a test: show it without echoing it back to the controller.
         if abs(self.speed_spin.value() - fps) > 1e-9:
@@ -360,8 +356,10 @@ class LiveControls(QDockWidget):
 
     def _sync_source(self) -> None:
         """The selector shows what really plays (a choice refused or cancelled included)."""
+        kinds = ((ImageFolder, _FOLDER), (TensorFrames, _TENSOR), (WebcamSource, _WEBCAM))
+        index = next((i for cls, i in kinds if isinstance(self.controller.source, cls)), _STILL)
         with QSignalBlocker(self.source_combo):
-            self.source_combo.setCurrentIndex(self._source_index())
+            self.source_combo.setCurrentIndex(index)
         self._sync_transport()
 
     def _on_session_input_changed(self) -> None:
