@@ -11,28 +11,13 @@ from typing import Any
 
 from torch import nn
 
-from actviz.core.edit_hooks import EditHooks, _known_channels, channel_dim
-from actviz.core.edit_spec import KINDS, Edit, EditError
+from actviz.core.edit_hooks import EditHooks as EditHooks
+from actviz.core.edit_hooks import _known_channels
+from actviz.core.edit_hooks import channel_dim as channel_dim
+from actviz.core.edit_spec import KINDS as KINDS
+from actviz.core.edit_spec import Edit, EditError
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
-
-__all__ = [
-    "KINDS",
-    "Edit",
-    "EditError",
-    "EditHooks",
-    "ablate",
-    "channel_dim",
-    "check_edits",
-    "clamp",
-    "concept",
-    "custom",
-    "enabled_edits",
-    "keep",
-    "normalize_edits",
-    "patch",
-    "scale",
-]
 
 
 def ablate(channels: Any = None, *, call: int | None = None) -> Edit:

@@ -9,32 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from actviz.data.atlas_projection import METHODS, Projection, project, umap_available
-from actviz.data.atlas_vectors import (
-    ChannelSplit,
-    cosine_top,
-    frozen,
-    points_in_polygon,
-    query_vector,
-    row_norms,
-    separating_channels,
-)
-
-__all__ = [
-    "METHODS",
-    "NO_ATLAS_NOTE",
-    "Atlas",
-    "ChannelSplit",
-    "Projection",
-    "build_atlas",
-    "cosine_top",
-    "points_in_polygon",
-    "project",
-    "query_vector",
-    "row_norms",
-    "separating_channels",
-    "umap_available",
-]
+from actviz.data.atlas_projection import METHODS as METHODS
+from actviz.data.atlas_projection import Projection, project
+from actviz.data.atlas_projection import umap_available as umap_available
+from actviz.data.atlas_vectors import ChannelSplit, frozen, query_vector, separating_channels
+from actviz.data.atlas_vectors import cosine_top as cosine_top
+from actviz.data.atlas_vectors import points_in_polygon as points_in_polygon
+from actviz.data.atlas_vectors import row_norms as row_norms
 
 #: How a scan's warning begins when its embeddings were left out for the memory budget.
 NO_ATLAS_NOTE = "No atlas for this scan"
