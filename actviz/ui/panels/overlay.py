@@ -178,8 +178,7 @@ class OverlayPanel(PanelBase):
         self.canvas.hover_left.connect(lambda: self.status_label.setText(""))
         self.content.addWidget(self.canvas, 1)
 
-        self.message_label = style.caption_label()
-        self.message_label.setWordWrap(True)
+        self.message_label = style.caption_label(wrap=True)
         self.message_label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.content.addWidget(self.message_label)
 

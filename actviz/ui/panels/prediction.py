@@ -91,8 +91,7 @@ class PredictionPanel(PanelBase):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Prediction", parent)
-        self.target_label = style.caption_label()
-        self.target_label.setWordWrap(True)
+        self.target_label = style.caption_label(wrap=True)
         self.content.addWidget(self.target_label)
         self._grid = QtWidgets.QGridLayout()
         self._grid.setContentsMargins(0, 2, 0, 0)

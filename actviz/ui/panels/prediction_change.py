@@ -78,8 +78,7 @@ class PredictionChangeView(PanelBase):
             self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self._reference_first = bool(reference_first)
         self._empty_text = empty_text
-        self.caption = style.caption_label(caption)
-        self.caption.setWordWrap(True)
+        self.caption = style.caption_label(caption, wrap=True)
         self.caption.setVisible(False)  # it reads the table: shown with it
         self.content.addWidget(self.caption)
 
@@ -107,8 +106,7 @@ class PredictionChangeView(PanelBase):
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 4)
         self.table.setVisible(False)
         self.content.addWidget(self.table)
-        self.message_label = style.caption_label(empty_text)
-        self.message_label.setWordWrap(True)
+        self.message_label = style.caption_label(empty_text, wrap=True)
         self.message_label.setVisible(bool(empty_text))
         self.content.addWidget(self.message_label)
         # A panel taller than its table keeps the table at the top, the space below it.

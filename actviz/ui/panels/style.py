@@ -299,9 +299,11 @@ def title_label(text: str = "", *, point_size: int = 10) -> ElidedLabel:
     return _dress(label, TEXT, point_size, font)
 
 
-def caption_label(text: str = "") -> QtWidgets.QLabel:
-    """A small muted label for captions and notes."""
-    return _dress(QtWidgets.QLabel(text))
+def caption_label(text: str = "", *, wrap: bool = False) -> QtWidgets.QLabel:
+    """A small muted label for captions and notes (``wrap``: over as many lines as it needs)."""
+    label = _dress(QtWidgets.QLabel(text))
+    label.setWordWrap(wrap)
+    return label
 
 
 def readout_label() -> ElidedLabel:

@@ -13,7 +13,7 @@ from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.bar_canvas import BarCanvas
 from actviz.ui.panels.canvas import ImageCanvas
-from actviz.ui.panels.image_column import auto_levels
+from actviz.ui.panels.channel_view import auto_levels
 
 if TYPE_CHECKING:  # the panels never import torch at run time
     from actviz.display.layer_views import LayerView
@@ -113,8 +113,7 @@ class ViewSlot(QtWidgets.QWidget):
         self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.placeholder)
         #: What the colour bar means (mosaics only).
-        self.legend = style.caption_label()
-        self.legend.setWordWrap(True)
+        self.legend = style.caption_label(wrap=True)
         self.legend.setVisible(False)
         layout.addWidget(self.legend)
         self._bar_color = bar_color
