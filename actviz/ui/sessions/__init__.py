@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from actviz.ui.sessions.feature import SessionsFeature, autosave_path
+from actviz.ui.sessions.autosave import autosave_path
+from actviz.ui.sessions.feature import SessionsFeature
 
 __all__ = ["SessionsFeature", "autosave_path"]

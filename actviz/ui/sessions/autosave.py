@@ -53,7 +53,8 @@ class Autosave(QObject):
         super().__init__(host.dialog_parent())
         self.host, self.session = host, host.session
         self._store, self._paused = store, paused
-        self._on = self._closed = False
+        #: Whether the session is kept (:meth:`switch`).
+        self.on = self._closed = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)
@@ -66,16 +67,11 @@ class Autosave(QObject):
         """Where the session is kept (:func:`autosave_path`)."""
         return autosave_path(self._store)
 
-    @property
-    def on(self) -> bool:
-        """Whether the session is kept (the app turns it on)."""
-        return self._on
-
-    @on.setter
-    def on(self, on: bool) -> None:
-        if bool(on) == self._on:
+    def switch(self, on: bool) -> None:
+        """Keep the session after each change (the app turns it on), or stop."""
+        if bool(on) == self.on:
             return
-        self._on = bool(on)
+        self.on = bool(on)
         s = self.session
         events = (s.model_changed, s.input_changed, s.ticks_changed, s.target_changed,
                   s.result_changed, s.pins_changed, s.edits_changed)  # fmt: skip
@@ -149,5 +145,5 @@ class Autosave(QObject):
         self._timer.stop()
         if self._thread is not None:
             self._thread.join()
-        if self._on:
+        if self.on:
             self.write_now()

@@ -19,7 +19,7 @@ from actviz.io.errors import UntrustedFileError
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.sessions.autosave import Autosave, autosave_path
+from actviz.ui.sessions.autosave import Autosave
 from actviz.ui.sessions.reports import ReportExport
 from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, SessionSaver
 from actviz.ui.sessions.state import (
@@ -40,15 +40,6 @@ from actviz.workspace.session_file import (
 )
 
 log = logging.getLogger(__name__)
-
-__all__ = ["SessionsFeature", "autosave_path"]
-
-#: ``(parent, text) -> bool``: questions answered yes or no.
-Ask = Callable[[QWidget, str], bool]
-#: ``(parent, text) -> bool | None``: keep the pins' captures, leave them out, or do not save.
-AskCaptures = Callable[[QWidget, str], "bool | None"]
-#: ``(parent, text) -> str | None``: where the checkpoint is now (None: not located).
-Locate = Callable[[QWidget, str], "str | None"]
 
 
 def _yes(parent: QWidget, text: str, title: str) -> bool:
@@ -123,10 +114,9 @@ class SessionsFeature(FeatureBase, QObject):
         self._store: QSettings = host.settings.store
         #: The file Save session (Ctrl+S) writes; None until saved or opened once.
         self.path: Path | None = None
-        self.ask_restore: Ask = ask_restore
-        self.ask_pin_captures: AskCaptures = ask_pin_captures
-        self.confirm_changed: Ask = confirm_changed
-        self.locate_checkpoint: Locate = locate_checkpoint
+        #: The questions, ``(parent, text) -> answer`` (tests and scripts answer them).
+        self.ask_restore, self.confirm_changed = ask_restore, confirm_changed
+        self.ask_pin_captures, self.locate_checkpoint = ask_pin_captures, locate_checkpoint
         #: Reads, writes, hashes, model opening and preparation (never a capture).
         self.worker = Worker(self, nice=CAPTURE_NICE)
         self._jobs: dict[Job, _Opening] = {}
@@ -420,10 +410,8 @@ class SessionsFeature(FeatureBase, QObject):
         if self._opening is opening:
             self._opening = None
         opening.done = False
-        if level == "error":
-            self.host.show_error(text, BANNER_SOURCE)
-        elif level == "warning":
-            self.host.show_warning(text, BANNER_SOURCE)
+        if level is not None:  # "error" or "warning"
+            getattr(self.host, f"show_{level}")(text, BANNER_SOURCE)
         # The banner holds the whole sentence; the one-line status bar would cut it.
         status = f"The session {opening.path.name} was not opened: see the message above"
         self.host.refresh_busy(text if level is None else status)
@@ -440,7 +428,7 @@ class SessionsFeature(FeatureBase, QObject):
 
     @autosave.setter
     def autosave(self, on: bool) -> None:
-        self.kept.on = on
+        self.kept.switch(on)
 
     def can_offer_restore(self) -> bool:
         """Whether a session was kept on quit and the setting lets a start offer it."""

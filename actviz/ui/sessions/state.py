@@ -126,12 +126,11 @@ def apply_view(host: WindowHost, state: SessionState) -> list[str]:
         s.set_view(gradcam_layer=state.gradcam_layer)
     host.set_target_text("auto" if state.target is None else str(state.target))
     tree = s.tree
-    for layer, first in state.channel_pages.items():
-        if tree is None or layer in tree:
-            s.set_channel_page(layer, int(first))
-    for layer, count in state.page_channels.items():
-        if tree is None or layer in tree:
-            s.set_page_channels(layer, int(count))
+    for saved, put in ((state.channel_pages, s.set_channel_page),
+                       (state.page_channels, s.set_page_channels)):  # fmt: skip
+        for layer, n in saved.items():
+            if tree is None or layer in tree:
+                put(layer, int(n))
     labels = {id(p.capture): p.label for p in state.pins if p.capture is not None}
     for layer, edits in state.edits.items():
         if tree is not None and layer not in tree:
