@@ -22,9 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
 
-#: ``(parent, prompt) -> factor`` (or ``(min, max)``), None when cancelled (tests inject answers).
-AskFactor = Callable[[QWidget, str], "float | None"]
-AskRange = Callable[[QWidget, str], "tuple[float | None, float | None] | None"]
 #: Classes of each run in the before/after table.
 TOP_K = 5
 
@@ -43,9 +40,8 @@ class WhatIfController(FeatureBase, QObject):
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
         self.host, self.session = host, host.session
-        self.ask_factor: AskFactor = ask_factor
-        #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
-        self.ask_range: AskRange = ask_range
+        #: ``(parent, prompt) -> factor`` / ``(min, max)``, None when cancelled (tests answer).
+        self.ask_factor, self.ask_range = ask_factor, ask_range
         #: The tile menu shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         self._diff_cache: dict[tuple, PreparedLayer] = {}
