@@ -199,7 +199,7 @@ class EffectsFeature(FeatureBase, QObject):
         """Put back :meth:`session_part`'s settings (nothing runs)."""
         setup = parts.get("effects") or {}
         top = setup.get("top")
-        if isinstance(top, int) and not isinstance(top, bool):
+        if type(top) is int:
             self.view.top_spin.setValue(top)
         for key, check in (("mark", self.view.mark_check), ("sort", self.view.sort_check)):
             if isinstance(setup.get(key), bool):
@@ -339,12 +339,8 @@ class EffectsFeature(FeatureBase, QObject):
         parts += [f"baseline: {eff.baseline}", "effect = target with the channel replaced − target"]
         if verified_any:
             parts.append("ρ: rank correlation of estimate and exact")
-        text = " · ".join(parts)
-        if eff.warnings:
-            text += "\n" + "; ".join(eff.warnings)
-        if self.verification.note:
-            text += "\n" + self.verification.note
-        v.set_message(text)
+        lines = (" · ".join(parts), "; ".join(eff.warnings), self.verification.note)
+        v.set_message("\n".join(line for line in lines if line))
         self._apply_order()
         self._mark_panels()
 

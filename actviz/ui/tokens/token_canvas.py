@@ -150,16 +150,13 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         _set_ticks(self.plot.getAxis("bottom"), ticks)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
-        if not self._on_screen():
+        if not self.isVisible() or self.viewport().visibleRegion().isEmpty():
             # Off screen, pyqtgraph's costly layout waits for a paint or read (ensure_layout).
             self._layout_stale = True
             return
         self._layout_stale = False
         super().resizeEvent(event)
         self._update_ticks()
-
-    def _on_screen(self) -> bool:
-        return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
 
     def ensure_layout(self) -> None:
         """Fit the plots to the canvas's size if an off-screen resize left that for later."""

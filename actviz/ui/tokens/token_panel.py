@@ -38,14 +38,6 @@ class TokenLayerPanel(LayerPanel):
         self.content.insertWidget(0, box, 1)
         self.token_box = box
 
-    def _build_token_grad_canvas(self) -> None:
-        self.token_grad_canvas = canvas = LabelledHeatCanvas(
-            x_label="feature", bars_label="|grad| norm", bar_color=style.BAR_GRADIENT
-        )
-        canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, True))
-        canvas.setVisible(False)  # until set_tokens shows a gradient
-        self.token_box.layout().addWidget(canvas, 1)  # type: ignore[union-attr]
-
     def prepare_tokens(self, view: TokenView | None) -> bool:
         """Build one token plot ``view`` needs (one a pass); False when all are there."""
         if view is None or self.token_grad_canvas is not None:
@@ -53,8 +45,13 @@ class TokenLayerPanel(LayerPanel):
         if self.token_box is None:
             self._build_token_box()
             self.token_box.setVisible(False)  # type: ignore[union-attr]  # until set_tokens
-        else:
-            self._build_token_grad_canvas()
+            return True
+        self.token_grad_canvas = canvas = LabelledHeatCanvas(
+            x_label="feature", bars_label="|grad| norm", bar_color=style.BAR_GRADIENT
+        )
+        canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, True))
+        canvas.setVisible(False)  # until set_tokens shows a gradient
+        self.token_box.layout().addWidget(canvas, 1)  # type: ignore[union-attr]
         return True
 
     def _slots_stretch(self, stretch: int) -> None:
