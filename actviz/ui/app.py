@@ -62,15 +62,10 @@ def run_app(
         sessions = window.session_store
         if sessions is not None:
             sessions.autosave = True
+        offer = model is None and input is None and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
         if session is not None and sessions is not None:
             sessions.open_session(session)
-        elif (
-            model is None
-            and input is None
-            and sessions is not None
-            and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
-            and sessions.can_offer_restore()
-        ):
+        elif offer and sessions is not None and sessions.can_offer_restore():
             # Asked over the window once it is on screen; declined, the demo opens as usual.
             QTimer.singleShot(0, lambda: sessions.offer_restore() or window.files.load_demo())
         elif model is None:

@@ -19,15 +19,5 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
     from actviz.ui.visualize import VisualizeFeature
     from actviz.ui.whatif.feature import WhatIfController
 
-    return (
-        TokenViews,
-        WhatIfController,
-        CompareController,
-        DatasetScanUI,
-        AtlasFeature,
-        LiveMode,
-        SessionsFeature,
-        EffectsFeature,
-        VisualizeFeature,
-        ConceptsFeature,
-    )
+    first = (TokenViews, WhatIfController, CompareController, DatasetScanUI, AtlasFeature)
+    return (*first, LiveMode, SessionsFeature, EffectsFeature, VisualizeFeature, ConceptsFeature)

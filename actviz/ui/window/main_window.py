@@ -121,11 +121,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         screen = self.screen() or QGuiApplication.primaryScreen()
         self.resize(default_window_size(screen.availableSize() if screen else None))
-        self.setDockOptions(
-            QMainWindow.DockOption.AnimatedDocks
-            | QMainWindow.DockOption.AllowNestedDocks
-            | QMainWindow.DockOption.AllowTabbedDocks
-        )
+        docks = QMainWindow.DockOption
+        self.setDockOptions(docks.AnimatedDocks | docks.AllowNestedDocks | docks.AllowTabbedDocks)
 
         self.commands = WindowActions(self, auto_run=auto_run)
         self.centre = Centre(self)

@@ -65,14 +65,8 @@ class OverviewDisplay:
         """Empty every Overview panel (another model was opened)."""
         self.waiting = False
         c = self.centre
-        for panel in (
-            c.prediction_panel,
-            c.saliency_panel,
-            c.gradcam_panel,
-            c.grad_flow_panel,
-            c.stats_table,
-            c.histogram_panel,
-        ):
+        maps = (c.prediction_panel, c.saliency_panel, c.gradcam_panel, c.grad_flow_panel)
+        for panel in (*maps, c.stats_table, c.histogram_panel):
             panel.clear()
 
     def _show_predictions(self, result: RunResult) -> None:
