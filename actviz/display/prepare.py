@@ -15,23 +15,12 @@ import torch
 from actviz.core.structures import first_tensor
 from actviz.core.targets import name_token, sequence_logits
 from actviz.display import attribution as attr
-from actviz.display import token_maps
+from actviz.display import stats, token_maps
 from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepared import DisplaySpec, Lazy, LazyMap, LazyStats, PreparedLayer, RunResult
 from actviz.display.repage import ReusableMosaics, layer_mosaics, symmetric_for
-from actviz.display.stats import (
-    HIST_BINS,
-    as_float,
-    grad_norm,
-    histogram,
-    histogram_tensor,
-    split_histogram,
-    stats_from_vector,
-    stats_vector,
-    tensor_stats,
-)
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +57,22 @@ def prepare_layer(
     shape = tuple(tensor.shape)
     grad = rec.grad if rec.grad is not None and rec.grad.shape == tensor.shape else None
     if host is not None:
-        stats = dict(host.stats)
+        figures = dict(host.stats)
         view = layer_view(host.sample, spec.sample, full_shape=shape)
         g = host.grad_sample
         grad_view = None if g is None else layer_view(g, spec.sample, full_shape=shape)
-        hist = Lazy.of(host.hist) if host.hist is not None else Lazy(lambda: histogram(tensor))
+        hist = Lazy(lambda: stats.histogram(tensor)) if host.hist is None else Lazy.of(host.hist)
     else:
         if fast and not stats_now and tensor.device.type == "cpu":
             known = {"shape": shape, "name": rec.name, "type": rec.module_type}
             record_grad = rec.grad
             # The gradient's norm waits too: only the Overview's panels show it.
-            norm = {"grad_norm": Lazy(lambda: grad_norm(record_grad, exact=False))}
-            stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known, norm)
+            norm = {"grad_norm": Lazy(lambda: stats.grad_norm(record_grad, exact=False))}
+            figures = LazyStats(
+                lambda: stats.tensor_stats(tensor, record_grad, exact=False), known, norm
+            )
         else:
-            stats = tensor_stats(tensor, rec.grad, exact=not fast)
+            figures = stats.tensor_stats(tensor, rec.grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
         grad_view = None
         if grad is not None and stand_in is not None:  # off screen: |g| made when read
@@ -92,11 +83,11 @@ def prepare_layer(
             )
         elif grad is not None:
             grad_view = magnitude_view(layer_view(grad, spec.sample))
-        hist = Lazy(lambda: histogram(tensor))
+        hist = Lazy(lambda: stats.histogram(tensor))
     if hist_now:
         hist.get()
-    if not isinstance(stats, LazyStats):
-        stats.update(name=rec.name, type=rec.module_type)
+    if not isinstance(figures, LazyStats):
+        figures.update(name=rec.name, type=rec.module_type)
     tokens: token_maps.TokenView | None = None
     kind = token_maps.sequence_kind(shape, spec.tokens, spec.layout)
     if kind is not None:
@@ -145,7 +136,7 @@ def prepare_layer(
         mosaic=act_m,
         grad_view=grad_view,
         grad_mosaic=grad_m,
-        stats=stats,
+        stats=figures,
         hist_lazy=hist,
         tokens=tokens,
         stale_mosaics=stale and act_m is not None,
@@ -420,7 +411,7 @@ def copy_to_host(
     *,
     sample: int = 0,
     hist_names: Sequence[str] = (),
-    bins: int = HIST_BINS,
+    bins: int = stats.HIST_BINS,
     extras: dict[str, torch.Tensor] | None = None,
 ) -> HostCopy:
     """Reduce ``(name, output, gradient)`` layers where they live and copy the results once:
@@ -434,21 +425,21 @@ def copy_to_host(
             continue
         same = grad is not None and grad.shape == tensor.shape
         entry: dict[str, Any] = {"name": name, "shape": tuple(tensor.shape)}
-        f64.append(stats_vector(tensor, grad))
+        f64.append(stats.stats_vector(tensor, grad))
         entry["stats"] = len(f64) - 1
         if name in wanted:
-            f64.append(histogram_tensor(tensor, bins))
+            f64.append(stats.histogram_tensor(tensor, bins))
             entry["hist"] = len(f64) - 1
-        part = as_float(_sample_slice(tensor, sample)).contiguous()
+        part = stats.as_float(_sample_slice(tensor, sample)).contiguous()
         f32.append(part)
         entry["sample"] = (len(f32) - 1, tuple(part.shape))
         if same:
-            f32.append(as_float(_sample_slice(grad, sample)).abs().contiguous())  # type: ignore[arg-type]
+            f32.append(stats.as_float(_sample_slice(grad, sample)).abs().contiguous())  # type: ignore[arg-type]
             entry["grad"] = len(f32) - 1
         plan.append(entry)
     extra_index: dict[str, tuple[int, tuple[int, ...]]] = {}
     for key, value in (extras or {}).items():
-        f32.append(as_float(value).contiguous())
+        f32.append(stats.as_float(value).contiguous())
         extra_index[key] = (len(f32) - 1, tuple(value.shape))
     if not f32 and not f64:
         return HostCopy()
@@ -467,12 +458,12 @@ def copy_to_host(
     result = HostCopy()
     for entry in plan:
         i, shape = entry["sample"]
-        stats = stats_from_vector(entry["shape"], out64[entry["stats"]])
-        layer = HostLayer(entry["shape"], stats, out32[i].reshape(shape).copy())
+        figures = stats.stats_from_vector(entry["shape"], out64[entry["stats"]])
+        layer = HostLayer(entry["shape"], figures, out32[i].reshape(shape).copy())
         if "grad" in entry:
             layer.grad_sample = out32[entry["grad"]].reshape(shape).copy()
         if "hist" in entry:
-            layer.hist = split_histogram(out64[entry["hist"]], bins)
+            layer.hist = stats.split_histogram(out64[entry["hist"]], bins)
         result.layers[entry["name"]] = layer
     result.extras = {k: out32[i].reshape(s).copy() for k, (i, s) in extra_index.items()}
     return result
