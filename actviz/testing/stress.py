@@ -29,7 +29,7 @@ import torch
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QApplication
 
-from actviz.core.allocator import memory_breakdown_mib
+from actviz.core.allocator import heap_in_use_mib, memory_breakdown_mib, rss_mib
 from actviz.testing.checks import (
     flush_deletes,
     leaked_widgets,
@@ -47,10 +47,8 @@ from actviz.testing.stress_report import (
     _Catcher,
     count_objects,
     describe_referrer,
-    heap_in_use_mib,
     model_leftovers,
     model_state,
-    rss_mib,
 )
 
 #: How many of the longest GUI-thread blocks a report names.
@@ -360,9 +358,6 @@ class StressDriver(UserActions):
             timer.stop()
             faulthandler.cancel_dump_traceback_later()
 
-    def _error_shown(self, text: str) -> None:
-        self.errors_shown.setdefault(text, self._acting)
-
     def open_window(self) -> None:
         """Open a fresh window on the model and wait until it shows a result."""
         from actviz.ui.window.main_window import MainWindow
@@ -378,7 +373,9 @@ class StressDriver(UserActions):
             ("model", window.model_load_failed),
             ("input", window.input_load_failed),
         ):
-            signal.connect(lambda text, kind=kind: self._error_shown(f"{kind}: {text}"))
+            signal.connect(
+                lambda t, k=kind: self.errors_shown.setdefault(f"{k}: {t}", self._acting)
+            )
         self.window = window
         self.ready(self.setup).open(window)
         self._wait(lambda: window.session.model is not None and not window.files.is_loading())

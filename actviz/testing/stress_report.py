@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 
-from actviz.core.allocator import heap_in_use_mib, rss_mib  # noqa: F401 - re-exported
 from actviz.testing.checks import hooks_left
 
 #: Types whose live count must not grow with the number of actions (jobs, pools, windows).
@@ -126,7 +125,10 @@ class StressReport:
     def rss_growth_per_1k_mib(self) -> float:
         """Resident memory growth after warm-up (MiB per 1,000 actions): the Theil-Sen median slope,
         which follows the trend rather than one large capture."""
-        return _median_per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
+        points = [(s.action, s.rss_mib) for s in self._after_warm_up()]
+        pairs = [(p, q) for i, p in enumerate(points) for q in points[i + 1 :] if q[0] != p[0]]
+        slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in pairs]
+        return 1000.0 * statistics.median(slopes) if slopes else 0.0
 
     @property
     def rss_growth_per_1k_ls_mib(self) -> float:
@@ -228,12 +230,6 @@ _MEMORY_KEYS = (
     "rss", "files", "anonymous", "rss_anon", "heap_in_use", "heap_free", "python_heap", "tensors",
     "arrays", "held", "pins",
 )  # fmt: skip
-
-
-def _median_per_1k(points: Sequence[tuple[int, float]]) -> float:
-    pairs = [(p, q) for i, p in enumerate(points) for q in points[i + 1 :] if q[0] != p[0]]
-    slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in pairs]
-    return 1000.0 * statistics.median(slopes) if slopes else 0.0
 
 
 def _per_1k(points: Sequence[tuple[int, float]]) -> float:

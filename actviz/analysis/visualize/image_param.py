@@ -25,12 +25,6 @@ def sample_seed(seed: int, key: int) -> int:
     return (int(seed) * 1_000_003 + int(key) * 7_919 + 12_345) % (2**63 - 1)
 
 
-def _rfft2d_freqs(h: int, w: int) -> np.ndarray:
-    fy = np.fft.fftfreq(h)[:, None]
-    fx = np.fft.fftfreq(w)[: w // 2 + (2 if w % 2 else 1)]
-    return np.sqrt(fx * fx + fy * fy)
-
-
 class ImageParam:
     """``K`` RGB images of ``size`` ``(h, w)`` as one trainable tensor, one per seed (see
     :func:`sample_seed`); ``param`` ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``;
@@ -50,7 +44,8 @@ class ImageParam:
         self.param = param
         h, w = self.size
         if param == "fourier":
-            freqs = _rfft2d_freqs(h, w)
+            fy, fx = np.fft.fftfreq(h)[:, None], np.fft.fftfreq(w)[: w // 2 + (2 if w % 2 else 1)]
+            freqs = np.sqrt(fx * fx + fy * fy)
             shape: tuple[int, ...] = (3, *freqs.shape, 2)
             # 1/f scaling and Lucid's divisor folded into one constant (the inverse FFT is linear).
             scale = 1.0 / np.maximum(freqs, 1.0 / max(w, h)) / _FOURIER_DIVISOR

@@ -146,13 +146,6 @@ def imagenet_categories(model: nn.Module) -> list[str] | None:
         return None
 
 
-def _cached_weights(model: nn.Module) -> str | None:
-    """The cached pretrained file of a timm model (Hugging Face cache), if any."""
-    hub_id = (getattr(model, "pretrained_cfg", None) or {}).get("hf_hub_id")
-    found = cached_hub_file(hub_id, "model.safetensors", "pytorch_model.bin") if hub_id else None
-    return None if found is None else str(found)
-
-
 def build_timm(
     name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None, src: str = ""
 ) -> LoadedModel:
@@ -184,19 +177,20 @@ def build_timm(
 def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str]:
     import timm
 
-    cached = _cached_weights(model)
     cfg = getattr(model, "pretrained_cfg", None) or {}
+    hub_id = cfg.get("hf_hub_id")  # the cached pretrained file (Hugging Face cache), if any
+    cached = cached_hub_file(hub_id, "model.safetensors", "pytorch_model.bin") if hub_id else None
     try:
         if cached is not None:
             # source="" keeps timm from asking the hub: the cached file is loaded as a file.
-            overlay = {"file": cached, "source": ""}
+            overlay = {"file": str(cached), "source": ""}
             built = timm.create_model(bare, pretrained=True, pretrained_cfg_overlay=overlay)
-            return built, f"cached {cfg.get('hf_hub_id')}", ""
-        if not cfg.get("hf_hub_id") and not cfg.get("url"):
+            return built, f"cached {hub_id}", ""
+        if not hub_id and not cfg.get("url"):
             return model, None, f"timm/{bare} has no pretrained weights: it uses random weights"
         if zoo.network_available(_HUB_HOST):
             built = timm.create_model(bare, pretrained=True)
-            return built, f"downloaded {cfg.get('hf_hub_id')}", ""
+            return built, f"downloaded {hub_id}", ""
     except Exception as exc:  # noqa: BLE001 - hub, network and file errors of many kinds
         return (
             model,
