@@ -12,12 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actviz.core.input_copies import list_layout
-from actviz.core.model_copy import ModelCopy
 from actviz.core.threads import torch_threads
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepare import prepare
-from actviz.display.repage import reusable_mosaics
-from actviz.ui.live.frames import FrameSource
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.worker import Staged
 
@@ -57,48 +54,16 @@ class FrameSpec:
 
 
 def frame_job(
-    spec: FrameSpec,
-    source: FrameSource,
-    base: RunRequest,
-    layers: list[str],
-    previous: RunResult | None,
-    visible: set[str] | None,
-    capture_model: Any = None,
-    build: ModelCopy | None = None,
-    *,
-    max_pixels: int = MAX_MOSAIC_PIXELS,
-    selected: str | None = None,
-    overview: bool = True,
-    budget: int | None = None,
-    capture_threads: int | None = None,
+    spec: FrameSpec, payload: dict[str, Any]
 ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
     """The job of one live frame: load, perturb and capture it on ``capture_model`` (after
     building ``build``'s copy), then stage a fast preparation of the ``visible`` mosaics; the
-    Overview's parts (``selected``'s histogram) wait for a read while it is hidden."""
+    Overview's parts (``eager`` histograms) wait for a read while it is hidden. ``payload``:
+    those and the rest the job needs (:meth:`~actviz.ui.live.frame_runner.FrameRunner.submit`),
+    emptied when the job starts or is dropped (the closure may outlive it and must pin nothing).
+    """
     from actviz.core.capture import CaptureCancelled, capture
 
-    # Emptied when the job starts or is dropped: the closure may outlive it and must pin nothing.
-    payload: dict[str, Any] = {
-        "spec": spec,
-        "source": source,
-        "base": base,
-        "layers": layers,
-        "previous_shapes": previous.output_shapes if previous is not None else None,
-        # Only the mosaics, not the result: the previous capture must be free to go.
-        "previous_mosaics": reusable_mosaics(previous) if visible is not None else None,
-        "visible": visible,
-        "eager": [selected] if selected and overview else [],
-        "cams": None if overview else [],
-        # The statistics table is on the Overview too: hidden, they wait for a read.
-        "stats": None if overview else [],
-        "budget": budget,
-        "capture_threads": capture_threads,
-        "length": len(source),
-        # The model this frame's capture runs on (the session's, or its copy on lane 1).
-        "capture_model": capture_model if capture_model is not None else base.model,
-        "build": build,
-        "max_pixels": max_pixels,
-    }
     spec.payload = payload
 
     def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> Staged:

@@ -10,6 +10,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 
 from actviz.core.model_copy import ModelCopy
+from actviz.display.repage import reusable_mosaics
 from actviz.ui.live.frame_job import FrameSpec, frame_job, mosaic_budget
 from actviz.ui.live.frame_status import FrameTiming
 from actviz.ui.live.frames import StillFrame, estimate_bytes
@@ -107,22 +108,33 @@ class FrameRunner:
         visible = None if spec.full else self.visible_layers()
         spec.partial = visible is not None and bool(set(layers) - visible)
         lane, capture_model, build = self.choose_lane(base.model)
+        overview = s.saliency_wanted
+        panels = self.host.layer_panels
         job = frame_job(
             spec,
-            source,
-            base,
-            layers,
-            result,
-            # Panels showing concepts (not channels) keep their last channel mosaics.
-            visible and {n for n in visible if not self.host.layer_panels[n].tile_unit()},
-            capture_model,
-            build,
-            max_pixels=mosaic_budget(self.host.layer_panels, visible),
-            selected=self.host.selected_layer,
-            # A hidden Overview waits for its tab: so do the frame's histogram and Grad-CAM map.
-            overview=self.host.session.saliency_wanted,
-            budget=self.live.memory_budget,
-            capture_threads=self.live.capture_threads,
+            {
+                "spec": spec,
+                "source": source,
+                "base": base,
+                "layers": layers,
+                "previous_shapes": result.output_shapes if result is not None else None,
+                # Only the mosaics, not the result: the previous capture must be free to go.
+                "previous_mosaics": reusable_mosaics(result) if visible is not None else None,
+                # Panels showing concepts (not channels) keep their last channel mosaics.
+                "visible": visible and {n for n in visible if not panels[n].tile_unit()},
+                # A hidden Overview waits for its tab: so do the frame's histogram, Grad-CAM
+                # map and statistics table.
+                "eager": [selected] if (selected := self.host.selected_layer) and overview else [],
+                "cams": None if overview else [],
+                "stats": None if overview else [],
+                "budget": self.live.memory_budget,
+                "capture_threads": self.live.capture_threads,
+                "length": len(source),
+                # The model this frame's capture runs on (the session's, or its copy on lane 1).
+                "capture_model": capture_model,
+                "build": build,
+                "max_pixels": mosaic_budget(panels, visible),
+            },
         )
         # Two lanes share the worker's threads; one lane has them all.
         two = self.lanes.count(self.live.player.playing) == 2
