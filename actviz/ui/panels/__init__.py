@@ -7,9 +7,8 @@ from actviz.ui.panels.channel_view import ChannelView
 from actviz.ui.panels.colormap_views import COLORMAPS, lut
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.grad_flow import GradFlowPanel
-from actviz.ui.panels.histogram import HistogramPanel
-from actviz.ui.panels.input_preview import InputPreview
-from actviz.ui.panels.overlay import OverlayPanel
+from actviz.ui.panels.overlay import InputPreview, OverlayPanel
+from actviz.ui.panels.plot_panel import HistogramPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
 

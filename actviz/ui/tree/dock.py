@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.panels import style
-from actviz.ui.panels.input_preview import InputPreview
+from actviz.ui.panels.overlay import InputPreview
 from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.model import ModuleFilterProxy, ModuleTreeModel, NameRole
 
