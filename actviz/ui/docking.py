@@ -78,11 +78,8 @@ class Docks:
     def _docked(self, area: Qt.DockWidgetArea) -> list[QDockWidget]:
         """The docks shown, not floating, in ``area``."""
         main = self._w
-        return [
-            d
-            for d in main.findChildren(QDockWidget)
-            if d.isVisible() and not d.isFloating() and main.dockWidgetArea(d) == area
-        ]
+        shown = [d for d in main.findChildren(QDockWidget) if d.isVisible() and not d.isFloating()]
+        return [d for d in shown if main.dockWidgetArea(d) == area]
 
     def _wanted_width(self, dock: QDockWidget) -> int:
         """``dock``'s size hint's width, at most the width asked and the window's share."""

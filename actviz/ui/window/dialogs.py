@@ -331,10 +331,8 @@ class OpenModelDialog(QDialog):
 
     def candidates(self) -> list[str]:
         """The architectures listed to choose from."""
-        return [
-            self.arch_list.item(i).data(Qt.ItemDataRole.UserRole)
-            for i in range(self.arch_list.count())
-        ]
+        listed = self.arch_list
+        return [listed.item(i).data(Qt.ItemDataRole.UserRole) for i in range(listed.count())]
 
     def choose_candidate(self, name: str) -> bool:
         """Select candidate ``name`` (its name goes to the architecture field)."""

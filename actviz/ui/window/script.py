@@ -74,11 +74,8 @@ class Explorer:
         # The window itself was returned before: its other names work for one release.
         if name.startswith("__"):
             raise AttributeError(name)
-        warnings.warn(
-            f"actviz.explore() returns an Explorer: {name!r} is the window's, not the script's",
-            MovedWarning,
-            stacklevel=2,
-        )
+        text = f"actviz.explore() returns an Explorer: {name!r} is the window's, not the script's"
+        warnings.warn(text, MovedWarning, stacklevel=2)
         return getattr(self._window, name)
 
     @property
