@@ -206,7 +206,7 @@ def test_overview_rows_go_down_when_the_page_is_narrow(actviz_window):
 
 def test_module_details_fit_a_narrow_dock(qtbot):
     from actviz.core.tree import module_tree
-    from actviz.ui.tree.details import ModuleDetails, _shrink_to
+    from actviz.ui.tree.dock import ModuleDetails, _shrink_to
 
     assert _shrink_to([100, 80, 60], 500, 36) == [100, 80, 60]
     assert sum(_shrink_to([100, 80, 60, 50, 70], 300, 36)) == 300
@@ -323,7 +323,7 @@ def test_the_check_finds_a_number_cut_in_a_table_cell(qtbot):
 
 def test_module_details_hide_the_table_of_a_module_without_parameters(qtbot):
     from actviz.core.tree import module_tree
-    from actviz.ui.tree.details import ModuleDetails
+    from actviz.ui.tree.dock import ModuleDetails
 
     tree = module_tree(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(3, 2)))
     details = ModuleDetails()
