@@ -75,8 +75,7 @@ class Host(Docks):
     (opening a model or an input from a source finished); ``pinned_shown`` (a pinned result is
     about to replace the panels' result); ``panel_created(str, LayerPanel)`` (a layer panel was
     made); ``panel_shown(str, LayerPanel, PreparedLayer)`` (a panel now shows that layer);
-    ``tab_changed(QWidget)`` (the central tab shown); ``closed`` (features shut down).
-    """
+    ``tab_changed(QWidget)`` (the central tab shown); ``closed`` (features shut down)."""
 
     def __init__(self, window: Any) -> None:
         super().__init__(window)
@@ -235,10 +234,9 @@ class Host(Docks):
 
     def add_toolbar(self, toolbar: QToolBar, *, new_row: bool = False) -> None:
         """Add a toolbar (``new_row``: below the existing ones)."""
-        main = self._w
         if new_row:
-            main.addToolBarBreak()
-        main.addToolBar(toolbar)
+            self._w.addToolBarBreak()
+        self._w.addToolBar(toolbar)
 
     def offer_pin_comparison(self, compare: Callable[[Any], object]) -> None:
         """Run > Pinned results offers "Compare with the latest run": ``compare(pin)``."""

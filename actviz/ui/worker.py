@@ -80,8 +80,7 @@ class Job(QObject):
     stage returned :class:`Staged`: the model is free for the next job); ``progress(str)`` (a
     short status message); ``finished(object)`` (its value); ``failed(object)`` (its exception,
     cancellation excluded); ``cancelled`` (it stopped, or ended unseen, because cancelled);
-    ``superseded`` (a later job or :meth:`Worker.drop` made it stale; its thread may run on).
-    """
+    ``superseded`` (a later job or :meth:`Worker.drop` made it stale; its thread may run on)."""
 
     started = Signal()
     staged = Signal()

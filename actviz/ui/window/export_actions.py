@@ -76,12 +76,8 @@ class ExportActions:
         if self._rerun_with_input_grads(out_dir):
             # The same files whatever tab is shown: run again with the gradient first.
             return outcome(self._export_request, wait, self._wait_until)
-        try:
-            from actviz.io.export.capture_export import export_capture
-        except ImportError:
-            self.show_error("Export is not available in this build (actviz.io.export missing).")
-            return False
         from actviz.core.capture import CaptureCancelled
+        from actviz.io.export.capture_export import export_capture
 
         out = Path(out_dir)
         gradcam = self.window.centre.gradcam_panel.current_layer() or result.gradcam_default
