@@ -23,6 +23,7 @@ CONCEPT_LABEL_WIDTH = 84
 MARGIN = 4
 #: Sections made per event-loop turn (about those a dock shows), so no turn holds the GUI long.
 SECTIONS_PER_TURN = 2
+_POLICY = QtWidgets.QSizePolicy.Policy
 
 
 class BarRow(NamedTuple):
@@ -89,9 +90,7 @@ class EffectBars(QtWidgets.QWidget):
         #: Names the user gave the concepts.
         self.names: Mapping[int, str] = {}
         self.setMouseTracking(True)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
-        )
+        self.setSizePolicy(_POLICY.Expanding, _POLICY.Fixed)
 
     def set_rows(
         self, rows: Sequence[BarRow], unit: str = "channel", names: Mapping[int, str] | None = None
@@ -192,9 +191,7 @@ class EffectsSection(QtWidgets.QWidget):
         layout.setSpacing(2)
         self.title = QtWidgets.QLabel()
         # A long module name may be cut rather than widen the dock.
-        self.title.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
-        )
+        self.title.setSizePolicy(_POLICY.Ignored, _POLICY.Preferred)
         self.info = QtWidgets.QLabel()
         self.info.setStyleSheet("color: gray;")
         self.info.setWordWrap(True)

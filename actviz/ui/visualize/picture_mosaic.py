@@ -18,6 +18,7 @@ MIN_TILE = 48
 MAX_TILE = 128
 _GAP = 4
 _PENDING = QtGui.QColor(220, 220, 220)
+_POLICY = QtWidgets.QSizePolicy.Policy
 
 
 class WantsMosaic(QtWidgets.QWidget):
@@ -31,9 +32,7 @@ class WantsMosaic(QtWidgets.QWidget):
         self.channels: tuple[int, ...] = ()
         self._images: dict[int, QtGui.QImage] = {}
         self.setMouseTracking(True)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Preferred
-        )
+        self.setSizePolicy(_POLICY.Expanding, _POLICY.Preferred)
 
     def set_channels(self, channels: Sequence[int]) -> None:
         """Show these channels' tiles, all pending."""
@@ -154,10 +153,7 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(4)
         self.title_label = style.caption_label()
-        self.title_label.setWordWrap(False)
-        self.title_label.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
-        )
+        self.title_label.setSizePolicy(_POLICY.Ignored, _POLICY.Preferred)
         layout.addWidget(self.title_label)
         self.visualise_button = QtWidgets.QPushButton("Visualise")
         self.visualise_button.setToolTip("Synthesise what each channel of this page wants")
@@ -169,10 +165,9 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         self.next_button = style.tool_button(
             arrow.RightArrow, "Next channels", lambda: self.page_requested.emit(1), raised=False
         )
-        self.export_button = QtWidgets.QToolButton()
-        self.export_button.setText("Export…")
-        self.export_button.setToolTip("Write the pictures as PNGs with visualize.json")
-        self.export_button.clicked.connect(self.export_requested)
+        self.export_button = style.tool_button(
+            "Export…", "Write the pictures as PNGs with visualize.json", self.export_requested.emit
+        )
         row = self._run_row(
             self.visualise_button,
             "Stop the synthesis (Esc); finished tiles stay",

@@ -65,12 +65,10 @@ class RunRow(StepsAndLine):
         self.cancel_button.setToolTip(cancel_tip)
         self.cancel_button.clicked.connect(self.cancel_requested)  # type: ignore[attr-defined]
         # Never narrower than their text: the row gives way in the settings and progress.
+        policy = QtWidgets.QSizePolicy.Policy
         for button in (run, self.cancel_button):
-            button.setSizePolicy(
-                QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
-            )
-        self.message = style.caption_label()
-        self.message.setWordWrap(True)
+            button.setSizePolicy(policy.Minimum, policy.Fixed)
+        self.message = style.caption_label(wrap=True)
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(4)
         for widget in (*around[0], run, self.settings_button):

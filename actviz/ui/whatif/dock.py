@@ -32,9 +32,8 @@ class EditRow(QtWidgets.QWidget):
         # The layer name gives way (in the middle) before the edit itself does.
         self.label = style.ElidedLabel(keep_after=": ")
         # Asks for its whole text (the dock's width follows), shortened only below it.
-        self.label.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Preferred
-        )
+        preferred = QtWidgets.QSizePolicy.Policy.Preferred
+        self.label.setSizePolicy(preferred, preferred)
         self.label.setText(entry.describe())
         self.label.setToolTip(entry.describe())
         layout.addWidget(self.label, 1)
@@ -91,9 +90,9 @@ class EditsDock(QtWidgets.QDockWidget):
         outer.setSpacing(4)
         self.hint = style.caption_label(
             "Right-click a tile of a layer to ablate, scale, keep only or patch its channel "
-            "(Ctrl/Shift+click picks several)."
+            "(Ctrl/Shift+click picks several).",
+            wrap=True,
         )
-        self.hint.setWordWrap(True)
         outer.addWidget(self.hint)
         self.rows_box = QtWidgets.QWidget()
         self.rows_layout = style.bare_box(self.rows_box, spacing=0, vertical=True)
