@@ -154,17 +154,6 @@ def input_embedding(model: nn.Module | None) -> str | None:
     return next((n for n, m in model.named_modules() if isinstance(m, nn.Embedding)), None)
 
 
-def token_saliency_tensor(
-    embedding: torch.Tensor, gradient: torch.Tensor, sample: int = 0
-) -> torch.Tensor:
-    """``|sum_D gradient x input embedding|`` per token of one sample: ``(T,)`` from ``(N, T, D)``."""
-    e, g = as_float(embedding), as_float(gradient)
-    if e.dim() == 3:
-        e, g = _pick(e, sample), _pick(g, sample)
-    values = (e.to(torch.float64) * g.to(torch.float64)).sum(dim=-1).abs()
-    return torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).to(torch.float32)
-
-
 @dataclass(frozen=True)
 class TokenSaliency:
     """Saliency of a text input: ``|gradient x input embedding|`` per token (arrays read-only);
@@ -210,7 +199,12 @@ def token_saliency(
     act, grad = cap[layer].tensor, cap[layer].grad
     if act is None or grad is None or act.shape != grad.shape or act.dim() not in (2, 3):
         return None
-    values = token_saliency_tensor(act, grad, sample).cpu().numpy()
+    # |sum_D gradient x input embedding| per token of one sample.
+    e, g = as_float(act), as_float(grad)
+    if e.dim() == 3:
+        e, g = _pick(e, sample), _pick(g, sample)
+    values = (e.to(torch.float64) * g.to(torch.float64)).sum(dim=-1).abs()
+    values = torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).float().cpu().numpy()
     labels = tuple(token_labels(int(values.shape[0]), tokens))
     s = min(sample, int(act.shape[0]) - 1) if act.dim() == 3 else 0
     return TokenSaliency(labels, np.ascontiguousarray(values, dtype=np.float32), layer, s)

@@ -89,10 +89,7 @@ class LazyLayerView(LayerView):
     def __init__(
         self, kind: str, make: Callable[[], np.ndarray], shape: tuple[int, ...], description: str
     ) -> None:
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "description", description)
-        object.__setattr__(self, "_make", make)
+        self.__dict__.update(kind=kind, shape=shape, description=description, _make=make)
 
     @cached_property
     def data(self) -> np.ndarray:  # type: ignore[override]
