@@ -10,8 +10,8 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
-from actviz.ui.panels.bar_canvas import bar_series
 from actviz.ui.panels.plot_panel import PlotPanel
+from actviz.ui.panels.view_slot import bar_series
 
 #: Pixels kept free between two bar labels.
 LABEL_GAP_PX = 6
