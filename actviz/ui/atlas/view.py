@@ -8,21 +8,9 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6 import QtWidgets
 from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, QSize, Qt, Signal
 from PySide6.QtGui import QIcon, QPixmap
-from PySide6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QSpinBox,
-    QSplitter,
-    QStackedWidget,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
 
 from actviz.data.atlas_image import SELECTED_RGB
 from actviz.data.atlas_map import points_in_polygon
@@ -52,19 +40,19 @@ NARROW_TAB_PX = 560
 MIN_MAP_W, MIN_MAP_H, MIN_MAP_H_NARROW = 160, 200, 280
 
 
-class ThumbStrip(QListWidget):
+class ThumbStrip(QtWidgets.QListWidget):
     """A row of captioned thumbnails; ``activated_row(int)`` when one is clicked."""
 
     activated_row = Signal(int)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setViewMode(QListWidget.ViewMode.IconMode)
+        self.setViewMode(QtWidgets.QListWidget.ViewMode.IconMode)
         self.setIconSize(QSize(THUMB, THUMB))
-        self.setFlow(QListWidget.Flow.LeftToRight)
+        self.setFlow(QtWidgets.QListWidget.Flow.LeftToRight)
         self.setWrapping(True)
-        self.setResizeMode(QListWidget.ResizeMode.Adjust)
-        self.setMovement(QListWidget.Movement.Static)
+        self.setResizeMode(QtWidgets.QListWidget.ResizeMode.Adjust)
+        self.setMovement(QtWidgets.QListWidget.Movement.Static)
         # One row of thumbnails with their captions: less cut them in half.
         self.setMinimumHeight(THUMB + self.fontMetrics().height() + 16)
         self.itemClicked.connect(lambda item: self.activated_row.emit(int(item.data(_ROW))))
@@ -73,7 +61,7 @@ class ThumbStrip(QListWidget):
         """``(row, pixmap, caption, tooltip)`` for each thumbnail."""
         self.clear()
         for row, pixmap, caption, tip in items:
-            item = QListWidgetItem(caption)
+            item = QtWidgets.QListWidgetItem(caption)
             if pixmap is not None:
                 item.setIcon(QIcon(pixmap))
             item.setToolTip(tip)
@@ -91,7 +79,7 @@ class ThumbStrip(QListWidget):
 _ROW = Qt.ItemDataRole.UserRole
 
 
-class AtlasView(QWidget):
+class AtlasView(QtWidgets.QWidget):
     """The tab: controls, the map, its legend, and the strips beside it.
 
     Signals: ``options_changed`` (layer or method), ``colour_changed``, ``hovered(int)`` (-1:
@@ -105,25 +93,25 @@ class AtlasView(QWidget):
     rect_selected = Signal(object)
     lasso_selected = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.coords = np.zeros((0, 2), np.float64)
         # Below its layout's least size the tab scrolls (a tab's minimum size is every tab's).
         root = style.bare_box(self, vertical=True)
-        content = QWidget()
+        content = QtWidgets.QWidget()
         root.addWidget(style.scroll_area(content, frameless=True))
-        outer = QVBoxLayout(content)
-        self.layer_combo = QComboBox()
+        outer = QtWidgets.QVBoxLayout(content)
+        self.layer_combo = QtWidgets.QComboBox()
         self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
-        self.method_combo = QComboBox()
+        self.method_combo = QtWidgets.QComboBox()
         self.method_combo.setToolTip(
             "PCA: exact, fast. UMAP (pip install actviz[atlas]): keeps neighbourhoods, slower"
         )
-        self.colour_combo = QComboBox()
+        self.colour_combo = QtWidgets.QComboBox()
         self.colour_combo.addItems(COLOUR_MODES)
         self.colour_combo.setToolTip("Colour the images by class, prediction, correctness, or "
                                      "one channel's mean activation")  # fmt: skip
-        self.channel_spin = QSpinBox()
+        self.channel_spin = QtWidgets.QSpinBox()
         self.channel_spin.setPrefix("ch ")
         self.channel_spin.setEnabled(False)
         # Tool buttons: a push button's least width (80 px) would widen the tab's second row.
@@ -139,7 +127,7 @@ class AtlasView(QWidget):
             (self.layer_combo, self.method_combo),
             (self.colour_combo, self.channel_spin, self.select_button, self.lasso_button),
         ):
-            bar = QHBoxLayout()
+            bar = QtWidgets.QHBoxLayout()
             for w in row:
                 bar.addWidget(w)
             bar.addStretch(1)
@@ -147,13 +135,13 @@ class AtlasView(QWidget):
         self.status_label = style.ElidedLabel("")
         outer.addWidget(self.status_label)
 
-        self.stack = QStackedWidget()
+        self.stack = QtWidgets.QStackedWidget()
         self.empty_label = _wrapped(EMPTY_TEXT)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.empty_label)
 
-        split = QSplitter(Qt.Orientation.Horizontal)
-        left = QWidget()
+        split = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        left = QtWidgets.QWidget()
         lv = style.bare_box(left, vertical=True)
         self.box = SelectBox()
         self.plot = pg.PlotWidget(viewBox=self.box, background=style.PLOT_BACKGROUND)
@@ -179,27 +167,27 @@ class AtlasView(QWidget):
         self.legend_label = _wrapped("")
         self.legend_label.setTextFormat(Qt.TextFormat.RichText)
         lv.addWidget(self.legend_label)
-        self.colour_bar = QWidget()
+        self.colour_bar = QtWidgets.QWidget()
         cb = style.bare_box(self.colour_bar)
-        self.bar_low = QLabel("")
-        self.bar_image = QLabel()
+        self.bar_low = QtWidgets.QLabel("")
+        self.bar_image = QtWidgets.QLabel()
         self.bar_image.setFixedHeight(12)
         self.bar_image.setScaledContents(True)
-        self.bar_high = QLabel("")
+        self.bar_high = QtWidgets.QLabel("")
         for w, stretch in ((self.bar_low, 0), (self.bar_image, 1), (self.bar_high, 0)):
             cb.addWidget(w, stretch)
         self.colour_bar.hide()
         lv.addWidget(self.colour_bar)
         split.addWidget(left)
 
-        right = QWidget()
+        right = QtWidgets.QWidget()
         rv = style.bare_box(right, vertical=True)
         self.hover_label = _wrapped(HOVER_HINT)
         self.nearest_title = _wrapped("Nearest in the dataset")
         self.nearest_strip = ThumbStrip()
         self.selection_title = _wrapped(SELECTION_HINT)
         self.selection_strip = ThumbStrip()
-        self.channel_list = QListWidget()
+        self.channel_list = QtWidgets.QListWidget()
         # The labels keep their height; the strips and the list share the rest.
         rv.addWidget(self.hover_label)
         rv.addWidget(self.nearest_title)
@@ -256,7 +244,9 @@ class AtlasView(QWidget):
     def show_map(self) -> None:
         self.stack.setCurrentIndex(1)
 
-    def set_choices(self, combo: QComboBox, items: Sequence[str], current: str | None) -> None:
+    def set_choices(
+        self, combo: QtWidgets.QComboBox, items: Sequence[str], current: str | None
+    ) -> None:
         """Fill a combo without announcing it (the owner decides what to rebuild)."""
         with QSignalBlocker(combo):
             combo.clear()
@@ -382,9 +372,9 @@ class AtlasView(QWidget):
         self.box.mode = "rect" if rect else "lasso" if lasso else ""
 
 
-def _text_button(text: str, tip: str) -> QToolButton:
+def _text_button(text: str, tip: str) -> QtWidgets.QToolButton:
     """A checkable button showing ``text``, as narrow as its text."""
-    button = QToolButton()
+    button = QtWidgets.QToolButton()
     button.setText(text)
     button.setToolTip(tip)
     button.setCheckable(True)
@@ -392,8 +382,8 @@ def _text_button(text: str, tip: str) -> QToolButton:
     return button
 
 
-def _wrapped(text: str) -> QLabel:
+def _wrapped(text: str) -> QtWidgets.QLabel:
     """A word-wrapped label (its text never widens the tab)."""
-    label = QLabel(text)
+    label = QtWidgets.QLabel(text)
     label.setWordWrap(True)
     return label

@@ -6,22 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from PySide6 import QtWidgets
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (
-    QDialog,
-    QDialogButtonBox,
-    QFileDialog,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QListWidget,
-    QListWidgetItem,
-    QPushButton,
-    QSpinBox,
-    QVBoxLayout,
-    QWidget,
-)
 
 from actviz.ui.panels import style
 
@@ -40,14 +26,14 @@ class ScanSpec:
     batch_size: int | None = None
 
 
-class ScanDialog(QDialog):
+class ScanDialog(QtWidgets.QDialog):
     """Pick a folder, ``layers`` (``ticked`` checked) and k; "Scan" emits ``scan_requested``."""
 
     scan_requested = Signal(object)
 
     def __init__(
         self,
-        parent: QWidget | None,
+        parent: QtWidgets.QWidget | None,
         layers: Sequence[str],
         ticked: Sequence[str],
         *,
@@ -57,8 +43,8 @@ class ScanDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Scan a dataset")
         self.setMinimumWidth(460)
-        layout = QVBoxLayout(self)
-        intro = QLabel(
+        layout = QtWidgets.QVBoxLayout(self)
+        intro = QtWidgets.QLabel(
             "Runs the model over every image of a folder (recursively) and keeps, for each "
             "channel of the layers ticked below, the images that excite it most. A folder "
             "scanned before with the same model shows its saved result at once; a cancelled "
@@ -66,38 +52,40 @@ class ScanDialog(QDialog):
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
-        form = QFormLayout()
-        row = QHBoxLayout()
-        self.folder_edit = QLineEdit(folder)
+        form = QtWidgets.QFormLayout()
+        row = QtWidgets.QHBoxLayout()
+        self.folder_edit = QtWidgets.QLineEdit(folder)
         self.folder_edit.setPlaceholderText(
             "a folder of images (an ImageFolder layout names classes)"
         )
-        self.browse_button = QPushButton("Browse…")
+        self.browse_button = QtWidgets.QPushButton("Browse…")
         self.browse_button.clicked.connect(self._on_browse_clicked)
         row.addWidget(self.folder_edit, 1)
         row.addWidget(self.browse_button)
         form.addRow("Folder", row)
-        self.k_spin = QSpinBox()
+        self.k_spin = QtWidgets.QSpinBox()
         self.k_spin.setRange(1, MAX_K)
         self.k_spin.setValue(int(k))
         self.k_spin.setToolTip("Images kept per channel (the best k)")
         form.addRow("Top k", self.k_spin)
-        self.batch_spin = QSpinBox()
+        self.batch_spin = QtWidgets.QSpinBox()
         self.batch_spin.setRange(0, 4096)
         self.batch_spin.setSpecialValueText("auto")
         self.batch_spin.setToolTip("Images per batch; auto: chosen within the memory budget")
         form.addRow("Batch size", self.batch_spin)
         layout.addLayout(form)
-        layout.addWidget(QLabel("Layers"))
-        self.layer_list = QListWidget()
+        layout.addWidget(QtWidgets.QLabel("Layers"))
+        self.layer_list = QtWidgets.QListWidget()
         self.set_layers(layers, ticked)
         layout.addWidget(self.layer_list, 1)
         self.message_label = style.caption_label()
         self.message_label.setWordWrap(True)
         layout.addWidget(self.message_label)
-        buttons = QDialogButtonBox()
-        self.scan_button = buttons.addButton("Scan", QDialogButtonBox.ButtonRole.AcceptRole)
-        buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        buttons = QtWidgets.QDialogButtonBox()
+        self.scan_button = buttons.addButton(
+            "Scan", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole
+        )
+        buttons.addButton(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self._on_scan_clicked)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
@@ -108,7 +96,7 @@ class ScanDialog(QDialog):
         self.layer_list.clear()
         ticked_set = set(ticked)
         for name in sorted(layers, key=lambda n: n not in ticked_set):  # stable: ticked first
-            item = QListWidgetItem(name)
+            item = QtWidgets.QListWidgetItem(name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             self.layer_list.addItem(item)
         self.set_checked(ticked_set)
@@ -141,7 +129,9 @@ class ScanDialog(QDialog):
         return ScanSpec(str(Path(folder).expanduser()), tuple(layers), self.k_spin.value(), batch)
 
     def _on_browse_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Folder of images", self.folder_edit.text())
+        folder = QtWidgets.QFileDialog.getExistingDirectory(
+            self, "Folder of images", self.folder_edit.text()
+        )
         if folder:
             self.folder_edit.setText(folder)
 

@@ -6,27 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from PySide6 import QtWidgets
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import (
-    QApplication,
-    QCheckBox,
-    QComboBox,
-    QDockWidget,
-    QDoubleSpinBox,
-    QFileDialog,
-    QFormLayout,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QSlider,
-    QSpinBox,
-    QStyle,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
 
 from actviz.display.attribution import display_image
 from actviz.ui.host import show_line
@@ -46,30 +28,32 @@ _STILL, _FOLDER, _TENSOR, _WEBCAM = range(4)
 
 
 #: ``chooser(parent) -> path or ""``
-Chooser = Callable[[QWidget], str]
+Chooser = Callable[[QtWidgets.QWidget], str]
 
 
-def _ask_folder(parent: QWidget) -> str:
-    return QFileDialog.getExistingDirectory(parent, "Play the images of a folder")
+def _ask_folder(parent: QtWidgets.QWidget) -> str:
+    return QtWidgets.QFileDialog.getExistingDirectory(parent, "Play the images of a folder")
 
 
-def _ask_tensor_file(parent: QWidget) -> str:
+def _ask_tensor_file(parent: QtWidgets.QWidget) -> str:
     filters = "Tensors (*.pt *.pth *.npy *.npz *.safetensors);;All files (*)"
-    return QFileDialog.getOpenFileName(parent, "Play the frames of a tensor", "", filters)[0]
+    return QtWidgets.QFileDialog.getOpenFileName(
+        parent, "Play the frames of a tensor", "", filters
+    )[0]
 
 
-class LiveControls(QDockWidget):
+class LiveControls(QtWidgets.QDockWidget):
     """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file`` are
     ``(parent) -> path or ""`` dialogs (tests replace them)."""
 
-    def __init__(self, controller: LiveController, parent: QWidget | None = None) -> None:
+    def __init__(self, controller: LiveController, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Live", parent)
         self.setObjectName("liveDock")
         self.controller = controller
         self.choose_folder: Chooser = _ask_folder
         self.choose_tensor_file: Chooser = _ask_tensor_file
-        body = QWidget()
-        layout = QVBoxLayout(body)
+        body = QtWidgets.QWidget()
+        layout = QtWidgets.QVBoxLayout(body)
         layout.setContentsMargins(4, 4, 4, 4)
         self._build_actions()
         layout.addWidget(self._build_source())
@@ -117,10 +101,10 @@ class LiveControls(QDockWidget):
         """The playback actions, in menu order."""
         return [self.play_action, self.back_action, self.next_action, self.reset_action]
 
-    def _build_source(self) -> QWidget:
-        box = QGroupBox("Source")
-        form = QVBoxLayout(box)
-        self.source_combo = QComboBox()
+    def _build_source(self) -> QtWidgets.QWidget:
+        box = QtWidgets.QGroupBox("Source")
+        form = QtWidgets.QVBoxLayout(box)
+        self.source_combo = QtWidgets.QComboBox()
         self.source_combo.addItems(SOURCE_ITEMS)
         self.source_combo.setToolTip("What live mode plays: the opened input, or a sequence")
         ok, why = webcam_status()
@@ -133,28 +117,28 @@ class LiveControls(QDockWidget):
         # Sized to the dock, not to its longest item; the open list shows items in full.
         style.fit_combo(self.source_combo, 16)
         form.addWidget(self.source_combo)
-        self.webcam_label = QLabel("" if ok else why)
+        self.webcam_label = QtWidgets.QLabel("" if ok else why)
         self.webcam_label.setWordWrap(True)
         self.webcam_label.setStyleSheet("color: #5f6368;")
         self.webcam_label.setVisible(not ok)
         form.addWidget(self.webcam_label)
-        self.source_label = QLabel("the opened input")
+        self.source_label = QtWidgets.QLabel("the opened input")
         self.source_label.setWordWrap(True)
         form.addWidget(self.source_label)
         # Under the source, where the user looks after choosing one.
-        self.message_label = QLabel("")
+        self.message_label = QtWidgets.QLabel("")
         self.message_label.setWordWrap(True)
         self.message_label.setVisible(False)
         form.addWidget(self.message_label)
         return box
 
-    def _build_transport(self) -> QWidget:
-        box = QGroupBox("Playback")
-        v = QVBoxLayout(box)
-        row = QHBoxLayout()
+    def _build_transport(self) -> QtWidgets.QWidget:
+        box = QtWidgets.QGroupBox("Playback")
+        v = QtWidgets.QVBoxLayout(box)
+        row = QtWidgets.QHBoxLayout()
 
-        def button(icon: str, tip: str, slot: Callable[[], None]) -> QToolButton:
-            b = QToolButton()
+        def button(icon: str, tip: str, slot: Callable[[], None]) -> QtWidgets.QToolButton:
+            b = QtWidgets.QToolButton()
             b.setIcon(_icon(icon))
             b.setToolTip(tip)
             b.clicked.connect(slot)
@@ -169,7 +153,7 @@ class LiveControls(QDockWidget):
         self.next_button = button(
             "SP_MediaSkipForward", "Next frame (Ctrl+Right)", lambda: c.step(1)
         )
-        self.frame_slider = QSlider(Qt.Orientation.Horizontal)
+        self.frame_slider = QtWidgets.QSlider(Qt.Orientation.Horizontal)
         self.frame_slider.setRange(0, 0)
         self.frame_slider.setToolTip("Frame")
         self.frame_slider.valueChanged.connect(self._on_frame_slider_changed)
@@ -178,9 +162,9 @@ class LiveControls(QDockWidget):
         # A line of its own (a file's name is long); a SteadyText repaints without a relayout.
         self.frame_label = style.SteadyText("frame 1/1")
         v.addWidget(self.frame_label)
-        row2 = QHBoxLayout()
-        row2.addWidget(QLabel("speed"))
-        self.speed_spin = QDoubleSpinBox()
+        row2 = QtWidgets.QHBoxLayout()
+        row2.addWidget(QtWidgets.QLabel("speed"))
+        self.speed_spin = QtWidgets.QDoubleSpinBox()
         self.speed_spin.setRange(0.25, 60.0)
         self.speed_spin.setDecimals(2)
         self.speed_spin.setSuffix(" fps")
@@ -191,7 +175,7 @@ class LiveControls(QDockWidget):
         self.speed_spin.valueChanged.connect(self.controller.set_speed)
         self.controller.speed_changed.connect(self._on_speed_changed)
         row2.addWidget(self.speed_spin)
-        self.loop_check = QCheckBox("loop")
+        self.loop_check = QtWidgets.QCheckBox("loop")
         self.loop_check.setChecked(self.controller.player.loop)
         self.loop_check.toggled.connect(self.controller.set_loop)
         row2.addWidget(self.loop_check)
@@ -199,24 +183,24 @@ class LiveControls(QDockWidget):
         v.addLayout(row2)
         return box
 
-    def _build_perturbation(self) -> QWidget:
-        box = QGroupBox("Perturb the input")
-        v = QVBoxLayout(box)
+    def _build_perturbation(self) -> QtWidgets.QWidget:
+        box = QtWidgets.QGroupBox("Perturb the input")
+        v = QtWidgets.QVBoxLayout(box)
         self.pad = OcclusionPad()
         self.pad.moved.connect(self._on_pad_moved)
         v.addWidget(self.pad, 1)
-        form = QFormLayout()
+        form = QtWidgets.QFormLayout()
         v.addLayout(form)  # on the box now: the value rows' parent (see with_value)
         p = self.controller.perturbation
-        self.occlusion_check = QCheckBox("occlusion patch")
+        self.occlusion_check = QtWidgets.QCheckBox("occlusion patch")
         self.occlusion_check.setToolTip("Grey out a square; drag it over the picture above")
         self.occlusion_check.toggled.connect(self._on_occlusion_toggled)
         self.size_slider = slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
         self.size_slider.valueChanged.connect(self._on_size_changed)
-        self.size_value = QLabel()
+        self.size_value = QtWidgets.QLabel()
         form.addRow(self.occlusion_check, with_value(self.size_slider, self.size_value, "{}%", box))
         #: ``(slider, value label, format, unperturbed value)`` of the noise, brightness, contrast.
-        self._amounts: list[tuple[QSlider, QLabel, str, int]] = []
+        self._amounts: list[tuple[QtWidgets.QSlider, QtWidgets.QLabel, str, int]] = []
         self.noise_slider, self.noise_value = self._amount(
             form, "noise", (0, 200, 0), "{}%", "Gaussian noise, % of the input's std"
         )
@@ -226,33 +210,33 @@ class LiveControls(QDockWidget):
         self.contrast_slider, self.contrast_value = self._amount(
             form, "contrast", (0, 300, 100), "{}%", "Contrast, % (100 = unchanged)"
         )
-        self.reset_button = QPushButton("Reset perturbation")
+        self.reset_button = QtWidgets.QPushButton("Reset perturbation")
         self.reset_button.clicked.connect(self.reset_perturbation)
         v.addWidget(self.reset_button)
         return box
 
     def _amount(
-        self, form: QFormLayout, key: str, span: tuple[int, int, int], fmt: str, tip: str
-    ) -> tuple[QSlider, QLabel]:
+        self, form: QtWidgets.QFormLayout, key: str, span: tuple[int, int, int], fmt: str, tip: str
+    ) -> tuple[QtWidgets.QSlider, QtWidgets.QLabel]:
         """A row of ``form``: a slider of ``key`` in % (``span``: least, most, unperturbed)."""
         lo, hi, start = span
-        s, label = slider(lo, hi, start, tip), QLabel()
+        s, label = slider(lo, hi, start, tip), QtWidgets.QLabel()
         s.valueChanged.connect(lambda v: self.controller.update_perturbation(**{key: v / 100.0}))
         form.addRow(key, with_value(s, label, fmt, form.parentWidget()))
         self._amounts.append((s, label, fmt, start))
         return s, label
 
-    def _build_readouts(self) -> QWidget:
-        box = QGroupBox("Performance")
-        v = QVBoxLayout(box)
+    def _build_readouts(self) -> QtWidgets.QWidget:
+        box = QtWidgets.QGroupBox("Performance")
+        v = QtWidgets.QVBoxLayout(box)
         # Read-outs that change while playing: lines of their own, no relayout of the dock.
         self.stats_label = style.SteadyText("not running", lines=3)
         v.addWidget(self.stats_label)
         self.memory_label = style.SteadyText("", lines=2)
         v.addWidget(self.memory_label)
-        row = QHBoxLayout()
-        row.addWidget(QLabel("memory budget"))
-        self.budget_spin = QSpinBox()
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(QtWidgets.QLabel("memory budget"))
+        self.budget_spin = QtWidgets.QSpinBox()
         self.budget_spin.setRange(16, 1 << 20)
         self.budget_spin.setSingleStep(256)
         self.budget_spin.setSuffix(" MiB")
@@ -366,7 +350,7 @@ class LiveControls(QDockWidget):
         if self.controller.source is None:
             self._show_still_input()
 
-    def perturbation_controls(self) -> tuple[QWidget, ...]:
+    def perturbation_controls(self) -> tuple[QtWidgets.QWidget, ...]:
         """The widgets that set a perturbation (the patch, noise, brightness, contrast)."""
         return (self.occlusion_check, self.size_slider, *(a[0] for a in self._amounts))
 
@@ -409,7 +393,7 @@ def perturbation_refusal(controller: LiveController) -> str:
     return problem or NO_PERTURBATION_TEXT
 
 
-def show_dock(dock: QDockWidget) -> None:
+def show_dock(dock: QtWidgets.QDockWidget) -> None:
     """Show ``dock`` in front (when tabbed with another dock)."""
     dock.show()  # nothing happens to a dock shown already
     dock.raise_()
@@ -417,4 +401,6 @@ def show_dock(dock: QDockWidget) -> None:
 
 def _icon(name: str) -> QIcon:
     """One of Qt's standard media icons (drawn by the style, so always available)."""
-    return QApplication.style().standardIcon(getattr(QStyle.StandardPixmap, name))
+    return QtWidgets.QApplication.style().standardIcon(
+        getattr(QtWidgets.QStyle.StandardPixmap, name)
+    )
