@@ -15,18 +15,10 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from actviz.ui.host import WindowHost
+from actviz.ui.live import frames
 from actviz.ui.live.frame_job import FrameSpec
 from actviz.ui.live.frame_runner import FrameRunner
 from actviz.ui.live.frame_status import FrameTiming, LiveStatus
-from actviz.ui.live.frames import (
-    Coalescer,
-    FrameSource,
-    ImageFolder,
-    Player,
-    RateMeter,
-    StillFrame,
-    TensorFrames,
-)
 from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.webcam import WebcamSource, webcam_status
@@ -129,11 +121,11 @@ class LiveController(QObject):
         self.host, self.worker, self.capture_threads = host, host.worker, capture_threads
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
         self.host.session.set_memory_budget(self.memory_budget)
-        self.source: FrameSource | None = None
+        self.source: frames.FrameSource | None = None
         self.perturbation = Perturbation()
-        self.player = Player()
-        self.coalescer = Coalescer(1.0 / max_fps)
-        self.rate = RateMeter()
+        self.player = frames.Player()
+        self.coalescer = frames.Coalescer(1.0 / max_fps)
+        self.rate = frames.RateMeter()
         self.frames_shown = 0
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
@@ -162,7 +154,7 @@ class LiveController(QObject):
     def engaged(self) -> bool:
         """Whether live frames replace the window's own runs (a sequence, or a perturbation)."""
         return not self.closed and (
-            (self.source is not None and not isinstance(self.source, StillFrame))
+            (self.source is not None and not isinstance(self.source, frames.StillFrame))
             or not self.perturbation.is_identity()
         )
 
@@ -205,7 +197,7 @@ class LiveController(QObject):
             sequence=(self.source is not None and len(self.source) > 1) or self._webcam is not None,
         )
 
-    def set_source(self, source: FrameSource | None) -> None:
+    def set_source(self, source: frames.FrameSource | None) -> None:
         """Play ``source`` (None: back to the window's own input)."""
         self.pause()
         self._stop_webcam()
@@ -229,7 +221,7 @@ class LiveController(QObject):
         """Play the images of ``folder``; False (and a message) when it holds none."""
         s = self.host.session
         try:
-            source = ImageFolder(folder, s.model, s.loaded_model)
+            source = frames.ImageFolder(folder, s.model, s.loaded_model)
         except ValueError as exc:
             self.message.emit(str(exc))
             return False
@@ -239,7 +231,7 @@ class LiveController(QObject):
     def open_tensor_file(self, path: str | Path) -> bool:
         """Play the frames of a ``(T, C, H, W)`` tensor file; False (and a message) if not one."""
         try:
-            source = TensorFrames.from_file(path, self.host.session.model)
+            source = frames.TensorFrames.from_file(path, self.host.session.model)
         except Exception as exc:  # noqa: BLE001 - InputError, ValueError: shown, not raised
             self.message.emit(f"Could not open {Path(path).name} as frames: {exc}")
             return False
@@ -272,7 +264,7 @@ class LiveController(QObject):
             self._webcam = None
 
     def _on_session_input_changed(self) -> None:
-        if self.source is None or isinstance(self.source, StillFrame):
+        if self.source is None or isinstance(self.source, frames.StillFrame):
             self.source = None  # rebuilt from the new input on the next request
 
     def _on_session_result_changed(self, *_args: object) -> None:
