@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from actviz.display.colormaps import COLORMAPS
 from actviz.ui.panels.channel_view import ChannelView
-from actviz.ui.panels.colormap_views import COLORMAPS, lut
+from actviz.ui.panels.colorbar import lut
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.overlay import InputPreview, OverlayPanel

@@ -8,9 +8,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from actviz.display.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_table, to_indices
 from actviz.ui.panels import style
-from actviz.ui.panels.colorbar import COLORBAR_AXIS_WIDTH, COLORBAR_WIDTH, ColorBar, color_table
-from actviz.ui.panels.colormap_views import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut, to_indices
+from actviz.ui.panels.colorbar import AXIS_WIDTH, STRIP_WIDTH, ColorBar, color_table, lut
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.light_paint import LightPaint
 from actviz.ui.panels.scene_fit import _CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_SPACING, SceneFit
@@ -368,7 +368,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         """Widget pixels the image may fill across in a canvas ``width`` wide, less the bar."""
         width = (self.width() if width is None else int(width)) - 2 * _CANVAS_MARGIN
         if self.colorbar is not None:
-            width -= COLORBAR_WIDTH + COLORBAR_AXIS_WIDTH + _CANVAS_SPACING
+            width -= STRIP_WIDTH + AXIS_WIDTH + _CANVAS_SPACING
         return max(1, width)
 
     def image_rect_on_screen(self) -> QtCore.QRectF:
@@ -420,7 +420,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     def _table(self) -> np.ndarray | None:
         if not self._cmap:
             return None
-        return indexed_lut(self._cmap) if self._indexed else lut(self._cmap)
+        return indexed_table(self._cmap) if self._indexed else lut(self._cmap)
 
     def _use_indexed_lut(self, indexed: bool) -> None:
         if indexed != self._indexed:

@@ -1,18 +1,36 @@
-"""The colour bar beside an image canvas: the colour map's strip and its value axis."""
+"""The colour bar beside an image canvas (the colour map's strip and its value axis), and the
+pyqtgraph tables of :mod:`actviz.display.colormaps`: the window shows an export's colours."""
 
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
+from actviz.display.colormaps import table
 from actviz.ui.panels import style
-from actviz.ui.panels.colormap_views import lut
 
-COLORBAR_WIDTH = 10
-COLORBAR_AXIS_WIDTH = 46
+# pyqtgraph ImageItem is fastest with a LUT of at most 256 entries.
+LUT_SIZE = 256
+
+
+@cache
+def lut(name: str) -> np.ndarray:
+    """The (256, 4) uint8 RGBA table of map ``name`` for float images (shared, read-only)."""
+    rgb = table(name)
+    out = np.empty((LUT_SIZE, 4), dtype=np.uint8)
+    out[:, :3] = rgb
+    out[:, 3] = 255
+    out.setflags(write=False)
+    return out
+
+
+#: Widths of a colour bar's strip and of its value axis, pixels.
+STRIP_WIDTH = 10
+AXIS_WIDTH = 46
 _COLOR_TABLES: dict[bytes, list[int]] = {}
 
 
@@ -194,7 +212,7 @@ class ValueAxis(pg.GraphicsWidget):
 class ColorBar(pg.GraphicsLayout):
     """A colour map strip with a :class:`ValueAxis` (``pg.ColorBarItem`` is slow to build)."""
 
-    def __init__(self, width: int = COLORBAR_WIDTH, axis_width: int = COLORBAR_AXIS_WIDTH):
+    def __init__(self, width: int = STRIP_WIDTH, axis_width: int = AXIS_WIDTH):
         super().__init__()
         self.margins = (4.0, 4.0)
         self.layout.setContentsMargins(0, 4, 0, 4)

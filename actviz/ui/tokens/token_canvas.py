@@ -14,9 +14,8 @@ from actviz.display.colormaps import resolve
 from actviz.display.text import MAX_TICKS, axis_ticks
 from actviz.display.token_maps import heat_levels
 from actviz.ui.panels import style
-from actviz.ui.panels.colorbar import ColorBar
-from actviz.ui.panels.colormap_views import lut
-from actviz.ui.panels.light_plot import LightPlot
+from actviz.ui.panels.colorbar import ColorBar, lut
+from actviz.ui.panels.overlay import LightPlot
 
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:

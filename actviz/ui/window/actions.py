@@ -110,8 +110,7 @@ class WindowActions:
         bar.addSeparator()
         bar.addActions([self.run_action, self.cancel_action])
         bar.addSeparator()
-        from actviz.display.colormaps import AUTO
-        from actviz.ui.panels.colormap_views import COLORMAPS
+        from actviz.display.colormaps import AUTO, COLORMAPS
 
         self.colormap_combo = QComboBox()
         self.colormap_combo.addItems([AUTO, *COLORMAPS])

@@ -18,6 +18,7 @@ from torch import nn
 
 from actviz.core.capture import capture
 from actviz.display.attribution import grad_cam, gradient_flow, top_k
+from actviz.display.colormaps import PAD_INDEX, indexed_table, to_indices
 from actviz.display.layer_views import layer_view, magnitude
 from actviz.display.mosaic import mosaic
 from actviz.display.stats import histogram, layer_stats
@@ -35,7 +36,6 @@ from actviz.ui.panels import (
 )
 from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.colorbar import nice_ticks, tick_texts
-from actviz.ui.panels.colormap_views import PAD_INDEX, indexed_lut, to_indices
 from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
 from tests.core.seed_models import SeedMLP
 from tests.ui.qt_helpers import show_widget
@@ -176,7 +176,7 @@ def test_the_fast_indexed_render_paints_what_pyqtgraph_paints(qtbot):
     rng = np.random.default_rng(0)
     indices = rng.integers(0, 256, size=(37, 53), dtype=np.uint8)  # odd width: row padding
     indices[3, :] = PAD_INDEX
-    table = indexed_lut("viridis")
+    table = indexed_table("viridis")
     fast = ClickableImageItem(axisOrder="row-major")
     fast.setLookupTable(table)
     fast.setImage(indices, autoLevels=False, levels=None)
@@ -301,7 +301,7 @@ def test_layer_panel_gradient_visibility_and_colormap(qtbot, conv_capture):
 
     panel.set_colormap("magma")
     table = panel.activation_slot.image_canvas.image.lut
-    np.testing.assert_array_equal(table, indexed_lut("magma"))
+    np.testing.assert_array_equal(table, indexed_table("magma"))
     np.testing.assert_array_equal(table[[0, PAD_INDEX - 1]], lut("magma")[[0, -1]])
     assert table[PAD_INDEX, 3] == 0  # padding shows the background
     assert panel.activation_slot.image_canvas.colormap_name() == "magma"
@@ -743,7 +743,7 @@ def test_new_pixels_of_the_same_shape_are_painted_exactly(qtbot):
     rng = np.random.default_rng(3)
     canvas = ImageCanvas(cmap="viridis")
     show_widget(qtbot, canvas, 300, 200)
-    table = indexed_lut("viridis").astype(np.uint32)
+    table = indexed_table("viridis").astype(np.uint32)
     argb = (table[:, 3] << 24) | (table[:, 0] << 16) | (table[:, 1] << 8) | table[:, 2]
     first = rng.integers(0, 256, (7, 9), dtype=np.uint8)
     canvas.set_image(first, (0.0, 1.0))

@@ -7,7 +7,7 @@ from PySide6 import QtGui
 from PySide6.QtCore import QCoreApplication
 
 from actviz.display.attention import AttentionMaps
-from actviz.ui.panels.colormap_views import lut
+from actviz.ui.panels.colorbar import lut
 from actviz.ui.tokens.attention_panel import AttentionPanel
 
 TOKENS = ["The", "cat", "sat", "on", "the", "mat"]
