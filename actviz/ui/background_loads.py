@@ -69,9 +69,7 @@ class InputRequest:
 def short_source(source: str) -> str:
     """What the status bar calls a source: a file's name, or the source as given."""
     text = str(source)
-    if "/" in text or "\\" in text:
-        return Path(text).name or text
-    return text
+    return (Path(text).name or text) if "/" in text or "\\" in text else text
 
 
 #: Longest error text the banner shows (the first line of the message, cut).

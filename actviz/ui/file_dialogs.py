@@ -20,9 +20,7 @@ def start_folder(preferred: str | Path | None = None) -> str:
 
 def start_path(name: str, preferred: str | Path | None = None) -> str:
     """A save dialog's starting file: ``name`` in :func:`start_folder` (unless absolute)."""
-    if Path(name).is_absolute():
-        return name
-    return str(Path(start_folder(preferred)) / name)
+    return name if Path(name).is_absolute() else str(Path(start_folder(preferred)) / name)
 
 
 def remember(path: str | Path | None) -> None:

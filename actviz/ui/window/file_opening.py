@@ -96,8 +96,7 @@ class FileOpening:
         if self.model_request is None:
             source = self._natural_source(self.session.loaded_model, source)
         # While a model is being opened, the source is chosen for it once it is adopted.
-        request = InputRequest(source, remember=False, quiet=True)
-        self.inputs.ask(request)
+        self.inputs.ask(InputRequest(source, remember=False, quiet=True))
         return True
 
     def _natural_source(self, loaded: Any, fallback: str) -> str:
@@ -222,8 +221,7 @@ class FileOpening:
             self._fail(request, text, level="error", path=error.path, candidates=error.candidates)
             return
         text = f"Could not open model {request.source!r}: {failure_reason(error, request.source)}"
-        details = error_details(error)
-        self._fail(request, text, level="error", path=request.source, details=details)
+        self._fail(request, text, level="error", path=request.source, details=error_details(error))
 
     def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
         dialog = request.dialog

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtWidgets import QWidget
-
 from actviz.display.prepared import RunResult
 
 
@@ -84,11 +82,9 @@ class OverviewDisplay:
         )
 
     @staticmethod
-    def _show_picture(panel: QWidget, result: RunResult) -> None:
-        if result.image is not None:
-            panel.set_image(result.image)  # type: ignore[attr-defined]
-        else:
-            panel.clear()  # type: ignore[attr-defined]  # no stale picture from an earlier input
+    def _show_picture(panel: Any, result: RunResult) -> None:
+        # No stale picture from an earlier input.
+        panel.set_image(result.image) if result.image is not None else panel.clear()
 
     def _show_saliency(self, result: RunResult) -> None:
         panel = self.centre.saliency_panel

@@ -38,8 +38,7 @@ def default_selected_layer(result: RunResult) -> str | None:
     """The layer selected after a run that lost the selection: the last one with a spatial
     output larger than 1x1 (a poor histogram otherwise), else the last."""
     shapes = {name: result.layers[name].shape for name in result.shown}
-    found = last_spatial_layer(result.shown, shapes)
-    return found or (result.shown[-1] if result.shown else None)
+    return last_spatial_layer(result.shown, shapes) or (result.shown[-1] if result.shown else None)
 
 
 class ResultDisplay:
@@ -235,10 +234,7 @@ class ResultDisplay:
 
     def after_panels(self, step: Callable[[], None]) -> None:
         """Run ``step`` once every layer panel exists (``run_finished`` promises them)."""
-        if not self._to_create:
-            self.steps.defer(step)
-        else:
-            self.steps.hold(step)
+        self.steps.hold(step) if self._to_create else self.steps.defer(step)
 
     def display_pending(self) -> bool:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""

@@ -121,9 +121,7 @@ class AppSettings:
 def split_recent_model(entry: str) -> tuple[str, str | None]:
     """Split a recent-model entry ``source|arch`` back into ``(source, arch)``."""
     source, sep, arch = entry.rpartition("|")
-    if not sep:
-        return entry, None
-    return source, arch or None
+    return (source, arch or None) if sep else (entry, None)
 
 
 def _as_bool(value: object) -> bool:
