@@ -24,6 +24,8 @@ from actviz.analysis.concepts.tensorfile import read_tensors, write_tensors
 ARCHITECTURES = ("standard", "topk", "jumprelu")
 CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
+#: What besides the weights makes two dictionaries encode alike.
+_ENCODING = ("architecture", "k", "apply_b_dec_to_input")
 # Rows encoded at once by fvu(): bounds the (rows, d_sae) temporaries.
 _CHUNK = 8192
 # Whether oneDNN's dense linear may encode on the CPU (not public API: a failure turns it off).
@@ -147,11 +149,7 @@ class Concepts:
             return True
         if not isinstance(other, Concepts):
             return False
-        if (self.architecture, self.k, self.apply_b_dec_to_input) != (
-            other.architecture,
-            other.k,
-            other.apply_b_dec_to_input,
-        ):
+        if any(getattr(self, n) != getattr(other, n) for n in _ENCODING):
             return False
         mine, theirs = self.weights(), other.weights()
         return mine.keys() == theirs.keys() and all(

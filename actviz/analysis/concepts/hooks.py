@@ -14,16 +14,9 @@ from torch import nn
 _RESID = re.compile(r"^blocks\.(\d+)\.hook_resid_(pre|post|mid)$")
 # Containers of a model's blocks, most common first (matched as a suffix of the module name).
 _BLOCK_LISTS = (
-    "transformer.h",
-    "model.layers",
-    "gpt_neox.layers",
-    "model.decoder.layers",
-    "decoder.layers",
-    "encoder.layer",
-    "layers",
-    "h",
-    "blocks",
-)
+    "transformer.h", "model.layers", "gpt_neox.layers", "model.decoder.layers", "decoder.layers",
+    "encoder.layer", "layers", "h", "blocks",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -253,31 +253,23 @@ def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
         ) from exc
     input_shape = _export_input_shape(program)
     input_size = input_shape[-2:] if input_shape is not None and len(input_shape) == 4 else None
-    loaded = LoadedModel(
-        model,
-        f"{path.name} (torch.export)",
-        src,
-        "export",
-        input_size=input_size,
-        input_shape=input_shape,
-    )
-    loaded.warnings.append(
+    note = (
         f"{path.name} is a torch.export program: it replays the graph recorded at export time "
         "(train/eval mode is fixed, inputs must match the exported shapes)"
     )
-    return loaded
+    name = f"{path.name} (torch.export)"
+    return LoadedModel(
+        model, name, src, "export", input_size=input_size, input_shape=input_shape, warnings=[note]
+    )
 
 
 def _export_input_shape(program: Any) -> tuple[int, ...] | None:
     """Shape of the first user input of an exported program, if static."""
     try:
-        user_inputs = list(program.graph_signature.user_inputs)
-        if not user_inputs:
-            return None
+        first = list(program.graph_signature.user_inputs)[0]
         for node in program.graph.nodes:
-            if node.op == "placeholder" and node.name == user_inputs[0]:
-                val = node.meta.get("val")
-                return tuple(int(s) for s in val.shape)
-    except Exception:  # symbolic (dynamic) sizes cannot become ints
+            if node.op == "placeholder" and node.name == first:
+                return tuple(int(s) for s in node.meta.get("val").shape)
+    except Exception:  # no user input, or symbolic (dynamic) sizes that cannot become ints
         return None
     return None
