@@ -125,15 +125,6 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
     return LayerDiff(name, call, tuple(a.shape), cosine, rel, max_abs, cka)
 
 
-def _first_divergence(cap_a: Capture, diffs: list[LayerDiff], tol: float) -> LayerDiff | None:
-    """The diverging call that finished first in run A (not the first layer: calls interleave)."""
-    diverged = [d for d in diffs if d.rel_l2 > tol]
-    seqs = [cap_a.records[d.name][d.call_index].seq for d in diverged]
-    if not diverged or any(s is None for s in seqs):  # records without their order: layer order
-        return diverged[0] if diverged else None
-    return min(zip(seqs, range(len(diverged)), diverged, strict=True))[2]
-
-
 def compare(
     cap_a: Capture, cap_b: Capture, *, tol: float = 1e-4, layers: Sequence[str] | str | None = None
 ) -> Comparison:
@@ -183,5 +174,11 @@ def compare(
     output = None
     if out_a is not None and out_b is not None and out_a.shape == out_b.shape:
         output = layer_diff("output", 0, out_a, out_b)
-    first = _first_divergence(cap_a, diffs, tol)
+    # The diverging call that finished first in run A (not the first layer: calls interleave);
+    # records without their order: the first in layer order.
+    diverged = [d for d in diffs if d.rel_l2 > tol]
+    seqs = [cap_a.records[d.name][d.call_index].seq for d in diverged]
+    first = diverged[0] if diverged else None
+    if diverged and all(s is not None for s in seqs):
+        first = min(zip(seqs, range(len(diverged)), diverged, strict=True))[2]
     return Comparison(tuple(diffs), output, float(tol), first, tuple(skipped))

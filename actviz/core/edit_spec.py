@@ -50,14 +50,6 @@ def _channels(channels: Any) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def _ch_text(channels: tuple[int, ...] | None) -> str:
-    if channels is None:
-        return "all"
-    shown = ", ".join(str(c) for c in channels[:6])
-    more = f", ... (+{len(channels) - 6})" if len(channels) > 6 else ""
-    return f"ch {shown}{more}"
-
-
 @dataclass(frozen=True, eq=False)
 class Edit:
     """One change to a module's output, made by :func:`ablate`, :func:`scale`, :func:`keep`,
@@ -120,7 +112,23 @@ class Edit:
         if self.kind == "keep" and not self.channels:
             raise EditError("keep needs the channels to keep")
         if self.kind == "concept":
-            _check_concepts(self)
+            c = self.concepts
+            if c is None or not callable(getattr(c, "contribution", None)):
+                raise EditError(
+                    f"a concept edit needs a dictionary (actviz.concepts.Concepts), not {c!r}"
+                )
+            if not self.channels:
+                raise EditError("a concept edit needs the concepts to change")
+            bad = [i for i in self.channels if i >= int(c.d_sae)]
+            if bad:
+                raise EditError(
+                    f"concept {bad[0]} is out of range; the dictionary has {c.d_sae} concepts "
+                    f"(0..{int(c.d_sae) - 1})"
+                )
+            factor = 0.0 if self.factor is None else float(self.factor)
+            if not math.isfinite(factor):
+                raise EditError(f"a concept edit needs a finite scale, not {self.factor!r}")
+            object.__setattr__(self, "factor", factor)
 
     def _key(self) -> tuple:
         return tuple(
@@ -136,7 +144,10 @@ class Edit:
 
     def describe(self) -> str:
         """Short text for the Edits panel: ``"ablate ch 3, 7"``, ``"scale ch 5 x0.5"``."""
-        ch = _ch_text(self.channels)
+        ch, n = "all", len(self.channels or ())
+        if self.channels is not None:
+            more = f", ... (+{n - 6})" if n > 6 else ""
+            ch = f"ch {', '.join(str(c) for c in self.channels[:6])}{more}"
         if self.kind == "clamp":
             lo = "-inf" if self.min is None else f"{self.min:g}"
             hi = "inf" if self.max is None else f"{self.max:g}"
@@ -156,21 +167,3 @@ class Edit:
 
     def __repr__(self) -> str:
         return f"Edit({self.describe()!r})"
-
-
-def _check_concepts(edit: Edit) -> None:
-    c = edit.concepts
-    if c is None or not callable(getattr(c, "contribution", None)):
-        raise EditError(f"a concept edit needs a dictionary (actviz.concepts.Concepts), not {c!r}")
-    if not edit.channels:
-        raise EditError("a concept edit needs the concepts to change")
-    bad = [i for i in edit.channels if i >= int(c.d_sae)]
-    if bad:
-        raise EditError(
-            f"concept {bad[0]} is out of range; the dictionary has {c.d_sae} concepts "
-            f"(0..{int(c.d_sae) - 1})"
-        )
-    factor = 0.0 if edit.factor is None else float(edit.factor)
-    if not math.isfinite(factor):
-        raise EditError(f"a concept edit needs a finite scale, not {edit.factor!r}")
-    object.__setattr__(edit, "factor", factor)

@@ -185,7 +185,10 @@ class _SavedBuffers:
         self.key = tuple(map(id, tensors))
         tensors = [t for t in tensors if not t.is_inference()]
         self.tensors = tensors
-        self.ptrs = _pointers(tensors)
+        try:  # where each tensor's memory starts; None if one has no single address (sparse)
+            self.ptrs: list[int] | None = [t.data_ptr() for t in tensors]
+        except RuntimeError:
+            self.ptrs = None
         grouped: dict[torch.device, list[int]] = {}
         loose: list[torch.Tensor] = []
         for i, t in enumerate(tensors):
@@ -254,14 +257,6 @@ def _flat(t: torch.Tensor) -> bool:
         and t.device.type != "meta"
         and t.is_contiguous()
     )
-
-
-def _pointers(tensors: list[torch.Tensor]) -> list[int] | None:
-    """Where each tensor's memory starts; None if one has no single address (sparse)."""
-    try:
-        return [t.data_ptr() for t in tensors]
-    except RuntimeError:
-        return None
 
 
 def _set_mode(module: nn.Module, train: bool) -> None:

@@ -142,13 +142,16 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
         own = [_info(p_name, p) for p_name, p in mod.named_parameters(recurse=False)]
         bufs = [_info(b_name, b) for b_name, b in mod.named_buffers(recurse=False) if b is not None]
         children = [ids[id(c)] for c in mod.children() if id(c) in ids]
+        # The class name the user wrote (a TorchScript module's ``original_name``).
+        scripted = isinstance(mod, torch.jit.ScriptModule)
+        original = getattr(mod, "original_name", None) if scripted else None
         try:
             extra = mod.extra_repr()
         except Exception:  # noqa: BLE001 - a user's extra_repr must not break the tree
             extra = ""
         node = ModuleNode(
             name=name,
-            type_name=_type_name(mod),
+            type_name=original if isinstance(original, str) and original else type(mod).__name__,
             depth=0 if not name else name.count(".") + 1,
             parent=parent,
             children=children,
@@ -176,10 +179,3 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
         if node.parent is not None and node.parent not in names:
             node.parent = ""
     return ModuleTree(nodes)
-
-
-def _type_name(module: nn.Module) -> str:
-    """The class name the user wrote (a TorchScript module's ``original_name``)."""
-    scripted = isinstance(module, torch.jit.ScriptModule)
-    original = getattr(module, "original_name", None) if scripted else None
-    return original if isinstance(original, str) and original else type(module).__name__

@@ -206,12 +206,6 @@ def folder_images(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
     return [full for _, full in files], classes
 
 
-def _tensor_hash(t: torch.Tensor) -> str:
-    h = hashlib.sha1(f"{tuple(t.shape)}|{t.dtype}".encode())
-    h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()[:20]
-
-
 def open_data(data: Any, spec: ModelSpec) -> ScanData:
     """Resolve ``data`` for a scan with the model ``spec``; ``InputError`` when missing or unfit."""
     exp = spec.expected
@@ -281,6 +275,8 @@ def _samples(value: torch.Tensor, src: str, word: str, identity: str | None, exp
     if t.ndim < 2:
         raise InputError(f"{src}: a scan needs N samples along the first dimension")
     if identity is None:
-        identity = f"tensor:{_tensor_hash(t)}"
+        h = hashlib.sha1(f"{tuple(t.shape)}|{t.dtype}".encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        identity = f"tensor:{h.hexdigest()[:20]}"
     n = int(t.shape[0])
     return ScanData(tuple(range(n)), ("",) * n, None, identity, Samples(t), False)

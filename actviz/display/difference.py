@@ -27,14 +27,6 @@ def _tensor(cap: Any, name: str, call: int) -> torch.Tensor | None:
     return None if not calls or call >= len(calls) else first_tensor(calls[call].output)
 
 
-def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch.Tensor | None:
-    """``a - b`` of layer ``name`` as a float32 CPU tensor; None if missing or shapes differ."""
-    a, b = _tensor(cap_a, name, call), _tensor(cap_b, name, call)
-    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
-        return None
-    return a.detach().to("cpu", torch.float32) - b.detach().to("cpu", torch.float32)
-
-
 def prepare_difference(
     cap_a: Any, cap_b: Any, spec: DisplaySpec, layers: Sequence[str] | None = None, *, call: int = 0
 ) -> dict[str, PreparedLayer]:
@@ -45,9 +37,10 @@ def prepare_difference(
         layers = spec.layers or [n for n in cap_a.names if n in cap_b.records]
     out: dict[str, PreparedLayer] = {}
     for name in layers:
-        diff = difference_tensor(cap_a, cap_b, name, call)
-        if diff is None:
+        a, b = _tensor(cap_a, name, call), _tensor(cap_b, name, call)
+        if a is None or b is None or tuple(a.shape) != tuple(b.shape):
             continue
+        diff = a.detach().to("cpu", torch.float32) - b.detach().to("cpu", torch.float32)
         rec = cap_a.records[name][call]
         view = layer_view(diff, spec.sample)
         first, page = spec.first_channel(name), spec.page_size(name)
