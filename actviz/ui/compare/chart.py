@@ -10,8 +10,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
-from actviz.ui.panels.grad_flow import LayerAxis
-from actviz.ui.panels.plot_panel import PlotPanel
+from actviz.ui.panels.plot_panel import LayerAxis, PlotPanel
 
 #: Colours of the two series and of the first-divergence mark.
 COSINE_COLOUR = "#3b6ea5"

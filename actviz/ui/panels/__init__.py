@@ -7,9 +7,8 @@ from actviz.display.colormaps import COLORMAPS
 from actviz.ui.panels.channel_view import ChannelView
 from actviz.ui.panels.colorbar import lut
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.overlay import InputPreview, OverlayPanel
-from actviz.ui.panels.plot_panel import HistogramPanel
+from actviz.ui.panels.plot_panel import GradFlowPanel, HistogramPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
 

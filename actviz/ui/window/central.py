@@ -17,9 +17,8 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.panels.channel_view import ChannelView
-from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.overlay import OverlayPanel
-from actviz.ui.panels.plot_panel import HistogramPanel
+from actviz.ui.panels.plot_panel import GradFlowPanel, HistogramPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
 from actviz.ui.panels.style import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from actviz.ui.panels.grad_flow import AXIS_TITLE, SHORT_AXIS_TITLE
+from actviz.ui.panels.plot_panel import AXIS_TITLE, SHORT_AXIS_TITLE
 from tests.ui.tiny_models import TinyCNN
 
 

@@ -15,7 +15,7 @@ from PySide6.QtGui import QImage, QPainter
 from actviz.core.capture import capture
 from actviz.display.stats import layer_stats
 from actviz.testing import RUN_TIMEOUT_MS
-from actviz.ui.panels.grad_flow import GradFlowPanel, _short
+from actviz.ui.panels.plot_panel import GradFlowPanel, _short
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import COLUMNS, StatsTable
 from actviz.ui.window.result_display import default_selected_layer
