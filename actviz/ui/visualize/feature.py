@@ -51,8 +51,6 @@ class VisualizeFeature(FeatureBase, QObject):
         #: The synthesis: on :attr:`synth_worker`, on the model's copy (:attr:`copy`).
         self.synth_worker = Worker(self, nice=CAPTURE_NICE)
         self.copy = host.private_model(self)
-        # The key asked for while its copy is being made (None: none asked for).
-        self._waiting: tuple[Any, ...] | None = None
         #: Its context: the key it computes.
         self.job = FeatureJob(
             self,
@@ -235,21 +233,17 @@ class VisualizeFeature(FeatureBase, QObject):
         key = self.key()
         if self._closed or self.is_synthesising() or key is None:
             return False
-        self._waiting = key
         self.section.set_busy(True)
         self.section.set_message(f"Synthesising what ch {key[1]} wants…")
         self.host.refresh_busy("Synthesising what the channel wants…")
-        self.copy.get(self._start, self._on_copy_failed)
+        self.copy.get(lambda twin: self._start(twin, key), self._on_copy_failed)
         return True
 
     def is_synthesising(self) -> bool:
         """True while What it wants runs or waits for its copy of the model."""
-        return self.job.running or self._waiting is not None
+        return self.job.running or self.copy.pending
 
-    def _start(self, twin: Any) -> None:
-        key, self._waiting = self._waiting, None
-        if key is None:
-            return
+    def _start(self, twin: Any, key: tuple[Any, ...]) -> None:
         model = self.copy.engine_model(twin)
         _, channel, settings = key
         tracked = self.job
@@ -271,15 +265,13 @@ class VisualizeFeature(FeatureBase, QObject):
         )
 
     def _cancel_synthesis(self) -> bool:
-        if self._waiting is not None:  # still waiting for its copy: nothing started
+        if self.copy.pending:  # still waiting for its copy: nothing started
             self.copy.abandon()
-            self._waiting = None
             self.job.fail("What it wants cancelled", "Cancelled.")
             return True
         return self.job.cancel()
 
     def _on_copy_failed(self, error: BaseException) -> None:
-        self._waiting = None
         self.job.fail("What it wants failed", f"Could not copy the model: {describe_error(error)}")
 
     def _show_cached(self) -> None:
