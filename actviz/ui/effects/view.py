@@ -231,17 +231,13 @@ class EffectsSection(QtWidgets.QWidget):
         self.ablate_button.setText(f"Ablate top {k}")
         self.keep_button.setText(f"Keep only top {k}")
         n = self.layer
-        concept = unit == "concept"
-        self.ablate_button.setToolTip(
-            f"What-if: remove the top {k} concepts of {n} (x − z_i d_i) and run again"
-            if concept
-            else f"What-if: set the top {k} channels of {n} to zero and run again"
-        )
-        self.keep_button.setToolTip(
-            f"What-if: remove every concept of {n} but the top {k} and run again"
-            if concept
-            else f"What-if: set every channel of {n} but the top {k} to zero and run again"
-        )
+        top, rest = f"the top {k} {unit}s of {n}", f"every {unit} of {n} but the top {k}"
+        if unit == "concept":
+            ablate, keep = f"remove {top} (x − z_i d_i)", f"remove {rest}"
+        else:
+            ablate, keep = f"set {top} to zero", f"set {rest} to zero"
+        self.ablate_button.setToolTip(f"What-if: {ablate} and run again")
+        self.keep_button.setToolTip(f"What-if: {keep} and run again")
 
 
 class EffectsView(QtWidgets.QWidget):

@@ -158,9 +158,6 @@ class TokenViews(FeatureBase):
         for event, slot in self._session_slots():
             event.disconnect(slot)
 
-    def has_tokenizer(self) -> bool:
-        return getattr(self.session.loaded_model, "tokenizer", None) is not None
-
     def focus_text(self) -> None:
         self.text_bar.setVisible(True)
         self.text_edit.setFocus()
@@ -174,7 +171,7 @@ class TokenViews(FeatureBase):
         return self.host.open_input_source(TEXT_PREFIX + text, remember=False)
 
     def _on_session_model_changed(self) -> None:
-        text = self.has_tokenizer()
+        text = getattr(self.session.loaded_model, "tokenizer", None) is not None
         self.text_bar.setVisible(text)
         self.text_action.setEnabled(text)
         self.attention_panel.clear()
