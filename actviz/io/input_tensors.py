@@ -24,12 +24,8 @@ from actviz.io.models.checkpoints import FileFormat, extract_weights, one_line, 
 #: Seed of ``random:`` inputs when none is given, so runs repeat.
 RANDOM_SEED = 0
 _TENSOR_FORMATS = (
-    FileFormat.TORCH_ZIP,
-    FileFormat.PICKLE,
-    FileFormat.NPY,
-    FileFormat.NPZ,
-    FileFormat.SAFETENSORS,
-)
+    FileFormat.TORCH_ZIP, FileFormat.PICKLE, FileFormat.NPY, FileFormat.NPZ, FileFormat.SAFETENSORS
+)  # fmt: skip
 
 
 def _array_to_tensor(arr: np.ndarray, src: str) -> torch.Tensor:
