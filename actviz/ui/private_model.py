@@ -187,10 +187,7 @@ class ModelCopyService(QObject):
     ) -> PrivateModel:
         """A new :class:`PrivateModel` for ``owner`` (see its parameters)."""
         handle = PrivateModel(self, owner, to_eval=to_eval, keep=keep)
-        if not self._closed:
-            self._owners.add(handle)
-        else:
-            handle.close()
+        handle.close() if self._closed else self._owners.add(handle)
         return handle
 
     def owners(self) -> list[PrivateModel]:

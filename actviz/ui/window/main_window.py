@@ -224,7 +224,7 @@ class MainWindow(QMainWindow):
         return [
             (s.model_changed, self._on_session_model_changed),
             (s.input_changed, self._on_session_input_changed),
-            (s.ticks_changed, self._on_session_ticks_changed),
+            (s.ticks_changed, self._on_session_changed),
             (s.target_changed, self.runs.schedule_run),
             (s.result_changed, self.memory.touch),
             (s.pins_changed, self.pins_ui.on_session_pins_changed),
@@ -242,8 +242,7 @@ class MainWindow(QMainWindow):
             action.setChecked(s.input_as_list)
         self.centre.banner.set_messages("model", [("warning", w) for w in s.model_warnings])
         self.host.clear_messages("run")
-        self._update_enabled()
-        self.runs.schedule_run()
+        self._on_session_changed()
 
     def _on_session_input_changed(self) -> None:
         inp = self.session.input
@@ -252,10 +251,9 @@ class MainWindow(QMainWindow):
             if inp.source and Path(inp.source).name not in caption:
                 caption = f"{Path(inp.source).name} · {caption}"
             self.host.show_input_image(inp.image, caption)
-        self._update_enabled()
-        self.runs.schedule_run()
+        self._on_session_changed()
 
-    def _on_session_ticks_changed(self, _names: set[str]) -> None:
+    def _on_session_changed(self, *_args: object) -> None:
         self._update_enabled()
         self.runs.schedule_run()
 
