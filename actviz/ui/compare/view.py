@@ -10,7 +10,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.compare.chart import SimilarityChart
 from actviz.ui.compare.differences import DifferenceArea
 from actviz.ui.panels import style
-from actviz.ui.panels.prediction_change import PredictionChangeView
+from actviz.ui.panels.prediction import PredictionChangeView
 from actviz.workspace.compare_job import INPUT, MODEL, PIN
 
 #: The choices of run B, in the source picker's order.

@@ -1,13 +1,19 @@
-"""PredictionPanel: the model's top answers (classes, next tokens, detections) as labelled bars."""
+"""PredictionPanel: the model's top answers (classes, next tokens, detections) as labelled bars;
+PredictionChangeView: two runs' predictions side by side with their change."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
+
+if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; panels never do
+    from actviz.display.difference import PredictionChange
 
 #: Height of a probability bar under its class name.
 BAR_HEIGHT = 8
@@ -169,3 +175,211 @@ class PredictionPanel(PanelBase):
         """Show no prediction."""
         self.set_predictions([], "class")
         self.set_target_text("")
+
+
+#: ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)`` as ``PredictionRow``, A minus B.
+ChangeRow = tuple[int, str, float, float, float, float, float, float]
+
+#: Colours of a change up / down.
+UP_COLOUR = QtGui.QColor("#1e7b34")
+DOWN_COLOUR = QtGui.QColor(style.BAR_BAD)
+#: A probability change smaller than this reads "+0.0" (points): it is not coloured.
+_DP_SHOWN = 5e-4
+
+
+def format_percent(p: float) -> str:
+    """``83.1%``: a probability, compact for the table (``nan`` as is)."""
+    return "nan" if math.isnan(p) else f"{100.0 * p:.1f}%"
+
+
+def format_change(value: float, *, percent: bool) -> str:
+    """A signed change: ``+12.3`` points when ``percent``, else a logit in six characters."""
+    if math.isnan(value):
+        return "nan"
+    if percent:
+        return f"{100.0 * value:+.1f}"
+    size = abs(value)
+    return f"{value:+.2f}" if size < 10 else f"{value:+.1f}" if size < 100 else f"{value:+.0f}"
+
+
+class PredictionChangeView(PanelBase):
+    """Per class, its probability in runs A and B and the change (A minus B); hidden when empty.
+
+    ``names``/``tips``: headers and tooltips of A's and B's columns; ``reference_first``: B's
+    first; ``caption``: a line above; ``empty_text``: :meth:`clear`'s message (empty: hidden);
+    ``framed``: False inside another panel.
+    """
+
+    def __init__(
+        self,
+        title: str = "",
+        *,
+        names: tuple[str, str] = ("A", "B"),
+        tips: tuple[str, str] = ("probability in run A", "probability in run B"),
+        reference_first: bool = False,
+        caption: str = "",
+        empty_text: str = "",
+        framed: bool = True,
+        parent: QtWidgets.QWidget | None = None,
+    ) -> None:
+        super().__init__(title, parent)
+        self.title_label.setVisible(bool(title))
+        if not framed:
+            self.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+            self.layout().setContentsMargins(0, 0, 0, 0)
+            # Inside another panel's layout: as tall as its content, never more.
+            policy = QtWidgets.QSizePolicy.Policy
+            self.setSizePolicy(policy.Preferred, policy.Maximum)
+        self._reference_first = bool(reference_first)
+        self._empty_text = empty_text
+        self.caption = style.caption_label(caption, wrap=True)
+        self.caption.setVisible(False)  # it reads the table: shown with it
+        self.content.addWidget(self.caption)
+
+        a, b = names
+        a_tip, b_tip = tips
+        probabilities = [(b, b_tip), (a, a_tip)] if reference_first else [(a, a_tip), (b, b_tip)]
+        columns = [
+            *probabilities,
+            ("Δp", f"change of the probability ({a} − {b}), in percentage points"),
+            ("Δlogit", f"change of the logit, the raw output ({a} − {b})"),
+        ]
+        self.table = QtWidgets.QTableWidget(0, len(columns))
+        self.table.setHorizontalHeaderLabels([text for text, _ in columns])
+        for col, (_, tip) in enumerate(columns):
+            self.table.horizontalHeaderItem(col).setToolTip(tip)
+        self.table.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideRight)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 4)
+        self.table.setVisible(False)
+        self.content.addWidget(self.table)
+        self.message_label = style.caption_label(empty_text, wrap=True)
+        self.message_label.setVisible(bool(empty_text))
+        self.content.addWidget(self.message_label)
+        # A panel taller than its table keeps the table at the top, the space below it.
+        self.content.addStretch(1)
+
+        self._rows: list[ChangeRow] = []
+        self._target: ChangeRow | None = None
+        #: What set_rows showed last, to skip a repeat: so far, what clear() shows.
+        self._shown: tuple = ((), None, None, None, empty_text)
+        if not empty_text:
+            # Hidden until set_rows has something to show.
+            self.setVisible(False)
+
+    def set_change(self, change: PredictionChange) -> None:
+        """Show a :class:`~actviz.display.difference.PredictionChange`."""
+        self.set_rows(
+            change.rows,
+            target=change.target,
+            top_a=change.top_a,
+            top_b=change.top_b,
+            message="" if change.rows else change.message,
+        )
+
+    def set_rows(
+        self,
+        rows: Sequence[ChangeRow],
+        *,
+        target: ChangeRow | None = None,
+        top_a: int | None = None,
+        top_b: int | None = None,
+        message: str = "",
+    ) -> None:
+        """Show ``rows``, then ``target``'s if missing; ``top_a``/``top_b`` bold; ``message``."""
+        new_rows = list(rows)
+        shown = (tuple(new_rows), target, top_a, top_b, message)
+        if shown == self._shown:
+            return  # live frames repeat it; a rebuild relays out the panel
+        self._shown = shown
+        self._rows = new_rows
+        self._target = target
+        listed = list(new_rows)
+        if target is not None and all(r[0] != target[0] for r in listed):
+            listed.append(target)
+        self._fill(listed, target[0] if target is not None else None, top_a, top_b)
+        self.message_label.setText(message)
+        self.message_label.setVisible(bool(message))
+        self.setVisible(bool(listed or message))
+
+    def _fill(
+        self, listed: list[ChangeRow], target: int | None, top_a: int | None, top_b: int | None
+    ) -> None:
+        table = self.table
+        columns = table.columnCount()
+        table.clearSpans()
+        table.setRowCount(2 * len(listed))
+        bold = QtGui.QFont(table.font())
+        bold.setBold(True)
+        right = QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
+        for i, (index, name, p_a, p_b, dp, _la, _lb, dlogit) in enumerate(listed):
+            is_target = index == target
+            plain = not name or name in (str(index), f"class {index}")
+            label = f"class {index}" if plain else f"{index}: {name}"
+            title = QtWidgets.QTableWidgetItem(label + ("  (target)" if is_target else ""))
+            title.setToolTip(
+                f"class {index}: {name}" + (" - the target class" if is_target else "")
+            )
+            if is_target:
+                title.setFont(bold)
+            table.setItem(2 * i, 0, title)
+            table.setSpan(2 * i, 0, 1, columns)
+            first, second = ((p_b, top_b), (p_a, top_a))
+            if not self._reference_first:
+                first, second = second, first
+            cells = [
+                (format_percent(first[0]), index == first[1], math.nan),
+                (format_percent(second[0]), index == second[1], math.nan),
+                (format_change(dp, percent=True), False, 0.0 if abs(dp) < _DP_SHOWN else dp),
+                (format_change(dlogit, percent=False), False, dlogit),
+            ]
+            for col, (text, strong, change) in enumerate(cells):
+                item = QtWidgets.QTableWidgetItem(text)
+                item.setTextAlignment(right)
+                if strong or is_target:
+                    item.setFont(bold)
+                if not math.isnan(change) and change != 0:
+                    item.setForeground(UP_COLOUR if change > 0 else DOWN_COLOUR)
+                table.setItem(2 * i + 1, col, item)
+        # As tall as its rows: whatever holds the panel scrolls, not the table.
+        height = table.horizontalHeader().sizeHint().height()
+        height += table.verticalHeader().defaultSectionSize() * 2 * len(listed)
+        table.setFixedHeight(height + 2 * table.frameWidth())
+        table.setVisible(bool(listed))
+        self.caption.setVisible(bool(listed) and bool(self.caption.text()))
+
+    def rows(self) -> list[ChangeRow]:
+        """The rows shown, as given (without the target's, unless it is one of them)."""
+        return list(self._rows)
+
+    def target_row(self) -> ChangeRow | None:
+        """The target class's row (None without a target)."""
+        return self._target
+
+    def message(self) -> str:
+        """The message line ("" when none is shown)."""
+        return self.message_label.text()
+
+    def cell_texts(self) -> list[list[str]]:
+        """What the table says, one list per class: its name line, then its numbers."""
+        table = self.table
+        return [
+            [table.item(r, 0).text()]
+            + [table.item(r + 1, c).text() for c in range(table.columnCount())]
+            for r in range(0, table.rowCount(), 2)
+        ]
+
+    def set_message(self, text: str) -> None:
+        """Show ``text`` instead of rows (outputs that are not class scores)."""
+        self.set_rows([], message=text)
+
+    def clear(self) -> None:
+        """Show no rows: the ``empty_text`` message, or nothing (hidden) without one."""
+        self.set_rows([], message=self._empty_text)

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
 from actviz.ui.host import FeatureBase, WindowHost, channels_text
-from actviz.ui.panels.prediction_change import PredictionChangeView
+from actviz.ui.panels.prediction import PredictionChangeView
 from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock, ask_range
 from actviz.workspace.edits_board import StaleEditError
 

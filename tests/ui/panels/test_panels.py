@@ -447,7 +447,7 @@ def test_prediction_panel_rows_in_order(qtbot, conv_capture):
 
 def test_prediction_change_view_orders_bolds_and_skips_repeats(qtbot, monkeypatch):
     from actviz.display.difference import prediction_change
-    from actviz.ui.panels.prediction_change import PredictionChangeView
+    from actviz.ui.panels.prediction import PredictionChangeView
 
     a = torch.tensor([[3.0, 1.0, 0.0, -1.0, 0.5, 2.0]])
     b = torch.tensor([[0.0, 1.0, 3.0, -1.0, 0.5, 2.0]])
@@ -710,7 +710,7 @@ def test_every_panel_exports_a_png_even_unshown(qtbot, conv_capture, tmp_path, f
 
 
 def test_changes_are_short_enough_for_the_narrow_overview_column():
-    from actviz.ui.panels.prediction_change import format_change
+    from actviz.ui.panels.prediction import format_change
 
     logits = [0.0581, -0.798, 3.0, -12.345, 123.4, float("nan")]
     assert [format_change(v, percent=False) for v in logits] == [
