@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSignalBlocker, Signal
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from actviz.ui.background_loads import format_eta
@@ -116,7 +116,6 @@ class DatasetDock(QDockWidget):
         self.hint_label = style.caption_label("Click a channel: its top images in the channel view")
         layout.addWidget(self.hint_label)
         self.setWidget(body)
-        self._quiet = False
 
     def set_summary(self, text: str, tooltip: str = "") -> None:
         self.summary_label.setText(text)
@@ -174,12 +173,11 @@ class DatasetDock(QDockWidget):
 
     def set_layers(self, layers: Sequence[str], current: str | None = None) -> None:
         """The scanned layers to choose from (the table follows the chosen one)."""
-        self._quiet = True
-        self.layer_combo.clear()
-        self.layer_combo.addItems(list(layers))
-        if current is not None and current in layers:
-            self.layer_combo.setCurrentText(current)
-        self._quiet = False
+        with QSignalBlocker(self.layer_combo):
+            self.layer_combo.clear()
+            self.layer_combo.addItems(list(layers))
+            if current in layers:
+                self.layer_combo.setCurrentText(current)
 
     def current_layer(self) -> str:
         return self.layer_combo.currentText()
@@ -202,5 +200,5 @@ class DatasetDock(QDockWidget):
         self.hint_label.setText("Click a channel: its top images in the channel view")
 
     def _on_layer_changed(self, name: str) -> None:
-        if not self._quiet and name:
+        if name:
             self.layer_chosen.emit(name)

@@ -283,8 +283,9 @@ class Coalescer:
     ):
         self.min_interval_s, self.clock, self.limit = min_interval_s, clock, limit
         self.in_flight = 0
+        #: The waiting item, and whether there is one (None may be an item).
         self.pending: Any = None
-        self._has_pending = False
+        self.has_pending = False
         self._last_start = -math.inf
         self.offered = self.started = self.dropped = 0
 
@@ -295,16 +296,16 @@ class Coalescer:
 
     def offer(self, item: Any) -> None:
         """Make ``item`` the waiting job (replacing, and dropping, an older waiting one)."""
-        if self._has_pending:
+        if self.has_pending:
             self.dropped += 1
-        self.pending, self._has_pending = item, True
+        self.pending, self.has_pending = item, True
         self.offered += 1
 
     def take(self) -> tuple[bool, Any]:
         """``(True, item)`` when the waiting item may start now (it is then in flight)."""
-        if self.busy or not self._has_pending or self.wait_s() > 0:
+        if self.busy or not self.has_pending or self.wait_s() > 0:
             return False, None
-        item, self.pending, self._has_pending = self.pending, None, False
+        item, self.pending, self.has_pending = self.pending, None, False
         self.in_flight += 1
         self._last_start = self.clock()
         self.started += 1
@@ -320,11 +321,7 @@ class Coalescer:
 
     def clear(self) -> None:
         """Forget the waiting item (not counted as dropped)."""
-        self.pending, self._has_pending = None, False
-
-    @property
-    def has_pending(self) -> bool:
-        return self._has_pending
+        self.pending, self.has_pending = None, False
 
 
 def estimate_bytes(
