@@ -20,6 +20,7 @@ import torch
 from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
+from actviz.io.export.reproduce import EDIT_VALUES
 
 
 class SessionFileError(ActvizError):
@@ -28,8 +29,6 @@ class SessionFileError(ActvizError):
 
 #: Edit kinds that a session file can hold (custom edits are Python callables).
 _SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch", "concept")
-#: An edit's values a row holds when set.
-_EDIT_VALUES = ("factor", "min", "max", "call", "dim")
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def edits_to_json(
                     dictionaries.append(edit.concepts)
                 row["concepts"] = found[0] if found else len(dictionaries) - 1
             row["channels"] = None if edit.channels is None else list(edit.channels)
-            row.update({n: getattr(edit, n) for n in _EDIT_VALUES if getattr(edit, n) is not None})
+            row.update({n: getattr(edit, n) for n in EDIT_VALUES if getattr(edit, n) is not None})
             row["enabled"] = bool(edit.enabled)
             rows.append(row)
     return rows, warnings
@@ -124,7 +123,7 @@ def edits_from_json(
                 source=source,
                 enabled=bool(row.get("enabled", True)),
                 concepts=concepts,
-                **{n: row.get(n) for n in _EDIT_VALUES},
+                **{n: row.get(n) for n in EDIT_VALUES},
             )
             out.setdefault(str(row["layer"]), []).append(edit)
         except (KeyError, TypeError, ValueError) as exc:
@@ -183,24 +182,22 @@ def _encode(obj: Any, store: _Arrays) -> dict[str, Any]:
 
 
 def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
-    kind = node["t"]
-    if kind == "tensor":
-        # ``to`` returns the tensor itself when its dtype is the saved one
-        return torch.from_numpy(np.array(arrays[node["k"]])).to(getattr(torch, node["dtype"]))
-    if kind == "ndarray":
-        return np.array(arrays[node["k"]])
-    if kind in ("list", "tuple"):
-        items = [_decode(v, arrays) for v in node["items"]]
-        return items if kind == "list" else tuple(items)
-    if kind == "dict":
-        return {k: _decode(v, arrays) for k, v in node["items"]}
-    if kind == "value":
-        return node["v"]
-    if kind == "float":
-        return float(node["v"])
-    if kind == "none":
-        return None
-    raise ValueError(f"unknown node type {kind!r}")
+    if (decode := _DECODERS.get(node["t"])) is None:
+        raise ValueError(f"unknown node type {node['t']!r}")
+    return decode(node, arrays)
+
+
+#: How each node type of :func:`_encode` is read back (``to`` keeps a tensor of the saved dtype).
+_DECODERS: dict[str, Any] = {
+    "tensor": lambda n, a: torch.from_numpy(np.array(a[n["k"]])).to(getattr(torch, n["dtype"])),
+    "ndarray": lambda n, a: np.array(a[n["k"]]),
+    "list": lambda n, a: [_decode(v, a) for v in n["items"]],
+    "tuple": lambda n, a: tuple(_decode(v, a) for v in n["items"]),
+    "dict": lambda n, a: {k: _decode(v, a) for k, v in n["items"]},
+    "value": lambda n, a: n["v"],
+    "float": lambda n, a: float(n["v"]),
+    "none": lambda n, a: None,
+}
 
 
 #: The nested tensor structures of a record and of a capture, as saved.

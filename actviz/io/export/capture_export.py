@@ -25,7 +25,7 @@ from actviz.display.logit_lens import token_texts
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.io.errors import ActvizError
-from actviz.io.export.reproduce import RunSource, write_reproduce
+from actviz.io.export.reproduce import EDIT_VALUES, RunSource, write_reproduce
 from actviz.io.export.token_export import sequence_inputs, write_sequence_views
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
@@ -63,10 +63,9 @@ def _edit_rows(edits: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
         for edit in items:
             row: dict[str, Any] = {"layer": layer, "kind": edit.kind, "edit": edit.describe()}
             row["channels"] = list(edit.channels) if edit.channels is not None else None
-            for key in ("factor", "min", "max", "call", "dim"):
-                if getattr(edit, key) is not None:
-                    row[key] = getattr(edit, key)
-            rows.append(row)
+            rows.append(
+                row | {k: getattr(edit, k) for k in EDIT_VALUES if getattr(edit, k) is not None}
+            )
     return rows
 
 

@@ -17,6 +17,8 @@ from actviz.core.records import Capture
 
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"
+#: An edit's values besides its kind and channels (None: not set), as files record them.
+EDIT_VALUES = ("factor", "min", "max", "call", "dim")
 _EDITS_IMPORT = (
     "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401"
 )
@@ -92,8 +94,7 @@ def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:
     channels = None if edit.channels is None else list(edit.channels)
     if edit.dim is not None or not edit.enabled:
         fields = [f"{edit.kind!r}", f"channels={edit.channels!r}"]
-        values = ("factor", "min", "max", "call", "dim")
-        fields += [f"{n}={getattr(edit, n)!r}" for n in values if getattr(edit, n) is not None]
+        fields += [f"{n}={getattr(edit, n)!r}" for n in EDIT_VALUES if getattr(edit, n) is not None]
         if edit.kind == "patch":
             fields.append(f"source={source_var}")
         if edit.kind == "custom":
@@ -166,7 +167,9 @@ def _open_lines(
 def _script(
     head: list[str], notes: list[str], notes_title: str, body: list[str], *, edits: bool
 ) -> str:
-    """A script's text: its docstring (``head``, then ``notes``), imports, ``HERE``/``OUT``, ``body``."""
+    """A script's text: its docstring (``head``'s two lines, how to run it, the rest of ``head``,
+    then ``notes``), imports, ``HERE``/``OUT``, ``body``."""
+    head = [*head[:2], "", "    python reproduce.py [OUT]", "", *head[2:]]
     if notes:
         head = [*head, "", notes_title] + [f"- {n}" for n in notes]
     imports = [
@@ -206,9 +209,6 @@ def reproduce_script(
     head = [
         '"""Rebuild the run exported in this folder with actviz\'s public API and save the same',
         "per-layer arrays (<layer>.npz) into OUT (default: ./reproduced beside this script).",
-        "",
-        "    python reproduce.py [OUT]",
-        "",
         f"Model: {source.model or '(unknown)'}   Input: {source.input or '(saved tensors)'}",
     ]
     lines += _open_lines(source, saved, notes)
@@ -355,9 +355,6 @@ def compare_script(
     head = [
         '"""Rebuild the two runs compared in this folder with actviz\'s public API and write',
         "their comparison into OUT/compare.json (default: ./reproduced beside this script).",
-        "",
-        "    python reproduce.py [OUT]",
-        "",
         f"Run A: {source_a.model} on {source_a.input}",
         f"Run B: {source_b.model} on {source_b.input}",
     ]
