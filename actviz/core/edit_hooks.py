@@ -141,31 +141,20 @@ class _Applied:
             self.cache[key] = idx
         return idx
 
-    def _shaped(self, vec: torch.Tensor, t: torch.Tensor, dim: int) -> torch.Tensor:
-        shape = [1] * t.ndim
-        if t.ndim:
-            shape[dim] = -1
-        return vec.view(shape)
-
-    def _mask(self, t: torch.Tensor, dim: int) -> torch.Tensor:
-        key = ("mask", t.ndim, dim, t.shape[dim] if t.ndim else 0, t.device)
-        mask = self.cache.get(key)
-        if mask is None:
-            size = t.shape[dim] if t.ndim else 1
-            flat = torch.zeros(size, dtype=torch.bool)
-            flat[list(self.edit.channels or range(size))] = True
-            mask = self._shaped(flat.to(t.device), t, dim)
-            self.cache[key] = mask
-        return mask
-
-    def _factor(self, t: torch.Tensor, dim: int) -> torch.Tensor:
-        key = ("factor", t.ndim, dim, t.shape[dim], t.device, t.dtype)
+    def _vec(self, t: torch.Tensor, dim: int, value: Any = True) -> torch.Tensor:
+        """``value`` on the edit's channels, shaped to broadcast on ``t``: a mask (True, else
+        False) or per-channel factors (1 elsewhere, in ``t``'s dtype)."""
+        mask = value is True
+        key = ("vec", mask, value, t.ndim, dim, t.shape[dim] if t.ndim else 0, t.device, t.dtype)
         vec = self.cache.get(key)
         if vec is None:
-            flat = torch.ones(t.shape[dim], dtype=t.dtype)
-            flat[list(self.edit.channels)] = self.edit.factor  # type: ignore[index]
-            vec = self._shaped(flat.to(t.device), t, dim)
-            self.cache[key] = vec
+            size = t.shape[dim] if t.ndim else 1
+            flat = torch.full((size,), not mask, dtype=torch.bool if mask else t.dtype)
+            flat[list(self.edit.channels or range(size))] = value
+            shape = [1] * t.ndim
+            if t.ndim:
+                shape[dim] = -1
+            vec = self.cache[key] = flat.to(t.device).view(shape)
         return vec
 
     def _source(self, t: torch.Tensor, index: int) -> torch.Tensor:
@@ -225,12 +214,12 @@ class _Applied:
         elif edit.kind == "keep":
             new = t.index_fill(dim, self._index(t, dim, complement=True), 0)
         elif edit.kind == "scale":
-            new = t * (edit.factor if edit.channels is None else self._factor(t, dim))
+            new = t * (edit.factor if edit.channels is None else self._vec(t, dim, edit.factor))
         elif edit.kind == "clamp":
             clamped = t.clamp(edit.min, edit.max)
-            new = clamped if edit.channels is None else torch.where(self._mask(t, dim), clamped, t)
+            new = clamped if edit.channels is None else torch.where(self._vec(t, dim), clamped, t)
         else:  # patch: connected to t, so earlier layers get an exact zero gradient
-            new = torch.where(self._mask(t, dim), src, t)
+            new = torch.where(self._vec(t, dim), src, t)
         if not t.is_floating_point() and edit.kind != "ablate":
             new = new.to(t.dtype)
         return replace_first(output, new)
