@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -12,16 +12,7 @@ from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 
 _Qt = QtCore.Qt
-
-
-@dataclass(frozen=True)
-class _Column:
-    key: str
-    header: str
-    numeric: bool
-    tooltip: str
-
-
+_Column = namedtuple("_Column", "key header numeric tooltip")
 COLUMNS: list[_Column] = [
     _Column("name", "layer", False, "qualified module name"),
     _Column("shape", "shape", False, "output shape"),
@@ -267,10 +258,9 @@ class StatsTable(PanelBase):
             self.model.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
         self._fit_if_needed()
         bad = sum(1 for row in rows if _is_bad(row))
-        text = f"{len(rows)} layers"
-        if bad:
-            text += f" · {bad} with NaN/Inf"
-        self.summary_label.setText(text)
+        self.summary_label.setText(
+            f"{len(rows)} layers" + (f" · {bad} with NaN/Inf" if bad else "")
+        )
 
     def names(self) -> list[str]:
         """Layer names in the order the table shows them."""
