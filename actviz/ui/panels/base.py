@@ -16,21 +16,6 @@ logger = logging.getLogger(__name__)
 _EXPORT_FALLBACK_SIZE = QtCore.QSize(480, 320)
 
 
-def export_widget_png(widget: QtWidgets.QWidget, path: str | Path) -> None:
-    """Render ``widget`` to a PNG file (never shown: at its size hint); ``OSError`` on failure."""
-    path = Path(path)
-    if not widget.isVisible() and not widget.testAttribute(QtCore.Qt.WidgetAttribute.WA_Resized):
-        widget.resize(widget.sizeHint().expandedTo(_EXPORT_FALLBACK_SIZE))
-    if widget.layout() is not None:
-        widget.layout().activate()
-    pixmap = widget.grab()
-    if pixmap.isNull() or not pixmap.save(str(path), "PNG"):
-        raise OSError(f"could not write PNG to {path}")
-    logger.debug(
-        "exported %s (%dx%d) to %s", type(widget).__name__, pixmap.width(), pixmap.height(), path
-    )
-
-
 class PanelBase(QtWidgets.QFrame):
     """A framed panel with a bold title over ``self.content`` (a QVBoxLayout)."""
 
@@ -79,5 +64,14 @@ class PanelBase(QtWidgets.QFrame):
         raise NotImplementedError
 
     def export_png(self, path: str | Path) -> None:
-        """Render this panel to a PNG file at ``path`` (see :func:`export_widget_png`)."""
-        export_widget_png(self, path)
+        """Write the panel as a PNG at ``path`` (unshown: at its size hint), else ``OSError``."""
+        path = Path(path)
+        if not self.isVisible() and not self.testAttribute(QtCore.Qt.WidgetAttribute.WA_Resized):
+            self.resize(self.sizeHint().expandedTo(_EXPORT_FALLBACK_SIZE))
+        self.layout().activate()
+        pixmap = self.grab()
+        if pixmap.isNull() or not pixmap.save(str(path), "PNG"):
+            raise OSError(f"could not write PNG to {path}")
+        logger.debug(
+            "exported %s (%dx%d) to %s", type(self).__name__, *pixmap.size().toTuple(), path
+        )
