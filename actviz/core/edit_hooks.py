@@ -132,13 +132,8 @@ class _Applied:
         key = ("index", t.shape[dim] if t.ndim else 0, t.device, complement)
         idx = self.cache.get(key)
         if idx is None:
-            size = t.shape[dim] if t.ndim else 1
-            chosen = torch.zeros(size, dtype=torch.bool)
-            chosen[list(self.edit.channels or range(size))] = True
-            if complement:
-                chosen = ~chosen
-            idx = torch.nonzero(chosen).flatten().to(t.device)
-            self.cache[key] = idx
+            chosen = self._vec(t, dim).reshape(-1)
+            idx = self.cache[key] = torch.nonzero(~chosen if complement else chosen).flatten()
         return idx
 
     def _vec(self, t: torch.Tensor, dim: int, value: Any = True) -> torch.Tensor:
