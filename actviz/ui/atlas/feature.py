@@ -96,17 +96,6 @@ def selection_text(atlas: Any, rows: np.ndarray) -> str:
     return text
 
 
-def no_map_text(scan: Any) -> str:
-    """Why the tab has no map of ``scan`` (None: nothing scanned yet)."""
-    if scan is None:
-        return EMPTY_TEXT
-    # A scan whose embeddings were over the memory budget says so.
-    for note in getattr(scan, "warnings", ()) or ():
-        if str(note).startswith(NO_ATLAS_NOTE):
-            return str(note)
-    return "The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"
-
-
 class AtlasFeature(FeatureBase, QObject):
     """The Atlas tab (see the module's docstring)."""
 
@@ -173,7 +162,11 @@ class AtlasFeature(FeatureBase, QObject):
             # Its line named the map before (another model's, after a model switch).
             self.view.status_label.setText("")
             self.view.set_choices(self.view.layer_combo, (), None)
-            self.view.show_empty(no_map_text(scan))
+            # A scan whose embeddings were over the memory budget says so.
+            notes = [str(n) for n in getattr(scan, "warnings", ()) or ()]
+            why = [n for n in notes if n.startswith(NO_ATLAS_NOTE)]
+            why += ["The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"]
+            self.view.show_empty(EMPTY_TEXT if scan is None else why[0])
             return
         self.logits = classifier_layer(scan, self.session.categories)
         # A layer other than the classifier is the more telling map; the one shown stays.

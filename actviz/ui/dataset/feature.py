@@ -9,6 +9,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog
 
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
 from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept
@@ -180,8 +181,6 @@ class DatasetScanUI(FeatureBase, QObject):
             self.host.show_warning("A scan is running: cancel it first.", BANNER_SOURCE)
             return False
         if folder is None:
-            from PySide6.QtWidgets import QFileDialog
-
             parent = self.host.dialog_parent()
             folder = QFileDialog.getExistingDirectory(parent, "Open a saved scan")
             if not folder:

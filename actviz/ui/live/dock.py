@@ -356,7 +356,12 @@ class LiveControls(QtWidgets.QDockWidget):
 
     def _sync_perturbation_enabled(self) -> None:
         """Without an image-like tensor in the input, the perturbations are off and say why."""
-        tip = perturbation_refusal(self.controller)
+        c, session, tip = self.controller, self.controller.host.session, ""
+        # Sequences are pictures; the opened input may not be.
+        if (c.source is None or isinstance(c.source, StillFrame)) and session.input is not None:
+            problem = session.input_problem()
+            if problem or image_tensor(session.input.value) is None:
+                tip = problem or NO_PERTURBATION_TEXT
         for widget in self.perturbation_controls():
             widget.setEnabled(not tip)
             widget.setToolTip(tip or widget.property("enabledTip") or "")
@@ -378,19 +383,6 @@ class LiveControls(QtWidgets.QDockWidget):
         # Closing the dock pauses playback; perturbations stay until reset.
         self.controller.pause()
         super().closeEvent(event)
-
-
-def perturbation_refusal(controller: LiveController) -> str:
-    """Why the perturbations cannot change what live mode plays ("" when they can)."""
-    if controller.source is not None and not isinstance(controller.source, StillFrame):
-        return ""  # sequences are pictures
-    session = controller.host.session
-    if session.input is None:
-        return ""
-    problem = session.input_problem()
-    if image_tensor(session.input.value) is not None and not problem:
-        return ""
-    return problem or NO_PERTURBATION_TEXT
 
 
 def show_dock(dock: QtWidgets.QDockWidget) -> None:

@@ -30,20 +30,13 @@ def webcam_status() -> tuple[bool, str]:
 
         cameras = QMediaDevices.videoInputs()
     except Exception as exc:  # noqa: BLE001 - a broken multimedia backend is "unavailable"
-        return False, _webcam_failure(exc)
+        # A missing system library is named.
+        missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", str(exc))
+        if missing:
+            why = f"Qt's camera support needs {missing.group(1)}, which is not installed"
+            return False, f"webcam unavailable: {why}"
+        return False, f"webcam unavailable: Qt's camera support did not load ({exc})"
     return (False, "no camera found") if not cameras else (True, cameras[0].description())
-
-
-def _webcam_failure(exc: BaseException) -> str:
-    """Why Qt's camera support did not load, in words (a missing system library named)."""
-    text = str(exc)
-    missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", text)
-    if missing:
-        return (
-            f"webcam unavailable: Qt's camera support needs {missing.group(1)}, "
-            "which is not installed"
-        )
-    return f"webcam unavailable: Qt's camera support did not load ({text})"
 
 
 class WebcamSource(FrameSource):
