@@ -4,6 +4,7 @@ Errors print one line and exit non-zero (``--debug``: the traceback); progress g
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import sys
@@ -254,9 +255,76 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from actviz.io.compare_files import run_compare
+    """``actviz compare``: two runs layer by layer, ``compare.json``, PNGs, ``reproduce.py``."""
+    import actviz
+    from actviz.core.compare import compare
+    from actviz.io.compare_files import write_comparison
+    from actviz.io.errors import ActvizError
+    from actviz.io.export.reproduce import args_source, write_compare_reproduce
+    from actviz.io.input_files import open_input
 
-    return run_compare(args, _open, _progress, kit.target_arg)
+    if not args.model_b and not args.input_b:
+        raise ActvizError(
+            "nothing to compare: give --model-b (a second checkpoint) and/or --input-b "
+            "(a second input)"
+        )
+    if not 0 <= args.tol:
+        raise ActvizError(f"--tol must be >= 0, not {args.tol}")
+    loaded_a = _open(args)
+    loaded_b = loaded_a
+    if args.model_b:
+        loaded_b = _open(argparse.Namespace(**{**vars(args), "model": args.model_b}))
+    inp_a = open_input(args.input, loaded_model=loaded_a, as_list=args.list_input)
+    inp_b = inp_a
+    if args.input_b:
+        inp_b = open_input(args.input_b, loaded_model=loaded_b, as_list=args.list_input)
+    layers = kit.layer_names(args.layers or None)
+    target = kit.target_arg(args.target, loaded_a)
+    caps = []
+    for tag, loaded, inp in (("A", loaded_a, inp_a), ("B", loaded_b, inp_b)):
+        _progress(f"run {tag}: {loaded.name} on {inp.description} ...")
+        try:
+            cap = actviz.capture(
+                loaded.model, inp.value, layers, target=target, gradients=False, keep_inputs=False
+            )
+        except ValueError as exc:
+            raise ActvizError(f"run {tag}: {exc}") from None
+        for w in cap.warnings:
+            _progress(f"warning (run {tag}): {w}")
+        caps.append(cap)
+    comparison = compare(caps[0], caps[1], tol=args.tol)
+    if not comparison.layers:
+        raise ActvizError(
+            "the runs share no layer with outputs of one shape: compare checkpoints of one "
+            "architecture, inputs of one size"
+        )
+    runs = {
+        "a": {"model": args.model, "input": args.input},
+        "b": {"model": args.model_b or args.model, "input": args.input_b or args.input},
+    }
+    files = write_comparison(
+        caps[0],
+        caps[1],
+        args.out,
+        comparison=comparison,
+        normalize=args.normalize,
+        categories=loaded_a.categories,
+        runs=runs,
+    )
+    sources = [
+        args_source(loaded, args, inp_src)
+        for loaded, inp_src in ((loaded_a, args.input), (loaded_b, args.input_b or args.input))
+    ]
+    if loaded_b is loaded_a:  # one model: opened once by the script
+        sources[1] = dataclasses.replace(sources[1], state=sources[0].state)
+    files += write_compare_reproduce(args.out, sources[0], sources[1], layers, args.tol)
+    first = comparison.first_divergence
+    where = "none" if first is None else f"{first.name} (rel. L2 {first.rel_l2:.3g})"
+    print(
+        f"compared {len(comparison.layers)} layer calls; first divergence > {args.tol:g}: {where}"
+    )
+    print(f"wrote {len(files)} files to {args.out}")
+    return 0
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +12,7 @@ from actviz.core.compare import Comparison, compare
 from actviz.core.records import Capture
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
 from actviz.display.prepared import DisplaySpec
-from actviz.io.errors import ActvizError
 from actviz.io.export.capture_export import write_pages
-from actviz.io.export.reproduce import args_source, write_compare_reproduce
 from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, layer_page_images, safe_name
 
 
@@ -78,77 +74,3 @@ def write_comparison(
     path.write_text(json.dumps(data, indent=2, allow_nan=False))
     written.append(path)
     return written
-
-
-def run_compare(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-    parse_target: Callable[[str | None, Any], int | None],
-) -> int:
-    """``actviz compare``: the CLI passes its own model opening, progress and target parsing."""
-    import actviz
-    from actviz.io.input_files import open_input
-
-    if not args.model_b and not args.input_b:
-        raise ActvizError(
-            "nothing to compare: give --model-b (a second checkpoint) and/or --input-b "
-            "(a second input)"
-        )
-    if not 0 <= args.tol:
-        raise ActvizError(f"--tol must be >= 0, not {args.tol}")
-    loaded_a = open_model(args)
-    loaded_b = loaded_a
-    if args.model_b:
-        loaded_b = open_model(argparse.Namespace(**{**vars(args), "model": args.model_b}))
-    inp_a = open_input(args.input, loaded_model=loaded_a, as_list=args.list_input)
-    inp_b = inp_a
-    if args.input_b:
-        inp_b = open_input(args.input_b, loaded_model=loaded_b, as_list=args.list_input)
-    layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
-    target = parse_target(args.target, loaded_a)
-    caps = []
-    for tag, loaded, inp in (("A", loaded_a, inp_a), ("B", loaded_b, inp_b)):
-        progress(f"run {tag}: {loaded.name} on {inp.description} ...")
-        try:
-            cap = actviz.capture(
-                loaded.model, inp.value, layers, target=target, gradients=False, keep_inputs=False
-            )
-        except ValueError as exc:
-            raise ActvizError(f"run {tag}: {exc}") from None
-        for w in cap.warnings:
-            progress(f"warning (run {tag}): {w}")
-        caps.append(cap)
-    comparison = compare(caps[0], caps[1], tol=args.tol)
-    if not comparison.layers:
-        raise ActvizError(
-            "the runs share no layer with outputs of one shape: compare checkpoints of one "
-            "architecture, inputs of one size"
-        )
-    runs = {
-        "a": {"model": args.model, "input": args.input},
-        "b": {"model": args.model_b or args.model, "input": args.input_b or args.input},
-    }
-    files = write_comparison(
-        caps[0],
-        caps[1],
-        args.out,
-        comparison=comparison,
-        normalize=args.normalize,
-        categories=loaded_a.categories,
-        runs=runs,
-    )
-    sources = [
-        args_source(loaded, args, inp_src)
-        for loaded, inp_src in ((loaded_a, args.input), (loaded_b, args.input_b or args.input))
-    ]
-    if loaded_b is loaded_a:  # one model: opened once by the script
-        sources[1] = replace(sources[1], state=sources[0].state)
-    files += write_compare_reproduce(args.out, sources[0], sources[1], layers, args.tol)
-    first = comparison.first_divergence
-    where = "none" if first is None else f"{first.name} (rel. L2 {first.rel_l2:.3g})"
-    print(
-        f"compared {len(comparison.layers)} layer calls; first divergence > {args.tol:g}: {where}"
-    )
-    print(f"wrote {len(files)} files to {args.out}")
-    return 0
