@@ -71,8 +71,7 @@ class FeatureJob(QObject):
         worker: Worker | None = None,
     ) -> None:
         super().__init__(parent)
-        self.host = host
-        self.view = view
+        self.host, self.view = host, view
         self.worker = worker if worker is not None else host.worker
         #: The job running (None: none).
         self.job: Job | None = None

@@ -36,9 +36,7 @@ class PrivateModel(QObject):
         self, service: ModelCopyService, owner: QObject, *, to_eval: bool, keep: bool
     ) -> None:
         super().__init__(owner)
-        self.service = service
-        self.session = service.session
-        self.to_eval = to_eval
+        self.service, self.session, self.to_eval = service, service.session, to_eval
         self.keep = keep
         #: True from :meth:`get` until the copy asked for is handed over (or abandoned).
         self.pending = False
@@ -148,8 +146,7 @@ class PrivateModel(QObject):
         if entry.original is not self.session.model:
             self._submit()  # another model opened meanwhile: copy the one shown now
             return
-        self.pending = False
-        self._job = None
+        self.pending, self._job = False, None
         then, self._then = self._then, []
         failed, self._failed = self._failed, None
         if entry.error is not None:

@@ -93,9 +93,7 @@ class Job(QObject):
     def __init__(self, worker: Worker, number: int, lane: int) -> None:
         # No Qt parent: the submitter holds it, and the worker until it ends.
         super().__init__()
-        self._worker = worker
-        self._number = number
-        self.lane = lane
+        self._worker, self._number, self.lane = worker, number, lane
         #: How it ended: "", "finished", "failed", "cancelled" or "superseded".
         self.outcome = ""
         # Slots given to :meth:`on`, by signal name: called directly, not through Qt.

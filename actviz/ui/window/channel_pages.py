@@ -18,8 +18,7 @@ class ChannelPages:
     """The channel view's channel and the mosaic pages of ``display``'s panels."""
 
     def __init__(self, display: Any, parent: QObject) -> None:
-        self.display = display
-        self.session = display.session
+        self.display, self.session = display, display.session
         #: ``(layer, channel)`` shown in the channel view (None: none opened).
         self.opened: tuple[str, int] | None = None
         # Panels' new mosaic widths, applied together on the next pass.

@@ -40,15 +40,11 @@ class ExportActions:
     """Export everything (on ``window``'s ``export_worker``), a panel as PNG, a layer as .npy."""
 
     def __init__(self, window: Any) -> None:
-        self.window = window
-        self.session = window.session
+        self.window, self.session = window, window.session
         self.actions = actions = window.commands
-        self.display = window.display
-        self.status_label = window.status.status_label
-        self.show_error = window.host.show_error
-        self.show_warning = window.host.show_warning
-        self._refresh_busy = window.refresh_busy
-        self._wait_until = window.wait_until
+        self.display, self.status_label = window.display, window.status.status_label
+        self.show_error, self.show_warning = window.host.show_error, window.host.show_warning
+        self._refresh_busy, self._wait_until = window.refresh_busy, window.wait_until
         #: Files written by the last finished "export everything".
         self.last_export: list[Path] = []
         #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests replace it).

@@ -37,11 +37,8 @@ class FileOpening:
     """Opens models and inputs on ``window``'s loader workers."""
 
     def __init__(self, window: Any) -> None:
-        self.window = window
-        self.session = window.session
-        self.settings = window.settings
-        self.model_loads = window.model_loads
-        self.banner = window.centre.banner
+        self.window, self.session, self.settings = window, window.session, window.settings
+        self.model_loads, self.banner = window.model_loads, window.centre.banner
         self.status_label = window.status.status_label
         #: The model being opened (None when none is).
         self.model_request: ModelRequest | None = None

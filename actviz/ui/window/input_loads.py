@@ -44,9 +44,7 @@ class InputLoads:
     """The input loads of ``files``; ``request`` is the one being opened (``job`` None: waiting)."""
 
     def __init__(self, files: Any, worker: Worker) -> None:
-        self.files = files
-        self.window = files.window
-        self.session = files.session
+        self.files, self.window, self.session = files, files.window, files.session
         self.worker = worker
         self.request: InputRequest | None = None
 
@@ -186,8 +184,7 @@ class InputSwap:
 
     def __init__(self, files: Any) -> None:
         self.session, self.banner = files.session, files.banner
-        self._warn = files.window.host.show_warning
-        self._menus = files.menus
+        self._warn, self._menus = files.window.host.show_warning, files.menus
         #: Inputs a newly opened model could not take, by kind, until one takes them.
         self.kept: dict[str, Any] = {}
         #: The input asked for last and why it did not open (None: it did).

@@ -20,9 +20,7 @@ class OpenMenus:
     """The Open actions, sample picker and recent menus of ``files``."""
 
     def __init__(self, files: Any, actions: WindowActions) -> None:
-        self.files = files
-        self.settings = files.settings
-        self.sample_combo = actions.sample_combo
+        self.files, self.settings, self.sample_combo = files, files.settings, actions.sample_combo
         self.recent_models_menu = actions.recent_models_menu
         self.recent_inputs_menu = actions.recent_inputs_menu
         #: More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers.

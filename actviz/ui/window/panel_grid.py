@@ -33,12 +33,10 @@ class PanelGrid:
     """Lays out ``display``'s layer panels and fills them with the result shown."""
 
     def __init__(self, display: Any) -> None:
-        self.display = display
-        self.session = display.session
+        self.display, self.session = display, display.session
         #: Layer panels still showing an older result, filled a few per pass, on-screen first.
         self.pending: dict[str, PreparedLayer] = {}
-        self._epoch = 0
-        self._scheduled = False
+        self._epoch, self._scheduled = 0, False
         # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
         self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
         self._columns = 1  # two on a wide tab: laid out again when the width crosses the line

@@ -18,20 +18,16 @@ class PinActions:
     """Pin, show and unpin results in ``window`` (``pinned_shown`` before a pin is shown)."""
 
     def __init__(self, window: Any) -> None:
-        self.session = window.session
-        self.display = window.display
-        self.banner = window.centre.banner
-        self.status_label = window.status.status_label
-        self.show_warning = window.host.show_warning
-        self.pinned_shown = window.pinned_shown
+        self.session, self.display = window.session, window.display
+        self.banner, self.status_label = window.centre.banner, window.status.status_label
+        self.show_warning, self.pinned_shown = window.host.show_warning, window.pinned_shown
         actions = window.commands
         self.pins_menu = actions.pins_menu
         #: ``compare_with(pin)``: offered by the Compare feature (the menu then lists it).
         self.compare_with: Callable[[Pin], object] | None = None
         self._compare_menu = QMenu("Compare the latest run with", self.pins_menu)
         self._compare_menu.setToolTipsVisible(True)
-        self.unpin_action = actions.unpin_action
-        self.unpin_all_action = actions.unpin_all_action
+        self.unpin_action, self.unpin_all_action = actions.unpin_action, actions.unpin_all_action
         actions.pin_action.triggered.connect(self.pin_result)
         actions.unpin_action.triggered.connect(self.unpin_shown)
         actions.unpin_all_action.triggered.connect(self.unpin_all)

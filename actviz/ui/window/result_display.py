@@ -50,14 +50,10 @@ class ResultDisplay:
         self.centre, self.model_dock = window.centre, window.model_dock
         centre, status, parent = window.centre, window.status, window
         # The widgets driven here, under the names they have on the window.
-        self.tabs = centre.tabs
-        self.layers_splitter = centre.layers_splitter
-        self.layers_scroll = centre.layers_scroll
-        self.layers_grid = centre.layers_grid
-        self.layers_placeholder = centre.layers_placeholder
-        self.channel_box = centre.channel_box
-        self.channel_view = centre.channel_view
-        self.status_label = status.status_label
+        self.tabs, self.layers_splitter = centre.tabs, centre.layers_splitter
+        self.layers_scroll, self.layers_grid = centre.layers_scroll, centre.layers_grid
+        self.layers_placeholder, self.channel_box = centre.layers_placeholder, centre.channel_box
+        self.channel_view, self.status_label = centre.channel_view, status.status_label
         self.timing_label = status.timing_label
         #: The layer panels of the result shown, in execution order.
         self.layer_panels: dict[str, TokenLayerPanel] = {}

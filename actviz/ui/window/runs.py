@@ -25,9 +25,7 @@ class RunControl:
 
     def __init__(self, window: Any, *, debounce_ms: int, auto_run: bool) -> None:
         self.window = window  # the MainWindow (not imported: it imports this)
-        self.session = window.session
-        self.worker = window.worker
-        self.auto_run = auto_run
+        self.session, self.worker, self.auto_run = window.session, window.worker, auto_run
         # The latest job started on the worker is a frame of a stream (live mode playing).
         self._stream_started = False
         #: The busy state on screen is a stream's (live frames): its next frames change none of it.
