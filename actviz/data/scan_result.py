@@ -241,15 +241,12 @@ class Scan:
         """A JSON-ready summary (what ``scan.json`` holds)."""
         layers = {}
         for name in self.layers:
-            res = self._layer(name)
-            st = res.stats
+            res, figures = self._layer(name), ("mean", "std", "frac_positive")
             layers[name] = {
                 "channels": self.channels(name),
                 "spatial": list(res.spatial) if res.spatial else None,
-                "dead": [int(c) for c in self.dead(name)],
-                "mean": [float(v) for v in st.mean],
-                "std": [float(v) for v in st.std],
-                "frac_positive": [float(v) for v in st.frac_positive],
+                "dead": self.dead(name).tolist(),
+                **{key: getattr(res.stats, key).tolist() for key in figures},
                 "top": [
                     [
                         {**asdict(e), "location": list(e.location) if e.location else None}
