@@ -448,11 +448,7 @@ class LayerPanel(PanelBase):
 
     def _update_title(self) -> None:
         name = self.name or "(model)"
-        parts = [name]
-        if self._module_type:
-            parts.append(self._module_type)
-        if self._shape_text:
-            parts.append(self._shape_text)
+        parts = [name, *(part for part in (self._module_type, self._shape_text) if part)]
         # A narrow column leaves out the type, then the shape, before it cuts the layer's name.
         shorter = [f"{name} · … · {self._shape_text}"] if len(parts) == 3 else []
         fallbacks = [*shorter, f"{name} · …"] if len(parts) > 1 else []
@@ -488,10 +484,8 @@ class LayerPanel(PanelBase):
         if loc.kind == "maps" and loc.channel is not None:
             if self._selection.channels:
                 self.set_selected_channels([])
-            if self._tile_unit:
-                self.tile_clicked.emit(self.name, int(loc.channel))
-                return
-            self.channel_clicked.emit(self.name, int(loc.channel))
+            signal = self.tile_clicked if self._tile_unit else self.channel_clicked
+            signal.emit(self.name, int(loc.channel))
 
     def _on_slot_select_clicked(self, loc: Location, extend: bool) -> None:
         if loc.kind == "maps" and loc.channel is not None:
@@ -507,7 +501,7 @@ class LayerPanel(PanelBase):
             return
         if channel not in self._selection.channels:
             self.set_selected_channels([channel])
-        if self._tile_unit:
-            self.tiles_context_requested.emit(self.name, self.selected_channels(), screen)
-            return
-        self.channels_context_requested.emit(self.name, self.selected_channels(), screen)
+        signal = (
+            self.tiles_context_requested if self._tile_unit else self.channels_context_requested
+        )
+        signal.emit(self.name, self.selected_channels(), screen)
