@@ -46,22 +46,6 @@ def unit_label(unit: str, number: int, names: Mapping[int, str] | None = None) -
     return f'concept {number} "{name}"' if name else f"concept {number}"
 
 
-def bar_text(
-    layer: str, row: BarRow, unit: str = "channel", names: Mapping[int, str] | None = None
-) -> str:
-    """What hovering a bar says: the unit, estimate, exact and the sign's meaning."""
-    lines = [f"{layer} · {unit_label(unit, row.channel, names)}", f"estimate {_num(row.estimate)}"]
-    if row.exact is not None:
-        lines.append(f"exact {_num(row.exact)}")
-    value = row.exact if row.exact is not None else row.estimate
-    if value < 0:
-        lines.append("supports the target (replacing it lowers the target)")
-    elif value > 0:
-        lines.append("works against the target (replacing it raises it)")
-    lines.append(f"click: open the {unit}")
-    return "\n".join(lines)
-
-
 def measured_text(eff: Any, measured: Mapping[str, Sequence[int]]) -> str:
     """What the dock says after "Measure the effect of ...": each unit's numbers in ``eff``."""
     from actviz.analysis.concepts.layer_effects import unit_name
@@ -114,8 +98,19 @@ class EffectBars(QtWidgets.QWidget):
         return index if 0 <= index < len(self.rows) and y >= MARGIN else None
 
     def hover_text(self, index: int) -> str:
-        """The tooltip of bar ``index``."""
-        return bar_text(self.layer, self.rows[index], self.unit, self.names)
+        """The tooltip of bar ``index``: the unit, estimate, exact and the sign's meaning."""
+        row = self.rows[index]
+        name = unit_label(self.unit, row.channel, self.names)
+        lines = [f"{self.layer} · {name}", f"estimate {_num(row.estimate)}"]
+        if row.exact is not None:
+            lines.append(f"exact {_num(row.exact)}")
+        value = row.exact if row.exact is not None else row.estimate
+        if value < 0:
+            lines.append("supports the target (replacing it lowers the target)")
+        elif value > 0:
+            lines.append("works against the target (replacing it raises it)")
+        lines.append(f"click: open the {self.unit}")
+        return "\n".join(lines)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(240, max(1, len(self.rows)) * ROW_HEIGHT + 2 * MARGIN)

@@ -110,18 +110,6 @@ class Autosave(QObject):
         self._thread = threading.Thread(target=write, name="actviz-autosave")
         self._thread.start()
 
-    def write_now(self) -> Path | None:
-        """Write the session now, on the GUI thread; None if nothing to keep or it failed."""
-        if self.session.model is None:
-            return None
-        path = self.path
-        try:
-            _keep(gather_state(self.host), path, AUTOSAVE_PIN_LIMIT)
-        except Exception:  # noqa: BLE001 - quitting must never fail on the autosave
-            log.exception("could not keep the session on quit")
-            return None
-        return path
-
     def can_offer(self) -> bool:
         """Whether a session was kept and the setting lets a start offer it."""
         return bool(self.host.settings.restore_on_start) and self.path.is_file()
@@ -145,5 +133,9 @@ class Autosave(QObject):
         self._timer.stop()
         if self._thread is not None:
             self._thread.join()
-        if self.on:
-            self.write_now()
+        if not self.on or self.session.model is None:
+            return
+        try:  # on the GUI thread, large pinned captures too
+            _keep(gather_state(self.host), self.path, AUTOSAVE_PIN_LIMIT)
+        except Exception:  # noqa: BLE001 - quitting must never fail on the autosave
+            log.exception("could not keep the session on quit")

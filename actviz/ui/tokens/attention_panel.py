@@ -124,9 +124,8 @@ class AttentionPanel(PanelBase):
         heat = self.canvas.heat
         if heat is None or row < 0:
             return
-        rows = token_labels(heat.shape[0], self.tokens, self.layout_info)
         self.status_label.setText(
-            f"query {row} {rows[row]!r} -> key {col} {self.labels[col]!r}: "
+            f"query {row} {self.canvas.row_labels[row]!r} -> key {col} {self.labels[col]!r}: "
             f"{float(heat[row, col]):.4f}"
         )
 
