@@ -4,26 +4,20 @@ small CPU model playing runs two captures at once, one per core (plain logic, no
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from actviz.core.model_copy import ModelCopy, copy_refusal
 
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.private_model import PrivateModel
+
 log = logging.getLogger(__name__)
-
-
-class CopyHolder(Protocol):
-    """Where the lane-1 copy is held (:class:`~actviz.ui.private_model.PrivateModel`)."""
-
-    @property
-    def held(self) -> ModelCopy | None: ...
-    def unbuilt(self, model: Any = None) -> ModelCopy: ...
-    def forget(self) -> None: ...
 
 
 class FrameLanes:
     """The model's copy for lane 1 (held by ``copies``) and the frames capturing on each lane."""
 
-    def __init__(self, copies: CopyHolder) -> None:
+    def __init__(self, copies: PrivateModel) -> None:
         self.copies = copies
         #: The frame whose job makes the copy (on lane 0, between two captures).
         self.build_job: Any = None
