@@ -10,6 +10,7 @@ from typing import Any
 from actviz.display.colormaps import AUTO
 from actviz.display.mosaic import ChannelOrder, page_start
 
+
 class DisplaySettings:
     """The display settings of one session; ``changed(what)`` announces each change, with
     ``what`` the name of the setting (its attribute name, as the session's)."""
