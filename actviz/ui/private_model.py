@@ -93,9 +93,7 @@ class PrivateModel(QObject):
 
     def abandon(self) -> None:
         """The copy asked for is no longer wanted: it calls nothing when made."""
-        self.pending = False
-        self._then = []
-        self._failed = None
+        self.pending, self._then, self._failed = False, [], None
 
     def forget(self) -> None:
         """Let go of the copy held: the next :meth:`get` makes (or borrows) one."""

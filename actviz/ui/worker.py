@@ -171,9 +171,7 @@ class _Runner:
     nice: int = 0
 
     def run(self) -> None:
-        gen = self.generation
-        signals = self.signals
-        job = self.job
+        gen, signals, job = self.generation, self.signals, self.job
         result: Any = None
         error: BaseException | None = None
         if self.nice:  # before torch's first op: the OpenMP team it starts inherits it
