@@ -85,18 +85,16 @@ class ReceptiveField:
                 y1 = y1 * stride[0] - padding[0] + dilation[0] * (kernel[0] - 1)
                 x0 = x0 * stride[1] - padding[1]
                 x1 = x1 * stride[1] - padding[1] + dilation[1] * (kernel[1] - 1)
-            return (max(0, y0), min(h, y1 + 1), max(0, x0), min(w, x1 + 1))
-        template = self._template(should_stop)
-        if template is None:
-            return _gradient_box(self.model(), self.layer, self.input_shape, location, should_stop)
-        (yc, xc), (y0, y1, x0, x1), (sy, sx) = template
-        dy, dx = (int(location[0]) - yc) * sy, (int(location[1]) - xc) * sx
-        return (
-            max(0, round(y0 + dy)),
-            min(h, round(y1 + dy)),
-            max(0, round(x0 + dx)),
-            min(w, round(x1 + dx)),
-        )
+            y1, x1 = y1 + 1, x1 + 1
+        else:
+            template = self._template(should_stop)
+            if template is None:
+                model, shape = self.model(), self.input_shape
+                return _gradient_box(model, self.layer, shape, location, should_stop)
+            (yc, xc), box, (sy, sx) = template
+            dy, dx = (int(location[0]) - yc) * sy, (int(location[1]) - xc) * sx
+            y0, y1, x0, x1 = (round(v + d) for v, d in zip(box, (dy, dy, dx, dx), strict=True))
+        return (max(0, y0), min(h, y1), max(0, x0), min(w, x1))
 
     def _template(self, should_stop: Stop = None) -> tuple | None:
         """One position's gradient support (on a 3x input), shifted for others; kept if finished."""
