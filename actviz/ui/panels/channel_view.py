@@ -341,7 +341,7 @@ class ChannelView(PanelBase):
         self._arrange()  # the map's shape decides which arrangement draws it larger
 
     def _stacking_gain(self) -> float:
-        """How many times larger the images are stacked than side by side (0: nothing to arrange)."""
+        """How much larger the images are stacked than side by side (0: nothing to arrange)."""
         rect = self._columns.geometry()
         if self.activation is None or self._grad_box.isHidden() or not rect.isValid():
             return 0.0
@@ -465,24 +465,23 @@ class ChannelView(PanelBase):
             "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
         )
 
-    def _step_for(self, event: QtGui.QKeyEvent) -> int:
-        return STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0)
+    def _step(self, event: QtGui.QKeyEvent) -> bool:
+        """Ask for the next or previous channel on a step key while one is shown; whether it did."""
+        step = STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0) if self.activation is not None else 0
+        if step:
+            self.step_requested.emit(step)
+        return bool(step)
 
     def keyPressEvent(self, event: QtGui.QKeyEvent) -> None:  # noqa: N802 - Qt name
-        step = self._step_for(event)
-        if step and self.activation is not None:
+        if self._step(event):
             event.accept()
-            self.step_requested.emit(step)
-            return
-        super().keyPressEvent(event)
+        else:
+            super().keyPressEvent(event)
 
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
         # The canvases take focus when clicked; their keys step channels too.
-        if event.type() == QtCore.QEvent.Type.KeyPress and self.activation is not None:
-            step = self._step_for(event)  # type: ignore[arg-type]
-            if step:
-                self.step_requested.emit(step)
-                return True
+        if event.type() == QtCore.QEvent.Type.KeyPress and self._step(event):  # type: ignore
+            return True
         return super().eventFilter(watched, event)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
