@@ -112,19 +112,15 @@ def _unnormalise(y: torch.Tensor, transforms: Any) -> torch.Tensor | None:
     mean, std = getattr(transforms, "mean", None), getattr(transforms, "std", None)
     if mean is None or std is None or len(mean) != y.shape[0] or len(std) != y.shape[0]:
         return None
-    m = torch.tensor(list(mean), dtype=y.dtype).view(-1, 1, 1)
-    s = torch.tensor(list(std), dtype=y.dtype).view(-1, 1, 1)
+    m, s = (torch.tensor(list(v), dtype=y.dtype).view(-1, 1, 1) for v in (mean, std))
     return y * s + m
 
 
 def _describe_transforms(transforms: Any) -> str:
     parts = []
-    resize = getattr(transforms, "resize_size", None)
-    crop = getattr(transforms, "crop_size", None)
-    if resize:
-        parts.append(f"resize {'x'.join(str(r) for r in resize)}")
-    if crop:
-        parts.append(f"center crop {'x'.join(str(c) for c in crop)}")
+    for word, key in (("resize", "resize_size"), ("center crop", "crop_size")):
+        if sides := getattr(transforms, key, None):
+            parts.append(f"{word} {'x'.join(str(v) for v in sides)}")
     mean = getattr(transforms, "mean", None)
     if mean is not None:
         imagenet = [round(float(v), 3) for v in mean] == [0.485, 0.456, 0.406]
