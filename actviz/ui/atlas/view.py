@@ -220,11 +220,8 @@ class AtlasView(QtWidgets.QWidget):
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
-        self._fit(event.size().width())
-
-    def _fit(self, width: int) -> None:
-        """The strips beside the map on a wide tab, under it on a narrow one."""
-        narrow = width < NARROW_TAB_PX
+        # The strips beside the map on a wide tab, under it on a narrow one.
+        narrow = event.size().width() < NARROW_TAB_PX
         if self.is_narrow() == narrow:
             return
         self.split.setOrientation(Qt.Orientation.Vertical if narrow else Qt.Orientation.Horizontal)

@@ -78,7 +78,6 @@ class TopKGrid(QtWidgets.QWidget):
         #: The views shown (the engine's TopView objects), in tile order.
         self.views: tuple[Any, ...] = ()
         self._tile_px = 0
-        self._set_tile_size(TILE_PX)
         self.clear()
 
     def set_message(self, text: str) -> None:
@@ -120,14 +119,6 @@ class TopKGrid(QtWidgets.QWidget):
         window = self.window()
         return window is not None and window.height() >= TWO_ROWS_MIN_WINDOW_HEIGHT
 
-    def _set_tile_size(self, side: int) -> None:
-        if side == self._tile_px:
-            return
-        self._tile_px = side
-        self.tiles.setIconSize(QtCore.QSize(side, side))
-        line = self.tiles.fontMetrics().height()
-        self.tiles.setGridSize(QtCore.QSize(side + 12, side + 2 * line + 10))
-
     def rows_shown(self) -> int:
         """Rows of tiles shown without scrolling (one, or two in a tall window)."""
         grid = self.tiles.gridSize()
@@ -136,7 +127,12 @@ class TopKGrid(QtWidgets.QWidget):
         return min(needed, 2 if self._tall() else 1)
 
     def _fit_height(self) -> None:
-        self._set_tile_size(TILE_PX if self._tall() else SMALL_TILE_PX)
+        side = TILE_PX if self._tall() else SMALL_TILE_PX
+        if side != self._tile_px:
+            self._tile_px = side
+            self.tiles.setIconSize(QtCore.QSize(side, side))
+            line = self.tiles.fontMetrics().height()
+            self.tiles.setGridSize(QtCore.QSize(side + 12, side + 2 * line + 10))
         height = self.rows_shown() * self.tiles.gridSize().height() + 2 * self.tiles.frameWidth()
         if self.tiles.height() != height:
             self.tiles.setFixedHeight(height)
