@@ -58,8 +58,7 @@ class Projection:
 
     def transform(self, vectors: Any) -> np.ndarray:
         """Place new vectors (``(D,)`` or ``(M, D)``) with this fit, without moving fitted ones."""
-        a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
-        a = np.asarray(a)
+        a = np.asarray(vectors.detach().cpu().numpy() if torch.is_tensor(vectors) else vectors)
         one = a.ndim == 1
         a = _rows(a[None] if one else a)
         fitted = self.mean if self.mean is not None else getattr(self._pre, "mean", None)
