@@ -24,9 +24,7 @@ _OPEN_WINDOWS: list[MainWindow] = []
 
 def ensure_app() -> QApplication:
     """Return the running QApplication, creating one (named "actviz") if there is none."""
-    app = QApplication.instance()
-    if app is None:
-        app = QApplication(sys.argv[:1] or ["actviz"])
+    app = QApplication.instance() or QApplication(sys.argv[:1] or ["actviz"])
     ensure_app_identity()
     return app  # type: ignore[return-value]
 

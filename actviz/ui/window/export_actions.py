@@ -56,11 +56,6 @@ class ExportActions:
         actions.export_png_action.triggered.connect(self._on_export_png_triggered)
         actions.export_npy_action.triggered.connect(self._on_export_npy_triggered)
 
-    @property
-    def colormap(self) -> str:
-        """The colour map the exported pictures use (the window's)."""
-        return self.actions.colormap
-
     def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
         """Write the CLI's ``export`` of the current result to ``out_dir`` in the background
         (``export_finished`` or ``export_failed`` follows); whether it started (``wait``: worked).
@@ -83,7 +78,7 @@ class ExportActions:
             categories=self.session.categories,
             model_name=self.session.model_name,
             **self._input_record(result),
-            cmap=self.colormap,
+            cmap=self.actions.colormap,
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
             source=self._run_source(result),
