@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog
@@ -21,14 +21,10 @@ from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import scroll_area
-from actviz.workspace.compare_job import (
-    INPUT,
-    MODEL,
-    PIN,
-    CompareOutcome,
-    CompareRequest,
-    compare_job,
-)
+from actviz.workspace.compare_job import INPUT, MODEL, PIN, CompareRequest, compare_job
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.workspace.compare_job import CompareOutcome
 
 log = logging.getLogger(__name__)
 
