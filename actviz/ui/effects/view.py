@@ -9,8 +9,9 @@ from typing import Any, NamedTuple
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
+from actviz.ui.host import StepsAndLine
 from actviz.ui.panels.deferred import DeferredCall
-from actviz.ui.panels.style import ERROR_TEXT, ProgressBar
+from actviz.ui.panels.style import ProgressBar
 
 #: Channels shown per layer unless the user chooses otherwise.
 DEFAULT_TOP = 8
@@ -235,7 +236,7 @@ class EffectsSection(QtWidgets.QWidget):
         self.keep_button.setToolTip(f"What-if: {keep} and run again")
 
 
-class EffectsView(QtWidgets.QWidget):
+class EffectsView(QtWidgets.QWidget, StepsAndLine):
     """The dock's content: controls, progress, a message and one section per layer."""
 
     verify_requested = QtCore.Signal()
@@ -319,10 +320,6 @@ class EffectsView(QtWidgets.QWidget):
     def top(self) -> int:
         """Channels shown per layer."""
         return int(self.top_spin.value())
-
-    def set_message(self, text: str, *, error: bool = False) -> None:
-        self.message.setText(text)
-        self.message.setStyleSheet(f"color: {ERROR_TEXT};" if error else "")
 
     def set_busy(self, busy: bool) -> None:
         """Verifying: Cancel on, Verify off, the progress bar shown."""
