@@ -11,22 +11,11 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+from PySide6 import QtWidgets
 from PySide6.QtCore import QRect, QRectF, Qt
 from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtGui import QTextDocument
-from PySide6.QtWidgets import (
-    QAbstractButton,
-    QAbstractScrollArea,
-    QCheckBox,
-    QDockWidget,
-    QLabel,
-    QPushButton,
-    QRadioButton,
-    QScrollArea,
-    QTableView,
-    QToolButton,
-    QWidget,
-)
+from PySide6.QtWidgets import QAbstractButton, QDockWidget, QLabel, QScrollArea, QWidget
 
 from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.feature_map import LayerPanel
@@ -150,7 +139,7 @@ def _clipped_by(widget: QWidget) -> str:
     while parent is not None and not parent.isWindow():
         rect = QRectF(QRect(widget.mapTo(parent, widget.rect().topLeft()), widget.size()))
         area = parent.parentWidget()
-        if isinstance(area, QAbstractScrollArea) and area.viewport() is parent:
+        if isinstance(area, QtWidgets.QAbstractScrollArea) and area.viewport() is parent:
             box = QRectF(parent.rect())
             if rect.left() < box.left() - SLACK or rect.right() > box.right() + SLACK:
                 viewport = f"the viewport {_rect_text(box)} of {_name(area)}"
@@ -216,10 +205,12 @@ def _buttons(window: QWidget) -> Found:
     for button in window.findChildren(QAbstractButton):
         if not button.text() or not _showing(button):
             continue
-        if isinstance(button, QToolButton):
+        if isinstance(button, QtWidgets.QToolButton):
             if button.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonIconOnly:
                 continue
-        elif not isinstance(button, (QPushButton, QCheckBox, QRadioButton)):
+        elif not isinstance(
+            button, (QtWidgets.QPushButton, QtWidgets.QCheckBox, QtWidgets.QRadioButton)
+        ):
             continue
         needed = button.sizeHint().width()
         if needed > button.width() + SLACK:
@@ -228,7 +219,7 @@ def _buttons(window: QWidget) -> Found:
 
 def _scroll_bars(window: QWidget) -> Found:
     """A dock's content, a list or table in a dock, or a tab's page scrolling sideways."""
-    for area in window.findChildren(QAbstractScrollArea):
+    for area in window.findChildren(QtWidgets.QAbstractScrollArea):
         bar = area.horizontalScrollBar()
         if not _showing(area) or not bar.isVisible() or bar.maximum() <= 0:
             continue
@@ -252,7 +243,7 @@ def _scroll_bars(window: QWidget) -> Found:
 
 def _cells(window: QWidget) -> Found:
     """Table cells in view drawn shortened without a tooltip saying them whole."""
-    for table in window.findChildren(QTableView):
+    for table in window.findChildren(QtWidgets.QTableView):
         if not _showing(table) or table.model() is None:
             continue
         model, metrics = table.model(), table.fontMetrics()

@@ -10,17 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import shiboken6
+from PySide6 import QtWidgets
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt, QTimer
 from PySide6.QtGui import QContextMenuEvent, QKeySequence
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import (
-    QAbstractButton,
-    QApplication,
-    QCheckBox,
-    QComboBox,
-    QDockWidget,
-    QTreeView,
-)
+from PySide6.QtWidgets import QApplication
 
 from actviz.testing.stress_dialogs import MENU_SKIP, _r
 
@@ -118,7 +112,9 @@ class UserActions:
         return f"menu {text}"
 
     def _docks(self, visible: bool | None = None) -> list[Any]:
-        docks = sorted(self.window.findChildren(QDockWidget), key=lambda d: d.objectName())
+        docks = sorted(
+            self.window.findChildren(QtWidgets.QDockWidget), key=lambda d: d.objectName()
+        )
         return [d for d in docks if visible is None or d.isVisible() == visible]
 
     def _show_dock(self, name: str) -> Any:
@@ -191,7 +187,7 @@ class UserActions:
 
     def act_tree_menu(self, p: dict[str, Any]) -> str:
         dock = self._show_dock("modelDock")
-        views = dock.findChildren(QTreeView) if dock is not None else []
+        views = dock.findChildren(QtWidgets.QTreeView) if dock is not None else []
         view = views[0] if views else None
         if view is None or view.model() is None or view.model().rowCount() == 0:
             return "tree menu (no tree)"
@@ -233,7 +229,7 @@ class UserActions:
     def act_sort(self, p: dict[str, Any]) -> str:
         if (dock := self._show_dock("ChannelsThatMatterDock")) is None:
             return "sort (no dock)"
-        boxes = {b.text(): b for b in dock.findChildren(QCheckBox) if b.isEnabled()}
+        boxes = {b.text(): b for b in dock.findChildren(QtWidgets.QCheckBox) if b.isEnabled()}
         sort = "Sort the panels' tiles by effect"
         if sort in boxes and "box" not in p and _r(p, 1) < 0.7:
             p["box"] = sort  # the one that reorders every panel: most of the time
@@ -282,7 +278,7 @@ class UserActions:
             return f"button of {name} (no dock)"
         buttons = [
             b
-            for b in dock.findChildren(QAbstractButton)
+            for b in dock.findChildren(QtWidgets.QAbstractButton)
             if b.isEnabled() and b.isVisible() and b.objectName() != "qt_dockwidget_floatbutton"
         ]
         labels = [b.text() or b.toolTip() or b.objectName() or type(b).__name__ for b in buttons]
@@ -302,7 +298,7 @@ class UserActions:
             "normalisation": self.window.commands.normalize_combo,
         }
         for dock in self._docks(visible=True):
-            for i, combo in enumerate(dock.findChildren(QComboBox)):
+            for i, combo in enumerate(dock.findChildren(QtWidgets.QComboBox)):
                 if combo.isVisible() and combo.isEnabled() and combo.count() > 1:
                     combos[f"{dock.windowTitle()} combo {i}"] = combo
         name = choose(p, "combo", sorted(combos), 0)
