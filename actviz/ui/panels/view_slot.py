@@ -290,51 +290,39 @@ class ViewSlot(QtWidgets.QWidget):
 
     def show_view(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
         self.view, self.mosaic = view, mosaic
-        if view is None:
-            self.stack.setCurrentWidget(self.placeholder)
-            return
-        if view.kind == "maps":
-            if mosaic is None:
-                logger.warning("maps view without a mosaic: nothing to draw")
-                self._show_placeholder("no mosaic")
-                return
-            canvas = self._images()
+        kind = view.kind if view is not None else None
+        if kind == "maps" and mosaic is None:
+            logger.warning("maps view without a mosaic: nothing to draw")
+            return self._show_placeholder("no mosaic")
+        if kind in ("maps", "heatmap"):
+            shown = canvas = self._images()
             canvas.set_colormap(self.colormap())
-            # The float image is made only if someone reads it.
-            canvas.set_image(
-                mosaic.indices,
-                mosaic.levels,
-                mosaic.scale_range,
-                lock_aspect=True,
-                source=lambda m=mosaic: m.image,
-            )
-            m, ids = mosaic, mosaic.tile_channels if mosaic.order is not None else None
-            canvas.grid.set_tiles(  # its gaps and channel numbers over the image
-                m.rows, m.cols, m.tile_h, m.tile_w, m.pad, m.channels, m.first_channel, ids
-            )
-            self.legend.setText(scale_legend(mosaic))
-            self.legend.setVisible(True)
-            self.stack.setCurrentWidget(canvas)
-        elif view.kind == "heatmap":
-            data = np.ascontiguousarray(view.data, dtype=np.float32)
-            levels = auto_levels(data)
-            canvas = self._images()
-            canvas.clear_tiles()
-            canvas.set_colormap(self.colormap())
-            canvas.set_image(data, levels, levels, lock_aspect=False)
-            self.legend.setVisible(False)
-            self.stack.setCurrentWidget(canvas)
-        elif view.kind == "bars":
-            canvas = self._bars()
-            canvas.set_values(view.data)
-            self.stack.setCurrentWidget(canvas)
-        elif view.kind == "scalar":
-            label = self._scalar()
-            label.setText(f"{float(np.asarray(view.data).reshape(-1)[0]):.6g}")
-            self.stack.setCurrentWidget(label)
+            if mosaic is not None and kind == "maps":
+                # The float image is made only if someone reads it.
+                canvas.set_image(
+                    mosaic.indices, mosaic.levels, mosaic.scale_range, source=lambda: mosaic.image
+                )
+                m, ids = mosaic, mosaic.tile_channels if mosaic.order is not None else None
+                canvas.grid.set_tiles(  # its gaps and channel numbers over the image
+                    m.rows, m.cols, m.tile_h, m.tile_w, m.pad, m.channels, m.first_channel, ids
+                )
+                self.legend.setText(scale_legend(mosaic))
+            else:
+                data = np.ascontiguousarray(view.data, dtype=np.float32)
+                levels = auto_levels(data)
+                canvas.clear_tiles()
+                canvas.set_image(data, levels, levels, lock_aspect=False)
+            self.legend.setVisible(kind == "maps")
+        elif kind == "bars":
+            (shown := self._bars()).set_values(view.data)
+        elif kind == "scalar":
+            (shown := self._scalar()).setText(f"{float(np.asarray(view.data).reshape(-1)[0]):.6g}")
+        elif view is None:
+            shown = self.placeholder
         else:
-            logger.warning("unknown view kind %r", view.kind)
-            self._show_placeholder(f"cannot show {view.kind!r}")
+            logger.warning("unknown view kind %r", kind)
+            return self._show_placeholder(f"cannot show {kind!r}")
+        self.stack.setCurrentWidget(shown)
 
     def _show_placeholder(self, text: str) -> None:
         self.placeholder.setText(text)
