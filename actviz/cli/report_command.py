@@ -7,14 +7,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from actviz.cli.command_kit import (
-    Opener,
-    Say,
-    add_run_args,
-    capture_run,
-    layer_names,
-    page_progress,
-)
+from actviz.cli import command_kit as kit
+from actviz.cli.command_kit import Opener, Say
 
 
 def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
@@ -29,7 +23,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
         "-s",
         help="a session file (.actviz); --model then says where its checkpoint is now",
     )
-    add_run_args(
+    kit.add_run_args(
         p,
         "image, tensor file, random:NxCxHxW, or text:WORDS (without --session)",
         "the HTML file to write",
@@ -51,10 +45,10 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     elif args.model and args.input:
         loaded = open_model(args)
         inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
-        cap, what = capture_run(args, loaded, inp, progress)
+        cap, what = kit.capture_run(args, loaded, inp, progress)
     else:
         raise ActvizError("actviz report needs --session FILE, or --model and --input")
-    info = write_report(cap, args.out, progress=page_progress(progress), **what)
+    info = write_report(cap, args.out, progress=kit.page_progress(progress), **what)
     print(f"wrote {info.path} ({info.nbytes / 2**20:.1f} MiB, {len(info.panels)} pictures)")
     return 0
 
@@ -67,7 +61,7 @@ def _from_session(args: argparse.Namespace, progress: Say) -> tuple[Any, dict]:
     from actviz.workspace.session_file import load_state, open_model_source, verify_model_source
 
     state = load_state(args.session)
-    asked = layer_names(args.layers or None)
+    asked = kit.layer_names(args.layers or None)
     notes = list(state.warnings)
     cap = state.capture
     edits = enabled_edits(state.edits)

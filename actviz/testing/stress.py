@@ -30,26 +30,12 @@ from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QApplication
 
 from actviz.core.allocator import heap_in_use_mib, memory_breakdown_mib, rss_mib
-from actviz.testing.checks import (
-    flush_deletes,
-    leaked_widgets,
-    live_array_mib,
-    python_heap_mib,
-    top_level_widgets,
-)
+from actviz.testing import checks, stress_report
+from actviz.testing.checks import flush_deletes, live_array_mib, python_heap_mib
 from actviz.testing.stress_actions import ACTIONS, UserActions
 from actviz.testing.stress_blocks import BlockSampler
 from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, drop_file, write_images
-from actviz.testing.stress_report import (
-    Failure,
-    Sample,
-    StressReport,
-    _Catcher,
-    count_objects,
-    describe_referrer,
-    model_leftovers,
-    model_state,
-)
+from actviz.testing.stress_report import Failure, Sample, StressReport
 
 #: How many of the longest GUI-thread blocks a report names.
 WORST_BLOCKS = 5
@@ -242,14 +228,14 @@ class StressDriver(UserActions):
         ensure_qt_app()
         plan = list(steps) if steps is not None else None
         total = len(plan) if plan is not None else int(actions or 0)
-        widgets_before = top_level_widgets()
+        widgets_before = checks.top_level_widgets()
         exceptions: list[Failure] = []
         leaks: list[Failure] = []
         blocks: list[Failure] = []
         samples: list[Sample] = []
         worst: list[tuple[float, str]] = []
         probe = self.probe = LagProbe(5)
-        sampler, catcher = BlockSampler(probe), _Catcher()
+        sampler, catcher = BlockSampler(probe), stress_report._Catcher()
         pickers, answerer = FilePickers(self), DialogAnswerer(self)
         started = time.perf_counter()
         pickers.install()
@@ -309,7 +295,7 @@ class StressDriver(UserActions):
             sampler.stop()
             answerer.timer.stop()
             pickers.uninstall()
-        widgets = tuple(repr(w) for w in leaked_widgets(widgets_before))
+        widgets = tuple(repr(w) for w in checks.leaked_widgets(widgets_before))
         return StressReport(
             model=self.setup.name,
             seed=self.seed,
@@ -401,7 +387,9 @@ class StressDriver(UserActions):
             for ref in gc.get_referrers(alive()):
                 if ref is not self.__dict__ and not isinstance(ref, type(sys._getframe())):
                     up = {type(r).__name__ for r in gc.get_referrers(ref)} - {"list", "frame"}
-                    holders.append(f"{describe_referrer(ref)} (held by {sorted(up)[:6]})")
+                    holders.append(
+                        f"{stress_report.describe_referrer(ref)} (held by {sorted(up)[:6]})"
+                    )
             self.kept_windows.append(
                 f"a closed window is still alive after deleteLater and gc; held by: {holders[:8]}"
             )
@@ -443,11 +431,11 @@ class StressDriver(UserActions):
         """Hooks and changed flags on every model a window showed (the window idle)."""
         model = self.window.session.model if self.window is not None else None
         if model is not None and not any(ref() is model for ref, _ in self._models):
-            self._models.append((weakref.ref(model), model_state(model)))
+            self._models.append((weakref.ref(model), stress_report.model_state(model)))
         found = []
         for ref, state in self._models:
             if (seen := ref()) is not None:
-                found.extend(model_leftovers(seen, state))
+                found.extend(stress_report.model_leftovers(seen, state))
         self._models = [(r, s) for r, s in self._models if r() is not None]
         return found
 
@@ -461,7 +449,7 @@ class StressDriver(UserActions):
             flush_deletes()
             # What the window's idle collection froze is counted too: it may run in the flushes.
             gc.unfreeze()
-            counts = count_objects()
+            counts = stress_report.count_objects()
             if counts["_Runner"] == 0:
                 break
             self.spin(0.1)
