@@ -56,10 +56,15 @@ class LiveControls(QtWidgets.QDockWidget):
         layout = QtWidgets.QVBoxLayout(body)
         layout.setContentsMargins(4, 4, 4, 4)
         self._build_actions()
-        layout.addWidget(self._build_source())
-        layout.addWidget(self._build_transport())
-        layout.addWidget(self._build_perturbation(), 1)
-        layout.addWidget(self._build_readouts())
+        for title, build, stretch in (
+            ("Source", self._build_source, 0),
+            ("Playback", self._build_transport, 0),
+            ("Perturb the input", self._build_perturbation, 1),
+            ("Performance", self._build_readouts, 0),
+        ):
+            box = QtWidgets.QGroupBox(title)
+            build(QtWidgets.QVBoxLayout(box))
+            layout.addWidget(box, stretch)
         self.setWidget(body)
         self.setMinimumWidth(280)
 
@@ -101,9 +106,7 @@ class LiveControls(QtWidgets.QDockWidget):
         """The playback actions, in menu order."""
         return [self.play_action, self.back_action, self.next_action, self.reset_action]
 
-    def _build_source(self) -> QtWidgets.QWidget:
-        box = QtWidgets.QGroupBox("Source")
-        form = QtWidgets.QVBoxLayout(box)
+    def _build_source(self, form: QtWidgets.QBoxLayout) -> None:
         self.source_combo = QtWidgets.QComboBox()
         self.source_combo.addItems(SOURCE_ITEMS)
         self.source_combo.setToolTip("What live mode plays: the opened input, or a sequence")
@@ -130,11 +133,8 @@ class LiveControls(QtWidgets.QDockWidget):
         self.message_label.setWordWrap(True)
         self.message_label.setVisible(False)
         form.addWidget(self.message_label)
-        return box
 
-    def _build_transport(self) -> QtWidgets.QWidget:
-        box = QtWidgets.QGroupBox("Playback")
-        v = QtWidgets.QVBoxLayout(box)
+    def _build_transport(self, v: QtWidgets.QBoxLayout) -> None:
         row = QtWidgets.QHBoxLayout()
 
         def button(icon: str, tip: str, slot: Callable[[], None]) -> QtWidgets.QToolButton:
@@ -181,11 +181,9 @@ class LiveControls(QtWidgets.QDockWidget):
         row2.addWidget(self.loop_check)
         row2.addStretch(1)
         v.addLayout(row2)
-        return box
 
-    def _build_perturbation(self) -> QtWidgets.QWidget:
-        box = QtWidgets.QGroupBox("Perturb the input")
-        v = QtWidgets.QVBoxLayout(box)
+    def _build_perturbation(self, v: QtWidgets.QBoxLayout) -> None:
+        box = v.parentWidget()
         self.pad = OcclusionPad()
         self.pad.moved.connect(self._on_pad_moved)
         v.addWidget(self.pad, 1)
@@ -213,7 +211,6 @@ class LiveControls(QtWidgets.QDockWidget):
         self.reset_button = QtWidgets.QPushButton("Reset perturbation")
         self.reset_button.clicked.connect(self.reset_perturbation)
         v.addWidget(self.reset_button)
-        return box
 
     def _amount(
         self, form: QtWidgets.QFormLayout, key: str, span: tuple[int, int, int], fmt: str, tip: str
@@ -226,9 +223,7 @@ class LiveControls(QtWidgets.QDockWidget):
         self._amounts.append((s, label, fmt, start))
         return s, label
 
-    def _build_readouts(self) -> QtWidgets.QWidget:
-        box = QtWidgets.QGroupBox("Performance")
-        v = QtWidgets.QVBoxLayout(box)
+    def _build_readouts(self, v: QtWidgets.QBoxLayout) -> None:
         # Read-outs that change while playing: lines of their own, no relayout of the dock.
         self.stats_label = style.SteadyText("not running", lines=3)
         v.addWidget(self.stats_label)
@@ -249,7 +244,6 @@ class LiveControls(QtWidgets.QDockWidget):
         )
         row.addWidget(self.budget_spin)
         v.addLayout(row)
-        return box
 
     def reset_perturbation(self) -> None:
         """Back to the unperturbed input (sliders and patch reset)."""
