@@ -190,9 +190,7 @@ class ChannelView(PanelBase):
         self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
 
         self.content.addLayout(self._build_controls())
-        row = QtWidgets.QHBoxLayout()
-        row.setSpacing(6)
-        self._columns = row
+        row = self._columns = style.bare_box(spacing=6)
         self._narrow = False
         self._stacked = False
         self._act_box = ImageColumn(
@@ -237,9 +235,7 @@ class ChannelView(PanelBase):
         self.clear()
 
     def _build_controls(self) -> QtWidgets.QHBoxLayout:
-        row = QtWidgets.QHBoxLayout()
-        row.setSpacing(4)
-        arrow = QtCore.Qt.ArrowType
+        row, arrow = style.bare_box(spacing=4), QtCore.Qt.ArrowType
         self.prev_button = style.tool_button(
             arrow.LeftArrow,
             "Previous channel ([, PageUp, Left)",
