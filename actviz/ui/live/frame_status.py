@@ -94,15 +94,10 @@ class SpacedReadout(QObject):
 
     def offer(self, *args: Any) -> None:
         """Show ``args`` now, or when the interval is over (replacing any waiting)."""
-        now = time.perf_counter()
+        now, self._pending = time.perf_counter(), args
         if not self._player.playing or now - self._at >= self.interval_s:
-            self._timer.stop()
-            self._pending = None
-            self._at = now
-            self._show(*args)
-            return
-        self._pending = args
-        if not self._timer.isActive():
+            self.flush()
+        elif not self._timer.isActive():
             self._timer.start(max(1, int((self._at + self.interval_s - now) * 1000) + 1))
 
     def flush(self) -> None:
