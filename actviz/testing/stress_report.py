@@ -139,9 +139,7 @@ class StressReport:
     def heap_growth_per_1k_mib(self) -> float | None:
         """:attr:`rss_growth_per_1k_mib` for the heap in use (None where glibc cannot say)."""
         points = [(s.action, s.heap_mib) for s in self._after_warm_up()]
-        if any(v is None for _, v in points):
-            return None
-        return _per_1k(points)  # type: ignore[arg-type]
+        return None if any(v is None for _, v in points) else _per_1k(points)
 
     @property
     def rss_over_heap_in_use(self) -> float | None:
