@@ -330,14 +330,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gui(args: argparse.Namespace) -> int:
     from actviz.ui.app import run_app
 
-    return run_app(
-        model=getattr(args, "model", None),
-        arch=getattr(args, "arch", None),
-        input=getattr(args, "input", None),
-        trust=getattr(args, "trust", False),
-        session=getattr(args, "session", None),
-        plugins=not getattr(args, "no_plugins", False),
-    )
+    given = {k: getattr(args, k, None) for k in ("model", "arch", "input", "session")}
+    trust, plugins = getattr(args, "trust", False), not getattr(args, "no_plugins", False)
+    return run_app(**given, trust=trust, plugins=plugins)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
