@@ -53,11 +53,13 @@ class PanelBase(QtWidgets.QFrame):
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         super().paintEvent(event)
-        if self._selected:
+        if colour := self._frame_colour():
             painter = QtGui.QPainter(self)
-            pen = QtGui.QPen(QtGui.QColor(SELECTION), 2)
-            painter.setPen(pen)
+            painter.setPen(QtGui.QPen(QtGui.QColor(colour), 2))
             painter.drawRect(QtCore.QRectF(self.rect()).adjusted(1, 1, -1, -1))
+
+    def _frame_colour(self) -> str | None:
+        return SELECTION if self._selected else None
 
     def clear(self) -> None:  # pragma: no cover - every subclass overrides
         """Forget the data shown and return to the empty state."""

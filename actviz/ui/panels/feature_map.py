@@ -353,12 +353,8 @@ class LayerPanel(PanelBase):
     def _update_marks(self) -> None:
         self.activation_slot.mark_channels(self._selection.channels)
 
-    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
-        super().paintEvent(event)
-        if self._edited and not self.is_selected():
-            painter = QtGui.QPainter(self)
-            painter.setPen(QtGui.QPen(QtGui.QColor(style.EDITED), 2))
-            painter.drawRect(QtCore.QRectF(self.rect()).adjusted(1, 1, -1, -1))
+    def _frame_colour(self) -> str | None:
+        return super()._frame_colour() or (style.EDITED if self._edited else None)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
