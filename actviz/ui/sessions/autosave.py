@@ -49,10 +49,10 @@ def _keep(state: SessionState, path: Path, pin_limit: int) -> None:
 class Autosave(QObject):
     """Keeps the window's session in :attr:`path` while :attr:`on` (not while ``paused()``)."""
 
-    def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
+    def __init__(self, host: WindowHost, paused: Callable[[], bool]) -> None:
         super().__init__(host.dialog_parent())
         self.host, self.session = host, host.session
-        self._store, self._paused = store, paused
+        self._store, self._paused = host.settings.store, paused
         #: Whether the session is kept (:meth:`switch`).
         self.on = self._closed = False
         self._timer = QTimer(self)

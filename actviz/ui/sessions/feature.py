@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QSettings, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
@@ -111,7 +111,6 @@ class SessionsFeature(FeatureBase, QObject):
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
         self.host, self.session = host, host.session
-        self._store: QSettings = host.settings.store
         #: The file Save session (Ctrl+S) writes; None until saved or opened once.
         self.path: Path | None = None
         #: The questions, ``(parent, text) -> answer`` (tests and scripts answer them).
@@ -122,7 +121,7 @@ class SessionsFeature(FeatureBase, QObject):
         self._jobs: dict[Job, _Opening] = {}
         self._opening: _Opening | None = None
         self._closed = False
-        self.kept = Autosave(host, self._store, paused=lambda: self._opening is not None)
+        self.kept = Autosave(host, paused=lambda: self._opening is not None)
         self.reports = ReportExport(host, lambda: self.path)
         self.saver = SessionSaver(self)
         #: ``report_written(str)``: File > Export report wrote that file.
@@ -138,22 +137,18 @@ class SessionsFeature(FeatureBase, QObject):
         return act
 
     def _build_menu(self) -> None:
-        before = "Export everything…"
+        keys = QKeySequence.StandardKey
         self.open_action = self._action("Open session…", self.open_session_dialog)
         self.recent_menu = QMenu("Recent sessions", self.host.menu("File"))
-        self.save_action = self._action(
-            "Save session", self.save_session, QKeySequence.StandardKey.Save
-        )
-        self.save_as_action = self._action(
-            "Save session as…", self.save_session_as, QKeySequence.StandardKey.SaveAs
-        )
+        self.save_action = self._action("Save session", self.save_session, keys.Save)
+        self.save_as_action = self._action("Save session as…", self.save_session_as, keys.SaveAs)
         self.report_action = self._action("Export report…", self.reports.dialog)
         sep = QAction(self.host.dialog_parent())
         sep.setSeparator(True)
         for act in (self.open_action, self.recent_menu.menuAction(), self.save_action,
                     self.save_as_action, sep, self.report_action):  # fmt: skip
             shortcut = act in (self.save_action, self.save_as_action)
-            self.host.add_menu_action("File", act, before=before, shortcut=shortcut)
+            self.host.add_menu_action("File", act, before="Export everything…", shortcut=shortcut)
         self.refresh_recent_menu()
 
     def _remember(self, path: Path) -> None:
