@@ -201,11 +201,10 @@ class TokenViews(FeatureBase):
             result.attention, spec.tokens, layout=spec.layout, sample=spec.sample
         )
         self.lens_panel.set_lens(result.logit_lens)
-        self.attention_panel.setVisible(result.attention is not None)
-        self.lens_panel.setVisible(result.logit_lens is not None)
-        self.host.set_tab_visible(
-            self.attention_page, result.attention is not None or result.logit_lens is not None
-        )
+        maps, lens = result.attention is not None, result.logit_lens is not None
+        self.attention_panel.setVisible(maps)
+        self.lens_panel.setVisible(lens)
+        self.host.set_tab_visible(self.attention_page, maps or lens)
         rollout = result.rollout is not None and result.image is not None
         self.rollout_panel.setVisible(rollout)
         if rollout:
