@@ -95,8 +95,12 @@ def resolve_target(output: Any, target: Any) -> Target:
         value, index, description = _sequence_target(out, target, next_token)
     elif target is None:
         value, index, description = _default_target(out)
+    elif out.dim() == 0:
+        raise ValueError(f"target class {int(target)} given, but the model output is a scalar")
     else:
-        value, index, description = _class_target(out, int(target))
+        index = _class_index(int(target), out.shape[0] if out.dim() == 1 else out.shape[1])
+        value = out[index] if out.dim() == 1 else out[:, index].sum()
+        description = f"class {index}"
     return Target(value if value.dim() == 0 else value.reshape(()), index, description, warning)
 
 
@@ -241,14 +245,6 @@ def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
             desc = f"top-1 logit of each of {rows} rows, summed (row 0: class {int(top[0])})"
         return value, int(top[0]), desc
     return out.sum(), None, f"sum of all {out.numel()} output elements"
-
-
-def _class_target(out: torch.Tensor, k: int) -> tuple[torch.Tensor, int | None, str]:
-    if out.dim() == 0:
-        raise ValueError(f"target class {k} given, but the model output is a scalar")
-    k = _class_index(k, out.shape[0] if out.dim() == 1 else out.shape[1])
-    value = out[k] if out.dim() == 1 else out[:, k].sum()
-    return value, k, f"class {k}"
 
 
 def _class_index(k: int, n_classes: int) -> int:
