@@ -14,11 +14,9 @@ from actviz.analysis.concepts import layer_effects as units
 from actviz.analysis.effects.effect_results import DEFAULT_VERIFY
 from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
-from actviz.ui.effects.verifying import INTERRUPTED as INTERRUPTED  # re-exported
 from actviz.ui.effects.verifying import Verification
-from actviz.ui.effects.verifying import channels_text as channels_text  # re-exported
 from actviz.ui.effects.view import BarRow, EffectsView
-from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.host import FeatureBase, WindowHost, channels_text
 from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.edits_board import StaleEditError
