@@ -68,7 +68,7 @@ def explore(
     ValueError
         A name in ``layers`` is not in ``model.named_modules()`` (with suggestions).
     """
-    from torch import nn
+    import torch
 
     ensure_app()
     scratch = None
@@ -88,7 +88,7 @@ def explore(
         window.closed.connect(scratch.cleanup)
         window._explore_scratch = scratch  # type: ignore[attr-defined]
     try:
-        if isinstance(model, nn.Module):
+        if isinstance(model, torch.nn.Module):
             window.script.set_model(model, categories=categories, layers=layers)
         else:
             # Scripts expect the model to be there on return: wait for the background load.
@@ -102,8 +102,16 @@ def explore(
                 from actviz.core.capture import resolve_layers
 
                 window.session.replace_ticked(resolve_layers(window.session.model, list(layers)))
-        if inputs is not None:
-            _set_inputs(window, inputs)
+        if isinstance(inputs, (str, os.PathLike)):
+            if not window.files.open_input_source(os.fspath(inputs), remember=False, wait=True):
+                raise ValueError(window.centre.banner.texts()[-1])
+        elif isinstance(inputs, (torch.Tensor, tuple, list, dict)):
+            window.script.set_input(inputs)
+        elif inputs is not None:  # numpy arrays, PIL images: open_input adapts them to the model
+            from actviz.io.input_files import open_input
+
+            s = window.session
+            s.set_loaded_input(open_input(inputs, model=s.model, loaded_model=s.loaded_model))
     except Exception:
         window.shutdown()
         window.deleteLater()
@@ -122,22 +130,3 @@ def explore(
     loop.exec()
     window.deleteLater()  # closed and not returned: nothing can use it any more
     return None
-
-
-def _set_inputs(window: MainWindow, inputs: Any) -> None:
-    import torch
-
-    if isinstance(inputs, (str, os.PathLike)):
-        if not window.files.open_input_source(os.fspath(inputs), remember=False, wait=True):
-            raise ValueError(window.centre.banner.texts()[-1])
-        return
-    if isinstance(inputs, torch.Tensor) or isinstance(inputs, (tuple, list, dict)):
-        window.script.set_input(inputs)
-        return
-    # numpy arrays, PIL images: let open_input adapt them to the model.
-    from actviz.io.input_files import open_input
-
-    loaded = open_input(
-        inputs, model=window.session.model, loaded_model=window.session.loaded_model
-    )
-    window.session.set_loaded_input(loaded)

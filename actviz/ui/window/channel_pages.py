@@ -128,17 +128,12 @@ class ChannelPages:
         for name, panel in self.display.layer_panels.items():
             if guess and name not in widths and not panel.mosaic_width():
                 widths[name] = guess
-        for name, width in widths.items():
-            self.fit_page_to_width(name, width)
-
-    def fit_page_to_width(self, name: str, width: int) -> None:
-        """Re-page ``name`` with tiles readable in ``width`` pixels (no new run)."""
-        layer = self._layer(name)
-        if layer is None or layer.view is None or layer.view.kind != "maps":
-            return
-        total, height, tile_w = layer.view.data.shape
-        size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
-        if size == self.session.page_channels.get(name):
-            return
-        self.session.set_page_channels(name, size)
-        self.display.grid.refresh(name)  # with the other waiting updates, on-screen first
+        for name, width in widths.items():  # tiles readable in that width (no new run)
+            layer = self._layer(name)
+            if layer is None or layer.view is None or layer.view.kind != "maps":
+                continue
+            total, height, tile_w = layer.view.data.shape
+            size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+            if size != self.session.page_channels.get(name):
+                self.session.set_page_channels(name, size)
+                self.display.grid.refresh(name)  # with the other waiting updates, on screen first

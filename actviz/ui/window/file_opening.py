@@ -192,7 +192,10 @@ class FileOpening:
         if request.remember:
             self.settings.add_recent_model(request.source, request.arch)
             self.menus.refresh_recent()
-        guessed = guessed_arch_text(loaded) if not request.arch else ""
+        from actviz.io.models.arch_guess import confident_guess
+
+        used = None if request.arch else confident_guess(getattr(loaded, "arch_guesses", ()))
+        guessed = f"architecture guessed: {used.name} ({used.reason})" if used is not None else ""
         self.window.refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
         self.menus.show_note(guessed)
         self.window.model_loaded.emit(request.source)
@@ -282,17 +285,6 @@ class FileOpening:
         request = self.model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
             self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
-
-
-def guessed_arch_text(loaded: Any) -> str:
-    """``"architecture guessed: NAME (reason)"`` when recognised from the weights, else ""."""
-    guesses = getattr(loaded, "arch_guesses", ())
-    if not guesses:
-        return ""
-    from actviz.io.models.arch_guess import confident_guess
-
-    used = confident_guess(guesses)
-    return f"architecture guessed: {used.name} ({used.reason})" if used is not None else ""
 
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:

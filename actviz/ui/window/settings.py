@@ -27,11 +27,13 @@ def user_settings() -> QSettings:
 
 
 def _flag(key: str) -> property:
-    """A bool setting, on by default."""
-    return property(
-        lambda self: _as_bool(self.store.value(key, True)),
-        lambda self, on: self.store.setValue(key, bool(on)),
-    )
+    """A bool setting, on by default (INI stores bools as the strings "true"/"false")."""
+
+    def get(self: AppSettings) -> bool:
+        v = self.store.value(key, True)
+        return bool(v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else v)
+
+    return property(get, lambda self, on: self.store.setValue(key, bool(on)))
 
 
 def _text(key: str, default: str, choices: tuple[str, ...] = (), what: str = "") -> property:
@@ -122,10 +124,3 @@ def split_recent_model(entry: str) -> tuple[str, str | None]:
     """Split a recent-model entry ``source|arch`` back into ``(source, arch)``."""
     source, sep, arch = entry.rpartition("|")
     return (source, arch or None) if sep else (entry, None)
-
-
-def _as_bool(value: object) -> bool:
-    # INI stores bools as the strings "true"/"false".
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
