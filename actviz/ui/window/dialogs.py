@@ -186,7 +186,6 @@ class OpenModelDialog(QDialog):
         self.arch_combo = QComboBox()
         self.arch_combo.setEditable(True)
         self.arch_combo.addItem("")
-        self.arch_combo.setCurrentIndex(0)
         self.arch_combo.lineEdit().setPlaceholderText(
             "resnet18, timm:NAME or path/model.py:ClassName"
         )
@@ -308,7 +307,13 @@ class OpenModelDialog(QDialog):
         if path:
             self.tabs.setCurrentIndex(1)
             self.file_edit.setText(path)
-        self.set_candidates(candidates)
+        self.arch_list.clear()
+        for guess in candidates:  # each with its score and reason
+            item = QListWidgetItem(f"{guess.name}  —  score {guess.score:.2f}: {guess.reason}")
+            item.setData(Qt.ItemDataRole.UserRole, guess.name)
+            item.setToolTip(guess.describe())
+            self.arch_list.addItem(item)
+        self.arch_list.setVisible(bool(candidates))
         if candidates or path:
             self.arch_combo.setEditText("")  # the one tried did not work, or none was named
             self.arch_combo.setFocus()
@@ -318,16 +323,6 @@ class OpenModelDialog(QDialog):
         """The load was cancelled elsewhere (Esc, Cancel): say so; Open works again."""
         self.set_busy(False)
         self._say(text, error=False)
-
-    def set_candidates(self, candidates: Sequence[Any]) -> None:
-        """List architectures to choose from, each with its score and reason."""
-        self.arch_list.clear()
-        for guess in candidates:
-            item = QListWidgetItem(f"{guess.name}  —  score {guess.score:.2f}: {guess.reason}")
-            item.setData(Qt.ItemDataRole.UserRole, guess.name)
-            item.setToolTip(guess.describe())
-            self.arch_list.addItem(item)
-        self.arch_list.setVisible(bool(candidates))
 
     def candidates(self) -> list[str]:
         """The architectures listed to choose from."""
