@@ -77,8 +77,7 @@ class CompareView(QtWidgets.QWidget):
         outer.addWidget(self.splitter, 1)
 
     def _source_bar(self) -> QtWidgets.QHBoxLayout:
-        bar = QtWidgets.QHBoxLayout()
-        self._bar = bar
+        bar = self._bar = QtWidgets.QHBoxLayout()
         bar.setSpacing(6)
         self._bar_label = QtWidgets.QLabel("Compare the latest run (A) with")
         bar.addWidget(self._bar_label)

@@ -102,10 +102,6 @@ class LiveControls(QtWidgets.QDockWidget):
         self.back_action = action("Previous frame", "Ctrl+Left", lambda: c.step(-1))
         self.reset_action = action("Reset perturbation", "Ctrl+0", self.reset_perturbation)
 
-    def actions_for_menu(self) -> list[QAction]:
-        """The playback actions, in menu order."""
-        return [self.play_action, self.back_action, self.next_action, self.reset_action]
-
     def _build_source(self, form: QtWidgets.QBoxLayout) -> None:
         self.source_combo = QtWidgets.QComboBox()
         self.source_combo.addItems(SOURCE_ITEMS)

@@ -35,7 +35,8 @@ class LiveMode(FeatureBase):
         self.controller.playing_changed.connect(lambda on: on and show_dock(self.dock))
         self.dock.play_action.triggered.connect(lambda: show_dock(self.dock))
         # Playback from the keyboard (window shortcuts) and from a Live menu.
-        for action in self.dock.actions_for_menu():
+        d = self.dock
+        for action in (d.play_action, d.back_action, d.next_action, d.reset_action):
             host.add_menu_action("Live", action)
         host.menu("Live").addSeparator()
         host.add_menu_action("Live", self.dock.toggleViewAction(), shortcut=False)
