@@ -21,16 +21,16 @@ from actviz.core import pool
 from actviz.core.allocator import tune_if_asked
 from actviz.core.edit_kinds import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck, model_lock
-from actviz.core.input_copies import PreparedInputs, align_grads, prepare_inputs
+from actviz.core.input_copies import PreparedInputs, prepare_inputs
 from actviz.core.plan import ModelPlan, _resolve, model_plan
 from actviz.core.plan import leaf_names as leaf_names
 from actviz.core.plan import resolve_layers as resolve_layers
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry
 from actviz.core.recorder import format_bytes as format_bytes
-from actviz.core.records import INFERENCE_WEIGHTS_WARNING, Capture, LayerRecord, inference_weights
+from actviz.core.records import INFERENCE_WEIGHTS_WARNING, Capture, LayerRecord
 from actviz.core.records import CaptureCancelled as CaptureCancelled
 from actviz.core.records import CaptureTooLarge as CaptureTooLarge
-from actviz.core.structures import iter_tensors, map_tensors
+from actviz.core.structures import iter_tensors, map_leaves, map_tensors
 from actviz.core.targets import resolve_target, target_numbers
 
 log = logging.getLogger(__name__)
@@ -175,9 +175,10 @@ def capture(
                 log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
                 attempt += 1
             except RuntimeError as exc:
-                if not gradients or not inference_weights(exc):
-                    raise
                 # Weights made in inference_mode never join autograd: forward only, and a warning.
+                refused = "Inference tensors cannot be saved for backward" in str(exc)
+                if not gradients or not refused:
+                    raise
                 gradients = False
                 warnings.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -417,10 +418,9 @@ def _backward(
             rec.grad_output = map_tensors(rec.output, lambda _t, g=out_grads: _detach(next(g)))
         if in_slots is not None:
             rec.grad_inputs = tuple([None if h is None else _detach(h[0]) for h in in_slots])
-    ordered = [
-        None if leaf is None else _detach(leaf_grads.get(id(leaf))) for leaf in prepared.leaves
-    ]
-    return align_grads(prepared.copies, ordered)
+    # The input gradients, in the caller's structure (None for what is not a tensor).
+    ordered = iter([None if x is None else _detach(leaf_grads.get(id(x))) for x in prepared.leaves])
+    return map_leaves(prepared.copies, lambda x: next(ordered) if torch.is_tensor(x) else None)
 
 
 def _host(t: torch.Tensor) -> torch.Tensor:

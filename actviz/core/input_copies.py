@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.core.structures import clone_keep_layout, map_leaves, map_tensors
+from actviz.core.structures import clone_keep_layout, map_tensors
 
 _LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
 
@@ -119,12 +119,6 @@ def one_list_argument(inputs: list, model: nn.Module | None) -> bool:
         and all(isinstance(v, torch.Tensor) for v in inputs)
         and forward_takes_list(model)
     )
-
-
-def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
-    """Put the per-tensor gradients back into the caller's structure (None for non-tensors)."""
-    it = iter(grads)
-    return map_leaves(copies, lambda leaf: next(it) if isinstance(leaf, torch.Tensor) else None)
 
 
 def list_layout(value: Any, as_list: bool) -> Any:

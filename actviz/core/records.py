@@ -121,8 +121,3 @@ class Capture:
     def all_records(self) -> list[LayerRecord]:
         """Every record of every layer, layers in execution order."""
         return [rec for name in self.names for rec in self.records[name]]
-
-
-def inference_weights(exc: RuntimeError) -> bool:
-    """Whether ``exc`` is autograd refusing an inference tensor (the model's own weights)."""
-    return "Inference tensors cannot be saved for backward" in str(exc)
