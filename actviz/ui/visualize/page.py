@@ -17,8 +17,7 @@ from actviz.analysis.visualize.visualization import (
 )
 from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
-from actviz.ui.visualize.picture_mosaic import MosaicDock
-from actviz.ui.visualize.section import read_saved_settings, saved_settings
+from actviz.ui.visualize.section import MosaicDock, read_saved_settings, saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
 
 #: The dock's width when first shown.
