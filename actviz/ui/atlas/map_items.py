@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -175,7 +176,7 @@ class RasterDots(pg.GraphicsObject):
         # The dots' own extent in device pixels, and the part of it near the view.
         finite = np.isfinite(x) & np.isfinite(y)
         if not finite.any():
-            return _Raster(t, (0, 0, 0, 0), 0, 0, None, None)
+            return _Raster(t, (0, 0, 0, 0), 0, 0, 0, 0)
         bounds = (
             int(np.floor(x[finite].min())) - pad,
             int(np.floor(y[finite].min())) - pad,
@@ -188,7 +189,7 @@ class RasterDots(pg.GraphicsObject):
         left, top = max(bounds[0], -mx), max(bounds[1], -my)
         right, bottom = min(bounds[2], w + mx), min(bounds[3], h + my)
         if right <= left or bottom <= top:
-            return _Raster(t, bounds, left, top, None, None, (right, bottom))
+            return _Raster(t, bounds, left, top, right, bottom)
         buf = np.zeros((bottom - top, right - left, 4), dtype=np.uint8)
         splat_dots(x - left, y - top, self._bgra, right - left, bottom - top, self.dot, out=buf)
         # Alpha is 0 or 255, so premultiplied or not is the same: no conversion of the image.
@@ -196,29 +197,26 @@ class RasterDots(pg.GraphicsObject):
             buf.data, buf.shape[1], buf.shape[0], buf.shape[1] * 4,
             QImage.Format.Format_ARGB32_Premultiplied,
         )  # fmt: skip
-        return _Raster(t, bounds, left, top, image, buf, (right, bottom))
+        return _Raster(t, bounds, left, top, right, bottom, image, buf)
 
 
+@dataclass(eq=False)
 class _Raster:
     """One splatted image, made at transform ``t``, covering ``[left, right) x [top, bottom)``."""
 
-    def __init__(
-        self,
-        t: Any,
-        bounds: tuple[int, int, int, int],
-        left: int,
-        top: int,
-        image: QImage | None,
-        buffer: np.ndarray | None,
-        end: tuple[int, int] | None = None,
-    ) -> None:
+    t: Any
+    bounds: tuple[int, int, int, int]
+    left: int
+    top: int
+    right: int
+    bottom: int
+    image: QImage | None = None
+    buffer: np.ndarray | None = None  # the image's pixels (QImage does not own them)
+
+    def __post_init__(self) -> None:
+        t = self.t
         self.scale = (t.m11(), t.m12(), t.m21(), t.m22())
         self.dx, self.dy = t.dx(), t.dy()
-        self.bounds = bounds
-        self.left, self.top = left, top
-        self.right, self.bottom = end if end is not None else (left, top)
-        self.image = image
-        self.buffer = buffer  # the image's pixels (QImage does not own them)
 
     def same_scale(self, t: Any) -> bool:
         """Whether transform ``t`` has this image's zoom (it may be moved)."""
