@@ -277,9 +277,9 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         source
             Makes the float image behind ``image``, for :meth:`source_image` (only if read).
         """
+        self._levels = (float(levels[0]), float(levels[1]))
         if image.ndim == 2:
             self._source = source if source is not None else image
-            self._levels = (float(levels[0]), float(levels[1]))
             if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
                 indices = image if image.dtype == np.uint8 else to_indices(image, levels)
             self._use_indexed_lut(True)
@@ -287,7 +287,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
                 self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
         else:
             self._source = None
-            self._levels = (float(levels[0]), float(levels[1]))
             self._use_indexed_lut(False)
             if not self._replace_picture(image, levels):
                 # Pictures may be far larger than the canvas: downsample before converting.
@@ -444,11 +443,8 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     def clear_image(self) -> None:
         """Remove the image (the canvas stays, empty)."""
         self.image.clear()
-        self.grid.clear()
-        self.set_marks([])
-        self._shape = self._expected_shape = None
-        self._source = None
-        self._levels = None
+        self.clear_tiles()
+        self._shape = self._expected_shape = self._source = self._levels = None
         self._fit_sides()
         self._fit_colorbar()
 

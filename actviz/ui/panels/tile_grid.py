@@ -26,7 +26,6 @@ class TileGrid:
         self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)
         self._pen.setCosmetic(True)
         self._lines: list[QtCore.QLineF] = []
-        self._rect = QtCore.QRectF()
         self._tiles: tuple[int, int, int, int, int, int, int] | None = None
         # The channel of each tile when they are not consecutive (sorted by effect).
         self._channel_ids: tuple[int, ...] | None = None
@@ -82,25 +81,21 @@ class TileGrid:
             QtCore.QLineF(0.0, r * (tile_h + pad) - half, width, r * (tile_h + pad) - half)
             for r in range(1, rows)
         ]
-        self._lines = lines
-        self._rect = QtCore.QRectF(0.0, 0.0, float(width), float(height))
-        path = QtGui.QPainterPath()
+        self._set_lines(lines)
+
+    def clear(self) -> None:
+        """No grid (an image that is not a mosaic)."""
+        if self._tiles is not None:
+            self._tiles = None
+            self._set_lines([])
+
+    def _set_lines(self, lines: list[QtCore.QLineF]) -> None:
+        self._lines, path = lines, QtGui.QPainterPath()
         for line in lines:
             path.moveTo(line.p1())
             path.lineTo(line.p2())
         self.path_item.setPath(path)
         self.has_lines = bool(lines)
-        self._update_labels()
-
-    def clear(self) -> None:
-        """No grid (an image that is not a mosaic)."""
-        if self._tiles is None:
-            return
-        self._tiles = None
-        self._lines = []
-        self._rect = QtCore.QRectF()
-        self.path_item.setPath(QtGui.QPainterPath())
-        self.has_lines = False
         self._update_labels()
 
     def lines(self) -> list[QtCore.QLineF]:
