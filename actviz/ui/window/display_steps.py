@@ -26,8 +26,7 @@ class DisplaySteps:
         #: Steps held until every panel of the result exists: ``(epoch, step)``.
         self._held: list[tuple[int, Callable[[], None]]] = []
         self._show_error = show_error
-        self._timer = QTimer(parent)
-        self._timer.setInterval(0)
+        self._timer = QTimer(parent, interval=0)
         self._timer.timeout.connect(self._run)
 
     def defer(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:

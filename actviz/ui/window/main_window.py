@@ -196,9 +196,8 @@ class MainWindow(QMainWindow):
         if done() or self._closed:
             return
         loop, timer = QEventLoop(), QTimer()
-        timer.setInterval(poll_ms)
         timer.timeout.connect(lambda: (done() or self._closed) and loop.quit())
-        timer.start()
+        timer.start(poll_ms)
         loop.exec()
         timer.stop()
 

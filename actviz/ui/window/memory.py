@@ -37,9 +37,7 @@ class IdleMemory(QObject):
     def __init__(self, parent: QObject, busy: Callable[[], bool]) -> None:
         super().__init__(parent)
         self._busy = busy
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(IDLE_MS)
+        self._timer = QTimer(self, singleShot=True, interval=IDLE_MS)
         self._timer.timeout.connect(self._on_idle)
         self._thread: threading.Thread | None = None
         self.trims = 0  # trims done (tests read it)
@@ -48,8 +46,7 @@ class IdleMemory(QObject):
         self.freezes = _FREEZE[0]
         #: Idle moments before a full collection is due (the window's start makes one).
         self.idles_before_full = FULL_EVERY
-        self._full_timer = QTimer(self)
-        self._full_timer.setSingleShot(True)
+        self._full_timer = QTimer(self, singleShot=True)
         self._full_timer.timeout.connect(self._on_long_idle)
         if self.freezes:
             self.collect_cycles(full=True)

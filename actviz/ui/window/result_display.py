@@ -73,8 +73,7 @@ class ResultDisplay:
         self.grid = PanelGrid(self)
         # Live timing read-out: at most every HELD_TEXT_INTERVAL_S, the last always.
         self._held_text_at = -1.0
-        self._held_timer = QTimer(parent)
-        self._held_timer.setSingleShot(True)
+        self._held_timer = QTimer(parent, singleShot=True)
         self._held_timer.timeout.connect(self.refresh_held_text)
         self._to_delete: list[QWidget] = []  # dropped panels, deleted a few a pass
         self._delete_soon = DeferredCall(parent, self._delete_some)

@@ -37,9 +37,7 @@ class RunControl:
         #: Whether the target list shows a detector's detections (rebuilt with each result).
         self._detection_targets = False
         self._run_due = False
-        self._debounce = QTimer(window)
-        self._debounce.setSingleShot(True)
-        self._debounce.setInterval(debounce_ms)
+        self._debounce = QTimer(window, singleShot=True, interval=debounce_ms)
         self._debounce.timeout.connect(self._on_debounce_timeout)
         a = window.commands
         a.run_action.triggered.connect(lambda: self.run())
