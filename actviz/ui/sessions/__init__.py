@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actviz.ui.sessions.autosave import autosave_path
 from actviz.ui.sessions.feature import SessionsFeature
+from actviz.ui.sessions.saving import autosave_path
 
 __all__ = ["SessionsFeature", "autosave_path"]

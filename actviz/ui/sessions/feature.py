@@ -19,9 +19,8 @@ from actviz.io.errors import UntrustedFileError
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.sessions.autosave import Autosave
 from actviz.ui.sessions.reports import ReportExport
-from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, SessionSaver
+from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, Autosave, SessionSaver
 from actviz.ui.sessions.state import (
     apply_view,
     gather_state,
