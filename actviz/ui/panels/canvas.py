@@ -283,7 +283,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
                 indices = image if image.dtype == np.uint8 else to_indices(image, levels)
             self._use_indexed_lut(True)
-            if not self._replace_indices(indices):
+            if not self._swap(indices, self.image.levels is None and not self.image.autoDownsample):
                 self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
         else:
             self._source = None
@@ -328,9 +328,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             return False
         self._light.swap(pixels)
         return True
-
-    def _replace_indices(self, indices: np.ndarray) -> bool:
-        return self._swap(indices, self.image.levels is None and not self.image.autoDownsample)
 
     def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
         # A small picture at 0-255, which the item draws without downsampling (_render_rgb).

@@ -71,7 +71,7 @@ class TokenStrip(pg.GraphicsLayoutWidget):
         self.bars: pg.BarGraphItem | None = None
         self.labels: tuple[str, ...] = ()
         self.values: np.ndarray = np.zeros(0, dtype=np.float32)
-        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.scene().sigMouseMoved.connect(lambda pos: self.hovered.emit(self.token_at(pos)))
         self.setMinimumHeight(120)
 
     def set_values(self, labels: Sequence[str], values: np.ndarray) -> None:
@@ -133,9 +133,6 @@ class TokenStrip(pg.GraphicsLayoutWidget):
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(0.0, row + 0.5))
         point = self.mapFromScene(scene)
         return QtCore.QPoint(point.x() + 4, point.y())
-
-    def _on_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
-        self.hovered.emit(self.token_at(scene_pos))
 
     def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
         self.hovered.emit(-1)

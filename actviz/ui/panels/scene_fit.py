@@ -59,10 +59,6 @@ class SceneFit:
         else:
             self.updateGeometry()
 
-    def _sides_follow(self) -> bool:
-        """Whether the sides are fitted: an aspect-locked image beside a colour bar."""
-        return self.colorbar is not None and self._shape is not None and self._lock_aspect
-
     def _set_side(self, side: int, *, now: bool) -> None:
         if side != self._side:
             self._side = side
@@ -78,7 +74,8 @@ class SceneFit:
         use the whole room at a kept scale. From ``size``, before a resize (never held wider).
         """
         now = size is None  # a size given: before a resize (the layout follows it)
-        if not self._sides_follow():
+        if self.colorbar is None or self._shape is None or not self._lock_aspect:
+            # The sides follow only an aspect-locked image beside a colour bar.
             self._set_side(0, now=now)
             return
         size = self.size() if size is None else size
