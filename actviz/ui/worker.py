@@ -226,13 +226,10 @@ class Worker(QObject):
     ) -> None:
         super().__init__(parent)
         self.nice = nice
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(max(1, int(max_threads)))
+        self._pool = QThreadPool(self, maxThreadCount=max(1, int(max_threads)))
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
-        self._second = QThreadPool(self)
-        self._second.setMaxThreadCount(1)
-        self._lane = QThreadPool(self)  # lane 1: a copy of the model
-        self._lane.setMaxThreadCount(1)
+        self._second = QThreadPool(self, maxThreadCount=1)
+        self._lane = QThreadPool(self, maxThreadCount=1)  # lane 1: a copy of the model
         # Set explicitly: a pool thread would otherwise keep torch's last count set anywhere.
         self.threads = worker_threads() or torch.get_num_threads()
         self._lock = threading.Lock()

@@ -86,17 +86,14 @@ class WindowActions:
         bar.setMovable(False)
         bar.addActions([self.open_model_action, self.open_input_action])
         #: Bundled sample images ("Sample…" first).
-        self.sample_combo = QComboBox()
+        self.sample_combo = QComboBox(minimumContentsLength=10)
         self.sample_combo.setToolTip("Pick a bundled sample image")
-        self.sample_combo.setMinimumContentsLength(10)
         bar.addWidget(self.sample_combo)
         bar.addSeparator()
         bar.addWidget(QLabel(" Target "))
         #: What the gradients are of (editable, completes class names).
-        self.target_combo = combo = QComboBox()
-        combo.setEditable(True)
+        self.target_combo = combo = QComboBox(editable=True, minimumContentsLength=18)
         combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        combo.setMinimumContentsLength(18)
         combo.setToolTip(
             "What the gradients are of: auto (top-1 logit), a class index, or a class name"
         )

@@ -118,8 +118,7 @@ class MessageBanner(QFrame):
 
     def show_details(self) -> QMessageBox:
         """Open the details in a window-modal box (not blocking)."""
-        box = QMessageBox(self.window())
-        box.setIcon(QMessageBox.Icon.Information)
+        box = QMessageBox(self.window(), icon=QMessageBox.Icon.Information)
         box.setWindowTitle("Details — actviz")
         box.setText("\n".join(self.texts()))
         box.setDetailedText(self.details())

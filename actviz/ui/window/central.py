@@ -189,8 +189,7 @@ class _OverviewPage(QScrollArea):
 
 
 def _splitter(orientation: Qt.Orientation, *widgets: QWidget) -> QSplitter:
-    splitter = QSplitter(orientation)
-    splitter.setHandleWidth(PANEL_SPACING)
+    splitter = QSplitter(orientation, handleWidth=PANEL_SPACING)
     splitter.setChildrenCollapsible(False)  # a dragged handle never makes a panel vanish
     for widget in widgets:
         splitter.addWidget(widget)

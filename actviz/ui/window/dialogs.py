@@ -61,8 +61,7 @@ def confirm_untrusted_file(
     parent: QWidget | None, path: str, message: str, *, code: bool = False
 ) -> bool:
     """Ask before unpickling ``path`` (``code``: running a model's own code); True if trusted."""
-    box = QMessageBox(parent)
-    box.setIcon(QMessageBox.Icon.Warning)
+    box = QMessageBox(parent, icon=QMessageBox.Icon.Warning)
     box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
     what = "the Python code that comes with it" if code else "code stored in it"
     box.setText(f"Opening {Path(path).name} would run {what}.")
@@ -183,8 +182,7 @@ class OpenModelDialog(QDialog):
         browse.clicked.connect(self._on_browse_clicked)
         row.addWidget(browse)
         form.addRow("File", row)
-        self.arch_combo = QComboBox()
-        self.arch_combo.setEditable(True)
+        self.arch_combo = QComboBox(editable=True)
         self.arch_combo.addItem("")
         self.arch_combo.lineEdit().setPlaceholderText(
             "resnet18, timm:NAME or path/model.py:ClassName"
@@ -259,9 +257,7 @@ class OpenModelDialog(QDialog):
     ) -> tuple[QLineEdit, QListWidget, QCheckBox]:
         tab = QWidget()
         layout = QVBoxLayout(tab)
-        search = QLineEdit()
-        search.setPlaceholderText(placeholder)
-        search.setClearButtonEnabled(True)
+        search = QLineEdit(placeholderText=placeholder, clearButtonEnabled=True)
         names = QListWidget()
         names.itemDoubleClicked.connect(lambda _item: self.accept())
         random_check = QCheckBox("Random initialisation (no pretrained weights)")
@@ -480,8 +476,7 @@ class ExportFolderDialog(QDialog):
         browse.clicked.connect(self._on_browse_clicked)
         row.addWidget(browse)
         layout.addLayout(row)
-        self.note_label = QLabel("")
-        self.note_label.setWordWrap(True)
+        self.note_label = QLabel("", wordWrap=True)
         layout.addWidget(self.note_label)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
