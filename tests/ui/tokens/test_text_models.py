@@ -170,7 +170,7 @@ def test_the_gradcam_layer_selector_shortens_names_in_the_middle(qtbot):
 
 def test_the_attention_layer_selector_shortens_names_in_the_middle(qtbot):
     from actviz.display.attention import capture_attention
-    from actviz.ui.tokens.attention_panel import AttentionPanel
+    from actviz.ui.tokens.feature import AttentionPanel
 
     model = tiny_gpt2()
     maps = capture_attention(model, {"input_ids": torch.tensor([[1, 2, 3]])})

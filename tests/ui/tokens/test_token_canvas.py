@@ -8,7 +8,7 @@ from PySide6.QtCore import QCoreApplication
 
 from actviz.display.attention import AttentionMaps
 from actviz.ui.panels.colorbar import lut
-from actviz.ui.tokens.attention_panel import AttentionPanel
+from actviz.ui.tokens.feature import AttentionPanel
 
 TOKENS = ["The", "cat", "sat", "on", "the", "mat"]
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 from actviz.display.attention import attention_rollout, capture_attention, rollout_map
 from actviz.testing import RUN_TIMEOUT_MS
-from actviz.ui.tokens.attention_panel import MEAN
+from actviz.ui.tokens.feature import MEAN
 from tests.display.seq_models import tiny_gpt2, tiny_vit
 
 TOKENS = ["The", " cat", " sat", " on", " a", " mat"]
