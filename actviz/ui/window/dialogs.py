@@ -236,13 +236,12 @@ class OpenModelDialog(QDialog):
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message_label.setVisible(False)
         layout.addWidget(self.message_label)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel
-        )
+        std = QDialogButtonBox.StandardButton
+        self.buttons = QDialogButtonBox(std.Open | std.Cancel)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
-        self.open_button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+        self.open_button = self.buttons.button(std.Open)
 
         prefetch_model_names()
         source = _MODEL_NAMES
@@ -478,10 +477,9 @@ class ExportFolderDialog(QDialog):
         layout.addLayout(row)
         self.note_label = QLabel("", wordWrap=True)
         layout.addWidget(self.note_label)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.buttons.button(QDialogButtonBox.StandardButton.Save).setText("Export")
+        std = QDialogButtonBox.StandardButton
+        self.buttons = QDialogButtonBox(std.Save | std.Cancel)
+        self.buttons.button(std.Save).setText("Export")
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
