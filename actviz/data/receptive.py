@@ -15,12 +15,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from actviz.core.capture import capture, resolve_layers
 from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.records import CaptureCancelled
 from actviz.data.accumulate import first_tensor
 from actviz.data.scan_result import Scan, TopEntry
-from actviz.data.sources import ModelSpec, resolve_model
+from actviz.data.sources import ModelSpec, open_data, resolve_model
 from actviz.io.errors import InputError
+from actviz.io.input_images import _from_image, _open_image
+from actviz.io.input_tensors import _display_image
 
 # Modules that keep every position where it is (output position i depends on input i only).
 _POINTWISE_NAMES = (
@@ -175,8 +178,6 @@ def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> Recep
     net = spec.model
     modules = dict(net.named_modules())
     if layer not in modules:
-        from actviz.core.capture import resolve_layers
-
         resolve_layers(net, [layer])  # raises with suggestions
     shape = _input_shape(spec, input_shape)
     known = _FIELDS.setdefault(net, {})
@@ -317,15 +318,10 @@ def _square(box: tuple[int, int, int, int], hw: tuple[int, int]) -> tuple[int, i
 
 def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np.ndarray]:
     """The model input ``(C, H, W)`` and the picture as shown, for one entry."""
-    from actviz.io.input_images import _from_image, _open_image
-    from actviz.io.input_tensors import _display_image
-
     if isinstance(entry.source, str):
         img = _open_image(Path(entry.source), entry.source)
         loaded = _from_image(img, entry.source, spec.expected, spec.transforms, spec.size)
         return loaded.value[0], loaded.image
-    from actviz.data.sources import open_data
-
     _, t, reason = open_data(data, spec).dataset[entry.index]
     if t is None:
         raise ValueError(f"sample {entry.index}: {reason}")
@@ -366,8 +362,6 @@ def top_views(
     sources are indices; ``transform`` the scan's. A missing image gets a grey view saying why;
     ``should_stop()`` true ends it (``CaptureCancelled``) before each model pass."""
     from PIL import Image
-
-    from actviz.core.capture import capture
 
     entries = scan.top(layer, channel)
     if not entries:

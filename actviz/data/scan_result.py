@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from actviz.core.recorder import format_bytes
 from actviz.core.records import CaptureTooLarge
-from actviz.data.atlas_vectors import frozen
+from actviz.data.accumulate import EMPTY_INDEX, LayerState
+from actviz.data.atlas_vectors import cosine_top, frozen, query_vector, row_norms
 
 #: Values :func:`_rows_with_vectors` checks at a time (4 MB of flags).
 _BLOCK_VALUES = 1 << 22
@@ -38,8 +40,6 @@ class ScanMemory:
 
     def describe(self) -> str:
         """One line for a status bar or a log: "embeddings: 2000 images x 832 values = 3.2 MB"."""
-        from actviz.core.capture import format_bytes
-
         values = sum(self.widths.values())
         layers = len(self.widths)
         where = f" in {layers} layers" if layers > 1 else ""
@@ -223,8 +223,6 @@ class Scan:
         """The ``k`` images whose pooled vectors in ``layer`` are most cosine-similar to ``query``
         (a vector, or a capture, record or output of one input), exact, best first; safe from a
         worker thread. ``KeyError`` without embeddings, ``ValueError`` for a wrong length."""
-        from actviz.data.atlas_map import cosine_top, query_vector, row_norms
-
         emb = self.embeddings(layer)
         vector = query_vector(query, layer, emb.axis)
         norms = self._memo.get(("norms", layer))
@@ -271,8 +269,6 @@ class Scan:
 
 def layer_result(state: Any) -> LayerResult:
     """Freeze a :class:`~actviz.data.accumulate.LayerState` into a :class:`LayerResult`."""
-    from actviz.data.accumulate import EMPTY_INDEX, LayerState
-
     if state.channels is None:  # the layer never ran: no channel
         state = LayerState(state.k, channels=0)
     indices = state.indices.copy()

@@ -16,6 +16,7 @@ from actviz.core.structures import first_tensor
 from actviz.core.targets import detections, sequence_logits
 from actviz.display.logit_lens import token_texts
 from actviz.display.stats import as_float, grad_norm
+from actviz.display.token_maps import token_labels
 
 
 def _pick(t: torch.Tensor, sample: int) -> torch.Tensor:
@@ -192,8 +193,6 @@ def token_saliency(
     cap: Any, layer: str | None, tokens: Sequence[str] | None = None, sample: int = 0
 ) -> TokenSaliency | None:
     """A text input's saliency from its embedding ``layer``'s output and gradient, or None."""
-    from actviz.display.token_maps import token_labels
-
     if layer is None or layer not in cap or not token_input(cap.inputs):
         return None
     act, grad = cap[layer].tensor, cap[layer].grad

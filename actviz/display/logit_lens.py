@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from actviz.core.capture import model_device
+from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor
 
 
@@ -132,8 +133,6 @@ def logit_lens(
     with torch.no_grad():
         for name in lens.blocks:
             if should_stop is not None and should_stop():
-                from actviz.core.records import CaptureCancelled
-
                 raise CaptureCancelled("cancelled while reading the logit lens")
             if name not in cap:
                 continue

@@ -12,12 +12,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor
 from actviz.core.targets import name_token, sequence_logits
+from actviz.core.tree import module_tree
 from actviz.display import attribution as attr
 from actviz.display import stats, token_maps
+from actviz.display.attention import attention_rollout, rollout_map
 from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
-from actviz.display.logit_lens import token_texts
+from actviz.display.logit_lens import lens_layers, logit_lens, token_texts
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepared import DisplaySpec, Lazy, LazyMap, LazyStats, PreparedLayer, RunResult
 from actviz.display.repage import ReusableMosaics, layer_mosaics, symmetric_for
@@ -214,8 +217,6 @@ def prepare(
     should_stop
         Polled between layers; True raises ``CaptureCancelled``.
     """
-    from actviz.core.capture import CaptureCancelled
-
     report = progress or (lambda _msg: None)
 
     def check() -> None:
@@ -298,8 +299,6 @@ def prepare(
         check()
         _ = grad_cams[name]  # computed here, off the GUI thread
     # Attention maps, their rollout over a ViT's image, and a language model's logit lens.
-    from actviz.display.attention import attention_rollout, rollout_map
-
     extras: dict[str, Any] = {} if tok_sal is None else {"token_saliency": tok_sal}
     attention = cap.extra.get("attention") if isinstance(cap.extra, Mapping) else None
     if attention is not None:
@@ -311,8 +310,6 @@ def prepare(
             except ValueError as exc:  # tokens that are not the patch layout's
                 log.debug("no attention rollout: %s", exc)
     if model is not None and not fast:
-        from actviz.display.logit_lens import lens_layers, logit_lens
-
         lens = lens_layers(model)
         if lens is not None and any(b in cap for b in lens.blocks):
             extras["logit_lens"] = logit_lens(
@@ -326,8 +323,6 @@ def prepare(
     shapes = output_shapes(cap)
     tree = None
     if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
-        from actviz.core.tree import module_tree
-
         tree = module_tree(model, cap)
     errors: list[str] = []
     out = first_tensor(cap.output)
