@@ -152,8 +152,11 @@ class TargetChoice:
 class _Forward:
     """A session attribute kept by its collaborator ``part``, so the session's old names work."""
 
-    def __init__(self, part: str, name: str) -> None:
-        self.part, self.name = part, name
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
 
     def __get__(self, session: Any, owner: type | None = None) -> Any:
         return self if session is None else getattr(getattr(session, self.part), self.name)
@@ -421,6 +424,12 @@ class Session:
     def untick_all(self) -> None:
         self.replace_ticked(())
 
+    target = _Forward("targets")
+    auto_target = _Forward("targets")
+    set_target = _Forward("targets")
+    run_target = _Forward("targets")
+    set_target_text = _Forward("targets")
+
     def can_run(self) -> bool:
         return self.model is not None and self.input is not None
 
@@ -456,6 +465,18 @@ class Session:
         """Snapshot the state for a run (:func:`~actviz.workspace.run_request.request_of`)."""
         return request_of(self, allow_no_input=allow_no_input)
 
+    colormap = _Forward("display_settings")
+    normalize = _Forward("display_settings")
+    gradcam_layer = _Forward("display_settings")
+    channel_pages = _Forward("display_settings")
+    page_channels = _Forward("display_settings")
+    channel_orders = _Forward("display_settings")
+    set_view = _Forward("display_settings")
+    set_channel_page = _Forward("display_settings")
+    set_channel_order = _Forward("display_settings")
+    page_start = _Forward("display_settings")
+    set_page_channels = _Forward("display_settings")
+
     def set_result(self, result: RunResult | None) -> None:
         self.targets.hold_auto_target(result)
         self.result = result
@@ -469,14 +490,3 @@ class Session:
         if baseline is not None and not any(baseline is c for c in counted):
             held += int(baseline.nbytes)
         return held
-
-
-#: The session's names kept by its parts: the targets, and the display settings (``view_changed``).
-_FORWARDS = {
-    "targets": "target auto_target set_target run_target set_target_text",
-    "display_settings": "colormap normalize gradcam_layer channel_pages page_channels "
-    "channel_orders set_view set_channel_page set_channel_order page_start set_page_channels",
-}
-for _part, _names in _FORWARDS.items():
-    for _name in _names.split():
-        setattr(Session, _name, _Forward(_part, _name))
