@@ -4,6 +4,8 @@ or UMAP) and placing new vectors with the same fit (:class:`Projection`). Numpy 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,8 +32,6 @@ _PLACE_CHUNK = 50_000
 
 def umap_available() -> bool:
     """Whether ``umap-learn`` (the ``actviz[atlas]`` extra) is installed, without importing it."""
-    import importlib.util
-
     return importlib.util.find_spec("umap") is not None
 
 
@@ -238,8 +238,6 @@ class ExactNeighbours:
 
 def cache_umap_compiles() -> int:
     """Have numba cache umap-learn's compiled functions on disk; how many it turned on."""
-    import sys
-
     try:
         from numba.core.caching import NullCache
         from numba.core.dispatcher import Dispatcher
