@@ -81,20 +81,18 @@ class MessageBanner(QFrame):
         self.label.setSizePolicy(policy)
         layout.addWidget(self.label, 1)
         # The message is one readable sentence; the traceback is one click away, not in it.
-        self.details_button = QToolButton()
+        self.details_button = QToolButton(autoRaise=True)
         self.details_button.setText("Details")
-        self.details_button.setAutoRaise(True)
         self.details_button.setToolTip("The technical details (traceback) of this message")
         self.details_button.clicked.connect(self.show_details)
         self.details_button.setVisible(False)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
-        close = QToolButton()
+        close = QToolButton(autoRaise=True)
         close.setIcon(
             QApplication.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton)
         )
         close.setIconSize(QSize(12, 12))
         close.setToolTip("Dismiss")
-        close.setAutoRaise(True)
         # Not connected to clear() directly: clicked(bool) would pass False as the source.
         close.clicked.connect(lambda _=False: self.clear())
         self.close_button = close
