@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.live.dock import LiveControls, show_dock
 from actviz.ui.live.playback import LiveController
-from actviz.ui.panels.style import ReadoutText, scroll_area
+from actviz.ui.panels.style import ElidedLabel, scroll_area
 
 #: Width of the Live dock when it first opens: the layer panels are what the window is for.
 DOCK_WIDTH = 300
@@ -43,7 +43,7 @@ class LiveMode(FeatureBase):
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
         host.session.model_changed.connect(self._on_session_model_changed)
         # Its rate changes a few times a second: repainted alone, the status bar not relaid out.
-        self.status_label = ReadoutText("")
+        self.status_label = ElidedLabel(grow=True)
         self.status_label.setObjectName("liveStatusLabel")
         host.add_status_widget(self.status_label)
         self.controller.status_changed.connect(self._on_status_changed)

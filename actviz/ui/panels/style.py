@@ -74,7 +74,8 @@ def style_plot(
 
 class ElidedLabel(QtWidgets.QLabel):
     """A one-line label elided with "…" rather than widen the layout (``text()`` is whole).
-    ``steady``: a new text repaints it alone, without asking the layout again."""
+    ``steady``: a new text repaints it alone, without asking the layout again; ``grow``: as wide
+    as its widest text so far, a fixed size, so that a new text never relays out (read-outs)."""
 
     def __init__(
         self,
@@ -84,17 +85,19 @@ class ElidedLabel(QtWidgets.QLabel):
         mode: QtCore.Qt.TextElideMode = QtCore.Qt.TextElideMode.ElideRight,
         keep_after: str | None = None,
         steady: bool = False,
+        grow: bool = False,
     ) -> None:
         super().__init__(text, parent)  # steady: QLabel's text stays the first, for its height
         self._mode = mode
         #: Text from the first ``keep_after`` on is never shortened ("features…ck1: scale ch 3").
         self._keep_after = keep_after
-        self._steady = text if steady else None
+        self._steady, self._grow = text if steady else None, grow
         policy = QtWidgets.QSizePolicy.Policy
         self.setSizePolicy(policy.Ignored, policy.Preferred)
-        self.setMinimumWidth(40)
+        self.setMinimumWidth(0 if grow else 40)
         self._fallbacks: tuple[str, ...] = ()
         self._last_resort: str | None = None
+        self._fit(text)
 
     def text(self) -> str:
         return super().text() if self._steady is None else self._steady
@@ -104,7 +107,8 @@ class ElidedLabel(QtWidgets.QLabel):
         if self._steady is not None or self._fallbacks or self._last_resort is not None:
             self.set_text(text)
         elif text != self.text():  # unchanged: no repaint
-            super().setText(text)
+            super().setText(text)  # grow: a fixed size, repainted only
+            self._fit(text)
 
     def clear(self) -> None:
         self.setText("")
@@ -118,6 +122,7 @@ class ElidedLabel(QtWidgets.QLabel):
             return  # unchanged (set again with every live frame): no repaint
         if self._steady is None:
             super().setText(text)
+            self._fit(text)
         else:
             self._steady = text
         _, self._fallbacks, self._last_resort = new
@@ -158,6 +163,23 @@ class ElidedLabel(QtWidgets.QLabel):
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(40, self.fontMetrics().height())
+
+    def _fit(self, text: str) -> None:
+        if not self._grow:
+            return
+        metrics, margins = self.fontMetrics(), self.contentsMargins()
+        width = metrics.horizontalAdvance(text) + margins.left() + margins.right() + 4
+        height = metrics.height() + margins.top() + margins.bottom()
+        if width > self.minimumWidth() or height != self.minimumHeight():
+            # Room for a digit more ("98 ms" -> "102 ms").
+            width = max(width + metrics.horizontalAdvance("00"), self.minimumWidth())
+            self.setFixedSize(width, height)
+
+    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        super().changeEvent(event)
+        if event.type() == QtCore.QEvent.Type.FontChange and getattr(self, "_grow", False):
+            self.setMinimumWidth(0)
+            self._fit(self.text())
 
 
 class SteadyText(QtWidgets.QWidget):
@@ -237,34 +259,6 @@ class SteadyText(QtWidgets.QWidget):
         tip = self._text if shortened else ""
         if tip != self.toolTip():
             self.setToolTip(tip)
-
-
-class ReadoutText(QtWidgets.QLabel):
-    """An often-changing label as wide as its widest text so far, so it never relays out."""
-
-    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(text, parent)
-        self._fit(text)
-
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
-        if text != self.text():
-            super().setText(text)  # a fixed size: repainted only
-            self._fit(text)
-
-    def _fit(self, text: str) -> None:
-        margins = self.contentsMargins()
-        width = self.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + 4
-        height = self.fontMetrics().height() + margins.top() + margins.bottom()
-        if width > self.minimumWidth() or height != self.minimumHeight():
-            # Room for a digit more ("98 ms" -> "102 ms").
-            width = max(width + self.fontMetrics().horizontalAdvance("00"), self.minimumWidth())
-            self.setFixedSize(width, height)
-
-    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
-        super().changeEvent(event)
-        if event.type() == QtCore.QEvent.Type.FontChange:
-            self.setMinimumWidth(0)
-            self._fit(self.text())
 
 
 _W = TypeVar("_W", bound=QtWidgets.QWidget)

@@ -21,13 +21,7 @@ from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.plot_panel import GradFlowPanel, HistogramPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
-from actviz.ui.panels.style import (
-    PAGE_MARGIN,
-    PANEL_SPACING,
-    ElidedLabel,
-    ProgressBar,
-    ReadoutText,
-)
+from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING, ElidedLabel, ProgressBar
 from actviz.ui.window.banner import MessageBanner
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
@@ -83,9 +77,8 @@ class Centre:
         self.layers_grid = LayersGrid(container)
         self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
         self.layers_grid.setSpacing(PANEL_SPACING)
-        self.layers_placeholder = QLabel()  # its text says what it waits for (PanelGrid)
-        self.layers_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.layers_placeholder.setWordWrap(True)
+        # Its text says what it waits for (PanelGrid).
+        self.layers_placeholder = QLabel(alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
         self.layers_grid.addWidget(self.layers_placeholder, 0, 0)
         scroll.setWidget(container)
         splitter.addWidget(scroll)
@@ -209,5 +202,5 @@ class StatusWidgets:
         self.progress_bar.setVisible(False)
         status.addPermanentWidget(self.progress_bar)
         #: The last run's timing and the memory held.
-        self.timing_label = ReadoutText("")
+        self.timing_label = ElidedLabel(grow=True)
         status.addPermanentWidget(self.timing_label)

@@ -220,11 +220,9 @@ def test_playing_relays_out_neither_the_status_bar_nor_the_model_dock(qtbot, act
 def test_a_readout_relays_out_only_for_a_wider_text(qtbot):
     from PySide6.QtWidgets import QMainWindow
 
-    from actviz.ui.panels.style import ReadoutText
-
     window = QMainWindow()
     qtbot.addWidget(window)
-    readout = ReadoutText("ran in 120 ms")
+    readout = ElidedLabel("ran in 120 ms", grow=True)
     window.statusBar().addPermanentWidget(readout)
     window.resize(800, 300)
     window.show()
