@@ -13,25 +13,18 @@ from torch import nn
 from actviz.core.capture import Capture
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class ParamInfo:
     """A parameter or buffer of one module (its own); ``norm`` is computed on first read, as walking
     every weight at each model switch would stall the GUI thread."""
 
-    __slots__ = ("name", "shape", "dtype", "requires_grad", "_norm", "_tensor")
-
-    def __init__(
-        self,
-        name: str,
-        shape: tuple[int, ...],
-        dtype: str,
-        requires_grad: bool,
-        norm: float | None = None,
-        tensor: torch.Tensor | None = None,
-    ) -> None:
-        self.name, self.shape, self.dtype, self.requires_grad = name, shape, dtype, requires_grad
-        self._norm = norm
-        # A weak reference: the tree must not keep a switched-away model's weights alive.
-        self._tensor = weakref.ref(tensor) if tensor is not None else None
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    _norm: float | None = None
+    #: A weak reference: the tree must not keep a switched-away model's weights alive.
+    _tensor: weakref.ref | None = None
 
     @property
     def norm(self) -> float:
@@ -121,7 +114,7 @@ def _info(name: str, t: torch.Tensor) -> ParamInfo:
         # Lazy modules (nn.LazyLinear...) have no shape until their first forward.
         return ParamInfo(name, (), "uninitialized", t.requires_grad, float("nan"))
     dtype = str(t.dtype).replace("torch.", "")
-    return ParamInfo(name, tuple(t.shape), dtype, t.requires_grad, tensor=t)
+    return ParamInfo(name, tuple(t.shape), dtype, t.requires_grad, None, weakref.ref(t))
 
 
 def _norm(t: torch.Tensor) -> float:
