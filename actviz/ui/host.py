@@ -291,10 +291,7 @@ class Host(Docks):
 
     def session_parts(self) -> dict[str, object]:
         """What the features keep in a session file (each ``session_part()``'s dict)."""
-        parts: dict[str, object] = {}
-        for part in self._offered("session_part"):
-            parts.update(part() or {})
-        return parts
+        return {k: v for part in self._offered("session_part") for k, v in (part() or {}).items()}
 
     def _offered(self, method: str) -> list[Callable[..., Any]]:
         """The features' ``method``s, for those that have one (an optional part of a feature)."""
