@@ -325,9 +325,7 @@ class ModelDock(QDockWidget):
 
     def show_current_details(self) -> None:
         """Show the current row's parameters (nothing changes when no row is current)."""
-        index = self.tree_view.currentIndex()
-        tree = self.tree_model.tree
-        name = index.data(NameRole) if index.isValid() else None
+        tree, name = self.tree_model.tree, self.tree_view.currentIndex().data(NameRole)
         if tree is None or name is None or name not in tree:
             return
         self.details.show_node(tree[name])
@@ -355,13 +353,12 @@ class ModelDock(QDockWidget):
 
     def _on_tree_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         self.show_current_details()
-        name = current.data(NameRole) if current.isValid() else None
-        if name is not None:
+        if (name := current.data(NameRole)) is not None:
             self.module_selected.emit(name)
 
     def _on_tree_context_menu(self, pos: QPoint) -> None:
         index = self.tree_view.indexAt(pos)
-        menu = self.tree_context_menu(index.data(NameRole) if index.isValid() else None)
+        menu = self.tree_context_menu(index.data(NameRole))
         try:
             menu.exec(self.tree_view.viewport().mapToGlobal(pos))
         finally:
