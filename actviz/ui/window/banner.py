@@ -134,14 +134,11 @@ class MessageBanner(QFrame):
         """All ``(level, text)`` shown, in order; a text two sources say shows once."""
         order = [s for s in SOURCES if s in self._messages]
         order += [s for s in self._messages if s not in SOURCES]
-        seen: set[str] = set()
-        shown = []
+        first: dict[str, str] = {}  # text: level, the first source's
         for s in order:
             for level, text in self._messages[s]:
-                if text not in seen:
-                    seen.add(text)
-                    shown.append((level, text))
-        return shown
+                first.setdefault(text, level)
+        return [(level, text) for text, level in first.items()]
 
     def texts(self) -> list[str]:
         """The texts shown, without their levels."""
