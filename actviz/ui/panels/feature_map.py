@@ -26,8 +26,6 @@ NARROW_PANEL_PX = 440
 NARROW_MIN_PX = 150
 #: The width a panel prefers (two canvases of 240 px side by side), whatever its arrangement.
 PREFERRED_PANEL_PX = 500
-
-
 #: The "edited: ..." badge is shortened with "…" past this width (its tooltip has it all).
 EDIT_BADGE_MAX_PX = 260
 

@@ -17,6 +17,13 @@ if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; panels never d
 
 #: Height of a probability bar under its class name.
 BAR_HEIGHT = 8
+#: ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)`` as ``PredictionRow``, A minus B.
+ChangeRow = tuple[int, str, float, float, float, float, float, float]
+#: Colours of a change up / down.
+UP_COLOUR = QtGui.QColor("#1e7b34")
+DOWN_COLOUR = QtGui.QColor(style.BAR_BAD)
+#: A probability change smaller than this reads "+0.0" (points): it is not coloured.
+_DP_SHOWN = 5e-4
 
 
 class ProbabilityBar(QtWidgets.QWidget):
@@ -175,16 +182,6 @@ class PredictionPanel(PanelBase):
         """Show no prediction."""
         self.set_predictions([], "class")
         self.set_target_text("")
-
-
-#: ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)`` as ``PredictionRow``, A minus B.
-ChangeRow = tuple[int, str, float, float, float, float, float, float]
-
-#: Colours of a change up / down.
-UP_COLOUR = QtGui.QColor("#1e7b34")
-DOWN_COLOUR = QtGui.QColor(style.BAR_BAD)
-#: A probability change smaller than this reads "+0.0" (points): it is not coloured.
-_DP_SHOWN = 5e-4
 
 
 def format_percent(p: float) -> str:

@@ -43,8 +43,6 @@ PREFERRED_WIDTH = 300
 MIN_WIDTH = 200
 #: Trees up to this many modules open two levels deep; bigger ones show only the top level.
 EXPAND_LIMIT = 400
-
-
 #: A column of the details table is never shortened below this width.
 MIN_COLUMN_PX = 36
 
