@@ -26,7 +26,7 @@ from actviz.data.distributed import run_sharded, shard_context
 from actviz.data.fork_server import loader_context
 from actviz.data.rows import attach_rows, new_vectors
 from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_result
-from actviz.data.scan_sizing import ACTIVATION_BUDGET, MAX_BATCH, estimate_memory
+from actviz.data.scan_sizing import ACTIVATION_BUDGET, MAX_BATCH, default_workers, estimate_memory
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
@@ -263,7 +263,7 @@ def _run(
             batch_size = sizing._probe(net, items, pending, device, dtype)
         batch_size = max(1, int(batch_size))
         workers = (
-            sizing.default_workers(items, len(pending), batch_size, background, device)
+            default_workers(items, len(pending), batch_size, background, device)
             if num_workers is None
             else max(0, int(num_workers))
         )
