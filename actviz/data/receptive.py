@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actviz.core.capture import capture, resolve_layers
+from actviz.core.capture import resolve_layers
 from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.records import CaptureCancelled
 from actviz.data.accumulate import first_tensor
@@ -362,6 +362,8 @@ def top_views(
     sources are indices; ``transform`` the scan's. A missing image gets a grey view saying why;
     ``should_stop()`` true ends it (``CaptureCancelled``) before each model pass."""
     from PIL import Image
+
+    from actviz.core.capture import capture
 
     entries = scan.top(layer, channel)
     if not entries:

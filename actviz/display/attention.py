@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from actviz.core.capture import capture
 from actviz.display.attribution import _resize, _unit
 from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
@@ -151,6 +150,8 @@ def capture_attention(
     """Attention probabilities of every attention module of ``model`` on ``inputs`` (one
     extra forward pass under :func:`eager_attention`); None for a model it does not know.
     ``should_stop`` is polled per module call; ``max_bytes`` refuses (``CaptureTooLarge``) more."""
+    from actviz.core.capture import capture
+
     sites = attention_modules(model)
     if not sites:
         return None
