@@ -106,16 +106,14 @@ class OpenMenus:
 
     def refresh_recent(self) -> None:
         """Fill Recent models and Recent inputs from the settings."""
-        files = self.files
-        self.recent_models_menu.clear()
+        files, models, inputs = self.files, self.recent_models_menu, self.recent_inputs_menu
+        models.clear()
         for entry in self.settings.recent_models():
             source, arch = split_recent_model(entry)
             text = f"{source}  (arch {arch})" if arch else source
-            self.recent_models_menu.addAction(
-                text, lambda s=source, a=arch: files.open_model_source(s, arch=a)
-            )
-        self.recent_models_menu.setEnabled(not self.recent_models_menu.isEmpty())
-        self.recent_inputs_menu.clear()
+            models.addAction(text, lambda s=source, a=arch: files.open_model_source(s, arch=a))
+        models.setEnabled(not models.isEmpty())
+        inputs.clear()
         for source in self.settings.recent_inputs():
-            self.recent_inputs_menu.addAction(source, lambda s=source: files.open_input_source(s))
-        self.recent_inputs_menu.setEnabled(not self.recent_inputs_menu.isEmpty())
+            inputs.addAction(source, lambda s=source: files.open_input_source(s))
+        inputs.setEnabled(not inputs.isEmpty())
