@@ -117,12 +117,10 @@ class WindowActions:
         )
         bar.addWidget(self.colormap_combo)
         #: Per-channel or shared scale (the mode is the item's data).
-        self.normalize_combo = QComboBox()
+        self.normalize_combo = combo = QComboBox()
         for mode in NORMALIZATIONS:
-            self.normalize_combo.addItem(
-                "per-channel" if mode == "channel" else "shared scale", mode
-            )
-        self.normalize_combo.setToolTip(
+            combo.addItem("per-channel" if mode == "channel" else "shared scale", mode)
+        combo.setToolTip(
             "Per-channel: each map stretched to its own range; shared: one range for the layer"
         )
         bar.addWidget(self.normalize_combo)

@@ -277,10 +277,8 @@ class OpenModelDialog(QDialog):
             return
         spec = self.spec()
         if spec is None:
-            what = ("a model from the list", "a file", "a recent model", "a timm model")[
-                self.tabs.currentIndex()
-            ]
-            self._say(f"Choose {what} first.", error=True)
+            what = ("a model from the list", "a file", "a recent model", "a timm model")
+            self._say(f"Choose {what[self.tabs.currentIndex()]} first.", error=True)
             return
         self.set_busy(True, f"Opening {Path(spec.source).name or spec.source}…")
         self.open_requested.emit(spec)

@@ -44,12 +44,9 @@ class RunControl:
         a.cancel_action.triggered.connect(window.cancel)
         a.input_list_action.toggled.connect(self._on_input_list_toggled)
         a.auto_run_action.toggled.connect(lambda on: setattr(self, "auto_run", on))
-        a.target_combo.activated.connect(
-            lambda i: window.host.set_target_text(a.target_combo.itemText(i))
-        )
-        a.target_combo.lineEdit().returnPressed.connect(
-            lambda: window.host.set_target_text(a.target_combo.currentText())
-        )
+        combo, set_target = a.target_combo, window.host.set_target_text
+        combo.activated.connect(lambda i: set_target(combo.itemText(i)))
+        combo.lineEdit().returnPressed.connect(lambda: set_target(combo.currentText()))
         a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
