@@ -242,14 +242,11 @@ class RunControl:
         # From the result's views: no forward pass, the result shown (maybe pinned) unchanged.
         pages = dict(self.session.channel_pages)
         sizes, cmap = dict(self.session.page_channels), self.session.colormap
-        request = dataclasses.replace(
+        self.last_request = dataclasses.replace(
             request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
         )
-        self.last_request = request
         job = self.worker.submit(
-            lambda stop, progress: renormalised(
-                result, mode, pages, page_channels=sizes, colormap=cmap
-            )
+            lambda *_: renormalised(result, mode, pages, page_channels=sizes, colormap=cmap)
         )
         self.watch(job, kind="prepare")
         w.refresh_busy("Updating views…")
