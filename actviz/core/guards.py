@@ -192,7 +192,8 @@ class _SavedBuffers:
         grouped: dict[torch.device, list[int]] = {}
         loose: list[torch.Tensor] = []
         for i, t in enumerate(tensors):
-            if self.ptrs is not None and _flat(t):
+            dense = t.layout is torch.strided and not t.is_quantized and t.is_contiguous()
+            if self.ptrs is not None and dense and t.device.type != "meta":
                 grouped.setdefault(t.device, []).append(i)
             else:
                 loose.append(t)
@@ -248,15 +249,6 @@ class _SavedBuffers:
                         t.copy_(copy)
         finally:
             self.busy = False
-
-
-def _flat(t: torch.Tensor) -> bool:
-    return (
-        t.layout is torch.strided
-        and not t.is_quantized
-        and t.device.type != "meta"
-        and t.is_contiguous()
-    )
 
 
 def _set_mode(module: nn.Module, train: bool) -> None:
