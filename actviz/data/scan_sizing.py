@@ -92,13 +92,6 @@ def _model_device(net: nn.Module) -> torch.device:
     return model_device(net) or torch.device("cpu")
 
 
-def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
-    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`
-    (on a GPU, a quarter of its free memory if more), from one run on ``sample``
-    (``(1, C, ...)``) summing every module's output bytes."""
-    return _batch_for(_probe_forward(net, sample, ())[0], sample.device)
-
-
 def _batch_for(total: int, device: torch.device | None = None) -> int:
     budget = ACTIVATION_BUDGET
     if device is not None and device.type == "cuda":  # a GPU waits on small batches' launches
@@ -150,5 +143,10 @@ def default_workers(
 def _probe(
     net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
 ) -> int:
+    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`
+    (on a GPU, a quarter of its free memory if more), from one run on the first readable item
+    summing every module's output bytes."""
     sample = _first_sample(items, pending[:8], device, dtype)
-    return MAX_BATCH if sample is None else choose_batch_size(net, sample)
+    if sample is None:
+        return MAX_BATCH
+    return _batch_for(_probe_forward(net, sample, ())[0], sample.device)
