@@ -226,7 +226,7 @@ class ChannelView(PanelBase):
         self.status_label = style.readout_label()
         self.content.addWidget(self.status_label)
         for canvas in (self.activation_canvas, self.gradient_canvas):
-            canvas.hovered.connect(self._on_canvas_hovered)
+            canvas.hovered.connect(lambda x, y: self.status_label.setText(self.hover_text(x, y)))
             canvas.hover_left.connect(self._show_summary)
             canvas.installEventFilter(self)
         self.setMinimumSize(320, 240)
@@ -441,18 +441,16 @@ class ChannelView(PanelBase):
         self.backdrop.setVisible(on)
         self.activation_canvas.image.setOpacity(OVERLAY_OPACITY if on else 1.0)
 
-    def hover_text(self, x: int, y: int) -> str:
+    def hover_text(self, x: float, y: float) -> str:
         """Read-out for pixel (x, y), e.g. ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``."""
         if self.activation is None:
             return ""
+        x, y = int(x), int(y)
         parts = [f"(x={x}, y={y})"]
         for word, data in (("value", self.activation), ("|grad|", self.gradient)):
             if data is not None and 0 <= y < data.shape[0] and 0 <= x < data.shape[1]:
                 parts.append(f"{word} {style.format_value(data[y, x])}")
         return "  ".join(parts)
-
-    def _on_canvas_hovered(self, x: float, y: float) -> None:
-        self.status_label.setText(self.hover_text(int(x), int(y)))
 
     def _show_summary(self) -> None:
         if self.activation is None:

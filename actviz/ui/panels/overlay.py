@@ -199,7 +199,7 @@ class OverlayPanel(PanelBase):
         self.layer_combo: QtWidgets.QComboBox | None = None
         if with_layer_selector:
             row, self.layer_combo = layer_row(12)
-            self.layer_combo.currentIndexChanged.connect(self._on_combo_index_changed)
+            self.layer_combo.currentTextChanged.connect(self.layer_changed)
             self.content.addLayout(row)
 
         # The heat map is the canvas's own item (with the colour bar), the picture one below.
@@ -350,10 +350,6 @@ class OverlayPanel(PanelBase):
         if self.heat is not None:
             self.heat_item.setRect(QtCore.QRectF(0, 0, width, height))
         self.canvas.view.setRange(QtCore.QRectF(0, 0, width, height), padding=0.0)
-
-    def _on_combo_index_changed(self, index: int) -> None:
-        if index >= 0 and self.layer_combo is not None:
-            self.layer_changed.emit(self.layer_combo.itemText(index))
 
     def _on_token_hovered(self, token: int) -> None:
         if 0 <= token < len(self._token_describe):
