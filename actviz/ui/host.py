@@ -225,10 +225,7 @@ class Host(Docks):
         """Put ``action`` in ``menu`` (before entry ``before``); ``shortcut``: window-wide."""
         target = self.menu(menu)
         entries = {a.text().replace("&", ""): a for a in target.actions()}
-        if before in entries:
-            target.insertAction(entries[before], action)
-        else:
-            target.addAction(action)
+        target.insertAction(entries.get(before), action)  # (None: at the end)
         if shortcut:
             self._w.addAction(action)
 
