@@ -88,9 +88,7 @@ class MessageBanner(QFrame):
         self.details_button.setVisible(False)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
         close = QToolButton(autoRaise=True)
-        close.setIcon(
-            QApplication.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton)
-        )
+        close.setIcon(close.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton))
         close.setIconSize(QSize(12, 12))
         close.setToolTip("Dismiss")
         # Not connected to clear() directly: clicked(bool) would pass False as the source.
