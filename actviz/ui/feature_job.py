@@ -81,13 +81,11 @@ class FeatureJob(QObject):
         self.progress: tuple[int, int] = (0, 0)
         # The failure prefix given at construction, and the running job's.
         self._failed_default = self._failed = failed
-        self._failed_status = failed_status
+        self._failed_status, self._log_as, self._steps = failed_status, log_as, steps
         self._cancelled, self._cancelled_status = cancelled, cancelled_status
         self._interrupted, self._done = interrupted, ""
         self._log = logging.getLogger(type(parent).__module__)
-        self._log_as = log_as
         self._on_finished, self._on_failed = on_finished, on_failed
-        self._steps = steps
         # What the view says of the running job, and when it began (steps and an ETA follow).
         self._message, self._began = "", 0.0
 
