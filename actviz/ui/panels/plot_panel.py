@@ -48,11 +48,6 @@ class PlotPanel(PanelBase):
         # Every move event, not the scene's rate-limited sigMouseMoved (stale last read-out).
         self.plot_widget.viewport().installEventFilter(self)
 
-    @property
-    def summary(self) -> str:
-        """The read-out shown while the mouse is not over a bar or bin."""
-        return self._summary
-
     def set_summary(self, text: str) -> None:
         """Set the summary read-out and show it."""
         self._summary = text
