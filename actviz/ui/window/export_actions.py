@@ -239,9 +239,7 @@ class ExportActions:
             return []
         from actviz.io.files import check_out_folder
 
-        out = Path(out_dir)
-        rec = result.capture[name]
-        stem = safe_name(name)
+        out, rec, stem = Path(out_dir), result.capture[name], safe_name(name)
         written = []
         try:
             check_out_folder(out)
