@@ -155,8 +155,8 @@ class LiveControls(QtWidgets.QDockWidget):
         self.frame_slider.valueChanged.connect(self._on_frame_slider_changed)
         row.addWidget(self.frame_slider, 1)
         v.addLayout(row)
-        # A line of its own (a file's name is long); a SteadyText repaints without a relayout.
-        self.frame_label = style.SteadyText("frame 1/1")
+        # A line of its own (a file's name is long); a steady label repaints without a relayout.
+        self.frame_label = style.ElidedLabel("frame 1/1", lines=2)
         v.addWidget(self.frame_label)
         row2 = QtWidgets.QHBoxLayout()
         row2.addWidget(QtWidgets.QLabel("speed"))
@@ -221,9 +221,9 @@ class LiveControls(QtWidgets.QDockWidget):
 
     def _build_readouts(self, v: QtWidgets.QBoxLayout) -> None:
         # Read-outs that change while playing: lines of their own, no relayout of the dock.
-        self.stats_label = style.SteadyText("not running", lines=3)
+        self.stats_label = style.ElidedLabel("not running", lines=3)
         v.addWidget(self.stats_label)
-        self.memory_label = style.SteadyText("", lines=2)
+        self.memory_label = style.ElidedLabel("", lines=2)
         v.addWidget(self.memory_label)
         row = QtWidgets.QHBoxLayout()
         row.addWidget(QtWidgets.QLabel("memory budget"))

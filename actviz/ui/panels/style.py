@@ -75,7 +75,8 @@ def style_plot(
 class ElidedLabel(QtWidgets.QLabel):
     """A one-line label elided with "…" rather than widen the layout (``text()`` is whole).
     ``steady``: a new text repaints it alone, without asking the layout again; ``grow``: as wide
-    as its widest text so far, a fixed size, so that a new text never relays out (read-outs)."""
+    as its widest text so far, a fixed size, so that a new text never relays out (read-outs);
+    ``lines``: steady, wrapped over that many reserved lines, the last one elided."""
 
     def __init__(
         self,
@@ -86,14 +87,16 @@ class ElidedLabel(QtWidgets.QLabel):
         keep_after: str | None = None,
         steady: bool = False,
         grow: bool = False,
+        lines: int | None = None,
     ) -> None:
         super().__init__(text, parent)  # steady: QLabel's text stays the first, for its height
         self._mode = mode
         #: Text from the first ``keep_after`` on is never shortened ("features…ck1: scale ch 3").
         self._keep_after = keep_after
-        self._steady, self._grow = text if steady else None, grow
+        self._lines = None if lines is None else max(1, int(lines))
+        self._steady, self._grow = text if steady or lines is not None else None, grow
         policy = QtWidgets.QSizePolicy.Policy
-        self.setSizePolicy(policy.Ignored, policy.Preferred)
+        self.setSizePolicy(policy.Ignored, policy.Preferred if lines is None else policy.Fixed)
         self.setMinimumWidth(0 if grow else 40)
         self._fallbacks: tuple[str, ...] = ()
         self._last_resort: str | None = None
@@ -131,6 +134,9 @@ class ElidedLabel(QtWidgets.QLabel):
     def shown_text(self) -> str:
         """The text as drawn at the label's current width ("…" where it is shortened)."""
         metrics, width, text = self.fontMetrics(), self.contentsRect().width(), self.text()
+        if self._lines:  # the lines joined, or the text where they hold it whole
+            joined = " ".join(self.shown_lines())
+            return text if joined == " ".join(text.split()) else joined
         if self._fallbacks and metrics.horizontalAdvance(text) > width:
             for shorter in self._fallbacks:
                 if metrics.horizontalAdvance(shorter) <= width:
@@ -150,69 +156,14 @@ class ElidedLabel(QtWidgets.QLabel):
                 return metrics.elidedText(head, mode, room) + tail
         return metrics.elidedText(text, self._mode, width)
 
-    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
-        painter = QtGui.QPainter(self)
-        painter.setFont(self.font())
-        painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
-        rect = self.contentsRect()
-        shown = self.shown_text()
-        painter.drawText(rect, int(self.alignment() | QtCore.Qt.AlignmentFlag.AlignVCenter), shown)
-        elided = shown != self.text()
-        if elided != bool(self.toolTip()):
-            self.setToolTip(self.text() if elided else "")
-
-    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return QtCore.QSize(40, self.fontMetrics().height())
-
-    def _fit(self, text: str) -> None:
-        if not self._grow:
-            return
-        metrics, margins = self.fontMetrics(), self.contentsMargins()
-        width = metrics.horizontalAdvance(text) + margins.left() + margins.right() + 4
-        height = metrics.height() + margins.top() + margins.bottom()
-        if width > self.minimumWidth() or height != self.minimumHeight():
-            # Room for a digit more ("98 ms" -> "102 ms").
-            width = max(width + metrics.horizontalAdvance("00"), self.minimumWidth())
-            self.setFixedSize(width, height)
-
-    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
-        super().changeEvent(event)
-        if event.type() == QtCore.QEvent.Type.FontChange and getattr(self, "_grow", False):
-            self.setMinimumWidth(0)
-            self._fit(self.text())
-
-
-class SteadyText(QtWidgets.QWidget):
-    """Often-changing text in ``lines`` reserved lines, repainted without relaying out."""
-
-    def __init__(
-        self, text: str = "", parent: QtWidgets.QWidget | None = None, *, lines: int = 2
-    ) -> None:
-        super().__init__(parent)
-        self._text = text
-        self._lines = max(1, int(lines))
-        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Fixed)
-        self.setMinimumWidth(40)
-        self._fit_height()
-
-    def text(self) -> str:
-        """The whole text (also where the widget shows it shortened)."""
-        return self._text
-
-    def setText(self, text: str) -> None:  # noqa: N802 - QLabel's name, for its callers
-        if text != self._text:
-            self._text = text
-            self.update()
-
-    def clear(self) -> None:
-        self.setText("")
-
     def shown_lines(self) -> list[str]:
         """The lines as drawn at the current width (the last one shortened with "…")."""
-        metrics, width = self.fontMetrics(), max(1, self.contentsRect().width())
-        if metrics.horizontalAdvance(self._text) <= width and not self._text.startswith(" "):
-            return [self._text] if self._text else []  # one line (a frame's caption): no wrap
-        words, lines, line = self._text.split(" "), [], ""
+        if not self._lines:
+            return [self.shown_text()]
+        text, metrics, width = self.text(), self.fontMetrics(), max(1, self.contentsRect().width())
+        if metrics.horizontalAdvance(text) <= width and not text.startswith(" "):
+            return [text] if text else []  # one line (a frame's caption): no wrap
+        words, lines, line = text.split(" "), [], ""
         for i, word in enumerate(words):
             trial = f"{line} {word}" if line else word
             if metrics.horizontalAdvance(trial) <= width or not line:
@@ -229,20 +180,6 @@ class SteadyText(QtWidgets.QWidget):
         mode = QtCore.Qt.TextElideMode.ElideRight
         return [metrics.elidedText(text, mode, width) for text in lines]
 
-    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return QtCore.QSize(120, self.minimumHeight())
-
-    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
-        if event.type() == QtCore.QEvent.Type.FontChange:
-            self._fit_height()
-        super().changeEvent(event)
-
-    def _fit_height(self) -> None:
-        margins = self.contentsMargins()
-        self.setFixedHeight(
-            self.fontMetrics().lineSpacing() * self._lines + margins.top() + margins.bottom()
-        )
-
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
         if self.testAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent):
@@ -250,15 +187,43 @@ class SteadyText(QtWidgets.QWidget):
             painter.fillRect(event.rect(), self.palette().brush(self.backgroundRole()))
         painter.setFont(self.font())
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
-        rect, step = self.contentsRect(), self.fontMetrics().lineSpacing()
-        lines = self.shown_lines()
-        for i, line in enumerate(lines):
+        rect, text, shown = self.contentsRect(), self.text(), self.shown_lines()
+        flag = QtCore.Qt.AlignmentFlag
+        step, align = rect.height(), self.alignment() | flag.AlignVCenter
+        if self._lines:  # top to bottom, a line's height each
+            step, align = self.fontMetrics().lineSpacing(), flag.AlignLeft
+        for i, line in enumerate(shown):
             row = QtCore.QRect(rect.left(), rect.top() + i * step, rect.width(), step)
-            painter.drawText(row, int(QtCore.Qt.AlignmentFlag.AlignLeft), line)
-        shortened = " ".join(lines) != " ".join(self._text.split())
-        tip = self._text if shortened else ""
-        if tip != self.toolTip():
-            self.setToolTip(tip)
+            painter.drawText(row, int(align), line)
+        cut = " ".join(shown) != (" ".join(text.split()) if self._lines else text)
+        # One line: a tooltip of the owner's own stays while the text is cut.
+        if cut != bool(self.toolTip()) or (cut and self._lines and self.toolTip() != text):
+            self.setToolTip(text if cut else "")
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(40, self.fontMetrics().height())
+
+    def _fit(self, text: str) -> None:
+        metrics, margins = self.fontMetrics(), self.contentsMargins()
+        if self._lines:
+            self.setFixedHeight(
+                metrics.lineSpacing() * self._lines + margins.top() + margins.bottom()
+            )
+        if not self._grow:
+            return
+        width = metrics.horizontalAdvance(text) + margins.left() + margins.right() + 4
+        height = metrics.height() + margins.top() + margins.bottom()
+        if width > self.minimumWidth() or height != self.minimumHeight():
+            # Room for a digit more ("98 ms" -> "102 ms").
+            width = max(width + metrics.horizontalAdvance("00"), self.minimumWidth())
+            self.setFixedSize(width, height)
+
+    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        super().changeEvent(event)
+        if event.type() == QtCore.QEvent.Type.FontChange and hasattr(self, "_grow"):
+            if self._grow:
+                self.setMinimumWidth(0)
+            self._fit(self.text())
 
 
 _W = TypeVar("_W", bound=QtWidgets.QWidget)
@@ -280,9 +245,9 @@ def _dress(
     return widget
 
 
-def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:
-    """A small muted :class:`SteadyText`, for captions that change with every frame."""
-    return _dress(SteadyText(text, lines=lines))
+def caption_text(text: str = "", *, lines: int = 2) -> ElidedLabel:
+    """A small muted :class:`ElidedLabel` over ``lines``, for captions that change every frame."""
+    return _dress(ElidedLabel(text, lines=lines))
 
 
 def title_label(text: str = "", *, point_size: int = 10) -> ElidedLabel:
