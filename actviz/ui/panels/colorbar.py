@@ -230,6 +230,17 @@ class ColorBar(pg.GraphicsLayout):
         self.margins = (float(top), float(bottom))
         self.layout.setContentsMargins(0, top, 0, bottom)
 
+    def fit_to(self, span: QtCore.QRectF, room: float = math.inf) -> None:
+        """Margins that make the strip span ``span`` (scene), together at most ``room``."""
+        cell = self.sceneBoundingRect()
+        if span.isEmpty() or cell.isEmpty():
+            return
+        top, bottom = max(0.0, span.top() - cell.top()), max(0.0, cell.bottom() - span.bottom())
+        if top + bottom > room:
+            top, bottom = top * room / (top + bottom), bottom * room / (top + bottom)
+        if abs(self.margins[0] - top) > 0.5 or abs(self.margins[1] - bottom) > 0.5:
+            self.set_margins(top, bottom)
+
     def setColorMap(self, name: str) -> None:  # noqa: N802 - mirrors pg.ColorBarItem
         """Paint the strip with colour map ``name``."""
         self.strip.set_lut(lut(name))

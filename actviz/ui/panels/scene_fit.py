@@ -8,7 +8,6 @@ import math
 
 from PySide6 import QtCore, QtGui
 
-from actviz.ui.panels.colorbar import ColorBar
 from actviz.ui.panels.deferred import DeferredCall
 
 #: Canvas margins (top/bottom: the colour bar's end labels) and image-to-bar spacing, pixels.
@@ -129,29 +128,16 @@ class SceneFit:
             return
         self._fitting_colorbar = True
         try:
-            self._fit_colorbar_now(bar)
+            if self._shape is None:
+                bar.set_margins(4.0, 4.0)
+                return
+            height, width = self._shape
+            image = self.view.mapViewToScene(QtCore.QRectF(0, 0, width, height)).boundingRect()
+            image = image.intersected(self.view.sceneBoundingRect())
+            # Margins count in the scene's minimum height: never more than the canvas holds.
+            bar.fit_to(image, max(0.0, self.height() - 2 * _CANVAS_MARGIN_V - 8.0))
         finally:
             self._fitting_colorbar = False
-
-    def _fit_colorbar_now(self, bar: ColorBar) -> None:
-        if self._shape is None:
-            bar.set_margins(4.0, 4.0)
-            return
-        height, width = self._shape
-        image = self.view.mapViewToScene(QtCore.QRectF(0, 0, width, height)).boundingRect()
-        image = image.intersected(self.view.sceneBoundingRect())
-        cell = bar.sceneBoundingRect()
-        if image.isEmpty() or cell.isEmpty():
-            return
-        top = max(0.0, image.top() - cell.top())
-        bottom = max(0.0, cell.bottom() - image.bottom())
-        # Margins count in the scene's minimum height: never more than the canvas holds.
-        room = max(0.0, self.height() - 2 * _CANVAS_MARGIN_V - 8.0)
-        if top + bottom > room:
-            scale = room / (top + bottom)
-            top, bottom = top * scale, bottom * scale
-        if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
-            bar.set_margins(top, bottom)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if getattr(self, "_resizing", False) or not hasattr(self, "_fit_width"):

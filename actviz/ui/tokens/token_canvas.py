@@ -170,17 +170,8 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
 
     def _fit_colorbar(self, *_args: object) -> None:
         """Align the colour bar's strip with the map's top and bottom edges."""
-        bar = self.colorbar
-        if bar is None:
-            return
-        view = self.plot.vb.sceneBoundingRect()
-        cell = bar.sceneBoundingRect()
-        if view.isEmpty() or cell.isEmpty():
-            return
-        top = max(0.0, view.top() - cell.top())
-        bottom = max(0.0, cell.bottom() - view.bottom())
-        if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
-            bar.set_margins(top, bottom)
+        if self.colorbar is not None:
+            self.colorbar.fit_to(self.plot.vb.sceneBoundingRect())
 
     def clear_heat(self) -> None:
         """Show nothing."""
