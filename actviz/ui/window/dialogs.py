@@ -156,18 +156,13 @@ class OpenModelDialog(QDialog):
         self.resize(560, 520)
         self._given_names = names
         self._names: list[str] = list(names) if names is not None else []
-        self._timm_names: list[str] = []
         self._names_ready = False
         layout = QVBoxLayout(self)
         self.tabs = QTabWidget()
         layout.addWidget(self.tabs, 1)
-
-        # torchvision list
-        self.search_edit, self.zoo_list, self.random_check = self._add_list_tab(
-            "torchvision", "Search torchvision models, e.g. resnet, vit, mobilenet"
-        )
-        self.search_edit.textChanged.connect(lambda _text: self._refill_zoo(select=True))
-        self._refill_zoo(select=False)
+        zoo_names = ["demo", *self._names]
+        self.zoo = _NameTab(self, "torchvision", "resnet, vit, mobilenet", zoo_names, names is None)
+        self.search_edit, self.zoo_list, self.random_check = self.zoo.widgets()
 
         # file + architecture
         file_tab = QWidget()
@@ -221,13 +216,11 @@ class OpenModelDialog(QDialog):
         if recent:
             self.tabs.setCurrentIndex(2)
 
+        self.timm: _NameTab | None = None
         self.timm_list: QListWidget | None = None
         if importlib.util.find_spec("timm") is not None:
-            self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
-                "timm", "Search timm models, e.g. convnext, vit_small, efficientnet"
-            )
-            self.timm_search.textChanged.connect(lambda _text: self._refill_timm(select=True))
-            self._refill_timm(select=False)
+            self.timm = _NameTab(self, "timm", "convnext, vit_small, efficientnet", prefix="timm:")
+            self.timm_search, self.timm_list, self.timm_random_check = self.timm.widgets()
 
         self._error_tab: int | None = None
         self.tabs.currentChanged.connect(self._on_tab_changed)
@@ -250,25 +243,6 @@ class OpenModelDialog(QDialog):
         source.loaded.connect(self._on_names_loaded)
         if source.ready():
             self._on_names_loaded()
-
-    def _add_list_tab(
-        self, title: str, placeholder: str
-    ) -> tuple[QLineEdit, QListWidget, QCheckBox]:
-        tab = QWidget()
-        layout = QVBoxLayout(tab)
-        search = QLineEdit(placeholderText=placeholder, clearButtonEnabled=True)
-        names = QListWidget()
-        names.itemDoubleClicked.connect(lambda _item: self.accept())
-        random_check = QCheckBox("Random initialisation (no pretrained weights)")
-        random_check.setToolTip(
-            "Unchecked: pretrained weights when they are cached or downloadable; otherwise "
-            "actviz falls back to random weights and says so in the banner."
-        )
-        layout.addWidget(search)
-        layout.addWidget(names, 1)
-        layout.addWidget(random_check)
-        self.tabs.addTab(tab, title)
-        return search, names, random_check
 
     def accept(self) -> None:
         """Open: closes the dialog, or with ``keep_open`` asks for the load (see the class)."""
@@ -348,26 +322,13 @@ class OpenModelDialog(QDialog):
 
     def visible_names(self) -> list[str]:
         """Names in the torchvision list that the search keeps, best match first."""
-        return _listed(self.zoo_list)
+        return self.zoo.listed()
 
     def spec(self) -> ModelSpec | None:
         """The choice on the current tab, or None when nothing is chosen."""
-        tab = self.tabs.currentIndex()
-        if tab in (0, 3):  # a list of names; tab 3 (timm) exists only with timm
-            timm = tab == 3
-            random = self.timm_random_check if timm else self.random_check
-            # The selected entry, or the only one the search kept.
-            widget = self.timm_list if timm else self.zoo_list
-            item, listed = widget.currentItem(), _listed(widget)
-            if item is not None and _is_name(item):
-                name = item.text()
-            elif len(listed) == 1:
-                name = listed[0]
-            else:
-                return None
-            weights = None if random.isChecked() else "DEFAULT"
-            return ModelSpec(f"timm:{name}" if timm else name, None, weights)
-        if tab == 1:
+        if isinstance(names := self.tabs.currentWidget(), _NameTab):
+            return names.spec()
+        if self.tabs.currentIndex() == 1:
             path = self.file_edit.text().strip()
             if not path:
                 return None
@@ -377,7 +338,7 @@ class OpenModelDialog(QDialog):
 
     def timm_names(self) -> list[str]:
         """The names the timm tab's search keeps, best match first (empty without timm)."""
-        return _listed(self.timm_list) if self.timm_list is not None else []
+        return self.timm.listed() if self.timm is not None else []
 
     def names_ready(self) -> bool:
         """Whether the model lists are filled (see ``names_loaded``)."""
@@ -389,21 +350,11 @@ class OpenModelDialog(QDialog):
         self._names_ready = True
         if self._given_names is None:
             self._names = list(_MODEL_NAMES.torchvision)
-            self._refill_zoo(select=bool(self.search_edit.text()))
+            self.zoo.refill(["demo", *self._names])
             self._fill_arch_combo()
-        if self.timm_list is not None:
-            self._timm_names = list(_MODEL_NAMES.timm)
-            self._refill_timm(select=bool(self.timm_search.text()))
+        if self.timm is not None:
+            self.timm.refill(_MODEL_NAMES.timm)
         self.names_loaded.emit()
-
-    def _refill_zoo(self, *, select: bool) -> None:
-        loading = not self._names_ready and self._given_names is None
-        names = ["demo", *self._names]
-        _show_names(self.zoo_list, names, self.search_edit.text(), loading=loading, select=select)
-
-    def _refill_timm(self, *, select: bool) -> None:  # only with a timm tab
-        text, loading = self.timm_search.text(), not self._names_ready
-        _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
 
     def _fill_arch_combo(self) -> None:
         text = self.arch_combo.currentText()
@@ -430,29 +381,75 @@ def _is_name(item: QListWidgetItem) -> bool:
     return bool(item.flags() & Qt.ItemFlag.ItemIsEnabled)
 
 
-def _show_names(
-    widget: QListWidget, names: Sequence[str], text: str, *, loading: bool, select: bool
-) -> None:
-    """List the ``names`` containing ``text``, best first (then a row while ``loading``)."""
-    from actviz.io.models.timm_models import rank_matches
+class _NameTab(QWidget):
+    """A tab of model names: a search, the names it keeps (best first), a random-weights box;
+    ``prefix`` turns a name into a source ("timm:")."""
 
-    current = widget.currentItem()
-    kept = current.text() if current is not None and _is_name(current) else None
-    shown = rank_matches(text, names)
-    widget.clear()
-    widget.addItems(shown)
-    if loading:
-        row = QListWidgetItem(LOADING_TEXT)
-        row.setFlags(Qt.ItemFlag.NoItemFlags)  # neither selectable nor a name
-        widget.addItem(row)
-    if select and shown:
-        widget.setCurrentRow(0)
-    elif kept in shown:
-        widget.setCurrentRow(shown.index(kept))
+    def __init__(
+        self, dialog: OpenModelDialog, title: str, e_g: str, names=(), loading=True, prefix=""
+    ) -> None:
+        super().__init__()
+        self.names, self.loading, self.prefix = list(names), loading, prefix
+        self.search = QLineEdit(placeholderText=f"Search {title} models, e.g. {e_g}")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(lambda _text: self.refill(select=True))
+        self.list = QListWidget()
+        self.list.itemDoubleClicked.connect(lambda _item: dialog.accept())
+        self.random_check = QCheckBox("Random initialisation (no pretrained weights)")
+        self.random_check.setToolTip(
+            "Unchecked: pretrained weights when they are cached or downloadable; otherwise "
+            "actviz falls back to random weights and says so in the banner."
+        )
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.random_check)
+        dialog.tabs.addTab(self, title)
+        self.refill()
 
+    def widgets(self) -> tuple[QLineEdit, QListWidget, QCheckBox]:
+        return self.search, self.list, self.random_check
 
-def _listed(widget: QListWidget) -> list[str]:
-    return [widget.item(i).text() for i in range(widget.count()) if _is_name(widget.item(i))]
+    def refill(self, names: Sequence[str] | None = None, *, select: bool = False) -> None:
+        """List the names containing the search's text, best first (then a row while loading);
+        ``names``: listed at last; ``select`` (else with a search's text): the first."""
+        from actviz.io.models.timm_models import rank_matches
+
+        if names is not None:
+            self.names, self.loading = list(names), False
+        current = self.list.currentItem()
+        kept = current.text() if current is not None and _is_name(current) else None
+        shown = rank_matches(self.search.text(), self.names)
+        self.list.clear()
+        self.list.addItems(shown)
+        if self.loading:
+            row = QListWidgetItem(LOADING_TEXT)
+            row.setFlags(Qt.ItemFlag.NoItemFlags)  # neither selectable nor a name
+            self.list.addItem(row)
+        if (select or self.search.text()) and shown:
+            self.list.setCurrentRow(0)
+        elif kept in shown:
+            self.list.setCurrentRow(shown.index(kept))
+
+    def listed(self) -> list[str]:
+        """The names shown, best match first."""
+        return [
+            self.list.item(i).text()
+            for i in range(self.list.count())
+            if _is_name(self.list.item(i))
+        ]
+
+    def spec(self) -> ModelSpec | None:
+        """The selected name, or the only one the search kept (None: neither)."""
+        item, listed = self.list.currentItem(), self.listed()
+        if item is not None and _is_name(item):
+            name = item.text()
+        elif len(listed) == 1:
+            name = listed[0]
+        else:
+            return None
+        weights = None if self.random_check.isChecked() else "DEFAULT"
+        return ModelSpec(self.prefix + name, None, weights)
 
 
 class ExportFolderDialog(QDialog):
