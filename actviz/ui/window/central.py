@@ -5,7 +5,6 @@ from __future__ import annotations
 from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
-    QFrame,
     QGridLayout,
     QLabel,
     QMainWindow,
@@ -16,6 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.panels import style
 from actviz.ui.panels.channel_view import ChannelView
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.plot_panel import GradFlowPanel, HistogramPanel
@@ -66,8 +66,7 @@ class Centre:
 
     def _layers_tab(self) -> None:
         splitter = self.layers_splitter = QSplitter(Qt.Orientation.Horizontal)
-        scroll = self.layers_scroll = _LayersScroll()
-        scroll.setWidgetResizable(True)
+        scroll = self.layers_scroll = style.scroll_area(cls=_LayersScroll)
         scroll.setMinimumWidth(LAYERS_MIN_WIDTH)
         # Heights follow widths: a scroll bar that came and went would change the widths.
         scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
@@ -83,11 +82,9 @@ class Centre:
         scroll.setWidget(container)
         splitter.addWidget(scroll)
         box = self.channel_box = QWidget()
-        box_layout = QVBoxLayout(box)
-        box_layout.setContentsMargins(0, 0, 0, 0)
         self.channel_view = ChannelView()  # its own title, step buttons and close button
         self.channel_view.close_requested.connect(lambda: box.setVisible(False))
-        box_layout.addWidget(self.channel_view, 1)
+        style.bare_box(box, vertical=True).addWidget(self.channel_view, 1)
         splitter.addWidget(box)
         splitter.setChildrenCollapsible(False)
         splitter.setStretchFactor(0, 2)
@@ -117,10 +114,10 @@ class Centre:
         box = QVBoxLayout(content)
         box.setContentsMargins(*[PAGE_MARGIN] * 4)
         box.addWidget(rows)
-        page = self.overview_tab = _OverviewPage((top, bottom))
-        page.setObjectName("overviewPage")
-        page.setWidgetResizable(True)
-        page.setFrameShape(QFrame.Shape.NoFrame)
+        page = self.overview_tab = style.scroll_area(
+            name="overviewPage", frameless=True, cls=_OverviewPage
+        )
+        page.rows = (top, bottom)
         page.setWidget(content)
 
 
@@ -128,10 +125,7 @@ class _LayersScroll(QScrollArea):
     """The Layers tab's scroll area; says when its viewport's width changes (grid columns)."""
 
     viewport_resized = Signal(int)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._announced = -1
+    _announced = -1
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         # The viewport's width changes only here (its bar is always on): columns before layout.
@@ -158,9 +152,8 @@ class LayersGrid(QGridLayout):
 class _OverviewPage(QScrollArea):
     """The Overview's page: rows turn into columns when too narrow, so it scrolls only down."""
 
-    def __init__(self, rows: tuple[QSplitter, ...]) -> None:
-        super().__init__()
-        self._rows = rows
+    #: The splitters whose panels go across or down.
+    rows: tuple[QSplitter, ...] = ()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
@@ -169,7 +162,7 @@ class _OverviewPage(QScrollArea):
     def fit_rows(self, width: int) -> None:
         """Lay each row across when ``width`` holds its panels' least widths, else down."""
         spare = 2 * PAGE_MARGIN + self.verticalScrollBar().sizeHint().width() + 2
-        for row in self._rows:
+        for row in self.rows:
             across = Qt.Orientation.Horizontal
             needed = sum(
                 max(row.widget(i).minimumSizeHint().width(), row.widget(i).minimumWidth())
