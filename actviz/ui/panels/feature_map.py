@@ -134,10 +134,7 @@ class DifferenceToggle(QtWidgets.QToolButton):
     """The title line's "difference" toggle (edited minus unedited), hidden without edits."""
 
     def __init__(self, height: int) -> None:
-        super().__init__()
-        self.setText("difference")
-        self.setCheckable(True)
-        self.setAutoRaise(True)
+        super().__init__(text="difference", checkable=True, autoRaise=True)
         self.setToolTip(
             "Show the edited activation minus the unedited one (diverging colours, 0 white)"
         )

@@ -73,8 +73,7 @@ class WindowActions:
         self.unpin_action = action("Unpin this result", None, "Let the result shown now go")
         self.unpin_all_action = action("Unpin all", None, "Let every pinned result go")
         #: Checkable: gradient magnitudes beside the activations.
-        self.gradients_action = QAction("Gradients", window)
-        self.gradients_action.setCheckable(True)
+        self.gradients_action = QAction("Gradients", window, checkable=True)
         self.gradients_action.setToolTip("Show the gradient magnitude beside each activation")
         #: The Export actions, in the File menu and the toolbar's Export button.
         self.exports = [self.export_all_action, self.export_png_action, self.export_npy_action]

@@ -71,9 +71,7 @@ class MessageBanner(QFrame):
         self.icon_label = QLabel()
         self.icon_label.setFixedSize(ICON_PX, ICON_PX)
         layout.addWidget(self.icon_label, 0, Qt.AlignmentFlag.AlignTop)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label = QLabel(wordWrap=True, textFormat=Qt.TextFormat.PlainText)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # Ignored: the label's minimum width (its longest word) must not set the window's.
         policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)

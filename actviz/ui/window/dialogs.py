@@ -224,8 +224,7 @@ class OpenModelDialog(QDialog):
 
         self._error_tab: int | None = None
         self.tabs.currentChanged.connect(self._on_tab_changed)
-        self.message_label = QLabel("")
-        self.message_label.setWordWrap(True)
+        self.message_label = QLabel("", wordWrap=True)
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message_label.setVisible(False)
         layout.addWidget(self.message_label)
