@@ -341,9 +341,16 @@ class Feature(Protocol):
 
 
 class FeatureBase:
-    """Defaults for :class:`Feature`: nothing to cancel, never busy."""
+    """Defaults for :class:`Feature`: nothing to cancel, never busy; what :meth:`listen`
+    connected is let go of, and :meth:`stop` called, once, at :meth:`shutdown`."""
 
     name = ""
+    _closed = False
+
+    def listen(self, signal: Any, slot: Callable[..., Any]) -> None:
+        """Connect ``slot`` to ``signal`` (the session's, the host's) until :meth:`shutdown`."""
+        signal.connect(slot)
+        self.__dict__.setdefault("_listening", []).append((signal, slot))
 
     def cancel(self) -> bool:
         """Cancel what the feature runs (Esc); True when something was cancelled."""
@@ -372,4 +379,14 @@ class FeatureBase:
         return menu
 
     def shutdown(self) -> None:
-        """Stop what runs and let go of the window (called once, when it closes)."""
+        """Let go of the window: disconnect what :meth:`listen` connected, then :meth:`stop`;
+        once, however often it is called (the window's close, a test's)."""
+        if self._closed:
+            return
+        self._closed = True
+        for signal, slot in self.__dict__.pop("_listening", ()):
+            signal.disconnect(slot)
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop what the feature runs (its workers, dialogs) when the window closes."""

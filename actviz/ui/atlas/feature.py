@@ -142,8 +142,8 @@ class AtlasFeature(FeatureBase, QObject):
         v.nearest_strip.activated_row.connect(self._open_row)
         v.selection_strip.activated_row.connect(self._open_row)
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
-        self.session.scan_changed.connect(self._on_scan_changed)
-        self.session.result_changed.connect(self._on_result)
+        self.listen(self.session.scan_changed, self._on_scan_changed)
+        self.listen(self.session.result_changed, self._on_result)
         host.tab_changed.connect(self._on_tab_changed)
         # A result that came while the tab was hidden (placed once the tab shows).
         self._result_pending = False
@@ -483,10 +483,8 @@ class AtlasFeature(FeatureBase, QObject):
 
         return {"figures": figures}
 
-    def shutdown(self) -> None:
-        """Stop the map's worker (waited for) and let the session go."""
-        self.session.scan_changed.disconnect(self._on_scan_changed)
-        self.session.result_changed.disconnect(self._on_result)
+    def stop(self) -> None:
+        """Stop the map's worker (waited for)."""
         self.worker.shutdown()
         self.atlas = None
         self._fitted, self._fitted_scan = {}, None

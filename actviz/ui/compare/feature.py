@@ -64,7 +64,7 @@ class CompareController(FeatureBase, QObject):
         self._label_b = ""
         # Run A of the comparison shown (weak: a comparison must not keep a capture alive).
         self._compared_a: weakref.ref[Any] | None = None
-        self._waiting = self._closed = False
+        self._waiting = False
 
         v = self.view
         v.compare_requested.connect(self.compare)
@@ -88,10 +88,10 @@ class CompareController(FeatureBase, QObject):
             steps=False,
         )
         host.tab_changed.connect(self._on_tab_changed)
-        self.session.pins_changed.connect(self._refresh_pins)
-        self.session.model_changed.connect(self._on_session_model_changed)
-        self.session.input_changed.connect(self._refresh_input_choices)
-        self.session.result_changed.connect(self._on_session_result_changed)
+        self.listen(self.session.pins_changed, self._refresh_pins)
+        self.listen(self.session.model_changed, self._on_session_model_changed)
+        self.listen(self.session.input_changed, self._refresh_input_choices)
+        self.listen(self.session.result_changed, self._on_session_result_changed)
         self._refresh_pins()
         self._refresh_input_choices()
         v.clear(FIRST_NOTE)
@@ -251,17 +251,10 @@ class CompareController(FeatureBase, QObject):
         elif mode == MODEL and b and self.model_b is None:
             v.set_model_text(f"the session compared with {b}: open model B again")
 
-    def shutdown(self) -> None:
-        """The window closes: stop loads, let go of the session's events."""
-        if self._closed:
-            return
-        self._closed = True
+    def stop(self) -> None:
+        """The window closes: stop loads."""
         self.painter.stop()
         self.b.shutdown()
-        self.session.pins_changed.disconnect(self._refresh_pins)
-        self.session.model_changed.disconnect(self._on_session_model_changed)
-        self.session.input_changed.disconnect(self._refresh_input_choices)
-        self.session.result_changed.disconnect(self._on_session_result_changed)
 
     def _refuse(self, text: str) -> bool:
         self.view.set_message(text, error=True)

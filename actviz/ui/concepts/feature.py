@@ -47,7 +47,6 @@ class ConceptsFeature(FeatureBase, QObject):
         self.ask_folder = lambda title, start="": QFileDialog.getExistingDirectory(
             host.dialog_parent(), title, start
         )
-        self._closed = False
         self._view_stale = False  # a new result: the view's effect is measured again
 
         self.view = ConceptView()
@@ -81,9 +80,9 @@ class ConceptsFeature(FeatureBase, QObject):
         host.panel_shown.connect(self._on_panel_shown)
         for name, panel in host.layer_panels.items():
             self._on_panel_created(name, panel)
-        self.session.concepts_changed.connect(self._on_concepts_changed)
-        self.session.model_changed.connect(self._on_model_changed)
-        self.session.result_changed.connect(self._on_result_changed)
+        self.listen(self.session.concepts_changed, self._on_concepts_changed)
+        self.listen(self.session.model_changed, self._on_model_changed)
+        self.listen(self.session.result_changed, self._on_result_changed)
 
     # ------------------------------------------------------------------ attaching
     def attach(
@@ -403,13 +402,7 @@ class ConceptsFeature(FeatureBase, QObject):
         return parts.report_part(self.session, self.tiles)
 
     # ------------------------------------------------------------------ shutdown
-    def shutdown(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self.session.concepts_changed.disconnect(self._on_concepts_changed)
-        self.session.model_changed.disconnect(self._on_model_changed)
-        self.session.result_changed.disconnect(self._on_result_changed)
+    def stop(self) -> None:
         self.copies.close()
         self.training_.shutdown()
         self.jobs.shutdown()

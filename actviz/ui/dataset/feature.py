@@ -168,7 +168,7 @@ class DatasetScanUI(FeatureBase, QObject):
         s.views_failed.connect(self._on_views_failed)
         s.views_cancelled.connect(self._on_views_cancelled)
         self.opening = ChannelOpening(host, self.scans, self.dock)
-        self.session.model_changed.connect(self._on_model_changed)
+        self.listen(self.session.model_changed, self._on_model_changed)
 
     @property
     def scan(self) -> Any:
@@ -263,10 +263,9 @@ class DatasetScanUI(FeatureBase, QObject):
         """Open ``channel`` of ``layer`` (ticked and run first if needed); True if opened now."""
         return self.opening.open(layer, channel)
 
-    def shutdown(self) -> None:
-        """Stop the scan and views (waited for) and let the session go."""
+    def stop(self) -> None:
+        """Stop the scan and views (waited for)."""
         self.scans.shutdown()
-        self.session.model_changed.disconnect(self._on_model_changed)
         if self.dialog is not None:
             self.dialog.close()
 

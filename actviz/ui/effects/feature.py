@@ -141,8 +141,6 @@ class EffectsFeature(FeatureBase, QObject):
         self.effects: Effects | None = None
         # The result the effects were made from (weak: the dock must not keep a capture).
         self._source: weakref.ref[Any] | None = None
-        #: The window has closed (nothing starts any more).
-        self.closed = False
         #: The outlines and orders this dock gave the layer panels.
         self.marks = PanelMarks(host, self.session)
         #: "Verify" and "Measure the effect of ch N": the feature's one job.
@@ -159,9 +157,9 @@ class EffectsFeature(FeatureBase, QObject):
         v.ablate_requested.connect(lambda layer: self.ablate_top(layer))
         v.keep_requested.connect(lambda layer: self.keep_top(layer))
         self.dock.visibilityChanged.connect(self._on_dock_visibility)
-        self.session.result_changed.connect(self._on_result_changed)
-        self.session.model_changed.connect(self._on_model_changed)
-        self.session.concepts_changed.connect(self._on_concepts_changed)
+        self.listen(self.session.result_changed, self._on_result_changed)
+        self.listen(self.session.model_changed, self._on_model_changed)
+        self.listen(self.session.concepts_changed, self._on_concepts_changed)
         host.add_tile_menu_entries(self._fill_tile_menu)
         v.set_message(RUN_FIRST)
 
@@ -203,15 +201,8 @@ class EffectsFeature(FeatureBase, QObject):
             if isinstance(setup.get(key), bool):
                 check.setChecked(setup[key])
 
-    def shutdown(self) -> None:
-        """The window closes: let go of the session's events."""
-        if self.closed:
-            return
-        self.closed = True
+    def stop(self) -> None:
         self.estimates.shutdown(timeout_ms=10_000)
-        self.session.result_changed.disconnect(self._on_result_changed)
-        self.session.model_changed.disconnect(self._on_model_changed)
-        self.session.concepts_changed.disconnect(self._on_concepts_changed)
         self.effects = self.job.context = None
 
     def show_panel(self) -> None:
@@ -222,7 +213,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def refresh(self) -> bool:
         """Estimate the result's effects in the background, unless shown; False (said) if not."""
-        if self.closed:
+        if self._closed:
             return False
         if self.shows_result():
             return True

@@ -48,7 +48,7 @@ class Verification:
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
         """Measure each layer's top channels (or ``channels``) exactly, in the background."""
         f = self._feature
-        if f.closed or self.job.running:
+        if f._closed or self.job.running:
             return False
         eff = f.effects
         if eff is None:
@@ -96,7 +96,7 @@ class Verification:
         """Measure ``channels`` of ``layer`` exactly, after the estimates, and show them."""
         f = self._feature
         chosen = tuple(dict.fromkeys(int(c) for c in channels))
-        if f.closed or not chosen:
+        if f._closed or not chosen:
             return False
         if self.job.running:
             f.view.set_message(

@@ -41,7 +41,7 @@ class LiveMode(FeatureBase):
         host.menu("Live").addSeparator()
         host.add_menu_action("Live", self.dock.toggleViewAction(), shortcut=False)
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
-        host.session.model_changed.connect(self._on_session_model_changed)
+        self.listen(host.session.model_changed, self._on_session_model_changed)
         # Its rate changes a few times a second: repainted alone, the status bar not relaid out.
         self.status_label = ElidedLabel(grow=True)
         self.status_label.setObjectName("liveStatusLabel")
@@ -83,6 +83,5 @@ class LiveMode(FeatureBase):
         if not self.controller.perturbation.is_identity():
             self.dock.reset_perturbation()
 
-    def shutdown(self) -> None:
-        self.host.session.model_changed.disconnect(self._on_session_model_changed)
+    def stop(self) -> None:
         self.controller.shutdown()

@@ -148,7 +148,7 @@ class PluginsFeature(QObject, FeatureBase):
         self._wrap_loaders()
         host.add_tile_menu_entries(self._fill_tile_menu)
         host.panel_shown.connect(self._on_panel_shown)
-        host.session.view_changed.connect(self._on_session_view_changed)
+        self.listen(host.session.view_changed, self._on_session_view_changed)
         host.offer_export_writers(self.export_writers)
         suffixes = registry.input_suffixes()
         if suffixes:
@@ -156,7 +156,6 @@ class PluginsFeature(QObject, FeatureBase):
             host.offer_input_filters([f"Plugin inputs ({names})"])
         self._construct_features()
         # Its own widgets' slots bypass the host: sys.excepthook names the plugin by its frames.
-        self._closed = False
         if any(r.plugin is not None for r in registry.records):
             _claim_exceptions(self)
         for record in registry.records:
@@ -393,12 +392,10 @@ class PluginsFeature(QObject, FeatureBase):
         self.dialog.open()
         return self.dialog
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
         _release_exceptions(self)
-        self._closed = True
         if self._listener in self.registry.failure_listeners:
             self.registry.failure_listeners.remove(self._listener)
-        self.host.session.view_changed.disconnect(self._on_session_view_changed)
         self.host.session.model_changed.disconnect(self._on_first_model)
         if self.dialog is not None:
             self.dialog.close()

@@ -119,7 +119,6 @@ class SessionsFeature(FeatureBase, QObject):
         self.worker = Worker(self, nice=CAPTURE_NICE)
         self._jobs: dict[Job, _Opening] = {}
         self._opening: _Opening | None = None
-        self._closed = False
         self.kept = Autosave(host, paused=lambda: self._opening is not None)
         self.reports = ReportExport(host, lambda: self.path)
         self.saver = SessionSaver(self)
@@ -432,10 +431,7 @@ class SessionsFeature(FeatureBase, QObject):
         """At start, offer the session kept on quit; True when it is being opened."""
         return self.kept.offer(self.ask_restore, self.open_session)
 
-    def shutdown(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def stop(self) -> None:
         self.reports.close()
         self.kept.close()
         self.worker.shutdown(timeout_ms=10_000)

@@ -271,21 +271,10 @@ class TokenViews(FeatureBase):
         self.text_action.triggered.connect(self.focus_text)
         self.text_edit.returnPressed.connect(self.submit_text)
         self.text_button.clicked.connect(self.submit_text)
-        for event, slot in self._session_slots():
-            event.connect(slot)
-
-    def _session_slots(self) -> list[tuple[Any, Any]]:
-        s = self.session
-        return [
-            (s.model_changed, self._on_session_model_changed),
-            (s.input_changed, self._on_session_input_changed),
-            (s.result_changed, self._on_session_result_changed),
-        ]
-
-    def shutdown(self) -> None:
-        """Let go of the session: a Session that outlives its window must not keep it alive."""
-        for event, slot in self._session_slots():
-            event.disconnect(slot)
+        # Let go of at shutdown: a Session that outlives its window must not keep it alive.
+        self.listen(self.session.model_changed, self._on_session_model_changed)
+        self.listen(self.session.input_changed, self._on_session_input_changed)
+        self.listen(self.session.result_changed, self._on_session_result_changed)
 
     def focus_text(self) -> None:
         self.text_bar.setVisible(True)

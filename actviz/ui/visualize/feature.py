@@ -38,7 +38,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self.channel_view.add_section(self.section)
         #: The visualisation shown (None: none).
         self.shown: Visualization | None = None
-        self._closed = False
         #: Cache look-ups (no model run, no hooks: a thread of their own, newest wins).
         self.lookups = Worker(self, nice=CAPTURE_NICE)
         # Last key asked for: a live frame showing the same channel asks nothing.
@@ -68,7 +67,7 @@ class VisualizeFeature(FeatureBase, QObject):
         )
         # The section's Cancel stops its own synthesis only; Esc stops the page too.
         self.section.cancel_requested.connect(self._cancel_synthesis)
-        self.session.model_changed.connect(self._on_model_changed)
+        self.listen(self.session.model_changed, self._on_model_changed)
 
         #: The "What channels want" dock and its background synthesis.
         self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
@@ -134,14 +133,12 @@ class VisualizeFeature(FeatureBase, QObject):
             self.section.set_settings(settings)
         self.page.restore(state)
 
-    def shutdown(self) -> None:
-        """Stop listening to the session and stop the page's synthesis."""
-        self._closed = True
+    def stop(self) -> None:
+        """Stop the page's synthesis."""
         self.lookups.shutdown()
         self.synth_worker.shutdown()
         self.copy.close()
         self.page.shutdown()
-        self.session.model_changed.disconnect(self._on_model_changed)
 
     def visualise_page(self, layer: str, first: int | None = None) -> bool:
         """Fill "What channels want" with ``layer``'s page from ``first`` (None: the panel's)."""

@@ -45,7 +45,6 @@ class WhatIfController(FeatureBase, QObject):
         #: The tile menu shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         self._diff_cache: dict[tuple, PreparedLayer] = {}
-        self._closed = False
 
         self.dock = EditsDock(host.dialog_parent())
         # Hidden until the first edit.
@@ -65,9 +64,9 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.value_changed.connect(self._on_dock_value_changed)
         self.dock.remove_requested.connect(self._on_dock_remove_requested)
         self.dock.clear_requested.connect(self._on_dock_clear_requested)
-        self.session.edits_changed.connect(self._on_edits_changed)
-        self.session.result_changed.connect(self._on_result_changed)
-        self.session.model_changed.connect(self._on_model_changed)
+        self.listen(self.session.edits_changed, self._on_edits_changed)
+        self.listen(self.session.result_changed, self._on_result_changed)
+        self.listen(self.session.model_changed, self._on_model_changed)
         host.panel_created.connect(self._on_panel_created)
         host.panel_shown.connect(self._on_panel_updated)
         host.channel_view.channel_changed.connect(self._on_channel_shown)
@@ -321,14 +320,6 @@ class WhatIfController(FeatureBase, QObject):
             return None
         self._diff_cache[key] = diff[name]
         return diff[name]
-
-    def shutdown(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self.session.edits_changed.disconnect(self._on_edits_changed)
-        self.session.result_changed.disconnect(self._on_result_changed)
-        self.session.model_changed.disconnect(self._on_model_changed)
 
 
 def _edit_note(result: RunResult | None, layer: str) -> str:
