@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partialmethod
+
 from PySide6.QtCore import QByteArray, QCoreApplication, QSettings
 
 ORGANIZATION = "actviz"
@@ -79,34 +81,6 @@ class AppSettings:
     #: Whether a start offers the session kept on quit (default on).
     restore_on_start = _flag("sessions/restore_on_start")
 
-    def recent_models(self) -> list[str]:
-        """Most recent first: model sources as typed (zoo names or file paths)."""
-        return self._list("recent/models")
-
-    def recent_inputs(self) -> list[str]:
-        """Most recent first: input file paths."""
-        return self._list("recent/inputs")
-
-    def add_recent_model(self, source: str, arch: str | None = None) -> None:
-        """Remember a model source; ``arch`` is kept as ``source|arch`` so reopening restores it."""
-        self._push("recent/models", f"{source}|{arch}" if arch else source)
-
-    def add_recent_input(self, source: str) -> None:
-        """Remember an input file."""
-        self._push("recent/inputs", source)
-
-    def recent_sessions(self) -> list[str]:
-        """Most recent first: session files opened or saved."""
-        return self._list("recent/sessions")
-
-    def add_recent_session(self, path: str) -> None:
-        """Remember a session file."""
-        self._push("recent/sessions", path)
-
-    def sync(self) -> None:
-        """Flush to disk."""
-        self.store.sync()
-
     def _list(self, key: str) -> list[str]:
         value = self.store.value(key, [])
         if value is None:
@@ -118,6 +92,23 @@ class AppSettings:
     def _push(self, key: str, item: str) -> None:
         items = [item] + [v for v in self._list(key) if v != item]
         self.store.setValue(key, items[:MAX_RECENT])
+
+    #: Most recent first: model sources as typed (zoo names or file paths), input files and
+    #: session files opened or saved.
+    recent_models = partialmethod(_list, "recent/models")
+    recent_inputs = partialmethod(_list, "recent/inputs")
+    recent_sessions = partialmethod(_list, "recent/sessions")
+    #: Remember an input file, a session file.
+    add_recent_input = partialmethod(_push, "recent/inputs")
+    add_recent_session = partialmethod(_push, "recent/sessions")
+
+    def add_recent_model(self, source: str, arch: str | None = None) -> None:
+        """Remember a model source; ``arch`` is kept as ``source|arch`` so reopening restores it."""
+        self._push("recent/models", f"{source}|{arch}" if arch else source)
+
+    def sync(self) -> None:
+        """Flush to disk."""
+        self.store.sync()
 
 
 def split_recent_model(entry: str) -> tuple[str, str | None]:
