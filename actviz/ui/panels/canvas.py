@@ -307,11 +307,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             low, high = bar_range if bar_range is not None else levels
             if not (np.isfinite(low) and np.isfinite(high)):
                 low, high = 0.0, 1.0
-            if high <= low:
-                # A constant map still needs a readable bar: widen it symmetrically.
-                span = abs(low) * 0.01 or 1.0
-                low, high = low - span, high + span
-            self.colorbar.setLevels((float(low), float(high)), bar_labels)
+            self.colorbar.setLevels((low, high), bar_labels)
             if reshaped:
                 self._fit_colorbar()  # same shape: the bar still spans the image
 

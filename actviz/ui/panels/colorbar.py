@@ -248,8 +248,12 @@ class ColorBar(pg.GraphicsLayout):
     def setLevels(  # noqa: N802 - mirrors pg.ColorBarItem
         self, values: tuple[float, float], labels: tuple[str, str] | None = None
     ) -> None:
-        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top), or with ``labels``."""
+        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top), or with ``labels``;
+        an empty range is widened about its value (a constant map still gets a readable bar)."""
         low, high = float(values[0]), float(values[1])
+        if not high > low:
+            span = abs(low) * 0.01 or 1.0
+            low, high = low - span, high + span
         shown_low, shown_high = self._levels
         tolerance = 0.01 * max(abs(shown_high - shown_low), abs(high - low))
         close = abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance

@@ -109,12 +109,8 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self._update_ticks()
         self.plot.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         if self.colorbar is not None:
-            low, high = (float(v) for v in self.levels)
-            if not high > low:  # a constant map still gets a readable bar
-                span = abs(low) * 0.01 or 1.0
-                low, high = low - span, high + span
             self.colorbar.setColorMap(self.colormap_name)
-            self.colorbar.setLevels((low, high))
+            self.colorbar.setLevels(self.levels)
             self.colorbar.setVisible(True)
             self._fit_colorbar()
         self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
