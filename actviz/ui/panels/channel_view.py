@@ -103,12 +103,9 @@ class LevelControls(QtWidgets.QWidget):
             spin.editingFinished.connect(self._on_edited)
 
     def _spin(self, tip: str) -> QtWidgets.QDoubleSpinBox:
-        spin = QtWidgets.QDoubleSpinBox()
-        spin.setRange(-1e12, 1e12)
-        spin.setDecimals(6)
+        spin = QtWidgets.QDoubleSpinBox(minimum=-1e12, maximum=1e12, decimals=6, toolTip=tip)
         spin.setStepType(QtWidgets.QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
         spin.setKeyboardTracking(False)
-        spin.setToolTip(tip)
         spin.valueChanged.connect(self._on_edited)
         return spin
 
