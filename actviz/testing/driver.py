@@ -260,12 +260,13 @@ class WindowDriver:
         widgets += list(w.host.layer_panels.values())
         return tuple((x.isVisible(), x.geometry().getRect()) for x in widgets)
 
-    def open_dock(self, name: str) -> QDockWidget:
-        """Show the dock titled (or with the object name) ``name`` and return it."""
+    def open_dock(self, name: str | QDockWidget) -> QDockWidget:
+        """Show the dock titled (or with the object name) ``name``, or the dock itself, as
+        View > its name does; wait until it is visible and the layout settled, and return it."""
         docks = self.window.findChildren(QDockWidget)
-        wanted = name.casefold()
+        wanted = name if isinstance(name, QDockWidget) else name.casefold()
         for dock in docks:
-            if wanted in (dock.windowTitle().casefold(), dock.objectName().casefold()):
+            if wanted in (dock, dock.windowTitle().casefold(), dock.objectName().casefold()):
                 break
         else:
             titles = [d.windowTitle() or d.objectName() for d in docks]

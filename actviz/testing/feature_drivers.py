@@ -12,8 +12,6 @@ from PySide6.QtWidgets import QDockWidget
 
 #: How long a feature driver waits for a feature's job (ms): as long as for a run.
 JOB_TIMEOUT_MS = 60_000
-#: How long it waits for a dock or a page to show (ms).
-SHOW_TIMEOUT_MS = 5_000
 
 
 def _member(kind: str, path: str, doc: str) -> Any:
@@ -95,13 +93,9 @@ class FeatureDriver:
 
     def show_dock(self) -> QDockWidget:
         """Show the feature's dock (as View > its name does) and wait until it is visible."""
-        dock = self.dock
-        if not isinstance(dock, QDockWidget):
+        if not isinstance(dock := self.dock, QDockWidget):
             raise ValueError(f"the {self.name!r} feature has no dock")
-        dock.show()
-        dock.raise_()
-        self.driver.qtbot.waitUntil(dock.isVisible, timeout=SHOW_TIMEOUT_MS)
-        return dock
+        return self.driver.open_dock(dock)
 
 
 class LiveDriver(FeatureDriver):
