@@ -31,9 +31,7 @@ class DeferredCall:
     """Run ``fn`` once on the next turn after :meth:`request`s (nothing once ``owner`` is gone)."""
 
     def __init__(self, owner: QtCore.QObject, fn: Callable[[], object]) -> None:
-        self._timer = QtCore.QTimer(owner)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(0)
+        self._timer = QtCore.QTimer(owner, singleShot=True, interval=0)
         self._timer.timeout.connect(fn)
 
     def request(self, *_args: object) -> None:
