@@ -248,10 +248,8 @@ class ModuleFilterProxy(QSortFilterProxyModel):
     """Keeps rows whose name or type contains the filter text, with their ancestors."""
 
     def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.setRecursiveFilteringEnabled(True)
         # Ticks and shapes never change which rows pass (re-filtering is slow): set_text does.
-        self.setDynamicSortFilter(False)
+        super().__init__(parent, recursiveFilteringEnabled=True, dynamicSortFilter=False)
         self._text = ""
 
     def set_text(self, text: str) -> None:
