@@ -81,14 +81,10 @@ class OverviewDisplay:
             lambda: c.stats_table.set_rows(result.stats_rows()),
         )
 
-    @staticmethod
-    def _show_picture(panel: Any, result: RunResult) -> None:
-        # No stale picture from an earlier input.
-        panel.set_image(result.image) if result.image is not None else panel.clear()
-
     def _show_saliency(self, result: RunResult) -> None:
         panel = self.centre.saliency_panel
-        self._show_picture(panel, result)
+        # No stale picture from an earlier input (here and on the Grad-CAM panel).
+        panel.set_image(result.image) if result.image is not None else panel.clear()
         inp = self.session.input
         if inp is not None and inp.image is None and result.image is not None and not result.origin:
             # A tensor input that looks like an image: preview it as the overlays show it.
@@ -105,7 +101,7 @@ class OverviewDisplay:
 
     def _show_gradcam_result(self, result: RunResult) -> None:
         panel = self.centre.gradcam_panel
-        self._show_picture(panel, result)
+        panel.set_image(result.image) if result.image is not None else panel.clear()
         panel.set_layers(list(result.grad_cams), result.gradcam_default)
         self._show_gradcam(result.gradcam_default)
 
