@@ -202,8 +202,6 @@ class _Applied:
         if edit.kind == "concept":
             return replace_first(output, self._concept(t, dim))
         self._check(t, dim)
-        if edit.kind == "patch":
-            src = self._source(t, index)
         if edit.kind == "ablate":
             new = t.index_fill(dim, self._index(t, dim), 0) if t.ndim else torch.zeros_like(t)
         elif edit.kind == "keep":
@@ -214,10 +212,8 @@ class _Applied:
             clamped = t.clamp(edit.min, edit.max)
             new = clamped if edit.channels is None else torch.where(self._vec(t, dim), clamped, t)
         else:  # patch: connected to t, so earlier layers get an exact zero gradient
-            new = torch.where(self._vec(t, dim), src, t)
-        if not t.is_floating_point() and edit.kind != "ablate":
-            new = new.to(t.dtype)
-        return replace_first(output, new)
+            new = torch.where(self._vec(t, dim), self._source(t, index), t)
+        return replace_first(output, new if t.is_floating_point() else new.to(t.dtype))
 
 
 class EditHooks:
