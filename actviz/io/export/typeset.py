@@ -75,18 +75,20 @@ def _fmt(v: float) -> str:
 
 
 def _framed(
-    body: Image.Image, title: str, lo: float | str, hi: float | str, cmap: str
+    body: Image.Image, title: str, lo: float | str = "", hi: float | str = "", cmap: str = ""
 ) -> Image.Image:
-    """Add a title above and a colour bar with its value range below ``body``."""
+    """Add a title above ``body`` and, with a ``cmap``, a colour bar with its range below."""
     font, small = _font(14), _font(11)
     bar_h, margin = 14, 8
     width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, margin)
-    height = body.height + 3 * margin + 22 + bar_h + 18
+    height = body.height + 2 * margin + 22 + (margin + bar_h + 18 if cmap else 0)
     canvas = Image.new("RGB", (width, height), _BG)
     draw = ImageDraw.Draw(canvas)
     draw.text((margin, margin), title, fill=_INK, font=font)
     y = margin + 22
-    canvas.paste(body, ((width - body.width) // 2, y))
+    canvas.paste(body, ((width - body.width) // 2 if cmap else margin, y))
+    if not cmap:  # a bar chart: no colour bar, the chart at the left
+        return canvas
     y += body.height + margin
     bar_w = width - 2 * margin
     ramp = colormaps.colorize(np.tile(np.linspace(0, 1, bar_w, dtype=np.float32), (bar_h, 1)), cmap)
@@ -153,16 +155,7 @@ def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Im
     draw.line([45, zero_y, 45 + n * bar, zero_y], fill=_INK)
     draw.text((2, 4), _fmt(hi), fill=_INK, font=small)
     draw.text((2, h), _fmt(lo), fill=_INK, font=small)
-    return _titled(img, title)
-
-
-def _titled(body: Image.Image, title: str) -> Image.Image:
-    font = _font(14)
-    width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, 8)
-    canvas = Image.new("RGB", (width, body.height + 38), _BG)
-    ImageDraw.Draw(canvas).text((8, 8), title, fill=_INK, font=font)
-    canvas.paste(body, (8, 30))
-    return canvas
+    return _framed(img, title)
 
 
 def render_layer_png(
