@@ -385,32 +385,32 @@ class _LayerRun:
         """This layer's figures (a view into its group's state while it has one)."""
         return self._state if self.group is None else self.group.part(self)
 
-    def add(self, reduced: Reduced, indices: np.ndarray, data: ScanData) -> None:
+    def add(
+        self, reduced: Reduced, indices: np.ndarray, data: ScanData, lines: list[str] | None = None
+    ) -> None:
+        """Merge the items not done yet (its group's state: merged by the group) and keep their
+        pooled vectors (float16) when this layer records embeddings."""
         rows = ~self.done[indices]
         if not rows.any():
             return
         if not rows.all():
             sel = np.flatnonzero(rows)
-            reduced = reduced.select(sel)
-            indices = indices[sel]
-        self._state.update(reduced, indices)
-        self.spatial = self._state.spatial
-        self.put_vectors(reduced, indices)
-        self._mark(indices, "D", data)
-
-    def put_vectors(self, reduced: Reduced, indices: np.ndarray) -> None:
-        """Keep the images' pooled vectors (float16) when this layer records embeddings."""
-        if not self.embed or reduced.embedding is None:
-            return
-        rows = reduced.embedding
-        if self.vectors is None:
-            self.vectors = self.new_vectors(len(self.done), rows.shape[1])
-        elif rows.shape[1] != self.vectors.shape[1]:
-            raise ValueError(
-                f"layer {self.name!r} gave vectors of {rows.shape[1]} values, "
-                f"earlier images {self.vectors.shape[1]}"
-            )
-        self.vectors[indices] = rows
+            reduced, indices = reduced.select(sel), indices[sel]
+        if self.group is None:
+            self._state.update(reduced, indices)
+            self.spatial = self._state.spatial
+        else:
+            self.spatial = reduced.spatial or self.spatial
+        if self.embed and (vectors := reduced.embedding) is not None:
+            if self.vectors is None:
+                self.vectors = self.new_vectors(len(self.done), vectors.shape[1])
+            elif vectors.shape[1] != self.vectors.shape[1]:
+                raise ValueError(
+                    f"layer {self.name!r} gave vectors of {vectors.shape[1]} values, "
+                    f"earlier images {self.vectors.shape[1]}"
+                )
+            self.vectors[indices] = vectors
+        self._mark(indices, "D", data, lines=lines)
 
     def scanned(self) -> int:
         """Images done for this layer, skipped ones excluded."""
@@ -493,9 +493,7 @@ class _Group:
         self.state.update(Reduced.joined([reduced[r.name] for r in self.runs]), indices)
         lines = log_lines(indices, "D", data) if self.runs[0].cache is not None else None
         for r in self.runs:
-            r.spatial = reduced[r.name].spatial or r.spatial
-            r.put_vectors(reduced[r.name], indices)
-            r._mark(indices, "D", data, lines=lines)
+            r.add(reduced[r.name], indices, data, lines)
 
     def dissolve(self) -> None:
         for r in self.runs:
