@@ -15,7 +15,7 @@ from actviz.data.receptive import _load, _square, receptive_field
 from actviz.data.scan_result import Scan
 from actviz.data.sources import resolve_model
 from actviz.io.errors import InputError
-from actviz.io.export.typeset import _font, _text_w, _titled, safe_name
+from actviz.io.export.typeset import _font, _framed, _text_w, safe_name
 
 _GAP = 6
 _LABEL_H = 14
@@ -87,7 +87,7 @@ def contact_sheet(
                 sheet.paste(Image.fromarray(row[j]), (x, y))
             else:
                 draw.rectangle([x, y, x + tile - 1, y + tile - 1], fill=_EMPTY)
-    body = _titled(sheet, f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel")
+    body = _framed(sheet, f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel")
     draw, count = ImageDraw.Draw(body), f"{channels} channels"
     x = max(8, body.width - 8 - _text_w(draw, count, font))
     draw.text((x, 10), count, fill=_INK, font=font)

@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw
 
 from actviz.analysis.concepts.concept_scan import ConceptScan, top_heatmaps
 from actviz.analysis.concepts.dictionary import Concepts
-from actviz.io.export.typeset import _font, _titled
+from actviz.io.export.typeset import _font, _framed
 
 _GAP = 6
 _LABEL_W = 150
@@ -73,4 +73,4 @@ def concept_sheet(
         f"{result.layer or '(model)'}: {len(order)} of {result.n_concepts} concepts "
         f"(by {by}), top {result.k} of {result.count} images each"
     )
-    return _titled(sheet, title)
+    return _framed(sheet, title)
