@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from actviz.core.capture import Capture, LayerRecord
+from actviz.core.capture import Capture
 from actviz.core.structures import shapes
 from actviz.core.targets import resolve_target
 from actviz.display import colormaps
@@ -25,7 +25,7 @@ from actviz.display.logit_lens import token_texts
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.io.errors import ActvizError
-from actviz.io.export.reproduce import EDIT_VALUES, RunSource, write_reproduce
+from actviz.io.export.reproduce import EDIT_VALUES, RunSource, record_arrays, write_reproduce
 from actviz.io.export.token_export import sequence_inputs, write_sequence_views
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
@@ -40,20 +40,6 @@ def write_pages(out: Path, stem: str, pictures: Sequence[tuple[str, Image.Image]
         written.append(out / f"{stem}{suffix}.png")
         picture.save(written[-1])
     return written
-
-
-def _record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {}
-    for rec in recs:
-        prefix = "" if len(recs) == 1 else f"call{rec.call_index}_"
-        if (t := rec.tensor) is not None:
-            arrays[f"{prefix}output"] = (t.float() if t.is_floating_point() else t).numpy()
-        if rec.grad is not None:
-            arrays[f"{prefix}grad_output"] = rec.grad.float().numpy()
-        for i, g in enumerate(rec.grad_inputs or ()):
-            if g is not None:
-                arrays[f"{prefix}grad_input{i}"] = g.float().numpy()
-    return arrays
 
 
 def _edit_rows(edits: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -140,7 +126,7 @@ def export_capture(
         # Painted and scaled as the window paints |gradient| under the same choice.
         grads = layer_pictures(name, "grad", layer, rec.grad, cmap, normalize)
         files += write_pages(out, f"{base}_grad", grads)
-        arrays = _record_arrays(recs)
+        arrays = record_arrays(recs)
         if arrays:
             files.append(out / f"{base}.npz")
             np.savez_compressed(files[-1], **arrays)

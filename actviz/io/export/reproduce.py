@@ -5,15 +5,17 @@ weights, a patch source) is saved beside it; an unimportable custom edit becomes
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from actviz.core.edit_kinds import Edit
-from actviz.core.records import Capture
+from actviz.core.records import Capture, LayerRecord
 
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"
@@ -87,6 +89,21 @@ def _absolute(source: str | None) -> str | None:
     head = source.split(":", 1)[0] if source.count(":") == 1 and ".py:" in source else source
     path = Path(head)
     return source.replace(head, str(path.resolve()), 1) if path.exists() else source
+
+
+def record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
+    """A layer's calls' arrays as its exported ``.npz`` holds them (copied into the script)."""
+    arrays: dict[str, np.ndarray] = {}
+    for rec in recs:
+        prefix = "" if len(recs) == 1 else f"call{rec.call_index}_"
+        if (t := rec.tensor) is not None:
+            arrays[f"{prefix}output"] = (t.float() if t.is_floating_point() else t).numpy()
+        if rec.grad is not None:
+            arrays[f"{prefix}grad_output"] = rec.grad.float().numpy()
+        for i, g in enumerate(rec.grad_inputs or ()):
+            if g is not None:
+                arrays[f"{prefix}grad_input{i}"] = g.float().numpy()
+    return arrays
 
 
 def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:
@@ -173,7 +190,7 @@ def _script(
     if notes:
         head = [*head, "", notes_title] + [f"- {n}" for n in notes]
     imports = [
-        *([] if edits else ["import json"]),
+        *(["from __future__ import annotations", ""] if edits else ["import json"]),
         "import sys",
         "from pathlib import Path",
         "",
@@ -272,22 +289,14 @@ def reproduce_script(
         "    edits=edits,",
         ")",
         "",
+        "",
+        *inspect.getsource(record_arrays).splitlines(),
+        "",
+        "",
         f"FILES = {dict(files)!r}",
         "OUT.mkdir(parents=True, exist_ok=True)",
         "for name in LAYERS:",
-        "    recs = cap.calls(name)",
-        "    arrays = {}",
-        "    for rec in recs:",
-        '        prefix = "" if len(recs) == 1 else f"call{rec.call_index}_"',
-        "        if rec.tensor is not None:",
-        "            t = rec.tensor",
-        '            arrays[prefix + "output"] = (t.float() if t.is_floating_point() else t).numpy()',
-        "        if rec.grad is not None:",
-        '            arrays[prefix + "grad_output"] = rec.grad.float().numpy()',
-        "        for i, g in enumerate(rec.grad_inputs or ()):",
-        "            if g is not None:",
-        '                arrays[f"{prefix}grad_input{i}"] = g.float().numpy()',
-        "    if arrays:",
+        "    if arrays := record_arrays(cap.calls(name)):",
         "        np.savez_compressed(OUT / FILES[name], **arrays)",
         'print(f"wrote {len(LAYERS)} layers\' arrays to {OUT}")',
     ]
