@@ -95,11 +95,9 @@ class Edit:
             if self.min is None and self.max is None:
                 raise EditError("clamp needs min, max or both")
             for bound in ("min", "max"):
-                value = getattr(self, bound)
-                if value is not None:
-                    if math.isnan(float(value)):
-                        raise EditError(f"clamp {bound} is NaN")
-                    object.__setattr__(self, bound, float(value))
+                if (value := getattr(self, bound)) is not None and math.isnan(float(value)):
+                    raise EditError(f"clamp {bound} is NaN")
+                object.__setattr__(self, bound, None if value is None else float(value))
             if self.min is not None and self.max is not None and self.min > self.max:
                 raise EditError(f"clamp min {self.min:g} is above max {self.max:g}")
         if self.kind == "patch" and not isinstance(self.source, Capture):
