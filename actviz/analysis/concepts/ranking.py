@@ -24,9 +24,10 @@ from actviz.analysis.effects.effect_results import (
     LayerEffects,
     pick_units,
 )
-from actviz.analysis.effects.exact import TargetReader, one_sample, run_passes
+from actviz.analysis.effects.exact import TargetReader, one_sample, repeat_inputs, run_batches
 from actviz.core.capture import capture
-from actviz.core.edit_kinds import channel_dim, normalize_edits
+from actviz.core.edit_kinds import EditHooks, channel_dim, normalize_edits
+from actviz.core.guards import ModelState
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor, replace_first
 
@@ -156,28 +157,38 @@ def run_concepts_exact(
     """The target with each concept of ``chosen`` removed (or scaled), ``batch`` per pass:
     ``(values, forwards, seconds)``. The model is left as found.
     """
-    module = dict(model.named_modules())[layer]
+    modules = dict(model.named_modules())
+    module = modules[layer]
     hook = _RemoveOne(layer, concepts, float(scale))
-
-    def arm(chunk: Sequence[int], expand: bool) -> list[tuple[nn.Module, Any]]:
-        hook.arm(chunk, expand)
-        return [(module, hook.hook)]
-
-    extra = normalize_edits(edits) if edits else None
+    extra = normalize_edits(edits) if edits else {}
+    state = ModelState(model, out_of_place=False, modules=list(modules.values()))
     share = one_sample(inputs)
-    return run_passes(
-        model,
-        inputs,
-        chosen,
-        arm,
-        reader,
-        share,
-        "exact concept",
-        batch,
-        extra,
-        progress,
-        should_stop,
-    )
+    start = time.perf_counter()
+
+    def run(chunk: Sequence[int], expand: bool) -> list[float]:
+        handles: list[Any] = []
+        try:
+            if extra:
+                # Fresh per pass: an edit's call counter starts at 0 for each forward.
+                handles.extend(EditHooks(modules, extra).register())
+            hook.arm(chunk, expand)
+            handles.append(module.register_forward_hook(hook.hook))
+            args, kwargs = repeat_inputs(inputs, 1 if expand else len(chunk), model)
+            with torch.no_grad():
+                output = model(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        return reader.values(output, len(chunk))
+
+    try:
+        state.apply(train=False)
+        values, forwards = run_batches(
+            chosen, batch, run, share, progress, should_stop, "exact concept"
+        )
+    finally:
+        state.restore()
+    return values, forwards, time.perf_counter() - start
 
 
 def _chosen(est: np.ndarray, which: Any, d_sae: int) -> list[int]:

@@ -206,84 +206,70 @@ def run_exact(
     pass (``edits``: the clean run's). Returns ``(values, forwards, seconds)``."""
     modules = dict(model.named_modules())
     hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
-
-    def arm(chunk: Sequence[tuple[str, int]], expand: bool) -> list[tuple[nn.Module, Any]]:
-        rows: dict[str, list[tuple[int, int]]] = {}
-        for i, (layer, channel) in enumerate(chunk):
-            rows.setdefault(layer, []).append((i, channel))
-        for layer, layer_rows in rows.items():
-            hooks[layer].arm(layer_rows, len(chunk), expand)
-        return [(modules[layer], hooks[layer].hook) for layer in rows]
-
-    try:
-        share = one_sample(inputs, model)
-        return run_passes(
-            model, inputs, jobs, arm, reader, share, "exact", batch, edits, progress, should_stop
-        )
-    finally:
-        baseline.release()
-
-
-def run_passes(
-    model: nn.Module,
-    inputs: Any,
-    jobs: Sequence[Any],
-    arm: Callable[[list[Any], bool], list[tuple[nn.Module, Any]]],
-    reader: TargetReader,
-    share: bool,
-    what: str,
-    batch: int,
-    edits: Mapping[str, Any] | None,
-    progress: Callable[[int, int], None] | None,
-    should_stop: Callable[[], bool] | None,
-) -> tuple[list[float], int, float]:
-    """The target of one pass per ``batch`` of ``jobs`` with the forward hooks ``arm(chunk,
-    expand)`` returns, and ``edits`` (the clean run's): ``expand`` runs one sample and is tried
-    while ``share`` holds; after a failure the whole input is repeated. Returns ``(values,
-    forwards, seconds)``; the model is left as found."""
-    modules = dict(model.named_modules())
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
     start = time.perf_counter()
 
-    def run(chunk: list[Any], expand: bool) -> list[float]:
+    def run(chunk: Sequence[tuple[str, int]], expand: bool) -> list[float]:
+        b = len(chunk)
+        rows: dict[str, list[tuple[int, int]]] = {}
+        for i, (layer, channel) in enumerate(chunk):
+            rows.setdefault(layer, []).append((i, channel))
         handles: list[Any] = []
         try:
             if edits:
                 # Fresh per pass: an edit's call counter starts at 0 for each forward.
                 handles.extend(EditHooks(modules, edits).register())
-            for module, hook in arm(chunk, expand):
-                handles.append(module.register_forward_hook(hook))
-            args, kwargs = repeat_inputs(inputs, 1 if expand else len(chunk), model)
+            for layer, layer_rows in rows.items():
+                hooks[layer].arm(layer_rows, b, expand)
+                handles.append(modules[layer].register_forward_hook(hooks[layer].hook))
+            args, kwargs = repeat_inputs(inputs, 1 if expand else b, model)
             with torch.no_grad():
                 output = model(*args, **kwargs)
         finally:
             for h in handles:
                 h.remove()
-        return reader.values(output, len(chunk))
+        return reader.values(output, b)
 
+    try:
+        state.apply(train=False)
+        share = one_sample(inputs, model)
+        values, forwards = run_batches(jobs, batch, run, share, progress, should_stop, "exact")
+    finally:
+        state.restore()
+        baseline.release()
+    return values, forwards, time.perf_counter() - start
+
+
+def run_batches(
+    jobs: Sequence[Any],
+    batch: int,
+    run: Callable[[list[Any], bool], list[float]],
+    share: bool,
+    progress: Callable[[int, int], None] | None,
+    should_stop: Callable[[], bool] | None,
+    what: str,
+) -> tuple[list[float], int]:
+    """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time; ``expand`` is tried while
+    ``share`` holds, and after a failure the whole input is repeated."""
     values: list[float] = []
     forwards = 0
     batch = max(1, int(batch))
-    try:
-        state.apply(train=False)
-        for lo in range(0, len(jobs), batch):
-            if should_stop is not None and should_stop():
-                raise CaptureCancelled(f"{what} effects cancelled")
-            chunk = list(jobs[lo : lo + batch])
-            expand = share and len(chunk) > 1
-            try:
-                got = run(chunk, expand)
-            except Exception as exc:  # noqa: BLE001 - retried below without the shared prefix
-                if not expand:
-                    raise
-                log.debug("shared prefix failed (%s); repeating the whole input", exc)
-                share = False
-                forwards += 1
-                got = run(chunk, False)
-            values.extend(got)
+    for lo in range(0, len(jobs), batch):
+        if should_stop is not None and should_stop():
+            raise CaptureCancelled(f"{what} effects cancelled")
+        chunk = list(jobs[lo : lo + batch])
+        expand = share and len(chunk) > 1
+        try:
+            got = run(chunk, expand)
+        except Exception as exc:  # noqa: BLE001 - retried below without the shared prefix
+            if not expand:
+                raise
+            log.debug("shared prefix failed (%s); repeating the whole input", exc)
+            share = False
             forwards += 1
-            if progress is not None:
-                progress(len(values), len(jobs))
-    finally:
-        state.restore()
-    return values, forwards, time.perf_counter() - start
+            got = run(chunk, False)
+        values.extend(got)
+        forwards += 1
+        if progress is not None:
+            progress(len(values), len(jobs))
+    return values, forwards
