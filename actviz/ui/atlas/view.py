@@ -371,16 +371,11 @@ class AtlasView(QtWidgets.QWidget):
 
 def _text_button(text: str, tip: str) -> QtWidgets.QToolButton:
     """A checkable button showing ``text``, as narrow as its text."""
-    button = QtWidgets.QToolButton()
-    button.setText(text)
-    button.setToolTip(tip)
-    button.setCheckable(True)
+    button = QtWidgets.QToolButton(text=text, toolTip=tip, checkable=True)
     button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
     return button
 
 
 def _wrapped(text: str) -> QtWidgets.QLabel:
     """A word-wrapped label (its text never widens the tab)."""
-    label = QtWidgets.QLabel(text)
-    label.setWordWrap(True)
-    return label
+    return QtWidgets.QLabel(text, wordWrap=True)

@@ -41,8 +41,7 @@ class CompareView(QtWidgets.QWidget):
         self._bar_second.setSpacing(6)
         outer.addLayout(self._bar_second)
         self._bar_split = False
-        self.message_label = QtWidgets.QLabel("")
-        self.message_label.setWordWrap(True)
+        self.message_label = QtWidgets.QLabel("", wordWrap=True)
         self.message_label.setTextInteractionFlags(
             QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
         )
@@ -119,8 +118,7 @@ class CompareView(QtWidgets.QWidget):
         self.source_stack.addWidget(self._page(self.open_model_button, self.model_label))
         bar.addWidget(self.source_stack, 1)
 
-        self.compare_button = QtWidgets.QPushButton("Compare")
-        self.compare_button.setDefault(True)
+        self.compare_button = QtWidgets.QPushButton("Compare", default=True)
         self.compare_button.clicked.connect(self.compare_requested)
         bar.addWidget(self.compare_button)
         return bar

@@ -227,8 +227,7 @@ class ConceptsFeature(FeatureBase, QObject):
         what = (
             concept_label(concepts[0], names) if len(concepts) == 1 else f"{len(concepts)} concepts"
         )
-        menu = QMenu(self.host.dialog_parent())
-        menu.setToolTipsVisible(True)
+        menu = QMenu(self.host.dialog_parent(), toolTipsVisible=True)
         menu.addSection(f"{layer} · {what}")
         if len(concepts) == 1:
             menu.addAction("Open concept", lambda: self.open_concept(layer, concepts[0]))

@@ -61,19 +61,16 @@ class ConceptView(QtWidgets.QWidget):
         self.name_edit.editingFinished.connect(lambda: self.name_edited.emit(self.name_edit.text()))
         name_row.addWidget(self.name_edit, 1)
         outer.addLayout(name_row)
-        self.picture = QtWidgets.QLabel()
+        self.picture = QtWidgets.QLabel(toolTip="Where the concept fires on this input")
         self.picture.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.picture.setMinimumSize(160, 160)
-        self.picture.setToolTip("Where the concept fires on this input")
         outer.addWidget(self.picture, 1)
-        self.stats_label = style.caption_label()
-        self.stats_label.setWordWrap(True)
+        self.stats_label = style.caption_label(wrap=True)
         outer.addWidget(self.stats_label)
 
         buttons = QtWidgets.QHBoxLayout()
-        self.remove_button = QtWidgets.QPushButton("Remove")
-        self.remove_button.setToolTip(
-            "Remove this concept from the layer's output (x - z d) and run again"
+        self.remove_button = QtWidgets.QPushButton(
+            "Remove", toolTip="Remove this concept from the layer's output (x - z d) and run again"
         )
         self.remove_button.clicked.connect(self.remove_requested.emit)
         buttons.addWidget(self.remove_button)
@@ -91,8 +88,7 @@ class ConceptView(QtWidgets.QWidget):
         buttons.addWidget(self.scale_button)
         buttons.addStretch(1)
         outer.addLayout(buttons)
-        self.effect_label = QtWidgets.QLabel()
-        self.effect_label.setWordWrap(True)
+        self.effect_label = QtWidgets.QLabel(wordWrap=True)
         outer.addWidget(self.effect_label)
 
         outer.addWidget(style.caption_label("Top images (where it fires)"))
@@ -101,17 +97,16 @@ class ConceptView(QtWidgets.QWidget):
         top_box = QtWidgets.QWidget()
         top_box.setLayout(self.top_row)
         outer.addWidget(top_box)
-        self.top_label = style.caption_label()
-        self.top_label.setWordWrap(True)
+        self.top_label = style.caption_label(wrap=True)
         outer.addWidget(self.top_label)
         self.top_button = QtWidgets.QPushButton("Find top images in a folder…")
         self.top_button.clicked.connect(self.top_requested.emit)
         outer.addWidget(self.top_button)
 
         wants = QtWidgets.QHBoxLayout()
-        self.wants_button = QtWidgets.QPushButton("What it wants")
-        self.wants_button.setToolTip(
-            "Synthesise the picture that drives the concept's direction most"
+        self.wants_button = QtWidgets.QPushButton(
+            "What it wants",
+            toolTip="Synthesise the picture that drives the concept's direction most",
         )
         self.wants_button.clicked.connect(self.wants_requested.emit)
         wants.addWidget(self.wants_button)
@@ -119,8 +114,7 @@ class ConceptView(QtWidgets.QWidget):
         wants.addWidget(self.wants_picture)
         wants.addStretch(1)
         outer.addLayout(wants)
-        self.wants_label = style.caption_label()
-        self.wants_label.setWordWrap(True)
+        self.wants_label = style.caption_label(wrap=True)
         outer.addWidget(self.wants_label)
         outer.addStretch(1)
         self.clear()

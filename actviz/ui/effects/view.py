@@ -188,9 +188,7 @@ class EffectsSection(QtWidgets.QWidget):
         self.title = QtWidgets.QLabel()
         # A long module name may be cut rather than widen the dock.
         self.title.setSizePolicy(_POLICY.Ignored, _POLICY.Preferred)
-        self.info = QtWidgets.QLabel()
-        self.info.setStyleSheet("color: gray;")
-        self.info.setWordWrap(True)
+        self.info = QtWidgets.QLabel(styleSheet="color: gray;", wordWrap=True)
         self.ablate_button = QtWidgets.QToolButton()
         self.ablate_button.clicked.connect(lambda: self.ablate_requested.emit(self.layer))
         self.keep_button = QtWidgets.QToolButton()
@@ -267,8 +265,7 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         )
         self.verify_button.clicked.connect(self.verify_requested.emit)
         controls.addWidget(self.verify_button)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
+        self.cancel_button = QtWidgets.QPushButton("Cancel", enabled=False)
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         controls.addWidget(self.cancel_button)
         controls.addStretch(1)
@@ -291,8 +288,7 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         self.progress = ProgressBar()
         self.progress.setVisible(False)
         outer.addWidget(self.progress)
-        self.message = QtWidgets.QLabel()
-        self.message.setWordWrap(True)
+        self.message = QtWidgets.QLabel(wordWrap=True)
         outer.addWidget(self.message)
         legend = QtWidgets.QLabel(
             f"<span style='color: rgb{SUPPORTS_RGB}'>■</span> supports the target · "

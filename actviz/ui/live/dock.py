@@ -116,18 +116,14 @@ class LiveControls(QtWidgets.QDockWidget):
         # Sized to the dock, not to its longest item; the open list shows items in full.
         style.fit_combo(self.source_combo, 16)
         form.addWidget(self.source_combo)
-        self.webcam_label = QtWidgets.QLabel("" if ok else why)
-        self.webcam_label.setWordWrap(True)
+        self.webcam_label = QtWidgets.QLabel("" if ok else why, wordWrap=True)
         self.webcam_label.setStyleSheet("color: #5f6368;")
         self.webcam_label.setVisible(not ok)
         form.addWidget(self.webcam_label)
-        self.source_label = QtWidgets.QLabel("the opened input")
-        self.source_label.setWordWrap(True)
+        self.source_label = QtWidgets.QLabel("the opened input", wordWrap=True)
         form.addWidget(self.source_label)
         # Under the source, where the user looks after choosing one.
-        self.message_label = QtWidgets.QLabel("")
-        self.message_label.setWordWrap(True)
-        self.message_label.setVisible(False)
+        self.message_label = QtWidgets.QLabel("", wordWrap=True, visible=False)
         form.addWidget(self.message_label)
 
     def _build_transport(self, v: QtWidgets.QBoxLayout) -> None:
@@ -171,8 +167,7 @@ class LiveControls(QtWidgets.QDockWidget):
         self.speed_spin.valueChanged.connect(self.controller.set_speed)
         self.controller.speed_changed.connect(self._on_speed_changed)
         row2.addWidget(self.speed_spin)
-        self.loop_check = QtWidgets.QCheckBox("loop")
-        self.loop_check.setChecked(self.controller.player.loop)
+        self.loop_check = QtWidgets.QCheckBox("loop", checked=self.controller.player.loop)
         self.loop_check.toggled.connect(self.controller.set_loop)
         row2.addWidget(self.loop_check)
         row2.addStretch(1)

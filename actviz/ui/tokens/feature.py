@@ -256,8 +256,7 @@ class TokenViews(FeatureBase):
         self._shown_empty = True  # the panels are cleared and hidden
         self.text_bar = QToolBar("Text input")
         self.text_bar.setObjectName("textInputBar")
-        self.text_edit = QLineEdit()
-        self.text_edit.setPlaceholderText("Text for the model: type and press Enter")
+        self.text_edit = QLineEdit(placeholderText="Text for the model: type and press Enter")
         self.text_edit.setClearButtonEnabled(True)
         self.text_button = QPushButton("Use text")
         self.text_bar.addWidget(self.text_edit)

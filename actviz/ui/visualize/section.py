@@ -56,8 +56,7 @@ class RunRow(StepsAndLine):
     ) -> QtWidgets.QHBoxLayout:
         """A row: ``around``'s first widgets, ``run``, ⚙, progress, Cancel, ``around``'s last."""
         self.run_button = run
-        self.settings_button = QtWidgets.QToolButton()
-        self.settings_button.setText("⚙")
+        self.settings_button = QtWidgets.QToolButton(text="⚙")
         self.settings_button.setToolTip("Objective, steps and image size")
         self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
         if menu is not None:
@@ -65,8 +64,7 @@ class RunRow(StepsAndLine):
         self.progress = style.ProgressBar()
         self.progress.setMaximumHeight(12)
         self.progress.setTextVisible(False)
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setToolTip(cancel_tip)
+        self.cancel_button = QtWidgets.QPushButton("Cancel", toolTip=cancel_tip)
         self.cancel_button.clicked.connect(self.cancel_requested)  # type: ignore[attr-defined]
         # Never narrower than their text: the row gives way in the settings and progress.
         policy = QtWidgets.QSizePolicy.Policy

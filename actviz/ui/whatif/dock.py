@@ -25,8 +25,7 @@ class EditRow(QtWidgets.QWidget):
         layout = QtWidgets.QHBoxLayout(self)
         layout.setContentsMargins(0, 1, 0, 1)
         layout.setSpacing(4)
-        self.enabled_box = QtWidgets.QCheckBox()
-        self.enabled_box.setChecked(entry.edit.enabled)
+        self.enabled_box = QtWidgets.QCheckBox(checked=entry.edit.enabled)
         self.enabled_box.setToolTip("Apply this edit (unticked: listed, not applied)")
         layout.addWidget(self.enabled_box)
         # The layer name gives way (in the middle) before the edit itself does.
@@ -50,10 +49,9 @@ class EditRow(QtWidgets.QWidget):
             box.setMaximumWidth(80)
             layout.addWidget(box)
             self.value_box = box
-        self.remove_button = QtWidgets.QToolButton()
-        self.remove_button.setText("✕")
-        self.remove_button.setAutoRaise(True)
-        self.remove_button.setToolTip("Remove this edit")
+        self.remove_button = QtWidgets.QToolButton(
+            text="✕", autoRaise=True, toolTip="Remove this edit"
+        )
         layout.addWidget(self.remove_button)
 
     @staticmethod
@@ -100,15 +98,13 @@ class EditsDock(QtWidgets.QDockWidget):
         self.rows_area.setMinimumHeight(60)
         outer.addWidget(self.rows_area, 1)
         #: Before -> after of the top class (or why there is none).
-        self.summary = QtWidgets.QLabel()
-        self.summary.setWordWrap(True)
+        self.summary = QtWidgets.QLabel(wordWrap=True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         outer.addWidget(self.summary)
         #: The last run's error with these edits (bad channel, shape mismatch...).
-        self.error_label = QtWidgets.QLabel()
-        self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet(f"color: {style.BAR_BAD};")
-        self.error_label.setVisible(False)
+        self.error_label = QtWidgets.QLabel(
+            wordWrap=True, styleSheet=f"color: {style.BAR_BAD};", visible=False
+        )
         outer.addWidget(self.error_label)
         buttons = QtWidgets.QHBoxLayout()
         buttons.addStretch(1)
@@ -195,17 +191,14 @@ class RangeDialog(QtWidgets.QDialog):
         self.setWindowTitle("Clamp channels")
         self.setMinimumWidth(380)  # the prompt names the layer: on one or two lines, not four
         form = QtWidgets.QFormLayout(self)
-        intro = QtWidgets.QLabel(prompt)
-        intro.setWordWrap(True)
-        form.addRow(intro)
+        form.addRow(QtWidgets.QLabel(prompt, wordWrap=True))
         self.min_edit = QtWidgets.QLineEdit("0")
         self.max_edit = QtWidgets.QLineEdit()
         for edit in (self.min_edit, self.max_edit):
             edit.setPlaceholderText("no bound")
         form.addRow("Lowest", self.min_edit)
         form.addRow("Highest", self.max_edit)
-        self.message_label = QtWidgets.QLabel()
-        self.message_label.setWordWrap(True)
+        self.message_label = QtWidgets.QLabel(wordWrap=True)
         self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
         form.addRow(self.message_label)
         buttons = QtWidgets.QDialogButtonBox(

@@ -142,8 +142,7 @@ class WhatIfController(FeatureBase, QObject):
 
         channels = tuple(int(c) for c in channels)
         what = channels_text(channels)
-        menu = QMenu(self.host.dialog_parent())
-        menu.setToolTipsVisible(True)
+        menu = QMenu(self.host.dialog_parent(), toolTipsVisible=True)
         menu.addSection(f"{layer} · {what}")
         # Of this model: a switch while the menu is up must not edit the next model.
         model = self.session.model
