@@ -141,7 +141,9 @@ LATER_CAPABILITIES = (
 # rows reused, LightPlot for token maps (a PlotItem-free plot), held layouts for panel fills.
 # -3,155 on 2026-12-02/03 (#38): prose tightened, one-use helpers inlined, repeated code merged,
 # host forwards as one table of window paths; __all__ kept only where a package declares its API.
-TODAYS_FEATURES_LINES = 48_902
+# -1,422 later on 2026-12-03 (#38): small modules merged into their users, one label class,
+# FeatureBase.listen/stop, Qt properties as constructor keywords, one colour-bar fit.
+TODAYS_FEATURES_LINES = 47_480
 
 
 def todays_feature_lines() -> int:
