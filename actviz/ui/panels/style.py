@@ -96,7 +96,9 @@ class ElidedLabel(QtWidgets.QLabel):
         self._lines = None if lines is None else max(1, int(lines))
         self._steady, self._grow = text if steady or lines is not None else None, grow
         policy = QtWidgets.QSizePolicy.Policy
-        self.setSizePolicy(policy.Ignored, policy.Preferred if lines is None else policy.Fixed)
+        # grow: laid out at its own width (an ignored one left the status bar's run time cut)
+        across = policy.Preferred if grow else policy.Ignored
+        self.setSizePolicy(across, policy.Preferred if lines is None else policy.Fixed)
         self.setMinimumWidth(0 if grow else 40)
         self._fallbacks: tuple[str, ...] = ()
         self._last_resort: str | None = None

@@ -18,6 +18,8 @@ def test_a_long_status_message_stops_before_the_run_time(actviz_window):
     label = window.status.status_label
     assert label.text() == long  # the whole message, for tests and the tooltip
     assert label.geometry().right() < timing.geometry().left()
+    # The run time itself is whole, inside the window (laid out at its grown width).
+    assert timing.geometry().right() <= window.statusBar().contentsRect().right()
     assert label.shown_text().endswith("…") and label.shown_text() != long
     assert label.minimumSizeHint().width() < window.width() // 4
     assert window.width() == 1024  # the message did not widen the window
