@@ -51,7 +51,8 @@ class FeatureJob(QObject):
 
     The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
     ``set_progress(done, total)``. Each end frees the view and says so there and in the status
-    bar (``on_finished(value, context)``, ``interrupted``; red messages to ``on_failed``)."""
+    bar (``on_finished(value, context)``, ``interrupted``; red messages to ``on_failed``).
+    ``copy``: the :class:`~actviz.ui.private_model.PrivateModel` its jobs wait for."""
 
     def __init__(
         self,
@@ -69,6 +70,7 @@ class FeatureJob(QObject):
         on_failed: Callable[[str], Any] | None = None,
         steps: bool = True,
         worker: Worker | None = None,
+        copy: Any = None,
     ) -> None:
         super().__init__(parent)
         self.host, self.view = host, view
@@ -85,7 +87,7 @@ class FeatureJob(QObject):
         self._cancelled, self._cancelled_status = cancelled, cancelled_status
         self._interrupted, self._done = interrupted, ""
         self._log = logging.getLogger(type(parent).__module__)
-        self._on_finished, self._on_failed = on_finished, on_failed
+        self._on_finished, self._on_failed, self._copy = on_finished, on_failed, copy
         # What the view says of the running job, and when it began (steps and an ETA follow).
         self._message, self._began = "", 0.0
 
@@ -132,11 +134,20 @@ class FeatureJob(QObject):
         return handle
 
     def cancel(self) -> bool:
-        """Ask the running job to stop (its end is shown when the worker says so)."""
-        if self.job is None:
+        """Ask the running job to stop (its end is shown when the worker says so); one still
+        waiting for its ``copy`` never starts."""
+        if self.job is not None:
+            self.job.cancel()
+            return True
+        if self._copy is None or not self._copy.pending:
             return False
-        self.job.cancel()
+        self._copy.abandon()
+        self._was_cancelled()
         return True
+
+    def copy_failed(self, error: BaseException) -> None:
+        """The ``copy`` a job waited for could not be made: a failure before the job."""
+        self.fail(self._failed_status, f"Could not copy the model: {describe_error(error)}")
 
     def drop(self) -> None:
         """Forget the running job without showing an end (the view is left as it is)."""

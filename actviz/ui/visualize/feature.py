@@ -14,7 +14,6 @@ from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize.feature_vis import visualize
 from actviz.analysis.visualize.visualization import Visualization
-from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import STATE_KEY, PageVisualiser
@@ -64,9 +63,10 @@ class VisualizeFeature(FeatureBase, QObject):
             # The copy goes after each synthesis: a large model is not held twice while idle.
             on_failed=lambda _text: self.copy.forget(),
             worker=self.synth_worker,
+            copy=self.copy,
         )
         # The section's Cancel stops its own synthesis only; Esc stops the page too.
-        self.section.cancel_requested.connect(self._cancel_synthesis)
+        self.section.cancel_requested.connect(self.job.cancel)
         self.listen(self.session.model_changed, self._on_model_changed)
 
         #: The "What channels want" dock and its background synthesis.
@@ -95,7 +95,7 @@ class VisualizeFeature(FeatureBase, QObject):
     def cancel(self) -> bool:
         """Esc / Cancel: stop the syntheses."""
         page = self.page.cancel()
-        return self._cancel_synthesis() or page
+        return self.job.cancel() or page
 
     def is_busy(self) -> bool:
         """True while a synthesis runs (or waits for its copy of the model)."""
@@ -233,7 +233,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.set_busy(True)
         self.section.set_message(f"Synthesising what ch {key[1]} wants…")
         self.host.refresh_busy("Synthesising what the channel wants…")
-        self.copy.get(lambda twin: self._start(twin, key), self._on_copy_failed)
+        self.copy.get(lambda twin: self._start(twin, key), self.job.copy_failed)
         return True
 
     def is_synthesising(self) -> bool:
@@ -260,16 +260,6 @@ class VisualizeFeature(FeatureBase, QObject):
             done="What it wants: done",
             context=key,
         )
-
-    def _cancel_synthesis(self) -> bool:
-        if self.copy.pending:  # still waiting for its copy: nothing started
-            self.copy.abandon()
-            self.job.fail("What it wants cancelled", "Cancelled.")
-            return True
-        return self.job.cancel()
-
-    def _on_copy_failed(self, error: BaseException) -> None:
-        self.job.fail("What it wants failed", f"Could not copy the model: {describe_error(error)}")
 
     def _show_cached(self) -> None:
         """Show the cached picture of the channel and settings shown once the cache answers."""

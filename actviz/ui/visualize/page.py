@@ -15,7 +15,6 @@ from actviz.analysis.visualize.visualization import (
     VisualizeSettings,
     merge_visualizations,
 )
-from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.visualize.section import MosaicDock, read_saved_settings, saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
@@ -90,6 +89,7 @@ class PageVisualiser(QObject):
             log_as="visualising channels",
             on_finished=self._on_finished,
             worker=self.worker,
+            copy=self.copy,
         )
 
     def is_busy(self) -> bool:
@@ -134,7 +134,7 @@ class PageVisualiser(QObject):
         self.dock.set_message(text)
         self.job.progress = (0, 0)
         # A copy already asked for starts this page when made.
-        self.copy.get(self._start, self._on_copy_failed)
+        self.copy.get(self._start, self.job.copy_failed)
         self.host.refresh_busy("Visualising channels…")
         return True
 
@@ -191,14 +191,7 @@ class PageVisualiser(QObject):
 
     def cancel(self) -> bool:
         """Stop the synthesis (the tiles done stay); True when one was running."""
-        if self.job.running:
-            return self.job.cancel()
-        if not self.copy.pending:
-            return False
-        # Still waiting for its copy: nothing started.
-        self.copy.abandon()
-        self.job.fail("Visualising channels cancelled", "Cancelled.")
-        return True
+        return self.job.cancel()
 
     def forget(self) -> None:
         """Another model: stop, drop the copy and the tiles."""
@@ -340,10 +333,6 @@ class PageVisualiser(QObject):
         # Failed before any picture: no grey tiles, as if pictures were coming.
         if not self.dock.mosaic.filled():
             self.dock.mosaic.set_channels(())
-
-    def _on_copy_failed(self, error: BaseException) -> None:
-        text = f"Could not copy the model: {describe_error(error)}"
-        self.job.fail("Visualising channels failed", text)
 
     def _on_part(self, token: int, kind: str, value: Any) -> None:
         if token != self._token:
