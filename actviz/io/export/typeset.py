@@ -15,7 +15,6 @@ from PIL import Image, ImageDraw, ImageFont
 from actviz.core.capture import Capture
 from actviz.core.structures import first_tensor
 from actviz.display import attribution, colormaps
-from actviz.display.attribution import TokenSaliency
 from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepared import PreparedLayer, RunResult
@@ -49,16 +48,6 @@ def _text_w(draw: ImageDraw.ImageDraw, text: str, font: Any) -> int:
     return int(right - left)
 
 
-def _fit_title(
-    draw: ImageDraw.ImageDraw, title: str, font: Any, body_w: int, margin: int
-) -> tuple[int, str]:
-    """The picture's width (widened for the title, min 320 px) and the title, cut if long."""
-    width = max(
-        body_w + 2 * margin, 320, min(_text_w(draw, title, font), _MAX_TITLE_PX) + 2 * margin
-    )
-    return width, elide(draw, title, font, width - 2 * margin)
-
-
 def elide(draw: ImageDraw.ImageDraw, text: str, font: Any, room: int) -> str:
     """``text``, cut with "…" to fit ``room`` pixels."""
     if _text_w(draw, text, font) <= room:
@@ -80,7 +69,11 @@ def _framed(
     """Add a title above ``body`` and, with a ``cmap``, a colour bar with its range below."""
     font, small = _font(14), _font(11)
     bar_h, margin = 14, 8
-    width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, margin)
+    # Widened for the title (min 320 px), which is cut past _MAX_TITLE_PX.
+    probe = ImageDraw.Draw(body)
+    title_w = min(_text_w(probe, title, font), _MAX_TITLE_PX)
+    width = max(body.width + 2 * margin, 320, title_w + 2 * margin)
+    title = elide(probe, title, font, width - 2 * margin)
     height = body.height + 2 * margin + 22 + (margin + bar_h + 18 if cmap else 0)
     canvas = Image.new("RGB", (width, height), _BG)
     draw = ImageDraw.Draw(canvas)
@@ -132,32 +125,6 @@ def _mosaic_png(m: Mosaic, title: str, cmap: str, numbers: bool = True) -> Image
     return img
 
 
-def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Image.Image:
-    n = len(values)
-    bar = max(1, min(40, 1000 // max(n, 1)))
-    w, h = max(n * bar, 200), 220
-    img = Image.new("RGB", (w + 50, h + 30), _BG)
-    draw = ImageDraw.Draw(img)
-    finite = values[np.isfinite(values)]
-    lo = min(0.0, float(finite.min())) if finite.size else 0.0
-    hi = max(0.0, float(finite.max())) if finite.size else 1.0
-    span = (hi - lo) or 1.0
-    zero_y = 10 + h * (hi - 0.0) / span
-    small = _font(11)
-    for i, v in enumerate(values):
-        if not math.isfinite(float(v)):
-            continue
-        y = 10 + h * (hi - float(v)) / span
-        x0 = 45 + i * bar
-        draw.rectangle([x0, min(y, zero_y), x0 + max(bar - 2, 1), max(y, zero_y)], fill=color)
-        if n <= 16:
-            draw.text((x0, h + 14), str(i), fill=_INK, font=small)
-    draw.line([45, zero_y, 45 + n * bar, zero_y], fill=_INK)
-    draw.text((2, 4), _fmt(hi), fill=_INK, font=small)
-    draw.text((2, h), _fmt(lo), fill=_INK, font=small)
-    return _framed(img, title)
-
-
 def render_layer_png(
     tensor: torch.Tensor | LayerView,
     title: str,
@@ -195,11 +162,10 @@ def render_layer_png(
         lo, hi = m.value_range
         if normalize == "channel":
             # Each tile has its own scale, so the bar can only say low/high within a tile.
-            if symmetric:
-                head = f"{title}  ({shown}; each tile scaled to its own -max|x|..+max|x|; all data {_fmt(lo)}..{_fmt(hi)})"
-                return _framed(body, head, "-tile max|x|", "+tile max|x|", cmap)
-            head = f"{title}  ({shown}; each tile scaled to its own min..max; all data {_fmt(lo)}..{_fmt(hi)})"
-            return _framed(body, head, "tile min", "tile max", cmap)
+            sym = ("-max|x|..+max|x|", "-tile max|x|", "+tile max|x|")
+            scale, lo_s, hi_s = sym if symmetric else ("min..max", "tile min", "tile max")
+            head = f"{title}  ({shown}; each tile scaled to its own {scale}; all data {_fmt(lo)}..{_fmt(hi)})"
+            return _framed(body, head, lo_s, hi_s, cmap)
         lo_s, hi_s = m.scale_range
         return _framed(body, f"{title}  ({shown}; one shared scale)", lo_s, hi_s, cmap)
     cmap = colormaps.resolve(cmap, gradient=magnitude)
@@ -209,7 +175,29 @@ def render_layer_png(
         return _framed(body, f"{title}  ({view.description})", *m.value_range, cmap)
     values = np.atleast_1d(view.data).astype(np.float32)
     color = (200, 80, 40) if magnitude else (40, 110, 180)
-    return _bars_png(values, f"{title}  ({view.description})", color)
+    n = len(values)
+    bar = max(1, min(40, 1000 // max(n, 1)))
+    w, h = max(n * bar, 200), 220
+    img = Image.new("RGB", (w + 50, h + 30), _BG)
+    draw = ImageDraw.Draw(img)
+    finite = values[np.isfinite(values)]
+    lo = min(0.0, float(finite.min())) if finite.size else 0.0
+    hi = max(0.0, float(finite.max())) if finite.size else 1.0
+    span = (hi - lo) or 1.0
+    zero_y = 10 + h * (hi - 0.0) / span
+    small = _font(11)
+    for i, v in enumerate(values):
+        if not math.isfinite(float(v)):
+            continue
+        y = 10 + h * (hi - float(v)) / span
+        x0 = 45 + i * bar
+        draw.rectangle([x0, min(y, zero_y), x0 + max(bar - 2, 1), max(y, zero_y)], fill=color)
+        if n <= 16:
+            draw.text((x0, h + 14), str(i), fill=_INK, font=small)
+    draw.line([45, zero_y, 45 + n * bar, zero_y], fill=_INK)
+    draw.text((2, 4), _fmt(hi), fill=_INK, font=small)
+    draw.text((2, h), _fmt(lo), fill=_INK, font=small)
+    return _framed(img, f"{title}  ({view.description})")
 
 
 def channel_pages(
@@ -397,25 +385,6 @@ def heat_png(
     return canvas
 
 
-def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> Image.Image:
-    """A text input's saliency as a labelled strip: one row per token (its text beside it),
-    coloured and with a bar by its ``|gradient x input embedding|`` (0 .. the largest)."""
-    values = np.asarray(tokens.values, dtype=np.float32)
-    if title is None:
-        # "x", not "×": the pictures' default font has no such glyph.
-        title = f"saliency per token: |gradient x input embedding| at {tokens.layer}"
-    return heat_png(
-        values[:, None],
-        tokens.tokens,
-        title=title,
-        bars=values,
-        gradient=True,
-        symmetric=False,
-        levels=(0.0, tokens.peak),
-        bars_label="saliency",
-    )
-
-
 def attribution_images(
     cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
 ) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
@@ -432,7 +401,13 @@ def attribution_images(
         pictures["saliency"] = (_heat_png(sal, backdrop, "saliency |d target / d input|"), sal)
     elif prepared.token_saliency is not None:
         tokens = prepared.token_saliency
-        pictures["saliency"] = (token_saliency_picture(tokens), np.asarray(tokens.values))
+        values = np.asarray(tokens.values, dtype=np.float32)
+        # "x", not "×": the pictures' default font has no such glyph.
+        title = f"saliency per token: |gradient x input embedding| at {tokens.layer}"
+        how = {"gradient": True, "symmetric": False, "bars_label": "saliency"}
+        how["levels"] = (0.0, tokens.peak)
+        strip = heat_png(values[:, None], tokens.tokens, title=title, bars=values, **how)
+        pictures["saliency"] = (strip, np.asarray(tokens.values))
         notes["saliency_of"] = f"saliency per token: |gradient × input embedding| at {tokens.layer}"
     # The window's default (ViT token layers included) when the input is an image.
     cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
