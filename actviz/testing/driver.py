@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyqtgraph as pg
 import shiboken6
-from PySide6.QtCore import QCoreApplication, QEventLoop, QPoint, QPointF, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QPoint, QPointF, Qt
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDockWidget, QMenu, QWidget
@@ -303,30 +303,26 @@ class EventBot:
     @contextlib.contextmanager
     def waitSignal(self, signal: Any, timeout: int = UI_TIMEOUT_MS) -> Iterator[None]:  # noqa: N802
         """Wait, after the ``with`` body, for ``signal`` (``TimeoutError`` after ``timeout`` ms)."""
-        seen: list[bool] = []
-        loop = QEventLoop()
+        seen: list[tuple] = []
 
-        def fired(*_args: Any) -> None:
-            seen.append(True)
-            loop.quit()
+        def fired(*args: Any) -> None:
+            seen.append(args)
 
         signal.connect(fired)
         try:
             yield
-            if not seen:
-                QTimer.singleShot(timeout, loop, loop.quit)  # dropped with the loop
-                loop.exec()
+            self.waitUntil(lambda: seen, timeout, what="the signal was not emitted")
         finally:
             signal.disconnect(fired)
-        if not seen:
-            raise TimeoutError(f"the signal was not emitted within {timeout} ms")
 
-    def waitUntil(self, condition: Callable[[], Any], timeout: int = UI_TIMEOUT_MS) -> None:  # noqa: N802
+    def waitUntil(  # noqa: N802
+        self, condition: Callable[[], Any], timeout: int = UI_TIMEOUT_MS, what: str = ""
+    ) -> None:
         """Process events until ``condition()`` is true (``TimeoutError`` after ``timeout`` ms)."""
         deadline = time.perf_counter() + timeout / 1000
         while not condition():
             if time.perf_counter() > deadline:
-                raise TimeoutError(f"the condition was not met within {timeout} ms")
+                raise TimeoutError(f"{what or 'the condition was not met'} within {timeout} ms")
             QTest.qWait(5)
 
     def mouseClick(  # noqa: N802

@@ -16,6 +16,7 @@ from typing import Any
 _SKIP = ("actviz/testing/", "actviz/bench/")
 #: A frame line of a faulthandler dump.
 _FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')
+_THREAD = re.compile(r"(?:Current thread|Thread) 0x([0-9a-fA-F]+)")
 
 
 class BlockSampler:
@@ -81,22 +82,23 @@ class BlockSampler:
                     self._others.setdefault(where, ", ".join(_other_threads(dump, self._gui)))
 
 
-def _frames(dump: str) -> Iterator[tuple[str, str, str, str]]:
-    """Each frame line of a faulthandler dump: its thread's header, file, line and function."""
-    header = ""
+def _frames(dump: str) -> Iterator[tuple[str, int, str, str, str]]:
+    """Each frame line of a faulthandler dump: its thread's header and id, file, line, function."""
+    header, thread = "", -1
     for line in dump.splitlines():
-        if line.startswith(("Thread 0x", "Current thread 0x")):
-            header = line
+        if (match := _THREAD.match(line)) is not None:
+            header, thread = line, int(match[1], 16)
         elif header and (match := _FRAME.match(line)) is not None:
-            yield header, *match.groups()
+            yield header, thread, *match.groups()
 
 
 def _gui_stack(dump: str, ident: int | None) -> list[str]:
     """The GUI thread's actviz frames in a faulthandler dump, innermost first."""
     found: list[str] = []
-    for header, filename, lineno, name in _frames(dump):
-        if _is(header, ident) and "actviz/" in filename and not any(s in filename for s in _SKIP):
-            found.append(f"{_short(filename)}:{lineno} in {name}" if not found else name)
+    for _, thread, filename, lineno, name in _frames(dump):
+        if thread == ident and "actviz/" in filename and not any(s in filename for s in _SKIP):
+            where = filename[filename.rfind("actviz/") :]
+            found.append(f"{where}:{lineno} in {name}" if not found else name)
     return found
 
 
@@ -104,24 +106,11 @@ def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
     """The innermost frame of up to ``most`` other busy threads in a faulthandler dump."""
     found: list[str] = []
     seen: set[str] = set()
-    for header, filename, lineno, name in _frames(dump):
+    for header, thread, filename, lineno, name in _frames(dump):
         # The sampler dumps from its own thread: "Current thread" is never a worker.
-        if header in seen or _is(header, ident) or header.startswith("Current"):
+        if header in seen or thread == ident or header.startswith("Current"):
             continue
         seen.add(header)  # the innermost frame only
         if "actviz/testing/" not in filename and not filename.endswith("threading.py"):
             found.append(f"{filename.rsplit('/', 1)[-1]}:{lineno} in {name}")
     return found[:most]
-
-
-def _is(header: str, ident: int | None) -> bool:
-    """Whether a dump's thread header is thread ``ident``'s."""
-    word = next((w for w in header.split() if w.startswith("0x")), "")
-    try:
-        return ident is not None and int(word, 16) == ident
-    except ValueError:
-        return False
-
-
-def _short(filename: str) -> str:
-    return filename[filename.rfind("actviz/") :]

@@ -121,11 +121,11 @@ def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
     return made[case], made, made["checkpoint"]
 
 
-def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, str]) -> int:
-    """Run one case in this process and write its report (``--out``)."""
+def child(spec: dict[str, Any]) -> int:
+    """Run one case in this process as :func:`run_case` wrote ``spec``; write its report."""
     faulthandler.enable(all_threads=True)
     os.environ.setdefault("ACTVIZ_OFFLINE", "1")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(spec["threads"])
     from actviz.bench.ui_bench import ensure_qt_app
     from actviz.core.allocator import tune_allocator
     from actviz.core.threads import parallel_in_workers_only
@@ -139,27 +139,18 @@ def child(args: argparse.Namespace, steps: list[Step] | None, inject: dict[int, 
     from actviz.testing.stress_report import WARM_UP_ACTIONS
 
     ensure_qt_app()
-    folder = Path(args.folder)
-    setup, switches, checkpoint = case_setups(args.case, folder)
+    folder = Path(spec["folder"])
+    setup, switches, checkpoint = case_setups(spec["case"], folder)
     driver = StressDriver(
-        setup,
-        seed=args.seed,
-        folder=folder / "scratch",
-        sample_every=args.sample_every,
-        switches=switches,
-        checkpoint=checkpoint,
-        block_limit_ms=args.block_limit_ms,
-        hang_s=args.hang_s,
-        log_path=args.log,
-        memory=not args.no_memory,
+        setup, folder=folder / "scratch", switches=switches, checkpoint=checkpoint, **spec["driver"]
     )
-    if args.actions > WARM_UP_ACTIONS:  # memory figures count after it: nothing made later
+    if spec["actions"] > WARM_UP_ACTIONS:  # memory figures count after it: nothing made later
         for made in (*switches.values(), checkpoint):
             driver.ready(made)
         import_on_first_use()
-    injected = {step: {"kind": kind} for step, kind in inject.items()}
-    report = driver.run(args.actions, steps=steps, inject=injected)
-    Path(args.out).write_text(json.dumps(report.to_json()))
+    inject = {int(step): {"kind": kind} for step, kind in spec["inject"].items()}
+    report = driver.run(spec["actions"], steps=spec["steps"], inject=inject)
+    Path(spec["out"]).write_text(json.dumps(report.to_json()))
     return 0
 
 
@@ -188,21 +179,14 @@ def run_case(
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=tmp))
         out, log, err = run_dir / "report.json", run_dir / "steps.jsonl", run_dir / "stderr.txt"
         every = sample_every or max(10, min(250, n // 10 or 1))
-        cmd = [
-            sys.executable, "-m", "actviz.testing.stress_cases", "--child", "--case", case,
-            "--seed", str(seed), "--actions", str(n), "--folder", str(work),
-            "--out", str(out), "--log", str(log), "--hang-s", str(hang_s),
-            "--block-limit-ms", str(block_limit_ms), "--sample-every", str(every),
-            "--threads", str(threads),
-        ]  # fmt: skip
-        if steps is not None:
-            replay = run_dir / "replay.json"
-            replay.write_text(json.dumps([list(s) for s in steps]))
-            cmd += ["--replay", str(replay)]
-        if not memory:
-            cmd.append("--no-memory")
-        for step, kind in (inject or {}).items():
-            cmd += ["--inject", f"{step}:{kind}"]
+        spec = {
+            "case": case, "actions": n, "folder": str(work), "out": str(out), "threads": threads,
+            "steps": None if steps is None else [list(s) for s in steps], "inject": inject or {},
+            "driver": {"seed": seed, "sample_every": every, "block_limit_ms": block_limit_ms,
+                       "hang_s": hang_s, "log_path": str(log), "memory": memory},
+        }  # fmt: skip
+        (case_file := run_dir / "case.json").write_text(json.dumps(spec))
+        cmd = [sys.executable, "-m", "actviz.testing.stress_cases", "--child", str(case_file)]
         # The child imports this very actviz (a checkout need not be the one installed).
         root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
@@ -337,20 +321,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink", action="store_true", help="shrink the first failure")
     parser.add_argument("--shrink-runs", type=int, default=30)
     parser.add_argument("--no-memory", action="store_true", help="no memory figures (replays)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    for hidden in ("--folder", "--out", "--log"):  # the child's
-        parser.add_argument(hidden, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # the case file run_case wrote
     args = parser.parse_args(argv)
+    if args.child:
+        return child(json.loads(Path(args.child).read_text()))
     steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())] if args.replay else None
     inject = {int(k): v for k, v in (item.split(":") for item in args.inject or [])}
-    if args.child:
-        return child(args, steps, inject)
     with tempfile.TemporaryDirectory(prefix="actviz-stress-") as folder:
         case = functools.partial(
             run_case, args.case, args.seed, hang_s=args.hang_s, folder=folder,
             block_limit_ms=args.block_limit_ms, threads=args.threads,
         )  # fmt: skip
-        report = case(args.actions, steps=steps, inject=inject, sample_every=args.sample_every)
+        report = case(
+            args.actions, steps=steps, inject=inject, sample_every=args.sample_every,
+            memory=not args.no_memory,
+        )  # fmt: skip
         print(report.describe())
         print(
             f"rss growth per 1k actions: {report.rss_growth_per_1k_mib:.1f} MiB (median slope; "

@@ -167,25 +167,24 @@ class FilePickers:
     """``QFileDialog`` / ``QInputDialog`` static getters replaced, while installed, by a
     person's choice in the scratch folder (or Cancel when the action says ``reject``)."""
 
-    NAMES = ("getOpenFileName", "getSaveFileName", "getExistingDirectory", "getOpenFileNames")
-
     def __init__(self, driver: Any) -> None:
         self.driver = driver
-        self._saved: dict[str, Any] = {}
+        self._saved: dict[tuple[type, str], Any] = {}
 
     def install(self) -> None:
-        for name in self.NAMES:
-            self._saved[name] = QFileDialog.__dict__[name]
-        self._saved["getDouble"] = QInputDialog.__dict__["getDouble"]
-        QFileDialog.getOpenFileName = staticmethod(self._open)
-        QFileDialog.getOpenFileNames = staticmethod(self._open_many)
-        QFileDialog.getSaveFileName = staticmethod(self._save)
-        QFileDialog.getExistingDirectory = staticmethod(self._folder)
-        QInputDialog.getDouble = staticmethod(self._double)
+        for cls, name, picker in (
+            (QFileDialog, "getOpenFileName", self._open),
+            (QFileDialog, "getOpenFileNames", self._open_many),
+            (QFileDialog, "getSaveFileName", self._save),
+            (QFileDialog, "getExistingDirectory", self._folder),
+            (QInputDialog, "getDouble", self._double),
+        ):
+            self._saved[cls, name] = cls.__dict__[name]
+            setattr(cls, name, staticmethod(picker))
 
     def uninstall(self) -> None:
-        for name, value in self._saved.items():
-            setattr(QInputDialog if name == "getDouble" else QFileDialog, name, value)
+        for (cls, name), value in self._saved.items():
+            setattr(cls, name, value)
         self._saved.clear()
 
     def _cancelled(self) -> bool:
