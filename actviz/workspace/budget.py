@@ -6,6 +6,7 @@ import logging
 import os
 import time
 
+from actviz.core.allocator import rss_mib
 from actviz.core.capture import format_bytes
 
 log = logging.getLogger(__name__)
@@ -63,22 +64,7 @@ def rss_bytes(max_age_s: float = RSS_MAX_AGE_S) -> int | None:
 
 
 def _read_rss() -> int | None:
-    # statm's second page count is the resident set: half the CPU of /proc/self/status.
-    try:
-        fd = os.open("/proc/self/statm", os.O_RDONLY)
-        try:
-            fields = os.read(fd, 256).split()
-        finally:
-            os.close(fd)
-        return int(fields[1]) * _PAGE_SIZE
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-try:
-    _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-except (AttributeError, OSError, ValueError):  # not POSIX: no statm either
-    _PAGE_SIZE = 4096
+    return int(rss_mib() * 2**20) or None  # statm's resident pages (0: no /proc)
 
 
 def fmt_bytes(n: float | None) -> str:

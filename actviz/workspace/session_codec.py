@@ -329,7 +329,8 @@ class ModelSource:
 
 @dataclass(frozen=True)
 class InputSource:
-    """The input, embedded so the session opens without the file (``source`` is only shown)."""
+    """An input: what goes into the model and how to show it (a session's, embedded in its file
+    so it opens without the input's file; ``source`` is only shown); ``tokens``: a text's."""
 
     value: Any = field(repr=False)
     source: str = ""

@@ -21,6 +21,7 @@ from actviz.workspace.edits_board import BaselineCache, EditBoard
 from actviz.workspace.pins import PinBoard
 from actviz.workspace.run_request import RunRequest, request_of
 from actviz.workspace.run_request import run_job as run_job
+from actviz.workspace.session_codec import InputSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
@@ -47,19 +48,6 @@ class Event:
     def emit(self, *args: Any) -> None:
         for callback in list(self._callbacks):
             callback(*args)
-
-
-@dataclasses.dataclass
-class InputState:
-    """The current input: what goes into the model and how to show it."""
-
-    value: Any
-    source: str
-    kind: str
-    image: np.ndarray | None
-    description: str
-    #: The token strings of a text input (token views' labels).
-    tokens: tuple[str, ...] | None = None
 
 
 def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
@@ -183,7 +171,7 @@ class Session:
         #: ``open_model``'s arch, weights and trust for :attr:`loaded_model` (reproduce.py).
         self.model_open_args: dict[str, Any] = {}
         self.tree: ModuleTree | None = None
-        self.input: InputState | None = None
+        self.input: InputSource | None = None
         # Bytes one capture may hold (a bigger selection is refused); ACTVIZ_MEMORY_BUDGET.
         self.memory_budget: int | None = default_budget()
         self.result: RunResult | None = None
@@ -329,7 +317,7 @@ class Session:
         tokens = tuple(str(t) for t in tokens) if tokens else None
         if description == "":
             description = describe_value(value, tokens)
-        self.input = InputState(value, source, kind, image, description, tokens)
+        self.input = InputSource(value, source, kind, image, description, tokens)
         self.auto_target = None  # another input: its own top-1
         self._fit_input_layout()
         self.input_changed.emit()
