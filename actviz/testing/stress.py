@@ -103,39 +103,30 @@ def dropped_model(name: str, path: str | Path, make: Callable[[], Any] | None = 
     return ModelSetup(name, lambda window: drop_file(window, path), make, Path(path))
 
 
+@dataclasses.dataclass(eq=False)
 class StressDriver(UserActions):
     """Perform seeded random user actions on actviz windows and check after each; ``hang_s``
-    dumps stacks and ends the process (case processes only), ``log_path`` gets each step first."""
+    dumps stacks and ends the process (case processes only), ``log_path`` gets each step first,
+    ``memory`` measures memory at each checkpoint (a replay looking for a finding needs none)."""
 
-    def __init__(
-        self,
-        setup: ModelSetup,
-        *,
-        seed: int = 0,
-        folder: str | Path,
-        sample_every: int = 50,
-        size: tuple[int, int] = (1280, 720),
-        switches: dict[str, ModelSetup] | None = None,
-        checkpoint: str | Path | ModelSetup | None = None,
-        block_limit_ms: float = BLOCK_LIMIT_MS,
-        hang_s: float | None = None,
-        log_path: str | Path | None = None,
-        memory: bool = True,
-    ) -> None:
-        self.setup = setup
-        #: Measure memory at each checkpoint (a replay that looks for a finding needs none).
-        self.memory = memory
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
-        self.folder = Path(folder)
+    setup: ModelSetup
+    _: dataclasses.KW_ONLY
+    folder: Path
+    seed: int = 0
+    sample_every: int = 50
+    size: tuple[int, int] = (1280, 720)
+    switches: dict[str, ModelSetup] = dataclasses.field(default_factory=dict)
+    checkpoint: str | Path | ModelSetup | None = None
+    block_limit_ms: float = BLOCK_LIMIT_MS
+    hang_s: float | None = None
+    log_path: Path | None = None
+    memory: bool = True
+
+    def __post_init__(self) -> None:
+        self.folder = Path(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.sample_every = sample_every
-        self.size = size
-        self.switches = dict(switches or {})
-        self.checkpoint = checkpoint
-        self.block_limit_ms = block_limit_ms
-        self.hang_s = hang_s
-        self.log_path = Path(log_path) if log_path is not None else None
+        self.log_path = Path(self.log_path) if self.log_path is not None else None
+        self.rng = np.random.default_rng(self.seed)
         self.window: Any = None
         self.probe: Any = None  # the GUI lag probe while a run goes on
         self.params: dict[str, Any] = {}
