@@ -60,12 +60,9 @@ def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
             return tuple(arrays[name] for name in positional), "array"
         return arrays, "array"
     if fmt == FileFormat.SAFETENSORS:
-        try:
-            from safetensors.torch import load_file
+        from actviz.io.models.checkpoints import read_safetensors
 
-            tensors = load_file(str(path), device="cpu")
-        except Exception as exc:  # ImportError or safetensors' own SafetensorError
-            raise InputError(f"{src}: cannot read safetensors file ({one_line(exc)})") from exc
+        tensors = read_safetensors(path, src, InputError)
         if not tensors:
             raise InputError(f"{src}: the safetensors file holds no tensors")
         return (next(iter(tensors.values())) if len(tensors) == 1 else tensors), "tensor"

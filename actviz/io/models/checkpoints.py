@@ -125,6 +125,22 @@ def _looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
     return isinstance(header, dict)
 
 
+def read_safetensors(
+    path: Path, src: str, error: type[Exception] = ModelLoadError
+) -> dict[str, torch.Tensor]:
+    """A ``.safetensors`` file's tensors on the CPU; ``error`` without the package or when damaged."""
+    try:
+        from safetensors.torch import load_file
+    except ImportError as exc:
+        raise error(
+            f"{src}: reading .safetensors needs the 'safetensors' package (pip install safetensors)"
+        ) from exc
+    try:
+        return load_file(str(path), device="cpu")
+    except Exception as exc:  # safetensors raises its own SafetensorError for damaged files
+        raise error(f"{src}: corrupt safetensors file ({one_line(exc)})") from exc
+
+
 def _unsafe_detail(exc: BaseException) -> str:
     """What the refused pickle referenced, from torch's weights_only error text."""
     match = re.search(r"GLOBAL\s+([\w.]+)", str(exc), flags=re.IGNORECASE)

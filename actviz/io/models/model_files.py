@@ -86,24 +86,30 @@ def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: boo
             "TorchScript or torch.export .pt2 file"
         )
     if fmt == FileFormat.TORCHSCRIPT:
-        return _open_torchscript(path, src)
+        try:
+            with pywarnings.catch_warnings():
+                # torch.jit is deprecated upstream, but existing files still deserve to open.
+                pywarnings.simplefilter("ignore", FutureWarning)
+                model = torch.jit.load(str(path), map_location="cpu")
+        except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
+            raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
+        from actviz.core.capture import TORCHSCRIPT_WARNING
+
+        # The sentence each of its captures warns too (the window's banner shows it once).
+        name = f"{path.name} (TorchScript)"
+        return LoadedModel(model, name, src, "torchscript", warnings=[TORCHSCRIPT_WARNING])
     if fmt == FileFormat.EXPORT:
         return _open_export(path, src, trust=trust)
+    kind, obj, where = "safetensors", None, ""
     if fmt == FileFormat.SAFETENSORS:
-        return _open_safetensors(path, src, arch=arch, guess=guess)
-    obj = checkpoints.torch_load_guarded(path, trust=trust)
-    return _from_checkpoint_object(obj, path, src, arch=arch, guess=guess)
-
-
-def _from_checkpoint_object(
-    obj: Any, path: Path, src: str, *, arch: str | None, guess: bool
-) -> LoadedModel:
-    found, where = checkpoints.extract_weights(obj, src)
+        found = checkpoints.read_safetensors(path, src)
+    else:
+        kind, obj = "state_dict", checkpoints.torch_load_guarded(path, trust=trust)
+        found, where = checkpoints.extract_weights(obj, src)
     if isinstance(found, nn.Module):
-        name = f"{path.name} ({type(found).__name__})"
         if where:
             log.info("%s: model taken from %s", src, where)
-        return LoadedModel(found, name, src, "pickle")
+        return LoadedModel(found, f"{path.name} ({type(found).__name__})", src, "pickle")
     if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
         # timm's training script records its model name there too.
         named = resolve_named(obj["arch"])
@@ -112,38 +118,23 @@ def _from_checkpoint_object(
             log.info("%s: using the architecture recorded in the file: %s", src, arch)
     if where:
         log.info("%s: weights taken from %s", src, where)
-    loaded = _build_with_weights(found, path, src, arch=arch, kind="state_dict", guess=guess)
-    if where:
-        loaded.weights_from = where + (" (EMA)" if "ema" in where.lower() else "")
-        if "ema" in where.lower():
-            # Say it where users look: the name shows in the title, status bar and CLI.
-            loaded.name = loaded.name[:-1] + ", EMA weights)"
-    return loaded
-
-
-def _build_with_weights(
-    state_dict: dict[str, torch.Tensor],
-    path: Path,
-    src: str,
-    *,
-    arch: str | None,
-    kind: str,
-    guess: bool,
-) -> LoadedModel:
     guesses: tuple[ArchGuess, ...] = ()
     if not arch:
-        arch, guesses = _guess_arch(state_dict, src, guess=guess)
-    loaded, fit = _build_arch(arch, state_dict, beside=path.parent)
-    notes = checkpoints.apply_state_dict(loaded.model, state_dict, src, arch)
+        arch, guesses = _guess_arch(found, src, guess=guess)
+    loaded, fit = _build_arch(arch, found, beside=path.parent)
+    notes = checkpoints.apply_state_dict(loaded.model, found, src, arch)
     loaded.name = f"{path.name} ({loaded.name})"
-    loaded.source = src
-    loaded.kind = kind
-    loaded.arch_guesses = guesses
+    loaded.source, loaded.kind, loaded.arch_guesses = src, kind, guesses
     if fit is not None and fit.num_classes is not None:
         head = fit.reason.split(";")[0]
         loaded.warnings.append(f"{path.name}: its {arch} {head}, so the class names are unknown")
     if notes:
         log.info("%s: %s", src, "; ".join(notes))
+    if where:
+        loaded.weights_from = where + (" (EMA)" if "ema" in where.lower() else "")
+        if "ema" in where.lower():
+            # Say it where users look: the name shows in the title, status bar and CLI.
+            loaded.name = loaded.name[:-1] + ", EMA weights)"
     return loaded
 
 
@@ -207,35 +198,6 @@ def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
     )
 
 
-def _open_safetensors(path: Path, src: str, *, arch: str | None, guess: bool) -> LoadedModel:
-    try:
-        from safetensors.torch import load_file
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"{src}: reading .safetensors needs the 'safetensors' package (pip install safetensors)"
-        ) from exc
-    try:
-        state_dict = load_file(str(path), device="cpu")
-    except Exception as exc:  # safetensors raises its own SafetensorError for damaged files
-        raise ModelLoadError(f"{src}: corrupt safetensors file ({one_line(exc)})") from exc
-    return _build_with_weights(state_dict, path, src, arch=arch, kind="safetensors", guess=guess)
-
-
-def _open_torchscript(path: Path, src: str) -> LoadedModel:
-    try:
-        with pywarnings.catch_warnings():
-            # torch.jit is deprecated upstream, but existing files still deserve to open.
-            pywarnings.simplefilter("ignore", FutureWarning)
-            model = torch.jit.load(str(path), map_location="cpu")
-    except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
-        raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
-    from actviz.core.capture import TORCHSCRIPT_WARNING
-
-    # The sentence each of its captures warns too (the window's banner shows it once).
-    warnings = [TORCHSCRIPT_WARNING]
-    return LoadedModel(model, f"{path.name} (TorchScript)", src, "torchscript", warnings=warnings)
-
-
 def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
     reason = checkpoints.export_needs_trust(path)
     if reason and not trust:
@@ -251,7 +213,13 @@ def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
         raise ModelLoadError(
             f"{src}: cannot rebuild the module tree of the exported program ({one_line(exc)})"
         ) from exc
-    input_shape = _export_input_shape(program)
+    input_shape = None  # the first user input's, if static
+    try:
+        first = list(program.graph_signature.user_inputs)[0]
+        node = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == first)
+        input_shape = tuple(int(s) for s in node.meta.get("val").shape)
+    except Exception:  # no user input, or symbolic (dynamic) sizes that cannot become ints
+        pass
     input_size = input_shape[-2:] if input_shape is not None and len(input_shape) == 4 else None
     note = (
         f"{path.name} is a torch.export program: it replays the graph recorded at export time "
@@ -261,15 +229,3 @@ def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
     return LoadedModel(
         model, name, src, "export", input_size=input_size, input_shape=input_shape, warnings=[note]
     )
-
-
-def _export_input_shape(program: Any) -> tuple[int, ...] | None:
-    """Shape of the first user input of an exported program, if static."""
-    try:
-        first = list(program.graph_signature.user_inputs)[0]
-        for node in program.graph.nodes:
-            if node.op == "placeholder" and node.name == first:
-                return tuple(int(s) for s in node.meta.get("val").shape)
-    except Exception:  # no user input, or symbolic (dynamic) sizes that cannot become ints
-        return None
-    return None
