@@ -156,22 +156,20 @@ class DiffPainter(QObject):
         panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
         panel.gradient_slot.set_colormap(AUTO)
         size = self.page_sizes.get(name)
-        layer = with_page(layer, self._page_first(name, layer), page_size=size, symmetric=True)
+        layer = with_page(layer, self._page(name, layer)[0], page_size=size, symmetric=True)
         if layer.view is None:
             panel.clear()
             return
         panel.set_activation(layer.view, layer.mosaic)
         panel.set_gradient(layer.grad_view, layer.grad_mosaic)
 
-    def _page_size(self, name: str, layer: PreparedLayer) -> int:
+    def _page(self, name: str, layer: PreparedLayer) -> tuple[int, int]:
+        """Layer ``name``'s page: its first channel and its size."""
         size = self.page_sizes.get(name)
         if size is None:
             size = layer.mosaic.page_size if layer.mosaic is not None else 1
-        return max(1, int(size))
-
-    def _page_first(self, name: str, layer: PreparedLayer) -> int:
-        size = self._page_size(name, layer)
-        return (max(0, self.pages.get(name, 0)) // size) * size
+        size = max(1, int(size))
+        return (max(0, self.pages.get(name, 0)) // size) * size, size
 
     def turn_page(self, name: str, step: int) -> bool:
         """Show the previous (-1) or next (+1) page of layer ``name``'s difference mosaic."""
@@ -179,7 +177,8 @@ class DiffPainter(QObject):
         layer = outcome.differences.get(name) if outcome is not None else None
         if layer is None or layer.mosaic is None:
             return False
-        first = self._page_first(name, layer) + step * self._page_size(name, layer)
+        first, size = self._page(name, layer)
+        first += step * size
         if not 0 <= first < layer.mosaic.total_channels:
             return False
         self.pages[name] = first

@@ -31,15 +31,6 @@ class DifferencePanel(LayerPanel):
         return text.replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
 
 
-class _StandIn(QtWidgets.QWidget):
-    """An empty stand-in as tall as an empty panel, until the layer's panel comes near the view."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-        self.setMinimumHeight(MIN_PANEL_HEIGHT)
-
-
 class DifferenceArea(QtWidgets.QScrollArea):
     """A comparison's difference panels in a scroll area (``scrolled``, ``resized``)."""
 
@@ -66,7 +57,8 @@ class DifferenceArea(QtWidgets.QScrollArea):
         bar.valueChanged.connect(self.scrolled)
         bar.rangeChanged.connect(self.resized)
         self.viewport().installEventFilter(self)
-        # What the grid holds, in depth order: each layer's panel or, until made, a stand-in.
+        # What the grid holds, in depth order: each layer's panel or, until made, a stand-in (an
+        # empty widget as tall as an empty panel).
         self.cells: dict[str, QtWidgets.QWidget] = {}
         self._order: list[str] = []
         self._columns_now = 1
@@ -126,9 +118,11 @@ class DifferenceArea(QtWidgets.QScrollArea):
         cells: dict[str, QtWidgets.QWidget] = {}
         for name in order:
             cell = self.panels.get(name, self.cells.get(name))
-            cells[name] = cell if cell is not None else _StandIn(name)
+            cells[name] = (
+                QtWidgets.QWidget(minimumHeight=MIN_PANEL_HEIGHT) if cell is None else cell
+            )
         for name, cell in self.cells.items():
-            if isinstance(cell, _StandIn) and cells.get(name) is not cell:
+            if not isinstance(cell, DifferencePanel) and cells.get(name) is not cell:
                 self._discard(cell)
         self.panels = {n: self.panels[n] for n in order if n in self.panels}
         changed = list(cells.items()) != list(self.cells.items())

@@ -30,19 +30,15 @@ log = logging.getLogger(__name__)
 
 #: What the tab says before any comparison.
 FIRST_NOTE = "Run A is the latest run the window shows; choose B and press Compare."
-
-#: Title of the Compare tab.
-TAB_TITLE = "Compare"
 #: Said above a comparison whose run A is no longer the latest result.
 STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
 
 
 class CompareController(FeatureBase, QObject):
-    """Drives the Compare tab (``compare_finished``, ``compare_failed``, ``model_b_loaded``)."""
+    """Drives the Compare tab (``compare_finished``, ``compare_failed``)."""
 
     compare_finished = Signal()
     compare_failed = Signal(str)
-    model_b_loaded = Signal(str)
 
     name = "compare"
 
@@ -70,7 +66,7 @@ class CompareController(FeatureBase, QObject):
         v.compare_requested.connect(self.compare)
         v.source_changed.connect(self._on_view_source_changed)
         v.browse_input_requested.connect(self.browse_input)
-        v.open_model_requested.connect(self.open_model_dialog)
+        v.open_model_requested.connect(self.b.open_dialog)
         v.chart.layer_clicked.connect(self.go_to_layer)
         v.channel_clicked.connect(self.open_channel)
         self.job = FeatureJob(
@@ -95,17 +91,15 @@ class CompareController(FeatureBase, QObject):
         self._refresh_pins()
         self._refresh_input_choices()
         v.clear(FIRST_NOTE)
-        host.add_tab(self.page, TAB_TITLE)
+        host.add_tab(self.page, "Compare")
         host.offer_pin_comparison(self.compare_with_pin)
 
     def cancel(self) -> bool:
         """Esc: a comparison waiting for the run before it never starts."""
-        if not self._waiting:
-            return False
-        self._waiting = False
-        self.view.set_busy(False)
-        self._refuse("The comparison was cancelled.")
-        return True
+        if self._waiting:
+            self._give_up("The comparison was cancelled.")
+            return True
+        return False
 
     def is_busy(self) -> bool:
         """True while a comparison waits for the worker, runs, or model B opens."""
@@ -204,10 +198,6 @@ class CompareController(FeatureBase, QObject):
             self.compare_with_input(path)
         return path
 
-    def open_model_dialog(self) -> Any:
-        """Show the window's Open model dialog for model B."""
-        return self.b.open_dialog()
-
     def clear(self, message: str = "") -> None:
         """Forget the comparison shown (its pictures are freed)."""
         self.outcome = None
@@ -261,13 +251,18 @@ class CompareController(FeatureBase, QObject):
         self.compare_failed.emit(text)
         return False
 
+    def _give_up(self, text: str) -> None:
+        """A comparison that waited (or was about to start) never runs: ``text`` says why."""
+        self._waiting = False
+        self.view.set_busy(False)
+        self._refuse(text)
+
     def _start(self) -> None:
         self._waiting = False
         try:
             request, label = self._request()
         except ValueError as exc:
-            self.view.set_busy(False)
-            self._refuse(str(exc))
+            self._give_up(str(exc))
             return
         self._label_b = label
         self._compared_a = weakref.ref(self.session.result)
@@ -328,9 +323,18 @@ class CompareController(FeatureBase, QObject):
         request = CompareRequest(mode=MODEL, model=self.model_b.model, inputs=inputs, **common)
         return request, f"model {self.model_b.name}"
 
-    def _on_compared(self, outcome: Any, _context: Any) -> None:
+    def _on_compared(self, outcome: CompareOutcome, _context: Any) -> None:
+        self.outcome, v, comparison = outcome, self.view, outcome.comparison
         try:
-            self._show(outcome)
+            v.chart.set_comparison(comparison)
+            change = outcome.predictions
+            if not change.rows:
+                v.predictions.set_message(f"No predictions to compare: {change.message}.")
+            else:
+                v.predictions.set_change(change)
+            first = comparison.first_divergence
+            self.painter.show(outcome, first.name if first is not None else None)
+            v.set_message(describe_outcome(outcome, self._label_b))
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
             log.exception("could not show the comparison")
             self._refuse(f"Could not show the comparison: {describe_error(exc)}")
@@ -344,37 +348,15 @@ class CompareController(FeatureBase, QObject):
             job.on(**dict.fromkeys(ends, self._start_if_waiting))
 
     def _start_if_waiting(self, *_args: Any) -> None:
+        result = self.session.result
         if not self._waiting:
             return
         if self.worker.has_current_job():
             self._await_worker()  # still a run on its way (a newer one may have replaced it)
-            return
-        result = self.session.result
-        if result is None or result.capture is None:
-            self._waiting = False
-            self.view.set_busy(False)
-            self._refuse("The run failed, so there is no run A to compare.")
-            return
-        # After the window's own slot: the result it just showed is run A.
-        QTimer.singleShot(0, self._start_waiting)
-
-    def _start_waiting(self) -> None:
-        if self._waiting and not self._closed:
-            self._start()
-
-    def _show(self, outcome: CompareOutcome) -> None:
-        self.outcome = outcome
-        v = self.view
-        comparison = outcome.comparison
-        v.chart.set_comparison(comparison)
-        change = outcome.predictions
-        if not change.rows:
-            v.predictions.set_message(f"No predictions to compare: {change.message}.")
-        else:
-            v.predictions.set_change(change)
-        first = comparison.first_divergence
-        self.painter.show(outcome, first.name if first is not None else None)
-        v.set_message(describe_outcome(outcome, self._label_b))
+        elif result is None or result.capture is None:
+            self._give_up("The run failed, so there is no run A to compare.")
+        else:  # after the window's own slot: the result it just showed is run A
+            QTimer.singleShot(0, lambda: self._waiting and not self._closed and self._start())
 
     def _on_tab_changed(self, _widget: object) -> None:
         if self.host.current_tab() is self.page:
@@ -413,7 +395,6 @@ class CompareController(FeatureBase, QObject):
     def _on_model_b(self, loaded: Any, source: str) -> None:
         self.view.set_model_text(f"model B: {loaded.name}")
         self.view.model_label.setToolTip(source)
-        self.model_b_loaded.emit(source)
         self.view.set_source(MODEL)
         self.compare()
 

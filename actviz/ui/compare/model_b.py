@@ -58,25 +58,33 @@ class ModelB(QObject):
         if self._closed:
             return
         loader = self.host.model_loader
-        load = dict(dialog=dialog, spec=spec, trust=trust)
+        load = self._load = dict(dialog=dialog, spec=spec, trust=trust)
+
+        def ended(slot: Callable[..., None]) -> Callable[..., None]:
+            def call(*args: Any) -> None:
+                if load is self._load:  # else a later load (or a closed dialog) forgot it
+                    self._load = None
+                    slot(load, *args)
+
+            return call
+
         self.loads.submit(
             lambda stop, progress: loader(
                 spec.source, arch=spec.arch, weights=spec.weights, trust=trust
             )
         ).on(
-            finished=lambda loaded: self._on_finished(load, loaded),
-            failed=lambda error: self._on_errored(load, error),
-            cancelled=lambda: self._on_cancelled(load),
+            finished=ended(self._on_finished),
+            failed=ended(self._on_errored),
+            cancelled=ended(lambda _load: self.host.refresh_busy()),
         )
-        self._load = load
         self.host.refresh_busy(f"Opening model B {short_source(spec.source)}…")
 
     def _on_finished(self, load: dict[str, Any], loaded: Any) -> None:
-        if load is not self._load:
-            return
-        self._load = None
-        dialog = load["dialog"]
-        text = self._mismatch_with_a(loaded.model)
+        dialog, session = load["dialog"], self.host.session
+        # Run A's layers, else (no run yet) the ticked ones, must be in model B.
+        cap = None if session.result is None else session.result.capture
+        names = list(session.ticked) if cap is None else list(cap.names)
+        text = layer_mismatch({} if cap is None else cap, loaded.model, names)
         if text:
             self.host.refresh_busy("Model B does not fit run A")
             self._fail(dialog, text)
@@ -87,25 +95,7 @@ class ModelB(QObject):
             dialog.opened()
         self._opened(loaded, str(load["spec"].source))
 
-    def _mismatch_with_a(self, model: Any) -> str:
-        """Why ``model`` cannot be model B: run A's (or the ticked) layers it lacks."""
-        result = self.host.session.result
-        if result is not None and result.capture is not None:
-            return layer_mismatch(result.capture, model, list(result.capture.names))
-        modules = dict(model.named_modules())
-        missing = [n for n in self.host.session.ticked if n not in modules]
-        if missing:
-            return (
-                "Model B is not the architecture of the window's model: it has no "
-                + ", ".join(repr(n) for n in missing[:5])
-                + ". Open a checkpoint of the same architecture."
-            )
-        return ""
-
     def _on_errored(self, load: dict[str, Any], error: BaseException) -> None:
-        if load is not self._load:
-            return
-        self._load = None
         dialog, spec = load["dialog"], load["spec"]
         if isinstance(error, UntrustedFileError) and not load["trust"]:
             if self.host.confirm_untrusted(self.host.dialog_parent(), error.path, str(error)):
@@ -119,11 +109,6 @@ class ModelB(QObject):
             return
         text = f"Could not open model B {spec.source!r}: {describe_error(error)}"
         self._fail(dialog, text, path=spec.source)
-
-    def _on_cancelled(self, load: dict[str, Any]) -> None:
-        if load is self._load:
-            self._load = None
-            self.host.refresh_busy()
 
     def _fail(
         self, dialog: Any, text: str, *, path: str = "", candidates: Sequence[Any] = ()
