@@ -8,12 +8,13 @@ import itertools
 import threading
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
     from actviz.core.edit_kinds import Edit
 
+T = TypeVar("T")
 #: ``EditBoard.add``'s ``model`` when the caller names none: the edit is of the model shown.
 _SHOWN: Any = object()
 
@@ -55,23 +56,35 @@ def with_value(edit: Edit, value: float) -> Edit:
 IDEMPOTENT_KINDS = ("ablate", "keep", "clamp")
 
 
-class EditBoard:
-    """The edits of one session in the order made, all of one model (``model``, set by
-    :meth:`reset`; None: unchecked); ``on_change()`` after every change."""
+class Board(Generic[T]):
+    """Items in the order added (a board of pins or edits); ``on_change()`` after every change."""
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
-        self._entries: list[EditEntry] = []
-        self._keys = itertools.count(1)
+        self._entries: list[T] = []
         self._changed: Callable[[], Any] = on_change or (lambda: None)
-        self.model: Any = None
-        # The layer names edits may name (None: unchecked), the model's module tree.
-        self._layers: Container[str] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __iter__(self) -> Iterator[EditEntry]:
+    def __iter__(self) -> Iterator[T]:
         return iter(list(self._entries))
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries.clear()
+            self._changed()
+
+
+class EditBoard(Board[EditEntry]):
+    """The edits of one session in the order made, all of one model (``model``, set by
+    :meth:`reset`; None: unchecked)."""
+
+    def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
+        super().__init__(on_change)
+        self._keys = itertools.count(1)
+        self.model: Any = None
+        # The layer names edits may name (None: unchecked), the model's module tree.
+        self._layers: Container[str] | None = None
 
     @property
     def entries(self) -> tuple[EditEntry, ...]:
@@ -136,11 +149,6 @@ class EditBoard:
     def remove(self, key: int) -> None:
         self._entries.remove(self.get(key))
         self._changed()
-
-    def clear(self) -> None:
-        if self._entries:
-            self._entries.clear()
-            self._changed()
 
     def active(self) -> list[EditEntry]:
         """The entries switched on."""

@@ -4,11 +4,11 @@ opens; pins may hold :data:`PINS_SHARE` of the memory budget, so they cannot gro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from actviz.core.capture import format_bytes
+from actviz.workspace.edits_board import Board
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
@@ -40,22 +40,12 @@ def result_bytes(result: RunResult) -> int:
     return int(result.nbytes) + (int(baseline.nbytes) if baseline is not None else 0)
 
 
-class PinBoard:
-    """The pinned results of one session, oldest first; ``on_change()`` after every change."""
-
-    def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
-        self._pins: list[Pin] = []
-        self._changed: Callable[[], Any] = on_change or (lambda: None)
-
-    def __len__(self) -> int:
-        return len(self._pins)
-
-    def __iter__(self) -> Iterator[Pin]:
-        return iter(list(self._pins))
+class PinBoard(Board[Pin]):
+    """The pinned results of one session, oldest first."""
 
     def find(self, result: RunResult | None) -> Pin | None:
         """The pin holding ``result`` (by identity), or None."""
-        return next((p for p in self._pins if p.result is result), None)
+        return next((p for p in self._entries if p.result is result), None)
 
     def pin(self, result: RunResult, label: str, *, budget: int | None = None) -> Pin:
         """Keep ``result`` (again: the existing pin); ``PinRefused`` when the pins would hold
@@ -72,13 +62,13 @@ class PinBoard:
                 "Unpin some results or raise the budget"
             )
         pin = Pin(self.unique_label(label), result)
-        self._pins.append(pin)
+        self._entries.append(pin)
         self._changed()
         return pin
 
     def unique_label(self, label: str) -> str:
         """``label``, or ``label (2)``, ``(3)``... when taken (session files name pins by label)."""
-        taken = {p.label for p in self._pins}
+        taken = {p.label for p in self._entries}
         wanted, n = label, 1
         while wanted in taken:
             n += 1
@@ -87,19 +77,14 @@ class PinBoard:
 
     def unpin(self, pin: Pin) -> None:
         """Let ``pin``'s result go (freed unless the panels show it)."""
-        if pin in self._pins:
-            self._pins.remove(pin)
-            self._changed()
-
-    def clear(self) -> None:
-        if self._pins:
-            self._pins.clear()
+        if pin in self._entries:
+            self._entries.remove(pin)
             self._changed()
 
     @property
     def nbytes(self) -> int:
         """Bytes the pinned captures hold."""
-        return sum(p.nbytes for p in self._pins)
+        return sum(p.nbytes for p in self._entries)
 
     def held_bytes(self, current: RunResult | None) -> int:
         """Bytes held by ``current`` and the pins together (a pinned current counted once)."""
