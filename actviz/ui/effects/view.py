@@ -182,9 +182,7 @@ class EffectsSection(QtWidgets.QWidget):
     def __init__(self, layer: str, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.layer = layer
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 4)
-        layout.setSpacing(2)
+        layout = QtWidgets.QVBoxLayout(self, spacing=2, contentsMargins=QtCore.QMargins(0, 4, 0, 4))
         self.title = QtWidgets.QLabel()
         # A long module name may be cut rather than widen the dock.
         self.title.setSizePolicy(_POLICY.Ignored, _POLICY.Preferred)
@@ -195,8 +193,7 @@ class EffectsSection(QtWidgets.QWidget):
         self.keep_button.clicked.connect(lambda: self.keep_requested.emit(self.layer))
         layout.addWidget(self.title)
         layout.addWidget(self.info)
-        buttons = QtWidgets.QHBoxLayout()
-        buttons.setSpacing(4)
+        buttons = QtWidgets.QHBoxLayout(spacing=4)
         buttons.addWidget(self.ablate_button)
         buttons.addWidget(self.keep_button)
         buttons.addStretch(1)
@@ -248,13 +245,10 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
 
     def __init__(self, verify_count: int, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        outer = QtWidgets.QVBoxLayout(self)
-        outer.setContentsMargins(6, 6, 6, 6)
+        outer = QtWidgets.QVBoxLayout(self, contentsMargins=QtCore.QMargins(6, 6, 6, 6))
         controls = QtWidgets.QHBoxLayout()
         controls.addWidget(QtWidgets.QLabel("Top"))
-        self.top_spin = QtWidgets.QSpinBox()
-        self.top_spin.setRange(1, MAX_TOP)
-        self.top_spin.setValue(DEFAULT_TOP)
+        self.top_spin = QtWidgets.QSpinBox(minimum=1, maximum=MAX_TOP, value=DEFAULT_TOP)
         self.top_spin.setToolTip("Channels shown per layer (and ablated or kept by its buttons)")
         self.top_spin.valueChanged.connect(self.top_changed.emit)
         controls.addWidget(self.top_spin)
@@ -285,21 +279,18 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         )
         self.sort_check.toggled.connect(self.sort_toggled.emit)
         outer.addWidget(self.sort_check)
-        self.progress = ProgressBar()
-        self.progress.setVisible(False)
+        self.progress = ProgressBar(visible=False)
         outer.addWidget(self.progress)
         self.message = QtWidgets.QLabel(wordWrap=True)
         outer.addWidget(self.message)
         legend = QtWidgets.QLabel(
             f"<span style='color: rgb{SUPPORTS_RGB}'>■</span> supports the target · "
-            f"<span style='color: rgb{OPPOSES_RGB}'>■</span> works against it · "
-            "darker: exact"
+            f"<span style='color: rgb{OPPOSES_RGB}'>■</span> works against it · darker: exact",
+            styleSheet="color: gray;",
+            wordWrap=True,  # one line would set the dock's least width
         )
-        legend.setStyleSheet("color: gray;")
-        legend.setWordWrap(True)  # one line would set the dock's least width
         outer.addWidget(legend)
-        self.sections_box = QtWidgets.QVBoxLayout()
-        self.sections_box.setSpacing(0)
+        self.sections_box = QtWidgets.QVBoxLayout(spacing=0)
         outer.addLayout(self.sections_box)
         outer.addStretch(1)
         #: The sections shown, by layer.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QMargins, QModelIndex, QObject, QPoint, QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -175,8 +175,7 @@ class ModelDock(QDockWidget):
         self.session = session
         self.setObjectName("modelDock")
         panel = _WidePanel()
-        layout = QVBoxLayout(panel)
-        layout.setContentsMargins(4, 4, 4, 4)
+        layout = QVBoxLayout(panel, contentsMargins=QMargins(4, 4, 4, 4))
         self.filter_edit = QLineEdit(clearButtonEnabled=True)
         self.filter_edit.setPlaceholderText("Filter modules by name or type, e.g. Conv2d")
         self.filter_edit.textChanged.connect(self._on_filter_changed)

@@ -61,9 +61,7 @@ class RunRow(StepsAndLine):
         self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
         if menu is not None:
             self.settings_button.setMenu(menu)
-        self.progress = style.ProgressBar()
-        self.progress.setMaximumHeight(12)
-        self.progress.setTextVisible(False)
+        self.progress = style.ProgressBar(maximumHeight=12, textVisible=False)
         self.cancel_button = QtWidgets.QPushButton("Cancel", toolTip=cancel_tip)
         self.cancel_button.clicked.connect(self.cancel_requested)  # type: ignore[attr-defined]
         # Never narrower than their text: the row gives way in the settings and progress.
@@ -71,8 +69,7 @@ class RunRow(StepsAndLine):
         for button in (run, self.cancel_button):
             button.setSizePolicy(policy.Minimum, policy.Fixed)
         self.message = style.caption_label(wrap=True)
-        row = QtWidgets.QHBoxLayout()
-        row.setSpacing(4)
+        row = QtWidgets.QHBoxLayout(spacing=4)
         for widget in (*around[0], run, self.settings_button):
             row.addWidget(widget)
         row.addWidget(self.progress, 1)
@@ -103,29 +100,21 @@ class WantsSection(QtWidgets.QWidget, RunRow):
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         defaults = VisualizeSettings()
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.setSpacing(2)
-        self.steps_spin = QtWidgets.QSpinBox()
-        self.steps_spin.setRange(1, 4096)
-        self.steps_spin.setValue(defaults.steps)
+        layout = QtWidgets.QVBoxLayout(self, spacing=2, contentsMargins=QtCore.QMargins(0, 4, 0, 0))
+        spin = QtWidgets.QSpinBox
+        self.steps_spin = spin(minimum=1, maximum=4096, value=defaults.steps)
         self.steps_spin.setToolTip("Optimisation steps")
-        self.size_spin = QtWidgets.QSpinBox()
-        self.size_spin.setRange(8, 1024)
-        self.size_spin.setSingleStep(16)
-        self.size_spin.setValue(defaults.size[0])
+        self.size_spin = spin(minimum=8, maximum=1024, singleStep=16, value=defaults.size[0])
         self.size_spin.setToolTip("Image side in pixels")
         self.size_spin.setSuffix(" px")
-        self.objective_box = QtWidgets.QComboBox()
+        self.objective_box = QtWidgets.QComboBox(
+            toolTip="channel: the channel's mean activation; neuron: its centre position"
+        )
         self.objective_box.addItems(OBJECTIVES)
         self.objective_box.setCurrentText(defaults.objective)
-        self.objective_box.setToolTip(
-            "channel: the channel's mean activation; neuron: its centre position"
-        )
         # The settings in a popover, so that the row stays one button wide in a narrow view.
         form_box = QtWidgets.QWidget()
-        form = QtWidgets.QFormLayout(form_box)
-        form.setContentsMargins(8, 6, 8, 6)
+        form = QtWidgets.QFormLayout(form_box, contentsMargins=QtCore.QMargins(8, 6, 8, 6))
         form.addRow("objective", self.objective_box)
         form.addRow("steps", self.steps_spin)
         form.addRow("size", self.size_spin)
@@ -139,10 +128,8 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         )
         self.button.clicked.connect(self.requested)
         layout.addLayout(self._run_row(self.button, "Stop the synthesis (Esc)", self.settings_menu))
-        self.picture = QtWidgets.QLabel()
-        self.picture.setAlignment(
-            QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
-        )
+        align = QtCore.Qt.AlignmentFlag
+        self.picture = QtWidgets.QLabel(alignment=align.AlignLeft | align.AlignTop)
         layout.addWidget(self.picture)
         layout.addWidget(self.message)
         #: The picture shown, ``(H, W, 3)`` uint8, or None.
@@ -324,12 +311,9 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
     def __init__(
         self, parent: QtWidgets.QWidget | None = None, settings_menu: QtWidgets.QMenu | None = None
     ) -> None:
-        super().__init__("What channels want", parent)
-        self.setObjectName("WhatChannelsWantDock")
+        super().__init__("What channels want", parent, objectName="WhatChannelsWantDock")
         body = QtWidgets.QWidget()
-        layout = QtWidgets.QVBoxLayout(body)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.setSpacing(4)
+        layout = QtWidgets.QVBoxLayout(body, spacing=4, contentsMargins=QtCore.QMargins(4, 4, 4, 4))
         self.title_label = style.caption_label()
         self.title_label.setSizePolicy(_POLICY.Ignored, _POLICY.Preferred)
         layout.addWidget(self.title_label)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from PySide6 import QtWidgets
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QMargins, QSize, Qt, Signal
 
 from actviz.ui.panels import style
 from actviz.workspace.edits_board import EditEntry, edit_value
@@ -22,9 +22,7 @@ class EditRow(QtWidgets.QWidget):
         super().__init__(parent)
         self.key = entry.key
         self.signature = self.signature_of(entry)
-        layout = QtWidgets.QHBoxLayout(self)
-        layout.setContentsMargins(0, 1, 0, 1)
-        layout.setSpacing(4)
+        layout = QtWidgets.QHBoxLayout(self, spacing=4, contentsMargins=QMargins(0, 1, 0, 1))
         self.enabled_box = QtWidgets.QCheckBox(checked=entry.edit.enabled)
         self.enabled_box.setToolTip("Apply this edit (unticked: listed, not applied)")
         layout.addWidget(self.enabled_box)
@@ -39,16 +37,12 @@ class EditRow(QtWidgets.QWidget):
         self.value_box: QtWidgets.QDoubleSpinBox | None = None
         value = edit_value(entry.edit)
         if value is not None:
-            box = QtWidgets.QDoubleSpinBox()
-            box.setDecimals(3)
-            box.setRange(-1e6, 1e6)
-            box.setSingleStep(0.1)
-            box.setValue(value)
+            self.value_box = box = QtWidgets.QDoubleSpinBox(
+                decimals=3, minimum=-1e6, maximum=1e6, singleStep=0.1, value=value, maximumWidth=80
+            )
             box.setKeyboardTracking(False)  # one change per finished value, not per keystroke
             box.setToolTip("Factor the channels are multiplied by")
-            box.setMaximumWidth(80)
             layout.addWidget(box)
-            self.value_box = box
         self.remove_button = QtWidgets.QToolButton(
             text="✕", autoRaise=True, toolTip="Remove this edit"
         )
@@ -80,12 +74,9 @@ class EditsDock(QtWidgets.QDockWidget):
     clear_requested = Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__("Edits", parent)
-        self.setObjectName("editsDock")  # saveState/restoreState find it by name
+        super().__init__("Edits", parent, objectName="editsDock")  # restoreState finds it by name
         body = QtWidgets.QWidget()
-        outer = QtWidgets.QVBoxLayout(body)
-        outer.setContentsMargins(6, 4, 6, 4)
-        outer.setSpacing(4)
+        outer = QtWidgets.QVBoxLayout(body, spacing=4, contentsMargins=QMargins(6, 4, 6, 4))
         self.hint = style.caption_label(
             "Right-click a tile of a layer to ablate, scale, keep only or patch its channel "
             "(Ctrl/Shift+click picks several).",
@@ -198,8 +189,9 @@ class RangeDialog(QtWidgets.QDialog):
             edit.setPlaceholderText("no bound")
         form.addRow("Lowest", self.min_edit)
         form.addRow("Highest", self.max_edit)
-        self.message_label = QtWidgets.QLabel(wordWrap=True)
-        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
+        self.message_label = QtWidgets.QLabel(
+            wordWrap=True, styleSheet=f"color: {style.ERROR_TEXT};"
+        )
         form.addRow(self.message_label)
         buttons = QtWidgets.QDialogButtonBox(
             QtWidgets.QDialogButtonBox.StandardButton.Ok
