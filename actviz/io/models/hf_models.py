@@ -94,16 +94,6 @@ def task_of(class_name: str) -> str | None:
     return None
 
 
-def _read_config(folder: Path, src: str) -> dict[str, Any]:
-    try:
-        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ModelLoadError(f"{src}: unreadable {CONFIG_FILE} ({one_line(exc)})") from exc
-    if not isinstance(config, dict):
-        raise ModelLoadError(f"{src}: {CONFIG_FILE} does not hold a JSON object")
-    return config
-
-
 def _model_class(
     transformers: Any, config: dict[str, Any], src: str, folder: Path, trust: bool
 ) -> tuple[Any, str, str]:
@@ -241,17 +231,6 @@ def _hw(size: Any) -> tuple[int, int] | None:
     return (h, w) if isinstance(h, int) and isinstance(w, int) else None
 
 
-def _categories(model: nn.Module, task: str | None) -> list[str] | None:
-    config = getattr(model, "config", None)
-    id2label = getattr(config, "id2label", None)
-    if task != "classifier" or not id2label:
-        return None
-    try:
-        return [str(id2label[i]) for i in range(len(id2label))]
-    except KeyError:
-        return None
-
-
 def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> LoadedModel:
     """Open a transformers model from ``folder``, or the hub id ``src`` from the local cache;
     ``ModelLoadError`` or ``TrustNeededError`` (own code without ``trust``)."""
@@ -267,7 +246,12 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
                 f"({hub_cache_dir()}); actviz never downloads models: download it first with "
                 f"`hf download {src}` (or save it with save_pretrained and open that folder)"
             )
-    config = _read_config(folder, src)
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelLoadError(f"{src}: unreadable {CONFIG_FILE} ({one_line(exc)})") from exc
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{src}: {CONFIG_FILE} does not hold a JSON object")
     cls, arch, _ = _model_class(transformers, config, src, folder, trust)
     weights = next((n for n in WEIGHT_FILES if (folder / n).is_file()), None)
     if weights is None:
@@ -287,6 +271,10 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
     if task is None and processor is not None and tokenizer is None:
         task = "vision"
     transforms = ProcessorTransform(processor) if processor is not None else None
+    categories = None
+    if task == "classifier" and (id2label := getattr(inner_config, "id2label", None)):
+        with contextlib.suppress(KeyError):  # labels not numbered 0..n-1: none shown
+            categories = [str(id2label[i]) for i in range(len(id2label))]
     label = Path(src).name if folder is not None and Path(src).exists() else src
     log.info("%s: %s loaded from %s (%s)", src, type(model).__name__, folder, weights)
     return LoadedModel(
@@ -294,7 +282,7 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
         f"{label} ({type(model).__name__})",
         src,
         "hf",
-        categories=_categories(model, task),
+        categories=categories,
         transforms=transforms,
         input_size=transforms.input_size if transforms is not None else None,
         warnings=warnings,

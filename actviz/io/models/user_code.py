@@ -77,24 +77,19 @@ def _import_file(path: Path) -> Any:
 
 
 def _import_module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        top = name.split(".")[0]
-        if exc.name != top or os.getcwd() in sys.path:
-            raise ModelLoadError(f"{name}: cannot import module ({one_line(exc)})") from exc
-    except Exception as exc:
-        raise ModelLoadError(
-            f"{name}: importing it failed ({type(exc).__name__}: {one_line(exc)})"
-        ) from exc
-    # Retry from the working folder (the CLI's sys.path[0] is its script folder).
-    try:
-        with on_sys_path(os.getcwd()):
-            return importlib.import_module(name)
-    except Exception as exc:
-        raise ModelLoadError(
-            f"{name}: cannot import module ({type(exc).__name__}: {one_line(exc)})"
-        ) from exc
+    # Retried from the working folder (the CLI's sys.path[0] is its script folder).
+    for folders in ((), (os.getcwd(),)):
+        try:
+            with on_sys_path(*folders):
+                return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            top = exc.name == name.split(".")[0] and os.getcwd() not in sys.path
+            if folders or not top:
+                raise ModelLoadError(f"{name}: cannot import module ({one_line(exc)})") from exc
+        except Exception as exc:
+            raise ModelLoadError(
+                f"{name}: importing it failed ({type(exc).__name__}: {one_line(exc)})"
+            ) from exc
 
 
 def build_from_code(ref: CodeRef) -> nn.Module:
