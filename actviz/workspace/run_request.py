@@ -20,7 +20,7 @@ from actviz.display.logit_lens import lens_layers
 from actviz.display.mosaic import ChannelOrder
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, RunResult
-from actviz.display.token_maps import SequenceLayout, sequence_layout
+from actviz.display.token_maps import sequence_layout
 from actviz.workspace.edits_board import BaselineCache, BaselineKey
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,46 +110,47 @@ def run_job(
     changes: dict[str, Any] = {}
     if baseline is not None:
         changes["baseline"] = baseline
-    auto = _auto_target_text(request, cap, result.target_text)
-    if auto is not None:
-        changes["target_text"] = auto
+    # The target line of a run held to the unedited top-1 says so.
+    index, text = cap.target_index, result.target_text
+    if index is not None and request.target is None and text.startswith(f"class {index}"):
+        from actviz.core.targets import auto_description
+
+        edited = bool(getattr(cap, "edits", None))
+        changes["target_text"] = auto_description(index, edited) + text[len(f"class {index}") :]
     return dataclasses.replace(result, **changes) if changes else result
-
-
-def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
-    """The target line of an edited run held to the unedited top-1; None to keep ``text``."""
-    from actviz.core.targets import auto_description
-
-    index = cap.target_index
-    if index is None or request.target is not None:
-        return None
-    plain = f"class {index}"
-    if not text.startswith(plain):
-        return None
-    edited = bool(getattr(cap, "edits", None))
-    return auto_description(index, edited) + text[len(plain) :]
 
 
 def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
     """Snapshot ``session`` for a run; RuntimeError without a model, or an input if not live."""
-    if session.model is None:
+    model, inp = session.model, session.input
+    if model is None:
         raise RuntimeError("open a model first")
-    if session.input is None and not allow_no_input:
+    if inp is None and not allow_no_input:
         raise RuntimeError("open an input first (an image, a tensor file or a sample)")
+    if model not in _SEQUENCES:  # what the model offers the sequence views, found once
+        lens = lens_layers(model)
+        blocks = lens.blocks if lens is not None else ()
+        found = (sequence_layout(model), bool(attention_modules(model)), blocks)
+        _SEQUENCES[model] = (*found, input_embedding(model))
+    layout, attention, blocks, embedding = _SEQUENCES[model]
     # Only this model's layers: a name left from the model before can never reach a run.
     layers = [n for n in session.ticked if n in session.tree]
     extra = [session.gradcam_layer] if session.gradcam_layer not in ("", None, *layers) else []
-    sequence = sequence_request(session, layers)
-    extra += [n for n in sequence.pop("extra_layers") if n not in layers and n not in extra]
+    # The lens's blocks, and for token ids the embedding's output: one (N, T, D) record, where
+    # an export or the Overview finds the saliency.
+    sequence = [b for b in blocks if b not in layers]
+    if embedding not in (None, *layers, *sequence) and token_input(getattr(inp, "value", None)):
+        sequence.insert(0, embedding)
+    extra += [n for n in sequence if n not in extra]
     return RunRequest(
-        model=session.model,
-        inputs=session.input.value if session.input is not None else None,
+        model=model,
+        inputs=inp.value if inp is not None else None,
         layers=layers,
         # None stays None: capture_pair holds an edited run to its unedited twin's top-1.
         target=session.target,
         normalize=session.normalize,
         extra_layers=extra,
-        image=session.input.image if session.input is not None else None,
+        image=inp.image if inp is not None else None,
         categories=session.categories,
         gradcam_layer=session.gradcam_layer,
         max_bytes=session.memory_budget,
@@ -162,7 +163,10 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
         edits=session.edits.request_edits(),
         baseline_cache=session.baseline,
         reuse_baseline=len(session.edits) > 0,
-        **sequence,
+        tokens=inp.tokens if inp is not None else None,
+        layout=layout,
+        tokenizer=getattr(session.loaded_model, "tokenizer", None),
+        attention=attention,
     )
 
 
@@ -219,48 +223,4 @@ def capture_pair(
     return edited, unedited() if baseline is None else baseline
 
 
-@dataclass(frozen=True)
-class ModelSequences:
-    """What a model offers the sequence views."""
-
-    layout: SequenceLayout | None
-    attention: bool
-    lens_blocks: tuple[str, ...]
-    #: The module whose output is the token embeddings (:func:`input_embedding`), or None.
-    embedding: str | None = None
-
-
-_CACHE: weakref.WeakKeyDictionary[nn.Module, ModelSequences] = weakref.WeakKeyDictionary()
-
-
-def model_sequences(model: nn.Module) -> ModelSequences:
-    """:class:`ModelSequences` of ``model`` (computed once per model object)."""
-    found = _CACHE.get(model)
-    if found is None:
-        lens = lens_layers(model)
-        found = ModelSequences(
-            layout=sequence_layout(model),
-            attention=bool(attention_modules(model)),
-            lens_blocks=lens.blocks if lens is not None else (),
-            embedding=input_embedding(model),
-        )
-        _CACHE[model] = found
-    return found
-
-
-def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
-    """The run request's sequence-view fields: ``tokens``, ``layout``, ``tokenizer``, ``attention``
-    and ``extra_layers`` (the lens's blocks and the input embedding for saliency)."""
-    info = model_sequences(session.model)
-    inp = session.input
-    extra = [b for b in info.lens_blocks if b not in layers]
-    if info.embedding not in (None, *layers, *extra) and token_input(getattr(inp, "value", None)):
-        # Always: one (N, T, D) record, and an export or the Overview finds the saliency in it.
-        extra.insert(0, info.embedding)
-    return dict(
-        tokens=inp.tokens if inp is not None else None,
-        layout=info.layout,
-        tokenizer=getattr(session.loaded_model, "tokenizer", None),
-        attention=info.attention,
-        extra_layers=extra,
-    )
+_SEQUENCES: weakref.WeakKeyDictionary[nn.Module, tuple] = weakref.WeakKeyDictionary()
