@@ -40,37 +40,31 @@ class ScanDialog(QtWidgets.QDialog):
         folder: str = "",
         k: int = DEFAULT_K,
     ) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Scan a dataset")
-        self.setMinimumWidth(460)
+        super().__init__(parent, windowTitle="Scan a dataset", minimumWidth=460)
         layout = QtWidgets.QVBoxLayout(self)
         intro = QtWidgets.QLabel(
             "Runs the model over every image of a folder (recursively) and keeps, for each "
             "channel of the layers ticked below, the images that excite it most. A folder "
             "scanned before with the same model shows its saved result at once; a cancelled "
-            "scan resumes where it stopped."
+            "scan resumes where it stopped.",
+            wordWrap=True,
         )
-        intro.setWordWrap(True)
         layout.addWidget(intro)
         form = QtWidgets.QFormLayout()
         row = QtWidgets.QHBoxLayout()
-        self.folder_edit = QtWidgets.QLineEdit(folder)
-        self.folder_edit.setPlaceholderText(
-            "a folder of images (an ImageFolder layout names classes)"
+        self.folder_edit = QtWidgets.QLineEdit(
+            folder, placeholderText="a folder of images (an ImageFolder layout names classes)"
         )
         self.browse_button = QtWidgets.QPushButton("Browse…")
         self.browse_button.clicked.connect(self._on_browse_clicked)
         row.addWidget(self.folder_edit, 1)
         row.addWidget(self.browse_button)
         form.addRow("Folder", row)
-        self.k_spin = QtWidgets.QSpinBox()
-        self.k_spin.setRange(1, MAX_K)
-        self.k_spin.setValue(int(k))
-        self.k_spin.setToolTip("Images kept per channel (the best k)")
+        self.k_spin = QtWidgets.QSpinBox(
+            minimum=1, maximum=MAX_K, value=int(k), toolTip="Images kept per channel (the best k)"
+        )
         form.addRow("Top k", self.k_spin)
-        self.batch_spin = QtWidgets.QSpinBox()
-        self.batch_spin.setRange(0, 4096)
-        self.batch_spin.setSpecialValueText("auto")
+        self.batch_spin = QtWidgets.QSpinBox(maximum=4096, specialValueText="auto")
         self.batch_spin.setToolTip("Images per batch; auto: chosen within the memory budget")
         form.addRow("Batch size", self.batch_spin)
         layout.addLayout(form)
@@ -78,14 +72,11 @@ class ScanDialog(QtWidgets.QDialog):
         self.layer_list = QtWidgets.QListWidget()
         self.set_layers(layers, ticked)
         layout.addWidget(self.layer_list, 1)
-        self.message_label = style.caption_label()
-        self.message_label.setWordWrap(True)
+        self.message_label = style.caption_label(wrap=True)
         layout.addWidget(self.message_label)
-        buttons = QtWidgets.QDialogButtonBox()
-        self.scan_button = buttons.addButton(
-            "Scan", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole
-        )
-        buttons.addButton(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        box = QtWidgets.QDialogButtonBox
+        buttons = box(box.StandardButton.Cancel)
+        self.scan_button = buttons.addButton("Scan", box.ButtonRole.AcceptRole)
         buttons.accepted.connect(self._on_scan_clicked)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)

@@ -140,16 +140,13 @@ class DatasetScanUI(FeatureBase, QObject):
         self.channel_view = host.channel_view
         self.channel_view.add_section(self.grid)
 
-        self.scan_action = QAction("Scan a dataset…", host.dialog_parent())
-        self.scan_action.setToolTip(
-            "Run the model over a folder of images and find each channel's top images"
-        )
+        parent = host.dialog_parent()
+        tip = "Run the model over a folder of images and find each channel's top images"
+        self.scan_action = QAction("Scan a dataset…", parent, toolTip=tip)
         host.add_menu_action("Data", self.scan_action, shortcut=False)
         self.scan_action.triggered.connect(self.open_dialog)
-        self.open_scan_action = QAction("Open a saved scan…", host.dialog_parent())
-        self.open_scan_action.setToolTip(
-            "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"
-        )
+        tip = "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"
+        self.open_scan_action = QAction("Open a saved scan…", parent, toolTip=tip)
         host.add_menu_action("Data", self.open_scan_action, shortcut=False)
         self.open_scan_action.triggered.connect(lambda _=False: self.open_saved_scan())
         self.dock.scan_clicked.connect(self.open_dialog)

@@ -30,11 +30,6 @@ PEEK_COPY_LIMIT = 1 << 30
 VIEWS_KEPT = 32
 
 
-class _ScanSignals(QObject):
-    # Emitted on the scan's thread, received (queued) on the GUI thread.
-    progressed = Signal(object, int, int, float)  # the scan's job, done, total, images/s
-
-
 def eta_seconds(done: int, total: int, images_per_s: float) -> float:
     """Seconds left at ``images_per_s`` (NaN while unknown)."""
     if images_per_s <= 0 or not math.isfinite(images_per_s) or total <= 0:
@@ -59,6 +54,8 @@ class DatasetScans(QObject):
     views_ready = Signal(str, int, object)
     views_failed = Signal(str, int, str)
     views_cancelled = Signal(str, int)
+    # Emitted on the scan's thread, received (queued) on the GUI thread: job, done, total, ips.
+    _progressed = Signal(object, int, int, float)
 
     def __init__(self, host: WindowHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -77,8 +74,7 @@ class DatasetScans(QObject):
         # The GUI thread and live mode come first on shared cores (actviz.core.threads).
         self.scan_worker = Worker(self, nice=BACKGROUND_NICE)
         self.views_worker = Worker(self, nice=CAPTURE_NICE)
-        self._signals = _ScanSignals(self)
-        self._signals.progressed.connect(self._on_progressed)
+        self._progressed.connect(self._on_progressed)
         self._scan_job: Job | None = None
         #: Partial results of cancelled scans, by job (set on the scan's thread).
         self._partial: dict[Job, Any] = {}
@@ -120,14 +116,13 @@ class DatasetScans(QObject):
         loaded = self.session.loaded_model
         transform = self.session.transforms
         num_workers = 0 if peek else self.num_workers
-        signals = self._signals
         holder: list[Job | None] = [None]
         copy = self.scan_copy
         # Built on the scan's thread (a running capture's hooks stay out); the box lets it go.
         box = [copy.unbuilt(model)]
 
         def progress(done: int, total: int, ips: float) -> None:
-            signals.progressed.emit(holder[0], int(done), int(total), float(ips))
+            self._progressed.emit(holder[0], int(done), int(total), float(ips))
 
         def job(should_stop: Any, _progress: Any) -> Any:
             from actviz.data import ScanCancelled, scan
