@@ -27,7 +27,7 @@ from actviz.data.fork_server import loader_context
 from actviz.data.rows import attach_rows, new_vectors
 from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_result
 from actviz.data.scan_sizing import ACTIVATION_BUDGET, MAX_BATCH, default_workers, estimate_memory
-from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
+from actviz.data.sources import ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
 log = logging.getLogger(__name__)
@@ -132,26 +132,159 @@ def scan(
     if embeddings_dir is not None:
         attach_rows(runs, embeddings_dir, n, ctx)
 
-    def run(rows: np.ndarray, report: Any, stop: Any) -> int:
-        with eval_mode(net):  # every module's training flag put back after
-            args = (batch_size, num_workers, report, stop, warnings, background, result)
-            return _run(spec, items, runs, rows, *args)
+    def run(pending: np.ndarray, progress: Any, should_stop: Any) -> int:
+        """Run the ``pending`` items; returns the CPU threads it ended on."""
+        device = sizing._model_device(net)
+        dtype = spec.expected.dtype
+        modules = dict(net.named_modules())
+        # Each layer's first output of the batch, reduced in the hook; merged after the forward.
+        reduced: dict[str, Reduced] = {}
+
+        def make_hook(layer: _LayerRun) -> Callable[..., None]:
+            embed = layer.embed
+
+            def hook(module: nn.Module, _args: Any, output: Any) -> None:
+                if layer.name in reduced:
+                    return
+                t = first_tensor(output)
+                if t is not None and t.ndim >= 2:
+                    axis = channel_dim(module, t) if embed else None
+                    reduced[layer.name] = reduce_output(t, axis)
+                    if embed and layer.axis is None:
+                        layer.axis = axis
+
+            return hook
+
+        handles: list[Any] = []
+        tuner: ThreadTuner | None = None
+        done_before = n - len(pending)
+        try:
+            size = batch_size
+            if size is None:
+                size = sizing._probe(net, items, pending, device, dtype)
+            size = max(1, int(size))
+            workers = (
+                default_workers(items, len(pending), size, background, device)
+                if num_workers is None
+                else max(0, int(num_workers))
+            )
+            dataset = Subset(items.dataset, pending.tolist())
+            loader = DataLoader(
+                dataset,
+                batch_size=size,
+                shuffle=False,
+                num_workers=workers,
+                collate_fn=collate,
+                worker_init_fn=background_loader_init() if background else None,
+                # Forking from a large process stalls its GUI: a background scan's forks a server.
+                multiprocessing_context=loader_context(dataset) if background and workers else None,
+            )
+            for r in runs:
+                handles.append(modules[r.name].register_forward_hook(make_hook(r)))
+            tuner = ThreadTuner(workers, len(loader), device)
+            start = time.perf_counter()
+            processed = 0
+            silent: set[str] = set()
+            group: _Group | None = None
+            grouped_once = False
+            for indices, images, bad in loader:
+                if should_stop is not None and should_stop():
+                    raise ScanCancelled(
+                        f"scan cancelled after {done_before + processed} of {n} items",
+                        result(False, None),  # what was scanned, saved
+                    )
+                if images is not None:
+                    reduced.clear()
+                    idx = indices.numpy()
+                    floating = images.is_floating_point()
+                    with torch.no_grad():
+                        net(images.to(device=device, dtype=dtype if floating else None))
+                    if group is not None and not group.takes(reduced, idx):
+                        group.dissolve()
+                        group = None
+                    if group is None and not grouped_once and reduced:
+                        grouped_once = True
+                        joinable = _joinable(runs, reduced, idx)
+                        if len(joinable) > 1:
+                            group = _Group(joinable, reduced)
+                    if group is not None:
+                        group.add(reduced, idx, items)
+                    for r in [r for r in runs if r.group is None]:  # a group's members: added above
+                        if r.name in reduced:
+                            r.add(reduced[r.name], idx, items)
+                        else:
+                            # Done all the same, or every later scan would run the data again.
+                            silent.add(r.name)
+                            r._mark(idx[~r.done[idx]], "D", items)
+                changed = False
+                for r in runs:
+                    r.skip(bad, items)
+                    changed |= r.save()
+                if changed and runs[0].cache is not None:
+                    runs[0].cache.store.write()  # one write per batch, every layer
+                processed += len(indices) + len(bad)
+                tuner.batch_done(len(indices))
+                if progress is not None:
+                    rate = processed / max(time.perf_counter() - start, 1e-9)
+                    progress(done_before + processed, n, rate)
+            for name in sorted(silent):
+                warnings.append(
+                    f"layer {name!r} gave no tensor with a channel dimension during the scan "
+                    "(it never ran, or its output is not (N, C, ...)), so nothing was recorded"
+                )
+            return tuner.threads
+        finally:
+            if tuner is not None:
+                tuner.restore()
+            for r in runs:
+                if r.cache is not None:
+                    r.cache.close()
+            for h in handles:
+                h.remove()
 
     def result(cached: bool, threads: int | None) -> Scan:
-        return _result(runs, k, items, cached, folder, warnings, threads, labels)
+        skipped = {i: reason for r in runs for i, reason in r.skipped.items()}
+        pooled, axes = {}, {}
+        for r in runs:
+            if r.embed:
+                vectors = r.vectors
+                if vectors is None:
+                    vectors = np.zeros((n, 0), dtype=np.float16)
+                elif getattr(vectors, "on_disk", False):
+                    vectors.axis = r.axis
+                    vectors = vectors.finish()  # a read-only memory map
+                vectors.flags.writeable = False  # the scan has ended: nothing writes them again
+                pooled[r.name] = vectors
+                axes[r.name] = int(r.axis or 1)
+        if labels is not None:
+            labels.flags.writeable = False
+        return Scan(
+            layers=tuple(r.name for r in runs),
+            k=k,
+            count=min(r.scanned() for r in runs),
+            skipped=tuple((str(items.sources[i]), skipped[i]) for i in sorted(skipped)),
+            sources=items.sources,
+            class_names=items.class_names,
+            from_cache=cached,
+            cache_path=folder,
+            results={r.name: layer_result(r.state) for r in runs},
+            warnings=tuple(warnings),
+            threads=threads,
+            pooled=pooled,
+            pooled_axis=axes,
+            labels=labels,
+        )
 
     cached = folder is not None and all(r.loaded for r in runs)
-    if ctx is not None:
-        return run_sharded(
-            ctx, runs, pending, n, run, result, progress, should_stop, cached, warnings
-        )
-    from_cache = cached and pending.size == 0
-    threads = None
-    if pending.size:
-        threads = run(pending, progress, should_stop)
-    elif progress is not None:
+    with eval_mode(net):  # every module's training flag put back after
+        if ctx is not None:
+            return run_sharded(
+                ctx, runs, pending, n, run, result, progress, should_stop, cached, warnings
+            )
+        threads = run(pending, progress, should_stop) if pending.size else None
+    if not pending.size and progress is not None:
         progress(n, n, 0.0)
-    return result(from_cache, threads)
+    return result(cached and pending.size == 0, threads)
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
@@ -172,174 +305,6 @@ def _labels(data: Any, items: ScanData) -> np.ndarray | None:
         if len(labels) == n:
             return labels
     return None
-
-
-def _result(
-    runs: list[_LayerRun],
-    k: int,
-    items: ScanData,
-    from_cache: bool,
-    folder: Any,
-    warnings: list[str],
-    threads: int | None = None,
-    labels: np.ndarray | None = None,
-) -> Scan:
-    skipped = {i: reason for r in runs for i, reason in r.skipped.items()}
-    sources = items.sources
-    pooled, axes = {}, {}
-    for r in runs:
-        if r.embed:
-            vectors = r.vectors
-            if vectors is None:
-                vectors = np.zeros((len(sources), 0), dtype=np.float16)
-            elif getattr(vectors, "on_disk", False):
-                vectors.axis = r.axis
-                vectors = vectors.finish()  # a read-only memory map
-            vectors.flags.writeable = False  # the scan has ended: nothing writes them again
-            pooled[r.name] = vectors
-            axes[r.name] = int(r.axis or 1)
-    if labels is not None:
-        labels.flags.writeable = False
-    return Scan(
-        layers=tuple(r.name for r in runs),
-        k=k,
-        count=min(r.scanned() for r in runs),
-        skipped=tuple((str(sources[i]), skipped[i]) for i in sorted(skipped)),
-        sources=sources,
-        class_names=items.class_names,
-        from_cache=from_cache,
-        cache_path=folder,
-        results={r.name: layer_result(r.state) for r in runs},
-        warnings=tuple(warnings),
-        threads=threads,
-        pooled=pooled,
-        pooled_axis=axes,
-        labels=labels,
-    )
-
-
-def _run(
-    spec: ModelSpec,
-    items: ScanData,
-    runs: list[_LayerRun],
-    pending: np.ndarray,
-    batch_size: int | None,
-    num_workers: int | None,
-    progress: Callable[[int, int, float], None] | None,
-    should_stop: Callable[[], bool] | None,
-    warnings: list[str],
-    background: bool,
-    result: Callable[[bool, int | None], Scan],
-) -> int:
-    """Run the pending items (model in eval mode); returns the CPU threads it ended on."""
-    net = spec.model
-    device = sizing._model_device(net)
-    dtype = spec.expected.dtype
-    modules = dict(net.named_modules())
-    # Each layer's first output of the batch, reduced in the hook; merged after the forward.
-    reduced: dict[str, Reduced] = {}
-
-    def make_hook(run: _LayerRun) -> Callable[..., None]:
-        embed = run.embed
-
-        def hook(module: nn.Module, _args: Any, output: Any) -> None:
-            if run.name in reduced:
-                return
-            t = first_tensor(output)
-            if t is not None and t.ndim >= 2:
-                axis = channel_dim(module, t) if embed else None
-                reduced[run.name] = reduce_output(t, axis)
-                if embed and run.axis is None:
-                    run.axis = axis
-
-        return hook
-
-    handles: list[Any] = []
-    tuner: ThreadTuner | None = None
-    n = len(items.sources)
-    done_before = n - len(pending)
-    try:
-        if batch_size is None:
-            batch_size = sizing._probe(net, items, pending, device, dtype)
-        batch_size = max(1, int(batch_size))
-        workers = (
-            default_workers(items, len(pending), batch_size, background, device)
-            if num_workers is None
-            else max(0, int(num_workers))
-        )
-        dataset = Subset(items.dataset, pending.tolist())
-        loader = DataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=False,
-            num_workers=workers,
-            collate_fn=collate,
-            worker_init_fn=background_loader_init() if background else None,
-            # Forking from a large process stalls its GUI: a background scan's forks a server.
-            multiprocessing_context=loader_context(dataset) if background and workers else None,
-        )
-        for r in runs:
-            handles.append(modules[r.name].register_forward_hook(make_hook(r)))
-        tuner = ThreadTuner(workers, len(loader), device)
-        start = time.perf_counter()
-        processed = 0
-        silent: set[str] = set()
-        group: _Group | None = None
-        grouped_once = False
-        for indices, images, bad in loader:
-            if should_stop is not None and should_stop():
-                raise ScanCancelled(
-                    f"scan cancelled after {done_before + processed} of {n} items",
-                    result(False, None),  # what was scanned, saved
-                )
-            if images is not None:
-                reduced.clear()
-                idx = indices.numpy()
-                floating = images.is_floating_point()
-                with torch.no_grad():
-                    net(images.to(device=device, dtype=dtype if floating else None))
-                if group is not None and not group.takes(reduced, idx):
-                    group.dissolve()
-                    group = None
-                if group is None and not grouped_once and reduced:
-                    grouped_once = True
-                    joinable = _joinable(runs, reduced, idx)
-                    if len(joinable) > 1:
-                        group = _Group(joinable, reduced)
-                if group is not None:
-                    group.add(reduced, idx, items)
-                for r in [r for r in runs if r.group is None]:  # a group's members: added above
-                    if r.name in reduced:
-                        r.add(reduced[r.name], idx, items)
-                    else:
-                        # Done all the same, or every later scan would run the data again.
-                        silent.add(r.name)
-                        r._mark(idx[~r.done[idx]], "D", items)
-            changed = False
-            for r in runs:
-                r.skip(bad, items)
-                changed |= r.save()
-            if changed and runs[0].cache is not None:
-                runs[0].cache.store.write()  # one write per batch, every layer
-            processed += len(indices) + len(bad)
-            tuner.batch_done(len(indices))
-            if progress is not None:
-                rate = processed / max(time.perf_counter() - start, 1e-9)
-                progress(done_before + processed, n, rate)
-        for name in sorted(silent):
-            warnings.append(
-                f"layer {name!r} gave no tensor with a channel dimension during the scan "
-                "(it never ran, or its output is not (N, C, ...)), so nothing was recorded"
-            )
-        return tuner.threads
-    finally:
-        if tuner is not None:
-            tuner.restore()
-        for r in runs:
-            if r.cache is not None:
-                r.cache.close()
-        for h in handles:
-            h.remove()
 
 
 class _LayerRun:

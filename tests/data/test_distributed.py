@@ -29,13 +29,13 @@ def _worker(rank: int, world: int, init: str, folder: str, out: str, opts: dict)
         import sys
 
         scan_module = sys.modules["actviz.data.scan"]  # (actviz.data.scan is the function)
-        real = scan_module._result
+        real = scan_module.Scan
 
         def slow(*args, **kwargs):
             time.sleep(1.0)
             return real(*args, **kwargs)
 
-        scan_module._result = slow
+        scan_module.Scan = slow
     try:
         lines: list[tuple[int, int]] = []
 
