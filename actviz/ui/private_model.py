@@ -41,30 +41,26 @@ class PrivateModel(QObject):
         #: True from :meth:`get` until the copy asked for is handed over (or abandoned).
         self.pending = False
         self._job: Job | None = None  # the copy's job on the capture worker
-        self._held: ModelCopy | None = None
+        #: The copy held now (built or not; None: none).
+        self.held: ModelCopy | None = None
         self._then: list[Callable[[Any], None]] = []
         self._failed: Callable[[BaseException], None] | None = None
-        self._closed = False
+        self.closed = False
         self.copied.connect(self._on_copied)
-
-    @property
-    def held(self) -> ModelCopy | None:
-        """The copy held now (built or not; None: none)."""
-        return self._held
 
     def is_held(self) -> bool:
         """Whether a usable copy is at hand (:meth:`get` calls back at once)."""
-        held = self._held
+        held = self.held
         return held is not None and held.original is self.session.model and held.usable()
 
     def get(self, then: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
         """``then(copy)`` once a copy is made (at once if held or a sibling's is free), else
         ``failed(error)``; each ``then`` is called once."""
-        if self._closed:
+        if self.closed:
             return
         if self.is_held() or self.service.lend_to(self):
-            assert self._held is not None
-            then(self._held.twin)
+            assert self.held is not None
+            then(self.held.twin)
             return
         if then not in self._then:
             self._then.append(then)
@@ -78,14 +74,14 @@ class PrivateModel(QObject):
         entry = ModelCopy(self.session.model if model is None else model, to_eval=self.to_eval)
         self.abandon()
         with self.service.lock:  # a job of the owner's may be letting go of the one before
-            self._held = entry
+            self.held = entry
         return entry
 
     def let_go(self, entry: ModelCopy) -> None:
         """Stop holding ``entry`` if it is still the copy held (from any thread)."""
         with self.service.lock:
-            if self._held is entry:
-                self._held = None
+            if self.held is entry:
+                self.held = None
 
     def engine_model(self, twin: Any) -> Any:
         """``twin`` with the opened model's preprocessing and input size (what engines read)."""
@@ -98,21 +94,17 @@ class PrivateModel(QObject):
     def forget(self) -> None:
         """Let go of the copy held: the next :meth:`get` makes (or borrows) one."""
         self.abandon()
-        self._held = None
+        self.held = None
 
     def close(self) -> None:
         """The owner is done: nothing more is asked for or handed over."""
-        self._closed = True
+        self.closed = True
         self.forget()
         self.service.discard(self)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def in_use(self) -> bool:
         """Whether a job (or anything besides this holder) refers to the copy held."""
-        held = self._held
+        held = self.held
         return (
             held is not None and held.twin is not None and sys.getrefcount(held.twin) > _HELD_REFS
         )
@@ -135,11 +127,11 @@ class PrivateModel(QObject):
         )
 
     def _ask_again(self, job: Job) -> None:
-        if self.pending and job is self._job and not self._closed:
+        if self.pending and job is self._job and not self.closed:
             self._submit()
 
     def _on_copied(self, entry: ModelCopy) -> None:
-        if not self.pending or self._closed:
+        if not self.pending or self.closed:
             return
         if entry.original is not self.session.model:
             self._submit()  # another model opened meanwhile: copy the one shown now
@@ -152,7 +144,7 @@ class PrivateModel(QObject):
                 failed(entry.error)
             return
         with self.service.lock:
-            self._held = entry
+            self.held = entry
         for call in then:
             call(entry.twin)
 
@@ -218,23 +210,21 @@ class ModelCopyService(QObject):
             if flags != wanted:
                 continue
             with self.lock:
-                taker._held, other._held = held, None  # noqa: SLF001 - the service's own hand-over
+                taker.held, other.held = held, None  # the service's own hand-over
             return True
         return False
 
     def trim(self) -> None:
         """Let go of the copies no job uses and no owner keeps (the window idles)."""
         for handle in self.owners():
-            if handle.keep or handle.pending or handle.held is None or handle.in_use():
-                continue
-            handle._held = None  # noqa: SLF001 - the service's own release
+            if not (handle.keep or handle.pending or handle.held is None or handle.in_use()):
+                handle.held = None
 
     def _on_model_changed(self, *_args: Any) -> None:
         model = self.session.model
         for handle in self.owners():
-            held = handle.held
-            if held is not None and held.original is not model:
-                handle._held = None  # noqa: SLF001 - the service's own release
+            if handle.held is not None and handle.held.original is not model:
+                handle.held = None
 
     def close(self) -> None:
         """The window closed: every owner is closed, every copy let go of."""

@@ -154,7 +154,7 @@ def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_wind
     assert copies.is_held() and gone() is not None
     win.set_model(TinyCNN().eval(), layers=["conv1"])
     gc.collect()
-    assert not copies.is_held() and copies._held is None  # noqa: SLF001 - not kept a minute
+    assert not copies.is_held() and copies.held is None  # not kept a minute
     assert gone() is None  # the old model's copy is freed at once
 
 
