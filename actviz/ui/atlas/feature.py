@@ -79,9 +79,9 @@ def map_summary(atlas: Any) -> str:
 
 
 def selection_text(atlas: Any, rows: np.ndarray) -> str:
-    """``Selection: 12 of 400 images · cat 9, dog 3`` (its three largest classes)."""
+    """``Selection: 12 of 400 images · cat 9, dog 3`` (its three largest classes); none: how to."""
     if not len(rows):
-        return "Selection: none"
+        return SELECTION_HINT
     emb = atlas.embeddings
     text = f"Selection: {len(rows):,} of {len(atlas.coords):,} images"
     if emb.labels is not None and emb.class_names:
@@ -218,8 +218,6 @@ class AtlasFeature(FeatureBase, QObject):
             self._fitted, self._fitted_scan = {}, atlas.scan
         self._fitted[(atlas.layer, atlas.projection.method, self.logits)] = atlas
         self.atlas = atlas
-        self.selection = np.zeros(0, np.int64)
-        self.separating = ()
         # A session's map being restored: this one, if it is of the saved scan and layer.
         saved = self._restoring
         if saved is not None and (
@@ -235,19 +233,16 @@ class AtlasFeature(FeatureBase, QObject):
         # The image last pointed at was a dot of the map before (another layer's, scan's).
         self.view.hover_label.setText(HOVER_HINT)
         self.hover_text = ""
-        self.view.mark_rows(self.view.selected_dots, [])
-        self.view.selection_strip.set_items([])
-        self.view.channel_list.clear()
-        self.view.selection_title.setText(SELECTION_HINT)
         self.view.show_map()
         text = map_summary(atlas)
         self.view.status_label.setText(text)
         self.host.show_status(f"Atlas ready: {text}")
+        rows: list[int | None] = []
         if saved is not None:
             self._restoring = None
             row_of = rows_of(atlas)
             rows = [row_of.get(i) for i in map(as_int, saved.get("selection") or ())]
-            self.select_rows([r for r in rows if r is not None])
+        self.select_rows([r for r in rows if r is not None])  # the saved selection, else none
         self._on_result()
 
     def _on_build_failed(self, error: BaseException) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QImage, QPainterPath, QPen, QTransform
+from PySide6.QtGui import QImage, QPainterPath, QTransform
 from PySide6.QtWidgets import QGraphicsPathItem
 
 
@@ -30,10 +30,7 @@ class SelectBox(pg.ViewBox):
         self._lasso: list[QPointF] = []  # vertices, view coordinates
         self._last_px: QPointF | None = None
         self.lasso_line = QGraphicsPathItem()
-        pen = QPen(QColor(255, 140, 0), 1.5)
-        pen.setCosmetic(True)
-        pen.setStyle(Qt.PenStyle.DashLine)
-        self.lasso_line.setPen(pen)
+        self.lasso_line.setPen(pg.mkPen((255, 140, 0), width=1.5, style=Qt.PenStyle.DashLine))
         self.lasso_line.setZValue(20)
         self.lasso_line.hide()
         self.addItem(self.lasso_line, ignoreBounds=True)
@@ -98,9 +95,7 @@ class RasterDots(pg.GraphicsObject):
         #: How many times the dots were splatted into a new image (the rest were moves).
         self.renders = 0
         self._last: tuple[QTransform, int, int] | None = None  # the last paint's view
-        self._idle = QTimer(self)
-        self._idle.setSingleShot(True)
-        self._idle.setInterval(self.IDLE_MS)
+        self._idle = QTimer(self, singleShot=True, interval=self.IDLE_MS)
         self._idle.timeout.connect(self._on_idle)
 
     def set_data(self, xy: np.ndarray, rgb: np.ndarray) -> None:

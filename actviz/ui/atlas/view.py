@@ -111,9 +111,7 @@ class AtlasView(QtWidgets.QWidget):
         self.colour_combo.addItems(COLOUR_MODES)
         self.colour_combo.setToolTip("Colour the images by class, prediction, correctness, or "
                                      "one channel's mean activation")  # fmt: skip
-        self.channel_spin = QtWidgets.QSpinBox()
-        self.channel_spin.setPrefix("ch ")
-        self.channel_spin.setEnabled(False)
+        self.channel_spin = QtWidgets.QSpinBox(prefix="ch ", enabled=False)
         # Tool buttons: a push button's least width (80 px) would widen the tab's second row.
         self.select_button = _text_button(
             "Select", "Drag a rectangle on the map to select images (off: drag pans)"
@@ -136,8 +134,7 @@ class AtlasView(QtWidgets.QWidget):
         outer.addWidget(self.status_label)
 
         self.stack = QtWidgets.QStackedWidget()
-        self.empty_label = _wrapped(EMPTY_TEXT)
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label = _wrapped(EMPTY_TEXT, alignment=Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.empty_label)
 
         split = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
@@ -164,15 +161,13 @@ class AtlasView(QtWidgets.QWidget):
         for item in (self.dots, self.selected_dots, self.neighbour_dots, self.marker):
             self.plot.addItem(item)
         lv.addWidget(self.plot, 1)
-        self.legend_label = _wrapped("")
-        self.legend_label.setTextFormat(Qt.TextFormat.RichText)
+        self.legend_label = _wrapped("", textFormat=Qt.TextFormat.RichText)
         lv.addWidget(self.legend_label)
         self.colour_bar = QtWidgets.QWidget()
         cb = style.bare_box(self.colour_bar)
         self.bar_low = QtWidgets.QLabel("")
-        self.bar_image = QtWidgets.QLabel()
+        self.bar_image = QtWidgets.QLabel(scaledContents=True)
         self.bar_image.setFixedHeight(12)
-        self.bar_image.setScaledContents(True)
         self.bar_high = QtWidgets.QLabel("")
         for w, stretch in ((self.bar_low, 0), (self.bar_image, 1), (self.bar_high, 0)):
             cb.addWidget(w, stretch)
@@ -376,6 +371,6 @@ def _text_button(text: str, tip: str) -> QtWidgets.QToolButton:
     return button
 
 
-def _wrapped(text: str) -> QtWidgets.QLabel:
+def _wrapped(text: str, **properties: Any) -> QtWidgets.QLabel:
     """A word-wrapped label (its text never widens the tab)."""
-    return QtWidgets.QLabel(text, wordWrap=True)
+    return QtWidgets.QLabel(text, wordWrap=True, **properties)
