@@ -141,16 +141,10 @@ def verify(
     jobs = sorted(asked, key=lambda job: position.get(job[0], len(position)))
     reader = TargetReader(ctx.output, ctx.target)
     clean = reader.clean_value(eff.target_value)
+    inputs = ctx.inputs if inputs is None else inputs
+    batch = effect_results.DEFAULT_BATCH if batch is None else batch
     values, forwards, seconds = run_exact(
-        model,
-        ctx.inputs if inputs is None else inputs,
-        jobs,
-        ctx.baseline,
-        reader,
-        batch=effect_results.DEFAULT_BATCH if batch is None else batch,
-        edits=ctx.edits,
-        progress=progress,
-        should_stop=should_stop,
+        model, inputs, jobs, ctx.baseline, reader, batch, ctx.edits, progress, should_stop
     )
     changes: dict[str, dict[int, float]] = {layer: {} for layer in eff.layers}
     for (layer, channel), value in zip(jobs, values, strict=True):

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from actviz.analysis.effects.baseline import Baseline
+from actviz.data.atlas_vectors import frozen
 
 #: Channels verified per layer when ``channels`` is not given.
 DEFAULT_VERIFY = 16
@@ -56,12 +57,6 @@ class EffectRow(NamedTuple):
         return self.estimate != 0.0 or (self.exact is not None and self.exact != 0.0)
 
 
-def frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=np.float64) if a.dtype != bool else np.array(a)
-    a.flags.writeable = False
-    return a
-
-
 @dataclass(frozen=True)
 class LayerEffects:
     """One layer's effects, one read-only entry per channel: ``estimate`` and ``exact`` (NaN where
@@ -81,8 +76,8 @@ class LayerEffects:
     ) -> LayerEffects:
         """Estimates only, no channel verified yet."""
         n = len(estimate)
-        nan, no = np.full(n, np.nan), np.zeros(n, dtype=bool)
-        return cls(layer, frozen(estimate), frozen(nan), frozen(no), dim, shape, calls)
+        nan, no = frozen(np.full(n, np.nan)), frozen(np.zeros(n, dtype=bool))
+        return cls(layer, frozen(np.array(estimate, dtype=np.float64)), nan, no, dim, shape, calls)
 
     def with_exact(self, changes: Mapping[int, float]) -> LayerEffects:
         """These effects with the exact ``{channel: change}`` of ``changes`` (others kept)."""

@@ -196,11 +196,10 @@ def run_exact(
     jobs: Sequence[tuple[str, int]],
     baseline: Baseline,
     reader: TargetReader,
-    *,
-    batch: int = 16,
-    edits: Mapping[str, tuple] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    batch: int,
+    edits: Mapping[str, tuple] | None,
+    progress: Callable[[int, int], None] | None,
+    should_stop: Callable[[], bool] | None,
 ) -> tuple[list[float], int, float]:
     """The target with each ``(layer, channel)`` of ``jobs`` set to the baseline, ``batch`` per
     pass (``edits``: the clean run's). Returns ``(values, forwards, seconds)``."""
