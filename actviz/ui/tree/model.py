@@ -37,7 +37,8 @@ class ModuleTreeModel(QAbstractItemModel):
     def __init__(self, session: Session, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._session = session
-        self._tree: ModuleTree | None = None
+        #: The tree shown (the session's, or a run's with output shapes).
+        self.tree: ModuleTree | None = None
         self._row_of: dict[str, int] = {}
         self._id_of: dict[str, int] = {}
         #: Ticked layers inside each module (a collapsed row still says it holds ticks).
@@ -53,35 +54,31 @@ class ModuleTreeModel(QAbstractItemModel):
         self._session.model_changed.disconnect(self._on_session_model_changed)
         self._session.ticks_changed.disconnect(self._on_session_ticks_changed)
 
-    @property
-    def tree(self) -> ModuleTree | None:
-        return self._tree
-
     def _reload(self) -> None:
-        self._tree = self._session.tree
+        self.tree = self._session.tree
         self._inside = None
         self._row_of.clear()
         self._id_of.clear()
-        if self._tree is None:
+        if self.tree is None:
             return
-        for i, node in enumerate(self._tree.nodes):
+        for i, node in enumerate(self.tree.nodes):
             self._id_of[node.name] = i
-            siblings = self._tree[node.parent].children if node.parent is not None else [""]
+            siblings = self.tree[node.parent].children if node.parent is not None else [""]
             self._row_of[node.name] = siblings.index(node.name) if node.name in siblings else 0
 
     def _node(self, index: _Index) -> ModuleNode | None:
-        if not index.isValid() or self._tree is None:
+        if not index.isValid() or self.tree is None:
             return None
-        return self._tree.nodes[index.internalId()]
+        return self.tree.nodes[index.internalId()]
 
     def index_of(self, name: str, column: int = 0) -> QModelIndex:
         """The index of module ``name`` (invalid if unknown)."""
-        if self._tree is None or name not in self._id_of:
+        if self.tree is None or name not in self._id_of:
             return QModelIndex()
         return self.createIndex(self._row_of[name], column, self._id_of[name])
 
     def index(self, row: int, column: int, parent: _Index = QModelIndex()) -> QModelIndex:  # noqa: B008
-        if self._tree is None or not (0 <= column < len(COLUMNS)):
+        if self.tree is None or not (0 <= column < len(COLUMNS)):
             return QModelIndex()
         if not parent.isValid():
             names = [""]
@@ -97,7 +94,7 @@ class ModuleTreeModel(QAbstractItemModel):
         return QModelIndex() if node is None or node.parent is None else self.index_of(node.parent)
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
-        if self._tree is None or parent.column() > 0:  # only the Name column has children
+        if self.tree is None or parent.column() > 0:  # only the Name column has children
             return 0
         if not parent.isValid():
             return 1
@@ -159,7 +156,7 @@ class ModuleTreeModel(QAbstractItemModel):
         if node is None or role != Qt.ItemDataRole.CheckStateRole or index.column() != NAME:
             return False
         # The session emits ticks_changed, which repaints this row (and any other view).
-        self._session.set_ticked([node.name], _is_checked(value))
+        self._session.set_ticked([node.name], Qt.CheckState(value) == Qt.CheckState.Checked)
         return True
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
@@ -172,10 +169,10 @@ class ModuleTreeModel(QAbstractItemModel):
 
     def update_tree(self, tree: ModuleTree) -> None:
         """Adopt a tree with output shapes without a view reset (unless the names differ)."""
-        old = self._tree
+        old = self.tree
         if old is None or [n.name for n in old.nodes] != [n.name for n in tree.nodes]:
             return self._on_session_model_changed()  # the session's tree, rows reset
-        self._tree = tree
+        self.tree = tree
         if tree is old:
             changed = list(tree.nodes)  # changed in place: nothing to compare against
         else:
@@ -195,7 +192,7 @@ class ModuleTreeModel(QAbstractItemModel):
         """How many ticked layers ``name`` holds below itself (its name shows in bold)."""
         if self._inside is None:
             self._inside = {}
-            tree = self._tree
+            tree = self.tree
             for ticked in self._session.ticked if tree is not None else ():
                 parent = tree[ticked].parent if ticked in tree else None  # type: ignore[index, operator]
                 while parent is not None:
@@ -206,7 +203,7 @@ class ModuleTreeModel(QAbstractItemModel):
     def _on_session_ticks_changed(self, names: set[str]) -> None:
         self._inside = None
         rows = set(names)
-        tree = self._tree
+        tree = self.tree
         if tree is None:
             return
         for name in names:  # and the modules that hold them (their bold name)
@@ -223,7 +220,7 @@ class ModuleTreeModel(QAbstractItemModel):
             rows_by_parent.setdefault(node.parent, []).append(self._row_of[node.name])
         for parent, rows in rows_by_parent.items():
             first, last = min(rows), max(rows)
-            siblings = [""] if parent is None else self._tree[parent].children  # type: ignore[index]
+            siblings = [""] if parent is None else self.tree[parent].children  # type: ignore[index]
             self.dataChanged.emit(
                 self.createIndex(first, first_column, self._id_of[siblings[first]]),
                 self.createIndex(last, last_column, self._id_of[siblings[last]]),
@@ -233,15 +230,6 @@ class ModuleTreeModel(QAbstractItemModel):
 def _shown_fields(node: ModuleNode) -> tuple:
     """What the SHAPE and PARAMS columns show of ``node`` (a row repaints when this changes)."""
     return (node.output_shape, node.calls, node.total_params)
-
-
-def _is_checked(value: Any) -> bool:
-    if isinstance(value, Qt.CheckState):
-        return value == Qt.CheckState.Checked
-    try:
-        return int(value) == Qt.CheckState.Checked.value
-    except (TypeError, ValueError):
-        return bool(value)
 
 
 class ModuleFilterProxy(QSortFilterProxyModel):
