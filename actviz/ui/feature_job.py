@@ -17,13 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
 
 
-def show_steps(bar: QProgressBar, done: int, total: int) -> None:
-    """``done`` of ``total`` steps on ``bar`` (a busy bar until a total is known)."""
-    if total > 0:
-        bar.setRange(0, total)
-        bar.setValue(min(done, total))
-
-
 def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
     """``text`` on a message line, red for an error, hidden when empty."""
     label.setText(text)
@@ -38,8 +31,10 @@ class StepsAndLine:
     message: QLabel
 
     def set_progress(self, done: int, total: int) -> None:
-        """``done`` of ``total`` steps."""
-        show_steps(self.progress, done, total)
+        """``done`` of ``total`` steps (a busy bar until a total is known)."""
+        if total > 0:
+            self.progress.setRange(0, total)
+            self.progress.setValue(min(done, total))
 
     def set_message(self, text: str, *, error: bool = False) -> None:
         """The message line: ``text``, red for an error, hidden when empty."""

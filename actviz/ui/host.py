@@ -15,7 +15,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QToolBar, QWidget
 
 from actviz.ui.docking import Docks
-from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line, show_steps
+from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line
 from actviz.ui.private_model import ModelCopyService
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +36,6 @@ __all__ = [
     "WindowHost",
     "channels_text",
     "show_line",
-    "show_steps",
 ]
 
 
