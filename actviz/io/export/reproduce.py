@@ -330,10 +330,9 @@ def write_reproduce(
     saved = beside_script(cap, source)
     for _key, name, obj in saved:
         torch.save(obj, out / name)
-    path = out / SCRIPT_NAME
     names = {key: name for key, name, _obj in saved}
-    path.write_text(reproduce_script(cap, source, layers, files=files, saved=names))
-    return [*(out / name for name in names.values()), path]
+    (out / SCRIPT_NAME).write_text(reproduce_script(cap, source, layers, files=files, saved=names))
+    return [*(out / name for name in names.values()), out / SCRIPT_NAME]
 
 
 def compare_script(
@@ -379,15 +378,10 @@ def write_compare_reproduce(
 ) -> list[Path]:
     """Write the ``reproduce.py`` of a comparison (and the random weights it loads)."""
     out = Path(out_dir)
-    written: list[Path] = []
     saved: dict[str, str] = {}
     for tag, source in (("_a", source_a), ("_b", source_b)):
         if source.state is not None and not (tag == "_b" and source.state is source_a.state):
-            path = out / f"reproduce_weights{tag}.pt"
-            torch.save(dict(source.state), path)
-            saved[f"weights{tag}"] = path.name
-            written.append(path)
-    path = out / SCRIPT_NAME
-    path.write_text(compare_script(source_a, source_b, layers, tol, saved))
-    written.append(path)
-    return written
+            saved[f"weights{tag}"] = f"reproduce_weights{tag}.pt"
+            torch.save(dict(source.state), out / saved[f"weights{tag}"])
+    (out / SCRIPT_NAME).write_text(compare_script(source_a, source_b, layers, tol, saved))
+    return [*(out / name for name in saved.values()), out / SCRIPT_NAME]
