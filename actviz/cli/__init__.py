@@ -166,7 +166,7 @@ def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
             loaded = loaded or open_model(
                 args.model,
                 arch=args.arch,
-                weights=kit.weights_arg(args.weights),
+                weights=args.weights,  # none/random: random init
                 trust=args.trust,
                 device=args.device,
                 device_map=getattr(args, "device_map", None),

@@ -6,15 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from actviz.cli import command_kit as kit
-from actviz.cli.command_kit import Opener, Say
 
 
-def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_parser(sub: Any, add_model_args: kit.ModelArgs) -> None:
     """Add the ``atlas`` sub-command to the ``actviz`` parser."""
     p = sub.add_parser(
         "atlas",
@@ -42,7 +40,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--size", default="1280x720", help="atlas.png size WIDTHxHEIGHT")
 
 
-def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
+def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> int:
     """Run ``actviz atlas``; ``progress`` writes a line to stderr, results go to stdout."""
     import numpy as np
 

@@ -13,6 +13,8 @@ from typing import Any
 Say = Callable[[str], None]
 #: The CLI's model opener (prints what it opens).
 Opener = Callable[[argparse.Namespace], Any]
+#: What adds the model options to a command's parser: ``add_model_args(parser, required)``.
+ModelArgs = Callable[[argparse.ArgumentParser, bool], None]
 
 
 def add_data_args(p: argparse.ArgumentParser, *, data: bool = True, workers: bool = True) -> None:
@@ -82,11 +84,6 @@ def target_arg(text: str | None, loaded: Any) -> int | None:
         return parse_target(text, loaded.categories, getattr(loaded, "tokenizer", None))
     except ValueError as exc:
         raise InputError(f"--target: {exc}") from None
-
-
-def weights_arg(value: str) -> Any:
-    """``--weights``: None for none/random, else the name."""
-    return None if str(value).lower() in ("none", "random") else value
 
 
 def budget_arg(text: str, least: int = 1) -> int:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, layer_names, say_each, scan_progress, target_arg
+from actviz.cli import command_kit as kit
 
 
-def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_parser(sub: Any, add_model_args: kit.ModelArgs) -> None:
     """Add the ``effects`` sub-command to the ``actviz`` parser."""
     p = sub.add_parser(
         "effects",
@@ -41,7 +40,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--top", type=int, default=32, help="channels drawn per chart (default 32)")
 
 
-def _baseline(text: str, loaded: Any, layers: list[str], say: Callable[[str], None]) -> Any:
+def _baseline(text: str, loaded: Any, layers: list[str], say: kit.Say) -> Any:
     from actviz.io.errors import InputError
 
     kind, _, rest = text.partition(":")
@@ -57,11 +56,11 @@ def _baseline(text: str, loaded: Any, layers: list[str], say: Callable[[str], No
     if kind == "scan" and rest:
         from actviz.data.scan import scan
 
-        return scan(loaded, rest, layers, progress=scan_progress(say, " for the baseline"))
+        return scan(loaded, rest, layers, progress=kit.scan_progress(say, " for the baseline"))
     raise InputError(f"--baseline: zero, input:FILE or scan:FOLDER, not {text!r}")
 
 
-def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
+def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> int:
     """Run ``actviz effects``; ``progress`` writes a line to stderr, results go to stdout."""
     from actviz.analysis.effects.channel_effects import effects
     from actviz.analysis.effects.effects_chart import effects_chart
@@ -69,13 +68,13 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     from actviz.io.export.typeset import safe_name
     from actviz.io.input_files import open_input
 
-    if not (layers := layer_names(args.layers) or []):
+    if not (layers := kit.layer_names(args.layers) or []):
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.verify < 0 or args.batch < 1 or args.top < 1:
         raise InputError("--verify must be >= 0, --batch and --top >= 1")
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded)
-    target = target_arg(args.target, loaded)
+    target = kit.target_arg(args.target, loaded)
     baseline = _baseline(args.baseline, loaded, layers, progress)
     progress(f"estimating the effects of every channel of {len(layers)} layer(s) ...")
     result = effects(
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         batch=args.batch,
         progress=lambda done, total: progress(f"exact: {done}/{total} channels"),
     )
-    say_each(progress, result.warnings)
+    kit.say_each(progress, result.warnings)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = result.to_dict(top=args.top)

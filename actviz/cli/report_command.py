@@ -4,14 +4,12 @@ its model run again) or from a model and input with ``actviz export``'s options.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from actviz.cli import command_kit as kit
-from actviz.cli.command_kit import Opener, Say
 
 
-def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_parser(sub: Any, add_model_args: kit.ModelArgs) -> None:
     """Add the ``report`` sub-command to the ``actviz`` parser."""
     p = sub.add_parser(
         "report",
@@ -32,7 +30,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     )
 
 
-def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
+def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> int:
     """Run ``actviz report``; ``progress`` writes a line to stderr, the result goes to stdout."""
     from actviz.io.errors import ActvizError
     from actviz.io.export.report import write_report
@@ -53,7 +51,7 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     return 0
 
 
-def _from_session(args: argparse.Namespace, progress: Say) -> tuple[Any, dict]:
+def _from_session(args: argparse.Namespace, progress: kit.Say) -> tuple[Any, dict]:
     import actviz
     from actviz.core.edit_kinds import enabled_edits
     from actviz.io.errors import ActvizError

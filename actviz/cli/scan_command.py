@@ -6,15 +6,13 @@ import argparse
 import contextlib
 import io
 import os
-from collections.abc import Callable
 from typing import Any
 
 from actviz.cli import command_kit as kit
-from actviz.cli.command_kit import Opener, Say
 from actviz.io.errors import InputError
 
 
-def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_parser(sub: Any, add_model_args: kit.ModelArgs) -> None:
     """Add the ``scan`` sub-command to the ``actviz`` parser."""
     p = sub.add_parser("scan", help="scan a dataset: per channel, the images that excite it most")
     add_model_args(p, True)
@@ -39,7 +37,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     )
 
 
-def run(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
+def run(args: argparse.Namespace, open_model: kit.Opener, say: kit.Say) -> int:
     """Run ``actviz scan``: cache, one contact sheet per layer, ``scan.json`` (every leaf without
     ``--layers``); ``open_model`` is the CLI's opener, ``say`` writes progress to stderr."""
     data = kit.existing(args.data)

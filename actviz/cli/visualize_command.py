@@ -4,12 +4,11 @@ sheet and ``visualize.json``. Torch is imported inside :func:`run` only (a cheap
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say
+from actviz.cli.command_kit import ModelArgs, Opener, Say
 
 _DEFAULT_CHANNELS = 16
 #: Images per forward pass (all channels in one batch can take tens of GB with gradients).
@@ -39,7 +38,7 @@ def parse_channels(text: str) -> list[int]:
     return out
 
 
-def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_parser(sub: Any, add_model_args: ModelArgs) -> None:
     """Add the ``visualize`` sub-command to ``sub``."""
     p = sub.add_parser(
         "visualize",
