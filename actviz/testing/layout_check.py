@@ -93,12 +93,7 @@ Found = Iterator[tuple[str, str, str]]
 
 
 def _inside(inner: QRectF, outer: QRectF) -> bool:
-    return (
-        inner.left() >= outer.left() - SLACK
-        and inner.top() >= outer.top() - SLACK
-        and inner.right() <= outer.right() + SLACK
-        and inner.bottom() <= outer.bottom() + SLACK
-    )
+    return outer.adjusted(-SLACK, -SLACK, SLACK, SLACK).contains(inner)
 
 
 def _rect_text(r: QRectF | QRect) -> str:
@@ -201,16 +196,17 @@ def _label_cut(label: QLabel) -> str:
     return f"text needs {needed} px, has {room} px (cut, no ellipsis)" if cut else ""
 
 
+_TEXT_BUTTONS = (
+    QtWidgets.QToolButton, QtWidgets.QPushButton, QtWidgets.QCheckBox, QtWidgets.QRadioButton
+)  # fmt: skip
+_ICON_ONLY = Qt.ToolButtonStyle.ToolButtonIconOnly
+
+
 def _buttons(window: QWidget) -> Found:
     for button in window.findChildren(QAbstractButton):
-        if not button.text() or not _showing(button):
+        if not button.text() or not _showing(button) or not isinstance(button, _TEXT_BUTTONS):
             continue
-        if isinstance(button, QtWidgets.QToolButton):
-            if button.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonIconOnly:
-                continue
-        elif not isinstance(
-            button, (QtWidgets.QPushButton, QtWidgets.QCheckBox, QtWidgets.QRadioButton)
-        ):
+        if isinstance(button, QtWidgets.QToolButton) and button.toolButtonStyle() == _ICON_ONLY:
             continue
         needed = button.sizeHint().width()
         if needed > button.width() + SLACK:
@@ -292,11 +288,8 @@ def _tiles(window: QWidget) -> Found:
 
 def _blanks(window: QWidget) -> Found:
     """Images in a fill view laid across its shorter side, each under :data:`MIN_FILL` of it."""
-    views = [
-        w for w in (window, *window.findChildren(QWidget)) if w.property(FILL_PROPERTY) is True
-    ]
-    for view in views:
-        if not _showing(view):
+    for view in (window, *window.findChildren(QWidget)):
+        if view.property(FILL_PROPERTY) is not True or not _showing(view):
             continue
         canvases = []
         for canvas in view.findChildren(ImageCanvas):

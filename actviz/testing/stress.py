@@ -33,9 +33,8 @@ from actviz.core.allocator import heap_in_use_mib, memory_breakdown_mib, rss_mib
 from actviz.testing import checks, stress_report
 from actviz.testing.checks import flush_deletes, live_array_mib, python_heap_mib
 from actviz.testing.stress_actions import ACTIONS, UserActions
-from actviz.testing.stress_blocks import BlockSampler
 from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, drop_file, write_images
-from actviz.testing.stress_report import Failure, Sample, StressReport
+from actviz.testing.stress_report import BlockSampler, Failure, Sample, StressReport
 
 #: How many of the longest GUI-thread blocks a report names.
 WORST_BLOCKS = 5
@@ -340,25 +339,19 @@ class StressDriver(UserActions):
         from actviz.ui.window.main_window import MainWindow
 
         settings = QSettings(str(self.folder / "actviz.ini"), QSettings.Format.IniFormat)
-        window = MainWindow(settings=settings, debounce_ms=int(self.rng.integers(0, 40)))
-        window.resize(*self.size)
-        window.show()
-        window.activateWindow()
-        for kind, signal in (
-            ("run", window.run_failed),
-            ("export", window.export_failed),
-            ("model", window.model_load_failed),
-            ("input", window.input_load_failed),
-        ):
-            signal.connect(
-                lambda t, k=kind: self.errors_shown.setdefault(f"{k}: {t}", self._acting)
-            )
-        self.window = window
-        self.ready(self.setup).open(window)
-        self._wait(lambda: window.session.model is not None and not window.files.is_loading())
-        window.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
-        if window.session.result is None and window.session.can_run():
-            window.runs.run()
+        w = self.window = MainWindow(settings=settings, debounce_ms=int(self.rng.integers(0, 40)))
+        w.resize(*self.size)
+        w.show()
+        w.activateWindow()
+        shown = self.errors_shown
+        failed = (w.run_failed, w.export_failed, w.model_load_failed, w.input_load_failed)
+        for kind, signal in zip(("run", "export", "model", "input"), failed, strict=True):
+            signal.connect(lambda t, k=kind: shown.setdefault(f"{k}: {t}", self._acting))
+        self.ready(self.setup).open(w)
+        self._wait(lambda: w.session.model is not None and not w.files.is_loading())
+        w.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
+        if w.session.result is None and w.session.can_run():
+            w.runs.run()
         self.settle()
 
     def close_window(self) -> None:

@@ -66,8 +66,7 @@ class UserActions:
     """The actions (see the module): each ``act_NAME(params, **given) -> str``; mixed into the
     stress driver, whose window, params, waits and restarts they use."""
 
-    def _click(self, widget: Any, pos: Any = None, button: Any = None) -> None:
-        button = Qt.MouseButton.LeftButton if button is None else button
+    def _click(self, widget: Any, pos: Any = None, button: Any = Qt.MouseButton.LeftButton) -> None:
         point = QPoint(pos) if pos is not None else None
         QTest.mouseClick(widget, button, pos=point if point is not None else QPoint())  # centre
         if button == Qt.MouseButton.RightButton:

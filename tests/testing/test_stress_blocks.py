@@ -7,7 +7,7 @@ import importlib.util
 import threading
 import time
 
-from actviz.testing.stress_blocks import BlockSampler, _gui_stack, _other_threads
+from actviz.testing.stress_report import BlockSampler, _gui_stack, _other_threads
 
 
 class _Probe:
