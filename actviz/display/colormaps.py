@@ -92,6 +92,19 @@ def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> n
     return out
 
 
+def heat_levels(heat: np.ndarray, *, symmetric: bool = False) -> tuple[float, float]:
+    """Display levels of a picture's values (window and export alike): ``[-M, M]`` of the
+    largest finite magnitude when ``symmetric`` (a diverging map), else the finite min..max."""
+    finite = heat[np.isfinite(heat)]
+    if finite.size == 0:
+        return (0.0, 1.0)
+    if symmetric:
+        m = float(np.abs(finite).max()) or 1.0
+        return (-m, m)
+    low, high = float(finite.min()), float(finite.max())
+    return (low, high) if high > low else (low, low + 1.0)
+
+
 def paint(
     indices: np.ndarray, cmap: str, background: tuple[int, int, int] = (255, 255, 255)
 ) -> np.ndarray:

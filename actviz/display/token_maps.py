@@ -129,19 +129,6 @@ def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> n
     return np.ascontiguousarray(patches.T.reshape(patches.shape[1], rows, cols))
 
 
-def heat_levels(heat: np.ndarray, *, symmetric: bool) -> tuple[float, float]:
-    """Display levels of a token heat map (window and export alike): ``[-M, M]`` of the
-    largest magnitude when ``symmetric`` (a diverging map), else min..max."""
-    finite = heat[np.isfinite(heat)]
-    if finite.size == 0:
-        return (0.0, 1.0)
-    if symmetric:
-        m = float(np.abs(finite).max()) or 1.0
-        return (-m, m)
-    low, high = float(finite.min()), float(finite.max())
-    return (low, high) if high > low else (low, low + 1.0)
-
-
 def token_labels(
     count: int, tokens: Sequence[str] | None, layout: SequenceLayout | None = None
 ) -> list[str]:

@@ -19,7 +19,6 @@ from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.display.repage import symmetric_for
-from actviz.display.token_maps import heat_levels
 
 _BG = (255, 255, 255)
 _INK = (30, 30, 30)
@@ -330,7 +329,7 @@ def heat_png(
     heat = np.asarray(heat, dtype=np.float32)
     if symmetric is None:
         symmetric = bool((heat < 0).any())
-    lo, hi = levels or heat_levels(heat, symmetric=symmetric)
+    lo, hi = levels or colormaps.heat_levels(heat, symmetric=symmetric)
     cmap = colormaps.resolve(colormaps.AUTO, signed=symmetric, gradient=gradient)
     scaled = (heat - lo) / (hi - lo) if hi > lo else np.zeros_like(heat)
     rgb = colormaps.colorize(np.clip(scaled, 0, 1), cmap)

@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.display.colormaps import AUTO, resolve
+from actviz.display.colormaps import AUTO, heat_levels, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
@@ -64,19 +64,6 @@ def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
         f"min {low} max {high} mean {mean} std {std} {zeros}",
         f"min {low} max {high} … {zeros}",
     ]
-
-
-def auto_levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
-    """The display levels of ``data``: its finite range (about 0 when ``symmetric``)."""
-    finite = np.asarray(data, dtype=np.float64)
-    finite = finite[np.isfinite(finite)]
-    levels = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    if symmetric:
-        bound = max(abs(levels[0]), abs(levels[1])) or 1.0
-        return -bound, bound
-    if levels[1] <= levels[0]:
-        return levels[0], levels[0] + 1.0
-    return levels
 
 
 class LevelControls(QtWidgets.QWidget):
@@ -152,7 +139,7 @@ class ImageColumn(QtWidgets.QWidget):
         if data is None:
             self.canvas.clear_image()
             return
-        self.levels.set_auto(*auto_levels(data, symmetric))
+        self.levels.set_auto(*heat_levels(data, symmetric=symmetric))
         self.redraw()
 
     def redraw(self) -> None:

@@ -11,10 +11,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from actviz.display.colormaps import AUTO, resolve
+from actviz.display.colormaps import AUTO, heat_levels, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.canvas import ImageCanvas, _GridCellCanvas
-from actviz.ui.panels.channel_view import auto_levels
 
 if TYPE_CHECKING:  # the panels never import torch at run time
     from actviz.display.layer_views import LayerView
@@ -309,7 +308,7 @@ class ViewSlot(QtWidgets.QWidget):
                 self.legend.setText(scale_legend(mosaic))
             else:
                 data = np.ascontiguousarray(view.data, dtype=np.float32)
-                levels = auto_levels(data)
+                levels = heat_levels(data)
                 canvas.clear_tiles()
                 canvas.set_image(data, levels, levels, lock_aspect=False)
             self.legend.setVisible(kind == "maps")

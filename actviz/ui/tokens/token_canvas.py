@@ -10,9 +10,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.display.colormaps import resolve
+from actviz.display.colormaps import heat_levels, resolve
 from actviz.display.text import MAX_TICKS, axis_ticks
-from actviz.display.token_maps import heat_levels
 from actviz.ui.panels import style
 from actviz.ui.panels.colorbar import ColorBar, lut
 from actviz.ui.panels.overlay import LightPlot
@@ -79,7 +78,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.row_labels: tuple[str, ...] = ()
         self.col_labels: tuple[str, ...] | None = None
         self.bar_values: np.ndarray | None = None
-        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.scene().sigMouseMoved.connect(lambda pos: self.hovered.emit(*self.cell_at(pos)))
         self.setMinimumHeight(120)
 
     def set_heat(
@@ -194,9 +193,6 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.ensure_layout()
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(col + 0.5, row + 0.5))
         return self.mapFromScene(scene)
-
-    def _on_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
-        self.hovered.emit(*self.cell_at(scene_pos))
 
     def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
         self.hovered.emit(-1, -1)
