@@ -127,10 +127,8 @@ def _open_value(
         raise InputError(f"{src}: file is empty")
     if fmt in tensors._TENSOR_FORMATS:
         value, word = tensors._read_tensor_file(path, src, fmt)
-        if isinstance(value, dict):
-            tensors._check_keywords(value, src, model if model is not None else loaded_model)
-        elif isinstance(value, tuple):
-            tensors._check_positional(value, src, model if model is not None else loaded_model)
+        if isinstance(value, (dict, tuple)):
+            tensors._check_arguments(value, src, model if model is not None else loaded_model)
         return tensors._from_value(value, src, "tensor", word, exp)
     if fmt in (FileFormat.TORCHSCRIPT, FileFormat.EXPORT):
         raise ModelFileAsInputError(

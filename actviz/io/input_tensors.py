@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from actviz.core.input_copies import forward_takes_list
 from actviz.core.structures import describe, map_tensors
@@ -129,48 +128,32 @@ def _model_weights(obj: dict[str, Any]) -> str:
     return f"model weights (a state_dict of {len(found)} tensors, e.g. {', '.join(named[:2])})"
 
 
-def _forward(model: Any) -> tuple[str, list[inspect.Parameter]] | None:
-    """The class name and forward parameters of ``model``; None when unknown (TorchScript)."""
+def _check_arguments(value: dict[str, Any] | tuple[Any, ...], src: str, model: Any) -> None:
+    """Refuse keyword inputs (a dict) or more or fewer positional ones (a tuple) than the model's
+    forward takes, before the run fails; nothing when its signature is unknown (TorchScript)."""
     module = getattr(model, "model", model)
-    if not isinstance(module, nn.Module):
-        return None
     try:
         params = list(inspect.signature(module.forward).parameters.values())
-    except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
-        return None
-    return getattr(module, "original_name", None) or type(module).__name__, params
-
-
-def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
-    """Refuse keyword inputs the model's forward does not take, before the run fails."""
-    forward = _forward(model)
-    if forward is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in forward[1]):
+    except (AttributeError, TypeError, ValueError):  # no forward, or a builtin's
         return
-    cls, params = forward
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = [p.name for p in params if p.kind in kinds]
-    unknown = [k for k in value if k not in names]
-    if not unknown:
+    P = inspect.Parameter
+    cls = getattr(module, "original_name", None) or type(module).__name__
+    if isinstance(value, dict):
+        names = [p.name for p in params if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)]
+        unknown = [k for k in value if k not in names]
+        if not unknown or any(p.kind is P.VAR_KEYWORD for p in params):
+            return
+        shown = ", ".join(repr(k) for k in unknown[:4]) + (", ..." if len(unknown) > 4 else "")
+        takes = ", ".join(names) if names else "no keyword inputs"
+        raise InputError(
+            f"{src}: holds keyword inputs {shown}, but {cls}.forward takes {takes}; "
+            "save a tensor (or a dict keyed by those names)"
+        )
+    # A detector's tuple of images is its one list argument.
+    if any(p.kind is P.VAR_POSITIONAL for p in params) or forward_takes_list(module):
         return
-    shown = ", ".join(repr(k) for k in unknown[:4]) + (", ..." if len(unknown) > 4 else "")
-    takes = ", ".join(names) if names else "no keyword inputs"
-    raise InputError(
-        f"{src}: holds keyword inputs {shown}, but {cls}.forward takes {takes}; "
-        "save a tensor (or a dict keyed by those names)"
-    )
-
-
-def _check_positional(value: tuple[Any, ...], src: str, model: Any) -> None:
-    """Refuse more (or fewer) positional inputs than the model's forward takes."""
-    forward = _forward(model)
-    if forward is None or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in forward[1]):
-        return
-    if forward_takes_list(getattr(model, "model", model)):
-        return  # a detector's tuple of images is its one list argument
-    cls, params = forward
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in params if p.kind in kinds]
-    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is P.empty]
     count = len(value)
     if len(required) <= count <= len(positional):
         return
