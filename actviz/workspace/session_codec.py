@@ -261,48 +261,24 @@ def _fail(path: Path, why: str) -> SessionFileError:
 
 
 def _read_npz(path: Path, zf: zipfile.ZipFile, member: str) -> dict[str, np.ndarray]:
-    try:
-        data = zf.read(member)
-    except KeyError:
-        raise _fail(path, f"damaged session file: {member} is missing") from None
+    data = zf.read(member)  # load_state checked that it is there
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             if not isinstance(npz, np.lib.npyio.NpzFile):
                 raise _fail(path, f"{member} is not an .npz archive")
             out = {n: npz[n] for n in npz.files}
-    except SessionFileError:
-        raise
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        if isinstance(exc, ValueError) and "pickle" in str(exc).lower():
             raise _fail(
                 path,
                 f"{member} holds a pickle (Python objects); session files hold only plain "
                 "arrays, so it is not opened",
             ) from None
         raise _fail(path, f"damaged session file: {member}: {exc}") from None
-    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        raise _fail(path, f"damaged session file: {member}: {exc}") from None
     for key, value in out.items():
         # NpzFile hands back a member that is not .npy data as raw bytes: refuse it
         if not isinstance(value, np.ndarray) or value.dtype.hasobject:
             raise _fail(path, f"{member}: {key} is not a plain array; it is not opened")
-    return out
-
-
-def _dictionaries_of(section: Any, arrays_of: Any, warnings: list[str]) -> list[Any]:
-    """The dictionaries of the file's concept edits (None where one cannot be made)."""
-    if section is None:
-        return []
-    from actviz.analysis.concepts.dictionary import from_parts
-
-    out: list[Any] = []
-    arrays = arrays_of(section)
-    for i, entry in enumerate(section["dictionaries"]):
-        try:
-            out.append(from_parts(entry["cfg"], _decode(entry["tensors"], arrays)))
-        except (ValueError, TypeError) as exc:
-            warnings.append(f"dictionary {i} of the concept edits cannot be made: {exc}")
-            out.append(None)
     return out
 
 

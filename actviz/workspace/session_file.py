@@ -373,9 +373,19 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             for p in manifest["pins"]
         ]
         capture = capture_of(manifest["capture"])
-        # Each capture's own edits once every pin (a patch's source) exists.
         warnings: list[str] = []
-        dictionaries = codec._dictionaries_of(manifest.get("concepts"), arrays_of, warnings)
+        dictionaries: list[Any] = []  # of the concept edits (None: one that cannot be made)
+        if (section := manifest.get("concepts")) is not None:
+            from actviz.analysis.concepts.dictionary import from_parts
+
+            for i, entry in enumerate(section["dictionaries"]):
+                try:
+                    tensors = codec._decode(entry["tensors"], arrays_of(section))
+                    dictionaries.append(from_parts(entry["cfg"], tensors))
+                except (ValueError, TypeError) as exc:
+                    warnings.append(f"dictionary {i} of the concept edits cannot be made: {exc}")
+                    dictionaries.append(None)
+        # Each capture's own edits once every pin (a patch's source) exists.
         sections = [manifest["capture"], *(p.get("capture") for p in manifest["pins"])]
         for cap, section in zip([capture, *(p.capture for p in pins)], sections, strict=True):
             if cap is not None:
