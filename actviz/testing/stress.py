@@ -219,10 +219,7 @@ class StressDriver(UserActions):
         plan = list(steps) if steps is not None else None
         total = len(plan) if plan is not None else int(actions or 0)
         widgets_before = checks.top_level_widgets()
-        exceptions: list[Failure] = []
-        leaks: list[Failure] = []
-        blocks: list[Failure] = []
-        samples: list[Sample] = []
+        exceptions, leaks, blocks, samples = [], [], [], []  # Failures; Samples
         worst: list[tuple[float, str]] = []
         probe = self.probe = LagProbe(5)
         sampler, catcher = BlockSampler(probe), stress_report._Catcher()

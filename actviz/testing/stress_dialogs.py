@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -172,27 +173,27 @@ class FilePickers:
         self._saved: dict[tuple[type, str], Any] = {}
 
     def install(self) -> None:
-        for cls, name, picker in (
-            (QFileDialog, "getOpenFileName", self._open),
-            (QFileDialog, "getOpenFileNames", self._open_many),
-            (QFileDialog, "getSaveFileName", self._save),
-            (QFileDialog, "getExistingDirectory", self._folder),
-            (QInputDialog, "getDouble", self._double),
+        for cls, name, picker, cancelled in (
+            (QFileDialog, "getOpenFileName", self._open, ("", "")),
+            (QFileDialog, "getOpenFileNames", self._open_many, ([], "")),
+            (QFileDialog, "getSaveFileName", self._save, ("", "")),
+            (QFileDialog, "getExistingDirectory", self._folder, ""),
+            (QInputDialog, "getDouble", self._double, (0.0, False)),
         ):
             self._saved[cls, name] = cls.__dict__[name]
-            setattr(cls, name, staticmethod(picker))
+            setattr(cls, name, staticmethod(functools.partial(self._pick, picker, cancelled)))
 
     def uninstall(self) -> None:
         for (cls, name), value in self._saved.items():
             setattr(cls, name, value)
         self._saved.clear()
 
-    def _cancelled(self) -> bool:
-        return self.driver.params.get("answer", "accept") != "accept"
+    def _pick(self, picker: Any, cancelled: Any, *args: Any, **kwargs: Any) -> Any:
+        """``picker``'s choice, or what Cancel returns when the action says ``reject``."""
+        rejected = self.driver.params.get("answer", "accept") != "accept"
+        return cancelled if rejected else picker(*args, **kwargs)
 
     def _open(self, _parent: Any = None, caption: str = "", *_a: Any, **_k: Any) -> tuple:
-        if self._cancelled():
-            return "", ""
         words = caption.casefold()
         d = self.driver
         if "session" in words:
@@ -209,8 +210,6 @@ class FilePickers:
     def _save(
         self, _parent: Any = None, caption: str = "", _start: str = "", filt: str = "", *_a: Any
     ) -> tuple:
-        if self._cancelled():
-            return "", ""
         suffix = ""
         if "*." in filt:
             suffix = "." + filt.split("*.", 1)[1].split(")")[0].split()[0].split(";")[0]
@@ -219,17 +218,13 @@ class FilePickers:
         return str(self.driver.scratch("saves") / f"{name}{suffix}"), filt
 
     def _folder(self, _parent: Any = None, caption: str = "", *_a: Any, **_k: Any) -> str:
-        if self._cancelled():
-            return ""
         if "image" in caption.casefold():
             return str(self.driver.images)
         folder = self.driver.scratch("exports") / f"d{int(_r(self.driver.params, 1) * 3)}"
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder)
 
-    def _double(self, _parent: Any, _title: str, _label: str, value: float = 0.0, *_a: Any):
-        if self._cancelled():
-            return value, False
+    def _double(self, *_a: Any) -> tuple[float, bool]:
         return float((0.5, 2.0, 0.0)[int(_r(self.driver.params, 1) * 3)]), True
 
 
