@@ -3,6 +3,7 @@ shape on a textured background, so only the object tells classes apart (Grad-CAM
 
 from __future__ import annotations
 
+import cmath
 import json
 import math
 import pathlib
@@ -160,57 +161,36 @@ class GeneratedImage:
     center: tuple[float, float]
 
 
-def _regular_polygon(
-    cx: float, cy: float, r: float, n: int, angle: float
-) -> list[tuple[float, float]]:
-    angles = [angle + 2 * math.pi * k / n for k in range(n)]
-    return [(cx + r * math.cos(a), cy + r * math.sin(a)) for a in angles]
-
-
-def _transform(
-    points: list[tuple[float, float]], cx: float, cy: float, r: float, angle: float
-) -> list[tuple[float, float]]:
-    """Scale unit-frame points by ``r``, rotate by ``angle`` and move them to ``(cx, cy)``."""
-    c, s = math.cos(angle), math.sin(angle)
-    return [(cx + r * (x * c - y * s), cy + r * (x * s + y * c)) for x, y in points]
-
-
 def _draw_shape(
     draw: ImageDraw.ImageDraw, cls: str, cx: float, cy: float, r: float, angle: float
 ) -> None:
     """Draw class ``cls`` filled with 255 on an ``L`` canvas; ``r`` is the outer radius."""
 
-    def ellipse(radius: float, fill: int, ox: float = 0.0, oy: float = 0.0) -> None:
-        draw.ellipse(
-            (cx + ox - radius, cy + oy - radius, cx + ox + radius, cy + oy + radius), fill=fill
-        )
+    def ellipse(radius: float, fill: int) -> None:
+        draw.ellipse((cx - radius, cy - radius, cx + radius, cy + radius), fill=fill)
+
+    def polygon(unit: list[tuple[float, float]]) -> None:  # scaled by r, rotated by angle
+        c, s = math.cos(angle), math.sin(angle)
+        draw.polygon([(cx + r * (x * c - y * s), cy + r * (x * s + y * c)) for x, y in unit], 255)
 
     if cls == "background":
         pass  # texture only
     elif cls == "circle":
         ellipse(r * 0.85, 255)
-    elif cls in ("square", "triangle"):
-        sides = 4 if cls == "square" else 3
-        draw.polygon(_regular_polygon(cx, cy, r, sides, angle), fill=255)
-    elif cls == "star":
-        pts = []
-        for k in range(10):
-            rad = r if k % 2 == 0 else r * 0.42
-            a = angle + math.pi * k / 5
-            pts.append((cx + rad * math.cos(a), cy + rad * math.sin(a)))
-        draw.polygon(pts, fill=255)
+    elif cls in ("square", "triangle", "star"):  # corners on the unit circle (a star's dented)
+        n, dent = {"square": (4, 1.0), "triangle": (3, 1.0), "star": (10, 0.42)}[cls]
+        corners = [cmath.rect(dent if k % 2 else 1.0, 2 * math.pi * k / n) for k in range(n)]
+        polygon([(z.real, z.imag) for z in corners])
     elif cls == "cross":
         t = 0.3  # half-width of the arms, as a fraction of r
-        unit = [(t, -1), (t, -t), (1, -t), (1, t), (t, t), (t, 1), (-t, 1), (-t, t), (-1, t),
-                (-1, -t), (-t, -t), (-t, -1)]  # fmt: skip
-        draw.polygon(_transform(unit, cx, cy, r, angle), fill=255)
+        polygon([(t, -1), (t, -t), (1, -t), (1, t), (t, t), (t, 1), (-t, 1), (-t, t), (-1, t),
+                 (-1, -t), (-t, -t), (-t, -1)])  # fmt: skip
     elif cls == "ring":
         ellipse(r * 0.9, 255)
         ellipse(r * 0.5, 0)
     elif cls == "arrow":
-        unit = [(-1, -0.22), (0.15, -0.22), (0.15, -0.6), (1, 0), (0.15, 0.6), (0.15, 0.22),
-                (-1, 0.22)]  # fmt: skip
-        draw.polygon(_transform(unit, cx, cy, r, angle), fill=255)
+        polygon([(-1, -0.22), (0.15, -0.22), (0.15, -0.6), (1, 0), (0.15, 0.6), (0.15, 0.22),
+                 (-1, 0.22)])  # fmt: skip
     else:
         raise ValueError(f"unknown demo class {cls!r}; expected one of {DEMO_CLASSES}")
 
