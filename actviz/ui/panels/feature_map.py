@@ -34,16 +34,8 @@ class BadgeLabel(QtWidgets.QLabel):
     """The "edited: ..." badge, shortened with "…" so a long edit never widens its panel."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(styleSheet=style.EDITED_BADGE, visible=False)  # hidden until it has a text
         self._full = ""
-
-    @classmethod
-    def edited(cls) -> BadgeLabel:
-        """The "edited: ablate ch 3" badge of an edited layer (hidden until it has a text)."""
-        badge = cls()
-        badge.setStyleSheet(style.EDITED_BADGE)
-        badge.setVisible(False)
-        return badge
 
     def show_edit(self, text: str) -> None:
         """Say which edit the layer has ("" hides the badge)."""
@@ -130,38 +122,6 @@ class PageBar(QtWidgets.QWidget):
         self.setVisible(True)
 
 
-class DifferenceToggle(QtWidgets.QToolButton):
-    """The title line's "difference" toggle (edited minus unedited), hidden without edits."""
-
-    def __init__(self, height: int) -> None:
-        super().__init__(text="difference", checkable=True, autoRaise=True)
-        self.setToolTip(
-            "Show the edited activation minus the unedited one (diverging colours, 0 white)"
-        )
-        self.setVisible(False)
-        # No taller than the title: showing it must not change the panel's height.
-        self.setFixedHeight(height)
-
-    def offer(self, available: bool, tooltip: str = "") -> None:
-        """Show the toggle (a run with an unedited twin), or greyed out."""
-        self.setVisible(True)
-        self.setEnabled(available)
-        if tooltip:
-            self.setToolTip(tooltip)
-
-    def withdraw(self) -> None:
-        """No difference to offer (no edits at all): hidden, unchecked, without a signal."""
-        if self.isHidden() and not self.isChecked():
-            return  # withdrawn already (every live frame without edits asks again)
-        with QtCore.QSignalBlocker(self):
-            self.setChecked(False)
-        self.setVisible(False)
-
-    def wanted(self) -> bool:
-        """Whether the user asked for the difference view."""
-        return self.isChecked() and not self.isHidden()
-
-
 class LayerPanel(PanelBase):
     """One layer of the grid: its activation beside its gradient magnitude.
 
@@ -239,8 +199,17 @@ class LayerPanel(PanelBase):
         layout.addWidget(self.title_label, 1)
         outer.insertLayout(position, layout)
         # The badge goes on the read-out line: beside the title it would squeeze a long name.
-        self.edit_badge = BadgeLabel.edited()
-        self.difference_button = DifferenceToggle(self.title_label.sizeHint().height())
+        self.edit_badge = BadgeLabel()
+        self.difference_button = QtWidgets.QToolButton(
+            text="difference",
+            checkable=True,
+            autoRaise=True,
+            visible=False,  # shown while there are edits
+            toolTip="Show the edited activation minus the unedited one "
+            "(diverging colours, 0 white)",
+        )
+        # No taller than the title: showing it must not change the panel's height.
+        self.difference_button.setFixedHeight(self.title_label.sizeHint().height())
         self.difference_button.toggled.connect(
             lambda on: self.difference_toggled.emit(self.name, bool(on))
         )
@@ -310,15 +279,23 @@ class LayerPanel(PanelBase):
 
     def set_difference_available(self, available: bool, tooltip: str = "") -> None:
         """Offer the difference toggle (a run with an unedited twin), or grey it out."""
-        self.difference_button.offer(available, tooltip)
+        self.difference_button.setVisible(True)
+        self.difference_button.setEnabled(available)
+        if tooltip:
+            self.difference_button.setToolTip(tooltip)
 
     def hide_difference_toggle(self) -> None:
-        """No difference to offer (no edits at all): the toggle goes, unchecked."""
-        self.difference_button.withdraw()
+        """No difference to offer (no edits at all): the toggle goes, unchecked (no signal)."""
+        button = self.difference_button
+        if button.isHidden() and not button.isChecked():
+            return  # withdrawn already (every live frame without edits asks again)
+        with QtCore.QSignalBlocker(button):
+            button.setChecked(False)
+        button.setVisible(False)
 
     def difference_wanted(self) -> bool:
         """Whether the user asked for the difference view."""
-        return self.difference_button.wanted()
+        return self.difference_button.isChecked() and not self.difference_button.isHidden()
 
     def set_difference(
         self, view: LayerView, mosaic: Mosaic | None, colormap: str | None = None
