@@ -116,7 +116,7 @@ class FeatureJob(QObject):
             return lambda *args: handle is self.job and slot(*args)
 
         handle.on(
-            finished=mine(self._finished),
+            finished=mine(lambda value: self._on_finished(value, self._free(self._done))),
             failed=mine(self._errored),
             cancelled=mine(self._was_cancelled),
             superseded=mine(self._superseded),
@@ -179,9 +179,6 @@ class FeatureJob(QObject):
             self.fail(
                 f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
             )
-
-    def _finished(self, value: Any) -> None:
-        self._on_finished(value, self._free(self._done))
 
     def _errored(self, error: BaseException) -> None:
         self._log.info("%s failed: %s", self._log_as, error)

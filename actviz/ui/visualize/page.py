@@ -74,7 +74,9 @@ class PageVisualiser(QObject):
         self.dock.page_requested.connect(self.turn)
         self.dock.visualise_requested.connect(self.again)
         self.dock.cancel_requested.connect(self.cancel)
-        self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
+        self.dock.mosaic.tile_clicked.connect(
+            lambda channel: self.layer and self.host.open_channel(self.layer, int(channel))
+        )
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
         self._signals.part.connect(self._on_part)
         #: The page's job on :attr:`worker` and its ``(kind, token)``.
@@ -377,10 +379,6 @@ class PageVisualiser(QObject):
         # Closed, it stops (minutes of unseen CPU otherwise); tiles done stay, Visualise resumes.
         if not shown and not self.host.is_closed():
             self.cancel()
-
-    def _on_tile_clicked(self, channel: int) -> None:
-        if self.layer:
-            self.host.open_channel(self.layer, int(channel))
 
 
 def _count(n: int) -> str:

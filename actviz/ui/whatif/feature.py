@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import shiboken6
-from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
 from actviz.ui.host import FeatureBase, WindowHost, channels_text
@@ -72,7 +72,7 @@ class WhatIfController(FeatureBase, QObject):
         host.channel_view.channel_changed.connect(self._on_channel_shown)
         for name, panel_ in host.layer_panels.items():
             self._on_panel_created(name, panel_)
-        host.run_failed.connect(self._on_run_failed)
+        host.run_failed.connect(lambda text: len(self.session.edits) and self.dock.set_error(text))
 
     def reset_layout(self) -> None:
         """Put the Edits dock back on the right, at its width; shown while there are edits."""
@@ -130,11 +130,10 @@ class WhatIfController(FeatureBase, QObject):
         self.host.schedule_run()
 
     def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
-        panel.channels_context_requested.connect(self._on_channels_context_requested)
+        panel.channels_context_requested.connect(
+            lambda layer, channels, pos: self.pop_up(self.tile_menu(layer, channels), pos)
+        )
         panel.difference_toggled.connect(lambda name, _on: self.host.refresh_panel(name))
-
-    def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
-        self.pop_up(self.tile_menu(layer, [int(c) for c in channels]), pos)
 
     def tile_menu(self, layer: str, channels: Sequence[int]) -> QMenu:
         """The menu of a right click on ``channels`` of ``layer`` (built, not shown)."""
@@ -218,10 +217,6 @@ class WhatIfController(FeatureBase, QObject):
         if menu is not None and shiboken6.isValid(menu):
             menu.close()
             menu.deleteLater()  # its actions hold the previous model
-
-    def _on_run_failed(self, text: str) -> None:
-        if len(self.session.edits):
-            self.dock.set_error(text)
 
     def _on_result_changed(self) -> None:
         self._diff_cache.clear()
