@@ -87,10 +87,11 @@ class LiveControls(QtWidgets.QDockWidget):
         )
 
     def _build_actions(self) -> None:
-        """Playback as window-wide actions on Ctrl+arrows (the tree and sliders use bare ones)."""
+        """Playback as window-wide actions on Ctrl+arrows (the tree and sliders use bare ones);
+        the transport's buttons show them (their icon only there, not in the Live menu)."""
 
         def action(text: str, shortcut: str, slot: Callable[[], None]) -> QAction:
-            act = QAction(text, self)
+            act = QAction(text, self, toolTip=f"{text} ({shortcut})", iconVisibleInMenu=False)
             act.setShortcut(QKeySequence(shortcut))
             act.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
             act.triggered.connect(slot)
@@ -128,23 +129,14 @@ class LiveControls(QtWidgets.QDockWidget):
 
     def _build_transport(self, v: QtWidgets.QBoxLayout) -> None:
         row = QtWidgets.QHBoxLayout()
-
-        def button(icon: str, tip: str, slot: Callable[[], None]) -> QtWidgets.QToolButton:
-            b = QtWidgets.QToolButton()
-            b.setIcon(_icon(icon))
-            b.setToolTip(tip)
-            b.clicked.connect(slot)
-            row.addWidget(b)
-            return b
-
-        c = self.controller
-        self.back_button = button(
-            "SP_MediaSkipBackward", "Previous frame (Ctrl+Left)", lambda: c.step(-1)
-        )
-        self.play_button = button("SP_MediaPlay", "Play / pause (Ctrl+Space)", c.toggle)
-        self.next_button = button(
-            "SP_MediaSkipForward", "Next frame (Ctrl+Right)", lambda: c.step(1)
-        )
+        buttons = [QtWidgets.QToolButton() for _ in range(3)]
+        self.back_button, self.play_button, self.next_button = buttons
+        shown = (self.back_action, self.play_action, self.next_action)
+        icons = ("SP_MediaSkipBackward", "SP_MediaPlay", "SP_MediaSkipForward")
+        for button, act, icon in zip(buttons, shown, icons, strict=True):
+            act.setIcon(_icon(icon))
+            button.setDefaultAction(act)  # its icon, tip and enabled state
+            row.addWidget(button)
         self.frame_slider = QtWidgets.QSlider(Qt.Orientation.Horizontal)
         self.frame_slider.setRange(0, 0)
         self.frame_slider.setToolTip("Frame")
@@ -295,10 +287,8 @@ class LiveControls(QtWidgets.QDockWidget):
         c = self.controller
         n = c.player.length
         sequence = c.source is not None and n > 1
-        for w in (self.back_button, self.play_button, self.next_button, self.frame_slider):
+        for w in (self.play_action, self.next_action, self.back_action, self.frame_slider):
             w.setEnabled(sequence)
-        for act in (self.play_action, self.next_action, self.back_action):
-            act.setEnabled(sequence)
         self._set_frame(c.player.index, n, f"frame {c.player.index + 1}/{n}")
         self._on_controller_playing_changed(c.playing)
 
@@ -316,7 +306,7 @@ class LiveControls(QtWidgets.QDockWidget):
         self.frame_label.setText(text)
 
     def _on_controller_playing_changed(self, playing: bool) -> None:
-        self.play_button.setIcon(_icon("SP_MediaPause" if playing else "SP_MediaPlay"))
+        self.play_action.setIcon(_icon("SP_MediaPause" if playing else "SP_MediaPlay"))
 
     def _on_controller_source_changed(self, text: str) -> None:
         self.source_label.setText(text or "the opened input")

@@ -217,26 +217,26 @@ class LiveController(QObject):
             self.host.run() if self.perturbation.is_identity() else self.request(0)
         self.emit_status()
 
+    def _play_new(self, make: Callable[[], Any], failed: str) -> Any:
+        """Play ``make()`` and return it; None, and ``failed`` + the error said, if it raises."""
+        try:
+            source = make()
+        except Exception as exc:  # noqa: BLE001 - InputError, ValueError, a camera: shown
+            self.message.emit(f"{failed}{exc}")
+            return None
+        self.set_source(source)
+        return source
+
     def open_folder(self, folder: str | Path) -> bool:
         """Play the images of ``folder``; False (and a message) when it holds none."""
         s = self.host.session
-        try:
-            source = frames.ImageFolder(folder, s.model, s.loaded_model)
-        except ValueError as exc:
-            self.message.emit(str(exc))
-            return False
-        self.set_source(source)
-        return True
+        make = lambda: frames.ImageFolder(folder, s.model, s.loaded_model)  # noqa: E731
+        return self._play_new(make, "") is not None
 
     def open_tensor_file(self, path: str | Path) -> bool:
         """Play the frames of a ``(T, C, H, W)`` tensor file; False (and a message) if not one."""
-        try:
-            source = frames.TensorFrames.from_file(path, self.host.session.model)
-        except Exception as exc:  # noqa: BLE001 - InputError, ValueError: shown, not raised
-            self.message.emit(f"Could not open {Path(path).name} as frames: {exc}")
-            return False
-        self.set_source(source)
-        return True
+        make = lambda: frames.TensorFrames.from_file(path, self.host.session.model)  # noqa: E731
+        return self._play_new(make, f"Could not open {Path(path).name} as frames: ") is not None
 
     def open_webcam(self) -> bool:
         """Use the camera; False (and the reason) where QtMultimedia or a camera is missing."""
@@ -245,13 +245,11 @@ class LiveController(QObject):
             self.message.emit(why)
             return False
         s = self.host.session
-        try:
-            cam = WebcamSource(s.model, s.loaded_model)
-        except Exception as exc:  # noqa: BLE001 - a camera that fails to open is reported
-            self.message.emit(f"webcam: {exc}")
+        self._webcam = cam = self._play_new(
+            lambda: WebcamSource(s.model, s.loaded_model), "webcam: "
+        )
+        if cam is None:
             return False
-        self.set_source(cam)
-        self._webcam = cam
         cam.listeners.append(lambda: self.request(0) if self.player.playing else None)
         cam.start()
         self.player.playing = True  # a camera is always "playing" while it is the source

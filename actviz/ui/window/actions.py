@@ -171,10 +171,8 @@ class WindowActions:
         combo = self.colormap_combo
         for i in range(combo.count()):
             name = combo.itemText(i)
-            act = cmap_menu.addAction(name)
-            act.setCheckable(True)
-            act.setChecked(name == combo.currentText())
-            group.addAction(act)
+            act = QAction(name, group, checkable=True, checked=name == combo.currentText())
+            cmap_menu.addAction(act)
             self.colormap_actions[name] = act
             act.triggered.connect(lambda _=False, n=name: combo.setCurrentText(n))
         #: View > Reset window layout: docks back where a first start puts them.

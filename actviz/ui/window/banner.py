@@ -6,9 +6,7 @@ import re
 from collections.abc import Sequence
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
-    QApplication,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -30,15 +28,7 @@ _LONG_RUN = re.compile(r"[^ \n]{24,}")
 # After a path separator, a dot, a comma or an underscore inside such a run.
 _BREAK_AFTER = re.compile(r"([/\\._,:=&?-])")
 _ZERO_WIDTH_SPACE = "\u200b"
-
-
-def level_icon(level: str) -> QIcon:
-    """The style's icon for a message level (a glyph like "⛔" needs a font that may lack)."""
-    pixmap = {
-        "error": QStyle.StandardPixmap.SP_MessageBoxCritical,
-        "warning": QStyle.StandardPixmap.SP_MessageBoxWarning,
-    }.get(level, QStyle.StandardPixmap.SP_MessageBoxInformation)
-    return QApplication.style().standardIcon(pixmap)
+_SP = QStyle.StandardPixmap
 
 
 def breakable(text: str) -> str:
@@ -51,10 +41,12 @@ class MessageBanner(QFrame):
     """Warnings and errors under the toolbar until dismissed or replaced, grouped by source
     ("action", "model", "run") so a new run replaces only its own."""
 
-    _COLOURS = {
-        "error": (style.ROW_BAD_BACKGROUND, style.ERROR_TEXT),
-        "warning": ("#fff3cd", "#664d03"),
-        "info": ("#e8f0fe", "#174ea6"),
+    #: Each level's background, text colour and the style's icon (a glyph like "⛔" needs a
+    #: font that may lack it).
+    _LOOKS = {
+        "error": (style.ROW_BAD_BACKGROUND, style.ERROR_TEXT, _SP.SP_MessageBoxCritical),
+        "warning": ("#fff3cd", "#664d03", _SP.SP_MessageBoxWarning),
+        "info": ("#e8f0fe", "#174ea6", _SP.SP_MessageBoxInformation),
     }
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -79,19 +71,17 @@ class MessageBanner(QFrame):
         self.label.setSizePolicy(policy)
         layout.addWidget(self.label, 1)
         # The message is one readable sentence; the traceback is one click away, not in it.
-        self.details_button = QToolButton(autoRaise=True)
-        self.details_button.setText("Details")
-        self.details_button.setToolTip("The technical details (traceback) of this message")
+        tip = "The technical details (traceback) of this message"
+        self.details_button = QToolButton(
+            autoRaise=True, text="Details", toolTip=tip, visible=False
+        )
         self.details_button.clicked.connect(self.show_details)
-        self.details_button.setVisible(False)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
-        close = QToolButton(autoRaise=True)
+        self.close_button = close = QToolButton(autoRaise=True, toolTip="Dismiss")
         close.setIcon(close.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton))
         close.setIconSize(QSize(12, 12))
-        close.setToolTip("Dismiss")
         # Not connected to clear() directly: clicked(bool) would pass False as the source.
         close.clicked.connect(lambda _=False: self.clear())
-        self.close_button = close
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.setVisible(False)
 
@@ -147,12 +137,12 @@ class MessageBanner(QFrame):
         level = level if messages else ""  # hidden
         self.details_button.setVisible(bool(self.details()))
         if level and level != self.level:
-            bg, fg = self._COLOURS[level]
+            bg, fg, icon = self._LOOKS[level]
             self.setStyleSheet(
                 f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; "
                 f"border-radius: 3px; }} #messageBanner QLabel {{ color: {fg}; }}"
             )
-            self.icon_label.setPixmap(level_icon(level).pixmap(ICON_PX, ICON_PX))
+            self.icon_label.setPixmap(self.style().standardIcon(icon).pixmap(ICON_PX, ICON_PX))
         self.level = level
         mixed = len(levels) > 1
         names = {"error": "Error", "warning": "Warning", "info": "Note"}

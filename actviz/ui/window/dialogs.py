@@ -185,11 +185,10 @@ class OpenModelDialog(QDialog):
         self._fill_arch_combo()
         form.addRow("Architecture", self.arch_combo)
         # Candidates for weights whose architecture is not certain (filled by show_failure).
-        self.arch_list = QListWidget()
-        self.arch_list.setToolTip("Architectures whose tensor names and shapes fit the weights")
+        tip = "Architectures whose tensor names and shapes fit the weights"
+        self.arch_list = QListWidget(toolTip=tip, visible=False)
         self.arch_list.currentItemChanged.connect(self._on_candidate_changed)
         self.arch_list.itemDoubleClicked.connect(lambda _item: self.accept())
-        self.arch_list.setVisible(False)
         form.addRow(self.arch_list)
         self.hint_label = QLabel(
             "A state_dict or safetensors file holds only weights: leave the architecture "
@@ -224,9 +223,8 @@ class OpenModelDialog(QDialog):
 
         self._error_tab: int | None = None
         self.tabs.currentChanged.connect(self._on_tab_changed)
-        self.message_label = QLabel("", wordWrap=True)
+        self.message_label = QLabel("", wordWrap=True, visible=False)
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.message_label.setVisible(False)
         layout.addWidget(self.message_label)
         std = QDialogButtonBox.StandardButton
         self.buttons = QDialogButtonBox(std.Open | std.Cancel)
@@ -432,11 +430,8 @@ class _NameTab(QWidget):
 
     def listed(self) -> list[str]:
         """The names shown, best match first."""
-        return [
-            self.list.item(i).text()
-            for i in range(self.list.count())
-            if _is_name(self.list.item(i))
-        ]
+        items = map(self.list.item, range(self.list.count()))
+        return [item.text() for item in items if _is_name(item)]
 
     def spec(self) -> ModelSpec | None:
         """The selected name, or the only one the search kept (None: neither)."""
@@ -485,8 +480,7 @@ class ExportFolderDialog(QDialog):
         return str(Path(text).expanduser()) if text else ""
 
     def _on_text_changed(self, _text: str) -> None:
-        folder = self.folder()
-        path = Path(folder) if folder else None
+        path = Path(folder) if (folder := self.folder()) else None
         if path is None:
             note = ""
         elif path.is_dir():
