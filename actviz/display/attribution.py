@@ -221,23 +221,10 @@ def saliency_at_image(
     return np.ascontiguousarray(heat.cpu().numpy(), dtype=np.float32), ""
 
 
-def spatial_layers(cap: Any) -> list[str]:
-    """Captured layers with an ``(N, C, H, W)`` output and a same-shape gradient (Grad-CAM's)."""
-    return [
-        name
-        for name in cap.names
-        if (act := cap[name].tensor) is not None
-        and (grad := cap[name].grad) is not None
-        and act.dim() == 4
-        and act.shape == grad.shape
-    ]
-
-
-def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -> list[str]:
-    """The Grad-CAM layers offered for an image input: :func:`spatial_layers`, plus under a
-    ViT patch ``layout`` the token layers whose patch tokens have a gradient."""
-    if image is None:
-        return []
+def gradcam_candidates(cap: Any, layout: Any = None) -> list[str]:
+    """The Grad-CAM layers of an image input: those with an ``(N, C, H, W)`` output and a
+    same-shape gradient, plus under a ViT patch ``layout`` the token layers whose patch tokens
+    have a gradient."""
     out = []
     for name in cap.names:
         act, grad = cap[name].tensor, cap[name].grad

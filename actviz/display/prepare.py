@@ -227,7 +227,7 @@ def prepare(
     order = [n for n in cap.names if n in shown]
     image = attr.display_image(cap.inputs, spec.image, spec.sample)
     size = image.shape[:2] if image is not None else None
-    candidates = attr.gradcam_candidates(cap, image, spec.layout)
+    candidates = attr.gradcam_candidates(cap, spec.layout) if image is not None else []
     cam_default = attr.default_gradcam_layer(cap, candidates, spec.gradcam_layer)
     if eager_cams is None:
         eager_cams = candidates if not fast else [cam_default] if cam_default else []

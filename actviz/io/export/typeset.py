@@ -213,7 +213,7 @@ def channel_pages(
 def pick_gradcam_layer(cap: Capture) -> str | None:
     """The Grad-CAM layer export uses by default: the one rule of
     :func:`actviz.display.attribution.default_gradcam_layer` (never a 1x1 layer)."""
-    return attribution.default_gradcam_layer(cap, attribution.spatial_layers(cap))
+    return attribution.default_gradcam_layer(cap, attribution.gradcam_candidates(cap))
 
 
 def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.Image:
