@@ -53,10 +53,10 @@ class SimilarityChart(PlotPanel):
             f'<span style="color:{COSINE_COLOUR}">&#9679; cosine similarity</span>'
             f'&nbsp;&nbsp;&nbsp;<span style="color:{DISTANCE_COLOUR}">&#9632; relative L2 '
             f"distance</span>&nbsp;&nbsp;&nbsp;"
-            f'<span style="color:{DIVERGENCE_COLOUR}">&#9474; first divergence</span>'
+            f'<span style="color:{DIVERGENCE_COLOUR}">&#9474; first divergence</span>',
+            textFormat=QtCore.Qt.TextFormat.RichText,
+            wordWrap=True,  # two lines in a narrow tab, never a sideways scroll
         )
-        self.key_label.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.key_label.setWordWrap(True)  # two lines in a narrow tab, never a sideways scroll
         self.content.insertWidget(0, self.key_label)
         self.cosine_curve = _series(COSINE_COLOUR, "o", "cosine similarity")
         self.distance_curve = _series(DISTANCE_COLOUR, "s", "relative L2 distance")

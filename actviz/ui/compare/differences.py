@@ -49,8 +49,9 @@ class DifferenceArea(QtWidgets.QScrollArea):
         self.grid = QtWidgets.QGridLayout(container)
         self.grid.setContentsMargins(*[style.PAGE_MARGIN] * 4)
         self.grid.setSpacing(style.PANEL_SPACING)
-        self.placeholder = QtWidgets.QLabel(NO_DIFFERENCES, wordWrap=True)
-        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.placeholder = QtWidgets.QLabel(
+            NO_DIFFERENCES, wordWrap=True, alignment=QtCore.Qt.AlignmentFlag.AlignCenter
+        )
         self.grid.addWidget(self.placeholder, 0, 0)
         self.setWidget(container)
         bar = self.verticalScrollBar()

@@ -95,8 +95,7 @@ class CompareView(QtWidgets.QWidget):
         self.pin_combo.setToolTip("Pin results with Run > Pin this result (Ctrl+P)")
         self.source_stack.addWidget(self._page(self.pin_combo))
 
-        self.input_combo = QtWidgets.QComboBox()
-        self.input_combo.setEditable(True)
+        self.input_combo = QtWidgets.QComboBox(editable=True)
         style.fit_combo(self.input_combo, 10)
         self.input_combo.lineEdit().setPlaceholderText("image / tensor file or random:SEED")
         self.input_combo.setToolTip(
@@ -108,8 +107,7 @@ class CompareView(QtWidgets.QWidget):
         self.browse_button.clicked.connect(self.browse_input_requested)
         self.source_stack.addWidget(self._page(self.input_combo, self.browse_button, stretch=0))
 
-        self.model_label = style.ElidedLabel()
-        self.model_label.setText("no model B opened")
+        self.model_label = style.ElidedLabel("no model B opened")
         self.open_model_button = QtWidgets.QPushButton("Open model B…")
         self.open_model_button.setToolTip(
             "Another checkpoint of the same architecture, opened with the Open model dialog"
