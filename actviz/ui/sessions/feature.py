@@ -45,6 +45,16 @@ def _yes(parent: QWidget, text: str, title: str) -> bool:
     return QMessageBox.question(parent, title, text) == QMessageBox.StandardButton.Yes
 
 
+def _choose(parent: QWidget, icon: Any, title: str, text: str, *buttons: tuple[str, Any]) -> int:
+    """``text`` in a box with ``buttons`` (label, role; the first the default) and Cancel; the
+    index of the button clicked, -1 for Cancel."""
+    box = QMessageBox(icon, title, text, QMessageBox.StandardButton.Cancel, parent)
+    made = [box.addButton(label, role) for label, role in buttons]
+    box.setDefaultButton(made[0])
+    box.exec()
+    return made.index(box.clickedButton()) if box.clickedButton() in made else -1
+
+
 def ask_restore(parent: QWidget, text: str) -> bool:
     """Default question at start: restore the session kept on quit?"""
     return _yes(parent, text, "Restore the last session")
@@ -57,14 +67,9 @@ def confirm_changed(parent: QWidget, text: str) -> bool:
 
 def locate_checkpoint(parent: QWidget, text: str) -> str | None:
     """Default: say the checkpoint is gone and let the user pick where it is now."""
-    box = QMessageBox(parent)
-    box.setIcon(QMessageBox.Icon.Warning)
-    box.setWindowTitle("Checkpoint not found")
-    box.setText(f"{text}.\n\nLocate it to open the session.")
-    locate = box.addButton("Locate…", QMessageBox.ButtonRole.AcceptRole)
-    box.addButton(QMessageBox.StandardButton.Cancel)
-    box.exec()
-    if box.clickedButton() is not locate:
+    locate = ("Locate…", QMessageBox.ButtonRole.AcceptRole)
+    text = f"{text}.\n\nLocate it to open the session."
+    if _choose(parent, QMessageBox.Icon.Warning, "Checkpoint not found", text, locate) != 0:
         return None
     path, _ = QFileDialog.getOpenFileName(parent, "Locate the checkpoint")
     return path or None
@@ -72,17 +77,10 @@ def locate_checkpoint(parent: QWidget, text: str) -> str | None:
 
 def ask_pin_captures(parent: QWidget, text: str) -> bool | None:
     """Default question before saving pins that hold captures: keep them, leave them out."""
-    box = QMessageBox(parent)
-    box.setIcon(QMessageBox.Icon.Question)
-    box.setWindowTitle("Save session")
-    box.setText(text)
-    keep = box.addButton("Keep the captures", QMessageBox.ButtonRole.AcceptRole)
-    drop = box.addButton("Leave them out", QMessageBox.ButtonRole.DestructiveRole)
-    box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(keep)
-    box.exec()
-    clicked = box.clickedButton()
-    return True if clicked is keep else False if clicked is drop else None
+    role = QMessageBox.ButtonRole
+    keep, drop = ("Keep the captures", role.AcceptRole), ("Leave them out", role.DestructiveRole)
+    answer = _choose(parent, QMessageBox.Icon.Question, "Save session", text, keep, drop)
+    return None if answer < 0 else answer == 0
 
 
 @dataclass
