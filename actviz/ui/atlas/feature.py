@@ -176,15 +176,13 @@ class AtlasFeature(FeatureBase, QObject):
         keep = current if current in layers else mapped[-1]
         if saved is not None and saved.get("layer") in layers:
             # The saved layer, method and colouring (chosen without rebuilding).
-            keep, method = str(saved["layer"]), str(saved.get("method", "")).upper()
-            methods = [v.method_combo.itemText(i) for i in range(v.method_combo.count())]
-            if method in methods:
-                v.set_choices(v.method_combo, methods, method)
-            colour = saved.get("colour")
-            if isinstance(colour, str) and v.colour_combo.findText(colour) >= 0:
-                with QSignalBlocker(v.colour_combo):
-                    v.colour_combo.setCurrentText(colour)
-                v.channel_spin.setEnabled(colour == "Channel")
+            keep, colour = str(saved["layer"]), str(saved.get("colour"))
+            method = str(saved.get("method", "")).upper()
+            for combo, text in ((v.method_combo, method), (v.colour_combo, colour)):
+                if combo.findText(text) >= 0:
+                    with QSignalBlocker(combo):
+                        combo.setCurrentText(text)
+            v.channel_spin.setEnabled(v.colour_combo.currentText() == "Channel")
         v.set_choices(v.layer_combo, layers, keep)
         self.rebuild()
 
@@ -453,9 +451,8 @@ class AtlasFeature(FeatureBase, QObject):
         marker = self.view.marker_position()
         selection = self.selection.copy()
         p = atlas.projection
-        by = {"Correct": "correctness"}.get(mode, mode.lower())
-        if mode == "Channel":
-            by = f"channel {self.view.channel_spin.value()}'s mean activation"
+        channel = f"channel {self.view.channel_spin.value()}'s mean activation"
+        by = {"Correct": "correctness", "Channel": channel}.get(mode, mode.lower())
         caption = (
             f"Atlas of {atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}), "
             f"coloured by {by}"

@@ -137,7 +137,7 @@ class AtlasView(QtWidgets.QWidget):
         self.empty_label = _wrapped(EMPTY_TEXT, alignment=Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.empty_label)
 
-        split = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
+        split = QtWidgets.QSplitter(Qt.Orientation.Horizontal, childrenCollapsible=False)
         left = QtWidgets.QWidget()
         lv = style.bare_box(left, vertical=True)
         self.box = SelectBox()
@@ -163,15 +163,13 @@ class AtlasView(QtWidgets.QWidget):
         lv.addWidget(self.plot, 1)
         self.legend_label = _wrapped("", textFormat=Qt.TextFormat.RichText)
         lv.addWidget(self.legend_label)
-        self.colour_bar = QtWidgets.QWidget()
+        self.colour_bar = QtWidgets.QWidget(visible=False)
         cb = style.bare_box(self.colour_bar)
-        self.bar_low = QtWidgets.QLabel("")
+        self.bar_low, self.bar_high = QtWidgets.QLabel(""), QtWidgets.QLabel("")
         self.bar_image = QtWidgets.QLabel(scaledContents=True)
         self.bar_image.setFixedHeight(12)
-        self.bar_high = QtWidgets.QLabel("")
         for w, stretch in ((self.bar_low, 0), (self.bar_image, 1), (self.bar_high, 0)):
             cb.addWidget(w, stretch)
-        self.colour_bar.hide()
         lv.addWidget(self.colour_bar)
         split.addWidget(left)
 
@@ -194,7 +192,6 @@ class AtlasView(QtWidgets.QWidget):
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
-        split.setChildrenCollapsible(False)
         split.setSizes([3000, 1000])  # the map gets most of the width from the start
         self.split = split
         self.stack.addWidget(split)
