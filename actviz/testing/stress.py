@@ -180,12 +180,6 @@ class StressDriver(UserActions):
             if timing:
                 self.probe.start()
 
-    def restart_window(self) -> None:
-        """Close the window and open a fresh one (the start-up bench's time, not a block)."""
-        with self.untimed():
-            self.close_window()
-            self.open_window()
-
     def note_stuck(self, text: str) -> None:
         """Record that something waited without end (a dialog, a wait for idle)."""
         self._stuck.append(self._failure(self._i, "stuck", text))

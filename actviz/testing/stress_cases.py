@@ -89,16 +89,6 @@ def first_use_modules() -> list[str]:
     return names + (["timm"] if importlib.util.find_spec("timm") is not None else [])
 
 
-def import_on_first_use() -> None:
-    """Import :func:`first_use_modules` and Pillow's image plugins before a long run's first
-    action: a one-time import after the warm-up would read as memory growth."""
-    import PIL.Image
-
-    PIL.Image.init()
-    for name in first_use_modules():
-        importlib.import_module(name)
-
-
 def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
     """The model ``case`` opens with, the models a switch opens (by name) and the
     checkpoint the Open model dialog is given (a dropped model's setup: its file)."""
@@ -135,6 +125,8 @@ def child(spec: dict[str, Any]) -> int:
     tune_allocator()
     parallel_in_workers_only()
     keep_collector_off_clicks()
+    import PIL.Image
+
     from actviz.testing.stress import StressDriver
     from actviz.testing.stress_report import WARM_UP_ACTIONS
 
@@ -147,7 +139,10 @@ def child(spec: dict[str, Any]) -> int:
     if spec["actions"] > WARM_UP_ACTIONS:  # memory figures count after it: nothing made later
         for made in (*switches.values(), checkpoint):
             driver.ready(made)
-        import_on_first_use()
+        # And what a first use imports (Pillow's plugins too): later it would read as growth.
+        PIL.Image.init()
+        for name in first_use_modules():
+            importlib.import_module(name)
     inject = {int(step): {"kind": kind} for step, kind in spec["inject"].items()}
     report = driver.run(spec["actions"], steps=spec["steps"], inject=inject)
     Path(spec["out"]).write_text(json.dumps(report.to_json()))

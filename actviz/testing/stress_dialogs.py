@@ -52,8 +52,7 @@ class DialogAnswerer:
 
     def __init__(self, driver: Any) -> None:
         self.driver = driver
-        self.timer = QTimer()
-        self.timer.setInterval(15)
+        self.timer = QTimer(interval=15)
         self.timer.timeout.connect(self.answer)
         self._busy = False
         self._seen: dict[int, float] = {}
@@ -72,9 +71,8 @@ class DialogAnswerer:
             widget, how = QApplication.activeModalWidget(), self._answer_dialog
             if widget is None or not widget.isVisible():
                 # Forgotten: a later widget may reuse an id (and look open since long ago).
-                self._seen.clear()
-                self._tried.clear()
-                self._said.clear()
+                for kept in (self._seen, self._tried, self._said):
+                    kept.clear()
                 return
         # Shown for a moment first, as a person reads before clicking.
         now = time.perf_counter()
