@@ -128,11 +128,27 @@ def _open_source(
     src: str, *, arch: str | None, weights: Any, trust: bool, guess: bool
 ) -> LoadedModel:
     if src == "demo":
-        return _open_demo()
+        from actviz.io.models import demo_model as demo
+
+        try:
+            model = demo.load_demo_model()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise ModelLoadError(
+                f"demo: the bundled demo model is unavailable ({one_line(exc)})"
+            ) from exc
+        classes, size = list(demo.DEMO_CLASSES), demo.DEMO_INPUT_SIZE
+        return LoadedModel(model, "demo", "demo", "demo", classes, demo.demo_transform, size)
     path = Path(src)
+    if path.is_dir():
+        if hf_models.is_model_folder(path):
+            return hf_models.open_hf(src, folder=path, trust=trust)
+        found = sorted(p.name for p in path.iterdir() if p.suffix in _MODEL_SUFFIXES)[:5]
+        hint = f" (model files in it: {', '.join(found)})" if found else ""
+        raise ModelLoadError(
+            f"{src}: is a folder without config.json, so not a Hugging Face model folder; "
+            f"give a model file, a name or file.py:Class{hint}"
+        )
     if path.exists():
-        if path.is_dir():
-            return _open_folder(path, src, trust=trust)
         if path.suffix == ".py":
             classes = module_classes_in_file(path)
             hint = f" (classes in it: {', '.join(classes[:8])})" if classes else ""
@@ -155,34 +171,3 @@ def _open_source(
         # A canonical hub id without an organisation (gpt2, bert-base-uncased), cached.
         return hf_models.open_hf(src, trust=trust)
     raise ModelLoadError(unknown_name_message(src, "model"))
-
-
-def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
-    if hf_models.is_model_folder(path):
-        return hf_models.open_hf(src, folder=path, trust=trust)
-    found = sorted(p.name for p in path.iterdir() if p.suffix in _MODEL_SUFFIXES)[:5]
-    hint = f" (model files in it: {', '.join(found)})" if found else ""
-    raise ModelLoadError(
-        f"{src}: is a folder without config.json, so not a Hugging Face model folder; "
-        f"give a model file, a name or file.py:Class{hint}"
-    )
-
-
-def _open_demo() -> LoadedModel:
-    from actviz.io.models import demo_model as demo
-
-    try:
-        model = demo.load_demo_model()
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise ModelLoadError(
-            f"demo: the bundled demo model is unavailable ({one_line(exc)})"
-        ) from exc
-    return LoadedModel(
-        model,
-        "demo",
-        "demo",
-        "demo",
-        categories=list(demo.DEMO_CLASSES),
-        transforms=getattr(demo, "demo_transform", None),
-        input_size=tuple(demo.DEMO_INPUT_SIZE),
-    )
