@@ -61,16 +61,13 @@ class ProcessState:
 
     def changes_since(self, before: ProcessState) -> list[str]:
         """Describe what differs from ``before`` (empty when nothing does)."""
-        says = {
-            "switch_interval": "sys.getswitchinterval() changed from {!r} to {!r}",
-            "torch_threads": "torch.get_num_threads() changed from {} to {}",
-            "global_hooks": "global module hooks went from {} to {}",
-        }
-        return [
-            say.format(getattr(before, field), getattr(self, field))
-            for field, say in says.items()
-            if getattr(self, field) != getattr(before, field)
-        ]
+        says = (  # one per field, in order
+            "sys.getswitchinterval() changed from {!r} to {!r}",
+            "torch.get_num_threads() changed from {} to {}",
+            "global module hooks went from {} to {}",
+        )
+        pairs = zip(says, dataclasses.astuple(before), dataclasses.astuple(self), strict=True)
+        return [say.format(then, now) for say, then, now in pairs if now != then]
 
 
 def live_array_mib() -> dict[str, float]:
