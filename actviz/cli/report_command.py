@@ -94,7 +94,15 @@ def _from_session(args: argparse.Namespace, progress: kit.Say) -> tuple[Any, dic
     baseline = None
     if cap.edits and loaded is not None and state.input is not None:
         baseline = actviz.capture(loaded.model, state.input.value, cap.names, target=state.target)
-    comparison, label = _comparison(state, cap)
+    # The session's comparison when both its runs have captures.
+    setup, comparison, label = state.comparison or {}, None, ""
+    runs = {"current": cap, **{p.label: p.capture for p in state.pins}}
+    if runs.get(setup.get("a")) is not None and runs.get(setup.get("b")) is not None:
+        from actviz.core.compare import compare
+
+        tol = float(setup.get("tol", 1e-4))
+        comparison = compare(runs[setup["a"]], runs[setup["b"]], tol=tol)
+        label = f"Run A ({setup['a']}) against run B ({setup['b']})."
     src = state.model
     source = None
     if src is not None:
@@ -130,16 +138,3 @@ def _from_session(args: argparse.Namespace, progress: kit.Say) -> tuple[Any, dic
         notes=notes,
         title=f"actviz report: {args.session}",
     )
-
-
-def _comparison(state: Any, cap: Any) -> tuple[Any, str]:
-    """The session's comparison when both runs have captures; else ``(None, "")``."""
-    setup = state.comparison or {}
-    runs = {"current": cap, **{p.label: p.capture for p in state.pins}}
-    a, b = runs.get(setup.get("a")), runs.get(setup.get("b"))
-    if a is None or b is None:
-        return None, ""
-    from actviz.core.compare import compare
-
-    tol = float(setup.get("tol", 1e-4))
-    return compare(a, b, tol=tol), f"Run A ({setup['a']}) against run B ({setup['b']})."

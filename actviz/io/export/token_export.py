@@ -16,8 +16,6 @@ from actviz.display.prepared import DisplaySpec, RunResult
 from actviz.display.token_maps import token_labels
 from actviz.io.export.typeset import heat_png, safe_name
 
-_BG = (255, 255, 255)
-
 
 def sequence_inputs(
     cap: Any,
@@ -132,7 +130,7 @@ def write_sequence_views(
 def _grid(parts: list[Image.Image], columns: int = 4) -> Image.Image:
     w, h = max(p.width for p in parts), max(p.height for p in parts)
     rows = -(-len(parts) // columns)
-    canvas = Image.new("RGB", (w * min(columns, len(parts)), h * rows), _BG)
+    canvas = Image.new("RGB", (w * min(columns, len(parts)), h * rows), "white")
     for i, p in enumerate(parts):
         canvas.paste(p, ((i % columns) * w, (i // columns) * h))
     return canvas
