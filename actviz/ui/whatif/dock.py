@@ -163,17 +163,6 @@ def _set_note(label: QtWidgets.QLabel, text: str) -> None:
         label.setVisible(bool(text))
 
 
-def _number(text: str) -> float | None:
-    """``text`` as a finite number; None for an empty field; ValueError otherwise."""
-    text = text.strip()
-    if not text:
-        return None
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(text)
-    return value
-
-
 class RangeDialog(QtWidgets.QDialog):
     """Ask for ``[min, max]`` (an empty field: no bound; one at least)."""
 
@@ -207,10 +196,14 @@ class RangeDialog(QtWidgets.QDialog):
         """``(min, max)`` as typed, or why they cannot be used (a sentence)."""
         bounds = []
         for what, edit in (("Lowest", self.min_edit), ("Highest", self.max_edit)):
+            text = edit.text().strip()
             try:
-                bounds.append(_number(edit.text()))
+                value = float(text) if text else None
             except ValueError:
-                return f"{what}: {edit.text().strip()!r} is not a number."
+                value = math.nan
+            if value is not None and not math.isfinite(value):  # (inf, nan: no bound to use)
+                return f"{what}: {text!r} is not a number."
+            bounds.append(value)
         low, high = bounds
         if low is None and high is None:
             return "Give a lowest or a highest value (or both)."
