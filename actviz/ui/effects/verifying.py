@@ -41,9 +41,7 @@ class Verification:
 
     def forget(self) -> None:
         """Another model: its channels are others."""
-        self.note = ""
-        self.asked = {}
-        self.pending = None
+        self.note, self.asked, self.pending = "", {}, None
 
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
         """Measure each layer's top channels (or ``channels``) exactly, in the background."""

@@ -56,16 +56,12 @@ class PageVisualiser(QObject):
         #: ``pictures_made(token, kind, value)``: "part" (a Visualization) or "total" (count).
         self.pictures_made = self._signals.part
         #: Layer, channels of the page, the layer's channel count (0 while unknown).
-        self.layer = ""
+        self.layer, self.total = "", 0
         self.channels: tuple[int, ...] = ()
-        self.total = 0
         self._parts: list[Visualization] = []
         # The page: its position in the layer's (or the panel's) order, and its size.
         self._order: tuple[int, ...] | None = None
-        self._order_label = ""
-        self._pos = 0
-        self._size = 1
-        self._settings = VisualizeSettings()
+        self._order_label, self._pos, self._size, self._settings = "", 0, 1, VisualizeSettings()
         self._token = 0  # of the page whose parts are shown (a part of another is dropped)
         #: The model's copy the page is synthesised on (made on the capture worker).
         self.copy = host.private_model(self)
@@ -159,9 +155,7 @@ class PageVisualiser(QObject):
         self.job.drop()
         self._token += 1
         self.layer, self._settings = layer, settings
-        self._parts = []
-        self._pos = max(0, int(first))
-        self._size = max(1, int(size))
+        self._parts, self._pos, self._size = [], max(0, int(first)), max(1, int(size))
         self.channels = self._page_channels()
         self._show_page()
 
@@ -200,7 +194,8 @@ class PageVisualiser(QObject):
         self.job.drop()
         self.copy.forget()
         self._parts = []
-        self.layer, self.channels, self.total = "", (), 0
+        self.layer, self.total = "", 0
+        self.channels: tuple[int, ...] = ()
         self.dock.set_busy(False)
         self.dock.set_page("", ())
         self.dock.set_message("")
