@@ -95,11 +95,8 @@ class ClickableImageItem(pg.ImageItem):
             return False
         data = np.ascontiguousarray(image)
         height, width, channels = data.shape
-        fmt = (
-            QtGui.QImage.Format.Format_RGB888
-            if channels == 3
-            else QtGui.QImage.Format.Format_RGBA8888
-        )
+        formats = QtGui.QImage.Format
+        fmt = formats.Format_RGB888 if channels == 3 else formats.Format_RGBA8888
         return self._show(QtGui.QImage(data.data, width, height, data.strides[0], fmt))
 
     #: Left click with Ctrl (``extend`` False: toggle) or Shift (``extend`` True: range).
@@ -111,8 +108,7 @@ class ClickableImageItem(pg.ImageItem):
         if self.image is None:
             ev.ignore()
             return
-        pos = ev.pos()
-        mods = ev.modifiers()
+        pos, mods = ev.pos(), ev.modifiers()
         if ev.button() == QtCore.Qt.MouseButton.LeftButton:
             ev.accept()
             shift = bool(mods & QtCore.Qt.KeyboardModifier.ShiftModifier)
@@ -137,8 +133,7 @@ class _GridCellCanvas:
     _passive: bool
 
     def _init_cell(self, passive: bool, margins: tuple[int, int, int, int], spacing: int) -> None:
-        self._passive = passive
-        self._inside = False
+        self._passive, self._inside = passive, False
         self.setBackground(style.PLOT_BACKGROUND)
         self.ci.setContentsMargins(*margins)
         self.ci.setSpacing(spacing)
@@ -225,9 +220,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self.grid = TileGrid(self.view)
         #: Outlines of marked tiles (selected channels), in image coordinates.
         self.marks = QtWidgets.QGraphicsPathItem()
-        marks_pen = pg.mkPen(style.TILE_MARK, width=2)
-        marks_pen.setCosmetic(True)
-        self.marks.setPen(marks_pen)
+        self.marks.setPen(pg.mkPen(style.TILE_MARK, width=2))  # (cosmetic: 2 px at every zoom)
         self.marks.setZValue(12)
         self.view.addItem(self.marks, ignoreBounds=True)
         self._marked: list[QtCore.QRectF] = []

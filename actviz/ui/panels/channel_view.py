@@ -43,8 +43,7 @@ def channel_stats(data: np.ndarray) -> dict[str, float]:
     values = np.asarray(data, dtype=np.float64)
     finite = values[np.isfinite(values)]
     if finite.size == 0:
-        nan = float("nan")
-        return {"min": nan, "max": nan, "mean": nan, "std": nan, "zero_frac": nan}
+        return dict.fromkeys(("min", "max", "mean", "std", "zero_frac"), float("nan"))
     return {
         "min": float(finite.min()),
         "max": float(finite.max()),
@@ -175,8 +174,7 @@ class ChannelView(PanelBase):
 
         self.content.addLayout(self._build_controls())
         row = self._columns = style.bare_box(spacing=6)
-        self._narrow = False
-        self._stacked = False
+        self._narrow = self._stacked = False
         self._act_box = ImageColumn(
             "activation", lambda: resolve(self._choice, signed=self._signed)
         )
@@ -415,8 +413,7 @@ class ChannelView(PanelBase):
             target.view.setRange(rect=source.view.viewRect(), padding=0.0)
 
     def _update_overlay(self) -> None:
-        on = self.overlay_box.isChecked() and self.image is not None
-        on = on and self.activation is not None
+        on = self.overlay_box.isChecked() and self.image is not None and self.activation is not None
         if on:
             height, width = self.activation.shape  # type: ignore[union-attr]
             self.backdrop.setImage(self.image, autoLevels=False, levels=(0, 255))

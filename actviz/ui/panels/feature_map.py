@@ -157,8 +157,7 @@ class LayerPanel(PanelBase):
         self._tile_unit = ""
         self._build_edit_bar()
 
-        row = style.bare_box(spacing=6)
-        self._sides = row
+        row = self._sides = style.bare_box(spacing=6)
         self.activation_slot = ViewSlot("activation", style.BAR_POSITIVE)
         self.gradient_slot = ViewSlot("|gradient|", style.BAR_GRADIENT, gradient=True)
         self.activation_slot.resized.connect(self._on_activation_resized)
@@ -166,8 +165,7 @@ class LayerPanel(PanelBase):
         row.addWidget(self.activation_slot, 1)
         row.addWidget(self.gradient_slot, 1)
         self.content.addLayout(row, 1)
-        bottom = style.bare_box(spacing=2)
-        self._readouts = bottom
+        bottom = self._readouts = style.bare_box(spacing=2)
         self.status_label = style.readout_label()
         bottom.addWidget(self.edit_badge)
         bottom.addWidget(self.status_label, 1)

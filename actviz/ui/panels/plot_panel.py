@@ -281,9 +281,7 @@ def _decade(power: int) -> str:
     """10**power as a tick label: plain from 0.001 to 1000, else "1e-5"."""
     if 0 <= power <= 3:
         return str(10**power)
-    if -3 <= power < 0:
-        return f"{10.0**power:.{-power}f}"
-    return f"1e{power}"
+    return f"{10.0**power:.{-power}f}" if -3 <= power < 0 else f"1e{power}"
 
 
 class GradFlowPanel(PlotPanel):
@@ -352,13 +350,9 @@ class GradFlowPanel(PlotPanel):
         self.plot.setRange(
             xRange=(-0.6, max(norms.size, 1) - 0.4), yRange=(floor, top), padding=0.0
         )
-        problems = int(bad.sum())
-        summary = f"{norms.size} layers"
-        if zero.any():
-            summary += f", {int(zero.sum())} with zero gradient"
-        if problems:
-            summary += f", {problems} NaN/Inf"
-        self.set_summary(summary)
+        zeros, problems = int(zero.sum()), int(bad.sum())
+        summary = f"{norms.size} layers" + (f", {zeros} with zero gradient" if zeros else "")
+        self.set_summary(summary + (f", {problems} NaN/Inf" if problems else ""))
 
     def clear(self) -> None:
         """Show no layers."""

@@ -111,9 +111,7 @@ class StatsModel(QtCore.QAbstractTableModel):
             return None
         if role == _Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section].header
-        if role == _Qt.ItemDataRole.ToolTipRole:
-            return COLUMNS[section].tooltip
-        return None
+        return COLUMNS[section].tooltip if role == _Qt.ItemDataRole.ToolTipRole else None
 
     def sort(self, column: int, order: _Qt.SortOrder = _Qt.SortOrder.AscendingOrder) -> None:
         """Sort rows by ``column``; missing and NaN values always go last."""

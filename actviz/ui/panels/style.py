@@ -292,9 +292,7 @@ def format_value(value: float) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     magnitude = abs(value)
-    if magnitude == 0.0 or 1e-3 <= magnitude < 1e4:
-        return f"{value:.3f}"
-    return f"{value:.3e}"
+    return f"{value:.3f}" if magnitude == 0.0 or 1e-3 <= magnitude < 1e4 else f"{value:.3e}"
 
 
 def tool_button(

@@ -23,8 +23,7 @@ class TileGrid:
 
     def __init__(self, view: pg.ViewBox) -> None:
         self._view = view
-        self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)
-        self._pen.setCosmetic(True)
+        self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)  # cosmetic (pyqtgraph's default)
         self._lines: list[QtCore.QLineF] = []
         self._tiles: tuple[int, int, int, int, int, int, int] | None = None
         # The channel of each tile when they are not consecutive (sorted by effect).

@@ -61,9 +61,7 @@ def locate_in_mosaic(view: LayerView, mosaic: Mosaic, x: float, y: float) -> Loc
         scale_y = scale_x = scale
     data_y = min(int(int(y - y0) * scale_y), height - 1)
     data_x = min(int(int(x - x0) * scale_x), width - 1)
-    if data_y < 0 or data_x < 0:
-        return None
-    return Location("maps", channel, data_x, data_y)
+    return None if data_y < 0 or data_x < 0 else Location("maps", channel, data_x, data_y)
 
 
 def value_at(view: LayerView | None, loc: Location) -> float | None:
@@ -274,15 +272,10 @@ class ViewSlot(QtWidgets.QWidget):
 
     def _scalar(self) -> QtWidgets.QLabel:
         if self.scalar_label is None:
-            self.scalar_label = QtWidgets.QLabel()
-            font = self.scalar_label.font()
-            font.setPointSize(22)
-            font.setBold(True)
-            self.scalar_label.setFont(font)
-            self.scalar_label.setStyleSheet(f"color: {style.TEXT};")
-            self.scalar_label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
-            self.scalar_label.setTextInteractionFlags(
-                QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
+            self.scalar_label = QtWidgets.QLabel(
+                styleSheet=f"color: {style.TEXT}; font-size: 22pt; font-weight: bold;",
+                alignment=QtCore.Qt.AlignmentFlag.AlignCenter,
+                textInteractionFlags=QtCore.Qt.TextInteractionFlag.TextSelectableByMouse,
             )
             self.stack.addWidget(self.scalar_label)
         return self.scalar_label
@@ -344,9 +337,7 @@ class ViewSlot(QtWidgets.QWidget):
     def image_width(self) -> int:
         """Screen pixels the image (a mosaic) fills across (0 while it is not shown)."""
         canvas = self.image_canvas
-        if canvas is None or not canvas.isVisible():
-            return 0
-        return canvas.image_area_width()
+        return 0 if canvas is None or not canvas.isVisible() else canvas.image_area_width()
 
     def mark_channels(self, channels: list[int]) -> None:
         """Outline the tiles of ``channels`` on the mosaic shown ([] removes the outlines)."""
