@@ -5,7 +5,8 @@ optionally ``"widgets"``, ``"hooks"``, ``"process"``, turns checks off)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +118,15 @@ def feature_classes(features: Sequence[Any]) -> list[Any]:
     return [by_name[f] if isinstance(f, str) else f for f in features]
 
 
-def leftovers(
-    drivers: list, widgets_before: frozenset[int], state_before: Any, allowed: set[str]
-) -> list[str]:
-    """Close and delete the drivers' windows; describe what the test left behind."""
-    from actviz.testing.checks import ProcessState, describe_widget, hooks_left, leaked_widgets
+@contextlib.contextmanager
+def _left_behind(request: pytest.FixtureRequest, drivers: list, allowed: set[str]) -> Iterator:
+    """Around a test: close and delete the drivers' windows after it, then fail it (unless its
+    call failed) for hooks left on their models, changed process state or top-level widgets."""
+    from actviz.testing import checks
 
+    state_before, widgets_before = checks.ProcessState.now(), checks.top_level_widgets()
+    yield
+    allowed = allowed | allowed_leaks(request.node)
     models: list[Any] = []
     while drivers:
         # Popped: a deleted window's Python side still holds what Python made for it.
@@ -134,14 +138,20 @@ def leftovers(
     if "hooks" not in allowed:
         shown = {id(m): m for m in models if hasattr(m, "named_modules")}  # each model once
         for model in shown.values():
-            problems.extend(f"hook left: {line}" for line in hooks_left(model))
+            problems.extend(f"hook left: {line}" for line in checks.hooks_left(model))
     if "process" not in allowed:
-        problems.extend(ProcessState.now().changes_since(state_before))
+        problems.extend(checks.ProcessState.now().changes_since(state_before))
     if "widgets" not in allowed:
         problems.extend(
-            f"top-level widget left: {describe_widget(w)}" for w in leaked_widgets(widgets_before)
+            f"top-level widget left: {checks.describe_widget(w)}"
+            for w in checks.leaked_widgets(widgets_before)
         )
-    return problems
+    if problems and not request.node.stash.get(_CALL_FAILED, False):
+        pytest.fail(
+            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
+            + "\n  ".join(problems),
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -153,33 +163,15 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     builds a window with only ``features`` (None: all) on scratch settings. Nothing runs until
     :meth:`~actviz.testing.WindowDriver.run_and_wait`.
     """
-    from actviz.testing.checks import ProcessState, top_level_widgets
-
-    state_before = ProcessState.now()
-    widgets_before = top_level_widgets()
     drivers: list = []
     request.node.stash[_DRIVERS] = drivers
-    yield window_factory(qtbot, tmp_path, drivers)
-    _fail_on(request, leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node)))
+    with _left_behind(request, drivers, set()):
+        yield window_factory(qtbot, tmp_path, drivers)
 
 
 @pytest.fixture
 def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
     """Fail a test that builds its own widgets and leaks top-level widgets or changes process
     settings (``actviz_window``'s checks less hooks); opt out with ``actviz_allow_leaks``."""
-    from actviz.testing.checks import ProcessState, top_level_widgets
-
-    state_before, widgets_before = ProcessState.now(), top_level_widgets()
-    yield
-    allowed = {"hooks"} | allowed_leaks(request.node)
-    _fail_on(request, leftovers([], widgets_before, state_before, allowed))
-
-
-def _fail_on(request: pytest.FixtureRequest, problems: list[str]) -> None:
-    """Fail the test for what it left behind, unless its call failed already."""
-    if problems and not request.node.stash.get(_CALL_FAILED, False):
-        pytest.fail(
-            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
-            + "\n  ".join(problems),
-            pytrace=False,
-        )
+    with _left_behind(request, [], {"hooks"}):
+        yield
