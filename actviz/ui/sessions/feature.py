@@ -115,7 +115,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.ask_pin_captures, self.locate_checkpoint = ask_pin_captures, locate_checkpoint
         #: Reads, writes, hashes, model opening and preparation (never a capture).
         self.worker = Worker(self, nice=CAPTURE_NICE)
-        self._jobs: dict[Job, _Opening] = {}
+        self._jobs: dict[Job, _Opening | None] = {}  # a save's: None
         self._opening: _Opening | None = None
         self.kept = Autosave(host, paused=lambda: self._opening is not None)
         self.reports = ReportExport(host, lambda: self.path)
@@ -163,18 +163,43 @@ class SessionsFeature(FeatureBase, QObject):
         return gather_state(self.host)
 
     def is_busy(self) -> bool:
-        busy = self.reports.is_busy() or bool(self.saver.jobs) or bool(self._jobs)
-        return busy or self._opening is not None
+        return self.reports.is_busy() or bool(self._jobs) or self._opening is not None
 
     def cancel(self) -> bool:
-        if not self._jobs and not self.saver.jobs and self._opening is None:
+        if not self._jobs and self._opening is None:
             return False
         self.worker.cancel()
         self._jobs.clear()
-        self.saver.jobs.clear()
         if self._opening is not None:
             self._fail_open(self._opening, "Opening the session was cancelled; nothing changed.")
         return True
+
+    def submit(
+        self,
+        job: Callable[..., Any],
+        finished: Callable[[Any], Any],
+        failed: Callable[[BaseException], Any],
+        opening: _Opening | None = None,
+    ) -> Job:
+        """Run ``job`` on the worker, then ``finished(value)`` or ``failed(error)``: not once
+        cancelled, nor for a step of an ``opening`` no longer current."""
+        handle = self.worker.submit(job, supersede=False)
+        self._jobs[handle] = opening
+
+        def ended() -> bool:
+            known = handle in self._jobs
+            self._jobs.pop(handle, None)
+            self.host.refresh_busy()
+            return known and (opening is None or opening is self._opening)
+
+        handle.on(
+            finished=lambda value: ended() and finished(value),
+            failed=lambda error: ended() and failed(error),
+            cancelled=ended,
+            progress=self.host.show_status,
+        )
+        self.host.refresh_busy()
+        return handle
 
     def _step(
         self,
@@ -184,30 +209,17 @@ class SessionsFeature(FeatureBase, QObject):
         failed: Callable[[_Opening, BaseException], None] | None = None,
     ) -> None:
         """Run one step of ``opening`` on the worker, ``then(value)`` while still current."""
-        handle = self.worker.submit(job, supersede=False)
-        self._jobs[handle] = opening
-
-        def ended() -> bool:
-            known = self._jobs.pop(handle, None) is not None
-            self.host.refresh_busy()
-            return known and opening is self._opening
 
         def finished(value: Any) -> None:
-            if ended():
-                try:
-                    then(value)
-                except Exception as exc:  # noqa: BLE001 - a bug must not take the window down
-                    log.exception("opening the session failed")
-                    self._open_failed(opening, exc)
+            try:
+                then(value)
+            except Exception as exc:  # noqa: BLE001 - a bug must not take the window down
+                log.exception("opening the session failed")
+                self._open_failed(opening, exc)
 
-        def errored(error: BaseException) -> None:
-            if ended():
-                (failed or self._open_failed)(opening, error)
-
-        handle.on(
-            finished=finished, failed=errored, cancelled=ended, progress=self.host.show_status
+        self.submit(
+            job, finished, lambda error: (failed or self._open_failed)(opening, error), opening
         )
-        self.host.refresh_busy()
 
     def _open_failed(self, opening: _Opening, error: BaseException) -> None:
         if isinstance(error, SessionFileError):

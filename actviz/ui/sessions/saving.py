@@ -17,7 +17,6 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost
 from actviz.ui.sessions.state import ModelOpened, gather_state, model_part
-from actviz.ui.worker import Job
 from actviz.workspace.session_file import (
     SUFFIX,
     SessionFileError,
@@ -44,7 +43,6 @@ class SessionSaver:
 
     def __init__(self, feature: Any) -> None:
         self.feature, self.host = feature, feature.host
-        self.jobs: set[Job] = set()
 
     def save(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save to ``path``, else to the file last saved or opened, else ask where."""
@@ -71,7 +69,6 @@ class SessionSaver:
         try:
             return self._start(path, wait=wait)
         except Exception as exc:  # noqa: BLE001 - a failed save is said, never raised into Qt
-            log.warning("saving the session to %s failed", path, exc_info=True)
             self._failed(exc)
             return False
 
@@ -95,30 +92,15 @@ class SessionSaver:
         def job(_stop: Any, _progress: Callable[[str], None]) -> tuple[Path, list[str]]:
             return path, save_state(model_part(state, opened), path, pin_captures=pin_captures)
 
-        handle = self.feature.worker.submit(job, supersede=False)
-        outcome: list[bool] = []
-        handle.on(
-            finished=lambda value: outcome.append(self._saved(handle, *value)),
-            failed=lambda error: outcome.append(self._errored(handle, error)),
-            cancelled=lambda: self._ended(handle),
-            progress=self.host.show_status,
+        saved: list[bool] = []
+        handle = self.feature.submit(
+            job, lambda value: saved.append(self._saved(*value)), self._failed
         )
-        self.jobs.add(handle)
-        self.host.refresh_busy()
         if wait:
-            self.host.wait_until(lambda: handle not in self.jobs)
-            return bool(outcome and outcome[0])
-        return True
+            self.host.wait_until(lambda: handle.done)
+        return bool(saved and saved[0]) if wait else True
 
-    def _ended(self, handle: Job) -> bool:
-        known = handle in self.jobs
-        self.jobs.discard(handle)
-        self.host.refresh_busy()
-        return known
-
-    def _saved(self, handle: Job, path: Path, warnings: list[str]) -> bool:
-        if not self._ended(handle):
-            return False
+    def _saved(self, path: Path, warnings: list[str]) -> bool:
         try:
             self.feature.saved(path)
             size = path.stat().st_size if path.exists() else 0
@@ -128,20 +110,18 @@ class SessionSaver:
             self.host.refresh_busy(f"Saved the session to {path} ({format_bytes(size)})")
             self.feature.session_saved.emit(str(path))
         except Exception as exc:  # noqa: BLE001 - a bug here must not take the window down
-            log.exception("after saving the session")
             self._failed(exc)
             return False
         return True
 
-    def _errored(self, handle: Job, error: BaseException) -> bool:
-        if self._ended(handle):
-            if not isinstance(error, SessionFileError):
-                log.error("saving the session failed", exc_info=(type(error), error, None))
-            self._failed(error)
-        return False
-
     def _failed(self, error: BaseException) -> None:
-        text = describe_error(error) if not isinstance(error, SessionFileError) else str(error)
+        if isinstance(error, SessionFileError):
+            text = str(error)
+        else:
+            log.error(
+                "saving the session failed", exc_info=(type(error), error, error.__traceback__)
+            )
+            text = describe_error(error)
         text = f"Could not save the session: {text}"
         self.host.show_error(text, BANNER_SOURCE)
         self.host.refresh_busy("Could not save the session: see the message above")
