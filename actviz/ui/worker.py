@@ -159,19 +159,18 @@ class _RunnerSignals(QObject):
 @dataclass(eq=False)
 class _Runner:
     """One job on a pool thread, as a callable: PySide keeps a QRunnable for the pool's life.
-    ``second``: it runs a second stage; ``threads``: torch's count for a first stage."""
+    Without ``second_stage`` it runs a second stage; ``threads``: torch's count for a first."""
 
     generation: int
     job: JobFn | None
     should_stop: Callable[[], bool]
     signals: _RunnerSignals
     second_stage: QThreadPool | None = None
-    second: bool = False
     threads: int | None = None
     nice: int = 0
 
     def run(self) -> None:
-        gen, signals, job = self.generation, self.signals, self.job
+        gen, signals, job, second = self.generation, self.signals, self.job, not self.second_stage
         result: Any = None
         error: BaseException | None = None
         if self.nice:  # before torch's first op: the OpenMP team it starts inherits it
@@ -179,10 +178,10 @@ class _Runner:
         try:
             if job is None or self.should_stop():
                 raise CaptureCancelled("superseded before it started")
-            if not self.second:
+            if not second:
                 signals.relay.emit(gen, "started", ())
             # One torch thread for a second stage: another OpenMP team slows the capture beside it.
-            with torch_threads(1 if self.second else self.threads):
+            with torch_threads(1 if second else self.threads):
                 result = job(
                     self.should_stop, lambda msg: signals.relay.emit(gen, "progress", (msg,))
                 )
@@ -191,9 +190,7 @@ class _Runner:
                 if second_stage is None:
                     raise TypeError("a Staged job's `then` returned Staged again")
                 # Handed over from this thread: a busy event loop must not delay the capture.
-                continuation = _Runner(
-                    gen, result.then, self.should_stop, signals, second=True, nice=self.nice
-                )
+                continuation = _Runner(gen, result.then, self.should_stop, signals, nice=self.nice)
                 self.release()
                 signals.relay.emit(gen, "staged", ())
                 second_stage.start(continuation.run)
@@ -234,7 +231,8 @@ class Worker(QObject):
         self.threads = worker_threads() or torch.get_num_threads()
         self._lock = threading.Lock()
         self._generation = 0  # number of the latest job submitted (or drop)
-        self._submitted = 0
+        #: How many jobs were submitted so far.
+        self.submitted = 0
         self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
         self._running: set[int] = set()  # generations queued or running, until ``done``
@@ -243,11 +241,6 @@ class Worker(QObject):
         self._signals.done.connect(self._on_runner_done)
         self._jobs: dict[int, Job] = {}  # current jobs by generation
         self._held: dict[int, tuple[object, object]] = {}  # results waiting for an earlier job
-
-    @property
-    def submitted(self) -> int:
-        """How many jobs were submitted so far."""
-        return self._submitted
 
     def jobs(self) -> list[Job]:
         """The jobs that will still report, oldest first."""
@@ -305,7 +298,7 @@ class Worker(QObject):
         with self._lock:
             self._generation += 1
             gen = self._generation
-            self._submitted += 1
+            self.submitted += 1
             if supersede:
                 self._floor = gen
         handle = Job(self, gen, lane)

@@ -69,7 +69,8 @@ class LiveMode(FeatureBase):
         """The dock closed: stop playing, drop the perturbations and the model's copy."""
         c = self.controller
         c.pause()
-        c.drop_model_copy()
+        c.lanes.drop()  # the second lane's model copy (playing again makes a new one)
+        c.emit_status()
         if not c.perturbation.is_identity():
             self.dock.reset_perturbation()
         if not c.engaged:

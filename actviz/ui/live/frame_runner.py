@@ -25,15 +25,11 @@ class FrameRunner:
     """Submits a live controller's frames to the window's worker and follows their jobs."""
 
     def __init__(self, live: Any) -> None:
-        self.live = live
-        self.host = live.host
-        self.worker = live.worker
-        self.coalescer = live.coalescer
-        self.lanes = live.lanes
+        self.live, self.host, self.worker = live, live.host, live.worker
+        self.coalescer, self.lanes = live.coalescer, live.lanes
         # Frames submitted, not yet reported (job -> spec); those capturing are in ``lanes``.
         self.inflight: dict[Job, FrameSpec] = {}
-        self._pump_timer = QTimer(live)
-        self._pump_timer.setSingleShot(True)
+        self._pump_timer = QTimer(live, singleShot=True)
         self._pump_timer.timeout.connect(self.pump)
 
     def stop(self) -> None:

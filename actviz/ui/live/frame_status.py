@@ -87,8 +87,7 @@ class SpacedReadout(QObject):
         self._show, self._player, self.interval_s = show, player, interval_s
         self._pending: tuple[Any, ...] | None = None
         self._at = -1e9  # when it last showed something
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
+        self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self.flush)
         player.playing_changed.connect(self._on_playing_changed)
 

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -156,31 +156,23 @@ class ImageFolder(FrameSource):
             )
         self.folder = folder
         self.name = folder.name or str(folder)
-        self.model, self.loaded_model = model, loaded_model
-        self._cache: collections.OrderedDict[int, LiveFrame] = collections.OrderedDict()
-        self._cache_size = max(1, cache)
-        self._lock = threading.Lock()
+        files = self.files
+
+        @functools.lru_cache(maxsize=max(1, cache))  # a closure: no cycle through ``self``
+        def read(index: int) -> LiveFrame:
+            from actviz.io.input_files import open_input
+
+            path = files[index]
+            loaded = open_input(str(path), model=model, loaded_model=loaded_model)
+            return LiveFrame(loaded.value, loaded.image, path.name, index, str(path))
+
+        self._read = read
 
     def __len__(self) -> int:
         return len(self.files)
 
     def frame(self, index: int) -> LiveFrame:
-        from actviz.io.input_files import open_input
-
-        index = int(index) % len(self)
-        with self._lock:
-            hit = self._cache.get(index)
-            if hit is not None:
-                self._cache.move_to_end(index)
-                return hit
-        path = self.files[index]
-        loaded = open_input(str(path), model=self.model, loaded_model=self.loaded_model)
-        frame = LiveFrame(loaded.value, loaded.image, path.name, index, str(path))
-        with self._lock:
-            self._cache[index] = frame
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return frame
+        return self._read(int(index) % len(self))
 
 
 class Player:

@@ -269,11 +269,6 @@ class LiveController(QObject):
         if not self.player.playing:  # while playing, every shown frame reports (spaced)
             self.emit_status()
 
-    def drop_model_copy(self) -> None:
-        """Let go of the second lane's model copy (playing again makes a new one)."""
-        self.lanes.drop()
-        self.emit_status()
-
     def _on_session_model_changed(self) -> None:
         # Frames were prepared for the old model (size, transforms): back to the still input.
         self.pause()
