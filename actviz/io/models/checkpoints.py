@@ -195,27 +195,23 @@ def _load_trusted(path: str) -> Any:
             f"imported; run actviz from the folder that holds {name}.py, or add that folder "
             "to PYTHONPATH"
         ) from exc
-    except AttributeError as exc:
-        raise ModelLoadError(_missing_class_text(path, exc)) from exc
-
-
-def _missing_class_text(path: str, exc: AttributeError) -> str:
-    """Why a pickle's class is missing from its module, with what to do instead."""
-    match = re.search(r"attribute '([\w.]+)' on <module '([\w.]+)'", str(exc))
-    if match is None:
-        return f"{path}: could not unpickle (AttributeError: {one_line(exc)})"
-    cls, module = match.groups()
-    if module.endswith("__main__"):
-        return (
-            f"{path}: the model's class {cls} was defined in the script that saved it "
-            "(__main__), so the pickle cannot find it; save model.state_dict() instead and "
-            f"open it with the architecture named (--arch yourscript.py:{cls}, or the "
-            "architecture field of File > Open model)"
-        )
-    return (
-        f"{path}: the pickled model needs class {cls} from module {module!r}, which no longer "
-        f"has it (renamed or moved since the file was saved)"
-    )
+    except AttributeError as exc:  # the pickle's class is missing from its module
+        match = re.search(r"attribute '([\w.]+)' on <module '([\w.]+)'", str(exc))
+        cls, module = match.groups() if match else ("", "")
+        text = f"{path}: could not unpickle (AttributeError: {one_line(exc)})"
+        if module.endswith("__main__"):
+            text = (
+                f"{path}: the model's class {cls} was defined in the script that saved it "
+                "(__main__), so the pickle cannot find it; save model.state_dict() instead and "
+                f"open it with the architecture named (--arch yourscript.py:{cls}, or the "
+                "architecture field of File > Open model)"
+            )
+        elif match:
+            text = (
+                f"{path}: the pickled model needs class {cls} from module {module!r}, which no "
+                "longer has it (renamed or moved since the file was saved)"
+            )
+        raise ModelLoadError(text) from exc
 
 
 def export_needs_trust(path: str | os.PathLike[str]) -> str:

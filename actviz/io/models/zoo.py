@@ -3,12 +3,12 @@ probed with a short timeout, so an offline machine gets random weights at once).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import socket
 import urllib.error
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -131,19 +131,13 @@ def build_torchvision(
     wanted = resolve_weights(name, weights)
     meta = wanted
     if meta is None:
-        try:
+        with contextlib.suppress(ValueError, KeyError, AttributeError):
             meta = get_model_weights(name).DEFAULT
-        except (ValueError, KeyError, AttributeError):
-            meta = None
     # What the weights enum says, known without a download (the default's when random).
-    categories: list[str] | None = None
-    transforms: Callable[..., Any] | None = None
-    input_size: tuple[int, int] | None = None
-    if meta is not None:
-        categories = list(meta.meta.get("categories") or ()) or None
-        transforms = meta.transforms()
-        crop = getattr(transforms, "crop_size", None)
-        input_size = (int(crop[0]), int(crop[-1])) if crop else None
+    categories = list(meta.meta.get("categories") or ()) or None if meta is not None else None
+    transforms = meta.transforms() if meta is not None else None
+    crop = getattr(transforms, "crop_size", None)
+    input_size = (int(crop[0]), int(crop[-1])) if crop else None
     if num_classes is not None:
         if wanted is not None:
             raise ModelLoadError(f"{name}: pretrained weights cannot have {num_classes} classes")
