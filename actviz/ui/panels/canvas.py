@@ -281,7 +281,10 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         else:
             self._source = None
             self._use_indexed_lut(False)
-            if not self._replace_picture(image, levels):
+            shown, (height, width) = self.image.levels, image.shape[:2]
+            # A small picture at 0-255, which the item draws without downsampling (_render_rgb).
+            small = image.dtype == np.uint8 and height * width <= _RGB_FAST_MAX_PIXELS
+            if not self._swap(image, small and self._levels == (0.0, 255.0) and _full_range(shown)):
                 # Pictures may be far larger than the canvas: downsample before converting.
                 self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
         shape = tuple(image.shape[:2])
@@ -317,18 +320,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             return False
         self._light.swap(pixels)
         return True
-
-    def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
-        # A small picture at 0-255, which the item draws without downsampling (_render_rgb).
-        shown_levels = self.image.levels
-        return self._swap(
-            image,
-            image.dtype == np.uint8
-            and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
-            and (float(levels[0]), float(levels[1])) == (0.0, 255.0)
-            and shown_levels is not None
-            and _full_range(shown_levels),
-        )
 
     def clear_tiles(self) -> None:
         """Draw no tile grid (the image is not a mosaic)."""
