@@ -22,9 +22,6 @@ from actviz.core.allocator import tune_if_asked
 from actviz.core.edit_kinds import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck, model_lock
 from actviz.core.input_copies import PreparedInputs, prepare_inputs
-from actviz.core.plan import ModelPlan, _resolve, model_plan
-from actviz.core.plan import leaf_names as leaf_names
-from actviz.core.plan import resolve_layers as resolve_layers
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry
 from actviz.core.recorder import format_bytes as format_bytes
 from actviz.core.records import INFERENCE_WEIGHTS_WARNING, Capture, LayerRecord
@@ -32,6 +29,9 @@ from actviz.core.records import CaptureCancelled as CaptureCancelled
 from actviz.core.records import CaptureTooLarge as CaptureTooLarge
 from actviz.core.structures import iter_tensors, map_leaves, map_tensors
 from actviz.core.targets import resolve_target, target_numbers
+from actviz.core.tree import ModelPlan, _resolve, model_plan
+from actviz.core.tree import leaf_names as leaf_names
+from actviz.core.tree import resolve_layers as resolve_layers
 
 log = logging.getLogger(__name__)
 

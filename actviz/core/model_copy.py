@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from actviz.core.guards import model_lock
-from actviz.core.plan import model_plan
+from actviz.core.tree import model_plan
 
 #: The largest model copied for a live lane (parameters and buffers, bytes).
 MAX_COPY_BYTES = 512 * 2**20

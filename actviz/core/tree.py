@@ -1,16 +1,131 @@
-"""The module tree of a model, from ``named_modules()``, with parameter counts and shapes."""
+"""The module tree of a model, from ``named_modules()``: as the views show it (:class:`ModuleTree`,
+parameter counts and shapes) and as a capture needs it (:class:`ModelPlan`, kept per model,
+weakly, and checked before use), the naming of its layers for captures, edits and the CLI, and
+which layers a fresh model gets ticked (:func:`default_layers`)."""
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import math
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
-from actviz.core.capture import Capture
+from actviz.core.records import Capture
+
+_PLANS: weakref.WeakKeyDictionary[nn.Module, ModelPlan] = weakref.WeakKeyDictionary()
+
+
+class ModelPlan:
+    """The module tree of one model as a capture uses it: ``names`` in order, ``index`` (name ->
+    position), ``leaves``, and ``inplace`` (positions of torch.nn modules with that attribute)."""
+
+    __slots__ = ("_children", "_refs", "index", "inplace", "leaves", "names")
+
+    def __init__(self, named: list[tuple[str, nn.Module]], keep: bool = True) -> None:
+        self.names = [name for name, _ in named]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        modules = [mod for _, mod in named]
+        # Without children (``None`` entries do not count); no ``children()`` generator each.
+        self.leaves = [
+            i for i, m in enumerate(modules) if all(c is None for c in m._modules.values())
+        ]
+        self.inplace = [
+            i
+            for i, mod in enumerate(modules)
+            if "inplace" in mod.__dict__ and type(mod).__module__.startswith("torch.nn.")
+        ]
+        # What :meth:`modules` checks against; a plan made with ``keep=False`` never matches.
+        self._refs: list[weakref.ref] = []
+        self._children: list[dict] | None = None
+        if keep:
+            self._refs = [weakref.ref(mod) for mod in modules]
+            self._children = [
+                {k: None if v is None else weakref.proxy(v) for k, v in mod._modules.items()}
+                for mod in modules
+            ]
+
+    @property
+    def kept(self) -> bool:
+        """Whether this plan is kept for the model's next capture (standing for the tree)."""
+        return self._children is not None
+
+    def leaf_names(self) -> list[str]:
+        """Names of the modules without children (the root if it has none); a new list."""
+        return [self.names[i] for i in self.leaves]
+
+    def modules(self) -> list[nn.Module] | None:
+        """The modules, in :attr:`names` order; None once the tree has changed (or died)."""
+        if self._children is None:
+            return None
+        modules = [ref() for ref in self._refs]
+        # Equal to its proxy only if the very same module; a dead one raises ReferenceError (as
+        # does a child mapping that cannot be compared).
+        with contextlib.suppress(Exception):
+            if [mod._modules for mod in modules] == self._children:  # type: ignore[union-attr]
+                return modules  # type: ignore[return-value]
+        return None
+
+
+def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
+    """The :class:`ModelPlan` of ``model`` and ``list(model.modules())``: the kept plan while
+    the tree is unchanged (TorchScript's child mappings do not compare: always a new one)."""
+    plan = None
+    with contextlib.suppress(TypeError):  # not weakly referenceable
+        plan = _PLANS.get(model)
+    if plan is not None:
+        modules = plan.modules()
+        if modules is not None:
+            return plan, modules
+    named = list(model.named_modules())
+    try:
+        plan = ModelPlan(named)
+    except TypeError:  # a module that cannot be weakly referenced: no plan is kept
+        return ModelPlan(named, keep=False), [mod for _, mod in named]
+    if not isinstance(model, torch.jit.ScriptModule):
+        with contextlib.suppress(TypeError):
+            _PLANS[model] = plan
+    return plan, [mod for _, mod in named]
+
+
+def leaf_names(model: nn.Module) -> list[str]:
+    """Qualified names of the modules without children (the root if it has none)."""
+    return model_plan(model)[0].leaf_names()
+
+
+def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list[str]:
+    """Check ``layers`` (None: every leaf) against ``model.named_modules()``; deduplicated.
+    ``ValueError`` for an unknown name, suggesting close matches."""
+    plan = model_plan(model)[0]
+    return _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
+
+
+def _resolve(
+    known: Mapping[str, Any],
+    leaves: Callable[[], list[str]],
+    layers: Sequence[str] | str | None,
+    model_type: str,
+) -> list[str]:
+    if layers is None:
+        return leaves()
+    if isinstance(layers, str):
+        layers = [layers]
+    out: dict[str, None] = {}  # ordered and deduplicated
+    for name in layers:
+        if name not in known:
+            close = difflib.get_close_matches(name, [n for n in known if n], n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(
+                f"unknown layer {name!r}{hint} (names come from model.named_modules(); "
+                f"{model_type} has {len(known)} modules)"
+            )
+        out[name] = None
+    return list(out)
 
 
 @dataclass(eq=False, repr=False, slots=True)
@@ -172,3 +287,87 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
         if node.parent is not None and node.parent not in names:
             node.parent = ""
     return ModuleTree(nodes)
+
+
+#: Default ticks are capped at this many layers so the first run stays quick to look at.
+DEFAULT_TICK_LIMIT = 8
+#: Generic containers: their outputs are their last child's output, so they are walked through.
+_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
+#: A text model's default ticks are every block (spread over this many when there are more).
+DEFAULT_BLOCK_LIMIT = 48
+
+
+def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
+    """A few layers to tick on a fresh model: at most ``limit`` block outputs, spread evenly, and
+    the last leaf; a text model gets every transformer block (up to :data:`DEFAULT_BLOCK_LIMIT`)."""
+    leaves = tree.leaves()
+    if not leaves or leaves == [""]:
+        return [""] if "" in tree else []
+    head = leaves[-1]
+    # A text model (an embedding first): its blocks, the children of its outermost block lists.
+    text_blocks = _listed_blocks(tree) if "Embedding" in tree[leaves[0]].type_name else []
+    if text_blocks:
+        picks = [b for b in text_blocks if b != head]
+        return _in_tree_order(tree, _spread(picks, DEFAULT_BLOCK_LIMIT) + [head])
+    # Containers are walked through; any other module with children is a block.
+    blocks = _walk_blocks(tree, lambda node: None if node.type_name in _CONTAINERS else [node.name])
+    if len(blocks) < 2:
+        # One wrapper with all inside (a Hugging Face ``vit``): its blocks, not its first conv.
+        listed = _listed_blocks(tree)
+        blocks = listed if len(listed) >= 2 else blocks
+    if len(blocks) > limit - 1:
+        # Too many blocks (ResNet's 8 BasicBlocks): show the stages that group them instead.
+        parents = list(dict.fromkeys(tree[b].parent or "" for b in blocks))
+        if len(parents) >= 2 and "" not in parents:
+            blocks = parents
+    if len(blocks) >= 2:
+        picks = blocks
+    else:
+        picks = [n for n in leaves if "Conv" in tree[n].type_name] if len(leaves) > limit else []
+        picks = picks or leaves
+    picks = [p for p in picks if p != head]
+    return _in_tree_order(tree, _spread(picks, limit - 1) + [head])
+
+
+def _in_tree_order(tree: ModuleTree, names: list[str]) -> list[str]:
+    """``names`` without repeats, in tree order."""
+    order = {node.name: i for i, node in enumerate(tree.nodes)}
+    return sorted(dict.fromkeys(names), key=order.__getitem__)
+
+
+def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> list[str]:
+    """Names ``pick(node)`` gives for modules with children, top down (None: walk into them)."""
+    blocks: list[str] = []
+
+    def walk(name: str) -> None:
+        for child in tree[name].children:
+            node = tree[child]
+            if node.is_leaf:
+                continue
+            found = pick(node)
+            if found is None:
+                walk(child)
+            else:
+                blocks.extend(found)
+
+    walk("")
+    return blocks
+
+
+def _listed_blocks(tree: ModuleTree) -> list[str]:
+    """The children with children of the outermost ``ModuleList``s."""
+
+    def pick(node: Any) -> list[str] | None:
+        inner = [c for c in node.children if not tree[c].is_leaf]
+        return inner if node.type_name == "ModuleList" and inner else None
+
+    return _walk_blocks(tree, pick)
+
+
+def _spread(items: list[str], n: int) -> list[str]:
+    if n <= 0:
+        return []
+    if len(items) <= n:
+        return list(items)
+    step = (len(items) - 1) / max(n - 1, 1)
+    return [items[round(i * step)] for i in range(n)]

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.core.tree import ModuleTree, default_layers, module_tree
 from actviz.display.prepared import RunResult
 from actviz.workspace.budget import default_budget
-from actviz.workspace.default_ticks import default_layers
 from actviz.workspace.display_settings import DisplaySettings
 from actviz.workspace.edits_board import BaselineCache, EditBoard
 from actviz.workspace.pins import PinBoard
@@ -24,7 +24,6 @@ from actviz.workspace.run_request import run_job as run_job
 from actviz.workspace.session_codec import InputSource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.core.tree import ModuleTree
     from actviz.data.scan_result import Scan
     from actviz.io.loaded_input import LoadedInput
     from actviz.io.models.loaded_model import LoadedModel
@@ -233,7 +232,6 @@ class Session:
         """Make ``model`` current; ticks default to :func:`default_layers`. A model whose
         ``forward`` takes a list of images (torchvision's detectors) gets the input as a list."""
         from actviz.core.input_copies import forward_takes_list
-        from actviz.core.tree import module_tree
 
         self.model = model
         self.model_name = name or type(model).__name__
