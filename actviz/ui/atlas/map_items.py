@@ -228,17 +228,9 @@ class _Raster:
         ox, oy = round(t.dx() - self.dx), round(t.dy() - self.dy)
         sx, sy = slack
         # What must be drawn, in this image's pixels: the view and the dots' extent overlap.
-        need = (
-            max(-ox - sx, self.bounds[0]),
-            max(-oy - sy, self.bounds[1]),
-            min(w - ox + sx, self.bounds[2]),
-            min(h - oy + sy, self.bounds[3]),
-        )
-        if need[2] <= need[0] or need[3] <= need[1]:
+        left, top, right, bottom = self.bounds
+        x0, y0 = max(-ox - sx, left), max(-oy - sy, top)
+        x1, y1 = min(w - ox + sx, right), min(h - oy + sy, bottom)
+        if x1 <= x0 or y1 <= y0:
             return True  # no dot in view
-        return (
-            need[0] >= self.left
-            and need[1] >= self.top
-            and need[2] <= self.right
-            and need[3] <= self.bottom
-        )
+        return x0 >= self.left and y0 >= self.top and x1 <= self.right and y1 <= self.bottom

@@ -78,6 +78,7 @@ class SimilarityChart(PlotPanel):
         # The name beside the divergence line is fitted to the room the plot has left.
         self.plot.vb.sigResized.connect(self._fit_divergence_text)
         self.plot.vb.sigXRangeChanged.connect(self._fit_divergence_text)
+        self.plot_widget.scene().sigMouseClicked.connect(self._on_clicked)
         self.clear()  # names, calls, cosine, rel_l2, max_abs, divergence, tol: set_values
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
@@ -235,16 +236,9 @@ class SimilarityChart(PlotPanel):
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(float(index), float(self.cosine[index])))
         return self.plot_widget.mapFromScene(scene)
 
-    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
-        if (
-            watched is self.plot_widget.viewport()
-            and event.type() == QtCore.QEvent.Type.MouseButtonPress
-            and event.button() == QtCore.Qt.MouseButton.LeftButton
-        ):
-            scene = self.plot_widget.mapToScene(event.position().toPoint())
-            vb = self.plot.vb
-            if vb.sceneBoundingRect().contains(scene):
-                index = self.index_at(vb.mapSceneToView(scene).x())
-                if index is not None:
-                    self.layer_clicked.emit(self.names[index])
-        return super().eventFilter(watched, event)
+    def _on_clicked(self, event: Any) -> None:
+        vb, scene = self.plot.vb, event.scenePos()
+        inside = vb.sceneBoundingRect().contains(scene)
+        index = self.index_at(vb.mapSceneToView(scene).x()) if inside else None
+        if index is not None and event.button() == QtCore.Qt.MouseButton.LeftButton:
+            self.layer_clicked.emit(self.names[index])
