@@ -171,16 +171,14 @@ def atlas_image(
     if names:
         rank[known] = counts[lab[known]]
     order = np.argsort(-rank, kind="stable")
-    order = order[ok[order]]
+    order, layer = order[ok[order]], None
     if selected is not None and len(selected):
         rows = np.unique(np.asarray(selected, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < n)]
         rows = rows[ok[rows]]
         rim = np.broadcast_to(np.array(SELECTED_RGB, np.uint8), (len(rows), 3))
-        under = splat_dots(px[rows, 0], px[rows, 1], rim, width, height, dot + 4)
-        drawn = under[..., 3] > 0
-        canvas[drawn] = under[drawn][:, :3]
-    layer = splat_dots(px[order, 0], px[order, 1], dots[order], width, height, dot)
+        layer = splat_dots(px[rows, 0], px[rows, 1], rim, width, height, dot + 4)
+    layer = splat_dots(px[order, 0], px[order, 1], dots[order], width, height, dot, out=layer)
     drawn = layer[..., 3] > 0
     canvas[drawn] = layer[drawn][:, :3]
     img = Image.fromarray(canvas)

@@ -207,7 +207,6 @@ class LayerCache:
             return None
         where = {str(s): i for i, s in enumerate(sources)}
         n = len(sources)
-        done = np.zeros(n, dtype=bool)
         skipped: dict[int, str] = {}
         log_of_index = np.full(n, -1, dtype=np.int64)
         index_of_log = np.empty(len(log), dtype=np.int64)
@@ -218,7 +217,6 @@ class LayerCache:
             i = where.get(parts[1])
             if i is None or signatures[i] != parts[2]:
                 return None  # an item scanned before has vanished or changed: rescan
-            done[i] = True
             log_of_index[i] = pos
             index_of_log[pos] = i
             if parts[0] == "S":
@@ -250,7 +248,7 @@ class LayerCache:
                 fh.writelines(log)
             os.replace(tmp, self.log_path)
         self.lines = lines
-        return Loaded(state, done, skipped, log_of_index, vectors, axis)
+        return Loaded(state, log_of_index >= 0, skipped, log_of_index, vectors, axis)
 
     def _load_rows(
         self, arrays: dict[str, np.ndarray], lines: int, index_of_log: np.ndarray, n: int

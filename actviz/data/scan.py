@@ -179,8 +179,7 @@ def scan(
                 # Forking from a large process stalls its GUI: a background scan's forks a server.
                 multiprocessing_context=loader_context(dataset) if background and workers else None,
             )
-            for r in runs:
-                handles.append(modules[r.name].register_forward_hook(make_hook(r)))
+            handles.extend(modules[r.name].register_forward_hook(make_hook(r)) for r in runs)
             tuner = ThreadTuner(workers, len(loader), device)
             start = time.perf_counter()
             processed = 0

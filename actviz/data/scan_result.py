@@ -271,8 +271,7 @@ def layer_result(state: Any) -> LayerResult:
     """Freeze a :class:`~actviz.data.accumulate.LayerState` into a :class:`LayerResult`."""
     if state.channels is None:  # the layer never ran: no channel
         state = LayerState(state.k, channels=0)
-    indices = state.indices.copy()
-    indices[indices == EMPTY_INDEX] = -1
+    indices = np.where(state.indices == EMPTY_INDEX, -1, state.indices)
     count = state.count
     positive = state.positive.copy()
     frac = positive / count if count else np.zeros(len(positive))

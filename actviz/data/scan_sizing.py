@@ -143,9 +143,8 @@ def default_workers(
 def _probe(
     net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
 ) -> int:
-    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`
-    (on a GPU, a quarter of its free memory if more), from one run on the first readable item
-    summing every module's output bytes."""
+    """Images per batch whose layer outputs fit :data:`ACTIVATION_BUDGET` (on a GPU, a quarter of
+    its free memory if more), from one run of the first readable item."""
     sample = _first_sample(items, pending[:8], device, dtype)
     if sample is None:
         return MAX_BATCH

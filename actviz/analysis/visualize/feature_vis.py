@@ -23,6 +23,7 @@ from actviz.core.guards import ModelState
 from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
 from actviz.core.structures import first_tensor
 from actviz.data.atlas_vectors import frozen
+from actviz.data.receptive import _Reached
 
 
 def visualize(
@@ -118,23 +119,21 @@ def visualize(
 
     computed: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
     if todo:
-        # Gradients and normal tensors even for a caller inside inference_mode.
-        with torch.inference_mode(False):
-            computed, fed = optimise_images(
-                net,
-                module,
-                layer,
-                todo,
-                obj,
-                settings,
-                norm,
-                fixed_size(net, loaded),
-                chunk,
-                device,
-                dtype,
-                progress,
-                should_stop,
-            )
+        computed, fed = optimise_images(
+            net,
+            module,
+            layer,
+            todo,
+            obj,
+            settings,
+            norm,
+            fixed_size(net, loaded),
+            chunk,
+            device,
+            dtype,
+            progress,
+            should_stop,
+        )
         record["input_size"] = list(fed) if fed is not None else None
         if store is not None:
             for k, value in computed.items():
@@ -276,6 +275,8 @@ def model_layer(net: nn.Module, layer: str) -> tuple[str, nn.Module]:
     return layer, dict(net.named_modules())[layer]
 
 
+# Gradients and normal tensors even for a caller inside inference_mode.
+@torch.inference_mode(False)
 def optimise_images(
     net: nn.Module,
     module: nn.Module | None,
@@ -360,10 +361,6 @@ def optimise_images(
                 p.requires_grad_(flag)
         state.restore()
     return results, fed
-
-
-class _Reached(Exception):
-    """Raised from the layer's hook once its output is taken, to skip the rest of the forward."""
 
 
 class _RedirectedReLU(torch.autograd.Function):

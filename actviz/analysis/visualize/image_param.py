@@ -136,13 +136,10 @@ class RobustTransforms:
         t2: torch.Tensor,
         image_size: tuple[int, int],
     ) -> torch.Tensor:
-        """Affine maps from output to image coordinates (``affine_grid``'s convention).
-
-        The picture goes: padded onto the canvas, shifted by ``t1``, scaled by ``scale`` and
-        rotated by ``angle`` about the centre, shifted by ``t2``, the canvas resized to the
-        output. Inverted, in centred pixel units, an output point ``u`` comes from image
-        point ``R^-1 (C u - t2) / scale - t1`` with ``C`` the canvas half-size, then divided
-        by the image half-size."""
+        """Affine maps from output to image coordinates (``affine_grid``'s convention): padded,
+        shifted by ``t1``, scaled and rotated about the centre, shifted by ``t2``, so an output
+        point ``u`` comes from ``R^-1 (C u - t2) / scale - t1`` (``C``: the canvas half-size),
+        divided by the image half-size."""
         h, w = image_size
         ch, cw = self.canvas
         cos, sin = torch.cos(angle), torch.sin(angle)

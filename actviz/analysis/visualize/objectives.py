@@ -88,29 +88,24 @@ def make_objective(
             return sign * value.reshape(-1).expand(act.shape[0])
 
         return Objective(custom, None, False)
-    if objective == "channel":
 
-        def channel(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-            a = channels_first(act, module)
-            a = a.reshape(a.shape[0], a.shape[1], -1)
-            return sign * a.gather(1, keys[:, None, None].expand(-1, 1, a.shape[2])).mean((1, 2))
+    def channel(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        a = channels_first(act, module)
+        a = a.reshape(a.shape[0], a.shape[1], -1)
+        return a.gather(1, keys[:, None, None].expand(-1, 1, a.shape[2])).mean((1, 2))
 
-        return Objective(channel, prefix + "channel", True)
-    if objective == "neuron":
+    def neuron(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        a = channels_first(act, module)
+        centre = tuple(n // 2 for n in a.shape[2:])
+        return a[(slice(None), slice(None), *centre)].gather(1, keys[:, None])[:, 0]
 
-        def neuron(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-            a = channels_first(act, module)
-            centre = tuple(n // 2 for n in a.shape[2:])
-            a = a[(slice(None), slice(None), *centre)]
-            return sign * a.gather(1, keys[:, None])[:, 0]
+    def layer(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return act.pow(2).reshape(act.shape[0], -1).mean(1)
 
-        return Objective(neuron, prefix + "neuron", True)
-    if objective == "layer":
-
-        def layer(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-            return sign * act.pow(2).reshape(act.shape[0], -1).mean(1)
-
-        return Objective(layer, prefix + "layer", False)
+    named = {"channel": channel, "neuron": neuron, "layer": layer}
+    if isinstance(objective, str) and objective in named:
+        fn = named[objective]
+        return Objective(lambda a, k: sign * fn(a, k), prefix + objective, objective != "layer")
     raise VisualizeError(
         f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, a direction tensor or a "
         f"callable of the layer output, not {objective!r}"
