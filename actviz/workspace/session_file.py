@@ -24,45 +24,20 @@ from actviz.io.files import atomic_write
 from actviz.workspace import session_codec as codec
 from actviz.workspace.session_codec import (
     InputSource,
-    ModelCheck,
     ModelSource,
     PinState,
     SessionFileError,
     _fail,
     edits_from_json,
     edits_to_json,
-    file_sha256,
-    input_source_of,
-    model_source_of,
-    open_model_source,
-    verify_model_source,
-    weights_to_keep,
 )
-
-__all__ = [
-    "FORMAT_VERSION",
-    "SUFFIX",
-    "InputSource",
-    "ModelCheck",
-    "ModelSource",
-    "PinState",
-    "SessionFileError",
-    "SessionState",
-    "describe_session_file",
-    "edits_from_json",
-    "edits_to_json",
-    "file_sha256",
-    "input_source_of",
-    "load_state",
-    "model_source_of",
-    "open_model_source",
-    "pin_capture_bytes",
-    "save_state",
-    "saved_size",
-    "unsaved_warnings",
-    "verify_model_source",
-    "weights_to_keep",
-]
+from actviz.workspace.session_codec import ModelCheck as ModelCheck
+from actviz.workspace.session_codec import file_sha256 as file_sha256
+from actviz.workspace.session_codec import input_source_of as input_source_of
+from actviz.workspace.session_codec import model_source_of as model_source_of
+from actviz.workspace.session_codec import open_model_source as open_model_source
+from actviz.workspace.session_codec import verify_model_source as verify_model_source
+from actviz.workspace.session_codec import weights_to_keep as weights_to_keep
 
 #: The format this actviz writes (and the newest it reads).
 FORMAT_VERSION = 1
