@@ -30,8 +30,7 @@ class LightPlot(pg.GraphicsWidget):
         self.setSizePolicy(policy, policy)  # as PlotItem: it takes the room beside fixed parts
         grid = QtWidgets.QGraphicsGridLayout()
         grid.setContentsMargins(1, 1, 1, 1)
-        grid.setHorizontalSpacing(0)
-        grid.setVerticalSpacing(0)
+        grid.setSpacing(0)
         self.setLayout(grid)
         self.vb = pg.ViewBox(enableMenu=False, invertY=True)
         self.vb.setParentItem(self)
@@ -207,8 +206,7 @@ class OverlayPanel(PanelBase):
         self.heat_item = self.canvas.image
         self.heat_item.setOpacity(DEFAULT_OPACITY)
         self.heat_item.setZValue(1)
-        self.rgb_item = pg.ImageItem(axisOrder="row-major")
-        self.rgb_item.setZValue(0)
+        self.rgb_item = pg.ImageItem(axisOrder="row-major")  # (z 0: under the heat map's 1)
         self.canvas.view.addItem(self.rgb_item)
         self.canvas.hovered.connect(self._on_canvas_hovered)
         self.canvas.hover_left.connect(lambda: self.status_label.setText(""))

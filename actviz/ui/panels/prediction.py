@@ -74,10 +74,8 @@ class _Row:
         self.index.setAlignment(right)
         self.label = style.ElidedLabel()
         self.bar = ProbabilityBar()
-        self.percent = QtWidgets.QLabel()
-        self.percent.setAlignment(right)
         font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
-        self.percent.setFont(font)
+        self.percent = QtWidgets.QLabel(alignment=right, font=font)
         self.percent.setMinimumWidth(self.percent.fontMetrics().horizontalAdvance("100.0 %") + 4)
         self.bar.setFixedHeight(BAR_HEIGHT)
         line = 2 * row
@@ -106,10 +104,8 @@ class PredictionPanel(PanelBase):
         super().__init__("Prediction", parent)
         self.target_label = style.caption_label(wrap=True)
         self.content.addWidget(self.target_label)
-        self._grid = QtWidgets.QGridLayout()
+        self._grid = QtWidgets.QGridLayout(horizontalSpacing=6, verticalSpacing=2)
         self._grid.setContentsMargins(0, 2, 0, 0)
-        self._grid.setHorizontalSpacing(6)
-        self._grid.setVerticalSpacing(2)
         self._grid.setColumnStretch(1, 1)
         self.content.addLayout(self._grid)
         self.content.addStretch(1)
@@ -233,8 +229,7 @@ class PredictionChangeView(PanelBase):
         self.caption.setVisible(False)  # it reads the table: shown with it
         self.content.addWidget(self.caption)
 
-        a, b = names
-        a_tip, b_tip = tips
+        (a, b), (a_tip, b_tip) = names, tips
         probabilities = [(b, b_tip), (a, a_tip)] if reference_first else [(a, a_tip), (b, b_tip)]
         columns = [
             *probabilities,
@@ -296,8 +291,7 @@ class PredictionChangeView(PanelBase):
         if shown == self._shown:
             return  # live frames repeat it; a rebuild relays out the panel
         self._shown = shown
-        self._rows = new_rows
-        self._target = target
+        self._rows, self._target = new_rows, target
         listed = list(new_rows)
         if target is not None and all(r[0] != target[0] for r in listed):
             listed.append(target)
