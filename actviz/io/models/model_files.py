@@ -23,11 +23,6 @@ log = logging.getLogger(__name__)
 
 #: The zoos' builders by kind: ``build(name, weights, *, num_classes=None, src="")``.
 BUILDERS = {"torchvision": zoo.build_torchvision, "timm": timm_models.build_timm}
-#: The forms a model or an architecture may be named in, for error messages.
-ACCEPTED_FORMS = (
-    "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
-    "saved with save_pretrained, file.py:ClassName or package.module:factory"
-)
 
 
 def resolve_named(text: str) -> tuple[str, Any] | None:
@@ -48,25 +43,23 @@ def resolve_named(text: str) -> tuple[str, Any] | None:
 
 def unknown_name_message(name: str, what: str) -> str:
     """The one-line error for an unknown ``what`` (model or architecture), with close names."""
-    lowered = name.lower()
     torchvision = zoo.torchvision_names()
-    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names()]))
-    if what == "model":
-        known.append("demo")
-    close = difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)
+    demo = ["demo"] if what == "model" else []
+    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names(), *demo]))
+    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.6)
     # timm's names are typed with their prefix where torchvision has no model of that name.
     shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]
     hint = f"; did you mean {', '.join(shown)}?" if shown else ""
-    lead = (
-        f"{name}: unknown model: not a file, 'demo', "
-        if what == "model"
-        else f"arch {name!r}: unknown architecture: give "
+    forms = (
+        "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
+        "saved with save_pretrained, file.py:ClassName"
     )
-    forms = ACCEPTED_FORMS
     if what == "model":
-        forms = forms.replace(" or package.module:factory", ", package.module:factory")
-        forms += " or a Hugging Face hub id already in the local cache (openai-community/gpt2)"
-    return f"{lead}{forms}{hint}"
+        return (
+            f"{name}: unknown model: not a file, 'demo', {forms}, package.module:factory or a "
+            f"Hugging Face hub id already in the local cache (openai-community/gpt2){hint}"
+        )
+    return f"arch {name!r}: unknown architecture: give {forms} or package.module:factory{hint}"
 
 
 def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: bool) -> LoadedModel:

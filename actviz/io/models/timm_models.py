@@ -117,35 +117,6 @@ class TimmTransform:
         return f"TimmTransform({self.config})"
 
 
-def data_transform(model: nn.Module) -> TimmTransform | None:
-    """timm's eval preprocessing for ``model`` (from its pretrained config); None if unknown."""
-    try:
-        from timm.data import create_transform, resolve_data_config
-
-        config = resolve_data_config({}, model=model)
-        return TimmTransform(create_transform(**config), config)
-    except Exception as exc:  # noqa: BLE001 - an odd model or timm version: no preprocessing
-        log.debug("no timm data config for %s: %s", type(model).__name__, exc)
-        return None
-
-
-def imagenet_categories(model: nn.Module) -> list[str] | None:
-    """Class names when the model's head is an ImageNet head timm knows, else None."""
-    try:
-        from timm.data import ImageNetInfo, infer_imagenet_subset
-
-        subset = infer_imagenet_subset(model)
-        if not subset:
-            return None
-        info = ImageNetInfo(subset)
-        count = int(getattr(model, "num_classes", 0) or 0)
-        # The first synonym, as torchvision writes ImageNet names ("tench").
-        return [info.index_to_description(i).split(",")[0] for i in range(count)] or None
-    except Exception as exc:  # noqa: BLE001 - names are a nicety; never block the model
-        log.debug("no ImageNet class names for %s: %s", type(model).__name__, exc)
-        return None
-
-
 def build_timm(
     name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None, src: str = ""
 ) -> LoadedModel:
@@ -159,8 +130,23 @@ def build_timm(
         model, weights_name, note = _pretrained(name[len(TIMM_PREFIX) :], model)
         if note:
             warnings.append(note)
-    transforms = data_transform(model)
-    categories = imagenet_categories(model)
+    transforms = categories = None
+    try:
+        from timm.data import create_transform, resolve_data_config
+
+        config = resolve_data_config({}, model=model)  # from its pretrained config
+        transforms = TimmTransform(create_transform(**config), config)
+    except Exception as exc:  # noqa: BLE001 - an odd model or timm version: no preprocessing
+        log.debug("no timm data config for %s: %s", type(model).__name__, exc)
+    try:  # class names when the head is an ImageNet head timm knows
+        from timm.data import ImageNetInfo, infer_imagenet_subset
+
+        if subset := infer_imagenet_subset(model):
+            info, count = ImageNetInfo(subset), int(getattr(model, "num_classes", 0) or 0)
+            # The first synonym, as torchvision writes ImageNet names ("tench").
+            categories = [info.index_to_description(i).split(",")[0] for i in range(count)] or None
+    except Exception as exc:  # noqa: BLE001 - names are a nicety; never block the model
+        log.debug("no ImageNet class names for %s: %s", type(model).__name__, exc)
     return LoadedModel(
         model,
         f"{name} ({weights_name or 'random init'})",
