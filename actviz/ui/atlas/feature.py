@@ -121,7 +121,6 @@ class AtlasFeature(FeatureBase, QObject):
         self.hover_text = ""
         # Maps fitted of the scan shown, by (layer, method, logits layer): shown again at once.
         self._fitted: dict[tuple[str, str, str | None], Any] = {}
-        self._fitted_scan: Any = None
         self._thumbs = ThumbCache(THUMB, self)
         self._thumbs.loaded.connect(self._on_thumb_loaded)
         #: The hover tooltip's pictures (twice a strip's), and the dot hovered (-1: none).
@@ -154,8 +153,7 @@ class AtlasFeature(FeatureBase, QObject):
         if scan is not None and self._restoring is not None and not made_of(self._restoring, scan):
             self._restoring = None  # another scan than the session's: its map is not restored
         layers = tuple(scan.embedding_layers) if scan is not None else ()
-        if scan is not self._fitted_scan:
-            self._fitted, self._fitted_scan = {}, None  # maps of the scan before go
+        self._fitted = {k: a for k, a in self._fitted.items() if a.scan is scan}  # others go
         if not layers:
             self.worker.drop()
             self.atlas = None
@@ -212,8 +210,6 @@ class AtlasFeature(FeatureBase, QObject):
     def _on_built(self, atlas: Any) -> None:
         if atlas.scan is not self.session.scan:
             return
-        if self._fitted_scan is not atlas.scan:
-            self._fitted, self._fitted_scan = {}, atlas.scan
         self._fitted[(atlas.layer, atlas.projection.method, self.logits)] = atlas
         self.atlas = atlas
         # A session's map being restored: this one, if it is of the saved scan and layer.
@@ -280,22 +276,20 @@ class AtlasFeature(FeatureBase, QObject):
         atlas, capture = self.atlas, getattr(self.session.result, "capture", None)
         if atlas is None:
             return
-        emb = atlas.embeddings
+        emb, why = atlas.embeddings, "run an input"
         try:
             vector = None if capture is None else query_vector(capture, atlas.layer, emb.axis)
         except (KeyError, ValueError, TypeError, IndexError):
-            self._show_input(None, ())
-            self.view.nearest_title.setText(
-                f"Nearest in the dataset: tick {atlas.layer} to place the input on the map"
-            )
-            return
+            vector, why = None, f"tick {atlas.layer} to place the input on the map"
         if vector is None or vector.shape[-1] != emb.vectors.shape[1]:
-            self._show_input(None, ())
+            self._show_input(None, (), why)
             return
         xy = atlas.projection.transform(vector)
         self._show_input(np.asarray(xy).reshape(-1)[:2], atlas.nearest(vector, NEAREST_K))
 
-    def _show_input(self, xy: np.ndarray | None, nearest: tuple[Any, ...]) -> None:
+    def _show_input(
+        self, xy: np.ndarray | None, nearest: tuple[Any, ...], why: str = "run an input"
+    ) -> None:
         in_view = self.view.set_marker(xy)
         self.nearest = tuple(nearest)
         row_of = rows_of(self.atlas)
@@ -309,7 +303,7 @@ class AtlasFeature(FeatureBase, QObject):
             ]
         )
         if xy is None:
-            title = "Nearest in the dataset: run an input"
+            title = f"Nearest in the dataset: {why}"
         else:
             far = "" if in_view else f" · {FAR_OFF_MAP}"
             title = f"Nearest in the dataset ({self.atlas.layer}, cosine){far}"
@@ -479,6 +473,6 @@ class AtlasFeature(FeatureBase, QObject):
         """Stop the map's worker (waited for)."""
         self.worker.shutdown()
         self.atlas = None
-        self._fitted, self._fitted_scan = {}, None
+        self._fitted = {}
         self._thumbs.shutdown()
         self._hover_thumbs.shutdown()
