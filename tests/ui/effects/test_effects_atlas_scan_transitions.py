@@ -390,7 +390,7 @@ def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tm
 
 
 def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window):
-    from actviz.ui.effects.verifying import INTERRUPTED
+    from actviz.ui.effects.feature import INTERRUPTED
 
     win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
