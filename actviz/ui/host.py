@@ -126,6 +126,8 @@ class Host(Docks):
     show_status = _window_attr("status.status_label.setText")  # the status bar's text
     add_tab = _window_attr("centre.tabs.addTab")  # after the Layers and Overview tabs
     remove_dock = _window_attr("removeDockWidget")  # a disabled plugin's view
+    #: ``(fill)``: ``fill(menu, layer, channels)`` adds a feature's entries to each tile menu.
+    add_tile_menu_entries = _window_attr("display.tile_menu_fillers.append")
 
     def private_model(
         self, owner: Any, *, to_eval: bool = False, keep: bool = False
@@ -258,10 +260,6 @@ class Host(Docks):
         panel = self.panel(layer)
         if panel is not None:
             self._w.centre.layers_scroll.ensureWidgetVisible(panel)
-
-    def add_tile_menu_entries(self, fill: Callable[[QMenu, str, tuple[int, ...]], None]) -> None:
-        """``fill(menu, layer, channels)`` adds a feature's entries to a tile menu."""
-        self._w.display.tile_menu_fillers.append(fill)
 
     def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None:
         """Add every feature's tile-menu entries for ``channels`` of ``layer`` to ``menu``."""
