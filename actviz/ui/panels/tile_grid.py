@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pyqtgraph as pg
@@ -199,23 +200,13 @@ class TileGrid:
         self, labels: list[tuple[int, QtCore.QPointF]], ratio: float
     ) -> tuple[QtGui.QPixmap, QtCore.QPointF]:
         """Draw the channel numbers once into a transparent pixmap (screen pixels)."""
-        metrics = QtGui.QFontMetrics(self._font)
+        metrics, texts = QtGui.QFontMetrics(self._font), [str(channel) for channel, _ in labels]
+        advance, height = metrics.horizontalAdvance, metrics.height()
         rects = [
-            (
-                str(channel),
-                QtCore.QRectF(
-                    corner.x() + 1,
-                    corner.y() + 1,
-                    metrics.horizontalAdvance(str(channel)) + 4,
-                    metrics.height(),
-                ),
-            )
-            for channel, corner in labels
+            QtCore.QRectF(corner.x() + 1, corner.y() + 1, advance(text) + 4, height)
+            for text, (_, corner) in zip(texts, labels, strict=True)
         ]
-        bounds = QtCore.QRectF(rects[0][1])
-        for _, rect in rects[1:]:
-            bounds = bounds.united(rect)
-        bounds = bounds.toAlignedRect()
+        bounds = functools.reduce(QtCore.QRectF.united, rects).toAlignedRect()
         pixmap = QtGui.QPixmap(
             max(1, math.ceil(bounds.width() * ratio)), max(1, math.ceil(bounds.height() * ratio))
         )
@@ -228,7 +219,7 @@ class TileGrid:
             p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
             back = QtGui.QColor(255, 255, 255, 190)
             p.setPen(QtGui.QColor(style.TEXT))
-            for text, rect in rects:
+            for text, rect in zip(texts, rects, strict=True):
                 p.fillRect(rect, back)
                 p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, text)
         finally:
