@@ -74,15 +74,6 @@ def cached_hub_folder(repo_id: str) -> Path | None:
     return None if found is None else found.parent
 
 
-def hub_cache_dir() -> str:
-    """Where the Hugging Face cache is, for messages."""
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        return "~/.cache/huggingface/hub"
-    return str(constants.HF_HUB_CACHE)
-
-
 def task_of(class_name: str) -> str | None:
     """A transformers class's task by name: ``"causal-lm"``, ``"classifier"``, ``"vision"``."""
     if class_name.endswith(("ForCausalLM", "LMHeadModel")):
@@ -241,10 +232,12 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
     if folder is None:
         folder = cached_hub_folder(src)
         if folder is None:
+            from huggingface_hub import constants  # installed with transformers
+
             raise ModelLoadError(
                 f"{src}: no such file or folder, and not in the local Hugging Face cache "
-                f"({hub_cache_dir()}); actviz never downloads models: download it first with "
-                f"`hf download {src}` (or save it with save_pretrained and open that folder)"
+                f"({constants.HF_HUB_CACHE}); actviz never downloads models: download it first "
+                f"with `hf download {src}` (or save it with save_pretrained and open that folder)"
             )
     try:
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
