@@ -186,8 +186,8 @@ class ValueAxis(pg.GraphicsWidget):
             low, high = self._range
             span = high - low
             painter.setFont(self._font)
-            metrics = QtGui.QFontMetricsF(self._font)
-            half = metrics.height() / 2
+            half, left = QtGui.QFontMetricsF(self._font).height() / 2, _TICK_LENGTH + 2
+            align = int(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter)
             for value, text in self.ticks():
                 frac = (value - low) / span if span else 0.5
                 y = rect.bottom() - frac * rect.height()
@@ -195,14 +195,9 @@ class ValueAxis(pg.GraphicsWidget):
                 painter.drawLine(QtCore.QPointF(0.0, y), QtCore.QPointF(_TICK_LENGTH, y))
                 # Kept inside the bar's height: the end values sit at its edges.
                 top = min(max(y - half, rect.top()), rect.bottom() - 2 * half)
-                box = QtCore.QRectF(
-                    _TICK_LENGTH + 2, top, rect.width() - _TICK_LENGTH - 2, 2 * half
-                )
                 painter.setPen(self._text_pen)
                 painter.drawText(
-                    box,
-                    int(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter),
-                    text,
+                    QtCore.QRectF(left, top, rect.width() - left, 2 * half), align, text
                 )
         finally:
             painter.end()
