@@ -142,11 +142,9 @@ def memory_breakdown_mib() -> dict[str, float]:
         out.update(rss=rss, anonymous=anon, files=max(0.0, rss - anon))
     except (OSError, ValueError, KeyError, IndexError):
         out["rss"] = rss_mib()
-    anon_rss = rss_anon_mib()
-    if anon_rss is not None:
+    if (anon_rss := rss_anon_mib()) is not None:
         out["rss_anon"] = anon_rss
-    info = _mallinfo()
-    if info is not None:
+    if (info := _mallinfo()) is not None:
         out["heap_in_use"] = (info.uordblks + info.hblkhd) / 2**20
         out["heap_free"] = info.fordblks / 2**20
     return out

@@ -109,12 +109,8 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
             gram_a += xc @ xc.T
             gram_b += yc @ yc.T
     norm_a, norm_b, norm_d = math.sqrt(sq_a), math.sqrt(sq_b), math.sqrt(sq_d)
-    if norm_a == 0.0 and norm_b == 0.0:
-        cosine = 1.0
-    elif norm_a == 0.0 or norm_b == 0.0:
-        cosine = 0.0
-    else:
-        cosine = dot / (norm_a * norm_b)
+    # Two zero vectors point the same way; one zero vector, nowhere in particular.
+    cosine = dot / (norm_a * norm_b) if norm_a and norm_b else float(norm_a == norm_b)
     rel = norm_d / norm_b if norm_b != 0.0 else (0.0 if norm_d == 0.0 else math.inf)
     cka = None
     if n > 1:

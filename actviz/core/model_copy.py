@@ -93,8 +93,7 @@ def _copy(model: nn.Module, to_eval: bool) -> nn.Module:
                 memo[id(hooks)] = kept
         hf_hook = getattr(module, "_hf_hook", None)
         for hook in getattr(hf_hook, "hooks", (hf_hook,)):
-            weights = getattr(hook, "weights_map", None)
-            if weights is not None:  # read-only: shared, so offloaded weights stay where they are
+            if (weights := getattr(hook, "weights_map", None)) is not None:  # shared: read-only
                 memo[id(weights)] = weights
     twin = copy.deepcopy(model, memo)
     for module, before in wrapped:

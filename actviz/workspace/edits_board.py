@@ -113,8 +113,7 @@ class EditBoard(Board[EditEntry]):
             )
         if self._layers is not None and layer not in self._layers:
             raise StaleEditError(f"the model shown has no layer {layer!r}: the edit was not made")
-        repeated = self.repeats(layer, edit)
-        if repeated is not None:
+        if (repeated := self.repeats(layer, edit)) is not None:
             return repeated
         entry = EditEntry(next(self._keys), layer, edit, note)
         self._entries.append(entry)
