@@ -42,19 +42,6 @@ def write_pages(out: Path, stem: str, pictures: Sequence[tuple[str, Image.Image]
     return written
 
 
-def _edit_rows(edits: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """The edits a capture ran with, one row each, as summary.json records them."""
-    rows = []
-    for layer, items in edits.items():
-        for edit in items:
-            row: dict[str, Any] = {"layer": layer, "kind": edit.kind, "edit": edit.describe()}
-            row["channels"] = list(edit.channels) if edit.channels is not None else None
-            rows.append(
-                row | {k: getattr(edit, k) for k in EDIT_VALUES if getattr(edit, k) is not None}
-            )
-    return rows
-
-
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
@@ -168,7 +155,17 @@ def export_capture(
         "prediction_of": "the edited run (the edits listed under 'edits' applied)"
         if cap.edits
         else "the run without edits",
-        "edits": _edit_rows(cap.edits),
+        "edits": [
+            {
+                "layer": layer,
+                "kind": e.kind,
+                "edit": e.describe(),
+                "channels": None if e.channels is None else list(e.channels),
+            }
+            | {k: getattr(e, k) for k in EDIT_VALUES if getattr(e, k) is not None}
+            for layer, items in cap.edits.items()
+            for e in items
+        ],
         "layers": layer_summary,
         "attribution": attribution,
         **sequence_summary,

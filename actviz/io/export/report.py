@@ -8,7 +8,7 @@ import dataclasses
 import io
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from PIL import Image
 from actviz.core.records import Capture
 from actviz.core.structures import describe
 from actviz.io.export import report_page
-from actviz.io.export.capture_export import prepare_export
+from actviz.io.export.capture_export import ProgressFn, prepare_export
 from actviz.io.export.report_page import Page, esc, png_bytes
 from actviz.io.export.reproduce import RunSource, beside_script, reproduce_script
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
@@ -29,8 +29,6 @@ from actviz.io.files import atomic_write, check_out_file
 log = logging.getLogger(__name__)
 
 __all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
-
-ProgressFn = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
