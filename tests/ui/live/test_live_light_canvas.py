@@ -1,4 +1,4 @@
-"""Live frames painted by the canvases without their scenes (ui/panels/light_paint): what is on
+"""Live frames painted by the canvases without their scenes (LightPaint): what is on
 screen is what the scene paints, the hover read-out reads the frame shown, and a stopped live
 session leaves the pixels a normal run on the same input shows."""
 

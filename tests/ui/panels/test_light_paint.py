@@ -1,5 +1,5 @@
 """A canvas repaints new pixels of the same image without its scene, and they come out as
-the scene paints them: image, tile gaps, channel numbers, marked tiles (light_paint)."""
+the scene paints them: image, tile gaps, channel numbers, marked tiles (LightPaint)."""
 
 from __future__ import annotations
 
