@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from actviz.core import allocator
-from actviz.core.structures import iter_tensors
+from actviz.core.structures import iter_tensors, non_overlapping
 
 #: Records smaller than this stay references: small blocks come from glibc's bins, warm.
 MIN_BYTES = 128 * 1024
@@ -76,7 +76,7 @@ class RecordPool:
         if nbytes < MIN_BYTES:
             return None
         contiguous = t.is_contiguous()
-        if not contiguous and not _dense(t):
+        if not contiguous and not non_overlapping(t, dense=True):
             return None
         buf, flat = self._take(nbytes)
         # A new array per record: its death with the storage's last tensor gives the buffer back.
@@ -146,16 +146,6 @@ class RecordPool:
                 self.free_bytes -= size
             if not bufs:
                 del self._free[size]
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Whether ``t``'s elements tile its storage without overlap (any memory format)."""
-    reach = 1  # elements covered by the smaller strides so far
-    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.size(), strict=True) if n > 1):
-        if stride != reach:
-            return False
-        reach *= size
-    return True
 
 
 class HeapPin:

@@ -156,16 +156,17 @@ def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:
     """A copy of ``t`` with the same sizes and strides, autograd included (overlaps are copied
     densely): ``clone()`` makes a gapped view dense, and kernels may round differently."""
     copy = t.clone()
-    if copy.stride() == t.stride() or not _non_overlapping(t):
+    if copy.stride() == t.stride() or not non_overlapping(t):
         return copy
     out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
     return out.copy_(t)
 
 
-def _non_overlapping(t: torch.Tensor) -> bool:
+def non_overlapping(t: torch.Tensor, dense: bool = False) -> bool:
+    """Whether no two of ``t``'s elements share memory (``dense``: and they tile it, any order)."""
     reach = 0  # highest offset the smaller strides can reach
     for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.size(), strict=True) if n > 1):
-        if stride <= reach:
+        if stride <= reach or dense and stride != reach + 1:
             return False
         reach += stride * (size - 1)
     return True
