@@ -178,15 +178,13 @@ class FrameRunner:
 
         self.live.pause()
         self.coalescer.clear()
-        if isinstance(error, CaptureTooLarge):
-            self.live.message.emit(
-                f"Refused: {error}. The memory budget is {fmt_bytes(self.live.memory_budget)}; "
-                "untick some layers or raise the budget."
-            )
-        else:
-            self.live.message.emit(
-                f"Live frame {spec.index + 1} failed: {type(error).__name__}: {error}"
-            )
+        budget = fmt_bytes(self.live.memory_budget)
+        self.live.message.emit(
+            f"Refused: {error}. The memory budget is {budget}; untick some layers or raise the "
+            "budget."
+            if isinstance(error, CaptureTooLarge)
+            else f"Live frame {spec.index + 1} failed: {type(error).__name__}: {error}"
+        )
         self.live.emit_status()
 
     def on_finished(self, gen: Job, result: Any) -> None:

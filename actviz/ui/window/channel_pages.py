@@ -42,18 +42,13 @@ class ChannelPages:
         view = layer.view
         if view is None or view.kind != "maps" or not 0 <= channel < view.data.shape[0]:
             return False
-        gv = layer.grad_view
+        gv, shown = layer.grad_view, self.display.channel_view
         grad = gv.data[channel] if gv is not None and gv.kind == "maps" else None
-        self.display.channel_view.set_colormap(self.display.colormap)
-        self.display.channel_view.set_gradients_visible(self.display.gradients_visible)
-        self.display.channel_view.set_channel(
-            name,
-            channel,
-            view.data[channel],
-            grad,
-            channels=int(view.data.shape[0]),
-            signed=view.signed,
-            image=result.image,
+        shown.set_colormap(self.display.colormap)
+        shown.set_gradients_visible(self.display.gradients_visible)
+        data, image = view.data, result.image
+        shown.set_channel(
+            name, channel, data[channel], grad, channels=len(data), signed=view.signed, image=image
         )
         self.opened = (name, channel)
         # The layer's mosaic shows the page holding the channel opened (keys step past pages).

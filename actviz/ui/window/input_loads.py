@@ -156,18 +156,15 @@ class InputLoads:
             # ".pt" names inputs and models alike: what the file holds decides.
             self.files.open_model_source(request.source)
             return
-        swap = self.files.swap
+        swap, source = self.files.swap, request.source
         if request.quiet:
             log.info("no default input: %s", error)
-            text = INPUT_HINT
-            self.window.host.show_warning(text)
+            self.window.host.show_warning(text := INPUT_HINT)
         else:
-            source = request.source
-            reason = failure_reason(error, source)
-            text = f"Could not open input {source!r}: {reason}"
+            text = f"Could not open input {source!r}: {(reason := failure_reason(error, source))}"
             self.window.host.show_error(text, details=error_details(error))
             swap.failure = (repr(short_source(source.removeprefix("text:"))), reason.rstrip("."))
-        self.window.refresh_busy(text if request.quiet else failed_status(request.source))
+        self.window.refresh_busy(text if request.quiet else failed_status(source))
         self.window.input_load_failed.emit(text)
         self.refit()
         swap.failure = None  # said by the input put in its place, or not needed

@@ -62,11 +62,9 @@ class PinActions:
 
     def unpin_shown(self) -> bool:
         """Unpin the result shown now, if it is pinned."""
-        pin = self.session.pins.find(self.session.result)
-        if pin is None:
-            return False
-        self.session.pins.unpin(pin)
-        return True
+        if (pin := self.session.pins.find(self.session.result)) is not None:
+            self.session.pins.unpin(pin)
+        return pin is not None
 
     def unpin_all(self) -> None:
         """Let every pinned result go."""
