@@ -135,12 +135,6 @@ _SIZE_WORDS = frozenset(
 )
 
 
-def _stem(name: str) -> str:
-    """A model name without its sizes (``resnet50`` -> ``resnet``, ``vgg16_bn`` -> ``vgg_bn``)."""
-    parts = ("".join(c for c in part if not c.isdigit()) for part in name.split("_"))
-    return "_".join(p for p in parts if p and p not in _SIZE_WORDS)
-
-
 @functools.cache
 def _torchvision_families() -> Mapping[str, tuple[str, ...]]:
     import torchvision.models as tvm
@@ -152,8 +146,11 @@ def _torchvision_families() -> Mapping[str, tuple[str, ...]]:
             module_name = tvm.get_model_builder(name).__module__
         except ValueError:
             continue
-        # The name stem tells a module's structures apart (VGG with/without BN, Swin v1/v2).
-        families.setdefault(f"{module_name}:{_stem(name)}", []).append(name)
+        # The name's stem, without sizes (resnet50 -> resnet, vgg16_bn -> vgg_bn), tells a
+        # module's structures apart (VGG with/without BN, Swin v1/v2).
+        parts = ("".join(c for c in part if not c.isdigit()) for part in name.split("_"))
+        stem = "_".join(p for p in parts if p and p not in _SIZE_WORDS)
+        families.setdefault(f"{module_name}:{stem}", []).append(name)
     return MappingProxyType({f: tuple(n) for f, n in families.items()})
 
 
@@ -331,11 +328,8 @@ def _without_twins(guesses: list[ArchGuess]) -> list[ArchGuess]:
     for guess in guesses:
         sig = _signature(guess.name, guess.num_classes)
         key = frozenset(sig.shapes.items()) if sig is not None else None
-        if key is not None and seen.get(key, guess.zoo) != guess.zoo:
-            continue
-        if key is not None:
-            seen.setdefault(key, guess.zoo)
-        kept.append(guess)
+        if key is None or seen.setdefault(key, guess.zoo) == guess.zoo:
+            kept.append(guess)
     return kept
 
 
