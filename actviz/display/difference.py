@@ -52,7 +52,6 @@ def prepare_difference(
         stats = tensor_stats(diff)
         biggest = float(diff.abs().max()) if diff.numel() else 0.0
         stats.update(name=name, type=rec.module_type, max_abs=biggest, colormap=DIFFERENCE_CMAP)
-        hist = Lazy(lambda d=diff: histogram(d))
         out[name] = PreparedLayer(
             name=name,
             module_type=rec.module_type,
@@ -63,7 +62,7 @@ def prepare_difference(
             grad_view=None,
             grad_mosaic=None,
             stats=stats,
-            hist_lazy=hist,
+            hist_lazy=Lazy(lambda d=diff: histogram(d)),
         )
     return out
 

@@ -41,8 +41,7 @@ def lens_layers(model: nn.Module) -> LensLayers | None:
         return None
     list_name, blocks = max(lists, key=lambda item: len(item[1]))
     block_names = tuple(f"{list_name}.{i}" if list_name else str(i) for i in range(len(blocks)))
-    norm = None
-    after = False
+    norm, after = None, False
     for name, module in model.named_modules():
         if name == list_name:
             after = True
