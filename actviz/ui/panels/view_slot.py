@@ -341,16 +341,10 @@ class ViewSlot(QtWidgets.QWidget):
 
     def mark_channels(self, channels: list[int]) -> None:
         """Outline the tiles of ``channels`` on the mosaic shown ([] removes the outlines)."""
-        canvas, mosaic = self.image_canvas, self.mosaic
-        if canvas is None:
-            return
-        rects = []
-        if mosaic is not None and self.view is not None and self.view.kind == "maps":
-            for channel in channels:
-                if mosaic.shows(channel):
-                    y0, x0 = mosaic.tile_origin(channel)
-                    rects.append(QtCore.QRectF(x0, y0, mosaic.tile_w, mosaic.tile_h))
-        canvas.set_marks(rects)
+        m = self.mosaic if self.view is not None and self.view.kind == "maps" else None
+        if self.image_canvas is not None:
+            tiles = [m.tile_origin(c) for c in channels if m.shows(c)] if m is not None else []
+            self.image_canvas.set_marks([QtCore.QRectF(x, y, m.tile_w, m.tile_h) for y, x in tiles])
 
     def colormap(self) -> str:
         """The map this side paints with: the choice, resolved for what it shows."""
@@ -452,16 +446,10 @@ class TileSelection:
 
     def click(self, channel: int, extend: bool) -> None:
         """Toggle ``channel``; ``extend``: add the range from the last channel picked."""
-        chosen = list(self.channels)
         if extend and self.anchor is not None:
             low, high = sorted((self.anchor, channel))
-            anchor = self.anchor
-            chosen = sorted(set(chosen) | set(range(low, high + 1)))
+            anchor, chosen = self.anchor, set(self.channels) | set(range(low, high + 1))
         else:
-            anchor = channel
-            if channel in chosen:
-                chosen.remove(channel)
-            else:
-                chosen.append(channel)
-        self.set(chosen)
+            anchor, chosen = channel, set(self.channels) ^ {channel}
+        self.set(list(chosen))
         self.anchor = anchor
