@@ -65,9 +65,8 @@ class DatasetDock(QDockWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Dataset", parent, objectName="datasetDock")
         body = QWidget()
-        layout = QVBoxLayout(body)
+        layout = QVBoxLayout(body, spacing=4)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.setSpacing(4)
         top = QHBoxLayout()
         self.summary_label = style.title_label("No dataset scanned", point_size=9)
         self.scan_button = QPushButton("Scan…")

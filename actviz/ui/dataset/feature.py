@@ -50,13 +50,12 @@ class ChannelOpening:
     def open(self, layer: str, channel: int) -> bool:
         """Open ``channel`` of ``layer`` now (True) or once its layer ran (False)."""
         self.host.show_tab(None)
+        self.pending = None
         if self.host.open_channel(layer, channel):
-            self.pending = None
             return True
         result = self.session.result
         if result is not None and layer in result.layers:
             # Shown, but not as maps: running again would open nothing either.
-            self.pending = None
             self._say_no_maps(layer, channel)
             return False
         self.pending = (layer, int(channel))
@@ -424,7 +423,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_layers(tuple(self.scans.scan.layers), layer)
             self._show_layer(layer)
         table = self.dock.table
-        figures = table.figures
+        figures = table.table_model.figures
         if figures is not None and figures.layer == layer and 0 <= channel < figures.channels:
             row = table.row_of(channel)
             table.selectRow(row)

@@ -154,10 +154,6 @@ class ChannelTable(QtWidgets.QTableView):
         """Show ``figures`` (None: empty), keeping the current sort."""
         self.table_model.set_figures(figures)
 
-    @property
-    def figures(self) -> LayerFigures | None:
-        return self.table_model.figures
-
     def channel_at(self, row: int) -> int:
         """The channel shown on (sorted) row ``row``."""
         return int(self.table_model.order[row])
@@ -167,6 +163,6 @@ class ChannelTable(QtWidgets.QTableView):
         return self.table_model.row_of(channel)
 
     def _on_clicked(self, index: QtCore.QModelIndex) -> None:
-        f = self.figures
+        f = self.table_model.figures
         if f is not None and index.isValid():
             self.channel_clicked.emit(f.layer, self.channel_at(index.row()))

@@ -49,9 +49,8 @@ class TopKGrid(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QtWidgets.QVBoxLayout(self)
+        layout = QtWidgets.QVBoxLayout(self, spacing=1)
         layout.setContentsMargins(0, 2, 0, 0)
-        layout.setSpacing(1)
         # One line cut with "…": it must not widen the channel view.
         self.caption = style.caption_text(lines=1)
         layout.addWidget(self.caption)
