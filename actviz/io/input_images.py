@@ -83,22 +83,6 @@ def _image_to_float(img: Image.Image) -> tuple[np.ndarray, list[str]]:
     return np.asarray(img, dtype=np.float32) / 255.0, notes
 
 
-def _adapt_channels(
-    arr: np.ndarray, channels: int | None, exp: ExpectedInput, src: str
-) -> tuple[np.ndarray, list[str]]:
-    have = arr.shape[-1]
-    if channels is None or channels == have:
-        return arr, []
-    if channels == 3 and have == 1:
-        return np.repeat(arr, 3, axis=-1), ["gray -> 3 channels"]
-    if channels == 1 and have == 3:
-        return (arr @ _LUMA)[..., None], ["RGB -> gray"]
-    raise InputError(
-        f"{src}: model expects {channels} input channels ({exp.layer}); "
-        f"an image gives 1 (gray) or 3 (RGB)"
-    )
-
-
 def _to_uint8_rgb(chw: torch.Tensor) -> np.ndarray:
     """(C, H, W) float in [0, 1] -> (H, W, 3) uint8; one channel is repeated to gray RGB."""
     arr = chw.detach().to("cpu", torch.float32).clamp(0.0, 1.0).numpy()
@@ -106,14 +90,6 @@ def _to_uint8_rgb(chw: torch.Tensor) -> np.ndarray:
         arr = np.repeat(arr, 3, axis=0)
     arr = arr[:3].transpose(1, 2, 0)
     return np.ascontiguousarray(np.round(arr * 255.0).astype(np.uint8))
-
-
-def _unnormalise(y: torch.Tensor, transforms: Any) -> torch.Tensor | None:
-    mean, std = getattr(transforms, "mean", None), getattr(transforms, "std", None)
-    if mean is None or std is None or len(mean) != y.shape[0] or len(std) != y.shape[0]:
-        return None
-    m, s = (torch.tensor(list(v), dtype=y.dtype).view(-1, 1, 1) for v in (mean, std))
-    return y * s + m
 
 
 def _describe_transforms(transforms: Any) -> str:
@@ -138,8 +114,15 @@ def _from_image(
     channels = exp.channels
     if channels is None and transforms is not None:
         channels = 3  # weight transforms are written for RGB
-    arr, channel_notes = _adapt_channels(arr, channels, exp, src)
-    notes += channel_notes
+    if channels == 3 and arr.shape[-1] == 1:
+        arr, notes = np.repeat(arr, 3, axis=-1), [*notes, "gray -> 3 channels"]
+    elif channels == 1 and arr.shape[-1] == 3:
+        arr, notes = (arr @ _LUMA)[..., None], [*notes, "RGB -> gray"]
+    elif channels not in (None, arr.shape[-1]):
+        raise InputError(
+            f"{src}: model expects {channels} input channels ({exp.layer}); "
+            f"an image gives 1 (gray) or 3 (RGB)"
+        )
     chw = torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
 
     if transforms is not None:
@@ -160,8 +143,11 @@ def _from_image(
             raise InputError(f"{src}: the model's preprocessing did not return a (C, H, W) tensor")
         y = y if y.ndim == 3 else y[0]
         y = y.to(torch.float32)
-        shown = _unnormalise(y, transforms)
-        if shown is None:
+        mean, std = getattr(transforms, "mean", None), getattr(transforms, "std", None)
+        if mean is not None and std is not None and len(mean) == len(std) == y.shape[0]:
+            m, s = (torch.tensor(list(v), dtype=y.dtype).view(-1, 1, 1) for v in (mean, std))
+            shown = y * s + m  # the normalisation undone
+        else:
             lo, hi = float(y.min()), float(y.max())
             if lo >= 0.0 and hi <= 1.0:
                 shown = y
