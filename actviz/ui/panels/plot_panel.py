@@ -164,9 +164,7 @@ def _elide(name: str, width: float, metrics: QtGui.QFontMetricsF) -> str:
         return name
     tail = re.search(r"[\d.]{0,4}$", name).group(0)  # type: ignore[union-attr]
     head = name[: len(name) - len(tail)]
-    if not tail or not head:
-        return metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, width)
-    for keep in range(len(head) - 1, 0, -1):
+    for keep in range(len(head) - 1, 0, -1) if tail else ():
         text = f"{head[:keep]}…{tail}"
         if metrics.horizontalAdvance(text) <= width:
             return text
@@ -326,8 +324,7 @@ class GradFlowPanel(PlotPanel):
         norms = np.asarray(norms, dtype=np.float64).reshape(-1)
         if len(names) != norms.size:
             raise ValueError(f"{len(names)} names but {norms.size} norms")
-        self.names = list(names)
-        self.norms = norms
+        self.names, self.norms = list(names), norms
         x = np.arange(norms.size, dtype=np.float64)
         good = np.isfinite(norms) & (norms > 0)
         zero = norms == 0
