@@ -73,14 +73,10 @@ def open_input(
     if as_list is None:
         target = model if model is not None else getattr(loaded_model, "model", None)
         as_list = target is not None and forward_takes_list(target)
-    return _as_list(loaded) if as_list else loaded
-
-
-def _as_list(loaded: LoadedInput) -> LoadedInput:
-    """The same input as a list of (C, H, W) images: one list argument."""
-    images = list_layout(loaded.value, True)
+    # As a list of (C, H, W) images: one list argument.
+    images = list_layout(loaded.value, True) if as_list else None
     if not isinstance(images, list):
-        return loaded  # a dict of keyword inputs or a scalar: nothing to split
+        return loaded  # not asked, or a dict of keyword inputs or a scalar: nothing to split
     image = loaded.image
     if image is None and images and images[0].ndim == 3:
         image = tensors._display_image(images[0][None])
