@@ -55,15 +55,16 @@ class FileOpening:
         weights: str | None = "DEFAULT",
         trust: bool = False,
         wait: bool = False,
+        dialog: OpenModelDialog | None = None,
     ) -> bool:
         """Open a model (zoo name, file, ``module:attr`` or "demo", arguments as for
         :func:`actviz.io.models.loading.open_model`) in the background; whether the load started
-        (``wait``: whether it was adopted); ``model_loaded`` or ``model_load_failed`` follows."""
+        (``wait``: whether it was adopted); ``model_loaded`` or ``model_load_failed`` follows.
+        ``dialog``: the Open model dialog that asked (it says how the load ends)."""
         if self.window.is_closed():
             return False
-        request = ModelRequest(
-            str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
-        )
+        request = ModelRequest(str(source), arch=arch, weights=weights, trust=trust, dialog=dialog)
+        request.remember = source != "demo"
         self.start_model_load(request)
         return outcome(request, wait, self.window.wait_until)
 

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import QFileDialog
 
-from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER, ModelRequest
+from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.settings import split_recent_model
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
+    from actviz.ui.window.dialogs import OpenModelDialog
 
 
 class OpenMenus:
@@ -56,20 +56,15 @@ class OpenMenus:
             self.model_dialog.raise_()
             return self.model_dialog
         dialog = self.new_model_dialog(keep_open=True)
-        dialog.open_requested.connect(lambda spec: self._open_from_dialog(dialog, spec))
+        dialog.open_requested.connect(
+            lambda spec: self.files.open_model_source(
+                spec.source, arch=spec.arch, weights=spec.weights, dialog=dialog
+            )
+        )
         dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
         self.model_dialog = dialog
         dialog.open()
         return dialog
-
-    def _open_from_dialog(self, dialog: OpenModelDialog, spec: ModelSpec) -> None:
-        if self.files.window.is_closed():
-            return
-        request = ModelRequest(
-            spec.source, arch=spec.arch, weights=spec.weights, remember=spec.source != "demo"
-        )
-        request.dialog = dialog
-        self.files.start_model_load(request)
 
     def _on_dialog_finished(self, dialog: OpenModelDialog) -> None:
         if self.model_dialog is dialog:
