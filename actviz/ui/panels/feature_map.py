@@ -96,30 +96,25 @@ class PageBar(QtWidgets.QWidget):
 
     def show_page(self, mosaic: Mosaic | None) -> None:
         """Say which page of its channels ``mosaic`` shows (None: no mosaic, no bar)."""
-        if mosaic is not None and mosaic.order is not None:
+        order, text, tip = mosaic.order if mosaic is not None else None, "", ""
+        if mosaic is not None and order is not None:
             # Tiles in an order of their own: the bar says so (even on one page), with ranks.
-            start, total = mosaic.position, len(mosaic.order.channels)
+            start, total = mosaic.position, len(order.channels)
             end = start + mosaic.channels
-            self.label.setText(f"{mosaic.order.label}: {start + 1}-{end} of {total}")
-            self.label.setToolTip(
-                f"Tiles in order {mosaic.order.label} (ranks {start + 1}-{end}); each tile "
-                "is labelled with its channel"
-            )
+            text = f"{order.label}: {start + 1}-{end} of {total}"
+            tip = f"Tiles in order {order.label} (ranks {start + 1}-{end}); each tile is labelled "
+            tip += "with its channel"
+        elif mosaic is not None and mosaic.channels < mosaic.total_channels:
+            # Other layers get the bar only with more channels than one mosaic holds.
+            start, end, total = mosaic.first_channel, mosaic.last_channel + 1, mosaic.total_channels
+            text = f"ch {start}-{end - 1} of {total}"
+        if self.label.toolTip() != tip:  # (each setToolTip sends an event, same text or not)
+            self.label.setToolTip(tip)
+        if text:
+            self.label.setText(text)
             self.prev_button.setEnabled(start > 0)
             self.next_button.setEnabled(end < total)
-            self.setVisible(True)
-            return
-        if self.label.toolTip():  # (each setToolTip sends an event, same text or not)
-            self.label.setToolTip("")
-        # Only layers with more channels than one mosaic holds get the page bar.
-        if mosaic is None or mosaic.channels >= mosaic.total_channels:
-            self.setVisible(False)
-            return
-        first, last, total = mosaic.first_channel, mosaic.last_channel, mosaic.total_channels
-        self.label.setText(f"ch {first}-{last} of {total}")
-        self.prev_button.setEnabled(first > 0)
-        self.next_button.setEnabled(last + 1 < total)
-        self.setVisible(True)
+        self.setVisible(bool(text))
 
 
 class LayerPanel(PanelBase):

@@ -55,11 +55,9 @@ class ProbabilityBar(QtWidgets.QWidget):
         painter.setBrush(QtGui.QColor("#e8eaed"))
         painter.drawRoundedRect(rect, 3, 3)
         if self._value > 0:
-            filled = QtCore.QRectF(
-                rect.x(), rect.y(), max(rect.width() * self._value, 2.0), rect.height()
-            )
+            rect.setWidth(max(rect.width() * self._value, 2.0))
             painter.setBrush(self._color)
-            painter.drawRoundedRect(filled, 3, 3)
+            painter.drawRoundedRect(rect, 3, 3)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(160, 18)
