@@ -78,12 +78,6 @@ class Comparison:
         }
 
 
-def _f64(t: torch.Tensor) -> torch.Tensor:
-    if t.is_complex():
-        t = t.abs()
-    return t.to("cpu", torch.float64)
-
-
 def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerDiff:
     """The figures of :mod:`actviz.core.compare` for two tensors of one shape (A, then B), summed
     in float64 over :data:`CHUNK` pieces along the features (CKA's Gram matrices add up)."""
@@ -96,7 +90,10 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
     gram_a = torch.zeros(n, n, dtype=torch.float64)
     gram_b = torch.zeros(n, n, dtype=torch.float64)
     for start in range(0, xa.shape[1], width):
-        x, y = _f64(xa[:, start : start + width]), _f64(xb[:, start : start + width])
+        x, y = (  # complex values by their magnitude
+            (t.abs() if t.is_complex() else t).to("cpu", torch.float64)
+            for t in (xa[:, start : start + width], xb[:, start : start + width])
+        )
         d = x - y
         dot += float((x * y).sum())
         sq_a += float((x * x).sum())

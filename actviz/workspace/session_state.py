@@ -21,7 +21,7 @@ from actviz.workspace.edits_board import BaselineCache, EditBoard
 from actviz.workspace.pins import PinBoard
 from actviz.workspace.run_request import RunRequest, request_of
 from actviz.workspace.run_request import run_job as run_job
-from actviz.workspace.session_codec import InputSource
+from actviz.workspace.session_codec import InputSource, input_source_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.data.scan_result import Scan
@@ -357,14 +357,7 @@ class Session:
 
     def set_loaded_input(self, loaded: LoadedInput) -> None:
         """Adopt an :class:`actviz.io.input_files.LoadedInput`."""
-        self.set_input(
-            loaded.value,
-            source=str(loaded.source),
-            kind=loaded.kind,
-            image=loaded.image,
-            description=loaded.description,
-            tokens=getattr(loaded, "tokens", None),
-        )
+        self.set_input(**vars(input_source_of(loaded)))
 
     @property
     def input_path(self) -> Path | None:
