@@ -52,7 +52,7 @@ def write_comparison(
         title = f"{name or '(model)'} · {layer.module_type} · A - B"
         # Readable PNGs and the panel's own pixels (_1x), always symmetric about 0 here.
         pictures = layer_page_images(
-            safe_name(name), "features", layer, DIFFERENCE_CMAP, title, normalize, symmetric=True
+            "features", layer, DIFFERENCE_CMAP, title, normalize, symmetric=True
         )
         mine = write_pages(out, f"diff_{safe_name(name)}", pictures)
         written += mine

@@ -229,7 +229,6 @@ def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.I
 
 
 def layer_page_images(
-    base: str,
     kind: str,
     layer: PreparedLayer | torch.Tensor,
     cmap: str,
@@ -250,8 +249,7 @@ def layer_page_images(
     if normalize is None:
         normalize = "channel" if kind == "features" else "shared"
     if title is None:
-        name = layer.name if isinstance(layer, PreparedLayer) else base
-        title = f"{name or '(model)'} · {module_type}"
+        title = f"{getattr(layer, 'name', '') or '(model)'} · {module_type}"
     pictures = []
     gradient = kind == "grad"
     # As the window under "auto": signed activations diverging about 0, the rest sequential.
@@ -262,11 +260,7 @@ def layer_page_images(
         painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
     for first, suffix in channel_pages(view):
         # The readable picture and the one-pixel-per-value mosaic of one page, scaled alike.
-        page: dict[str, Any] = {
-            "normalize": normalize,
-            "first_channel": first,
-            "symmetric": symmetric,
-        }
+        page = dict(normalize=normalize, first_channel=first, symmetric=symmetric)
         pictures.append((suffix, render_layer_png(view, title, cmap=painted, **page)))
         if view.kind == "maps":
             m = mosaic(view.data, max_channels=EXPORT_PAGE_CHANNELS, **page)
@@ -287,12 +281,12 @@ def layer_pictures(
     if kind == "features":
         if layer is None or layer.view is None:
             return []
-        return layer_page_images(safe_name(name), kind, layer, cmap, normalize=normalize)
+        return layer_page_images(kind, layer, cmap, normalize=normalize)
     if grad is None:
         return []
     source = layer if layer is not None and layer.grad_view is not None else grad
     title = f"|d target / d {name or 'output'}|"
-    return layer_page_images(safe_name(name), kind, source, cmap, title, normalize)
+    return layer_page_images(kind, source, cmap, title, normalize)
 
 
 _HEAT_INK = (32, 33, 36)
