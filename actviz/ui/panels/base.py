@@ -22,9 +22,8 @@ class PanelBase(QtWidgets.QFrame):
     def __init__(self, title: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.setFrameShape(QtWidgets.QFrame.Shape.StyledPanel)
-        outer = QtWidgets.QVBoxLayout(self)
+        outer = QtWidgets.QVBoxLayout(self, spacing=2)
         outer.setContentsMargins(6, 4, 6, 4)
-        outer.setSpacing(2)
         self.title_label = title_label(title)
         outer.addWidget(self.title_label)
         self.content = bare_box(spacing=2, vertical=True)

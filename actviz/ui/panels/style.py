@@ -303,13 +303,11 @@ def tool_button(
     raised: bool = True,
 ) -> QtWidgets.QToolButton:
     """A tool button showing an arrow or a text (``face``) that calls ``on_click``."""
-    button = QtWidgets.QToolButton()
+    button = QtWidgets.QToolButton(toolTip=tip, autoRaise=not raised)
     if isinstance(face, str):
         button.setText(face)
     else:
         button.setArrowType(face)
-    button.setToolTip(tip)
-    button.setAutoRaise(not raised)
     button.clicked.connect(lambda: on_click())
     return button
 
