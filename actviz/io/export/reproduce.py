@@ -335,16 +335,21 @@ def write_reproduce(
     return [*(out / name for name in names.values()), out / SCRIPT_NAME]
 
 
-def compare_script(
+def write_compare_reproduce(
+    out_dir: str | Path,
     source_a: RunSource,
     source_b: RunSource,
     layers: Sequence[str] | None,
     tol: float,
-    saved: Mapping[str, str] | None = None,
-) -> str:
-    """The text of the ``reproduce.py`` of ``actviz compare``: both runs, then
-    :func:`actviz.compare`, written as ``OUT/compare.json`` (``Comparison.to_dict()``)."""
-    saved = dict(saved or {})
+) -> list[Path]:
+    """Write the ``reproduce.py`` of a comparison (and the random weights it loads): both runs,
+    then :func:`actviz.compare`, written as ``OUT/compare.json`` (``Comparison.to_dict()``)."""
+    out = Path(out_dir)
+    saved: dict[str, str] = {}
+    for tag, source in (("_a", source_a), ("_b", source_b)):
+        if source.state is not None and not (tag == "_b" and source.state is source_a.state):
+            saved[f"weights{tag}"] = f"reproduce_weights{tag}.pt"
+            torch.save(dict(source.state), out / saved[f"weights{tag}"])
     notes: list[str] = []
     same = source_b.model == source_a.model and source_b.state is source_a.state
     body = _open_lines(source_a, saved, notes, "_a")
@@ -366,22 +371,5 @@ def compare_script(
         f"Run A: {source_a.model} on {source_a.input}",
         f"Run B: {source_b.model} on {source_b.input}",
     ]
-    return _script(head, notes, "Notes:", body, edits=False)
-
-
-def write_compare_reproduce(
-    out_dir: str | Path,
-    source_a: RunSource,
-    source_b: RunSource,
-    layers: Sequence[str] | None,
-    tol: float,
-) -> list[Path]:
-    """Write the ``reproduce.py`` of a comparison (and the random weights it loads)."""
-    out = Path(out_dir)
-    saved: dict[str, str] = {}
-    for tag, source in (("_a", source_a), ("_b", source_b)):
-        if source.state is not None and not (tag == "_b" and source.state is source_a.state):
-            saved[f"weights{tag}"] = f"reproduce_weights{tag}.pt"
-            torch.save(dict(source.state), out / saved[f"weights{tag}"])
-    (out / SCRIPT_NAME).write_text(compare_script(source_a, source_b, layers, tol, saved))
+    (out / SCRIPT_NAME).write_text(_script(head, notes, "Notes:", body, edits=False))
     return [*(out / name for name in saved.values()), out / SCRIPT_NAME]
