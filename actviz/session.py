@@ -21,21 +21,16 @@ __all__ = ["ModelCheck", "SessionFileError", "SessionState", "load", "save", "ve
 def _state_of(window_or_state: Any) -> SessionState:
     if isinstance(window_or_state, SessionState):
         return window_or_state
-    # actviz.explore()'s façade stands for its window.
-    window_or_state = getattr(window_or_state, "_window", window_or_state)
-    owners = [
-        window_or_state,
-        getattr(window_or_state, "session", None),
-        getattr(window_or_state, "session_store", None),  # the window's session files' part
-    ]
-    for owner in owners:
+    # actviz.explore()'s façade stands for its window; session_store is its session files' part.
+    window = getattr(window_or_state, "_window", window_or_state)
+    for owner in (window, getattr(window, "session", None), getattr(window, "session_store", None)):
         make = getattr(owner, "session_state", None)
         if callable(make):
             state = make()
             if isinstance(state, SessionState):
                 return state
     raise TypeError(
-        f"cannot save a session from {type(window_or_state).__name__}: pass the window "
+        f"cannot save a session from {type(window).__name__}: pass the window "
         "(actviz.explore(...)) or an actviz.session.SessionState"
     )
 

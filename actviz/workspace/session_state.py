@@ -272,18 +272,9 @@ class Session:
 
     def set_loaded_model(self, loaded: LoadedModel, **kwargs: Any) -> None:
         """Adopt an :class:`actviz.io.models.loaded_model.LoadedModel`."""
-        self.set_model(
-            loaded.model,
-            name=loaded.name,
-            source=str(loaded.source),
-            kind=loaded.kind,
-            categories=loaded.categories,
-            transforms=loaded.transforms,
-            input_size=loaded.input_size,
-            warnings=loaded.warnings,
-            loaded=loaded,
-            **kwargs,
-        )
+        same = ("name", "kind", "categories", "transforms", "input_size", "warnings")
+        adopted = {k: getattr(loaded, k) for k in same}
+        self.set_model(loaded.model, source=str(loaded.source), loaded=loaded, **adopted, **kwargs)
 
     def set_model_open_args(self, args: Mapping[str, Any]) -> None:
         """How :attr:`loaded_model` was opened (``open_model``'s arch, weights and trust)."""
