@@ -47,10 +47,9 @@ def _display(key: str, value: Any) -> str:
         return style.format_shape(value) if isinstance(value, (tuple, list)) else str(value)
     if key == "name":
         return str(value) or "(model)"
-    if key in ("nan", "inf"):
-        number = _as_float(value)
-        return str(int(number)) if number is not None and math.isfinite(number) else str(value)
     number = _as_float(value)
+    if key in ("nan", "inf"):
+        return str(int(number)) if number is not None and math.isfinite(number) else str(value)
     if number is None:
         return str(value)
     if key == "zero_frac":
