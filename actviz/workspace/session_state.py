@@ -182,8 +182,7 @@ class Session:
         self.model_changed, self.input_changed, self.ticks_changed = Event(), Event(), Event()
         self.target_changed, self.result_changed, self.pins_changed = Event(), Event(), Event()
         self.pins = PinBoard(self.pins_changed.emit)
-        self.edits_changed = Event()
-        self.view_changed = Event()
+        self.edits_changed, self.view_changed = Event(), Event()
         #: Colour map, normalisation, Grad-CAM layer, pages and orders (``view_changed``).
         self.display_settings = DisplaySettings(self.view_changed.emit)
         #: The target chosen, or the auto one held (``target_changed``).
