@@ -174,12 +174,9 @@ def _label_cut(label: QLabel) -> str:
         return f"shortened to {shown!r} without a tooltip" if untipped else ""
     fmt, rich = label.textFormat(), Qt.TextFormat.RichText
     if fmt == rich or (fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(text)):
-        doc = QTextDocument()
-        doc.setDocumentMargin(0)  # as QLabel lays rich text out
-        doc.setDefaultFont(label.font())
+        width = room if label.wordWrap() else -1  # as QLabel lays rich text out
+        doc = QTextDocument(documentMargin=0, defaultFont=label.font(), textWidth=width)
         doc.setHtml(text)
-        if label.wordWrap():
-            doc.setTextWidth(room)
         needed_w, needed_h = doc.idealWidth(), doc.size().height()
         if not label.wordWrap() and needed_w > room + SLACK:
             return f"needs {needed_w:.0f} px, has {room} px"
