@@ -125,11 +125,42 @@ def export_capture(
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     for key in ("saliency", "gradcam"):
         written += _save_attribution(out, key, pictures, attribution)
-    target = target_record(cap, prepared, categories)
-    if prepared.token_saliency is not None:
-        token_files = write_token_saliency(out, prepared.token_saliency, target["text"])
-        attribution["token_saliency"] = [p.name for p in token_files]
-        written += token_files
+    # The target: index, name, sentence, value and how it was chosen.
+    index, kind, label = cap.target_index, prepared.prediction_kind, None
+    if index is not None and categories and 0 <= index < len(categories):
+        label = str(categories[index])
+    elif index is not None and kind == "token":
+        label = token_texts(prepared.spec.tokenizer, [index])[0]
+    target = {
+        "description": cap.target_description,
+        "text": prepared.target_text,
+        "kind": kind,
+        "index": index,
+        "label": label,
+        "value": _jsonable(cap.target_value),
+        "chosen": _how_chosen(cap),
+    }
+    if (tokens := prepared.token_saliency) is not None:
+        # A text input's saliency per token: a .json record and a .csv row per token.
+        shares = tokens.shares()
+        rows = [
+            {"index": i, "token": t, "saliency": float(tokens.values[i]), "share": float(shares[i])}
+            for i, t in enumerate(tokens.tokens)
+        ]
+        record = {
+            "what": "|gradient x input embedding| per token, summed over the embedding dimension",
+            "layer": tokens.layer,
+            "sample": tokens.sample,
+            "target": target["text"],
+            "tokens": rows,
+        }
+        (out / "token_saliency.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        with (out / "token_saliency.csv").open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=["index", "token", "saliency", "share"])
+            writer.writeheader()
+            writer.writerows(rows)
+        attribution["token_saliency"] = ["token_saliency.json", "token_saliency.csv"]
+        written += [out / "token_saliency.json", out / "token_saliency.csv"]
     written += write_reproduce(out, cap, source, names, npz_files)
     sequence_files, sequence_summary = write_sequence_views(prepared, out, names)
     written += sequence_files
@@ -240,29 +271,6 @@ def prepare_export(
     return cap, prepared
 
 
-def target_record(
-    cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """What ``summary.json`` says of the target: index, name, sentence, value and ``chosen``
-    (``"top prediction"``, ``"picked"``, ``"custom"`` or ``"none"``)."""
-    index = cap.target_index
-    kind = prepared.prediction_kind
-    label = None
-    if index is not None and categories and 0 <= index < len(categories):
-        label = str(categories[index])
-    elif index is not None and kind == "token":
-        label = token_texts(prepared.spec.tokenizer, [index])[0]
-    return {
-        "description": cap.target_description,
-        "text": prepared.target_text,
-        "kind": kind,
-        "index": index,
-        "label": label,
-        "value": _jsonable(cap.target_value) if cap.target_value is not None else None,
-        "chosen": _how_chosen(cap),
-    }
-
-
 def _how_chosen(cap: Capture) -> str:
     if cap.target_value is None:
         return "none"
@@ -285,31 +293,6 @@ def with_input_embedding(
         return None if layers is None else list(layers)
     embedding = input_embedding(model)
     return list(layers) if embedding is None or embedding in layers else [embedding, *layers]
-
-
-def write_token_saliency(out: Path, tokens: TokenSaliency, target: str = "") -> list[Path]:
-    """Write a text input's saliency per token as ``token_saliency.json`` (layer, target, a row
-    per token) and ``token_saliency.csv`` (``index,token,saliency,share`` of the largest)."""
-    shares = tokens.shares()
-    rows = [
-        {"index": i, "token": token, "saliency": float(tokens.values[i]), "share": float(shares[i])}
-        for i, token in enumerate(tokens.tokens)
-    ]
-    path_json = out / "token_saliency.json"
-    record = {
-        "what": "|gradient x input embedding| per token, summed over the embedding dimension",
-        "layer": tokens.layer,
-        "sample": tokens.sample,
-        "target": target,
-        "tokens": rows,
-    }
-    path_json.write_text(json.dumps(record, indent=1, ensure_ascii=False))
-    path_csv = out / "token_saliency.csv"
-    with path_csv.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["index", "token", "saliency", "share"])
-        writer.writeheader()
-        writer.writerows(rows)
-    return [path_json, path_csv]
 
 
 def _save_attribution(
