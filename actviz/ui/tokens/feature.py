@@ -21,7 +21,7 @@ from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.overlay import MiddleElidedComboBox, OverlayPanel
 from actviz.ui.panels.style import PANEL_SPACING
-from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
+from actviz.ui.tokens.token_panel import LabelledHeatCanvas
 
 TEXT_PREFIX = "text:"
 #: The head selector's first entry.

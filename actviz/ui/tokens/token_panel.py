@@ -1,17 +1,208 @@
-"""A layer panel showing a token sequence as token x feature maps (built on first use);
-``set_tokens(None)`` returns to the ordinary panel."""
+"""Token sequences drawn: a heat map with token labels, optional per-row bars and colour bar
+(token x feature maps, attention maps), and a layer panel showing a token sequence as token x
+feature maps (built on first use; ``set_tokens(None)`` returns to the ordinary panel)."""
 
 from __future__ import annotations
 
-import numpy as np
-from PySide6 import QtWidgets
+import math
+from collections.abc import Sequence
 
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.display.colormaps import heat_levels, resolve
 from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import Mosaic
+from actviz.display.text import MAX_TICKS, axis_ticks
 from actviz.display.token_maps import TokenView
 from actviz.ui.panels import style
+from actviz.ui.panels.colorbar import ColorBar, lut
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
+from actviz.ui.panels.overlay import LightPlot
+
+
+def bar_ticks(peak: float) -> list[tuple[float, str]]:
+    """A bar axis's ticks: 0 unlabelled (labels collide in a narrow strip) and one round value
+    up to 0.7 ``peak``, written short."""
+    room = 0.7 * peak
+    step = 10.0 ** math.floor(math.log10(room))
+    nice = max(m * step for m in (1, 2, 5) if m * step <= room * (1 + 1e-9))
+    return [(0.0, ""), (nice, f"{nice:.3g}")]
+
+
+def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
+    """Give ``axis`` these ticks unless it has them (redrawing text is most of a paint)."""
+    if getattr(axis, "_actviz_ticks", "unset") != ticks:
+        axis._actviz_ticks = ticks  # type: ignore[attr-defined]
+        axis.setTicks(ticks)
+
+
+class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
+    """Heat map with row labels, optional column labels, per-row bars and a colour bar;
+    ``hovered(int, int)``: the cell under the mouse, ``(-1, -1)`` outside."""
+
+    hovered = QtCore.Signal(int, int)
+
+    def __init__(
+        self,
+        *,
+        x_label: str = "",
+        bars_label: str | None = None,
+        bar_color: str = style.BAR_POSITIVE,
+        colorbar: bool = False,
+        parent: QtWidgets.QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.layout.setContentsMargins(2, 2, 2, 2)
+        self.plot = LightPlot(x_label or None)
+        self.addItem(self.plot, row=0, col=0)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.vb.addItem(self.image)
+        self.bars_plot: LightPlot | None = None
+        self.bars: pg.BarGraphItem | None = None
+        self._bar_color = bar_color
+        if bars_label is not None:
+            self.bars_plot = LightPlot(bars_label)  # each bar beside its heat-map row
+            self.addItem(self.bars_plot, row=0, col=1)
+            self.bars_plot.vb.setYLink(self.plot.vb)
+            self.bars_plot.getAxis("left").hide()
+            self.ci.layout.setColumnStretchFactor(0, 4)
+            self.ci.layout.setColumnStretchFactor(1, 1)
+        self.colorbar: ColorBar | None = None
+        if colorbar:
+            self.colorbar = ColorBar()
+            self.addItem(self.colorbar, row=0, col=2 if self.bars_plot is not None else 1)
+            self.colorbar.setVisible(False)  # until there is a map
+            # The strip spans the map exactly: its top and bottom are the levels' ends.
+            self.plot.vb.sigResized.connect(self._fit_colorbar)
+        self.heat: np.ndarray | None = None
+        self.levels: tuple[float, float] = (0.0, 1.0)
+        self.colormap_name = ""
+        self.row_labels: tuple[str, ...] = ()
+        self.col_labels: tuple[str, ...] | None = None
+        self.bar_values: np.ndarray | None = None
+        self.scene().sigMouseMoved.connect(lambda pos: self.hovered.emit(*self.cell_at(pos)))
+        self.setMinimumHeight(120)
+
+    def set_heat(
+        self,
+        heat: np.ndarray,
+        row_labels: Sequence[str],
+        *,
+        col_labels: Sequence[str] | None = None,
+        bars: np.ndarray | None = None,
+        symmetric: bool | None = None,
+        gradient: bool = False,
+        levels: tuple[float, float] | None = None,
+    ) -> None:
+        """Show ``heat`` with its labels and ``bars``; ``symmetric`` (default: any negative)
+        centres on 0; ``gradient`` uses the gradient map."""
+        heat = np.ascontiguousarray(heat, dtype=np.float32)
+        if symmetric is None:
+            symmetric = bool((heat < 0).any())
+        self.heat = heat
+        self.levels = levels or heat_levels(heat, symmetric=symmetric)
+        self.colormap_name = resolve("auto", signed=symmetric, gradient=gradient)
+        self.row_labels = tuple(row_labels)
+        self.col_labels = tuple(col_labels) if col_labels is not None else None
+        rows, cols = heat.shape
+        self.image.setImage(heat, levels=self.levels, lut=lut(self.colormap_name))
+        self.image.setRect(QtCore.QRectF(0, 0, cols, rows))
+        self._update_ticks()
+        self.plot.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        if self.colorbar is not None:
+            self.colorbar.setColorMap(self.colormap_name)
+            self.colorbar.setLevels(self.levels)
+            self.colorbar.setVisible(True)
+            self._fit_colorbar()
+        self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
+        if self.bars_plot is not None:
+            if self.bar_values is None:
+                if self.bars is not None:
+                    self.bars_plot.vb.removeItem(self.bars)
+                    self.bars = None
+                return
+            shape = dict(x0=np.zeros(rows), y=np.arange(rows) + 0.5, width=self.bar_values)
+            if self.bars is None:
+                self.bars = pg.BarGraphItem(**shape, height=0.8, brush=self._bar_color, pen=None)
+                self.bars_plot.vb.addItem(self.bars)
+            else:
+                self.bars.setOpts(**shape)  # refilled: no item made and added per result
+            peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
+            peak = peak if np.isfinite(peak) and peak > 0 else 1.0
+            self.bars_plot.vb.setXRange(0, peak, padding=0.05)
+            # One round value: pyqtgraph's own ticks collide in a strip this narrow.
+            _set_ticks(self.bars_plot.getAxis("bottom"), [bar_ticks(peak), []])
+
+    def _update_ticks(self) -> None:
+        """As many token labels as fit on the axes (rows ~12 px apart, columns ~48 px)."""
+        if getattr(self, "heat", None) is None:  # pyqtgraph resizes while it is built
+            return
+        rect = self.plot.vb.boundingRect()
+        height, width = max(rect.height(), 120.0), max(rect.width(), 160.0)
+        rows = min(MAX_TICKS, max(2, int(height // 12)))
+        _set_ticks(self.plot.getAxis("left"), [axis_ticks(self.row_labels, rows)])
+        cols = min(MAX_TICKS, max(2, int(width // 48)))
+        ticks = None if self.col_labels is None else [axis_ticks(self.col_labels, cols)]
+        _set_ticks(self.plot.getAxis("bottom"), ticks)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        if not self.isVisible() or self.viewport().visibleRegion().isEmpty():
+            # Off screen, pyqtgraph's costly layout waits for a paint or read (ensure_layout).
+            self._layout_stale = True
+            return
+        self._layout_stale = False
+        super().resizeEvent(event)
+        self._update_ticks()
+
+    def ensure_layout(self) -> None:
+        """Fit the plots to the canvas's size if an off-screen resize left that for later."""
+        if getattr(self, "_layout_stale", False):
+            self._layout_stale = False
+            super().resizeEvent(QtGui.QResizeEvent(self.size(), self.size()))
+            self._update_ticks()
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        self.ensure_layout()
+        super().paintEvent(event)
+
+    def _fit_colorbar(self, *_args: object) -> None:
+        """Align the colour bar's strip with the map's top and bottom edges."""
+        if self.colorbar is not None:
+            self.colorbar.fit_to(self.plot.vb.sceneBoundingRect())
+
+    def clear_heat(self) -> None:
+        """Show nothing."""
+        self.heat = None
+        self.image.clear()
+        if self.colorbar is not None:
+            self.colorbar.setVisible(False)
+        if self.bars_plot is not None and self.bars is not None:
+            self.bars_plot.vb.removeItem(self.bars)
+            self.bars = None
+
+    def cell_at(self, scene_pos: QtCore.QPointF) -> tuple[int, int]:
+        """``(row, col)`` of the cell at a scene position, ``(-1, -1)`` outside the map."""
+        self.ensure_layout()
+        if self.heat is None or not self.plot.sceneBoundingRect().contains(scene_pos):
+            return (-1, -1)
+        point = self.plot.vb.mapSceneToView(scene_pos)
+        row, col = int(np.floor(point.y())), int(np.floor(point.x()))
+        rows, cols = self.heat.shape
+        return (row, col) if 0 <= row < rows and 0 <= col < cols else (-1, -1)
+
+    def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
+        """Widget coordinates of a cell's centre (tests hover there)."""
+        self.ensure_layout()
+        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(col + 0.5, row + 0.5))
+        return self.mapFromScene(scene)
+
+    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        self.hovered.emit(-1, -1)
+        super().leaveEvent(event)
+
 
 #: Least height of a panel showing tokens (room for a dozen readable token labels).
 MIN_TOKEN_PANEL_HEIGHT = 300

@@ -60,7 +60,7 @@ def test_a_canvas_off_screen_lays_out_its_plots_when_painted_or_read(qtbot):
     # size when the canvas is next painted or a cell's place is read.
     from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
 
-    from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
+    from actviz.ui.tokens.token_panel import LabelledHeatCanvas
 
     scroll = QScrollArea()
     qtbot.addWidget(scroll)

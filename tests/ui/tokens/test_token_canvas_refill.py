@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication
 
-from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
+from actviz.ui.tokens.token_panel import LabelledHeatCanvas
 
 TOKENS = ["The", "cat", "sat", "on", "the", "mat"]
 

@@ -10,8 +10,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
-from actviz.ui.tokens.token_panel import TokenLayerPanel
+from actviz.ui.tokens.token_panel import LabelledHeatCanvas, TokenLayerPanel
 from actviz.ui.window import display_steps
 
 transformers = pytest.importorskip("transformers")
