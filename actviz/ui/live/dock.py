@@ -117,9 +117,9 @@ class LiveControls(QtWidgets.QDockWidget):
         # Sized to the dock, not to its longest item; the open list shows items in full.
         style.fit_combo(self.source_combo, 16)
         form.addWidget(self.source_combo)
-        self.webcam_label = QtWidgets.QLabel("" if ok else why, wordWrap=True)
-        self.webcam_label.setStyleSheet("color: #5f6368;")
-        self.webcam_label.setVisible(not ok)
+        self.webcam_label = QtWidgets.QLabel(
+            "" if ok else why, wordWrap=True, visible=not ok, styleSheet="color: #5f6368;"
+        )
         form.addWidget(self.webcam_label)
         self.source_label = QtWidgets.QLabel("the opened input", wordWrap=True)
         form.addWidget(self.source_label)
@@ -137,9 +137,7 @@ class LiveControls(QtWidgets.QDockWidget):
             act.setIcon(_icon(icon))
             button.setDefaultAction(act)  # its icon, tip and enabled state
             row.addWidget(button)
-        self.frame_slider = QtWidgets.QSlider(Qt.Orientation.Horizontal)
-        self.frame_slider.setRange(0, 0)
-        self.frame_slider.setToolTip("Frame")
+        self.frame_slider = QtWidgets.QSlider(Qt.Orientation.Horizontal, maximum=0, toolTip="Frame")
         self.frame_slider.valueChanged.connect(self._on_frame_slider_changed)
         row.addWidget(self.frame_slider, 1)
         v.addLayout(row)
@@ -148,10 +146,7 @@ class LiveControls(QtWidgets.QDockWidget):
         v.addWidget(self.frame_label)
         row2 = QtWidgets.QHBoxLayout()
         row2.addWidget(QtWidgets.QLabel("speed"))
-        self.speed_spin = QtWidgets.QDoubleSpinBox()
-        self.speed_spin.setRange(0.25, 60.0)
-        self.speed_spin.setDecimals(2)
-        self.speed_spin.setSuffix(" fps")
+        self.speed_spin = QtWidgets.QDoubleSpinBox(minimum=0.25, maximum=60.0, suffix=" fps")
         self.speed_spin.setValue(self.controller.player.fps)
         self.speed_spin.setToolTip(
             "Playback speed; frames the model cannot keep up with are skipped"
@@ -214,10 +209,9 @@ class LiveControls(QtWidgets.QDockWidget):
         v.addWidget(self.memory_label)
         row = QtWidgets.QHBoxLayout()
         row.addWidget(QtWidgets.QLabel("memory budget"))
-        self.budget_spin = QtWidgets.QSpinBox()
-        self.budget_spin.setRange(16, 1 << 20)
-        self.budget_spin.setSingleStep(256)
-        self.budget_spin.setSuffix(" MiB")
+        self.budget_spin = QtWidgets.QSpinBox(
+            minimum=16, maximum=1 << 20, singleStep=256, suffix=" MiB"
+        )
         self.budget_spin.setValue(max(16, self.controller.memory_budget >> 20))
         self.budget_spin.setToolTip(
             "A capture that would hold more than this is refused instead of running out of memory"

@@ -110,10 +110,8 @@ class OcclusionPad(QWidget):
 
 
 def slider(lo: int, hi: int, value: int, tip: str) -> QSlider:
-    s = QSlider(Qt.Orientation.Horizontal)
-    s.setRange(lo, hi)
-    s.setValue(value)
-    s.setToolTip(tip)
+    s = QSlider(Qt.Orientation.Horizontal, minimum=lo, maximum=hi, toolTip=tip)
+    s.setValue(value)  # within the range set first
     return s
 
 

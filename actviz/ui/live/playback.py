@@ -168,10 +168,6 @@ class LiveController(QObject):
         busy = self.coalescer.busy or self.coalescer.has_pending or self.runner.inflight
         return not busy and not self.host.display_pending()
 
-    @property
-    def max_fps(self) -> float:
-        return 1.0 / self.coalescer.min_interval_s
-
     def set_max_fps(self, fps: float) -> None:
         self.coalescer.min_interval_s = 1.0 / max(fps, 0.1)
 

@@ -61,7 +61,7 @@ def confirm_untrusted_file(
     parent: QWidget | None, path: str, message: str, *, code: bool = False
 ) -> bool:
     """Ask before unpickling ``path`` (``code``: running a model's own code); True if trusted."""
-    box = QMessageBox(parent, icon=QMessageBox.Icon.Warning)
+    box = QMessageBox(parent, icon=QMessageBox.Icon.Warning, detailedText=message)
     box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
     what = "the Python code that comes with it" if code else "code stored in it"
     box.setText(f"Opening {Path(path).name} would run {what}.")
@@ -72,7 +72,6 @@ def confirm_untrusted_file(
         else "Only continue if you trust where this file came from. A pickle can execute "
         "arbitrary code on this computer when it is loaded."
     )
-    box.setDetailedText(message)
     trust = box.addButton("Trust and open", QMessageBox.ButtonRole.AcceptRole)
     box.addButton(QMessageBox.StandardButton.Cancel)
     box.setDefaultButton(QMessageBox.StandardButton.Cancel)
