@@ -229,7 +229,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from actviz.io.export.capture_export import export_capture
     from actviz.io.files import check_out_folder
-    from actviz.io.input_files import open_input
     from actviz.workspace.plugin_registry import installed_plugins
 
     check_out_folder(args.out)  # before the model runs
@@ -237,11 +236,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     plugins = installed_plugins(off=args.no_plugins)
     kit.say_each(_progress, [r.error for r in plugins.records if r.status in ("failed", "refused")])
     loaded = _open(args, plugins)
-    inp = plugins.open_input(args.input) or open_input(
-        args.input, loaded_model=loaded, as_list=args.list_input
-    )
     views = args.plugin_views.split(",") if args.plugin_views else None
-    cap, pictures = kit.capture_run(args, loaded, inp, _progress)
+    cap, pictures = kit.capture_run(args, loaded, plugins.open_input(args.input), _progress)
     # Sequence views (token maps, attention, rollout, logit lens): io/export/token_export.py
     files = export_capture(
         cap,

@@ -101,13 +101,16 @@ def budget_arg(text: str, least: int = 1) -> int:
 
 
 def capture_run(args: argparse.Namespace, loaded: Any, inp: Any, say: Say) -> tuple[Any, dict]:
-    """Export's and report's run: its capture (``--layers``, a text input's embedding added where
-    its saliency is read; ``--target``, ``--no-gradients``) and what its pictures are drawn with
-    (the input, names, ``args``' picture options and the script that runs it again)."""
+    """Export's and report's run of ``inp`` (None: ``--input`` opened here): its capture
+    (``--layers``, a text input's embedding added where its saliency is read; ``--target``,
+    ``--no-gradients``) and what its pictures are drawn with (the input, names, ``args``' picture
+    options and the script that runs it again)."""
     import actviz
     from actviz.io.export.capture_export import with_input_embedding
     from actviz.io.export.reproduce import args_source
+    from actviz.io.input_files import open_input
 
+    inp = inp or open_input(args.input, loaded_model=loaded, as_list=args.list_input)
     layers = layer_names(args.layers or None)
     target = target_arg(args.target, loaded)
     say(f"capturing {inp.description} ...")

@@ -35,15 +35,12 @@ def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> 
     from actviz.io.errors import ActvizError
     from actviz.io.export.report import write_report
     from actviz.io.files import check_out_file
-    from actviz.io.input_files import open_input
 
     check_out_file(args.out)  # before any model runs
     if args.session:
         cap, what = _from_session(args, progress)
     elif args.model and args.input:
-        loaded = open_model(args)
-        inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
-        cap, what = kit.capture_run(args, loaded, inp, progress)
+        cap, what = kit.capture_run(args, open_model(args), None, progress)
     else:
         raise ActvizError("actviz report needs --session FILE, or --model and --input")
     info = write_report(cap, args.out, progress=kit.page_progress(progress), **what)
