@@ -85,7 +85,7 @@ def test_the_live_status_is_cleared_when_live_mode_is_off(actviz_window):
 
 
 def test_an_edit_row_keeps_its_channel_when_the_layer_name_is_cut(actviz_window):
-    from actviz.ui.whatif.dock import EditRow
+    from actviz.ui.whatif.feature import EditRow
     from actviz.workspace.edits_board import EditEntry
 
     win = _win(actviz_window)

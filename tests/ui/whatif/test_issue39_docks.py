@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QDockWidget
 
 from actviz.ui.host import DOCK_MAX_SHARE
-from actviz.ui.whatif.dock import PREFERRED_WIDTH
+from actviz.ui.whatif.feature import PREFERRED_WIDTH
 from tests.ui.tiny_models import tiny_window
 
 

@@ -240,7 +240,7 @@ def test_clamp_from_the_tile_menu(qtbot, actviz_window, tiny_cnn):
 
 
 def test_range_dialog_says_what_is_wrong_and_stays_open(qtbot):
-    from actviz.ui.whatif.dock import RangeDialog
+    from actviz.ui.whatif.feature import RangeDialog
 
     dialog = RangeDialog(None, "Clamp ch 1 of conv1 to:")
     qtbot.addWidget(dialog)
