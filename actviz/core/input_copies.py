@@ -63,7 +63,7 @@ def prepare_inputs(
     leaves: list[torch.Tensor | None] = []
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
-    def convert(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def convert(t: torch.Tensor) -> torch.Tensor:
         if device is not None and t.device != device:
             t = t.to(device)
         # Our own copy with the caller's strides (``detach`` only where needed: ops cost).
@@ -79,20 +79,13 @@ def prepare_inputs(
             leaves.append(None)
             given, kept = clone_keep_layout(copy), copy
         pairs.append((given, kept))
-        return given, kept
+        return given
 
     def walk(obj: Any) -> tuple[Any, Any]:
         """(what the model gets, what is kept), same structure and types, fresh containers."""
-        kept: list[torch.Tensor] = []
-
-        def given(t: torch.Tensor) -> torch.Tensor:
-            arg, copy = convert(t)
-            kept.append(copy)
-            return arg
-
-        args = map_tensors(obj, given)
-        it = iter(kept)
-        return args, map_tensors(obj, lambda _t: next(it))
+        args = map_tensors(obj, convert)
+        kept = iter([copy for _given, copy in pairs])  # walked once: every pair is obj's
+        return args, map_tensors(obj, lambda _t: next(kept))
 
     if isinstance(inputs, torch.Tensor) or (
         isinstance(inputs, list) and one_list_argument(inputs, model)
