@@ -156,11 +156,6 @@ class _Arrays:
             self.arrays[key] = a if a.flags.c_contiguous else a.copy(order="C")
         return key
 
-    def write(self, zf: zipfile.ZipFile, name: str) -> None:
-        """Write the arrays as member ``name`` of ``zf``, streamed (no copy in memory)."""
-        with zf.open(name, "w", force_zip64=True) as fh:
-            np.savez(fh, **self.arrays)
-
 
 def _encode(obj: Any, store: _Arrays) -> dict[str, Any]:
     """A nested tensor structure as JSON, its tensors put in ``store``."""

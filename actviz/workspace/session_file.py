@@ -217,8 +217,9 @@ def save_state(
             zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
         ):
             zf.writestr(_MANIFEST, text)
-            for name, store in members.items():
-                store.write(zf, name)
+            for name, store in members.items():  # streamed: no copy in memory
+                with zf.open(name, "w", force_zip64=True) as fh:
+                    np.savez(fh, **store.arrays)
     except WriteError as exc:
         raise SessionFileError(str(exc)) from None
     except OSError as exc:
