@@ -16,7 +16,7 @@ from actviz.analysis.visualize.visualization import (
     merge_visualizations,
 )
 from actviz.ui.host import FeatureJob, WindowHost
-from actviz.ui.visualize.section import MosaicDock, read_saved_settings, saved_settings
+from actviz.ui.visualize.section import MosaicDock, read_saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
 
 #: The dock's width when first shown.
@@ -207,12 +207,13 @@ class PageVisualiser(QObject):
             return None
         state: dict[str, Any] = {"open": is_open}
         if self.layer:
+            s = self._settings
             state.update(
                 layer=self.layer,
                 first=self._pos,
                 size=self._size,
                 total=self.total,
-                settings=saved_settings(self._settings),
+                settings={"objective": s.objective, "steps": s.steps, "size": s.size[0]},
             )
             if self._order is not None:
                 state.update(order=list(self._order), order_label=self._order_label)

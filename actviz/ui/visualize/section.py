@@ -23,13 +23,9 @@ MIN_SHOWN = 96
 MAX_SHOWN = 192
 
 
-def saved_settings(settings: VisualizeSettings) -> dict[str, Any]:
-    """The settings the window sets as a session file keeps them."""
-    return {"objective": settings.objective, "steps": settings.steps, "size": settings.size[0]}
-
-
 def read_saved_settings(saved: Any) -> VisualizeSettings | None:
-    """:func:`saved_settings` read back (None: not valid)."""
+    """The settings the window sets (objective, steps, size) as a session file keeps them, read
+    back (None: not valid)."""
     keys = ("objective", "steps", "size")
     if not isinstance(saved, dict) or saved.get("objective") not in OBJECTIVES:
         return None
