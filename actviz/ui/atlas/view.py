@@ -47,10 +47,8 @@ class ThumbStrip(QtWidgets.QListWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setViewMode(QtWidgets.QListWidget.ViewMode.IconMode)
+        self.setViewMode(QtWidgets.QListWidget.ViewMode.IconMode)  # across, wrapped
         self.setIconSize(QSize(THUMB, THUMB))
-        self.setFlow(QtWidgets.QListWidget.Flow.LeftToRight)
-        self.setWrapping(True)
         self.setResizeMode(QtWidgets.QListWidget.ResizeMode.Adjust)
         self.setMovement(QtWidgets.QListWidget.Movement.Static)
         # One row of thumbnails with their captions: less cut them in half.
@@ -145,7 +143,6 @@ class AtlasView(QtWidgets.QWidget):
         style.style_plot(self.plot.getPlotItem())  # no menus, which would outlive the window
         self.plot.getPlotItem().hideAxis("left")
         self.plot.getPlotItem().hideAxis("bottom")
-        self.plot.setAspectLocked(False)
         self.plot.setMinimumSize(MIN_MAP_W, MIN_MAP_H)
         self.dots = RasterDots()
         self.neighbour_dots = pg.ScatterPlotItem(

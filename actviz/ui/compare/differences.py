@@ -46,9 +46,8 @@ class DifferenceArea(QtWidgets.QScrollArea):
         # As in the Layers tab: widths decide page sizes, so the bar never comes and goes.
         self.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         container = QtWidgets.QWidget()
-        self.grid = QtWidgets.QGridLayout(container)
+        self.grid = QtWidgets.QGridLayout(container, spacing=style.PANEL_SPACING)
         self.grid.setContentsMargins(*[style.PAGE_MARGIN] * 4)
-        self.grid.setSpacing(style.PANEL_SPACING)
         self.placeholder = QtWidgets.QLabel(
             NO_DIFFERENCES, wordWrap=True, alignment=QtCore.Qt.AlignmentFlag.AlignCenter
         )

@@ -32,13 +32,11 @@ class CompareView(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        outer = QtWidgets.QVBoxLayout(self)
+        outer = QtWidgets.QVBoxLayout(self, spacing=style.PAGE_MARGIN)
         outer.setContentsMargins(*[style.PAGE_MARGIN] * 4)
-        outer.setSpacing(style.PAGE_MARGIN)
         outer.addLayout(self._source_bar())
         # The bar's second half goes under the first when the tab is too narrow.
-        self._bar_second = QtWidgets.QHBoxLayout()
-        self._bar_second.setSpacing(6)
+        self._bar_second = QtWidgets.QHBoxLayout(spacing=6)
         outer.addLayout(self._bar_second)
         self._bar_split = False
         self.message_label = QtWidgets.QLabel("", wordWrap=True)
@@ -76,8 +74,7 @@ class CompareView(QtWidgets.QWidget):
         outer.addWidget(self.splitter, 1)
 
     def _source_bar(self) -> QtWidgets.QHBoxLayout:
-        bar = self._bar = QtWidgets.QHBoxLayout()
-        bar.setSpacing(6)
+        bar = self._bar = QtWidgets.QHBoxLayout(spacing=6)
         self._bar_label = QtWidgets.QLabel("Compare the latest run (A) with")
         bar.addWidget(self._bar_label)
         self.source_combo = QtWidgets.QComboBox()
@@ -186,11 +183,8 @@ class CompareView(QtWidgets.QWidget):
         keep = combo.currentIndex() if current is None else current
         with QtCore.QSignalBlocker(combo):
             combo.clear()
-            if labels:
-                combo.addItems(list(labels))
-                combo.setCurrentIndex(keep if 0 <= keep < len(labels) else len(labels) - 1)
-            else:
-                combo.addItem("no pinned result (Ctrl+P pins the one shown)")
+            combo.addItems(list(labels) or ["no pinned result (Ctrl+P pins the one shown)"])
+            combo.setCurrentIndex(keep if 0 <= keep < len(labels) else max(len(labels) - 1, 0))
             combo.setEnabled(bool(labels))
 
     def chosen(self, pins: Sequence[Any]) -> Any:

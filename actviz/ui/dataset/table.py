@@ -141,7 +141,6 @@ class ChannelTable(QtWidgets.QTableView):
         self.setSortingEnabled(True)
         self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
-        self.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
         header = self.horizontalHeader()

@@ -58,11 +58,8 @@ class TopKGrid(QtWidgets.QWidget):
         self.tiles.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
         self.tiles.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
         self.tiles.setMovement(QtWidgets.QListView.Movement.Static)
-        self.tiles.setWrapping(True)
         self.tiles.setUniformItemSizes(True)
-        self.tiles.setSpacing(0)  # the grid size holds the gaps: rows fit the height exactly
         self.tiles.setWordWrap(True)
-        self.tiles.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.tiles.setToolTip("Click an image to open it as the input")
         font = self.tiles.font()
         font.setPointSize(style.LABEL_POINT_SIZE)
@@ -131,6 +128,7 @@ class TopKGrid(QtWidgets.QWidget):
             self._tile_px = side
             self.tiles.setIconSize(QtCore.QSize(side, side))
             line = self.tiles.fontMetrics().height()
+            # The grid holds the gaps (no spacing): rows fit the height exactly.
             self.tiles.setGridSize(QtCore.QSize(side + 12, side + 2 * line + 10))
         height = self.rows_shown() * self.tiles.gridSize().height() + 2 * self.tiles.frameWidth()
         if self.tiles.height() != height:
