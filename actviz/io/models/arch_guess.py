@@ -18,7 +18,7 @@ from actviz.core.threads import report
 from actviz.io.models import zoo
 from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 from actviz.io.models.loaded_model import ArchGuess
-from actviz.io.models.signature_store import signature_store
+from actviz.io.models.signature_store import Shape, signature_store
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,6 @@ _HEAD_MIN_SCORE = 0.5
 # Scores: exact 1.0, exact once the head is resized _HEAD_FIT, unloadable below both.
 _HEAD_FIT = 0.99
 _NO_FIT = 0.98
-
-Shape = tuple[int, ...]
 
 
 @dataclass(frozen=True)
