@@ -24,28 +24,6 @@ log = logging.getLogger(__name__)
 _MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pt2", ".pkl", ".tar", ".py"}
 
 
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """Check that ``device`` (None: CPU) exists here; else ``ModelLoadError``."""
-    try:
-        dev = torch.device(device if device is not None else "cpu")
-    except (RuntimeError, TypeError) as exc:
-        raise ModelLoadError(f"device {device!r}: not a device name ({one_line(exc)})") from exc
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ModelLoadError(
-                f"device {device!r}: CUDA is not available on this machine (use device='cpu')"
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ModelLoadError(
-                f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
-            )
-    elif dev.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise ModelLoadError(f"device {device!r}: MPS is not available on this machine")
-    return dev
-
-
 def load_model(source: str | os.PathLike[str] | nn.Module, **options: Any) -> nn.Module:
     """Open a model and return only the module; ``options`` as :func:`open_model` takes them."""
     return open_model(source, **options).model
@@ -96,7 +74,24 @@ def open_model(
     from actviz.io.models import big
 
     where = big.placement(device_map, max_memory, offload_folder)
-    dev = resolve_device(device)
+    # The device must exist here; else ModelLoadError.
+    try:
+        dev = torch.device(device if device is not None else "cpu")
+    except (RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"device {device!r}: not a device name ({one_line(exc)})") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                f"device {device!r}: CUDA is not available on this machine (use device='cpu')"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(
+                f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+            )
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ModelLoadError(f"device {device!r}: MPS is not available on this machine")
     if isinstance(source, nn.Module):
         loaded = LoadedModel(source, type(source).__name__, type(source).__name__, "module")
     else:
