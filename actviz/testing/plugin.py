@@ -81,9 +81,13 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
             settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
             forget()  # the folders an earlier test's dialogs chose
         window = MainWindow(
-            settings=settings, debounce_ms=debounce_ms, auto_run=auto_run, plugins=plugins,
-            features=None if features is None else feature_classes(features), **window_kwargs,
-        )  # fmt: skip
+            settings=settings,
+            debounce_ms=debounce_ms,
+            auto_run=auto_run,
+            plugins=plugins,
+            features=None if features is None else feature_classes(features),
+            **window_kwargs,
+        )
         # Not given to qtbot.addWidget: a test may delete its window itself.
         driver = WindowDriver(window, qtbot)
         drivers.append(driver)

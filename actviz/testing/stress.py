@@ -277,16 +277,27 @@ class StressDriver(UserActions):
             answerer.timer.stop()
             pickers.uninstall()
         widgets = tuple(repr(w) for w in checks.leaked_widgets(widgets_before))
-        shown = tuple(f"{text} (first after action {at})" for text, at in self.errors_shown.items())
         return StressReport(
-            model=self.setup.name, seed=self.seed, actions=sum(self.counts.values()),
-            action_counts=dict(self.counts), exceptions=tuple(exceptions),
-            leaked_hooks=tuple(leaks), stuck=tuple(self._stuck), errors_shown=shown,
-            max_block_ms=probe.peak * 1e3, samples=tuple(samples), widgets_left=widgets,
-            seconds=time.perf_counter() - started, windows_kept=tuple(self.kept_windows),
-            worst_blocks=tuple(reversed(worst)), blocks=tuple(blocks),
-            block_limit_ms=self.block_limit_ms, steps=tuple(self.steps),
-        )  # fmt: skip
+            model=self.setup.name,
+            seed=self.seed,
+            actions=sum(self.counts.values()),
+            action_counts=dict(self.counts),
+            exceptions=tuple(exceptions),
+            leaked_hooks=tuple(leaks),
+            stuck=tuple(self._stuck),
+            errors_shown=tuple(
+                f"{text} (first after action {after})" for text, after in self.errors_shown.items()
+            ),
+            max_block_ms=probe.peak * 1e3,
+            samples=tuple(samples),
+            widgets_left=widgets,
+            seconds=time.perf_counter() - started,
+            windows_kept=tuple(self.kept_windows),
+            worst_blocks=tuple(reversed(worst)),
+            blocks=tuple(blocks),
+            block_limit_ms=self.block_limit_ms,
+            steps=tuple(self.steps),
+        )
 
     def _failure(self, action: int, kind: str, text: str) -> Failure:
         return Failure(action, kind, text, tuple(self.recent))
