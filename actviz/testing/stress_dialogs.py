@@ -10,11 +10,17 @@ from typing import Any
 
 import numpy as np
 import shiboken6
-from PySide6 import QtWidgets
 from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialogButtonBox,
+    QFileDialog,
+    QInputDialog,
+    QMenu,
+    QMessageBox,
+)
 
 #: Menu bar entries never triggered (closing the window is an action of its own).
 MENU_SKIP = ("Quit",)
@@ -143,8 +149,7 @@ class DialogAnswerer:
             dialog.batch_spin.setValue(4)
         elif accept and isinstance(dialog, ExportFolderDialog):
             dialog.folder_edit.setText(str(d.scratch("exports") / f"e{int(_r(d.params, 1) * 3)}"))
-        buttons = QtWidgets.QDialogButtonBox
-        box = dialog if isinstance(dialog, QMessageBox) else dialog.findChild(buttons)
+        box = dialog if isinstance(dialog, QMessageBox) else dialog.findChild(QDialogButtonBox)
         if box is not None:
             role = type(box).ButtonRole
             wanted = (role.AcceptRole, role.YesRole) if accept else (role.RejectRole, role.NoRole)
