@@ -115,25 +115,18 @@ class TargetChoice:
 
         # A language model's tokenizer reads a token's text as its id.
         tokenizer = getattr(self._owner.loaded_model, "tokenizer", None)
-        target = parse_target(text, self._owner.categories, tokenizer)
+        categories, result = self._owner.categories, self._owner.result
+        target = parse_target(text, categories, tokenizer)
         if target is not None and target < 0:
             raise ValueError(f"class {target} is out of range: classes are numbered from 0")
-        reference = self._target_reference()
-        if target is not None and reference is not None:
-            check_target(target, reference)  # the rule a run applies, now rather than then
+        # The rule a run applies, now rather than then: against the last output, else the class
+        # count (the class names', else the tokenizer's).
+        if target is not None and result is not None and result.capture is not None:
+            check_target(target, result.capture.output)
+        elif target is not None and (categories or tokenizer is not None):
+            check_target(target, len(categories) if categories else len(tokenizer))
         self.set_target(target)
         return target
-
-    def _target_reference(self) -> Any:
-        """What a target is checked against: the last output, else the class count, or None."""
-        result = self._owner.result
-        if result is not None and result.capture is not None:
-            return result.capture.output
-        categories = self._owner.categories
-        if categories:
-            return len(categories)
-        tokenizer = getattr(self._owner.loaded_model, "tokenizer", None)
-        return len(tokenizer) if tokenizer is not None else None
 
 
 class _Forward:
