@@ -72,11 +72,11 @@ def resolve_target(output: Any, target: Any) -> Target:
             return _detection_target(tensors, target)
     warning = None
     if len(tensors) > 1:
-        shapes = ", ".join(f"{p} {_shape(t)}" for p, t in tensors[:4])
+        shapes = ", ".join(f"{p} {tuple(t.shape)}" for p, t in tensors[:4])
         more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
         warning = (
             f"the output holds {len(tensors)} tensors ({shapes}{more}); the target uses {path} "
-            f"{_shape(out)} (pass a callable target to use another)"
+            f"{tuple(out.shape)} (pass a callable target to use another)"
         )
     if not out.is_floating_point() and not out.is_complex():
         raise ValueError(
@@ -84,7 +84,7 @@ def resolve_target(output: Any, target: Any) -> Target:
         )
     if out.numel() == 0:
         raise ValueError(
-            f"the model output {path} is empty (shape {_shape(out)}), so it has no value to "
+            f"the model output {path} is empty (shape {tuple(out.shape)}), so it has no value to "
             f"take gradients of; {_CALLABLE_HINT}"
         )
     if segmentation:
@@ -173,10 +173,6 @@ def _sequence_target(
 
 def _is_map(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[1] > 1
-
-
-def _shape(t: torch.Tensor) -> str:
-    return "(" + ", ".join(str(s) for s in t.shape) + ("," if t.dim() == 1 else "") + ")"
 
 
 def top1_target(output: Any) -> tuple[float, int, str] | None:
@@ -274,7 +270,7 @@ def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None
         if n == 0 or not -n <= target < n:
             raise ValueError(
                 f"target detection {target} is out of range: image 0 has {n} detection"
-                f"{'' if n == 1 else 's'} (boxes {_shape(dets[0]['boxes'])})"
+                f"{'' if n == 1 else 's'} (boxes {tuple(dets[0]['boxes'].shape)})"
                 + (f"; {_CALLABLE_HINT}" if n == 0 else "")
             )
         j = target % n
@@ -288,7 +284,7 @@ def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None
         if d["scores"].numel() > 0
     ]
     if not tops:
-        shapes = ", ".join(f"boxes {_shape(d['boxes'])}" for d in dets[:4])
+        shapes = ", ".join(f"boxes {tuple(d['boxes'].shape)}" for d in dets[:4])
         raise ValueError(
             f"the model detected nothing ({shapes} for {len(dets)} image"
             f"{'' if len(dets) == 1 else 's'}), so there is no detection score to take "
