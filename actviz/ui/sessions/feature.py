@@ -25,7 +25,6 @@ from actviz.ui.sessions.state import (
     apply_view,
     gather_state,
     prepare_saved,
-    restorable_ticks,
     restore_pins,
 )
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
@@ -122,30 +121,24 @@ class SessionsFeature(FeatureBase, QObject):
         self.saver = SessionSaver(self)
         #: ``report_written(str)``: File > Export report wrote that file.
         self.report_written = self.reports.report_written
-        self._build_menu()
-        host.offer_session_store(self)
-
-    def _action(self, text: str, slot: Callable[[], Any], shortcut: Any = None) -> QAction:
-        act = QAction(text, self.host.dialog_parent())
-        if shortcut is not None:
-            act.setShortcut(QKeySequence(shortcut))
-        act.triggered.connect(lambda _=False: slot())
-        return act
-
-    def _build_menu(self) -> None:
         keys = QKeySequence.StandardKey
         self.open_action = self._action("Open session…", self.open_session_dialog)
         self.recent_menu = QMenu("Recent sessions", self.host.menu("File"))
         self.save_action = self._action("Save session", self.save_session, keys.Save)
         self.save_as_action = self._action("Save session as…", self.save_session_as, keys.SaveAs)
         self.report_action = self._action("Export report…", self.reports.dialog)
-        sep = QAction(self.host.dialog_parent())
-        sep.setSeparator(True)
+        sep = QAction(self.host.dialog_parent(), separator=True)
         for act in (self.open_action, self.recent_menu.menuAction(), self.save_action,
                     self.save_as_action, sep, self.report_action):  # fmt: skip
             shortcut = act in (self.save_action, self.save_as_action)
             self.host.add_menu_action("File", act, before="Export everything…", shortcut=shortcut)
         self.refresh_recent_menu()
+        host.offer_session_store(self)
+
+    def _action(self, text: str, slot: Callable[[], Any], shortcut: Any = "") -> QAction:
+        act = QAction(text, self.host.dialog_parent(), shortcut=QKeySequence(shortcut))
+        act.triggered.connect(lambda _=False: slot())
+        return act
 
     def _remember(self, path: Path) -> None:
         self.host.settings.add_recent_session(str(path))
@@ -340,9 +333,9 @@ class SessionsFeature(FeatureBase, QObject):
         assert state is not None
         host, s = self.host, self.session
         model = loaded.model if loaded is not None else s.model
-        ticks = restorable_ticks(model, state.ticked)
-        if len(ticks) < len(state.ticked):
-            missing = [t for t in state.ticked if t not in ticks]
+        names = {name for name, _ in model.named_modules()}  # a moved checkpoint may differ
+        ticks = [t for t in state.ticked if t in names]
+        if missing := [t for t in state.ticked if t not in names]:
             opening.notes.append(f"layers not in the model, not ticked: {', '.join(missing)}")
         if loaded is not None:
             src = state.model

@@ -88,12 +88,6 @@ def open_args(args: Mapping[str, Any]) -> dict[str, Any]:
     return {"arch": args.get("arch"), "weights": weights, "trust": bool(args.get("trust", False))}
 
 
-def restorable_ticks(model: Any, ticked: Sequence[str]) -> list[str]:
-    """The saved ticks that name a module of ``model`` (a moved checkpoint may differ)."""
-    names = {name for name, _ in model.named_modules()}
-    return [t for t in ticked if t in names]
-
-
 def prepare_saved(
     state: SessionState, request: RunRequest
 ) -> tuple[RunResult | None, list[tuple[PinState, RunResult]]]:
