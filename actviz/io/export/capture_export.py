@@ -20,13 +20,15 @@ from actviz.core.capture import Capture
 from actviz.core.structures import shapes
 from actviz.core.targets import resolve_target
 from actviz.display import colormaps
+from actviz.display.attention import capture_attention
 from actviz.display.attribution import TokenSaliency, input_embedding, token_input
 from actviz.display.logit_lens import token_texts
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
+from actviz.display.token_maps import sequence_layout
 from actviz.io.errors import ActvizError
 from actviz.io.export.reproduce import EDIT_VALUES, RunSource, record_arrays, write_reproduce
-from actviz.io.export.token_export import sequence_inputs, write_sequence_views
+from actviz.io.export.token_export import write_sequence_views
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
 
@@ -259,10 +261,15 @@ def prepare_export(
         categories=tuple(categories) if categories else None,
         gradcam_layer=gradcam_layer,
         colormap=cmap,
+        # The sequence views' tokens, patch layout and tokenizer.
+        tokens=tuple(str(t) for t in tokens) if tokens else None,
+        layout=layout or (sequence_layout(model) if model is not None else None),
+        tokenizer=tokenizer,
     )
-    cap, spec = sequence_inputs(
-        cap, spec, tokens=tokens, model=model, tokenizer=tokenizer, layout=layout
-    )
+    if model is not None and cap.extra.get("attention") is None:
+        # With a model and no attention yet, a copy of ``cap`` gets it recorded.
+        if (attention := capture_attention(model, cap.inputs)) is not None:
+            cap = replace(cap, extra={**cap.extra, "attention": attention})
     prepared = prepare(cap, spec, eager_hist=(), model=model)
     if prepared.logit_lens is None and logit_lens is not None:
         prepared = replace(prepared, logit_lens=logit_lens)

@@ -5,43 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from actviz.display.prepared import DisplaySpec, RunResult
+from actviz.display.prepared import RunResult
 from actviz.display.token_maps import token_labels
 from actviz.io.export.typeset import heat_png, safe_name
-
-
-def sequence_inputs(
-    cap: Any,
-    spec: DisplaySpec,
-    *,
-    tokens: Sequence[str] | None = None,
-    model: Any = None,
-    tokenizer: Any = None,
-    layout: Any = None,
-) -> tuple[Any, DisplaySpec]:
-    """``cap`` and ``spec`` ready for the sequence views: the spec gets tokens, patch layout and
-    tokenizer; with a model and no attention yet, a copy of ``cap`` gets it recorded."""
-    from actviz.display.attention import capture_attention
-    from actviz.display.token_maps import sequence_layout
-
-    spec = replace(
-        spec,
-        tokens=tuple(str(t) for t in tokens) if tokens else spec.tokens,
-        layout=layout or (sequence_layout(model) if model is not None else spec.layout),
-        tokenizer=tokenizer if tokenizer is not None else spec.tokenizer,
-    )
-    if model is not None and cap.extra.get("attention") is None:
-        attention = capture_attention(model, cap.inputs)
-        if attention is not None:
-            cap = replace(cap, extra={**cap.extra, "attention": attention})
-    return cap, spec
 
 
 def write_sequence_views(
