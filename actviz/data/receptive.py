@@ -81,14 +81,12 @@ class ReceptiveField:
         if location is None or self.map_hw is None:
             return (0, h, 0, w)
         if self.chain is not None:
-            y0, y1 = int(location[0]), int(location[0])
-            x0, x1 = int(location[1]), int(location[1])
+            lo, hi = [int(v) for v in location], [int(v) for v in location]
             for kernel, stride, padding, dilation in reversed(self.chain):
-                y0 = y0 * stride[0] - padding[0]
-                y1 = y1 * stride[0] - padding[0] + dilation[0] * (kernel[0] - 1)
-                x0 = x0 * stride[1] - padding[1]
-                x1 = x1 * stride[1] - padding[1] + dilation[1] * (kernel[1] - 1)
-            y1, x1 = y1 + 1, x1 + 1
+                for a in (0, 1):
+                    lo[a] = lo[a] * stride[a] - padding[a]
+                    hi[a] = hi[a] * stride[a] - padding[a] + dilation[a] * (kernel[a] - 1)
+            y0, y1, x0, x1 = lo[0], hi[0] + 1, lo[1], hi[1] + 1
         else:
             template = self._template(should_stop)
             if template is None:

@@ -67,8 +67,7 @@ def contact_sheet(
     block_w = kc * tile + (kc - 1)
     block_h = _LABEL_H + kr * tile + (kr - 1)
     # Blocks in a roughly square sheet.
-    cols = max(1, math.ceil(math.sqrt(max(channels, 1) * block_h / block_w)))
-    cols = min(cols, max(channels, 1))
+    cols = min(math.ceil(math.sqrt(max(channels, 1) * block_h / block_w)), max(channels, 1))
     rows = max(1, math.ceil(channels / cols))
     width = cols * block_w + (cols + 1) * _GAP
     height = rows * block_h + (rows + 1) * _GAP

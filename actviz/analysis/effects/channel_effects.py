@@ -30,7 +30,6 @@ def _layer_estimate(
 ) -> LayerEffects:
     recs = cap.calls(layer)
     total: torch.Tensor | None = None
-    shape: tuple[int, ...] = ()
     dim, no_grad = 1, 0
     for call, rec in enumerate(recs):
         a = first_tensor(rec.output)
@@ -40,8 +39,6 @@ def _layer_estimate(
                 f"layer {layer!r}: its output ({got}) has no float channels to measure"
             )
         dim = channel_dim(module, a)
-        if call == 0:
-            shape = tuple(a.shape)
         g = first_tensor(rec.grad_output)
         b = baseline.single(layer, call, a, dim)
         if g is None:
@@ -68,6 +65,7 @@ def _layer_estimate(
             + ": its estimates there are 0"
         )
     assert total is not None
+    shape = tuple(first_tensor(recs[0].output).shape)
     return LayerEffects.estimated(layer, total.cpu().numpy(), dim, shape, len(recs))
 
 
@@ -214,9 +212,6 @@ def effects(
         keep_inputs=False,
         should_stop=should_stop,
     )
-    missing = [n for n in names if n not in cap.records]
-    if missing:
-        raise ValueError(f"layer {missing[0]!r} never ran during the forward pass")
     est = estimate_from_capture(model, cap, names, base, target=target)
     est = dataclasses.replace(
         est, warnings=tuple(cap.warnings) + est.warnings, elapsed_s=time.perf_counter() - start

@@ -64,13 +64,12 @@ def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
 
     zero = y_of(0.0)
     verified = sum(r.exact is not None for r in rows)
-    rho = eff.rank_correlation(layer)
-    title, unit = chart_title(eff, layer), _unit(eff, layer)
     sub = f"target {eff.target_description}"
     if verified:
+        rho = eff.rank_correlation(layer)
         rho_text = f"{rho:.2f}" if math.isfinite(rho) else "n/a"
         sub += f"; exact beside estimate for {verified}, rank correlation {rho_text}"
-    draw.text((8, 6), title, fill=_INK, font=font)
+    draw.text((8, 6), chart_title(eff, layer), fill=_INK, font=font)
     draw.text((8, 24), sub, fill=_INK, font=small)
     legend_x = 8
     for label, colour in (
@@ -100,7 +99,7 @@ def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
         lx = x0 + (slot - _text_w(draw, label, small)) // 2
         draw.text((lx, top + plot_h + 6 + (i % 2) * 12 * (slot < 26)), label, fill=_INK, font=small)
     draw.line([left - 4, zero, width - 8, zero], fill=_INK)
-    footer = f"{unit} (largest |estimate| first)"
+    footer = f"{_unit(eff, layer)} (largest |estimate| first)"
     if left_out:
         footer += f"; {left_out} without effect left out"
     draw.text((8, height - 16), footer, fill=_INK, font=small)

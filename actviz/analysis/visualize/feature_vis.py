@@ -117,23 +117,10 @@ def visualize(
     if only_cached:
         keys, todo = [k for k in keys if k in found], []
 
-    computed: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+    computed, fed = optimise_images(
+        net, loaded, module, layer, todo, obj, settings, chunk, device, dtype, progress, should_stop
+    )
     if todo:
-        computed, fed = optimise_images(
-            net,
-            module,
-            layer,
-            todo,
-            obj,
-            settings,
-            norm,
-            fixed_size(net, loaded),
-            chunk,
-            device,
-            dtype,
-            progress,
-            should_stop,
-        )
         record["input_size"] = list(fed) if fed is not None else None
         if store is not None:
             for k, value in computed.items():
@@ -170,16 +157,13 @@ def layer_channels(
     device, dtype = check_image_model(net, loaded)
     layer, module = model_layer(net, layer)
     settings = VisualizeSettings(size=size, input_size=input_size)
-    state = ModelState(net, out_of_place=False)
     runner = LayerRunner(net, module, layer, redirect=False)
     try:
-        state.apply(train=False)
         _, out = probe_input(
             runner, lambda x: x.to(dtype), settings, fixed_size(net, loaded), device
         )
     finally:
         runner.close()
-        state.restore()
     return int(objectives.channels_first(out, module).shape[1])
 
 
@@ -279,13 +263,12 @@ def model_layer(net: nn.Module, layer: str) -> tuple[str, nn.Module]:
 @torch.inference_mode(False)
 def optimise_images(
     net: nn.Module,
+    loaded: Any,
     module: nn.Module | None,
     layer: str,
     keys: list[int],
     obj: objectives.Objective,
     settings: VisualizeSettings,
-    norm: tuple[tuple[float, ...], tuple[float, ...]] | None,
-    known_size: tuple[int, int] | None,
     chunk: int,
     device: torch.device,
     dtype: torch.dtype,
@@ -293,6 +276,9 @@ def optimise_images(
     should_stop: Callable[[], bool] | None,
 ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray, float]], tuple[int, int] | None]:
     """Run the optimisation of ``keys`` in chunks; per key ``(image, curve, activation)``."""
+    if not keys:
+        return {}, None
+    norm = model_normalisation(loaded, settings.mean, settings.std)
     steps, hw, seed, redirect = settings.steps, settings.size, settings.seed, settings.redirect_relu
     if norm is not None:
         mean_t = torch.tensor(norm[0], device=device).view(1, 3, 1, 1)
@@ -306,17 +292,10 @@ def optimise_images(
         return x.to(dtype)
 
     results: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
-    # Out of place: a redirected ReLU reads its input, which an in-place ReLU overwrites.
-    state = ModelState(net, out_of_place=redirect)
-    flags = [(p, p.requires_grad) for p in net.parameters()]
-    runner: LayerRunner | None = None
+    runner = LayerRunner(net, module, layer, redirect)
     try:
-        state.apply(train=False)
-        for p, _ in flags:
-            p.requires_grad_(False)
-        runner = LayerRunner(net, module, layer, redirect)
         with torch.enable_grad():  # also when the caller is inside no_grad
-            fed, out = probe_input(runner, feed, settings, known_size, device)
+            fed, out = probe_input(runner, feed, settings, fixed_size(net, loaded), device)
             objectives.check_keys(out, keys, obj, module, layer)
             for start in range(0, len(keys), chunk):
                 part = keys[start : start + chunk]
@@ -354,12 +333,7 @@ def optimise_images(
                 for j, k in enumerate(part):
                     results[k] = (images[j], curves[:, j].copy(), float(acts[j]))
     finally:
-        if runner is not None:
-            runner.close()
-        for p, flag in flags:
-            if p.requires_grad != flag:
-                p.requires_grad_(flag)
-        state.restore()
+        runner.close()
     return results, fed
 
 
@@ -388,7 +362,8 @@ class _RedirectedReLU(torch.autograd.Function):
 
 
 class LayerRunner:
-    """Feeds a batch and returns what the objective reads: the layer's output or the logits."""
+    """Feeds a batch and returns what the objective reads: the layer's output or the logits; the
+    model in eval mode with its weights' gradients off until :meth:`close`."""
 
     def __init__(
         self, model: nn.Module, module: nn.Module | None, layer: str, redirect: bool
@@ -396,6 +371,12 @@ class LayerRunner:
         self.model, self.module, self.layer = model, module, layer
         self.taken: torch.Tensor | None = None
         self.stuck: torch.Tensor | None = None  # (N,) bool, set per step
+        # Out of place: a redirected ReLU reads its input, which an in-place ReLU overwrites.
+        self.state = ModelState(model, out_of_place=redirect)
+        self.flags = [(p, p.requires_grad) for p in model.parameters()]
+        self.state.apply(train=False)
+        for p, _ in self.flags:
+            p.requires_grad_(False)
         self.handles: list[Any] = []
         if redirect:
             # Registered first, so a hooked ReLU layer hands its redirected output on.
@@ -444,6 +425,10 @@ class LayerRunner:
         for handle in self.handles:
             handle.remove()
         self.handles = []
+        for p, flag in self.flags:
+            if p.requires_grad != flag:
+                p.requires_grad_(flag)
+        self.state.restore()
 
 
 #: Steps of redirected gradient an image takes, once, after a zero gradient (more: no settling).
