@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
@@ -156,22 +155,6 @@ def placed(where: dict[str, Any] | None) -> Any:
         _PLACEMENT.pop()
 
 
-def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.Module, str]:
-    """Load with eager attention; fall back to the default for models that lack it."""
-    kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
-    kwargs.update(_PLACEMENT[-1])
-    try:
-        try:
-            return cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs), ""
-        except (ValueError, TypeError) as exc:
-            if "attn" not in str(exc).lower():
-                raise
-            note = f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
-        return cls.from_pretrained(str(folder), **kwargs), note
-    except Exception as exc:  # transformers and remote code raise many kinds
-        raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
-
-
 def _helper(transformers: Any, folder: Path, what: str, trust: bool, warnings: list[str]) -> Any:
     """The folder's tokenizer or image processor (``what``), None when it has none."""
     auto, names = _HELPERS[what]
@@ -252,9 +235,22 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
             f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
             "save the model with save_pretrained"
         )
-    with _no_progress_bar():
-        model, note = _from_pretrained(cls, folder, src, trust)
-    warnings = [note] if note else []
+    # With eager attention; the default for models that lack it.
+    kwargs = {"local_files_only": True, "trust_remote_code": trust, **_PLACEMENT[-1]}
+    warnings: list[str] = []
+    try:
+        with _no_progress_bar():
+            try:
+                model = cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs)
+            except (ValueError, TypeError) as exc:
+                if "attn" not in str(exc).lower():
+                    raise
+                warnings.append(
+                    f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
+                )
+                model = cls.from_pretrained(str(folder), **kwargs)
+    except Exception as exc:  # transformers and remote code raise many kinds
+        raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
     inner_config = getattr(model, "config", None)
     if inner_config is not None and getattr(inner_config, "use_cache", False):
         # One forward needs no key/value cache; without it the output is just the logits.
