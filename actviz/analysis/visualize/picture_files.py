@@ -76,13 +76,11 @@ def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
         cli = ["actviz", "visualize", "--model", source]
         cli += ["--target"] if logit else ["--layer", vis.layer, "--objective", base]
         cli += ["--channels", key_ranges(vis.channels)]
-        if kwargs["negative"]:
-            cli.append("--negative")
+        cli += ["--negative"] if kwargs["negative"] else []
         cli += ["--steps", str(s["steps"]), "--size", str(s["size"][0])]
         cli += ["--lr", repr(s["lr"]), "--seed", str(s["seed"]), "--param", s["param"]]
         cli += ["--transforms", s["transforms"]]
-        if not s["decorrelate"]:
-            cli.append("--no-decorrelate")
+        cli += [] if s["decorrelate"] else ["--no-decorrelate"]
         out["cli"] = " ".join([*cli, "--out", "OUT"])
     return out
 
