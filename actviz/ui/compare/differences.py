@@ -41,8 +41,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
     resized = QtCore.Signal()
 
     def __init__(self) -> None:
-        super().__init__()
-        self.setWidgetResizable(True)
+        super().__init__(widgetResizable=True)
         # As in the Layers tab: widths decide page sizes, so the bar never comes and goes.
         self.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         container = QtWidgets.QWidget()
