@@ -324,7 +324,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
-    from actviz.ui.app import run_app
+    from actviz.ui.explore import run_app
 
     given = {k: getattr(args, k, None) for k in ("model", "arch", "input", "session")}
     trust, plugins = getattr(args, "trust", False), not getattr(args, "no_plugins", False)

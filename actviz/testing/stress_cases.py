@@ -121,7 +121,7 @@ def child(spec: dict[str, Any]) -> int:
     from actviz.core.threads import parallel_in_workers_only
     from actviz.ui.window.memory import keep_collector_off_clicks
 
-    # The process as ui/app.py's run_app sets up its own: allocator, threads, idle collections.
+    # The process as ui/explore.py's run_app sets up its own: allocator, threads, idle collections.
     tune_allocator()
     parallel_in_workers_only()
     keep_collector_off_clicks()

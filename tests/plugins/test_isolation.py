@@ -310,7 +310,7 @@ def test_no_plugins_start_without_any(actviz_window, installed_examples, monkeyp
     assert win.window.files.menus.extra_input_filters == []
     monkeypatch.delenv("ACTVIZ_NO_PLUGINS")
     # `actviz --no-plugins` starts the window with none.
-    import actviz.ui.app as app
+    import actviz.ui.explore as app
     from actviz.cli import main
 
     run_app = app.run_app  # the real one, for the window it builds (below)

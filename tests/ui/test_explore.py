@@ -15,9 +15,8 @@ from torch import nn
 import actviz
 from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.testing import RUN_TIMEOUT_MS
-from actviz.ui import app as app_module
 from actviz.ui import explore as explore_module
-from actviz.ui.app import run_app
+from actviz.ui.explore import run_app
 from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.script import Explorer, MovedWarning, window_of
@@ -45,7 +44,6 @@ def close_explored_windows(monkeypatch):
     """explore/run_app build their own window (its settings land in the test's own config
     folder: see ``isolated_user_state`` in tests/conftest.py); close what a test left open."""
     monkeypatch.setattr(explore_module, "MainWindow", _RecordedWindow)
-    monkeypatch.setattr(app_module, "MainWindow", _RecordedWindow)
     try:
         yield
     finally:

@@ -367,7 +367,7 @@ def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, che
 
 def test_actviz_opens_a_session_file_given_as_its_argument(monkeypatch):
     from actviz import cli
-    from actviz.ui import app as app_module
+    from actviz.ui import explore as app_module
 
     seen = {}
     monkeypatch.setattr(app_module, "run_app", lambda **kwargs: seen.update(kwargs) or 0)
@@ -380,7 +380,7 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
 ):
     from PySide6.QtCore import QTimer
 
-    from actviz.ui import app as app_module
+    from actviz.ui import explore as app_module
     from actviz.ui.sessions import feature as questions
     from actviz.ui.window.main_window import MainWindow
 
