@@ -167,9 +167,8 @@ class OpenModelDialog(QDialog):
         file_tab = QWidget()
         form = QFormLayout(file_tab)
         row = QHBoxLayout()
-        self.file_edit = QLineEdit()
-        self.file_edit.setPlaceholderText(
-            "checkpoint, TorchScript, .pt2 or safetensors file; Hugging Face model folder; timm:NAME"
+        self.file_edit = QLineEdit(
+            placeholderText="checkpoint, TorchScript, .pt2 or safetensors file; Hugging Face model folder; timm:NAME"
         )
         row.addWidget(self.file_edit, 1)
         browse = QPushButton("Browse…")
@@ -199,18 +198,14 @@ class OpenModelDialog(QDialog):
         form.addRow(self.hint_label)
         self.tabs.addTab(file_tab, "File")
 
-        # recent
-        recent_tab = QWidget()
-        recent_layout = QVBoxLayout(recent_tab)
-        self.recent_list = QListWidget()
+        self.recent_list = QListWidget()  # the Recent tab
         for entry in recent or []:
             source, arch = split_recent_model(entry)
             item = QListWidgetItem(f"{source}  (arch {arch})" if arch else source)
             item.setData(Qt.ItemDataRole.UserRole, (source, arch))
             self.recent_list.addItem(item)
         self.recent_list.itemDoubleClicked.connect(lambda _item: self.accept())
-        recent_layout.addWidget(self.recent_list)
-        self.tabs.addTab(recent_tab, "Recent")
+        self.tabs.addTab(self.recent_list, "Recent")
         if recent:
             self.tabs.setCurrentIndex(2)
 

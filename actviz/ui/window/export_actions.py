@@ -136,39 +136,33 @@ class ExportActions:
         ):
             return False
         request = self._new_request(Path(out_dir))
+        if runs.run(input_grads=True) is None:
+            self._export_request = None
+            return False
 
-        def finished() -> None:
-            disconnect()
-            if self._export_request is request:
-                self._export_request = None
-                if self.export_all(request.out) and self._export_request is not None:
-                    self._export_request.parent = request
-                else:
-                    request.succeeded = False
-
-        def failed(text: str) -> None:
-            disconnect()
-            if self._export_request is request:
-                self._export_request = None
-                request.succeeded = False
-                self.window.export_failed.emit(f"Export failed: {text}")
-
-        def disconnect() -> None:
+        def settle(failure: str | None = None) -> None:  # the run ended: export, or say why not
             for signal, slot in pairs:
                 with contextlib.suppress(RuntimeError, TypeError):
                     signal.disconnect(slot)
+            if self._export_request is not request:
+                return
+            self._export_request = None
+            exporting = failure is None and self.export_all(request.out)
+            if exporting and self._export_request is not None:
+                self._export_request.parent = request
+                return
+            request.succeeded = False
+            if failure is not None:
+                self.window.export_failed.emit(f"Export failed: {failure}")
 
+        # Connected once the run started (a run ends on a later event-loop pass).
         pairs = [
-            (window.run_finished, finished),
-            (window.run_failed, failed),
-            (window.run_cancelled, lambda: failed("the run for the saliency was cancelled")),
+            (window.run_finished, settle),
+            (window.run_failed, settle),
+            (window.run_cancelled, lambda: settle("the run for the saliency was cancelled")),
         ]
         for signal, slot in pairs:
             signal.connect(slot)
-        if runs.run(input_grads=True) is None:
-            disconnect()
-            self._export_request = None
-            return False
         self._refresh_busy(f"Exporting to {request.out}: running once more for the saliency…")
         return True
 

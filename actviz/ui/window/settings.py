@@ -82,12 +82,9 @@ class AppSettings:
     restore_on_start = _flag("sessions/restore_on_start")
 
     def _list(self, key: str) -> list[str]:
-        value = self.store.value(key, [])
-        if value is None:
-            return []
-        if isinstance(value, str):  # QSettings collapses one-element lists to a string (INI)
-            return [value] if value else []
-        return [str(v) for v in value if v]
+        value = self.store.value(key, []) or []
+        # QSettings collapses one-element lists to a string (INI).
+        return [value] if isinstance(value, str) else [str(v) for v in value if v]
 
     def _push(self, key: str, item: str) -> None:
         items = [item] + [v for v in self._list(key) if v != item]
