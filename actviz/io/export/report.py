@@ -27,6 +27,8 @@ from actviz.io.export.typeset import attribution_images, layer_pictures, safe_na
 from actviz.io.files import atomic_write, check_out_file
 
 log = logging.getLogger(__name__)
+#: The largest input tensors the report carries for reproduce.py (bytes, before base64).
+CARRIED_INPUT_BYTES = 32 * 2**20
 
 __all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
 
@@ -183,7 +185,27 @@ def write_report(
     saved = {key: name for key, name, _obj in beside_script(cap, source)}
     files = {name: f"{safe_name(name)}.npz" for name in names}
     page.add(f"<pre>{esc(reproduce_script(cap, source, names, files=files, saved=saved))}</pre>")
-    _reproduce_files(page, cap, source)
+    if source is None or source.input is None:  # no file to reopen: the input travels here
+        buf = io.BytesIO()
+        try:
+            torch.save(cap.inputs, buf)
+        except Exception:  # noqa: BLE001 - an input torch cannot save: said, not carried
+            buf = None
+        if buf is None:
+            page.add('<p class="warn">The input cannot be saved for reproduce.py.</p>')
+        elif buf.tell() > CARRIED_INPUT_BYTES:
+            page.add(
+                '<p class="muted">The input is too large to carry here '
+                f"({buf.tell() / 2**20:.0f} MiB): <code>actviz export</code> writes "
+                "<code>reproduce_inputs.pt</code> beside the script.</p>"
+            )
+        else:
+            data = base64.b64encode(buf.getvalue()).decode("ascii")
+            page.add(
+                '<p>The script reads the input from <a download="reproduce_inputs.pt" '
+                f'href="data:application/octet-stream;base64,{data}">reproduce_inputs.pt</a>: '
+                "save it beside the script.</p>"
+            )
 
     report(total - 1, total, "writing")
     title = title or f"actviz report: {model_name or 'model'}"
@@ -195,35 +217,6 @@ def write_report(
         fh.write(text)
     report(total, total, "done")
     return ReportInfo(out, out.stat().st_size, tuple(page.panels))
-
-
-#: The largest input tensors the report carries for reproduce.py (bytes, before base64).
-CARRIED_INPUT_BYTES = 32 * 2**20
-
-
-def _reproduce_files(page: Page, cap: Capture, source: RunSource | None) -> None:
-    """A link saving the input tensors when the input has no file for reproduce.py to reopen."""
-    if source is not None and source.input is not None:
-        return
-    buf = io.BytesIO()
-    try:
-        torch.save(cap.inputs, buf)
-    except Exception:  # noqa: BLE001 - an input torch cannot save: said, not carried
-        page.add('<p class="warn">The input cannot be saved for reproduce.py.</p>')
-        return
-    data = buf.getvalue()
-    if len(data) > CARRIED_INPUT_BYTES:
-        page.add(
-            '<p class="muted">The input is too large to carry here '
-            f"({len(data) / 2**20:.0f} MiB): <code>actviz export</code> writes "
-            "<code>reproduce_inputs.pt</code> beside the script.</p>"
-        )
-        return
-    href = "data:application/octet-stream;base64," + base64.b64encode(data).decode("ascii")
-    page.add(
-        f'<p>The script reads the input from <a download="reproduce_inputs.pt" href="{href}">'
-        "reproduce_inputs.pt</a>: save it beside the script.</p>"
-    )
 
 
 def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
