@@ -10,7 +10,6 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDockWidget,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMenu,
@@ -87,11 +86,7 @@ class ModuleDetails(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         # Columns fit the table's width (fit_columns); a shortened cell has its text as tooltip.
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setMinimumSectionSize(MIN_COLUMN_PX)
-        header.setStretchLastSection(False)
-        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.table.horizontalHeader().setMinimumSectionSize(MIN_COLUMN_PX)
         self.table.viewport().installEventFilter(self)  # its width: columns follow it
         layout.addWidget(self.table, 1)
 
@@ -191,7 +186,6 @@ class ModelDock(QDockWidget):
         # Long names are shortened in the middle: start and end tell modules apart.
         self.tree_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.tree_view.header()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         header.setMinimumSectionSize(24)
         for column, width in enumerate((170, 110, 90)):
             header.resizeSection(column, width)
@@ -272,7 +266,6 @@ class ModelDock(QDockWidget):
             # Type gives way first: the names matter more.
             name = max(min(name, NAME_COLUMN_MIN_PX), min(name, room - TYPE_COLUMN_MIN_PX))
             header.resizeSection(0, min(name, room - 24))
-        header.setStretchLastSection(True)
         for c in shown[:-1]:
             header.resizeSection(c, wanted[c])
         last = shown[-1]
