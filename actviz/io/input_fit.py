@@ -36,7 +36,7 @@ def input_kind(value: Any, source: str = "") -> str:
     return "tensor"
 
 
-def _fixed_size(model: nn.Module) -> tuple[int, int] | None:
+def _fixed_size(model: nn.Module | None) -> tuple[int, int] | None:
     """The (H, W) a model insists on (vision transformers' position embeddings), if any."""
     size = getattr(model, "image_size", None)  # torchvision VisionTransformer
     if isinstance(size, int):
@@ -77,7 +77,7 @@ def input_misfit(
     if value.ndim != rank or value.shape[1] != exp.channels:
         shape = "x".join(str(int(d)) for d in value.shape)
         return f"it takes {exp.channels}-channel {rank}-D inputs, not {shape}"
-    fixed = _fixed_size(model) if model is not None else None
+    fixed = _fixed_size(model)
     if fixed is not None and tuple(value.shape[-2:]) != fixed:
         return f"it takes {fixed[0]}x{fixed[1]} images"
     return None
@@ -96,9 +96,6 @@ def natural_input_source(
         return None
     if exp.channels == 3 and exp.spatial_dims == 2 and samples:
         return str(samples[0])
-    fixed = _fixed_size(model) if model is not None else None
-    size = fixed or exp.size or (DEFAULT_SIDE, DEFAULT_SIDE)
-    spatial = (list(size) + [DEFAULT_SIDE] * 3)[: exp.spatial_dims]
-    if exp.spatial_dims != 2:
-        spatial = [32] * exp.spatial_dims
+    size = _fixed_size(model) or exp.size or (DEFAULT_SIDE, DEFAULT_SIDE)
+    spatial = list(size) if exp.spatial_dims == 2 else [32] * exp.spatial_dims
     return "random:" + "x".join(str(d) for d in (1, exp.channels, *spatial))
