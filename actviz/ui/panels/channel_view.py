@@ -257,12 +257,11 @@ class ChannelView(PanelBase):
         layer's count (0: unknown); ``signed`` (None: this channel's); ``image``: for the overlay.
         """
         activation = np.ascontiguousarray(activation, dtype=np.float32)
-        if activation.ndim != 2:
-            raise ValueError(f"activation must be 2-D (H, W), got shape {activation.shape}")
         if gradient is not None:
             gradient = np.ascontiguousarray(gradient, dtype=np.float32)
-            if gradient.ndim != 2:
-                raise ValueError(f"gradient must be 2-D (H, W), got shape {gradient.shape}")
+        for what, data in (("activation", activation), ("gradient", gradient)):
+            if data is not None and data.ndim != 2:
+                raise ValueError(f"{what} must be 2-D (H, W), got shape {data.shape}")
         self.name, self.channel, self.channels = name, int(channel), int(channels)
         self.activation, self.gradient = activation, gradient
         self._signed = bool((activation < 0).any()) if signed is None else bool(signed)
