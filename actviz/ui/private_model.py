@@ -183,11 +183,7 @@ class ModelCopyService(QObject):
 
     def held(self) -> list[ModelCopy]:
         """The copies held now (one each; a copy shared is listed once)."""
-        seen: dict[int, ModelCopy] = {}
-        for handle in self.owners():
-            if handle.held is not None:
-                seen.setdefault(id(handle.held), handle.held)
-        return list(seen.values())
+        return list({id(h.held): h.held for h in self.owners() if h.held is not None}.values())
 
     def discard(self, handle: PrivateModel) -> None:
         """``handle`` is closed: it is no longer one of the window's."""
