@@ -238,9 +238,6 @@ class LayerAxis(pg.AxisItem):
 class LogValueAxis(pg.AxisItem):
     """A left log axis labelled on whole decades only (pyqtgraph's minor labels overlap)."""
 
-    def __init__(self) -> None:
-        super().__init__("left")
-
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802, N803
         if not self.logMode or maxVal <= minVal or size <= 0:
             return super().tickValues(minVal, maxVal, size)
@@ -288,7 +285,7 @@ class GradFlowPanel(PlotPanel):
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Gradient flow", AXIS_TITLE, "gradient L2 norm", parent)
         self.axis = LayerAxis()
-        self.value_axis = LogValueAxis()
+        self.value_axis = LogValueAxis("left")
         self.plot.setAxisItems({"bottom": self.axis, "left": self.value_axis})
         style.style_axis(self.axis, AXIS_TITLE)
         # Its width as drawn (the label's own font and size), for the fit on resize.
