@@ -80,11 +80,8 @@ class ModuleTreeModel(QAbstractItemModel):
     def index(self, row: int, column: int, parent: _Index = QModelIndex()) -> QModelIndex:  # noqa: B008
         if self.tree is None or not (0 <= column < len(COLUMNS)):
             return QModelIndex()
-        if not parent.isValid():
-            names = [""]
-        else:
-            node = self._node(parent)
-            names = node.children if node is not None else []
+        node = self._node(parent)  # None: the root's parent (or an index gone)
+        names = node.children if node is not None else [] if parent.isValid() else [""]
         if not 0 <= row < len(names):
             return QModelIndex()
         return self.createIndex(row, column, self._id_of[names[row]])
