@@ -92,8 +92,21 @@ def write_report(
     names = list(layers) if layers is not None else list(cap.names)
     module = getattr(model, "model", model)
     torch_module = module if isinstance(module, torch.nn.Module) else None
-    if torch_module is not None:
-        cap = _with_input_gradient(cap, torch_module)
+    # The input gradient, for saliency, re-taken when missing and reproducible.
+    missing = cap.gradients and cap.input_grads is None and cap.inputs is not None
+    if torch_module is not None and missing:
+        from actviz.core.capture import capture
+        from actviz.core.targets import fixed_default
+
+        # A one-row classifier's class is an int target, chosen or auto; else the run's default.
+        target = cap.target_index if fixed_default(cap.output) is not None else None
+        try:
+            again = capture(torch_module, cap.inputs, [], target=target, edits=cap.edits or None)
+        except Exception:  # noqa: BLE001 - the report goes on without a saliency
+            log.debug("no input gradient for the report's saliency", exc_info=True)
+            again = cap  # no input gradient either
+        if again.input_grads is not None and again.target_index == cap.target_index:
+            cap = dataclasses.replace(cap, input_grads=again.input_grads)
     cap, prepared = prepare_export(cap, names, model=torch_module, **display)
     spec = prepared.spec
     cmap, normalize, image, categories = spec.colormap, spec.normalize, spec.image, spec.categories
@@ -217,26 +230,6 @@ def write_report(
         fh.write(text)
     report(total, total, "done")
     return ReportInfo(out, out.stat().st_size, tuple(page.panels))
-
-
-def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
-    """``cap`` with its input gradient (re-taken when missing and reproducible), for saliency."""
-    from actviz.core.targets import fixed_default
-
-    if cap.input_grads is not None or not cap.gradients or cap.inputs is None:
-        return cap
-    # A one-row classifier's class is an int target, chosen or auto; else the run's default.
-    target = cap.target_index if fixed_default(cap.output) is not None else None
-    try:
-        from actviz.core.capture import capture
-
-        again = capture(model, cap.inputs, [], target=target, edits=cap.edits or None)
-    except Exception:  # noqa: BLE001 - the report goes on without a saliency
-        log.debug("no input gradient for the report's saliency", exc_info=True)
-        return cap
-    if again.input_grads is None or again.target_index != cap.target_index:
-        return cap
-    return dataclasses.replace(cap, input_grads=again.input_grads)
 
 
 def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
