@@ -53,21 +53,19 @@ class RunControl:
 
     def run(self, *, input_grads: bool | None = None) -> Job | None:
         """Start a run now (None when it cannot); ``input_grads``: back to the input regardless."""
-        w = self.window
+        w, s = self.window, self.session
         self._debounce.stop()
         self._run_due = False
         if w.is_closed():
             return None
-        if not self.session.can_run():
-            what = "a model" if self.session.model is None else "an input"
-            w.host.show_warning(f"Open {what} first, then press Run.", source="run")
+        if not s.can_run():
+            problem = f"Open {'a model' if s.model is None else 'an input'} first, then press Run."
+        else:  # one line here rather than torch's words from inside the model's forward
+            problem = s.input_problem() if s.input is not None else ""
+        if problem:
+            w.host.show_warning(problem, source="run")
             return None
-        # One line here rather than torch's words from inside the model's forward.
-        misfit = self.session.input_problem() if self.session.input is not None else ""
-        if misfit:
-            w.host.show_warning(misfit, source="run")
-            return None
-        request = self.session.make_request()
+        request = s.make_request()
         if input_grads is not None:
             request = dataclasses.replace(request, input_grads=input_grads)
         self.last_request = request
