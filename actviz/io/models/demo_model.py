@@ -173,9 +173,7 @@ def _draw_shape(
         c, s = math.cos(angle), math.sin(angle)
         draw.polygon([(cx + r * (x * c - y * s), cy + r * (x * s + y * c)) for x, y in unit], 255)
 
-    if cls == "background":
-        pass  # texture only
-    elif cls == "circle":
+    if cls == "circle":  # (the background class draws nothing: texture only)
         ellipse(r * 0.85, 255)
     elif cls in ("square", "triangle", "star"):  # corners on the unit circle (a star's dented)
         n, dent = {"square": (4, 1.0), "triangle": (3, 1.0), "star": (10, 0.42)}[cls]
@@ -191,8 +189,6 @@ def _draw_shape(
     elif cls == "arrow":
         polygon([(-1, -0.22), (0.15, -0.22), (0.15, -0.6), (1, 0), (0.15, 0.6), (0.15, 0.22),
                  (-1, 0.22)])  # fmt: skip
-    else:
-        raise ValueError(f"unknown demo class {cls!r}; expected one of {DEMO_CLASSES}")
 
 
 def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
