@@ -88,10 +88,8 @@ class EffectBars(QtWidgets.QWidget):
 
     def scale(self) -> float:
         """The largest ``|value|`` drawn (the bars' full length)."""
-        values = [abs(r.estimate) for r in self.rows]
-        values += [abs(r.exact) for r in self.rows if r.exact is not None]
-        finite = [v for v in values if math.isfinite(v)]
-        return max(finite) if finite and max(finite) > 0 else 1.0
+        values = (v for r in self.rows for v in (r.estimate, r.exact) if v is not None)
+        return max((abs(v) for v in values if math.isfinite(v)), default=0.0) or 1.0
 
     def row_at(self, y: float) -> int | None:
         """The index of the bar at height ``y`` (widget pixels), or None."""
