@@ -91,10 +91,8 @@ def colouring(
     if mode == "Correct":
         truth = model_labels(labels, class_names, categories)
         if predictions is None or truth is None:
-            return replace(
-                grey,
-                note="Needs class folders named like the model's classes and a classifier layer.",
-            )
+            need = "Needs class folders named like the model's classes and a classifier layer."
+            return replace(grey, note=need)
         known = truth >= 0
         right = known & (np.asarray(predictions) == truth)
         index = np.where(known, np.where(right, 0, 1), 2).astype(np.int64)

@@ -382,9 +382,8 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.channel_list.clear()
         for split in self.separating:
             c = split.channel
-            item = QListWidgetItem(
-                f"ch {c}: d {split.score:+.2f} ({split.mean_in:.3g} vs {split.mean_out:.3g})"
-            )
+            text = f"ch {c}: d {split.score:+.2f} ({split.mean_in:.3g} vs {split.mean_out:.3g})"
+            item = QListWidgetItem(text)
             item.setToolTip(
                 f"Channel {c} of {atlas.layer}: mean {split.mean_in:.4g} in the selection, "
                 f"{split.mean_out:.4g} outside; d = the difference over the pooled standard "

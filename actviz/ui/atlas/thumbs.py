@@ -43,14 +43,13 @@ class ThumbCache(QObject):
     come as PNG ``data:`` URIs (for rich text), else as pixmaps."""
 
     loaded = Signal(str)
-    _decoded = Signal(str, int, object)
+    _decoded = Signal(str, object)
 
     def __init__(self, side: int, parent: QObject | None = None, *, as_uri: bool = False) -> None:
         super().__init__(parent)
         self.side, self.as_uri = side, as_uri
         self._made: dict[str, QPixmap | str | None] = {}
         self._pending: set[str] = set()
-        self._epoch = 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="atlas-thumbs")
         self._decoded.connect(self._on_decoded)  # queued: emitted on the pool's thread
 
@@ -60,28 +59,18 @@ class ThumbCache(QObject):
             return self._made[path]
         if path not in self._pending:
             self._pending.add(path)
-            self._pool.submit(self._decode, path, self._epoch)
+            self._pool.submit(self._decode, path)
         return None
 
-    def _decode(self, path: str, epoch: int) -> None:
+    def _decode(self, path: str) -> None:
         image = decode_thumb(path, self.side)
-        made = data_uri(image) if image is not None and self.as_uri else image
-        self._decoded.emit(path, epoch, made)
-
-    def clear(self) -> None:
-        """Forget every thumbnail (decodes under way are dropped when they end)."""
-        self._epoch += 1
-        self._made.clear()
-        self._pending.clear()
+        self._decoded.emit(path, data_uri(image) if image is not None and self.as_uri else image)
 
     def shutdown(self) -> None:
-        """Drop what is queued and wait for the decode in progress."""
-        self.clear()
+        """Drop what is queued and wait for the decode in progress (its picture goes unused)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _on_decoded(self, path: str, epoch: int, made: QImage | str | None) -> None:
-        if epoch != self._epoch:
-            return
+    def _on_decoded(self, path: str, made: QImage | str | None) -> None:
         self._pending.discard(path)
         if len(self._made) >= KEPT:
             self._made.clear()

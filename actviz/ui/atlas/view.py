@@ -101,10 +101,8 @@ class AtlasView(QtWidgets.QWidget):
         outer = QtWidgets.QVBoxLayout(content)
         self.layer_combo = QtWidgets.QComboBox()
         self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
-        self.method_combo = QtWidgets.QComboBox()
-        self.method_combo.setToolTip(
-            "PCA: exact, fast. UMAP (pip install actviz[atlas]): keeps neighbourhoods, slower"
-        )
+        tip = "PCA: exact, fast. UMAP (pip install actviz[atlas]): keeps neighbourhoods, slower"
+        self.method_combo = QtWidgets.QComboBox(toolTip=tip)
         self.colour_combo = QtWidgets.QComboBox()
         self.colour_combo.addItems(COLOUR_MODES)
         self.colour_combo.setToolTip("Colour the images by class, prediction, correctness, or "

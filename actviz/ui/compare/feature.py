@@ -153,9 +153,8 @@ class CompareController(FeatureBase, QObject):
             self._waiting = True
             self._await_worker()
             self.view.set_busy(True)
-            self.view.set_message(
-                "Waiting for the current run to finish (live mode: pause it to compare)…"
-            )
+            text = "Waiting for the current run to finish (live mode: pause it to compare)…"
+            self.view.set_message(text)
             return True
         self._start()
         return True
@@ -382,9 +381,8 @@ class CompareController(FeatureBase, QObject):
         if self.outcome is None or ref is None or self.job.running:
             return
         if self.session.result is not ref() and not self.view.is_error():
-            self.view.set_message(
-                f"{STALE_NOTE}\n{self.view.message().removeprefix(STALE_NOTE + chr(10))}"
-            )
+            stale = f"{STALE_NOTE}\n{self.view.message().removeprefix(STALE_NOTE + chr(10))}"
+            self.view.set_message(stale)
 
     def _on_session_model_changed(self) -> None:
         had = self.outcome is not None or self.view.is_error()

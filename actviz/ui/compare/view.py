@@ -105,10 +105,8 @@ class CompareView(QtWidgets.QWidget):
         self.source_stack.addWidget(self._page(self.input_combo, self.browse_button, stretch=0))
 
         self.model_label = style.ElidedLabel("no model B opened")
-        self.open_model_button = QtWidgets.QPushButton("Open model B…")
-        self.open_model_button.setToolTip(
-            "Another checkpoint of the same architecture, opened with the Open model dialog"
-        )
+        tip = "Another checkpoint of the same architecture, opened with the Open model dialog"
+        self.open_model_button = QtWidgets.QPushButton("Open model B…", toolTip=tip)
         self.open_model_button.clicked.connect(self.open_model_requested)
         self.source_stack.addWidget(self._page(self.open_model_button, self.model_label))
         bar.addWidget(self.source_stack, 1)

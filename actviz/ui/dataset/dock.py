@@ -179,9 +179,8 @@ class DatasetDock(QDockWidget):
         self.table.set_figures(figures)
         if figures is not None:
             dead = int(figures.dead.sum())
-            self.hint_label.setText(
-                f"{figures.channels} channels, {dead} dead · click one: its top images"
-            )
+            text = f"{figures.channels} channels, {dead} dead · click one: its top images"
+            self.hint_label.setText(text)
 
     def clear(self) -> None:
         """No scan (the model changed)."""

@@ -411,9 +411,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self._select_in_table(layer, channel)
         self.grid.setVisible(True)
         self.grid.clear()
-        self.grid.set_message(
-            f"Top {kept(self.scans.scan)} dataset images of ch {channel}: computing…"
-        )
+        text = f"Top {kept(self.scans.scan)} dataset images of ch {channel}: computing…"
+        self.grid.set_message(text)
         self.scans.request_views(layer, channel)
         self.host.refresh_busy()  # Esc stops the top images while they are made
 
