@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from actviz.data.atlas_vectors import frozen
 from actviz.data.rows import BLOCK_BYTES, _note, _safe, open_rows
 from actviz.data.scan_result import ChannelStats, LayerResult, Scan
 
@@ -93,7 +94,7 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise ValueError(f"{folder}: not a saved actviz scan (format {_FORMAT})")
     with np.load(folder / "scan.npz", allow_pickle=False) as npz:
-        arrays = {key: npz[key] for key in npz.files}
+        arrays = {key: frozen(npz[key]) for key in npz.files}
     kept = meta["sources"]
     if isinstance(kept, dict) and "range" in kept:
         sources: tuple = tuple(range(int(kept["range"])))
@@ -106,23 +107,15 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
     results, pooled, axes = {}, {}, {}
     for i, entry in enumerate(meta["layers"]):
         name = entry["name"]
-
-        def a(key: str, i: int = i) -> np.ndarray:
-            out = arrays[f"{i}.{key}"]
-            out.flags.writeable = False
-            return out
-
-        stats = ChannelStats(*map(a, _STATS_ARRAYS), int(entry["stats_count"]))
-        spatial = tuple(entry["spatial"]) if entry["spatial"] is not None else None
-        results[name] = LayerResult(
-            a("values"), a("indices"), a("locations"), stats, spatial, a("positive")
+        values, indices, locations, positive, *figures = (
+            arrays[f"{i}.{key}"] for key in (*_RESULT_ARRAYS, *_STATS_ARRAYS)
         )
+        stats = ChannelStats(*figures, int(entry["stats_count"]))
+        spatial = tuple(entry["spatial"]) if entry["spatial"] is not None else None
+        results[name] = LayerResult(values, indices, locations, stats, spatial, positive)
         if name in embedded:
             pooled[name] = rows[name][0]
             axes[name] = int(entry["axis"])
-    labels = arrays.get("labels")
-    if labels is not None:
-        labels.flags.writeable = False
     names = meta["class_names"]
     return Scan(
         layers=tuple(e["name"] for e in meta["layers"]),
@@ -138,5 +131,5 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
         threads=meta["threads"],
         pooled=pooled,
         pooled_axis=axes,
-        labels=labels,
+        labels=arrays.get("labels"),
     )
