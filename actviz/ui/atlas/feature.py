@@ -143,7 +143,10 @@ class AtlasFeature(FeatureBase, QObject):
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
         self.listen(self.session.scan_changed, self._on_scan_changed)
         self.listen(self.session.result_changed, self._on_result)
-        host.tab_changed.connect(self._on_tab_changed)
+        self.listen(
+            host.tab_changed,
+            lambda w: w is self.view and self._result_pending and self._on_result(),
+        )
         # A result that came while the tab was hidden (placed once the tab shows).
         self._result_pending = False
         self._on_scan_changed()
@@ -262,10 +265,6 @@ class AtlasFeature(FeatureBase, QObject):
     def _recolour(self) -> None:
         if self.atlas is not None:
             self.view.set_colours(self._colouring())
-
-    def _on_tab_changed(self, widget: Any) -> None:
-        if widget is self.view and self._result_pending:
-            self._on_result()
 
     def _on_result(self) -> None:
         # A hidden map places no live frame; the last one once it shows.

@@ -83,7 +83,7 @@ class CompareController(FeatureBase, QObject):
             on_failed=self.compare_failed.emit,
             steps=False,
         )
-        host.tab_changed.connect(self._on_tab_changed)
+        self.listen(host.tab_changed, lambda w: w is self.page and self.painter.tab_shown())
         self.listen(self.session.pins_changed, self._refresh_pins)
         self.listen(self.session.model_changed, self._on_session_model_changed)
         self.listen(self.session.input_changed, self._refresh_input_choices)
@@ -356,10 +356,6 @@ class CompareController(FeatureBase, QObject):
             self._give_up("The run failed, so there is no run A to compare.")
         else:  # after the window's own slot: the result it just showed is run A
             QTimer.singleShot(0, lambda: self._waiting and not self._closed and self._start())
-
-    def _on_tab_changed(self, _widget: object) -> None:
-        if self.host.current_tab() is self.page:
-            self.painter.tab_shown()
 
     def _on_view_source_changed(self, source: str) -> None:
         text = "Open model B: a checkpoint of the same architecture."
