@@ -184,11 +184,7 @@ class LayerCache:
         self._rows: BinaryIO | None = None
 
     def load(
-        self,
-        k: int,
-        sources: tuple[str | int, ...],
-        signatures: tuple[str, ...],
-        embeddings: bool = False,
+        self, k: int, sources: tuple[str | int, ...], signatures: tuple[str, ...], embeddings: bool
     ) -> Loaded | None:
         """The saved state if reusable for ``sources`` (``embeddings``: with its rows), or None."""
         arrays = self.store.get(self.layer)

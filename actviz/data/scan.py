@@ -310,13 +310,7 @@ class _LayerRun:
     """One layer during a scan: its state, what is done, and its cache files."""
 
     def __init__(
-        self,
-        name: str,
-        k: int,
-        n: int,
-        cache: LayerCache | None,
-        data: ScanData,
-        embed: bool = False,
+        self, name: str, k: int, n: int, cache: LayerCache | None, data: ScanData, embed: bool
     ):
         self.name, self.cache = name, cache
         self._state = LayerState(k)
@@ -335,7 +329,7 @@ class _LayerRun:
         #: The data indices of ``lines``, in order (their embedding rows follow the log).
         self.line_indices: list[np.ndarray] = []
         if cache is not None:
-            loaded = cache.load(k, data.sources, data.signatures, embeddings=embed)
+            loaded = cache.load(k, data.sources, data.signatures, embed)
             if loaded is None:
                 cache.reset()
             else:
