@@ -214,7 +214,7 @@ def scan(
                         else:
                             # Done all the same, or every later scan would run the data again.
                             silent.add(r.name)
-                            r._mark(idx[~r.done[idx]], "D", items)
+                            r._mark(idx[~r.done[idx]], "D", items, "", None)
                 changed = False
                 for r in runs:
                     r.skip(bad, items)
@@ -368,7 +368,7 @@ class _LayerRun:
                     f"earlier images {self.vectors.shape[1]}"
                 )
             self.vectors[indices] = vectors
-        self._mark(indices, "D", data, lines=lines)
+        self._mark(indices, "D", data, "", lines)
 
     def scanned(self) -> int:
         """Images done for this layer, skipped ones excluded."""
@@ -378,15 +378,10 @@ class _LayerRun:
         for i, reason in bad:
             if not self.done[i]:
                 self.skipped[i] = reason
-                self._mark(np.array([i]), "S", data, reason)
+                self._mark(np.array([i]), "S", data, reason, None)
 
     def _mark(
-        self,
-        indices: np.ndarray,
-        kind: str,
-        data: ScanData,
-        reason: str = "",
-        lines: list[str] | None = None,
+        self, indices: np.ndarray, kind: str, data: ScanData, reason: str, lines: list[str] | None
     ) -> None:
         """Mark ``indices`` done, with their log ``lines`` when already made."""
         self.done[indices] = True
