@@ -131,7 +131,9 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.set_choices(self.view.method_combo, methods, "PCA")
         v = self.view
         v.options_changed.connect(self.rebuild)
-        v.colour_changed.connect(self._recolour)
+        v.colour_changed.connect(
+            lambda: self.atlas is not None and v.set_colours(self._colouring())
+        )
         v.hovered.connect(self._on_hovered)
         # The map answers the plot's own tooltip event (else it hides the thumbnail).
         v.plot.viewport().installEventFilter(self)
@@ -261,10 +263,6 @@ class AtlasFeature(FeatureBase, QObject):
             if mode == "Channel"
             else None,
         )
-
-    def _recolour(self) -> None:
-        if self.atlas is not None:
-            self.view.set_colours(self._colouring())
 
     def _on_result(self) -> None:
         # A hidden map places no live frame; the last one once it shows.

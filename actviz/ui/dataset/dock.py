@@ -97,7 +97,9 @@ class DatasetDock(QDockWidget):
         # Long names shortened in the middle, whole on hover; never widening the dock.
         self.layer_combo = MiddleElidedComboBox()
         style.fit_combo(self.layer_combo, 10)
-        self.layer_combo.currentTextChanged.connect(self._on_layer_changed)
+        self.layer_combo.currentTextChanged.connect(
+            lambda name: name and self.layer_chosen.emit(name)
+        )
         layer_row.addWidget(self.layer_combo, 1)
         layout.addLayout(layer_row)
         self.table = ChannelTable()
@@ -190,7 +192,3 @@ class DatasetDock(QDockWidget):
         self.stop_progress()
         self.set_message("")
         self.hint_label.setText("Click a channel: its top images in the channel view")
-
-    def _on_layer_changed(self, name: str) -> None:
-        if name:
-            self.layer_chosen.emit(name)

@@ -45,7 +45,7 @@ class ChannelOpening:
         self.awaiting_input = False
         host.run_finished.connect(self._on_run_finished)
         host.input_loaded.connect(self._on_input_loaded)
-        host.input_load_failed.connect(self._on_input_load_failed)
+        host.input_load_failed.connect(lambda _text: self.awaiting_input and self.forget())
 
     def open(self, layer: str, channel: int) -> bool:
         """Open ``channel`` of ``layer`` now (True) or once its layer ran (False)."""
@@ -86,10 +86,6 @@ class ChannelOpening:
             self.awaiting_input = False
             if self.pending is not None and self.host.run() is None:
                 self.pending = None
-
-    def _on_input_load_failed(self, _text: str) -> None:
-        if self.awaiting_input:
-            self.forget()
 
     def _on_run_finished(self) -> None:
         pending, self.pending = self.pending, None
