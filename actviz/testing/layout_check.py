@@ -194,8 +194,11 @@ def _label_cut(label: QLabel) -> str:
 
 
 _TEXT_BUTTONS = (
-    QtWidgets.QToolButton, QtWidgets.QPushButton, QtWidgets.QCheckBox, QtWidgets.QRadioButton
-)  # fmt: skip
+    QtWidgets.QToolButton,
+    QtWidgets.QPushButton,
+    QtWidgets.QCheckBox,
+    QtWidgets.QRadioButton,
+)
 _ICON_ONLY = Qt.ToolButtonStyle.ToolButtonIconOnly
 
 

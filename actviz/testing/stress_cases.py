@@ -175,11 +175,22 @@ def run_case(
         out, log, err = run_dir / "report.json", run_dir / "steps.jsonl", run_dir / "stderr.txt"
         every = sample_every or max(10, min(250, n // 10 or 1))
         spec = {
-            "case": case, "actions": n, "folder": str(work), "out": str(out), "threads": threads,
-            "steps": None if steps is None else [list(s) for s in steps], "inject": inject or {},
-            "driver": {"seed": seed, "sample_every": every, "block_limit_ms": block_limit_ms,
-                       "hang_s": hang_s, "log_path": str(log), "memory": memory},
-        }  # fmt: skip
+            "case": case,
+            "actions": n,
+            "folder": str(work),
+            "out": str(out),
+            "threads": threads,
+            "steps": None if steps is None else [list(s) for s in steps],
+            "inject": inject or {},
+            "driver": {
+                "seed": seed,
+                "sample_every": every,
+                "block_limit_ms": block_limit_ms,
+                "hang_s": hang_s,
+                "log_path": str(log),
+                "memory": memory,
+            },
+        }
         (case_file := run_dir / "case.json").write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "actviz.testing.stress_cases", "--child", str(case_file)]
         # The child imports this very actviz (a checkout need not be the one installed).
