@@ -48,10 +48,22 @@ def run(args: argparse.Namespace, open_model: kit.Opener, say: kit.Say) -> int:
         raise InputError(f"--k must be at least 1, got {args.k}")
     if args.resume and args.no_cache:
         raise InputError("--resume continues from the cache: drop --no-cache")
-    group = _join_group(args)  # under torchrun: this process is one rank of the scan
+    group = None  # under torchrun: this process is one rank of the scan, (rank, world)
+    if int(os.environ.get("WORLD_SIZE", "1")) >= 2:
+        import torch
+        import torch.distributed as dist
+
+        if not dist.is_initialized():  # NCCL on this rank's GPU, else gloo
+            cuda = str(args.device).startswith("cuda") and torch.cuda.is_available()
+            if cuda:
+                local = int(os.environ.get("LOCAL_RANK", "0"))
+                args.device = f"cuda:{local}"
+                torch.cuda.set_device(local)
+            dist.init_process_group("nccl" if cuda else "gloo")
+        group = dist.get_rank(), dist.get_world_size()
     rank, world = group if group is not None else (0, 1)
     if rank != 0:
-        say = _quiet  # one progress line, rank 0's (it counts every rank's images)
+        say = io.StringIO().write  # one progress line, rank 0's (it counts every rank's images)
     try:
         from actviz.core.capture import leaf_names
         from actviz.data.scan import scan
@@ -113,24 +125,3 @@ def run(args: argparse.Namespace, open_model: kit.Opener, say: kit.Say) -> int:
             import torch.distributed as dist
 
             dist.destroy_process_group()
-
-
-def _quiet(_msg: str) -> None:
-    pass
-
-
-def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
-    """``(rank, world)`` after joining torchrun's process group (NCCL or gloo); None outside one."""
-    if int(os.environ.get("WORLD_SIZE", "1")) < 2:
-        return None
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        cuda = str(args.device).startswith("cuda") and torch.cuda.is_available()
-        if cuda:
-            local = int(os.environ.get("LOCAL_RANK", "0"))
-            args.device = f"cuda:{local}"
-            torch.cuda.set_device(local)
-        dist.init_process_group("nccl" if cuda else "gloo")
-    return dist.get_rank(), dist.get_world_size()
