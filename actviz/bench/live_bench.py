@@ -67,7 +67,7 @@ class LiveRig:
         from actviz.ui.window.main_window import MainWindow
 
         self.app = ensure_qt_app()
-        # As in the app's own process (actviz.ui.app): the GUI thread runs torch on one thread.
+        # As in the app's own process (actviz.ui.explore.run_app): the GUI thread runs torch on one thread.
         self._undo_threads = parallel_in_workers_only()
         torch.manual_seed(0)
         self.model = torchvision.models.get_model(self.arch, weights=None).eval()
