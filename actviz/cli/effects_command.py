@@ -40,28 +40,9 @@ def add_parser(sub: Any, add_model_args: kit.ModelArgs) -> None:
     p.add_argument("--top", type=int, default=32, help="channels drawn per chart (default 32)")
 
 
-def _baseline(text: str, loaded: Any, layers: list[str], say: kit.Say) -> Any:
-    from actviz.io.errors import InputError
-
-    kind, _, rest = text.partition(":")
-    if text.strip().lower() == "zero":
-        return "zero"
-    if kind == "input" and rest:
-        import actviz
-        from actviz.io.input_files import open_input
-
-        other = open_input(rest, loaded_model=loaded)
-        say(f"running the baseline input {other.description} ...")
-        return actviz.capture(loaded.model, other.value, layers, gradients=False)
-    if kind == "scan" and rest:
-        from actviz.data.scan import scan
-
-        return scan(loaded, rest, layers, progress=kit.scan_progress(say, " for the baseline"))
-    raise InputError(f"--baseline: zero, input:FILE or scan:FOLDER, not {text!r}")
-
-
 def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> int:
     """Run ``actviz effects``; ``progress`` writes a line to stderr, results go to stdout."""
+    import actviz
     from actviz.analysis.effects.channel_effects import effects
     from actviz.analysis.effects.effects_chart import effects_chart
     from actviz.io.errors import InputError
@@ -75,7 +56,21 @@ def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> 
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded)
     target = kit.target_arg(args.target, loaded)
-    baseline = _baseline(args.baseline, loaded, layers, progress)
+    kind, _, rest = args.baseline.partition(":")
+    if args.baseline.strip().lower() == "zero":
+        baseline: Any = "zero"
+    elif kind == "input" and rest:
+        other = open_input(rest, loaded_model=loaded)
+        progress(f"running the baseline input {other.description} ...")
+        baseline = actviz.capture(loaded.model, other.value, layers, gradients=False)
+    elif kind == "scan" and rest:
+        from actviz.data.scan import scan
+
+        baseline = scan(
+            loaded, rest, layers, progress=kit.scan_progress(progress, " for the baseline")
+        )
+    else:
+        raise InputError(f"--baseline: zero, input:FILE or scan:FOLDER, not {args.baseline!r}")
     progress(f"estimating the effects of every channel of {len(layers)} layer(s) ...")
     result = effects(
         loaded.model,
