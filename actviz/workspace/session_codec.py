@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,9 +21,6 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
 from actviz.io.export.reproduce import EDIT_VALUES
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.workspace.session_file import SessionState
 
 
 class SessionFileError(ActvizError):
@@ -319,6 +316,16 @@ class InputSource:
         return self.source[5:] if self.source.startswith("text:") else None
 
 
+class SavedModel(Protocol):
+    """What opening a session's model again reads (a ``SessionState`` is one)."""
+
+    @property
+    def model(self) -> ModelSource | None: ...
+
+    @property
+    def model_weights(self) -> Mapping[str, torch.Tensor] | None: ...
+
+
 def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     """The SHA-256 of a file's bytes, as hex (read in chunks: checkpoints are large)."""
     h = hashlib.sha256()
@@ -387,7 +394,7 @@ def input_source_of(loaded: Any) -> InputSource:
 
 
 def open_model_source(
-    state: SessionState,
+    state: SavedModel,
     path: str | os.PathLike[str] | None = None,
     *,
     trust: bool = False,
@@ -424,7 +431,7 @@ class ModelCheck:
 
 
 def verify_model_source(
-    state: SessionState, path: str | os.PathLike[str] | None = None
+    state: SavedModel, path: str | os.PathLike[str] | None = None
 ) -> ModelCheck:
     """Check that the session's checkpoint (at ``path`` where the user located it; default:
     where it was when saved) is still the file it was saved with."""
