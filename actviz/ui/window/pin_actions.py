@@ -100,8 +100,7 @@ class PinActions:
                 act.triggered.connect(lambda _=False, p=pin: self.compare_with_pin(p))
         if pins:
             menu.addSeparator()
-        menu.addAction(self.unpin_action)
-        menu.addAction(self.unpin_all_action)
+        menu.addActions([self.unpin_action, self.unpin_all_action])
         self.unpin_all_action.setEnabled(bool(pins))
         self.unpin_action.setEnabled(self.session.pins.find(self.session.result) is not None)
         menu.setTitle(f"Pinned results ({len(pins)})" if pins else "Pinned results")
