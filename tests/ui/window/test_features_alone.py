@@ -88,7 +88,7 @@ def test_features_get_the_host_and_the_window_looks_none_up_by_name(actviz_windo
     root = pathlib.Path(actviz.__file__).parent
     window_code = [
         *(root / "ui" / "window").glob("*.py"),
-        root / "ui" / "app.py",
+        root / "ui" / "explore.py",
         root / "session.py",
     ]
     by_name = re.compile(r"features(\[|\.get\()\s*[\"']")
