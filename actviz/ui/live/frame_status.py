@@ -110,3 +110,8 @@ class SpacedReadout(QObject):
     def _on_playing_changed(self, playing: bool) -> None:
         if not playing:
             self.flush()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether something offered is not shown yet."""
+        return self._pending is not None
