@@ -143,7 +143,9 @@ LATER_CAPABILITIES = (
 # host forwards as one table of window paths; __all__ kept only where a package declares its API.
 # -1,422 later on 2026-12-03 (#38): small modules merged into their users, one label class,
 # FeatureBase.listen/stop, Qt properties as constructor keywords, one colour-bar fit.
-TODAYS_FEATURES_LINES = 47_482
+# -1,345 in the evening of 2026-12-03 (#38): modules of one job merged (edit kinds, the module
+# tree, tokens, what-if), one Board for pins and edits, one weights-file path, one sessions job table.
+TODAYS_FEATURES_LINES = 46_137
 
 
 def todays_feature_lines() -> int:
