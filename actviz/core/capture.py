@@ -29,7 +29,7 @@ from actviz.core.records import CaptureCancelled as CaptureCancelled
 from actviz.core.records import CaptureTooLarge as CaptureTooLarge
 from actviz.core.structures import iter_tensors, map_leaves, map_tensors
 from actviz.core.targets import resolve_target, target_numbers
-from actviz.core.tree import ModelPlan, _resolve, model_plan
+from actviz.core.tree import _resolve, model_plan
 from actviz.core.tree import leaf_names as leaf_names
 from actviz.core.tree import resolve_layers as resolve_layers
 
@@ -114,14 +114,14 @@ def capture(
         raise ValueError(f"mode must be 'eval' or 'train', not {mode!r}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
-    warnings: list[str] = []
+    notes: list[str] = []  # warnings found before the forward
     # torch.compile's wrapper holds the original as a child (TorchScript's mapping has no get).
     children = model._modules
     compiled = "_orig_mod" in children and isinstance(children["_orig_mod"], nn.Module)
     if compiled:
         # torch.compile traces submodules away, so their hooks would never fire.
         model = model._orig_mod
-        warnings.append(
+        notes.append(
             "torch.compile'd model: actviz runs its original eager module (same weights) so "
             "that layer hooks fire"
         )
@@ -142,45 +142,156 @@ def capture(
             )
         if applied:
             check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
+    input_grads = gradients and input_grads
+
+    def attempt(copy_all: bool) -> Capture:
+        """One try at the capture; ``Retry`` when in-place writes call for copies."""
+        warnings = list(notes)
+        device = model_device(model, module_list)
+        index = plan.index
+        by_module = {module_list[index[n]]: n for n in names}
+        recorder = Recorder(
+            by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
+        )
+        recorder.copy_all = copy_all
+        # Forward-only: with gradients autograd keeps the activations alive anyway.
+        recorder.pool = pooled = not gradients and bool(names) and pool.wanted(model)
+        watch_faults = not gradients and not pooled and bool(names)
+        scripted = isinstance(model, torch.jit.ScriptModule)
+        # In-place modules run out of place from the first recorded one on.
+        first = min((index[n] for n in names), default=len(module_list))
+        state = ModelState(
+            model, modules=module_list, inplace_from=first, inplace_positions=plan.inplace
+        )
+        handles: list[Any] = []
+        editor: EditHooks | None = None
+        prepared = prepare_inputs(inputs, model=model, gradients=input_grads, device=device)
+        for given, kept in prepared.pairs:
+            recorder.register_input(given, kept)
+        try:
+            state.apply(train=mode == "train")
+            if scripted:
+                warnings.append(TORCHSCRIPT_WARNING)
+            else:
+                if applied:
+                    # Before the recorder's hooks: records hold the edited outputs.
+                    editor = EditHooks(dict(zip(plan.names, module_list, strict=True)), applied)
+                    handles.extend(editor.register())
+                edited = editor.edited if editor is not None else {}
+                hooks = nn.modules.module  # global hooks that see a module's output: no wrapping
+                global_hooks = bool(
+                    hooks._global_forward_hooks
+                    or hooks._global_backward_hooks
+                    or hooks._global_backward_pre_hooks
+                )
+                for module in by_module:
+                    if not global_hooks and module not in edited and _wrappable(module):
+                        handles.append(_ForwardWrapper(module, recorder))
+                    else:
+                        handles.append(module.register_forward_pre_hook(recorder.pre_hook))
+                        handles.append(module.register_forward_hook(recorder.forward_hook))
+            # A cancellable run keeps the global hook for its stop check between every module.
+            unregistered = UnregisteredCheck(
+                model,
+                recorder.check_stop,
+                module_list,
+                watch=should_stop is not None,
+                fingerprint=plan if plan.kept else None,
+            )
+            # capture() has left any inference mode already.
+            faults = pool.minor_faults() if watch_faults else 0
+            with torch.set_grad_enabled(gradients), unregistered:
+                output = model(*prepared.args, **prepared.kwargs)
+            if watch_faults:
+                pool.observe(model, pool.minor_faults() - faults, recorder.nbytes, recorder.records)
+            stale = recorder.stale_owners()
+            unhooked = recorder.unhooked_changed()
+            if stale or unhooked or recorder.retry_needed:
+                NEEDS_COPY.update(stale)
+                NEEDS_GRAD_HOOK.update(unhooked)
+                raise Retry()
+            # The hooks must not stay registered during backward or while results are built.
+            for h in handles:
+                h.remove()
+            handles.clear()
+
+            target_value: float | None = None
+            target_index: int | None = None
+            description = "no gradients requested"
+            saliency: Any = None
+            if gradients:
+                with torch.enable_grad():
+                    resolved = resolve_target(output, target)
+                    target_value = float(resolved.value.detach())
+                    target_index, description = resolved.index, resolved.description
+                    if resolved.warning:
+                        warnings.append(resolved.warning)
+                    saliency = _backward(resolved.value, prepared, recorder, warnings)
+                if not input_grads:
+                    saliency = None
+            elif target is not None:  # a callable runs now, while the caller expects it to
+                target_value, target_index, description = target_numbers(output, target)
+            warnings.extend(unregistered.warnings())
+            if editor is not None:
+                warnings.extend(editor.warnings())
+            for name in names:
+                if name not in recorder.records and not scripted:
+                    warnings.append(
+                        f"layer {name!r} never ran during this forward pass, so nothing was recorded"
+                    )
+            out_cpu = map_tensors(output, _host)
+            records = recorder.records
+            if records and not keep_on_device and device is not None and device.type != "cpu":
+                records = _to_cpu(recorder)
+            for w in warnings:
+                log.info("capture warning: %s", w)
+            result = Capture(
+                names=list(recorder.order),
+                records=records,
+                output=out_cpu,
+                input_grads=saliency,
+                target_value=target_value,
+                target_index=target_index,
+                target_description=description,
+                warnings=warnings,
+                inputs=map_tensors(prepared.copies, _host),
+                nbytes=recorder.nbytes,
+                elapsed_s=time.perf_counter() - start,
+                gradients=gradients,
+                mode=mode,
+                edits=dict(applied) if applied else {},
+            )
+            if not gradients and target is None:
+                # Without gradients the default target is resolved from the output on first read.
+                result.defer_target(functools.partial(target_numbers, out_cpu))
+            return result
+        finally:
+            for h in handles:
+                h.remove()
+            state.restore()
+            pool.POOL.capture_done()
+
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
     # Hooks are per-module state: two captures of one model at once would take each other's.
     with model_lock(model):
-        attempt = 0
-        while attempt < _MAX_ATTEMPTS:
+        attempt_no = 0
+        while attempt_no < _MAX_ATTEMPTS:
             try:
                 # Under a caller's inference_mode, tensors made here could not join autograd.
                 with torch.inference_mode(False) if torch.is_inference_mode_enabled() else _NULL:
-                    return _capture_once(
-                        model,
-                        inputs,
-                        names,
-                        target,
-                        gradients,
-                        mode,
-                        keep_inputs,
-                        max_bytes,
-                        should_stop,
-                        warnings,
-                        start,
-                        copy_all=attempt == _MAX_ATTEMPTS - 1,
-                        keep_on_device=keep_on_device,
-                        input_grads=gradients and input_grads,
-                        edits=applied,
-                        plan=plan,
-                        module_list=module_list,
-                    )
+                    return attempt(attempt_no == _MAX_ATTEMPTS - 1)
             except Retry:
                 # An in-place write after a hook: the modules responsible now get copies.
-                log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
-                attempt += 1
+                log.debug("capture attempt %d saw in-place writes; capturing again", attempt_no + 1)
+                attempt_no += 1
             except RuntimeError as exc:
                 # Weights made in inference_mode never join autograd: forward only, and a warning.
                 refused = "Inference tensors cannot be saved for backward" in str(exc)
                 if not gradients or not refused:
                     raise
-                gradients = False
-                warnings.append(INFERENCE_WEIGHTS_WARNING)
+                gradients = input_grads = False
+                notes.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -235,151 +346,6 @@ class _ForwardWrapper:
         else:
             self.module.__dict__["forward"] = self.own
         self.module = None
-
-
-def _capture_once(
-    model: nn.Module,
-    inputs: Any,
-    names: list[str],
-    target: Any,
-    gradients: bool,
-    mode: str,
-    keep_inputs: bool,
-    max_bytes: int | None,
-    should_stop: Callable[[], bool] | None,
-    warnings_in: list[str],
-    start: float,
-    copy_all: bool,
-    keep_on_device: bool,
-    input_grads: bool,
-    edits: dict,
-    plan: ModelPlan,
-    module_list: list[nn.Module],
-) -> Capture:
-    warnings = list(warnings_in)
-    device = model_device(model, module_list)
-    index = plan.index
-    by_module = {module_list[index[n]]: n for n in names}
-    recorder = Recorder(
-        by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
-    )
-    recorder.copy_all = copy_all
-    # Forward-only: with gradients autograd keeps the activations alive anyway.
-    recorder.pool = pooled = not gradients and bool(names) and pool.wanted(model)
-    watch_faults = not gradients and not pooled and bool(names)
-    scripted = isinstance(model, torch.jit.ScriptModule)
-    # In-place modules run out of place from the first recorded one on.
-    first = min((index[n] for n in names), default=len(module_list))
-    state = ModelState(
-        model, modules=module_list, inplace_from=first, inplace_positions=plan.inplace
-    )
-    handles: list[Any] = []
-    editor: EditHooks | None = None
-    prepared = prepare_inputs(inputs, model=model, gradients=input_grads, device=device)
-    for given, kept in prepared.pairs:
-        recorder.register_input(given, kept)
-    try:
-        state.apply(train=mode == "train")
-        if scripted:
-            warnings.append(TORCHSCRIPT_WARNING)
-        else:
-            if edits:
-                # Before the recorder's hooks: records hold the edited outputs.
-                editor = EditHooks(dict(zip(plan.names, module_list, strict=True)), edits)
-                handles.extend(editor.register())
-            edited = editor.edited if editor is not None else {}
-            hooks = nn.modules.module  # global hooks that see a module's output: no wrapping
-            global_hooks = bool(
-                hooks._global_forward_hooks
-                or hooks._global_backward_hooks
-                or hooks._global_backward_pre_hooks
-            )
-            for module in by_module:
-                if not global_hooks and module not in edited and _wrappable(module):
-                    handles.append(_ForwardWrapper(module, recorder))
-                else:
-                    handles.append(module.register_forward_pre_hook(recorder.pre_hook))
-                    handles.append(module.register_forward_hook(recorder.forward_hook))
-        # A cancellable run keeps the global hook for its stop check between every module.
-        unregistered = UnregisteredCheck(
-            model,
-            recorder.check_stop,
-            module_list,
-            watch=should_stop is not None,
-            fingerprint=plan if plan.kept else None,
-        )
-        # capture() has left any inference mode already.
-        faults = pool.minor_faults() if watch_faults else 0
-        with torch.set_grad_enabled(gradients), unregistered:
-            output = model(*prepared.args, **prepared.kwargs)
-        if watch_faults:
-            pool.observe(model, pool.minor_faults() - faults, recorder.nbytes, recorder.records)
-        stale = recorder.stale_owners()
-        unhooked = recorder.unhooked_changed()
-        if stale or unhooked or recorder.retry_needed:
-            NEEDS_COPY.update(stale)
-            NEEDS_GRAD_HOOK.update(unhooked)
-            raise Retry()
-        # The hooks must not stay registered during backward or while results are built.
-        for h in handles:
-            h.remove()
-        handles.clear()
-
-        target_value: float | None = None
-        target_index: int | None = None
-        description = "no gradients requested"
-        saliency: Any = None
-        if gradients:
-            with torch.enable_grad():
-                resolved = resolve_target(output, target)
-                target_value = float(resolved.value.detach())
-                target_index, description = resolved.index, resolved.description
-                if resolved.warning:
-                    warnings.append(resolved.warning)
-                saliency = _backward(resolved.value, prepared, recorder, warnings)
-            if not input_grads:
-                saliency = None
-        elif target is not None:  # a callable runs now, while the caller expects it to
-            target_value, target_index, description = target_numbers(output, target)
-        warnings.extend(unregistered.warnings())
-        if editor is not None:
-            warnings.extend(editor.warnings())
-        for name in names:
-            if name not in recorder.records and not scripted:
-                warnings.append(
-                    f"layer {name!r} never ran during this forward pass, so nothing was recorded"
-                )
-        out_cpu = map_tensors(output, _host)
-        records = recorder.records
-        if records and not keep_on_device and device is not None and device.type != "cpu":
-            records = _to_cpu(recorder)
-        for w in warnings:
-            log.info("capture warning: %s", w)
-        result = Capture(
-            names=list(recorder.order),
-            records=records,
-            output=out_cpu,
-            input_grads=saliency,
-            target_value=target_value,
-            target_index=target_index,
-            target_description=description,
-            warnings=warnings,
-            inputs=map_tensors(prepared.copies, _host),
-            nbytes=recorder.nbytes,
-            elapsed_s=time.perf_counter() - start,
-            gradients=gradients,
-            mode=mode,
-            edits=dict(edits) if edits else {},
-        )
-        if not gradients and target is None:
-            # Without gradients the default target is resolved from the output on first read.
-            result.defer_target(functools.partial(target_numbers, out_cpu))
-        return result
-    finally:
-        for h in handles:
-            h.remove()
-        state.restore()
-        pool.POOL.capture_done()
 
 
 def _backward(
