@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, QSignalBlocker, Signal
-from PySide6.QtGui import QCursor, QHelpEvent
+from PySide6.QtGui import QCursor, QHelpEvent, QIcon
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
 from actviz.data.atlas_map import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
@@ -140,8 +140,8 @@ class AtlasFeature(FeatureBase, QObject):
         v.clicked.connect(self._open_row)
         v.rect_selected.connect(lambda rect: self.select_rows(v.rows_in(rect)))
         v.lasso_selected.connect(lambda shape: self.select_rows(v.rows_in_shape(shape)))
-        v.nearest_strip.activated_row.connect(self._open_row)
-        v.selection_strip.activated_row.connect(self._open_row)
+        v.nearest_strip.picked.connect(self._open_row)
+        v.selection_strip.picked.connect(self._open_row)
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
         self.listen(self.session.scan_changed, self._on_scan_changed)
         self.listen(self.session.result_changed, self._on_result)
@@ -292,13 +292,11 @@ class AtlasFeature(FeatureBase, QObject):
         row_of = rows_of(self.atlas)
         rows = [row_of.get(int(n.index), -1) for n in self.nearest]
         self.view.mark_rows(self.view.neighbour_dots, [r for r in rows if r >= 0])
-        self.view.nearest_strip.set_items(
-            [
-                (r, self._thumbs.get(str(n.source)), f"{n.similarity:.2f}", self._describe(r))
-                for r, n in zip(rows, self.nearest, strict=True)
-                if r >= 0
-            ]
-        )
+        self.view.nearest_strip.clear()
+        for r, n in zip(rows, self.nearest, strict=True):
+            if r >= 0:
+                pixmap = self._thumbs.get(str(n.source))
+                self.view.nearest_strip.add(r, f"{n.similarity:.2f}", self._describe(r), pixmap)
         if xy is None:
             title = f"Nearest in the dataset: {why}"
         else:
@@ -372,10 +370,10 @@ class AtlasFeature(FeatureBase, QObject):
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
         self.view.selection_title.setText(selection_text(atlas, rows))
-        sources = {int(r): self.source(int(r)) for r in rows[:SELECTION_THUMBS]}
-        self.view.selection_strip.set_items(
-            [(r, self._thumbs.get(s), Path(s).name, self._describe(r)) for r, s in sources.items()]
-        )
+        self.view.selection_strip.clear()
+        for r in map(int, rows[:SELECTION_THUMBS]):
+            s = self.source(r)
+            self.view.selection_strip.add(r, Path(s).name, self._describe(r), self._thumbs.get(s))
         self.view.channel_list.clear()
         for split in self.separating:
             c = split.channel
@@ -399,7 +397,9 @@ class AtlasFeature(FeatureBase, QObject):
         pixmap = self._thumbs.get(path)
         if self.atlas is not None and pixmap is not None:
             for strip in (self.view.nearest_strip, self.view.selection_strip):
-                strip.set_icon(lambda row: self.source(row) == path, pixmap)
+                for i, row in enumerate(strip.keys()):
+                    if self.source(row) == path:
+                        strip.item(i).setIcon(QIcon(pixmap))
 
     def session_part(self) -> dict[str, Any]:
         """What a session file keeps of the map: its choices, selection and scan."""

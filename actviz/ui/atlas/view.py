@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
-from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, QSize, Qt, Signal
-from PySide6.QtGui import QIcon, QPixmap
+from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
 
 from actviz.data.atlas_image import SELECTED_RGB
 from actviz.data.atlas_map import points_in_polygon
@@ -38,43 +37,6 @@ MAX_WIDEN = 4.0
 NARROW_TAB_PX = 560
 #: The map's least size (higher with the strips under it: the page scrolls instead).
 MIN_MAP_W, MIN_MAP_H, MIN_MAP_H_NARROW = 160, 200, 280
-
-
-class ThumbStrip(QtWidgets.QListWidget):
-    """A row of captioned thumbnails; ``activated_row(int)`` when one is clicked."""
-
-    activated_row = Signal(int)
-
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setViewMode(QtWidgets.QListWidget.ViewMode.IconMode)  # across, wrapped
-        self.setIconSize(QSize(THUMB, THUMB))
-        self.setResizeMode(QtWidgets.QListWidget.ResizeMode.Adjust)
-        self.setMovement(QtWidgets.QListWidget.Movement.Static)
-        # One row of thumbnails with their captions: less cut them in half.
-        self.setMinimumHeight(THUMB + self.fontMetrics().height() + 16)
-        self.itemClicked.connect(lambda item: self.activated_row.emit(int(item.data(_ROW))))
-
-    def set_items(self, items: Sequence[tuple[int, QPixmap | None, str, str]]) -> None:
-        """``(row, pixmap, caption, tooltip)`` for each thumbnail."""
-        self.clear()
-        for row, pixmap, caption, tip in items:
-            item = QtWidgets.QListWidgetItem(caption)
-            if pixmap is not None:
-                item.setIcon(QIcon(pixmap))
-            item.setToolTip(tip)
-            item.setData(_ROW, int(row))
-            self.addItem(item)
-
-    def set_icon(self, shows: Callable[[int], bool], pixmap: QPixmap) -> None:
-        """Give ``pixmap`` to the items whose row ``shows`` it (a thumbnail decoded later)."""
-        for i in range(self.count()):
-            item = self.item(i)
-            if shows(int(item.data(_ROW))):
-                item.setIcon(QIcon(pixmap))
-
-
-_ROW = Qt.ItemDataRole.UserRole
 
 
 class AtlasView(QtWidgets.QWidget):
@@ -172,9 +134,11 @@ class AtlasView(QtWidgets.QWidget):
         rv = style.bare_box(right, vertical=True)
         self.hover_label = _wrapped(HOVER_HINT)
         self.nearest_title = _wrapped("Nearest in the dataset")
-        self.nearest_strip = ThumbStrip()
         self.selection_title = _wrapped(SELECTION_HINT)
-        self.selection_strip = ThumbStrip()
+        self.nearest_strip, self.selection_strip = style.ThumbList(THUMB), style.ThumbList(THUMB)
+        for strip in (self.nearest_strip, self.selection_strip):
+            # One row of thumbnails with their captions: less cut them in half.
+            strip.setMinimumHeight(THUMB + strip.fontMetrics().height() + 16)
         self.channel_list = QtWidgets.QListWidget()
         # The labels keep their height; the strips and the list share the rest.
         rv.addWidget(self.hover_label)

@@ -148,7 +148,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dock.cancel_clicked.connect(self.cancel)
         self.dock.layer_chosen.connect(self._show_layer)
         self.dock.table.channel_clicked.connect(self.open_channel)
-        self.grid.source_clicked.connect(self._on_grid_source_clicked)
+        self.grid.tiles.picked.connect(self._on_grid_source_clicked)
         self.channel_view.channel_changed.connect(self._on_channel_changed)
         s = self.scans
         s.scan_started.connect(self._on_scan_started)

@@ -19,8 +19,6 @@ SMALL_TILE_PX = 72
 HEAT_ALPHA = 0.6
 #: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
 TWO_ROWS_MIN_WINDOW_HEIGHT = 900
-#: Item data role holding the tile's source (image path or sample index).
-SOURCE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 
 
 def source_name(source: str | int) -> str:
@@ -43,9 +41,7 @@ def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
 
 
 class TopKGrid(QtWidgets.QWidget):
-    """A channel's top-k tiles under a caption (``source_clicked``: path or sample index)."""
-
-    source_clicked = QtCore.Signal(object)
+    """A channel's top-k tiles under a caption (``tiles.picked``: path or sample index)."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,10 +50,7 @@ class TopKGrid(QtWidgets.QWidget):
         # One line cut with "…": it must not widen the channel view.
         self.caption = style.caption_text(lines=1)
         layout.addWidget(self.caption)
-        self.tiles = QtWidgets.QListWidget()
-        self.tiles.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
-        self.tiles.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
-        self.tiles.setMovement(QtWidgets.QListView.Movement.Static)
+        self.tiles = style.ThumbList(TILE_PX)
         self.tiles.setUniformItemSizes(True)
         self.tiles.setWordWrap(True)
         self.tiles.setToolTip("Click an image to open it as the input")
@@ -69,7 +62,6 @@ class TopKGrid(QtWidgets.QWidget):
             QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed
         )
         self.tiles.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        self.tiles.itemClicked.connect(self._on_item_clicked)
         layout.addWidget(self.tiles)
         #: The views shown (the engine's TopView objects), in tile order.
         self.views: tuple[Any, ...] = ()
@@ -85,22 +77,19 @@ class TopKGrid(QtWidgets.QWidget):
         self.views = tuple(views)
         self.tiles.clear()
         for view, picture in zip(self.views, tile_pictures(self.views), strict=True):
-            entry = view.entry
-            name = source_name(entry.source)
-            icon = QtGui.QIcon(style.rgb_pixmap(picture, TILE_PX, smooth=False))
-            item = QtWidgets.QListWidgetItem(icon, f"{style.format_value(entry.value)}\n{name}")
-            item.setData(SOURCE_ROLE, entry.source)
+            entry, value = view.entry, style.format_value(view.entry.value)
             at = entry.location
             where = "" if at is None else f" at (y={at[0]}, x={at[1]})"
+            # Grey: its file is gone or changed since the scan; nothing to open.
             missing = getattr(view, "missing", "")
-            if missing:  # grey: its file is gone or changed since the scan; nothing to open
-                item.setFlags(item.flags() & ~QtCore.Qt.ItemFlag.ItemIsEnabled)
-            item.setToolTip(
-                f"{entry.source}\nmax {style.format_value(entry.value)}{where}\n"
-                + (missing or "click: open as input")
+            item = self.tiles.add(
+                entry.source,
+                f"{value}\n{source_name(entry.source)}",
+                f"{entry.source}\nmax {value}{where}\n" + (missing or "click: open as input"),
+                style.rgb_pixmap(picture, TILE_PX, smooth=False),
+                bool(missing),
             )
             item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
-            self.tiles.addItem(item)
         self.caption.setText(caption)
         self._fit_height()
 
@@ -144,8 +133,4 @@ class TopKGrid(QtWidgets.QWidget):
 
     def sources(self) -> list[str | int]:
         """The tiles' sources, in order."""
-        return [self.tiles.item(i).data(SOURCE_ROLE) for i in range(self.tiles.count())]
-
-    def _on_item_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
-        if item.flags() & QtCore.Qt.ItemFlag.ItemIsEnabled:
-            self.source_clicked.emit(item.data(SOURCE_ROLE))
+        return self.tiles.keys()

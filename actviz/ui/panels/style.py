@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyqtgraph as pg
@@ -397,3 +397,39 @@ class ProgressBar(QtWidgets.QProgressBar):
 
     def reset(self) -> None:
         self._later(super().reset)
+
+
+class ThumbList(QtWidgets.QListWidget):
+    """Captioned thumbnails across, wrapped; ``picked(key)`` when an enabled one is clicked."""
+
+    picked = QtCore.Signal(object)
+
+    def __init__(self, side: int, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
+        self.setIconSize(QtCore.QSize(side, side))
+        self.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
+        self.setMovement(QtWidgets.QListView.Movement.Static)
+        self.itemClicked.connect(self._on_item_clicked)
+
+    def add(
+        self, key: Any, caption: str, tip: str, pixmap: QtGui.QPixmap | None, missing: bool = False
+    ) -> QtWidgets.QListWidgetItem:
+        """An item: ``pixmap`` (None: none yet) over ``caption``; ``missing``: grey, no click."""
+        item = QtWidgets.QListWidgetItem(caption)
+        item.setToolTip(tip)
+        if pixmap is not None:
+            item.setIcon(QtGui.QIcon(pixmap))
+        item.setData(QtCore.Qt.ItemDataRole.UserRole, key)
+        if missing:
+            item.setFlags(item.flags() & ~QtCore.Qt.ItemFlag.ItemIsEnabled)
+        self.addItem(item)
+        return item
+
+    def keys(self) -> list[Any]:
+        """The items' keys, in order."""
+        return [self.item(i).data(QtCore.Qt.ItemDataRole.UserRole) for i in range(self.count())]
+
+    def _on_item_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
+        if item.flags() & QtCore.Qt.ItemFlag.ItemIsEnabled:
+            self.picked.emit(item.data(QtCore.Qt.ItemDataRole.UserRole))
