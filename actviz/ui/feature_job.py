@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QLabel, QProgressBar
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 
 from actviz.ui.background_loads import describe_error
 from actviz.ui.panels.style import ERROR_TEXT
@@ -25,10 +25,23 @@ def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
 
 
 class StepsAndLine:
-    """:class:`FeatureJob`'s view calls over a ``progress`` bar and a ``message`` line."""
+    """:class:`FeatureJob`'s view calls over a ``progress`` bar, a ``message`` line and buttons."""
 
     progress: QProgressBar
     message: QLabel
+    run_button: QPushButton
+    cancel_button: QPushButton
+    #: While busy the run button is hidden (else greyed out); while idle, Cancel likewise.
+    hide_run_when_busy = hide_cancel_when_idle = False
+
+    def set_busy(self, busy: bool) -> None:
+        """While it runs: Cancel and a busy progress bar; the run button off."""
+        run, cancel = self.run_button, self.cancel_button
+        (run.setVisible if self.hide_run_when_busy else run.setEnabled)(not busy)
+        (cancel.setVisible if self.hide_cancel_when_idle else cancel.setEnabled)(busy)
+        self.progress.setVisible(busy)
+        if busy:
+            self.progress.setRange(0, 0)
 
     def set_progress(self, done: int, total: int) -> None:
         """``done`` of ``total`` steps (a busy bar until a total is known)."""

@@ -250,7 +250,7 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         self.top_spin.setToolTip("Channels shown per layer (and ablated or kept by its buttons)")
         self.top_spin.valueChanged.connect(self.top_changed.emit)
         controls.addWidget(self.top_spin)
-        self.verify_button = QtWidgets.QPushButton(f"Verify top {verify_count}")
+        self.run_button = self.verify_button = QtWidgets.QPushButton(f"Verify top {verify_count}")
         self.verify_button.setToolTip(
             f"Measure the true effect of each layer's top {verify_count} channels by ablating "
             "them one at a time (in the background; Esc cancels)"
@@ -305,14 +305,6 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
     def top(self) -> int:
         """Channels shown per layer."""
         return int(self.top_spin.value())
-
-    def set_busy(self, busy: bool) -> None:
-        """Verifying: Cancel on, Verify off, the progress bar shown."""
-        self.verify_button.setEnabled(not busy)
-        self.cancel_button.setEnabled(busy)
-        self.progress.setVisible(busy)
-        if busy:
-            self.progress.setRange(0, 0)
 
     def set_progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, max(1, total))

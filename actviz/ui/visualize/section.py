@@ -40,8 +40,7 @@ def read_saved_settings(saved: Any) -> VisualizeSettings | None:
 class RunRow(StepsAndLine):
     """A run button, the ⚙ settings popover, progress and Cancel in a row, and a message."""
 
-    #: While busy the run button is hidden (True) or greyed out (False).
-    hide_run_when_busy = False
+    hide_cancel_when_idle = True
 
     def _run_row(
         self,
@@ -75,14 +74,9 @@ class RunRow(StepsAndLine):
         return row
 
     def set_busy(self, busy: bool) -> None:
-        """While it runs: Cancel and the progress bar; the run button and settings off."""
-        run = self.run_button
-        (run.setVisible if self.hide_run_when_busy else run.setEnabled)(not busy)
+        """:meth:`StepsAndLine.set_busy`, the settings off too."""
+        super().set_busy(busy)
         self.settings_button.setEnabled(not busy)
-        self.cancel_button.setVisible(busy)
-        self.progress.setVisible(busy)
-        if busy:
-            self.progress.setRange(0, 0)
 
 
 class WantsSection(QtWidgets.QWidget, RunRow):
