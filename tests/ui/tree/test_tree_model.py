@@ -10,8 +10,9 @@ from torch import nn
 
 from actviz.core.capture import capture
 from actviz.core.tree import module_tree
+from actviz.display.text import format_count, format_shape
 from actviz.io.models.demo_model import build_demo_model
-from actviz.ui.tree.model import (
+from actviz.ui.tree.dock import (
     NAME,
     PARAMS,
     SHAPE,
@@ -19,8 +20,6 @@ from actviz.ui.tree.model import (
     ModuleFilterProxy,
     ModuleTreeModel,
     NameRole,
-    format_count,
-    format_shape,
 )
 from actviz.workspace.session_state import Session, default_layers
 from tests.core.seed_models import SeedMLP

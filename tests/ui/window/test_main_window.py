@@ -18,7 +18,7 @@ from actviz.core.capture import capture
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, mosaic, page_channels_for
 from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
-from actviz.ui.tree.model import NameRole
+from actviz.ui.tree.dock import NameRole
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.script import MovedWarning
 from actviz.ui.window.settings import AppSettings
