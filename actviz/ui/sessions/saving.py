@@ -152,9 +152,7 @@ class Autosave(QObject):
         self._store, self._paused = host.settings.store, paused
         #: Whether the session is kept (:meth:`switch`).
         self.on = self._closed = False
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(AUTOSAVE_DELAY_MS)
+        self._timer = QTimer(self, singleShot=True, interval=AUTOSAVE_DELAY_MS)
         self._timer.timeout.connect(self._write_later)
         self._thread: threading.Thread | None = None
         self.writes = 0  # background writes done (tests read it)
