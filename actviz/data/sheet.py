@@ -15,21 +15,19 @@ from actviz.data.receptive import _load, _square, receptive_field
 from actviz.data.scan_result import Scan
 from actviz.data.sources import resolve_model
 from actviz.io.errors import InputError
-from actviz.io.export.typeset import _font, _framed, _text_w, safe_name
+from actviz.io.export.typeset import _font, _framed, _text_w, safe_name, tile_sheet
 
-_GAP = 6
 _LABEL_H = 14
-_EMPTY = (235, 235, 235)
 _DEAD = (170, 40, 40)
 _INK = (30, 30, 30)
 
 
-def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[list[np.ndarray]]:
-    """Per channel, its top entries as ``(tile, tile, 3)`` crops (each source opened once)."""
+def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[list[Any]]:
+    """Per channel, its top entries as ``tile``-square crops, None if gone (sources opened once)."""
     spec = resolve_model(model)
     shown: dict[Any, np.ndarray | None] = {}
     field = None
-    out: list[list[np.ndarray]] = []
+    out: list[list[Any]] = []
     for c in range(scan.channels(layer)):
         row = []
         for entry in scan.top(layer, c):
@@ -44,11 +42,11 @@ def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[lis
                     field = receptive_field(spec.model, layer, tuple(tensor.shape))
             picture = shown[entry.source]
             if picture is None or field is None:
-                row.append(np.full((tile, tile, 3), _EMPTY, dtype=np.uint8))
+                row.append(None)
                 continue
             y0, y1, x0, x1 = _square(field.box(entry.location), picture.shape[:2])
             crop = Image.fromarray(np.ascontiguousarray(picture[y0:y1, x0:x1]))
-            row.append(np.asarray(crop.resize((tile, tile), Image.BILINEAR), dtype=np.uint8))
+            row.append(crop.resize((tile, tile), Image.BILINEAR))
         out.append(row)
     return out
 
@@ -64,28 +62,14 @@ def contact_sheet(
     k = max(1, scan.k)
     kc = math.ceil(math.sqrt(k))
     kr = math.ceil(k / kc)
-    block_w = kc * tile + (kc - 1)
-    block_h = _LABEL_H + kr * tile + (kr - 1)
+    bw, bh = kc * tile + (kc - 1), kr * tile + (kr - 1)
+    blank = [None] * (kc * kr)
+    blocks = [tile_sheet((r + blank)[: kc * kr], (tile, tile), kc, gap=1, margin=0) for r in crops]
     # Blocks in a roughly square sheet.
-    cols = min(math.ceil(math.sqrt(max(channels, 1) * block_h / block_w)), max(channels, 1))
-    rows = max(1, math.ceil(channels / cols))
-    width = cols * block_w + (cols + 1) * _GAP
-    height = rows * block_h + (rows + 1) * _GAP
-    sheet = Image.new("RGB", (width, height), (255, 255, 255))
-    draw = ImageDraw.Draw(sheet)
+    cols = min(math.ceil(math.sqrt(max(channels, 1) * (_LABEL_H + bh) / bw)), max(channels, 1))
+    labels = [(f"{c} dead", _DEAD) if c in dead else (str(c), _INK) for c in range(channels)]
     font = _font(11)
-    for c, row in enumerate(crops):
-        bx = _GAP + (c % cols) * (block_w + _GAP)
-        by = _GAP + (c // cols) * (block_h + _GAP)
-        label = f"{c} dead" if c in dead else str(c)
-        draw.text((bx, by), label, fill=_DEAD if c in dead else _INK, font=font)
-        for j in range(kc * kr):
-            x = bx + (j % kc) * (tile + 1)
-            y = by + _LABEL_H + (j // kc) * (tile + 1)
-            if j < len(row):
-                sheet.paste(Image.fromarray(row[j]), (x, y))
-            else:
-                draw.rectangle([x, y, x + tile - 1, y + tile - 1], fill=_EMPTY)
+    sheet = tile_sheet(blocks, (bw, bh), cols, labels, _LABEL_H, font)
     body = _framed(sheet, f"{layer or '(model)'}: top {scan.k} of {scan.count} images per channel")
     draw, count = ImageDraw.Draw(body), f"{channels} channels"
     x = max(8, body.width - 8 - _text_w(draw, count, font))

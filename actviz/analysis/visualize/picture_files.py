@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from actviz.analysis.visualize.objectives import key_ranges
 from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
-from actviz.io.export.typeset import _font, safe_name
+from actviz.io.export.typeset import _font, safe_name, tile_sheet
 
-_GAP = 6
 _LABEL_H = 16
 _BG = (250, 250, 250)
 _INK = (30, 30, 30)
@@ -30,22 +29,12 @@ def contact_sheet(
     (None: about square) of side ``tile`` (None: the images' own, at least 64)."""
     k = len(vis.channels)
     cols = columns or max(1, math.ceil(math.sqrt(k)))
-    rows = math.ceil(k / cols)
     h, w = vis.images.shape[2:]
     side = tile or max(64, max(h, w))
-    th, tw = (side, round(side * w / h)) if h >= w else (round(side * h / w), side)
-    sheet = Image.new("RGB", (cols * (tw + _GAP) + _GAP, rows * (th + _LABEL_H + _GAP) + _GAP), _BG)
-    draw = ImageDraw.Draw(sheet)
-    font = _font(12)
-    for i, channel in enumerate(vis.channels):
-        r, c = divmod(i, cols)
-        x, y = _GAP + c * (tw + _GAP), _GAP + r * (th + _LABEL_H + _GAP)
-        draw.text((x, y), str(channel), fill=_INK, font=font)
-        picture = Image.fromarray(vis.image_uint8(i))
-        if picture.size != (tw, th):
-            picture = picture.resize((tw, th), Image.BILINEAR)
-        sheet.paste(picture, (x, y + _LABEL_H))
-    return np.asarray(sheet)
+    size = (round(side * w / h), side) if h >= w else (side, round(side * h / w))
+    tiles = [Image.fromarray(vis.image_uint8(i)).resize(size, Image.BILINEAR) for i in range(k)]
+    labels = [(str(c), _INK) for c in vis.channels]
+    return np.asarray(tile_sheet(tiles, size, cols, labels, _LABEL_H, _font(12), bg=_BG))
 
 
 def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:

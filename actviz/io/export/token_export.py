@@ -13,7 +13,7 @@ from PIL import Image
 
 from actviz.display.prepared import RunResult
 from actviz.display.token_maps import token_labels
-from actviz.io.export.typeset import heat_png, safe_name
+from actviz.io.export.typeset import heat_png, safe_name, tile_sheet
 
 
 def write_sequence_views(
@@ -100,9 +100,5 @@ def write_sequence_views(
 
 
 def _grid(parts: list[Image.Image], columns: int = 4) -> Image.Image:
-    w, h = max(p.width for p in parts), max(p.height for p in parts)
-    rows = -(-len(parts) // columns)
-    canvas = Image.new("RGB", (w * min(columns, len(parts)), h * rows), "white")
-    for i, p in enumerate(parts):
-        canvas.paste(p, ((i % columns) * w, (i // columns) * h))
-    return canvas
+    size = (max(p.width for p in parts), max(p.height for p in parts))
+    return tile_sheet(parts, size, min(columns, len(parts)), gap=0, margin=0)

@@ -98,6 +98,32 @@ def _framed(
 MOSAIC_BACKGROUND = (235, 235, 235)
 
 
+def tile_sheet(
+    tiles: Sequence[Image.Image | None],
+    size: tuple[int, int],
+    cols: int,
+    labels: Sequence[tuple[str, Any]] = (),
+    label_h: int = 0,
+    font: Any = None,
+    gap: int = 6,
+    margin: int = 6,
+    bg: Any = _BG,
+) -> Image.Image:
+    """``tiles`` (``size`` ``(w, h)`` at most) in rows of ``cols``, ``gap`` pixels apart and
+    ``margin`` from the edge, each under a ``(text, colour)`` label ``label_h`` high; None: blank."""
+    (w, h), rows = size, math.ceil(len(tiles) / cols)
+    width, height = cols * (w + gap) - gap, rows * (label_h + h + gap) - gap
+    sheet = Image.new("RGB", (width + 2 * margin, height + 2 * margin), bg)
+    draw = ImageDraw.Draw(sheet)
+    for i, tile in enumerate(tiles):
+        x, y = margin + i % cols * (w + gap), margin + i // cols * (label_h + h + gap) + label_h
+        if i < len(labels):
+            draw.text((x, y - label_h), labels[i][0], fill=labels[i][1], font=font)
+        box = (x, y) if tile is not None else (x, y, x + w, y + h)
+        sheet.paste(tile if tile is not None else MOSAIC_BACKGROUND, box)
+    return sheet
+
+
 def mosaic_rgb(m: Mosaic, cmap: str) -> np.ndarray:
     """The ``(H, W, 3)`` pixels of mosaic ``m`` in map ``cmap``, exactly as a panel paints them."""
     return colormaps.paint(m.indices, cmap, MOSAIC_BACKGROUND)
