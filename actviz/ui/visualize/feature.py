@@ -268,10 +268,8 @@ class VisualizeFeature(FeatureBase, QObject):
             self._forget_lookup()
             self._show(None)
             return
-        if self.shown is not None and self._key_of(self.shown) == key:
-            return
-        if key == self._asked:
-            return  # asked already (a live frame shows the same channel again)
+        if key == self._asked or (self.shown is not None and self._key_of(self.shown) == key):
+            return  # shown, or asked already (a live frame shows the same channel again)
         self._show(None)
         self._asked, self._pending = key, True
         # The opened model (its preprocessing and input size) when there is one.
@@ -322,12 +320,10 @@ class VisualizeFeature(FeatureBase, QObject):
         key = self.key()
         if kind != "part" or key is None or self._closed or self.is_synthesising():
             return
-        if self.shown is not None and self._key_of(self.shown) == key:
-            return
         layer, _, settings = self._key_of(vis)
-        if (layer, settings) != (key[0], key[2]):
+        if (layer, settings) != (key[0], key[2]) or key[1] not in vis.channels:
             return
-        if key[1] in vis.channels:
+        if self.shown is None or self._key_of(self.shown) != key:
             self._forget_lookup()
             self._show_cached()  # from the cache the page has just written
 
