@@ -108,11 +108,6 @@ class Job(QObject):
         """Ask this job alone to stop; True when it was queued or running and current."""
         return self._worker.cancel(self)
 
-    def keep(self) -> Job:
-        """Keep it current until it ends: no later job or drop supersedes it, a cancel stops it."""
-        self._worker._kept.add(self._number)  # noqa: SLF001 - its worker's
-        return self
-
     def is_after(self, other: Job) -> bool:
         """Whether this job was submitted after ``other`` (on the same worker)."""
         return self._number > other._number
@@ -238,8 +233,7 @@ class Worker(QObject):
         self._generation = 0  # number of the latest job submitted (or drop)
         #: How many jobs were submitted so far.
         self.submitted = 0
-        self._floor = 0  # generations below it are stale (superseded or dropped)...
-        self._kept: set[int] = set()  # ...except these, until they end (:meth:`Job.keep`)
+        self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
         self._running: set[int] = set()  # generations queued or running, until ``done``
         self._signals = _RunnerSignals(self)  # every runner's, queued to the GUI thread
@@ -260,15 +254,11 @@ class Worker(QObject):
         """True while a current job is queued or running (stale ones aside)."""
         with self._lock:
             floor = self._floor
-        return any(self._live(gen, floor) for gen in self._running)
-
-    def _live(self, gen: int, floor: int) -> bool:
-        return gen >= floor or gen in self._kept
+        return any(gen >= floor for gen in self._running)
 
     def _is_current(self, generation: int) -> bool:
         # No lock: polled before every module call; each read is atomic under the GIL.
-        live = self._floor <= generation or generation in self._kept
-        return live and generation not in self._cancelled
+        return self._floor <= generation <= self._generation and generation not in self._cancelled
 
     def run_unreported(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` (must not raise) on the worker's thread after the queue, unreported."""
@@ -329,7 +319,7 @@ class Worker(QObject):
         return handle
 
     def _supersede(self, *, emit: bool = True) -> None:
-        stale = [gen for gen in self._jobs if not self._live(gen, self._floor)]
+        stale = [gen for gen in self._jobs if gen < self._floor]
         for gen in stale:
             # A slot of an earlier one may have submitted (and so ended this one) already.
             job = self._jobs.pop(gen, None)
@@ -339,14 +329,14 @@ class Worker(QObject):
     def cancel(self, job: Job | None = None) -> bool:
         """Ask the current jobs (or only ``job``) to stop; True when one was queued or running."""
         with self._lock:
-            current = {gen for gen in self._running if self._live(gen, self._floor)}
+            current = {gen for gen in self._running if gen >= self._floor}
             if job is not None:
                 current &= {job._number}  # noqa: SLF001 - its own handle
             self._cancelled |= current
             return bool(current)
 
     def drop(self, *, quietly: bool = False) -> None:
-        """Make every job not kept stale; each emits ``superseded`` unless ``quietly``."""
+        """Make every queued or running job stale; each emits ``superseded`` unless ``quietly``."""
         with self._lock:
             self._generation += 1
             self._floor = self._generation
@@ -354,7 +344,6 @@ class Worker(QObject):
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
         """Cancel everything, wait up to ``timeout_ms`` (0: not at all); False if one still ran."""
-        self._kept.clear()
         self.drop(quietly=True)
         # The second stages last: a first stage may hand its second over while its pool drains.
         pools = (self._pool, self._lane, self._second)
@@ -384,17 +373,15 @@ class Worker(QObject):
             with self._lock:
                 floor = self._floor
             first = min(self._held)
-            live = self._live(first, floor)
-            if live and any(g < first and self._live(g, floor) for g in self._running):
+            if first >= floor and any(floor <= g < first for g in self._running):
                 break
             self._report(first, *self._held.pop(first))
 
     def _report(self, gen: int, result: object, error: object) -> None:
         with self._lock:
-            current = self._live(gen, self._floor)
+            current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled
             self._cancelled.discard(gen)
-            self._kept.discard(gen)
         job = self._jobs.pop(gen, None)
         if not current or job is None:
             log.debug("dropping stale result of job %d", gen)

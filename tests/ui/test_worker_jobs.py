@@ -155,33 +155,3 @@ def test_an_ended_job_lets_go_of_its_slots_and_what_they_hold(qtbot, worker):
     assert [j.outcome for j in jobs] == ["superseded", "finished"]
     gc.collect()
     assert [o() for o in owners] == [None, None]
-
-
-def test_a_kept_job_outlives_later_jobs_and_drop_but_not_cancel(qtbot, worker):
-    release, began = threading.Event(), threading.Event()
-
-    def slow(stop, progress):
-        began.set()
-        release.wait(5)
-        if stop():
-            raise CaptureCancelled("asked to stop")
-        return "kept"
-
-    kept = worker.submit(slow, supersede=False).keep()
-    got = record(kept)
-    assert began.wait(5)
-    after = worker.submit(lambda stop, progress: "after")  # supersedes every other job
-    worker.drop()
-    assert worker.jobs() == [kept] and worker.has_current_job()
-    release.set()
-    qtbot.waitUntil(lambda: kept.done, timeout=30_000)
-    assert got == [("started",), ("finished", "kept")] and after.outcome == "superseded"
-    # Esc stops a kept job as any other.
-    release.clear()
-    began.clear()
-    kept = worker.submit(slow, supersede=False).keep()
-    worker.submit(lambda stop, progress: "next")
-    assert began.wait(5) and worker.cancel() is True
-    release.set()
-    qtbot.waitUntil(lambda: kept.done, timeout=30_000)
-    assert kept.outcome == "cancelled"

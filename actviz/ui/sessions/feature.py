@@ -435,6 +435,7 @@ class SessionsFeature(FeatureBase, QObject):
         return self.kept.offer(self.ask_restore, self.open_session)
 
     def stop(self) -> None:
+        self.reports.close()
         self.kept.close()
         self.worker.shutdown(timeout_ms=10_000)
         self._jobs.clear()

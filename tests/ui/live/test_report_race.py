@@ -4,7 +4,7 @@
 Hooks are per-module state: two captures on one model at once would put one's records in the
 other's and may leave hooks behind. A counting module inside the model sees every forward
 pass through it and remembers how many were inside at once. The report queued behind a run
-is not superseded by the next run; it is written (after the run) and said to be written,
+is made stale by the next run; it is still written (after the run) and said to be written,
 where before the worker skipped it without a word.
 """
 
