@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.threads import reporting
+from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 from actviz.ui.background_loads import (
     MODEL_SUFFIXES,
     InputRequest,
@@ -26,6 +27,7 @@ from actviz.ui.window.open_menus import OpenMenus
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import OpenModelDialog
+    from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -142,29 +144,73 @@ class FileOpening:
         previous = self.model_request
         if previous is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
-            dialog = self._dialog_of(previous)
+            dialog = previous.dialog
             if dialog is not None and dialog is not request.dialog:  # frees its Open button
                 dialog.show_cancelled(
                     f"Opening {short_source(previous.source)} was replaced by "
                     f"{short_source(request.source)}."
                 )
         self.model_request = request
-        loader = self.window.model_loader
-        source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
+        self.load_model(request, self._on_model_load_finished, self._fail)
+
+    def load_model(
+        self,
+        request: ModelRequest,
+        finished: Callable[[ModelRequest, Any], object],
+        failed: Callable[..., object],
+        worker: Worker | None = None,
+        current: Callable[[], ModelRequest | None] | None = None,
+        name: str = "model",
+    ) -> None:
+        """Open ``request``'s model on ``worker`` (the window's loads); while it is ``current()``
+        (the window's model being opened) ``finished(request, loaded)`` or ``failed(request, text,
+        level=, path=, candidates=, details=)`` (no text: cancelled) follows. Trust is asked here,
+        then it loads again. ``name``: what the texts call the model (Compare's "model B")."""
+        worker, window, loader = worker or self.model_loads, self.window, self.window.model_loader
+        current = current or (lambda: self.model_request)
+        source, arch, weights = request.source, request.arch, request.weights
 
         def load(_stop: Callable[[], bool], progress: Callable[[str], None]) -> Any:
             with reporting(progress):  # a guessed architecture says what it tries
-                return loader(source, arch=arch, weights=weights, trust=trust)
+                return loader(source, arch=arch, weights=weights, trust=request.trust)
 
-        job = request.job = self.model_loads.submit(load)
-        mine = while_current(request, job, lambda: self.model_request)
+        def progress(request: ModelRequest, text: str) -> None:
+            self.status_label.setText(text)
+            if request.dialog is not None:
+                request.dialog.set_busy(True, text)
+
+        def errored(request: ModelRequest, error: BaseException) -> None:
+            if isinstance(error, UntrustedFileError) and not request.trust:
+                trusted = window.confirm_untrusted(window, error.path, str(error))
+                if current() is not request:
+                    return  # another model was opened while the question was up
+                if trusted:
+                    request.trust = True
+                    self.load_model(request, finished, failed, worker, current, name)
+                else:
+                    failed(request, f"Not opened: {error.path} was not trusted.", level="warning")
+                return
+            log.info("could not open %s %r: %s", name, source, error)
+            if isinstance(error, ArchitectureNeededError):  # asked in the dialog, never --arch
+                text = arch_needed_text(error, in_dialog=request.dialog is not None)
+                path, more = error.path, dict(candidates=error.candidates)
+            else:
+                text = f"Could not open {name} {source!r}: {failure_reason(error, source)}"
+                path, more = source, dict(details=error_details(error))
+            # A path typed or picked stays in the dialog; a zoo name or a recent entry keeps its tab.
+            keep = path if path and Path(path).exists() else ""
+            failed(request, text, level="error", path=keep, **more)
+
+        job = request.job = worker.submit(load)
+        mine = while_current(request, job, current)
         job.on(
-            finished=mine(self._on_model_load_finished),
-            failed=mine(self._on_model_load_errored),
-            cancelled=mine(self._fail),
-            progress=mine(self._on_model_load_progress),
+            finished=mine(finished),
+            failed=mine(errored),
+            cancelled=mine(failed),
+            progress=mine(progress),
         )
-        self.window.refresh_busy(f"Opening {short_source(source)}…")
+        what = "" if name == "model" else f"{name} "
+        window.refresh_busy(f"Opening {what}{short_source(source)}…")
 
     def drop_model_load(self, status: str = "") -> None:
         """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
@@ -173,12 +219,6 @@ class FileOpening:
             return
         self.model_loads.drop()
         self._fail(request, status)
-
-    def _on_model_load_progress(self, request: ModelRequest, text: str) -> None:
-        self.status_label.setText(text)
-        dialog = self._dialog_of(request)
-        if dialog is not None:
-            dialog.set_busy(True, text)
 
     def _on_model_load_finished(self, request: ModelRequest, loaded: Any) -> None:
         self.model_request = None
@@ -201,33 +241,6 @@ class FileOpening:
         self.menus.show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
-    def _on_model_load_errored(self, request: ModelRequest, error: BaseException) -> None:
-        from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
-
-        if isinstance(error, UntrustedFileError) and not request.trust:
-            trusted = self.window.confirm_untrusted(self.window, error.path, str(error))
-            if self.model_request is not request:
-                return  # another model was opened while the question was up
-            if trusted:
-                request.trust = True
-                self.start_model_load(request)
-                return
-            self._fail(request, f"Not opened: {error.path} was not trusted.", level="warning")
-            return
-        log.info("could not open model %r: %s", request.source, error)
-        if isinstance(error, ArchitectureNeededError):
-            # Asked in the dialog, never sent to the command line (--arch).
-            in_dialog = self._dialog_of(request) is not None
-            text = arch_needed_text(error, in_dialog=in_dialog)
-            self._fail(request, text, level="error", path=error.path, candidates=error.candidates)
-            return
-        text = f"Could not open model {request.source!r}: {failure_reason(error, request.source)}"
-        self._fail(request, text, level="error", path=request.source, details=error_details(error))
-
-    def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
-        dialog = request.dialog
-        return dialog if dialog is not None and dialog is self.menus.model_dialog else None
-
     def _fail(
         self,
         request: ModelRequest,
@@ -239,9 +252,7 @@ class FileOpening:
         candidates: Any = (),
     ) -> None:
         """A load ended unfinished (``level`` None: cancelled): said in its dialog, else banner."""
-        dialog = self._dialog_of(request)
-        self.model_request = None
-        request.succeeded = False
+        dialog, self.model_request, request.succeeded = request.dialog, None, False
         text = text or f"Opening {short_source(request.source)} was cancelled; the model stays."
         shown = level if dialog is None else None
         if shown == "error":
@@ -255,9 +266,7 @@ class FileOpening:
         if dialog is not None and level is None:
             dialog.show_cancelled(text)
         elif dialog is not None:
-            # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
-            keep = path if path and Path(path).exists() else ""
-            dialog.show_failure(text, path=keep, candidates=candidates)
+            dialog.show_failure(text, path=path, candidates=candidates)
 
     def _adopt_model(self, loaded: Any) -> None:
         self.window.runs.stop()
@@ -285,6 +294,7 @@ class FileOpening:
         """The Open model dialog closed: a model it asked for that is still loading goes."""
         request = self.model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
+            request.dialog = None  # (it says nothing more)
             self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
 
 
