@@ -13,15 +13,28 @@ from PySide6.QtWidgets import QFileDialog
 from actviz.core.capture import format_bytes
 from actviz.display.colormaps import AUTO
 from actviz.display.prepared import DisplaySpec
-from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER, describe_error, short_source
+from actviz.ui.background_loads import (
+    IMAGE_FILTER,
+    TENSOR_FILTER,
+    ModelRequest,
+    describe_error,
+    short_source,
+)
 from actviz.ui.compare.diff_painter import DiffPainter
-from actviz.ui.compare.model_b import ModelB
 from actviz.ui.compare.view import CompareView
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import scroll_area
-from actviz.workspace.compare_job import INPUT, MODEL, PIN, CompareRequest, compare_job
+from actviz.ui.worker import CAPTURE_NICE, Worker
+from actviz.workspace.compare_job import (
+    INPUT,
+    MODEL,
+    PIN,
+    CompareRequest,
+    compare_job,
+    layer_mismatch,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.workspace.compare_job import CompareOutcome
@@ -54,7 +67,12 @@ class CompareController(FeatureBase, QObject):
             self, lambda: self._closed or self.host.reveal_panel(self._to_reveal)
         )
         self.painter = DiffPainter(self.view, self.page, self)
-        self.b = ModelB(host, self, self._on_model_b, self._refuse)
+        #: Model B (a ``LoadedModel``) once opened, the Open model B dialog while it is open,
+        #: the model B being opened, and its loads (a new module nobody holds: its own threads).
+        self.model_b: Any = None
+        self.model_dialog: Any = None
+        self.b_request: ModelRequest | None = None
+        self.b_loads = Worker(self, max_threads=2, nice=CAPTURE_NICE)
         #: The comparison shown (None before the first).
         self.outcome: CompareOutcome | None = None
         self._label_b = ""
@@ -66,7 +84,7 @@ class CompareController(FeatureBase, QObject):
         v.compare_requested.connect(self.compare)
         v.source_changed.connect(self._on_view_source_changed)
         v.browse_input_requested.connect(self.browse_input)
-        v.open_model_requested.connect(self.b.open_dialog)
+        v.open_model_requested.connect(self.open_model_dialog)
         v.chart.layer_clicked.connect(self.go_to_layer)
         v.channel_clicked.connect(self.open_channel)
         self.job = FeatureJob(
@@ -103,17 +121,19 @@ class CompareController(FeatureBase, QObject):
 
     def is_busy(self) -> bool:
         """True while a comparison waits for the worker, runs, or model B opens."""
-        return self.job.running or self._waiting or self.b.is_loading()
+        return self.job.running or self._waiting or self.b_request is not None
 
-    @property
-    def model_b(self) -> Any:
-        """Model B (a ``LoadedModel``), once opened."""
-        return self.b.model
-
-    @property
-    def model_dialog(self) -> Any:
-        """The Open model B dialog while it is open."""
-        return self.b.dialog
+    def open_model_dialog(self) -> Any:
+        """Show the window's Open model dialog for model B (open while model B loads)."""
+        if self.model_dialog is not None:
+            self.model_dialog.raise_()
+            return self.model_dialog
+        dialog = self.model_dialog = self.host.model_dialog(keep_open=True)
+        dialog.setWindowTitle("Open model B (to compare) — actviz")
+        dialog.open_requested.connect(lambda spec: self._open_model_b(dialog, spec))
+        dialog.finished.connect(lambda _code: self._on_model_dialog_finished(dialog))
+        dialog.open()
+        return dialog
 
     def compare_with_pin(self, pin: Any) -> bool:
         """Compare the latest run with ``pin`` (a :class:`~actviz.workspace.pins.Pin`)."""
@@ -243,7 +263,7 @@ class CompareController(FeatureBase, QObject):
     def stop(self) -> None:
         """The window closes: stop loads."""
         self.painter.stop()
-        self.b.shutdown()
+        self.b_loads.shutdown(timeout_ms=0)
 
     def _refuse(self, text: str) -> bool:
         self.view.set_message(text, error=True)
@@ -386,11 +406,47 @@ class CompareController(FeatureBase, QObject):
         self.painter.page_sizes.clear()
         self._waiting = False
 
-    def _on_model_b(self, loaded: Any, source: str) -> None:
+    def _open_model_b(self, dialog: Any, spec: Any) -> None:
+        if self._closed:
+            return
+        request = self.b_request = ModelRequest(spec.source, spec.arch, spec.weights, dialog=dialog)
+        self.host.load_model(
+            request, self._b_opened, self._b_failed, self.b_loads, lambda: self.b_request, "model B"
+        )
+
+    def _b_opened(self, request: ModelRequest, loaded: Any) -> None:
+        session = self.session
+        # Run A's layers, else (no run yet) the ticked ones, must be in model B.
+        cap = None if session.result is None else session.result.capture
+        names = list(session.ticked) if cap is None else list(cap.names)
+        text = layer_mismatch({} if cap is None else cap, loaded.model, names)
+        if text:
+            self._b_failed(request, text)
+            return
+        self.b_request, self.model_b = None, loaded
+        self.host.refresh_busy(f"Opened model B {loaded.name}")
+        request.dialog.opened()
         self.view.set_model_text(f"model B: {loaded.name}")
-        self.view.model_label.setToolTip(source)
+        self.view.model_label.setToolTip(request.source)
         self.view.set_source(MODEL)
         self.compare()
+
+    def _b_failed(self, request: ModelRequest, text: str = "", **failure: Any) -> None:
+        """Model B was not opened (no ``text``: cancelled); ``failure``: see ``host.load_model``."""
+        self.b_request = None
+        self.host.refresh_busy(text)
+        if text:
+            path, candidates = failure.get("path", ""), failure.get("candidates", ())
+            request.dialog.show_failure(text, path=path, candidates=candidates)
+            self._refuse(text)
+
+    def _on_model_dialog_finished(self, dialog: Any) -> None:
+        if self.model_dialog is dialog:
+            self.model_dialog = None
+        if self.b_request is not None and self.b_request.dialog is dialog:
+            self.b_loads.drop()  # closed while model B was loading
+            self._b_failed(self.b_request)
+        dialog.deleteLater()
 
 
 def describe_outcome(outcome: CompareOutcome, label_b: str) -> str:
