@@ -136,7 +136,9 @@ def test_a_recorded_step_replays_to_what_it_clicked_first(qapp, tmp_path):
     # The lag probe's samples go once each action's block is read (they grew with the run, in
     # the memory the run measures); the run's longest lag is kept.
     assert driver.probe.lags == [] and driver.probe.cpu == []
-    assert first.max_block_ms >= max(ms for ms, _ in first.worst_blocks) > 0
+    # (Under a heavy load no lag sample may fall inside three quick clicks: no worst block.)
+    assert first.max_block_ms >= max((ms for ms, _ in first.worst_blocks), default=0.0)
+    assert first.max_block_ms > 0
     again = StressDriver(_tiny_setup(), folder=tmp_path / "b", sample_every=100).run(
         steps=first.steps
     )
