@@ -159,18 +159,19 @@ class _RunnerSignals(QObject):
 @dataclass(eq=False)
 class _Runner:
     """One job on a pool thread, as a callable: PySide keeps a QRunnable for the pool's life.
-    Without ``second_stage`` it runs a second stage; ``threads``: torch's count for a first."""
+    ``second``: it runs a second stage; ``threads``: torch's count for a first stage."""
 
     generation: int
     job: JobFn | None
     should_stop: Callable[[], bool]
     signals: _RunnerSignals
     second_stage: QThreadPool | None = None
+    second: bool = False
     threads: int | None = None
     nice: int = 0
 
     def run(self) -> None:
-        gen, signals, job, second = self.generation, self.signals, self.job, not self.second_stage
+        gen, signals, job, second = self.generation, self.signals, self.job, self.second
         result: Any = None
         error: BaseException | None = None
         if self.nice:  # before torch's first op: the OpenMP team it starts inherits it
@@ -190,7 +191,9 @@ class _Runner:
                 if second_stage is None:
                     raise TypeError("a Staged job's `then` returned Staged again")
                 # Handed over from this thread: a busy event loop must not delay the capture.
-                continuation = _Runner(gen, result.then, self.should_stop, signals, nice=self.nice)
+                continuation = _Runner(
+                    gen, result.then, self.should_stop, signals, second=True, nice=self.nice
+                )
                 self.release()
                 signals.relay.emit(gen, "staged", ())
                 second_stage.start(continuation.run)
