@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, Signal
+from PySide6.QtCore import QSignalBlocker, QSize, Signal
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from actviz.ui.background_loads import format_eta
@@ -112,6 +112,9 @@ class DatasetDock(QDockWidget):
         layout.addWidget(self.hint_label)
         self.setWidget(body)
 
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
+        return super().sizeHint().expandedTo(QSize(PREFERRED_WIDTH, 0))  # opens at it, kept
+
     def set_summary(self, text: str, tooltip: str = "") -> None:
         self.summary_label.setText(text)
         self.summary_label.setToolTip(tooltip or text)
@@ -147,8 +150,7 @@ class DatasetDock(QDockWidget):
 
     def start_progress(self, text: str) -> None:
         """A scan began: busy bar, Cancel enabled, ``text`` under it."""
-        self.progress_box.setVisible(True)
-        self.progress_bar.setRange(0, 0)
+        self.show_progress(0, 0, 0.0, 0.0)
         self.cancel_button.setEnabled(True)
         self.rate_label.setText(text)
 

@@ -262,18 +262,18 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dialog.close()
 
     def _on_scan_started(self, spec: ScanSpec) -> None:
-        self._asked_scan = True
+        self._asked_scan, dock, name = True, self.dock, Path(spec.folder).name
         self.host.clear_messages(BANNER_SOURCE)
-        shown = self.dock.isVisible()
-        self.dock.show()
-        self.dock.raise_()
-        self.dock.set_message("")
-        self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
-        self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
+        # Filled and widened before it shows: the window's centre is laid out once, not for each.
+        dock.set_message("")
+        dock.set_summary(f"{name}: scanning…", spec.folder)
+        dock.start_progress(f"Scanning {name}…")
         self.host.refresh_busy()
         # Widened when it opens, never while shown: the width is then the user's.
-        if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
-            self.host.resize_dock(self.dock, PREFERRED_WIDTH)
+        if not dock.isVisible() and dock.width() < PREFERRED_WIDTH and not dock.isFloating():
+            self.host.resize_dock(dock, PREFERRED_WIDTH)
+        dock.show()
+        dock.raise_()
 
     def _on_scan_finished(self, scan: Any) -> None:
         asked = self._asked_scan
@@ -357,11 +357,9 @@ class DatasetScanUI(FeatureBase, QObject):
     def _peek(self, folder: str, layers: tuple[str, ...], k: int) -> Job | None:
         """Show the saved scan of ``layers`` in ``folder`` (None: those are gone)."""
         tree = self.session.tree
-        if not layers or tree is None or not Path(folder).is_dir():
+        if not layers or tree is None or any(name not in tree for name in layers):
             return None
-        if any(name not in tree for name in layers):
-            return None
-        return self.scans.peek(ScanSpec(folder, layers, k))
+        return self.scans.peek(ScanSpec(folder, layers, k)) if Path(folder).is_dir() else None
 
     def session_part(self) -> dict[str, Any]:
         """The scan shown's cache key and spec, so opening the session shows it again."""

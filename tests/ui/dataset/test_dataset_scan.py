@@ -502,6 +502,39 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
     assert dock.width() == chosen and w.centralWidget().size() == central
 
 
+def test_a_scan_start_opens_the_dock_with_one_relayout_of_the_centre(
+    qtbot, actviz_window, tmp_path
+):
+    """The dock was shown, then widened, then fitted back to its hint: the centre (every
+    layer panel) was laid out three times at a scan's start (115 ms of the GUI thread)."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from actviz.ui.dataset.dock import PREFERRED_WIDTH
+
+    class Widths(QObject):
+        seen: list[int] = []
+
+        def eventFilter(self, _obj, event):  # noqa: N802 - Qt name
+            if event.type() == QEvent.Type.Resize:
+                self.seen.append(event.size().width())
+            return False
+
+    win = _demo_window(actviz_window)
+    folder = tmp_path / "images"
+    write_folder(folder)
+    window, dock, scans = win.window, win.dataset.dock, win.dataset.scans
+    centre, widths = window.centralWidget(), Widths()
+    assert not dock.isVisible()
+    before = centre.width()
+    centre.installEventFilter(widths)
+    with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS):
+        win.dataset.start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
+    qtbot.wait(100)  # the dock's fit to its hint, had it differed
+    centre.removeEventFilter(widths)
+    assert dock.isVisible() and dock.width() >= PREFERRED_WIDTH
+    assert widths.seen == [centre.width()] and centre.width() < before, widths.seen
+
+
 def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz_window, tmp_path):
     win = actviz_window()
     window = win.window
