@@ -234,6 +234,7 @@ class MainWindow(QMainWindow):
         s = self.session
         self.setWindowTitle(f"actviz — {s.model_name}" if s.model_name else "actviz")
         self.display.clear_panels()
+        self.runs.last_request = None  # it holds the model before: that would stay in memory
         self.model_dock.show_model()
         self.runs.sync_target_combo(rebuild=True)
         action = self.commands.input_list_action

@@ -8,9 +8,12 @@ from __future__ import annotations
 import gc
 import weakref
 
+import torch
 from PySide6.QtWidgets import QDockWidget
 
 from actviz.testing.checks import flush_deletes
+from tests.ui.conftest import frame
+from tests.ui.tiny_models import TinyCNN
 
 
 def test_a_window_closed_right_after_a_dock_is_shown_is_freed(qapp):
@@ -32,3 +35,26 @@ def test_a_window_closed_right_after_a_dock_is_shown_is_freed(qapp):
     gc.collect()
     flush_deletes()
     assert alive() is None
+
+
+def test_the_model_before_a_switch_is_freed(qtbot, actviz_window):
+    """Nothing of the window keeps the model it showed before (its last run's request held it,
+    a whole model's weights, until the next run)."""
+    torch.manual_seed(0)  # (the driver keeps the model it opens with: its hooks are checked)
+    win = actviz_window(TinyCNN().eval(), None, ["conv1", "conv2"], size=(1200, 800))
+    window = win.window
+    window.script.set_model(TinyCNN().eval(), layers=["conv1", "conv2"])
+    window.script.set_input(frame(1))
+    win.run_and_wait()
+    before = weakref.ref(window.session.model)
+    window.script.set_model(TinyCNN().eval(), layers=["conv1"])
+    win.wait_idle()
+    gc.collect()
+    assert before() is None
+    # The toolbar's normalisation still re-prepares what the window shows (a run of the new model).
+    win.run_and_wait()
+    combo = window.commands.normalize_combo
+    combo.setCurrentIndex(combo.findData("shared"))
+    win.wait_idle()
+    window.display.flush_panel_updates()
+    assert window.host.layer_panels["conv1"].activation_slot.mosaic.normalize == "shared"
