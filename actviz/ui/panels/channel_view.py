@@ -22,14 +22,9 @@ STACK_GAIN = 1.05
 #: Opacity of the activation over the input picture when the overlay is on.
 OVERLAY_OPACITY = 0.6
 #: Keys that step to the previous (-1) / next (+1) channel while the view has focus.
-STEP_KEYS = {
-    QtCore.Qt.Key.Key_BracketLeft: -1,
-    QtCore.Qt.Key.Key_BracketRight: 1,
-    QtCore.Qt.Key.Key_PageUp: -1,
-    QtCore.Qt.Key.Key_PageDown: 1,
-    QtCore.Qt.Key.Key_Left: -1,
-    QtCore.Qt.Key.Key_Right: 1,
-}
+_KEY = QtCore.Qt.Key
+STEP_KEYS = dict.fromkeys((_KEY.Key_BracketLeft, _KEY.Key_PageUp, _KEY.Key_Left), -1)
+STEP_KEYS |= dict.fromkeys((_KEY.Key_BracketRight, _KEY.Key_PageDown, _KEY.Key_Right), 1)
 
 
 def _close(a: QtCore.QRectF, b: QtCore.QRectF, tol: float = 0.02) -> bool:
@@ -40,17 +35,13 @@ def _close(a: QtCore.QRectF, b: QtCore.QRectF, tol: float = 0.02) -> bool:
 
 def channel_stats(data: np.ndarray) -> dict[str, float]:
     """min, max, mean, std (float64, finite values) and the fraction of exact zeros."""
-    values = np.asarray(data, dtype=np.float64)
+    values, keys = np.asarray(data, dtype=np.float64), ("min", "max", "mean", "std", "zero_frac")
     finite = values[np.isfinite(values)]
     if finite.size == 0:
-        return dict.fromkeys(("min", "max", "mean", "std", "zero_frac"), float("nan"))
-    return {
-        "min": float(finite.min()),
-        "max": float(finite.max()),
-        "mean": float(finite.mean()),
-        "std": float(finite.std()),
-        "zero_frac": float(np.count_nonzero(values == 0) / values.size),
-    }
+        return dict.fromkeys(keys, float("nan"))
+    zeros = np.count_nonzero(values == 0) / values.size
+    figures = (finite.min(), finite.max(), finite.mean(), finite.std(), zeros)
+    return {key: float(value) for key, value in zip(keys, figures, strict=True)}
 
 
 def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
@@ -218,16 +209,10 @@ class ChannelView(PanelBase):
 
     def _build_controls(self) -> QtWidgets.QHBoxLayout:
         row, arrow = style.bare_box(spacing=4), QtCore.Qt.ArrowType
-        self.prev_button = style.tool_button(
-            arrow.LeftArrow,
-            "Previous channel ([, PageUp, Left)",
-            lambda: self.step_requested.emit(-1),
-        )
-        self.next_button = style.tool_button(
-            arrow.RightArrow,
-            "Next channel (], PageDown, Right)",
-            lambda: self.step_requested.emit(1),
-        )
+        step, tip = self.step_requested.emit, "Previous channel ([, PageUp, Left)"
+        self.prev_button = style.tool_button(arrow.LeftArrow, tip, lambda: step(-1))
+        tip = "Next channel (], PageDown, Right)"
+        self.next_button = style.tool_button(arrow.RightArrow, tip, lambda: step(1))
         self.position_label = style.caption_label()
         self.overlay_box = QtWidgets.QCheckBox("input overlay")
         self.overlay_box.setToolTip("Show the input picture under the activation")

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.panels import style
 from actviz.ui.panels.channel_view import ChannelView
+from actviz.ui.panels.feature_map import NARROW_PANEL_PX
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.plot_panel import GradFlowPanel, HistogramPanel
 from actviz.ui.panels.prediction import PredictionPanel
@@ -73,7 +74,7 @@ class Centre:
         container = QWidget()
         # Grown by each new row: only the new part paints, not every panel on screen again.
         container.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
-        self.layers_grid = LayersGrid(container)
+        self.layers_grid = scroll.grid = LayersGrid(container)
         self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
         self.layers_grid.setSpacing(PANEL_SPACING)
         # Its text says what it waits for (PanelGrid).
@@ -126,6 +127,7 @@ class _LayersScroll(QScrollArea):
 
     viewport_resized = Signal(int)
     _announced = -1
+    grid: LayersGrid | None = None  # arranges its panels for the new width before its pass
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         # The viewport's width changes only here (its bar is always on): columns before layout.
@@ -133,12 +135,23 @@ class _LayersScroll(QScrollArea):
         if width != self._announced:
             self._announced = width
             self.viewport_resized.emit(width)
+            if self.grid is not None:
+                self.grid.arrange(width)
         super().resizeEvent(event)
 
 
 class LayersGrid(QGridLayout):
     """The Layers tab's panel grid, whose container takes the rows' height before they are
     placed: Qt lays a grid out at once, before the scroll area grows it (rows squeezed)."""
+
+    def arrange(self, width: int) -> None:
+        """Each panel's sides stacked or side by side for its column's width in ``width`` before
+        its height is asked (arranged after its resize, every panel was laid out twice)."""
+        columns = 1 + max((self.getItemPosition(i)[1] for i in range(self.count())), default=0)
+        room = (width - 2 * PAGE_MARGIN + PANEL_SPACING) // columns - PANEL_SPACING
+        for panel in (self.itemAt(i).widget() for i in range(self.count())):
+            if (set_narrow := getattr(panel, "_set_narrow", None)) is not None:
+                set_narrow(room < NARROW_PANEL_PX)
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt name
         container = self.parentWidget()

@@ -9,7 +9,7 @@ import functools
 import pytest
 import torch
 import torchvision
-from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QSize, Qt
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -155,3 +155,43 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
     QApplication.processEvents()
     nested = {key: depth for key, depth in probe.worst.items() if depth > 1}
     assert nested == {}, f"geometry handlers re-entered themselves: {nested}"
+
+
+class _Sizes(QObject):
+    """The sizes each watched widget was resized to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[QObject, list[tuple[int, int]]] = {}
+
+    def eventFilter(self, obj, event):  # noqa: N802 - Qt name
+        if event.type() == QEvent.Type.Resize:
+            self.seen.setdefault(obj, []).append(event.size().toTuple())
+        return False
+
+
+def test_closing_the_channel_view_resizes_each_layer_panel_once(actviz_window):
+    """A panel arranged its sides (stacked or side by side) after its resize: closing the channel
+    view laid every panel out at two heights (stacked, then side by side). Arranged for its
+    width before the grid asks its height, each panel is resized once (48 channels: one page
+    at either width, so no re-paging moves it)."""
+    torch.manual_seed(0)
+    convs = [torch.nn.Conv2d(3 if i == 0 else 48, 48, 3, padding=1) for i in range(6)]
+    model = torch.nn.Sequential(*convs).eval()
+    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    win = actviz_window(model, x, layers=[str(i) for i in range(6)], size=(1360, 820))
+    win.run_and_wait()
+    window = win.window
+    panels = list(window.host.layer_panels.values())
+    _click_ranked_tile(win, "0")
+    win.wait_idle()
+    assert window.display.channel_view.isVisible() and all(p.is_narrow() for p in panels)
+    sizes = _Sizes()
+    for panel in panels:
+        panel.installEventFilter(sizes)
+    win.qtbot.mouseClick(window.display.channel_view.close_button, Qt.MouseButton.LeftButton)
+    win.wait_idle()
+    win.settle()
+    assert not window.display.channel_view.isVisible() and not any(p.is_narrow() for p in panels)
+    resized = {panel.name: sizes.seen.get(panel, []) for panel in panels}
+    assert all(len(seen) == 1 for seen in resized.values()), resized
