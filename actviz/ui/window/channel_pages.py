@@ -58,10 +58,11 @@ class ChannelPages:
         if name in self.display.layer_panels and self.page_first(name) != before:
             self.display.grid.show_now(name, layer)
         if not self.display.channel_box.isVisible():
-            self.display.channel_box.setVisible(True)
+            # Its share set first: shown, the Layers tab is laid out once, at its new width.
             width = max(self.display.layers_splitter.width(), 600)
             share = int(width * CHANNEL_VIEW_SHARE)
             self.display.layers_splitter.setSizes([width - share, share])
+            self.display.channel_box.setVisible(True)
         self.display.select_layer(name)
         return True
 

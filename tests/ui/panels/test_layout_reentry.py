@@ -170,7 +170,7 @@ class _Sizes(QObject):
         return False
 
 
-def test_closing_the_channel_view_resizes_each_layer_panel_once(actviz_window):
+def test_the_channel_view_opens_and_closes_with_one_layout_of_each_panel(actviz_window):
     """A panel arranged its sides (stacked or side by side) after its resize: closing the channel
     view laid every panel out at two heights (stacked, then side by side). Arranged for its
     width before the grid asks its height, each panel is resized once (48 channels: one page
@@ -183,10 +183,13 @@ def test_closing_the_channel_view_resizes_each_layer_panel_once(actviz_window):
     win.run_and_wait()
     window = win.window
     panels = list(window.host.layer_panels.values())
+    scroll, sizes = window.centre.layers_scroll, _Sizes()
+    scroll.installEventFilter(sizes)
     _click_ranked_tile(win, "0")
     win.wait_idle()
     assert window.display.channel_view.isVisible() and all(p.is_narrow() for p in panels)
-    sizes = _Sizes()
+    # Opening it shared the tab once (it was shown at Qt's share, then given its own).
+    assert sizes.seen.pop(scroll) == [scroll.size().toTuple()]
     for panel in panels:
         panel.installEventFilter(sizes)
     win.qtbot.mouseClick(window.display.channel_view.close_button, Qt.MouseButton.LeftButton)
