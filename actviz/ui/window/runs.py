@@ -235,15 +235,14 @@ class RunControl:
         if self.worker.is_busy() and self._job_kind == "run":
             self.run()  # a newer capture is on its way: redo it with the new setting
             return
-        if result is None:
+        if result is None or request is None:
             return
         # From the result's views: no forward pass, the result shown (maybe pinned) unchanged.
         pages = dict(self.session.channel_pages)
         sizes, cmap = dict(self.session.page_channels), self.session.colormap
-        if request is not None:  # (None: a saved run shown without its request)
-            self.last_request = dataclasses.replace(
-                request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
-            )
+        self.last_request = dataclasses.replace(
+            request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
+        )
         job = self.worker.submit(
             lambda *_: renormalised(result, mode, pages, page_channels=sizes, colormap=cmap)
         )
