@@ -171,7 +171,7 @@ class LayerPanel(PanelBase):
         self.status_label.setMinimumHeight(self.page_bar.sizeHint().height())
         self.content.addLayout(bottom)
         self._narrow = False
-        self._arrange = DeferredCall(self, lambda: self._set_narrow(self.width() < NARROW_PANEL_PX))
+        self._arrange = DeferredCall(self, lambda: self.arrange_for(self.width()))
 
         for slot in (self.activation_slot, self.gradient_slot):
             slot.hovered.connect(self._on_slot_hovered)
@@ -326,9 +326,9 @@ class LayerPanel(PanelBase):
         # After this layout pass: the arrangement changes the panel's height-for-width.
         self._arrange.request()
 
-    def _set_narrow(self, narrow: bool) -> None:
-        """Sides and read-outs side by side in a wide panel, one above the other in a narrow one."""
-        if narrow == self._narrow:
+    def arrange_for(self, width: int) -> None:
+        """Sides and read-outs side by side at ``width`` (or wider), else one above the other."""
+        if (narrow := width < NARROW_PANEL_PX) == self._narrow:
             return
         self._narrow = narrow
         direction = QtWidgets.QBoxLayout.Direction

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.panels import style
 from actviz.ui.panels.channel_view import ChannelView
-from actviz.ui.panels.feature_map import NARROW_PANEL_PX
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.plot_panel import GradFlowPanel, HistogramPanel
 from actviz.ui.panels.prediction import PredictionPanel
@@ -150,8 +149,8 @@ class LayersGrid(QGridLayout):
         columns = 1 + max((self.getItemPosition(i)[1] for i in range(self.count())), default=0)
         room = (width - 2 * PAGE_MARGIN + PANEL_SPACING) // columns - PANEL_SPACING
         for panel in (self.itemAt(i).widget() for i in range(self.count())):
-            if (set_narrow := getattr(panel, "_set_narrow", None)) is not None:
-                set_narrow(room < NARROW_PANEL_PX)
+            if (arrange_for := getattr(panel, "arrange_for", None)) is not None:
+                arrange_for(room)
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt name
         container = self.parentWidget()
