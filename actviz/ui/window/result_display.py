@@ -22,8 +22,9 @@ from actviz.ui.window.display_steps import DisplaySteps
 from actviz.ui.window.overview_display import OverviewDisplay
 from actviz.ui.window.panel_grid import PanelGrid
 
-#: Time spent making new layer panels per event-loop pass (the rest follow on later passes).
-CREATE_BUDGET_S = 0.04
+#: Time spent making new layer panels per event-loop pass (the rest follow on later passes):
+#: the pass that makes them is the longest the GUI waits while a result with many layers shows.
+CREATE_BUDGET_S = 0.012
 
 log = logging.getLogger(__name__)
 
