@@ -457,7 +457,8 @@ def test_the_windows_scan_has_its_loaders_forked_by_the_server(
     assert prestarts == [True]
     folder = tmp_path / "images"
     write_folder(folder)
-    with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS) as done:
+    # (Longer than an in-process scan: the server and its loader start torch, slow on a busy CI.)
+    with qtbot.waitSignal(scans.scan_finished, timeout=4 * TIMEOUT_MS) as done:
         win.dataset.start(ScanSpec(str(folder), (LAYER,), k=3, batch_size=BATCH))
     # The demo's dataset (its preprocessing included) pickles: it went to the server.
     assert len(contexts) == 1 and isinstance(contexts[0], loaders.LoaderContext)
