@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from actviz.core.records import CaptureCancelled
 from actviz.data.receptive import _load, _square, receptive_field
 from actviz.data.scan_result import Scan
 from actviz.data.sources import resolve_model
@@ -22,13 +23,17 @@ _DEAD = (170, 40, 40)
 _INK = (30, 30, 30)
 
 
-def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[list[Any]]:
+def _crops(
+    model: Any, scan: Scan, layer: str, tile: int, data: Any, should_stop: Callable[[], bool]
+) -> list[list[Any]]:
     """Per channel, its top entries as ``tile``-square crops, None if gone (sources opened once)."""
     spec = resolve_model(model)
     shown: dict[Any, np.ndarray | None] = {}
     field = None
     out: list[list[Any]] = []
     for c in range(scan.channels(layer)):
+        if should_stop():  # Esc during a report: a wide layer's crops take seconds
+            raise CaptureCancelled(f"the contact sheet of {layer} was cancelled")
         row = []
         for entry in scan.top(layer, c):
             if entry.source not in shown:
@@ -52,11 +57,18 @@ def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[lis
 
 
 def contact_sheet(
-    model: Any, scan: Scan, layer: str, *, tile: int = 48, data: Any = None
+    model: Any,
+    scan: Scan,
+    layer: str,
+    *,
+    tile: int = 48,
+    data: Any = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> Image.Image:
     """One picture of a layer's scan: per channel (numbered) its top-k crops of side ``tile``;
-    ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles)."""
-    crops = _crops(model, scan, layer, tile, data)
+    ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles);
+    ``should_stop`` is asked before each channel (true: raises ``CaptureCancelled``)."""
+    crops = _crops(model, scan, layer, tile, data, should_stop)
     channels = len(crops)
     dead = set(scan.dead(layer).tolist())
     k = max(1, scan.k)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -417,8 +418,8 @@ class Host(Docks):
                 figures.append(given.pop("figures"))
             parts.update(given)
         if figures:
-            parts["figures"] = lambda: [
-                f for given in figures for f in (given() if callable(given) else given)
+            parts["figures"] = lambda should_stop: [
+                f for given in figures for f in report_value(given, should_stop)
             ]
         return parts
 
@@ -502,3 +503,19 @@ class FeatureBase:
 
     def stop(self) -> None:
         """Stop what the feature runs (its workers, dialogs) when the window closes."""
+
+
+def report_value(value: object, should_stop: Callable[[], bool]) -> Any:
+    """A ``report_part()`` value as written: a callable is called then, given ``should_stop`` if
+    it takes it (Esc stops it between its steps); CaptureCancelled if ``should_stop()`` now."""
+    if not callable(value):
+        return value
+    if should_stop():
+        from actviz.core.records import CaptureCancelled
+
+        raise CaptureCancelled("the report was cancelled")
+    try:
+        takes = "should_stop" in inspect.signature(value).parameters
+    except (TypeError, ValueError):  # builtins may have no signature
+        takes = False
+    return value(should_stop=should_stop) if takes else value()

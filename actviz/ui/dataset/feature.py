@@ -4,6 +4,7 @@ images under the channel view (a click opens one as the input)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -378,10 +379,13 @@ class DatasetScanUI(FeatureBase, QObject):
         if scan is None or model is None:
             return {}
 
-        def sheets() -> dict[str, Any]:
+        def sheets(should_stop: Callable[[], bool]) -> dict[str, Any]:
             from actviz.data.sheet import contact_sheet
 
-            return {layer: contact_sheet(model, scan, layer) for layer in scan.layers}
+            return {
+                layer: contact_sheet(model, scan, layer, should_stop=should_stop)
+                for layer in scan.layers
+            }
 
         return {"scan_sheets": sheets}
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QFileDialog
 from actviz.core.capture import CaptureCancelled, format_bytes
 from actviz.ui.background_loads import describe_error, format_eta
 from actviz.ui.file_dialogs import start_path
-from actviz.ui.host import WindowHost
+from actviz.ui.host import WindowHost, report_value
 from actviz.ui.sessions.state import open_args
 from actviz.ui.worker import Job, Worker
 
@@ -125,7 +125,7 @@ class ReportExport(QObject):
 
             # On the capture worker: its passes over the model never overlap a capture.
             try:
-                extra = {k: v() if callable(v) else v for k, v in parts.items()}
+                extra = {k: report_value(v, stop) for k, v in parts.items()}
                 info = write_result_report(result, out, progress=pages, **kwargs, **extra)
             except Exception as exc:
                 report.outcome = (None, exc)
@@ -187,7 +187,12 @@ class ReportExport(QObject):
                 self._submit(report)
             elif report.ended_unheard():
                 info, error = report.outcome  # type: ignore[misc]
-                self._errored(report, error) if error is not None else self._finished(report, info)
+                if isinstance(error, CaptureCancelled):
+                    self._cancelled(report)
+                elif error is not None:
+                    self._errored(report, error)
+                else:
+                    self._finished(report, info)
 
     def _finished(self, report: ReportJob, info: Any) -> None:
         if self._reports.pop(report, False) is False:

@@ -562,3 +562,42 @@ def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz
     dataset.dock.close()
     qtbot.waitUntil(lambda: not dataset.is_busy(), timeout=TIMEOUT_MS)
     assert dataset.dock.isVisible()
+
+
+def test_esc_stops_a_report_while_it_makes_the_scans_contact_sheet(
+    qtbot, actviz_window, tmp_path, monkeypatch
+):
+    """The report makes the scan's sheets before its pages; Esc stopped it only at the first
+    page (a checkpoint's wide layers kept the window busy past a minute). It stops between
+    two channels now, and nothing is written."""
+    import time
+
+    from actviz.data import sheet
+    from actviz.ui.sessions import feature as sessions
+
+    win, scan, channel = _scanned_demo(actviz_window, tmp_path)
+    table = win.dataset.dock.table
+    with qtbot.waitSignal(win.dataset.scans.views_ready, timeout=TIMEOUT_MS):
+        _click_row(qtbot, table, table.row_of(channel))  # opens an image and runs it
+    assert win.wait_idle(TIMEOUT_MS) and win.window.session.result is not None
+    real, cropping = sheet._square, threading.Event()
+
+    def slow(*args):  # each crop of a layer with many channels and sources
+        cropping.set()
+        time.sleep(0.05)
+        return real(*args)
+
+    monkeypatch.setattr(sheet, "_square", slow)
+    out = tmp_path / "r.html"
+    monkeypatch.setattr(
+        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+    )
+    win.sessions.feature.report_action.trigger()  # File > Export report...
+    qtbot.waitUntil(cropping.is_set, timeout=TIMEOUT_MS)
+    began = time.perf_counter()
+    qtbot.keyClick(win.window, Qt.Key.Key_Escape)
+    assert win.wait_idle(TIMEOUT_MS)
+    # 32 channels x 5 crops x 50 ms = 8 s of sheet; stopped after the channel in hand.
+    assert time.perf_counter() - began < 3.0
+    assert not out.exists()
+    assert "The report was cancelled." in win.status_text()
