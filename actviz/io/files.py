@@ -18,18 +18,6 @@ from actviz.io.errors import WriteError
 _DEFAULT_UMASK = 0o022
 
 
-def _umask() -> int:
-    # Read from /proc: os.umask reads only by setting, racing with threads creating files.
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return _DEFAULT_UMASK
-
-
 def user_cache_dir() -> Path:
     """``actviz`` under the platform's user cache directory (``XDG_CACHE_HOME`` first)."""
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -46,10 +34,14 @@ def user_cache_dir() -> Path:
 
 def new_file_mode(path: str | os.PathLike[str]) -> int:
     """Permission bits for writing ``path``: its own if it exists, else ``0o666`` less the umask."""
-    try:
+    with contextlib.suppress(OSError):
         return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~_umask()
+    umask = _DEFAULT_UMASK
+    # Read from /proc: os.umask reads only by setting, racing with threads creating files.
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            umask = next((int(ln.split()[1], 8) for ln in fh if ln.startswith("Umask:")), umask)
+    return 0o666 & ~umask
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ mode to floats, channels fitted, the model's preprocessing and the picture it se
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,10 +47,8 @@ def _image_to_float(img: Image.Image) -> tuple[np.ndarray, list[str]]:
     from PIL import Image, ImageOps
 
     notes: list[str] = []
-    try:
+    with contextlib.suppress(OSError, ValueError, TypeError):
         img = ImageOps.exif_transpose(img)  # phone photos store rotation in EXIF
-    except (OSError, ValueError, TypeError):
-        pass
     mode = img.mode
     if mode == "P":
         img = img.convert("RGBA" if "transparency" in img.info else "RGB")

@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +125,6 @@ def _model_class(
     return transformers.AutoModel, "AutoModel", ""
 
 
-@contextlib.contextmanager
-def _no_progress_bar() -> Iterator[None]:
-    """transformers' own loading bar off for the block (actviz reports in its own words)."""
-    from transformers.utils import logging as hf_logging
-
-    was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_on:
-            hf_logging.enable_progress_bar()
-
-
 #: ``from_pretrained`` placement arguments of the model being opened (see :func:`placed`).
 _PLACEMENT: list[dict[str, Any]] = [{}]
 
@@ -238,19 +223,26 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
     # With eager attention; the default for models that lack it.
     kwargs = {"local_files_only": True, "trust_remote_code": trust, **_PLACEMENT[-1]}
     warnings: list[str] = []
+    from transformers.utils import logging as hf_logging
+
+    # transformers' own loading bar off while it loads (actviz reports in its own words).
+    bar_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
     try:
-        with _no_progress_bar():
-            try:
-                model = cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs)
-            except (ValueError, TypeError) as exc:
-                if "attn" not in str(exc).lower():
-                    raise
-                warnings.append(
-                    f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
-                )
-                model = cls.from_pretrained(str(folder), **kwargs)
+        try:
+            model = cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs)
+        except (ValueError, TypeError) as exc:
+            if "attn" not in str(exc).lower():
+                raise
+            warnings.append(
+                f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
+            )
+            model = cls.from_pretrained(str(folder), **kwargs)
     except Exception as exc:  # transformers and remote code raise many kinds
         raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
+    finally:
+        if bar_on:
+            hf_logging.enable_progress_bar()
     inner_config = getattr(model, "config", None)
     if inner_config is not None and getattr(inner_config, "use_cache", False):
         # One forward needs no key/value cache; without it the output is just the logits.

@@ -3,6 +3,7 @@ given, recorded or guessed."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import warnings as pywarnings
@@ -207,12 +208,10 @@ def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
             f"{src}: cannot rebuild the module tree of the exported program ({one_line(exc)})"
         ) from exc
     input_shape = None  # the first user input's, if static
-    try:
+    with contextlib.suppress(Exception):  # no user input, or symbolic (dynamic) sizes
         first = list(program.graph_signature.user_inputs)[0]
         node = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == first)
         input_shape = tuple(int(s) for s in node.meta.get("val").shape)
-    except Exception:  # no user input, or symbolic (dynamic) sizes that cannot become ints
-        pass
     input_size = input_shape[-2:] if input_shape is not None and len(input_shape) == 4 else None
     note = (
         f"{path.name} is a torch.export program: it replays the graph recorded at export time "
