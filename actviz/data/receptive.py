@@ -301,17 +301,11 @@ class TopView:
 def _square(box: tuple[int, int, int, int], hw: tuple[int, int]) -> tuple[int, int, int, int]:
     """Grow the box to a square around its centre (shifted to stay inside the image)."""
     y0, y1, x0, x1 = box
-    h, w = hw
-    side = min(max(y1 - y0, x1 - x0), h, w)
-
-    def span(a: int, b: int, limit: int) -> tuple[int, int]:
-        start = (a + b - side) // 2
-        start = max(0, min(start, limit - side))
-        return start, start + side
-
-    ys, ye = span(y0, y1, h)
-    xs, xe = span(x0, x1, w)
-    return (ys, ye, xs, xe)
+    side = min(max(y1 - y0, x1 - x0), *hw)
+    ys, xs = (
+        max(0, min((a + b - side) // 2, n - side)) for a, b, n in ((y0, y1, hw[0]), (x0, x1, hw[1]))
+    )
+    return (ys, ys + side, xs, xs + side)
 
 
 def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np.ndarray]:

@@ -3,6 +3,7 @@ logits) and the samples' keys: a channel, its centre neuron, the layer, a direct
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +72,9 @@ def make_objective(
             a = a.reshape(a.shape[0], a.shape[1], -1)
             return sign * (a * v[:, :, None]).sum(1).mean(1)
 
-        return Objective(direction, f"{prefix}direction:{_digest(vec)}", False)
+        data = vec.contiguous().numpy().tobytes() + str(tuple(vec.shape)).encode()
+        digest = hashlib.sha1(data).hexdigest()[:16]
+        return Objective(direction, f"{prefix}direction:{digest}", False)
     if callable(objective) and not isinstance(objective, str):
         user = objective
 
@@ -110,13 +113,6 @@ def make_objective(
         f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, a direction tensor or a "
         f"callable of the layer output, not {objective!r}"
     )
-
-
-def _digest(t: torch.Tensor) -> str:
-    import hashlib
-
-    data = t.detach().cpu().contiguous().to(torch.float32).numpy().tobytes()
-    return hashlib.sha1(data + str(tuple(t.shape)).encode()).hexdigest()[:16]
 
 
 def check_keys(
