@@ -324,16 +324,12 @@ def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np
     return t, shown
 
 
-def _missing_reason(entry: TopEntry, error: BaseException) -> str:
-    """Why ``entry``'s image cannot be shown now (it was read when the scan ran)."""
+def _missing_view(entry: TopEntry, error: BaseException, size: int) -> TopView:
+    """A grey view saying why ``entry``'s image cannot be shown now (it was read by the scan)."""
     source = entry.source
-    if isinstance(source, str) and not Path(source).exists():
-        return f"{Path(source).name} is gone since the scan"
     name = Path(source).name if isinstance(source, str) else f"sample {entry.index}"
-    return f"{name} cannot be read now: {error}"
-
-
-def _missing_view(entry: TopEntry, why: str, size: int) -> TopView:
+    gone = isinstance(source, str) and not Path(source).exists()
+    why = f"{name} is gone since the scan" if gone else f"{name} cannot be read now: {error}"
     grey = np.full((size, size, 3), 200, dtype=np.uint8)
     return TopView(entry, grey, np.zeros((size, size), np.float32), (0, 0, 0, 0), why)
 
@@ -366,17 +362,16 @@ def top_views(
         )
     spec = resolve_model(model, transform)
     # An image gone or changed since the scan leaves a grey view saying so; the others show.
-    loaded: list[tuple[torch.Tensor, np.ndarray] | str] = []
+    views: list[TopView | None] = []
+    readable: list[tuple[torch.Tensor, np.ndarray]] = []
     for e in entries:
         try:
-            loaded.append(_load(spec, e, data))
+            readable.append(_load(spec, e, data))
+            views.append(None)
         except (InputError, ValueError, OSError) as exc:
-            loaded.append(_missing_reason(e, exc))
-    readable = [item for item in loaded if not isinstance(item, str)]
+            views.append(_missing_view(e, exc, size))
     if not readable:
-        return tuple(
-            _missing_view(e, str(why), size) for e, why in zip(entries, loaded, strict=True)
-        )
+        return tuple(views)  # type: ignore[arg-type]
     batch = torch.stack([t for t, _ in readable]).to(
         device=spec.expected.device, dtype=spec.expected.dtype
     )
@@ -395,19 +390,16 @@ def top_views(
         heat_full = maps.reshape(-1, 1, 1).expand(-1, *hw)
     if should_stop():  # before the first box, which runs the model backward once
         raise CaptureCancelled("the top views were cancelled")
-    views: list[TopView] = []
-    i = -1  # the entry's row in the batch (readable ones only)
-    for entry, item in zip(entries, loaded, strict=True):
-        if isinstance(item, str):
-            views.append(_missing_view(entry, item, size))
+    rows = iter(enumerate(readable))  # the readable entries' rows in the batch
+    for k, entry in enumerate(entries):
+        if views[k] is not None:
             continue
-        i += 1
-        shown = item[1]
+        i, (_, shown) = next(rows)
         box = _square(rf.box(entry.location, should_stop), hw)
         y0, y1, x0, x1 = box
         crop = Image.fromarray(np.ascontiguousarray(shown[y0:y1, x0:x1]))
         image = np.asarray(crop.resize((size, size), Image.BILINEAR), dtype=np.uint8)
         heat = heat_full[i, y0:y1, x0:x1][None, None]
         heat = F.interpolate(heat, size=(size, size), mode="bilinear", align_corners=False)[0, 0]
-        views.append(TopView(entry, image, heat.numpy().astype(np.float32), box))
-    return tuple(views)
+        views[k] = TopView(entry, image, heat.numpy().astype(np.float32), box)
+    return tuple(views)  # type: ignore[arg-type]
