@@ -40,10 +40,9 @@ def _crops(
                 try:
                     tensor, picture = _load(spec, entry, data)
                 except (InputError, ValueError, OSError):  # gone since the scan; no data=
-                    shown[entry.source] = None
-                    continue
+                    tensor, picture = None, None
                 shown[entry.source] = picture
-                if field is None:
+                if field is None and tensor is not None:
                     field = receptive_field(spec.model, layer, tuple(tensor.shape))
             picture = shown[entry.source]
             if picture is None or field is None:
