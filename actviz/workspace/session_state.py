@@ -251,13 +251,9 @@ class Session:
             scripted = isinstance(model, torch.jit.ScriptModule)
             self._ticked = set() if scripted else set(default_layers(self.tree))
         else:
-            ticks = list(ticks)
-            unknown = [t for t in ticks if t not in self.tree]
-            if unknown:
-                from actviz.core.capture import resolve_layers
+            from actviz.core.capture import resolve_layers
 
-                resolve_layers(model, unknown)  # raises ValueError with suggestions
-            self._ticked = set(ticks)
+            self._ticked = set(resolve_layers(model, list(ticks)))  # ValueError with suggestions
         was_list, self.input_as_list = self.input_as_list, forward_takes_list(model)
         self._fit_input_layout(undo=was_list and not self.input_as_list)
         self.model_changed.emit()
