@@ -304,8 +304,7 @@ class LayerCache:
         self.store.drop(self.layer)
         for path in (self.log_path, self.rows_path):
             path.unlink(missing_ok=True)
-        self.lines = 0
-        self.rows = 0
+        self.lines = self.rows = 0
 
     def save(
         self,

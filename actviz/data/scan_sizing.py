@@ -143,8 +143,7 @@ def default_workers(
 def _probe(
     net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
 ) -> int:
-    """Images per batch whose layer outputs fit :data:`ACTIVATION_BUDGET` (on a GPU, a quarter of
-    its free memory if more), from one run of the first readable item."""
+    """Images per batch that fit :func:`_batch_for`'s budget, from the first readable item."""
     sample = _first_sample(items, pending[:8], device, dtype)
     if sample is None:
         return MAX_BATCH

@@ -360,8 +360,7 @@ def model_source_of(
 
 
 def _absolute_code_ref(text: str) -> str:
-    """``"/abs/path/mynet.py:MyNet"`` for a ``"mynet.py:MyNet"`` found from the working folder
-    (a session opens again from another one); anything else as it is."""
+    """A ``mynet.py:MyNet`` found from the working folder made absolute (reopened elsewhere)."""
     from actviz.io.models.user_code import parse_code_ref
 
     ref = parse_code_ref(text)

@@ -123,8 +123,7 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
 def _members(
     state: SessionState, pin_captures: bool, measure: bool = False
 ) -> tuple[dict[str, Any], dict[str, codec._Arrays], list[str]]:
-    """The manifest, the ``.npz`` members' arrays and the warnings of saving ``state``; with
-    ``measure``, the members count their bytes and hold no arrays."""
+    """Manifest, ``.npz`` members and warnings of saving ``state`` (``measure``: sizes only)."""
     # Read without an import edge back to ``actviz`` (which imports the window lazily).
     actviz_version = str(getattr(sys.modules.get("actviz"), "__version__", ""))
     members: dict[str, codec._Arrays] = {}

@@ -184,8 +184,7 @@ def _open_lines(
 def _script(
     head: list[str], notes: list[str], notes_title: str, body: list[str], *, edits: bool
 ) -> str:
-    """A script's text: its docstring (``head``'s two lines, how to run it, the rest of ``head``,
-    then ``notes``), imports, ``HERE``/``OUT``, ``body``."""
+    """A script's text: docstring (``head``, how to run it, ``notes``), imports, OUT, ``body``."""
     head = [*head[:2], "", "    python reproduce.py [OUT]", "", *head[2:]]
     if notes:
         head = [*head, "", notes_title] + [f"- {n}" for n in notes]

@@ -52,9 +52,7 @@ def one_line(exc: BaseException | str, limit: int = 300) -> str:
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     if not first and isinstance(exc, BaseException):
         first = type(exc).__name__
-    if len(first) > limit:
-        first = first[: limit - 3] + "..."
-    return first
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 @contextlib.contextmanager
