@@ -370,6 +370,26 @@ def _known_channels(module: nn.Module) -> int | None:
     return int(module.num_channels) if isinstance(module, nn.GroupNorm) else None
 
 
+def source_output(source: Capture, layer: str, call: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """The output of call ``call`` of ``layer`` in ``source``, another run, which must have
+    ``shape`` (a patch's values); ``ValueError`` saying why it cannot be used."""
+    if layer not in source.records:
+        raise ValueError("the source run did not record this layer; capture it there too")
+    calls = source.records[layer]
+    if call >= len(calls):
+        raise ValueError(
+            f"the source run recorded {len(calls)} call(s) of this layer, but call {call} ran here"
+        )
+    src = first_tensor(calls[call].output)
+    if src is None or tuple(src.shape) != shape:
+        got = None if src is None else tuple(src.shape)
+        raise ValueError(
+            f"shape mismatch: the source run's output is {got}, this run's is {shape} (patch "
+            "from the same layer of a run with the same input size and batch)"
+        )
+    return src
+
+
 class _Applied:
     """One edit on one module, with its index/factor tensors made once per capture."""
 
@@ -433,24 +453,12 @@ class _Applied:
         key = ("source", index, t.device, t.dtype)
         src = self.cache.get(key)
         if src is None:
-            source = self.edit.source
-            assert source is not None
-            calls = source.records.get(self.name, [])
-            if index >= len(calls):
-                raise self._fail(
-                    f"the source run recorded {len(calls)} call(s) of this layer, but call "
-                    f"{index} ran here"
-                )
-            src = first_tensor(calls[index].output)
-            if src is None or tuple(src.shape) != tuple(t.shape):
-                got = None if src is None else tuple(src.shape)
-                raise self._fail(
-                    f"shape mismatch: the source run's output is {got}, this run's is "
-                    f"{tuple(t.shape)} (patch from the same layer of a run with the same "
-                    f"input size and batch)"
-                )
-            src = src.detach().to(device=t.device, dtype=t.dtype)
-            self.cache[key] = src
+            assert self.edit.source is not None
+            try:
+                src = source_output(self.edit.source, self.name, index, tuple(t.shape))
+            except ValueError as exc:
+                raise self._fail(str(exc)) from None
+            src = self.cache[key] = src.detach().to(device=t.device, dtype=t.dtype)
         return src
 
     def _concept(self, t: torch.Tensor, dim: int) -> torch.Tensor:

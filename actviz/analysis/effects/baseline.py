@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from actviz.core.edit_kinds import source_output
 from actviz.core.records import Capture
-from actviz.core.structures import first_tensor
 from actviz.data.scan_result import Scan
 
 
@@ -57,25 +57,10 @@ class Baseline:
 
     def _source(self, layer: str, call: int, t: torch.Tensor, rows: int) -> torch.Tensor:
         assert self.source is not None
-        if layer not in self.source.records:
-            raise ValueError(
-                f"baseline: the source run did not record layer {layer!r}; capture it there too"
-            )
-        calls = self.source.records[layer]
-        if call >= len(calls):
-            raise ValueError(
-                f"baseline: layer {layer!r} ran {call + 1} or more times here, but the source run "
-                f"recorded {len(calls)} call(s)"
-            )
-        src = first_tensor(calls[call].output)
-        want = (rows, *t.shape[1:])
-        if src is None or tuple(src.shape) != want:
-            got = None if src is None else tuple(src.shape)
-            raise ValueError(
-                f"baseline: layer {layer!r} call {call} is {got} in the source run but {want} "
-                f"here (patch from a run with the same input size and batch)"
-            )
-        return src
+        try:
+            return source_output(self.source, layer, call, (rows, *t.shape[1:]))
+        except ValueError as exc:
+            raise ValueError(f"baseline: layer {layer!r}: {exc}") from None
 
     def _mean_view(self, layer: str, t: torch.Tensor, dim: int, dtype: Any) -> torch.Tensor:
         """The channel means shaped to broadcast over ``t`` along ``dim``."""
