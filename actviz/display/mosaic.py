@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,6 +323,23 @@ def _channel_ranges(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     return lo_c, hi_c, False
 
 
+#: Each read-only layer's range (a weak reference to it first): re-made pages read it again.
+_LAYER_RANGES: dict[int, tuple[weakref.ref, tuple[float, float]]] = {}
+
+
+def _layer_range(data: np.ndarray) -> tuple[float, float]:
+    """The finite (min, max) of all of ``data``'s channels, computed once per read-only array."""
+    if (kept := _LAYER_RANGES.get(id(data))) is not None and kept[0]() is data:
+        return kept[1]
+    lo, hi, _ = _channel_ranges(data.reshape(len(data), -1))
+    found = (float(lo.min()), float(hi.max()))
+    if not data.flags.writeable:  # (a writable array may change under its identity)
+        _LAYER_RANGES[id(data)] = (weakref.ref(data), found)
+        if len(_LAYER_RANGES) > 256:
+            del _LAYER_RANGES[next(iter(_LAYER_RANGES))]
+    return found
+
+
 def mosaic(
     fmap: Any,
     *,
@@ -399,8 +417,7 @@ def mosaic(
             lo_s, hi_s = lo_all, hi_all
         else:
             # The layer's range, not the page's: every page (and the export's) on one scale.
-            lo_l, hi_l, _ = _channel_ranges(data.reshape(total, -1))
-            lo_s, hi_s = float(lo_l.min()), float(hi_l.max())
+            lo_s, hi_s = _layer_range(data)
         if symmetric:
             bound = max(abs(lo_s), abs(hi_s)) or 1.0  # all zeros: mid-scale
             lo_s, hi_s = -bound, bound

@@ -83,6 +83,23 @@ def test_shared_scale_is_the_layers_on_every_page():
     assert page0.value_range == pytest.approx((float(x[:5].min()), float(x[:5].max())))
 
 
+def test_a_read_only_layers_range_is_found_once_for_all_its_pages(monkeypatch):
+    import actviz.display.mosaic as mosaic_module
+
+    x = np.random.default_rng(1).normal(size=(12, 4, 4)).astype(np.float32)
+    x.setflags(write=False)  # as a LayerView's data
+    calls = []
+    ranges = mosaic_module._channel_ranges
+    monkeypatch.setattr(mosaic_module, "_channel_ranges", lambda f: calls.append(f) or ranges(f))
+    pages = [mosaic(x, normalize="shared", first_channel=f, max_channels=4) for f in (0, 4, 8, 0)]
+    assert len(calls) == 1  # the channel view closing re-made the pages: no pass over x again
+    assert {p.scale_range for p in pages} == {(float(x.min()), float(x.max()))}
+    y = x.copy()  # writable: read again each time
+    for _ in range(2):
+        mosaic(y, normalize="shared", max_channels=4)
+    assert len(calls) == 3
+
+
 def test_auto_colour_map_per_layer():
     assert resolve(AUTO, signed=True) == "CET-D1"
     assert resolve(AUTO, signed=False) == "viridis"
