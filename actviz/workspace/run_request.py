@@ -10,14 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from torch import nn
 
 from actviz.display.attention import attention_modules
 from actviz.display.attribution import input_embedding, token_input
-from actviz.display.colormaps import AUTO
 from actviz.display.logit_lens import lens_layers
-from actviz.display.mosaic import ChannelOrder
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, RunResult
 from actviz.display.token_maps import sequence_layout
@@ -30,42 +27,27 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass
 class RunRequest:
     """A snapshot of everything a run needs, taken on the GUI thread. ``layers`` have panels
-    (``extra_layers`` are for Grad-CAM only); display fields are as in ``DisplaySpec``;
-    ``baseline_cache`` keeps the unedited capture, reused when every edit is off."""
+    (``extra_layers`` are for Grad-CAM only); ``spec`` says how to show them (its ``layers``
+    are these); ``baseline_cache`` keeps the unedited capture, reused when every edit is off."""
 
     model: nn.Module
     inputs: Any
     layers: list[str]
     target: int | None = None
-    normalize: str = "channel"
+    spec: DisplaySpec = field(default_factory=DisplaySpec)
     extra_layers: list[str] = field(default_factory=list)
-    image: np.ndarray | None = None
-    categories: list[str] | None = None
-    gradcam_layer: str | None = None
     max_bytes: int | None = None
-    channel_pages: dict[str, int] = field(default_factory=dict)
-    sample: int = 0
     input_grads: bool = True
     input_as_list: bool = False
-    page_channels: dict[str, int] = field(default_factory=dict)
-    channel_orders: dict[str, ChannelOrder] = field(default_factory=dict)
-    colormap: str = AUTO
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     baseline_cache: BaselineCache | None = field(default=None, repr=False)
     reuse_baseline: bool = False
-    #: Token strings of a text input, a ViT's patch layout, the tokenizer (token views, lens).
-    tokens: tuple[str, ...] | None = None
-    layout: Any = None
-    tokenizer: Any = None
     #: Record attention probabilities too (a model with attention modules).
     attention: bool = False
 
     def display_spec(self) -> DisplaySpec:
         """What :func:`actviz.display.prepare.prepare` needs of this request."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(DisplaySpec)}
-        values = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
-        categories = tuple(self.categories) if self.categories else None
-        return DisplaySpec(**values | {"layers": tuple(self.layers), "categories": categories})
+        return dataclasses.replace(self.spec, layers=tuple(self.layers))
 
 
 def run_job(
@@ -142,30 +124,34 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
     if embedding not in (None, *layers, *sequence) and token_input(getattr(inp, "value", None)):
         sequence.insert(0, embedding)
     extra += [n for n in sequence if n not in extra]
+    spec = DisplaySpec(
+        layers=tuple(layers),
+        normalize=session.normalize,
+        image=inp.image if inp is not None else None,
+        categories=tuple(session.categories) if session.categories else None,
+        gradcam_layer=session.gradcam_layer,
+        channel_pages=dict(session.channel_pages),
+        page_channels=dict(session.page_channels),
+        channel_orders=dict(session.channel_orders),
+        colormap=session.colormap,
+        tokens=inp.tokens if inp is not None else None,
+        layout=layout,
+        tokenizer=getattr(session.loaded_model, "tokenizer", None),
+    )
     return RunRequest(
         model=model,
         inputs=inp.value if inp is not None else None,
         layers=layers,
         # None stays None: capture_pair holds an edited run to its unedited twin's top-1.
         target=session.target,
-        normalize=session.normalize,
+        spec=spec,
         extra_layers=extra,
-        image=inp.image if inp is not None else None,
-        categories=session.categories,
-        gradcam_layer=session.gradcam_layer,
         max_bytes=session.memory_budget,
-        channel_pages=dict(session.channel_pages),
-        page_channels=dict(session.page_channels),
-        channel_orders=dict(session.channel_orders),
-        colormap=session.colormap,
         input_grads=session.saliency_wanted,
         input_as_list=session.input_as_list,
         edits=session.edits.request_edits(),
         baseline_cache=session.baseline,
         reuse_baseline=len(session.edits) > 0,
-        tokens=inp.tokens if inp is not None else None,
-        layout=layout,
-        tokenizer=getattr(session.loaded_model, "tokenizer", None),
         attention=attention,
     )
 

@@ -106,7 +106,9 @@ def frame_job(
             "perturbation": spec_.perturbation.as_dict(),
         }
         spec_.timing.update(load=t1 - t0, capture=t2 - t1)
-        request = dataclasses.replace(base_, inputs=value, image=image)
+        request = dataclasses.replace(
+            base_, inputs=value, spec=dataclasses.replace(base_.spec, image=image)
+        )
         # The second stage holds only what it needs (not the source, nor this payload).
         shapes, eager, cams, stats = p["previous_shapes"], p["eager"], p["cams"], p["stats"]
         visible_, stand_ins, budget = p["visible"], p["previous_mosaics"], p["max_pixels"]

@@ -240,9 +240,10 @@ class RunControl:
         # From the result's views: no forward pass, the result shown (maybe pinned) unchanged.
         pages = dict(self.session.channel_pages)
         sizes, cmap = dict(self.session.page_channels), self.session.colormap
-        self.last_request = dataclasses.replace(
-            request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
+        spec = dataclasses.replace(
+            request.spec, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
         )
+        self.last_request = dataclasses.replace(request, spec=spec)
         job = self.worker.submit(
             lambda *_: renormalised(result, mode, pages, page_channels=sizes, colormap=cmap)
         )

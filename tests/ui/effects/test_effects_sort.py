@@ -183,7 +183,9 @@ def test_live_frames_re_sort_the_tiles(actviz_window):
     assert m.tile_channels == order[: m.channels] and m.position == 0
     assert m.tile_channels != first[: m.channels]  # the frame's own ranking
     # The next frame's request carries the order: prepared in it, not re-paged afterwards.
-    assert win.window.session.make_request(allow_no_input=True).channel_orders["conv2"] == m.order
+    assert (
+        win.window.session.make_request(allow_no_input=True).spec.channel_orders["conv2"] == m.order
+    )
 
 
 def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
