@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,19 +16,25 @@ if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedInput:
     """An input ready for the model, and what the UI needs to show it: ``value`` is a tensor,
     tuple, dict or list of images; ``kind`` ``"image"``, ``"tensor"``, ``"random"`` or ``"text"``;
     ``image`` the first sample as the model sees it before normalisation (None if not
-    image-like); ``description`` one status line; ``tokens`` a text input's token strings."""
+    image-like); ``description`` one status line; ``tokens`` a text input's token strings.
+    A session keeps its input as one (embedded in its file: ``source`` is only shown)."""
 
-    value: Any
-    source: str
-    kind: str
-    image: np.ndarray | None
-    description: str
-    tokens: list[str] | None = None
+    value: Any = field(repr=False)
+    source: str = ""
+    kind: str = "tensor"
+    image: np.ndarray | None = field(default=None, repr=False)
+    description: str = ""
+    tokens: Sequence[str] | None = None
+
+    @property
+    def text(self) -> str | None:
+        """The text of a ``text:`` input, else None."""
+        return self.source[5:] if self.source.startswith("text:") else None
 
 
 @dataclass

@@ -10,7 +10,7 @@ import os
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +21,10 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
 from actviz.io.export.reproduce import EDIT_VALUES
+from actviz.io.loaded_input import LoadedInput
+
+#: An input as a session keeps it: a :class:`~actviz.io.loaded_input.LoadedInput`.
+InputSource = LoadedInput
 
 
 class SessionFileError(ActvizError):
@@ -298,24 +302,6 @@ class ModelSource:
         return Path(self.source) if self.sha256 is not None else None
 
 
-@dataclass(frozen=True)
-class InputSource:
-    """An input: what goes into the model and how to show it (a session's, embedded in its file
-    so it opens without the input's file; ``source`` is only shown); ``tokens``: a text's."""
-
-    value: Any = field(repr=False)
-    source: str = ""
-    kind: str = "tensor"
-    image: np.ndarray | None = field(default=None, repr=False)
-    description: str = ""
-    tokens: tuple[str, ...] | None = None
-
-    @property
-    def text(self) -> str | None:
-        """The text of a ``text:`` input, else None."""
-        return self.source[5:] if self.source.startswith("text:") else None
-
-
 class SavedModel(Protocol):
     """What opening a session's model again reads (a ``SessionState`` is one)."""
 
@@ -379,17 +365,9 @@ def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
     return None if state is None else dict(state)
 
 
-def input_source_of(loaded: Any) -> InputSource:
-    """The :class:`InputSource` of an :class:`actviz.io.input_files.LoadedInput` (its tensors)."""
-    tokens = getattr(loaded, "tokens", None)
-    return InputSource(
-        value=loaded.value,
-        source=str(loaded.source),
-        kind=str(loaded.kind),
-        image=loaded.image,
-        description=str(loaded.description),
-        tokens=tuple(tokens) if tokens else None,
-    )
+def input_source_of(loaded: LoadedInput) -> InputSource:
+    """An opened input as a session keeps it (its tokens a tuple)."""
+    return replace(loaded, tokens=tuple(loaded.tokens) if loaded.tokens else None)
 
 
 def open_model_source(
