@@ -106,18 +106,11 @@ def prepare_layer(
     first, page = spec.first_channel(name), spec.page_size(name)
     order = spec.channel_orders.get(name)
     # An off-screen panel keeps its mosaics: they are made again once scrolled to.
-    if (
-        stand_in is not None
-        and stand_in.shape == shape
-        and stand_in.mosaic.position == first
-        and stand_in.mosaic.order == order
-        and stand_in.mosaic.normalize == spec.normalize
-        and stand_in.mosaic.page_size == page
-    ):
-        act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic if grad_view is not None else None
-        stale = True
+    m = stand_in.mosaic if stand_in is not None else None
+    kept = m is not None and (stand_in.shape, m.position, m.order, m.normalize, m.page_size)
+    if stale := kept == (shape, first, order, spec.normalize, page):
+        act_m, grad_m = m, stand_in.grad_mosaic if grad_view is not None else None
     else:
-        stale = False
         act_m, grad_m = layer_mosaics(
             view,
             grad_view,
@@ -268,12 +261,10 @@ def prepare(
         if tok_sal is not None:
             sal_msg = ""
     layers: dict[str, PreparedLayer] = {}
+    stand_ins = (reuse or {}) if mosaic_layers is not None else {}
     for i, name in enumerate(order):
         check()
         report(f"preparing {name} ({i + 1}/{len(order)})")
-        stand_in = None
-        if mosaic_layers is not None and name not in mosaic_layers and reuse:
-            stand_in = reuse.get(name)
         layers[name] = prepare_layer(
             cap,
             name,
@@ -283,7 +274,7 @@ def prepare(
             stats_now=name in stats_names,
             max_pixels=max_pixels,
             host=hosts.get(name),
-            stand_in=stand_in,
+            stand_in=None if name in (mosaic_layers or ()) else stand_ins.get(name),
         )
     check()
     report("Grad-CAM")
