@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
-from actviz.io.export.typeset import _font, _text_w
+from actviz.io.export.typeset import _INK, _font, _text_w
 
 # Ten well-separated hues first (Tableau 10), then evenly spread ones for more classes.
 _TABLEAU = "1f77b4 ff7f0e 2ca02c d62728 9467bd 8c564b e377c2 7f7f7f bcbd22 17becf"
@@ -17,7 +17,6 @@ _BASE = tuple(tuple(bytes.fromhex(code)) for code in _TABLEAU.split())
 _UNLABELLED = (110, 110, 110)
 #: The frame of a selected dot, in the window and the report: black, far from class colours.
 SELECTED_RGB = (0, 0, 0)
-_INK = (30, 30, 30)
 _FRAME = (200, 200, 200)
 #: Classes named in the legend; the rest are counted on one line.
 LEGEND_ROWS = 24

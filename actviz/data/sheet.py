@@ -16,11 +16,10 @@ from actviz.data.receptive import _load, _square, receptive_field
 from actviz.data.scan_result import Scan
 from actviz.data.sources import resolve_model
 from actviz.io.errors import InputError
-from actviz.io.export.typeset import _font, _framed, _text_w, safe_name, tile_sheet
+from actviz.io.export.typeset import _INK, _font, _framed, _text_w, safe_name, tile_sheet
 
 _LABEL_H = 14
 _DEAD = (170, 40, 40)
-_INK = (30, 30, 30)
 
 
 def _crops(

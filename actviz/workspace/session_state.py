@@ -295,7 +295,7 @@ class Session:
         if description == "":
             description = describe_value(value, tokens)
         self.input = InputSource(value, source, kind, image, description, tokens)
-        self.auto_target = None  # another input: its own top-1
+        self.targets.auto_target = None  # another input: its own top-1
         self._fit_input_layout()
         self.input_changed.emit()
 
@@ -383,7 +383,6 @@ class Session:
         self.replace_ticked(())
 
     target = _Forward("targets")
-    auto_target = _Forward("targets")
     set_target = _Forward("targets")
     run_target = _Forward("targets")
     set_target_text = _Forward("targets")

@@ -10,14 +10,12 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from actviz.analysis.effects.effect_results import Effects
-from actviz.io.export.typeset import _fmt, _font, _text_w
+from actviz.io.export.typeset import _BG, _INK, _fmt, _font, _text_w
 
 #: Negative effect: setting the channel to the baseline lowers the target.
 SUPPORTS_RGB = (52, 112, 184)
 #: Positive effect: setting the channel to the baseline raises the target.
 OPPOSES_RGB = (200, 70, 60)
-_BG = (255, 255, 255)
-_INK = (30, 30, 30)
 _GRID = (215, 215, 215)
 
 

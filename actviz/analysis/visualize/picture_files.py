@@ -15,11 +15,10 @@ from PIL import Image
 
 from actviz.analysis.visualize.objectives import key_ranges
 from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
-from actviz.io.export.typeset import _font, safe_name, tile_sheet
+from actviz.io.export.typeset import _INK, _font, safe_name, tile_sheet
 
 _LABEL_H = 16
 _BG = (250, 250, 250)
-_INK = (30, 30, 30)
 
 
 def contact_sheet(
