@@ -230,11 +230,8 @@ def _scroll_bars(window: QWidget) -> Found:
                 yield kind, widget_path(area), f"a horizontal scroll bar {what}"
         elif isinstance(area, QScrollArea) and area.widgetResizable():
             wide = f"content {area.widget().width()} px wide in a {area.viewport().width()} px wide"
-            yield (
-                "page scroll bar",
-                widget_path(area),
-                f"{wide} page ({bar.maximum()} px out of view)",
-            )
+            out = f"{bar.maximum()} px out of view"
+            yield "page scroll bar", widget_path(area), f"{wide} page ({out})"
 
 
 def _cells(window: QWidget) -> Found:
@@ -246,16 +243,12 @@ def _cells(window: QWidget) -> Found:
         viewport = table.viewport().rect()
         style = table.style()
         margin = 2 * (style.pixelMetric(style.PixelMetric.PM_FocusFrameHMargin, None, table) + 1)
-        for row in range(min(model.rowCount(), 200)):
-            for col in range(model.columnCount()):
+        cols = [c for c in range(model.columnCount()) if not table.isColumnHidden(c)]
+        for row in (r for r in range(min(model.rowCount(), 200)) if not table.isRowHidden(r)):
+            for col in cols:
                 index = model.index(row, col)
                 rect = table.visualRect(index)
-                if (
-                    table.isRowHidden(row)
-                    or table.isColumnHidden(col)
-                    or not rect.intersects(viewport)
-                    or table.columnSpan(row, col) > 1
-                ):
+                if not rect.intersects(viewport) or table.columnSpan(row, col) > 1:
                     continue
                 text = index.data(Qt.ItemDataRole.DisplayRole)
                 if not isinstance(text, str) or not text.strip():
