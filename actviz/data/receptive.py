@@ -216,14 +216,12 @@ def _receptive_field(
         raise ValueError(f"layer {layer!r} did not run for an input of shape {shape}")
     out_shape = layer_out[2]
     map_hw = (int(out_shape[-2]), int(out_shape[-1])) if len(out_shape) == 4 else None
-    chain = _chain(calls[: layer_out[1]], id(x), layer_out[0], target)
+    chain = _chain(calls[: layer_out[1]], id(x), layer_out[0])
     method = "analytic" if chain is not None else "gradient"
     return ReceptiveField(input_hw, map_hw, chain, method, weakref.ref(net), layer, shape)
 
 
-def _chain(
-    calls: list[tuple[nn.Module, int, int]], input_id: int, output_id: int, target: nn.Module
-) -> tuple | None:
+def _chain(calls: list[tuple[nn.Module, int, int]], input_id: int, output_id: int) -> tuple | None:
     """The conv/pool windows from the input to the layer when the calls form a plain chain."""
     windows = []
     current = input_id

@@ -129,7 +129,7 @@ def mosaic_rgb(m: Mosaic, cmap: str) -> np.ndarray:
     return colormaps.paint(m.indices, cmap, MOSAIC_BACKGROUND)
 
 
-def _mosaic_png(m: Mosaic, title: str, cmap: str, numbers: bool = True) -> Image.Image:
+def _mosaic_png(m: Mosaic, cmap: str, numbers: bool = True) -> Image.Image:
     rgb = mosaic_rgb(m, cmap)
     longest = max(rgb.shape[:2])
     scale = max(
@@ -183,7 +183,7 @@ def render_layer_png(
             if m.channels < m.total_channels
             else view.description
         )
-        body = _mosaic_png(m, title, cmap)
+        body = _mosaic_png(m, cmap)
         lo, hi = m.value_range
         if normalize == "channel":
             # Each tile has its own scale, so the bar can only say low/high within a tile.
@@ -196,7 +196,7 @@ def render_layer_png(
     cmap = colormaps.resolve(cmap, gradient=magnitude)
     if view.kind == "heatmap":
         m = mosaic(view.data[None], normalize="shared")
-        body = _mosaic_png(m, title, cmap, numbers=False)
+        body = _mosaic_png(m, cmap, numbers=False)
         return _framed(body, f"{title}  ({view.description})", *m.value_range, cmap)
     values = np.atleast_1d(view.data).astype(np.float32)
     color = (200, 80, 40) if magnitude else (40, 110, 180)
