@@ -121,8 +121,9 @@ def python_heap_mib() -> dict[str, float]:
     return out
 
 
-def flush_deletes() -> None:
-    """Run the ``deleteLater`` calls already posted (a test has no event loop of its own)."""
+def flush_deletes(collect: int | None = None) -> None:
+    """Run the ``deleteLater`` calls already posted (a test has no event loop of its own);
+    ``collect``: then collect that garbage generation and run the deletions it posted."""
     from PySide6.QtCore import QCoreApplication, QEvent
 
     if QCoreApplication.instance() is None:
@@ -130,6 +131,9 @@ def flush_deletes() -> None:
     for _ in range(3):
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         QCoreApplication.processEvents()
+    if collect is not None:
+        gc.collect(collect)
+        flush_deletes()
 
 
 def _address(widget: QWidget) -> int:
@@ -158,9 +162,7 @@ def leaked_widgets(before: Collection[int]) -> list[QWidget]:
     known = set(before)
     # The young generations first (what the test made); a full, slow one only if still needed.
     for generation in (1, 2):
-        flush_deletes()
-        gc.collect(generation)
-        flush_deletes()
+        flush_deletes(generation)
         # Counted first: a list of the widgets would keep them alive through the next pass.
         if not any(_address(w) not in known for w in QApplication.topLevelWidgets()):
             return []

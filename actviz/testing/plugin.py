@@ -69,24 +69,18 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         layers: Sequence[str] | None = None,
         *,
         size: tuple[int, int] | None = (1280, 720),
-        debounce_ms: int = 20,
-        auto_run: bool = False,
         settings: Any = None,
         show: bool = True,
-        plugins: Any = None,
         features: Sequence[Any] | None = None,
-        **window_kwargs: Any,
+        **window_kwargs: Any,  # debounce_ms=20, auto_run=False unless given, plugins...
     ) -> WindowDriver:
         if settings is None:  # one file per test: a second window reads what the first wrote
             settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
             forget()  # the folders an earlier test's dialogs chose
         window = MainWindow(
             settings=settings,
-            debounce_ms=debounce_ms,
-            auto_run=auto_run,
-            plugins=plugins,
             features=None if features is None else feature_classes(features),
-            **window_kwargs,
+            **{"debounce_ms": 20, "auto_run": False, **window_kwargs},
         )
         # Not given to qtbot.addWidget: a test may delete its window itself.
         driver = WindowDriver(window, qtbot)

@@ -354,9 +354,7 @@ class StressDriver(UserActions):
         window.deleteLater()
         alive = weakref.ref(window)
         del window
-        flush_deletes()
-        gc.collect()
-        flush_deletes()
+        flush_deletes(collect=2)
         if alive() is not None:  # what holds it: the referrers' types, two levels up
             holders = []
             for ref in gc.get_referrers(alive()):
@@ -419,9 +417,7 @@ class StressDriver(UserActions):
         counts: dict[str, int] = {}
         # A cancelled job may still be finishing on its pool thread: give its runner a moment.
         for _ in range(10):
-            flush_deletes()
-            gc.collect()
-            flush_deletes()
+            flush_deletes(collect=2)
             # What the window's idle collection froze is counted too: it may run in the flushes.
             gc.unfreeze()
             counts = stress_report.count_objects()

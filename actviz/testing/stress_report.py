@@ -174,8 +174,7 @@ class StressReport:
         data = dict(data)
         for key in ("exceptions", "leaked_hooks", "stuck", "blocks", "crashes", "hangs"):
             data[key] = tuple(
-                Failure(f["action"], f["kind"], f["text"], tuple(f["recent"]))
-                for f in data.get(key, ())
+                Failure(**f | {"recent": tuple(f["recent"])}) for f in data.get(key, ())
             )
         data["samples"] = tuple(Sample(**s) for s in data.get("samples", ()))
         data["worst_blocks"] = tuple(tuple(b) for b in data.get("worst_blocks", ()))
