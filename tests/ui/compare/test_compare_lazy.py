@@ -397,7 +397,7 @@ def test_settling_the_difference_area_lays_out_only_the_area(qtbot):
     its turn (a layout of the whole window took 127 ms in a stress run)."""
     from PySide6 import QtCore, QtWidgets
 
-    from actviz.ui.compare.differences import DifferenceArea
+    from actviz.ui.compare.view import DifferenceArea
 
     area, elsewhere = DifferenceArea(), QtWidgets.QWidget()
     box = QtWidgets.QVBoxLayout(elsewhere)
