@@ -13,9 +13,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
 
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
-from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept
+from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept, layer_figures
 from actviz.ui.dataset.scans import DatasetScans
-from actviz.ui.dataset.table import layer_figures
 from actviz.ui.dataset.topk import TopKGrid, source_name
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels import style

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QSortFilterProxyModel, Qt
 
-from actviz.ui.dataset.table import ChannelTable, ChannelTableModel, LayerFigures
+from actviz.ui.dataset.dock import ChannelTable, ChannelTableModel, LayerFigures
 
 
 def _figures(n: int, layer: str = "fc") -> LayerFigures:
