@@ -13,9 +13,8 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 
 from actviz.data.atlas_map import project, query_vector, separating_channels
 from actviz.io.models.demo_model import DEMO_CLASSES
-from actviz.ui.atlas.colours import colouring, model_labels
 from actviz.ui.atlas.feature import classifier_layer
-from actviz.ui.atlas.view import EMPTY_TEXT
+from actviz.ui.atlas.view import EMPTY_TEXT, colouring, model_labels
 from tests.ui.atlas.atlas_windows import LAYER, TIMEOUT_MS, scan_into_atlas, write_classes
 from tests.ui.tiny_models import TinyCNN
 

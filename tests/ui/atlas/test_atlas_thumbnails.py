@@ -8,7 +8,7 @@ import threading
 import numpy as np
 from PIL import Image
 
-from actviz.ui.atlas import thumbs
+from actviz.ui.atlas import feature as thumbs
 from tests.ui.atlas.atlas_windows import scanned_demo
 
 
