@@ -157,13 +157,10 @@ def layer_channels(
     device, dtype = check_image_model(net, loaded)
     layer, module = model_layer(net, layer)
     settings = VisualizeSettings(size=size, input_size=input_size)
-    runner = LayerRunner(net, module, layer, redirect=False)
-    try:
+    with contextlib.closing(LayerRunner(net, module, layer, redirect=False)) as runner:
         _, out = probe_input(
             runner, lambda x: x.to(dtype), settings, fixed_size(net, loaded), device
         )
-    finally:
-        runner.close()
     return int(objectives.channels_first(out, module).shape[1])
 
 
@@ -292,48 +289,47 @@ def optimise_images(
         return x.to(dtype)
 
     results: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
-    runner = LayerRunner(net, module, layer, redirect)
-    try:
-        with torch.enable_grad():  # also when the caller is inside no_grad
-            fed, out = probe_input(runner, feed, settings, fixed_size(net, loaded), device)
-            objectives.check_keys(out, keys, obj, module, layer)
-            for start in range(0, len(keys), chunk):
-                part = keys[start : start + chunk]
-                seeds = [sample_seed(seed, k) for k in part]
-                key_t = torch.tensor(part, device=device)
-                image = ImageParam(seeds, hw, settings.param, settings.decorrelate, device)
-                robust = RobustTransforms(seeds, steps, hw, fed, settings.transforms, device=device)
-                optimizer = torch.optim.Adam([image.tensor], lr=settings.lr)
-                runner.stuck = None
-                left = torch.zeros(len(part), dtype=torch.int64, device=device)
-                curve = torch.empty(steps, len(part), dtype=torch.float64, device=device)
-                for i in range(steps):
-                    if should_stop is not None and should_stop():
-                        raise CaptureCancelled("feature visualisation cancelled")
-                    optimizer.zero_grad(set_to_none=True)
-                    values = obj.fn(runner(feed(robust(image.images(), i))), key_t)
-                    (-values.sum()).backward()
-                    if redirect:
-                        runner.stuck, left = next_stuck(image.tensor.grad, left)
-                    optimizer.step()
-                    curve[i] = values.detach()
-                    done += 1
-                    if progress is not None:
-                        progress(done, total)
-                with torch.no_grad():
-                    final = x = image.images()
-                    if fed is not None and tuple(fed) != hw:
-                        x = torch.nn.functional.interpolate(
-                            x, size=tuple(fed), mode="bilinear", align_corners=False
-                        )
-                    act = obj.fn(runner(feed(x)), key_t)
-                images = final.detach().float().cpu().numpy()
-                curves = curve.cpu().numpy()
-                acts = act.double().cpu().numpy()
-                for j, k in enumerate(part):
-                    results[k] = (images[j], curves[:, j].copy(), float(acts[j]))
-    finally:
-        runner.close()
+    with (
+        contextlib.closing(LayerRunner(net, module, layer, redirect)) as runner,
+        torch.enable_grad(),  # also when the caller is inside no_grad
+    ):
+        fed, out = probe_input(runner, feed, settings, fixed_size(net, loaded), device)
+        objectives.check_keys(out, keys, obj, module, layer)
+        for start in range(0, len(keys), chunk):
+            part = keys[start : start + chunk]
+            seeds = [sample_seed(seed, k) for k in part]
+            key_t = torch.tensor(part, device=device)
+            image = ImageParam(seeds, hw, settings.param, settings.decorrelate, device)
+            robust = RobustTransforms(seeds, steps, hw, fed, settings.transforms, device=device)
+            optimizer = torch.optim.Adam([image.tensor], lr=settings.lr)
+            runner.stuck = None
+            left = torch.zeros(len(part), dtype=torch.int64, device=device)
+            curve = torch.empty(steps, len(part), dtype=torch.float64, device=device)
+            for i in range(steps):
+                if should_stop is not None and should_stop():
+                    raise CaptureCancelled("feature visualisation cancelled")
+                optimizer.zero_grad(set_to_none=True)
+                values = obj.fn(runner(feed(robust(image.images(), i))), key_t)
+                (-values.sum()).backward()
+                if redirect:
+                    runner.stuck, left = next_stuck(image.tensor.grad, left)
+                optimizer.step()
+                curve[i] = values.detach()
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+            with torch.no_grad():
+                final = x = image.images()
+                if fed is not None and tuple(fed) != hw:
+                    x = torch.nn.functional.interpolate(
+                        x, size=tuple(fed), mode="bilinear", align_corners=False
+                    )
+                act = obj.fn(runner(feed(x)), key_t)
+            images = final.detach().float().cpu().numpy()
+            curves = curve.cpu().numpy()
+            acts = act.double().cpu().numpy()
+            for j, k in enumerate(part):
+                results[k] = (images[j], curves[:, j].copy(), float(acts[j]))
     return results, fed
 
 
