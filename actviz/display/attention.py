@@ -71,9 +71,7 @@ def attention_modules(model: nn.Module) -> list[AttentionSite]:
         else:
             drop = getattr(module, "attn_drop", None)
             if hasattr(module, "fused_attn") and isinstance(drop, nn.Module):
-                sites.append(
-                    AttentionSite(name, f"{name}.attn_drop" if name else "attn_drop", None)
-                )
+                sites.append(AttentionSite(name, f"{name}.attn_drop".lstrip("."), None))
     return sites
 
 

@@ -63,10 +63,9 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
             with contextlib.suppress(Exception):
                 text = tokenizer.decode([i], clean_up_tokenization_spaces=False)
             if not text or "\ufffd" in text:
-                raw = None
+                text = ""
                 with contextlib.suppress(Exception):
-                    raw = tokenizer.convert_ids_to_tokens([i])[0]
-                text = str(raw) if raw else ""
+                    text = str(tokenizer.convert_ids_to_tokens([i])[0] or "")
         out.append(text or f"#{i}")
     return out
 
@@ -94,14 +93,9 @@ class LogitLens:
     def rows(self, position: int = -1) -> list[tuple[str, list[tuple[int, str, float]]]]:
         """``(layer, [(id, text, probability), ...])`` per layer at ``position``."""
         p = position % self.positions
+        ids, probs = self.ids[:, p].tolist(), self.probs[:, p].tolist()
         return [
-            (
-                layer,
-                [
-                    (int(self.ids[i, p, j]), self.texts[i][p][j], float(self.probs[i, p, j]))
-                    for j in range(self.ids.shape[2])
-                ],
-            )
+            (layer, list(zip(ids[i], self.texts[i][p], probs[i], strict=True)))
             for i, layer in enumerate(self.layers)
         ]
 
@@ -149,10 +143,7 @@ def logit_lens(
     if not names:
         raise ValueError("the capture holds none of the model's blocks (capture them first)")
     ids = np.stack(all_ids).astype(np.int64)
-    texts = tuple(
-        tuple(tuple(token_texts(tokenizer, ids[i, p])) for p in range(ids.shape[1]))
-        for i in range(ids.shape[0])
-    )
+    texts = tuple(tuple(tuple(token_texts(tokenizer, row)) for row in layer) for layer in ids)
     probs = np.stack(all_probs).astype(np.float32)
     labels = tuple(tokens) if tokens is not None else None
     return LogitLens(tuple(names), ids, probs, texts, labels, sample)
