@@ -171,11 +171,9 @@ class WindowDriver:
 
     def feature(self, name: str) -> Any:
         """The feature ``name`` ("whatif", "compare", "dataset", "tokens", "live", ...)."""
-        if (features := getattr(self.window, "features", None)) is not None:
-            if name not in features:
-                raise KeyError(f"no feature {name!r}; the window has {sorted(features)}")
-            return features[name]
-        return getattr(self.window, name)
+        if name not in (features := self.window.features):
+            raise KeyError(f"no feature {name!r}; the window has {sorted(features)}")
+        return features[name]
 
     def reveal(self, layer: str) -> LayerPanel:
         """Scroll ``layer``'s panel into view once the layout settled; wait until it is on screen."""
