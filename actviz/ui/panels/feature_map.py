@@ -246,6 +246,11 @@ class LayerPanel(PanelBase):
         """Take the height a later mosaic of ``shape`` needs now, so filling it moves nothing."""
         for slot in (self.activation_slot, self.gradient_slot):
             slot.expect_mosaic_shape(shape)
+            # Laid out up to the panel now: the grid's pass that re-paged sees the new height.
+            widget = slot.image_canvas
+            while widget is not None and widget is not self:
+                if (widget := widget.parentWidget()) is not None and widget.layout() is not None:
+                    widget.layout().activate()
 
     def set_tile_unit(self, unit: str = "") -> None:
         """Tiles of another unit (``"concept"``; "" for channels): tile signals, no page buttons."""

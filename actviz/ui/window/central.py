@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
@@ -143,6 +145,9 @@ class LayersGrid(QGridLayout):
     """The Layers tab's panel grid, whose container takes the rows' height before they are
     placed: Qt lays a grid out at once, before the scroll area grows it (rows squeezed)."""
 
+    #: Run after each pass; True: it changed heights (pages re-made for the panels' widths).
+    after_pass: Callable[[], bool] | None = None
+
     def arrange(self, width: int) -> None:
         """Each panel's sides stacked or side by side for its column's width in ``width`` before
         its height is asked (arranged after its resize, every panel was laid out twice)."""
@@ -159,6 +164,8 @@ class LayersGrid(QGridLayout):
             container.resize(container.width(), need)  # lays the grid out at that height
             return
         super().setGeometry(rect)
+        if self.after_pass is not None and self.after_pass():
+            self.setGeometry(rect)  # at the new pages' heights, before a paint at the old ones
 
 
 class _OverviewPage(QScrollArea):

@@ -25,6 +25,8 @@ class ChannelPages:
         self._new_widths: dict[str, int] = {}
         self._apply_widths_soon = DeferredCall(parent, self._apply_new_widths)
         display.channel_view.step_requested.connect(self.step_channel)
+        # In the pass that sent the widths: laid out and painted once, at the pages' heights.
+        display.layers_grid.after_pass = self._apply_new_widths
 
     def keep_open(self) -> None:
         """After a new result: the channel opened shows its new values (closed if it is gone)."""
@@ -117,8 +119,9 @@ class ChannelPages:
         self._new_widths[name] = width
         self._apply_widths_soon.request()
 
-    def _apply_new_widths(self) -> None:
-        widths, self._new_widths = self._new_widths, {}
+    def _apply_new_widths(self) -> bool:
+        """Re-page the panels whose mosaic width changed; True if any page size changed."""
+        widths, self._new_widths, changed = self._new_widths, {}, False
         # Panels not filled yet get their row-mates' width: filled once, not again for it.
         guess = statistics.mode(widths.values()) if widths else 0
         for name, panel in self.display.layer_panels.items():
@@ -133,3 +136,5 @@ class ChannelPages:
             if size != self.session.page_channels.get(name):
                 self.session.set_page_channels(name, size)
                 self.display.grid.refresh(name)  # with the other waiting updates, on screen first
+                changed = True
+        return changed
