@@ -19,15 +19,11 @@ from actviz.display.text import format_count
 EXIT_ERROR = 2
 _BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "bench")
 
-#: Commands in their own module: ``add_parser(sub, add_model_args)``, ``run(args, open_model,
-#: progress) -> int``; imported to build the parser, so torch is imported inside ``run`` only.
+#: Commands in ``actviz.cli.<name>_command``: ``add_parser(sub, add_model_args)``, ``run(args,
+#: open_model, progress) -> int``; imported to build the parser, so torch is imported in ``run``.
 _FEATURE_COMMANDS = {
-    "scan": "actviz.cli.scan_command",
-    "visualize": "actviz.cli.visualize_command",
-    "effects": "actviz.cli.effects_command",
-    "atlas": "actviz.cli.atlas_command",
-    "report": "actviz.cli.report_command",
-    "concepts": "actviz.cli.concepts_command",
+    name: f"actviz.cli.{name}_command"
+    for name in ("scan", "visualize", "effects", "atlas", "report", "concepts")
 }
 _COMMANDS = (*_BUILTIN_COMMANDS, *_FEATURE_COMMANDS)
 

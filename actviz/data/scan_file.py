@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from actviz.data.atlas_vectors import frozen
-from actviz.data.rows import BLOCK_BYTES, _note, _safe, open_rows
+from actviz.data.rows import _block_rows, _note, _safe, open_rows
 from actviz.data.scan_result import ChannelStats, LayerResult, Scan
 
 #: The file that marks a folder as a saved scan.
@@ -78,10 +78,9 @@ def _write_rows(folder: Path, layer: str, rows: np.ndarray, axis: int) -> None:
     target = folder / f"{_safe(layer)}.f16"
     name = getattr(rows, "filename", None)
     if name is None or Path(name).resolve() != target.resolve():
-        n = int(rows.shape[0])
-        step = max(1, BLOCK_BYTES // max(1, rows.shape[1] * 2))
+        step = _block_rows(rows.shape[1])
         with open(target, "wb") as fh:
-            for start in range(0, n, step):
+            for start in range(0, int(rows.shape[0]), step):
                 fh.write(memoryview(np.ascontiguousarray(rows[start : start + step], dtype="<f2")))
     _note(folder, layer, int(rows.shape[0]), int(rows.shape[1]), axis)
 
