@@ -19,8 +19,13 @@ from actviz.io.errors import UntrustedFileError
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.sessions.reports import ReportExport
-from actviz.ui.sessions.saving import BANNER_SOURCE, SESSION_FILTER, Autosave, SessionSaver
+from actviz.ui.sessions.saving import (
+    BANNER_SOURCE,
+    SESSION_FILTER,
+    Autosave,
+    ReportExport,
+    SessionSaver,
+)
 from actviz.ui.sessions.state import (
     apply_view,
     gather_state,
@@ -30,7 +35,6 @@ from actviz.ui.sessions.state import (
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.session_file import (
     ModelCheck,
-    SessionFileError,
     SessionState,
     load_state,
     open_model_source,
@@ -215,12 +219,8 @@ class SessionsFeature(FeatureBase, QObject):
         )
 
     def _open_failed(self, opening: _Opening, error: BaseException) -> None:
-        if isinstance(error, SessionFileError):
-            text = str(error)
-        else:
-            log.error("opening the session failed", exc_info=(type(error), error, None))
-            text = describe_error(error)
-        self._fail_open(opening, f"Could not open the session: {text}", level="error")
+        said = self.saver.failure_text(error, "opening the session")
+        self._fail_open(opening, f"Could not open the session: {said}", level="error")
 
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save to ``path``, else the file last used, else ask; True if started (``wait``: done)."""
