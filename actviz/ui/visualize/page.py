@@ -33,14 +33,12 @@ CHUNK = 4
 YIELD_S = 1.0
 
 
-class _PartSignals(QObject):
-    """Job thread -> GUI thread: ``part(token, "total", int)`` or ``(token, "part", vis)``."""
-
-    part = Signal(int, str, object)
-
-
 class PageVisualiser(QObject):
     """The dock and its background synthesis, with "What it wants"'s ``settings()`` and menu."""
+
+    #: ``(token, kind, value)``, from the job's thread: "part" (a Visualization) or "total"
+    #: (the layer's channel count).
+    pictures_made = Signal(int, str, object)
 
     def __init__(
         self, host: WindowHost, settings: Callable[[], VisualizeSettings], settings_menu: Any
@@ -52,9 +50,6 @@ class PageVisualiser(QObject):
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
         #: The synthesis (on the model's copy); one page at a time, newest wins.
         self.worker = Worker(self, nice=CAPTURE_NICE)
-        self._signals = _PartSignals(self)
-        #: ``pictures_made(token, kind, value)``: "part" (a Visualization) or "total" (count).
-        self.pictures_made = self._signals.part
         #: Layer, channels of the page, the layer's channel count (0 while unknown).
         self.layer, self.total = "", 0
         self.channels: tuple[int, ...] = ()
@@ -74,7 +69,7 @@ class PageVisualiser(QObject):
             lambda channel: self.layer and self.host.open_channel(self.layer, int(channel))
         )
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
-        self._signals.part.connect(self._on_part)
+        self.pictures_made.connect(self._on_part)
         #: The page's job on :attr:`worker` and its ``(kind, token)``.
         self.job = FeatureJob(
             self,
@@ -278,9 +273,9 @@ class PageVisualiser(QObject):
         self._run(self.copy.engine_model(twin), True)
 
     def _run(self, target: Any, compute: bool) -> None:
-        """The page's job: the cached pictures, then (``compute``) the others made on ``target``;
-        ``part(token, "total", n)`` when the layer's count is asked, ``(token, "part", vis)``."""
-        token, signals, tracked = self._token, self._signals, self.job
+        """The page's job: the cached pictures, then (``compute``) the others made on ``target``,
+        each told by :attr:`pictures_made` (and the layer's count, when it is asked)."""
+        token, signals, tracked = self._token, self.pictures_made, self.job
         capture_worker = self.host.worker
         layer, channels, settings = self.layer, list(self.channels), self._settings
         need_total, steps = compute and not self.total, settings.steps
@@ -299,11 +294,11 @@ class PageVisualiser(QObject):
             todo = channels
             if need_total:
                 total = layer_channels(target, layer, size=settings.size[0])
-                signals.part.emit(token, "total", total)
+                signals.emit(token, "total", total)
                 todo = [c for c in todo if c < total]
             found = visualize(target, layer, todo, settings, cache=True, only_cached=True)
             if found.channels:
-                signals.part.emit(token, "part", found)
+                signals.emit(token, "part", found)
             if not compute:
                 return
             todo = [c for c in todo if c not in found.channels]
@@ -317,7 +312,7 @@ class PageVisualiser(QObject):
                 vis = visualize(
                     target, layer, part, settings, cache=True, progress=step, should_stop=give_way
                 )
-                signals.part.emit(token, "part", vis)
+                signals.emit(token, "part", vis)
 
         self.job.start(
             job,
