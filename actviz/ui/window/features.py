@@ -12,11 +12,11 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
     from actviz.ui.compare.feature import CompareController
     from actviz.ui.concepts import ConceptsFeature
     from actviz.ui.dataset.feature import DatasetScanUI
-    from actviz.ui.effects import EffectsFeature
+    from actviz.ui.effects.feature import EffectsFeature
     from actviz.ui.live.feature import LiveMode
-    from actviz.ui.sessions import SessionsFeature
+    from actviz.ui.sessions.feature import SessionsFeature
     from actviz.ui.tokens.feature import TokenViews
-    from actviz.ui.visualize import VisualizeFeature
+    from actviz.ui.visualize.feature import VisualizeFeature
     from actviz.ui.whatif.feature import WhatIfController
 
     first = (TokenViews, WhatIfController, CompareController, DatasetScanUI, AtlasFeature)
