@@ -185,8 +185,7 @@ class WindowDriver:
 
     def tile_menu(self, layer: str, channel: int) -> QMenu:
         """Right-click ``channel``'s tile (or bar) in ``layer``'s panel; return the menu."""
-        panel = self.reveal(layer)
-        slot = panel.activation_slot
+        slot = self.reveal(layer).activation_slot
         view = slot.view
         if view is not None and view.kind == "maps" and slot.mosaic is not None:
             canvas = slot.image_canvas
@@ -302,11 +301,7 @@ class EventBot:
     def waitSignal(self, signal: Any, timeout: int = UI_TIMEOUT_MS) -> Iterator[None]:  # noqa: N802
         """Wait, after the ``with`` body, for ``signal`` (``TimeoutError`` after ``timeout`` ms)."""
         seen: list[tuple] = []
-
-        def fired(*args: Any) -> None:
-            seen.append(args)
-
-        signal.connect(fired)
+        signal.connect(fired := lambda *args: seen.append(args))
         try:
             yield
             self.waitUntil(lambda: seen, timeout, what="the signal was not emitted")

@@ -135,8 +135,7 @@ class UserActions:
         if (name := choose(p, "layer", maps, 0)) is None:
             return None
         panel = self.window.host.layer_panels[name]
-        slot = panel.activation_slot
-        mosaic, canvas = slot.mosaic, slot.image_canvas
+        mosaic, canvas = panel.activation_slot.mosaic, panel.activation_slot.image_canvas
         if (channel := choose(p, "channel", [int(c) for c in mosaic.tile_channels], 1)) is None:
             return None
         self.window.centre.layers_scroll.ensureWidgetVisible(panel)
@@ -144,8 +143,7 @@ class UserActions:
             y0, x0 = mosaic.tile_origin(channel)
         except (IndexError, KeyError, ValueError):
             return None
-        pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
-        return canvas.viewport(), pos
+        return canvas.viewport(), canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
 
     def act_tile_click(self, p: dict[str, Any]) -> str:
         if (hit := self._tile_point(p)) is None:
@@ -283,8 +281,7 @@ class UserActions:
         labels = [b.text() or b.toolTip() or b.objectName() or type(b).__name__ for b in buttons]
         if (label := choose(p, "button", labels, 1)) is None:
             return f"button of {name} (none enabled)"
-        button = buttons[labels.index(label)]
-        self._click(button)
+        self._click(buttons[labels.index(label)])
         self._spin_while_popup()
         return f"click {label!r} in {dock.windowTitle()}"
 

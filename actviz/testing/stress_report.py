@@ -342,8 +342,7 @@ class BlockSampler:
             return ""
         where, _ = samples.most_common(1)[0]
         # A GUI thread that waited (for the GIL, for malloc's lock) shows who held it here.
-        beside = f"; other threads in {others[where]}" if others.get(where) else ""
-        return stacks[where] + beside
+        return stacks[where] + (f"; other threads in {others[where]}" if others.get(where) else "")
 
     def _loop(self) -> None:
         # faulthandler, not sys._current_frames() (which from here can crash the GUI thread).
