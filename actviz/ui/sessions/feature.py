@@ -6,10 +6,10 @@ its questions are attributes (``ask_restore``, ...) so tests and scripts can ans
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -25,21 +25,22 @@ from actviz.ui.sessions.saving import (
     Autosave,
     ReportExport,
     SessionSaver,
-)
-from actviz.ui.sessions.state import (
-    apply_view,
     gather_state,
-    prepare_saved,
-    restore_pins,
 )
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.session_file import (
+    InputSource,
     ModelCheck,
+    PinState,
     SessionState,
     load_state,
     open_model_source,
     verify_model_source,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.display.prepared import RunResult
+    from actviz.workspace.session_state import RunRequest, Session
 
 log = logging.getLogger(__name__)
 
@@ -439,3 +440,66 @@ class SessionsFeature(FeatureBase, QObject):
         self.kept.close()
         self.worker.shutdown(timeout_ms=10_000)
         self._jobs.clear()
+
+
+def prepare_saved(
+    state: SessionState, request: RunRequest
+) -> tuple[RunResult | None, list[tuple[PinState, RunResult]]]:
+    """The saved and pinned runs' arrays prepared as ``request`` shows them (worker thread)."""
+    from actviz.display.prepare import prepare
+
+    spec = request.display_spec()
+    result = None if state.capture is None else prepare(state.capture, spec, model=request.model)
+    pins = [
+        (pin, prepare(pin.capture, spec, model=request.model))
+        for pin in state.pins
+        if pin.capture is not None
+    ]
+    return result, pins
+
+
+def apply_view(host: WindowHost, state: SessionState) -> list[str]:
+    """Put ``state``'s input, target, views, pages and edits on the window; lines not restored."""
+    s = host.session
+    notes: list[str] = []
+    inp: InputSource | None = state.input
+    if inp is not None:  # its fields are set_input's arguments
+        s.set_input(**{f.name: getattr(inp, f.name) for f in fields(inp)})
+    try:
+        s.set_input_as_list(bool(state.input_as_list))
+    except ValueError as exc:  # the input cannot be fed that way to this model
+        notes.append(f"input layout not restored: {exc}")
+    host.set_view_settings(colormap=state.colormap, normalize=state.normalize)
+    if state.gradcam_layer is None or (s.tree is not None and state.gradcam_layer in s.tree):
+        s.set_view(gradcam_layer=state.gradcam_layer)
+    host.set_target_text("auto" if state.target is None else str(state.target))
+    tree = s.tree
+    for saved, put in ((state.channel_pages, s.set_channel_page),
+                       (state.page_channels, s.set_page_channels)):  # fmt: skip
+        for layer, n in saved.items():
+            if tree is None or layer in tree:
+                put(layer, int(n))
+    labels = {id(p.capture): p.label for p in state.pins if p.capture is not None}
+    for layer, edits in state.edits.items():
+        if tree is not None and layer not in tree:
+            notes.append(f"edit on {layer} not restored: the model has no such layer")
+            continue
+        for edit in edits:
+            source = id(getattr(edit, "source", None))  # labels holds no id(None)
+            s.edits.add(layer, edit, f"pin {labels[source]}" if source in labels else "")
+    return notes
+
+
+def restore_pins(
+    session: Session, pins: Sequence[tuple[PinState, RunResult]], budget: int | None = None
+) -> list[str]:
+    """Pin the prepared pinned runs again, with their saved labels and times."""
+    notes = []
+    for state, result in pins:
+        try:
+            pin = session.pins.pin(result, state.label, budget=budget)
+        except ValueError as exc:  # PinRefused: over the memory budget
+            notes.append(f"pin {state.label!r} not restored: {exc}")
+            continue
+        pin.pinned_at = state.pinned_at
+    return notes

@@ -1,15 +1,16 @@
-"""File > Save session / Save session as and Export report (written off the GUI thread), and the
-session kept on quit: written after each change (on a thread of its own) and on close, offered at
-the next start."""
+"""File > Save session / Save session as and Export report (written off the GUI thread), the
+window as a SessionState, and the session kept on quit: written after each change (on a thread of
+its own) and on close, offered at the next start."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
@@ -18,16 +19,23 @@ from actviz.core.capture import CaptureCancelled, format_bytes
 from actviz.ui.background_loads import describe_error, format_eta
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost, report_value
-from actviz.ui.sessions.state import ModelOpened, gather_state, model_part, open_args
 from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_file import (
     SUFFIX,
+    PinState,
     SessionFileError,
     SessionState,
     describe_session_file,
+    input_source_of,
+    model_source_of,
     pin_capture_bytes,
     save_state,
+    weights_to_keep,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.edit_kinds import Edit
+    from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,72 @@ AUTOSAVE_DELAY_MS = 3000
 #: The banner's source for report messages (the next report clears them, no others).
 REPORT_SOURCE = "report"
 REPORT_FILTER = "HTML reports (*.html)"
+
+
+def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
+    """What ``host`` shows, as a :class:`SessionState` (``with_model``: the model's source now)."""
+    s = host.session
+    result = s.result
+    pins = tuple(PinState(p.label, float(p.pinned_at), p.result.capture) for p in s.pins)
+    parts = dict(host.session_parts())
+    view = host.channel_view
+    name = getattr(view, "name", "")
+    shown = bool(name) and view.isVisibleTo(host.dialog_parent())
+    # Every edit of the board (switched off ones too), by layer, in the order made.
+    edits: dict[str, list[Edit]] = {}
+    for entry in s.edits:
+        edits.setdefault(entry.layer, []).append(entry.edit)
+    state = SessionState(
+        input=None if s.input is None else input_source_of(s.input),
+        ticked=tuple(s.ticked),
+        target=s.target,
+        categories=tuple(s.categories) if s.categories else None,
+        colormap=s.colormap,
+        normalize=s.normalize,
+        gradcam_layer=s.gradcam_layer,
+        input_as_list=bool(s.input_as_list),
+        channel_pages=dict(s.channel_pages),
+        page_channels=dict(s.page_channels),
+        channel_view={"layer": str(name), "channel": int(view.channel)} if shown else None,
+        edits={layer: tuple(made) for layer, made in edits.items()},
+        pins=pins,
+        comparison=parts.pop("comparison", None),
+        scan_key=parts.pop("scan_key", None),
+        layout=host.layout_state(),
+        capture=None if result is None else result.capture,
+        settings=parts,
+    )
+    return model_part(state, ModelOpened.of(s)) if with_model else state
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOpened:
+    """How the model was opened, taken on the GUI thread (it may change while a save runs)."""
+
+    loaded: Any
+    open_args: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, session: Session) -> ModelOpened | None:
+        """None for a module given in memory (it has no source to open again)."""
+        loaded = session.loaded_model
+        if loaded is None or loaded.model is not session.model or loaded.kind == "module":
+            return None
+        return cls(loaded, dict(session.model_open_args))
+
+
+def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
+    """``state`` with how to open the model again (hashes the checkpoint: off the GUI thread)."""
+    if opened is None:
+        return state
+    source = model_source_of(opened.loaded, **open_args(opened.open_args))
+    return dataclasses.replace(state, model=source, model_weights=weights_to_keep(opened.loaded))
+
+
+def open_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """``open_model``'s arch, weights and trust as the session recorded them (defaults filled)."""
+    weights = args.get("weights", "DEFAULT")
+    return {"arch": args.get("arch"), "weights": weights, "trust": bool(args.get("trust", False))}
 
 
 class SessionSaver:
