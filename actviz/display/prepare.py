@@ -236,10 +236,8 @@ def prepare(
     if on_device:
         to_copy: dict[str, torch.Tensor] = {}
         if cam_default is not None and cam_default in cams_now:
-            rec = cap[cam_default]
-            to_copy["gradcam"] = attr.grad_cam_tensor(
-                *_cam_inputs(rec, spec.layout), size, spec.sample
-            )
+            cam_inputs = _cam_inputs(cap[cam_default], spec.layout)
+            to_copy["gradcam"] = attr.grad_cam_tensor(*cam_inputs, size, spec.sample)
         if not attr.saliency_unavailable(cap.input_grads, image):
             grad = first_tensor(cap.input_grads)
             to_copy["saliency"] = attr.saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
@@ -409,19 +407,17 @@ def copy_to_host(
     for name, tensor, grad in layers:
         if tensor is None:
             continue
-        same = grad is not None and grad.shape == tensor.shape
-        entry: dict[str, Any] = {"name": name, "shape": tuple(tensor.shape)}
+        entry: dict[str, Any] = {"name": name, "shape": tuple(tensor.shape), "stats": len(f64)}
         f64.append(stats.stats_vector(tensor, grad))
-        entry["stats"] = len(f64) - 1
         if name in wanted:
+            entry["hist"] = len(f64)
             f64.append(stats.histogram_tensor(tensor, bins))
-            entry["hist"] = len(f64) - 1
         part = stats.as_float(_sample_slice(tensor, sample)).contiguous()
+        entry["sample"] = (len(f32), tuple(part.shape))
         f32.append(part)
-        entry["sample"] = (len(f32) - 1, tuple(part.shape))
-        if same:
-            f32.append(stats.as_float(_sample_slice(grad, sample)).abs().contiguous())  # type: ignore[arg-type]
-            entry["grad"] = len(f32) - 1
+        if grad is not None and grad.shape == tensor.shape:
+            entry["grad"] = len(f32)
+            f32.append(stats.as_float(_sample_slice(grad, sample)).abs().contiguous())
         plan.append(entry)
     extra_index: dict[str, tuple[int, tuple[int, ...]]] = {}
     for key, value in (extras or {}).items():
@@ -435,12 +431,10 @@ def copy_to_host(
     host = _to_host(torch.cat(parts)).numpy()
     # Slice the buffer back into arrays (float64 parts first keeps every part aligned).
     out64, out32, offset = [], [], 0
-    for p in f64:
-        out64.append(np.frombuffer(host, np.float64, p.numel(), offset))
-        offset += p.numel() * 8
-    for p in f32:
-        out32.append(np.frombuffer(host, np.float32, p.numel(), offset))
-        offset += p.numel() * 4
+    for group, out, dtype in ((f64, out64, np.float64), (f32, out32, np.float32)):
+        for p in group:
+            out.append(np.frombuffer(host, dtype, p.numel(), offset))
+            offset += out[-1].nbytes
     result = HostCopy()
     for entry in plan:
         i, shape = entry["sample"]
