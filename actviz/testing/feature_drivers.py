@@ -56,12 +56,14 @@ DRIVERS: dict[str, type[FeatureDriver]] = {}
 class FeatureDriver:
     """Base of the drivers: drives feature ``name`` of a :class:`~actviz.testing.WindowDriver`."""
 
+    #: The feature's name: the class's less "Driver", lower case, unless set.
     name = ""
     #: member -> (kind, path on the feature, docstring), made by :func:`_member`.
     members: dict[str, tuple[str, str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.name = cls.name or cls.__name__.removesuffix("Driver").lower()  # WhatIfDriver: whatif
         DRIVERS[cls.name] = cls
         for member, (kind, path, doc) in cls.members.items():
             setattr(cls, member, _member(kind, path, doc))
@@ -101,7 +103,6 @@ class FeatureDriver:
 class LiveDriver(FeatureDriver):
     """Live mode (``win.live``): its controller, its dock and its readouts."""
 
-    name = "live"
     members = {
         "controller": ("get", "controller", "The live controller (plays sources, frames)."),
         "configure": ("call", "configure", "Set the controller's options; returns it."),
@@ -131,7 +132,6 @@ class LiveDriver(FeatureDriver):
 class DatasetDriver(FeatureDriver):
     """Dataset scans (``win.dataset``): start a scan, wait for it, read its dock."""
 
-    name = "dataset"
     members = {
         "scans": ("get", "scans", "The scan runner (``scan_finished``, ``scan_failed``, ...)."),
         "scan": ("get", "scan", "The scan shown (None before one)."),
@@ -155,7 +155,6 @@ class DatasetDriver(FeatureDriver):
 class CompareDriver(FeatureDriver):
     """The Compare tab (``win.compare``): compare with another input, wait, read its view."""
 
-    name = "compare"
     members = {
         "page": ("get", "page", "The Compare tab's page."),
         "view": ("get", "view", "The CompareView (chart, sources, buttons)."),
@@ -189,7 +188,6 @@ class CompareDriver(FeatureDriver):
 class EffectsDriver(FeatureDriver):
     """The "Channels that matter" dock (``win.effects``): open it, wait for the estimates."""
 
-    name = "effects"
     members = {"view": ("get", "view", "The dock's view (sections per layer, sort and mark).")}
 
     def open(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
@@ -211,7 +209,6 @@ class EffectsDriver(FeatureDriver):
 class WhatIfDriver(FeatureDriver):
     """What-if edits (``win.whatif``): add edits, read the edits dock and the change view."""
 
-    name = "whatif"
     members = {
         "add_edit": ("call", "add_edit", "Add an edit (``ablate([1])``, ...) on a layer."),
         "change_view": ("get", "change_view", "The view of how the edits changed the answer."),
@@ -230,7 +227,6 @@ class WhatIfDriver(FeatureDriver):
 class TokensDriver(FeatureDriver):
     """Token views (``win.tokens``): the attention page and its panels."""
 
-    name = "tokens"
     members = {
         "show_attention": ("tab", "attention_page", "Show the Attention tab; returns its page."),
         "attention_panel": ("get", "attention_panel", "The attention panel (head maps)."),
@@ -241,8 +237,6 @@ class TokensDriver(FeatureDriver):
 
 class SessionsDriver(FeatureDriver):
     """Session files (``win.sessions``): save and open a session, and wait for it."""
-
-    name = "sessions"
 
     def save(self, path: Any) -> None:
         """Save the session to ``path`` and wait until it is written."""
@@ -258,7 +252,6 @@ class SessionsDriver(FeatureDriver):
 class VisualizeDriver(FeatureDriver):
     """What channels want (``win.visualize``): its settings, a page of pictures, waiting."""
 
-    name = "visualize"
     members = {
         "section": ("get", "section", "The settings section in the Channel dock."),
         "page": ("get", "page", "The page of pictures (its dock, its job)."),
@@ -283,7 +276,6 @@ class VisualizeDriver(FeatureDriver):
 class AtlasDriver(FeatureDriver):
     """The Atlas tab (``win.atlas``): a scan mapped, its view and selection."""
 
-    name = "atlas"
     members = {
         "fitted": ("get", "fitted", "The signal sent when a scan's map is made."),
         "atlas": ("get", "atlas", "The map shown (None before a scan is mapped)."),
@@ -302,7 +294,6 @@ class AtlasDriver(FeatureDriver):
 class ConceptsDriver(FeatureDriver):
     """Concepts (``win.concepts``): the dictionaries attached and the Concept dock."""
 
-    name = "concepts"
     members = {
         "view": ("get", "view", "The Concept dock's view."),
         "open_concept": ("call", "open_concept", "Open a layer's concept, as its tile's click."),
