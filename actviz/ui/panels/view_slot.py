@@ -90,6 +90,16 @@ def bar_series(color: str, **columns: np.ndarray) -> pg.BarGraphItem:
     )
 
 
+class _Axis(pg.AxisItem):
+    """An axis whose label is laid out once it is styled, not at each of pyqtgraph's setters."""
+
+    styled = False
+
+    def _updateLabel(self) -> None:  # noqa: N802 - pyqtgraph's name
+        if self.styled:
+            super()._updateLabel()
+
+
 class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     """A bar chart of a vector, redrawn in place (no PlotItem: its menus are slow to build)."""
 
@@ -112,10 +122,11 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.view = pg.ViewBox(enableMenu=False)
         self.view.setMouseEnabled(x=not passive, y=not passive)
         self.view.disableAutoRange()
-        self.left_axis = pg.AxisItem("left")
-        self.bottom_axis = pg.AxisItem("bottom")
+        self.left_axis, self.bottom_axis = _Axis("left"), _Axis("bottom")
         for axis, label in ((self.left_axis, y_label), (self.bottom_axis, x_label)):
             style.style_axis(axis, label)
+            axis.styled = True
+            axis._updateLabel()  # noqa: SLF001 - the one layout of its label
             axis.linkToView(self.view)
         self.left_axis.setGrid(int(255 * style.GRID_ALPHA))
         self.addItem(self.left_axis, row=0, col=0)
