@@ -37,13 +37,13 @@ class Lazy(Generic[T]):
         """An already computed value."""
         return cls(None, value)
 
-    def get(self) -> T | None:
+    def get(self) -> T:
         if self._compute is not None:
             with self._lock:
                 if self._compute is not None:
                     self._value = self._compute()
                     self._compute = None  # drop what the computation held (a tensor)
-        return self._value
+        return self._value  # type: ignore[return-value]
 
     @property
     def ready(self) -> bool:
@@ -69,21 +69,16 @@ class LazyStats(Mapping[str, Any]):
             )
         )
 
-    def _values(self) -> Mapping[str, Any]:
-        values = self._all.get()
-        assert values is not None
-        return values
-
     def __getitem__(self, key: str) -> Any:
         if key in self._known:
             return self._known[key]
-        return self._lazy[key].get() if key in self._lazy else self._values()[key]
+        return self._lazy[key].get() if key in self._lazy else self._all.get()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._values())
+        return iter(self._all.get())
 
     def __len__(self) -> int:
-        return len(self._values())
+        return len(self._all.get())
 
     @property
     def ready(self) -> bool:
@@ -103,9 +98,7 @@ class LazyMap(Mapping[str, np.ndarray]):
         self._items = dict(items)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        value = self._items[name].get()
-        assert value is not None
-        return value
+        return self._items[name].get()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -246,7 +239,6 @@ class RunResult:
     def grad_norms(self) -> np.ndarray:
         """Each layer's gradient L2 norm in ``grad_norm_names`` order (NaN: none); read-only."""
         arr = self._grad_norms.get()
-        assert arr is not None
         if arr.flags.writeable:
             arr.setflags(write=False)
         return arr
