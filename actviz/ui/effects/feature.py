@@ -119,10 +119,10 @@ class PanelMarks:
 
 
 class Verification:
-    """The exact measurements of one effects dock (``feature``) in ``host``'s window."""
+    """The job and state of one effects dock's exact measurements (``verify``, ``measure``)."""
 
     def __init__(self, feature: Any, host: Any) -> None:
-        self._feature, self.session = feature, host.session
+        self._feature = feature
         #: Its context: (the effects verified, None or {layer: channels} measured).
         self.job = FeatureJob(
             feature,
@@ -147,81 +147,6 @@ class Verification:
     def forget(self) -> None:
         """Another model: its channels are others."""
         self.note, self.asked, self.pending = "", {}, None
-
-    def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
-        """Measure each layer's top channels (or ``channels``) exactly, in the background."""
-        f = self._feature
-        if f._closed or self.job.running:
-            return False
-        eff = f.effects
-        if eff is None:
-            f.view.set_message("No estimates to verify yet: run the model.", error=True)
-            return False
-        model = self.session.model
-        assert eff is not None and eff.context is not None
-        inputs = eff.context.inputs
-        if inputs is None and self.session.input is not None:
-            # Not the run's own inputs: the session's, through the one input gate.
-            problem = self.session.input_problem()
-            if problem:
-                f.view.set_message(problem, error=True)
-                return False
-            inputs = self.session.input.value
-        count: Any = f.verify_count if channels is None else channels
-        self.note = ""
-        tracked = self.job
-        tracked.progress = (0, 0)
-
-        def job(should_stop: Any, report: Any) -> Any:
-            def step(done: int, total: int) -> None:
-                tracked.progress = (done, total)
-                report(f"Verified {done}/{total} channels")
-
-            return units.verify_layers(
-                model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
-            )
-
-        if channels is None:
-            message = f"Verifying the top {count} channels of each layer…"
-        else:
-            asked = "; ".join(f"{layer} {channels_text(c)}" for layer, c in channels.items())
-            message = f"Measuring the effect of {asked}…"
-        self.job.start(
-            job,
-            message=message,
-            status="Verifying channel effects…",
-            done="Channel effects verified",
-            context=(eff, None if channels is None else dict(channels)),
-        )
-        return True
-
-    def measure(self, layer: str, channels: Any) -> bool:
-        """Measure ``channels`` of ``layer`` exactly, after the estimates, and show them."""
-        f = self._feature
-        chosen = tuple(dict.fromkeys(int(c) for c in channels))
-        if f._closed or not chosen:
-            return False
-        if self.job.running:
-            f.view.set_message(
-                "A verification is running: measure again when it ends (or Cancel it).", error=True
-            )
-            return False
-        self.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))
-        f.dock.show()
-        f.dock.raise_()
-        if f.effects is None or not f.shows_result() or f.estimating():
-            if not f.estimating():
-                f.refresh()
-            if f.estimating():
-                self.pending = (layer, chosen)  # measured once they are made
-                return True
-            if f.effects is None or not f.shows_result():
-                return False  # refresh said why
-        if layer not in f.effects.results:
-            f.view.set_message(f"{layer} has no channels ranked here.", error=True)
-            return False
-        f.show_effects()
-        return self.verify({layer: chosen})
 
     def _on_job_failed(self, text: str) -> None:
         # Failures and cancels are answers to the user; a replaced verification is not.
@@ -360,12 +285,76 @@ class EffectsFeature(FeatureBase, QObject):
         return self._estimate is not None
 
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
-        """Measure the exact effect of each layer's top (or given) channels in the background."""
-        return self.verification.verify(channels)
+        """Measure each layer's top channels (or ``channels``) exactly, in the background."""
+        if self._closed or self.job.running:
+            return False
+        eff = self.effects
+        if eff is None:
+            self.view.set_message("No estimates to verify yet: run the model.", error=True)
+            return False
+        model = self.session.model
+        assert eff.context is not None
+        inputs = eff.context.inputs
+        if inputs is None and self.session.input is not None:
+            # Not the run's own inputs: the session's, through the one input gate.
+            problem = self.session.input_problem()
+            if problem:
+                self.view.set_message(problem, error=True)
+                return False
+            inputs = self.session.input.value
+        count: Any = self.verify_count if channels is None else channels
+        self.verification.note = ""
+        tracked = self.job
+        tracked.progress = (0, 0)
+
+        def job(should_stop: Any, report: Any) -> Any:
+            def step(done: int, total: int) -> None:
+                tracked.progress = (done, total)
+                report(f"Verified {done}/{total} channels")
+
+            return units.verify_layers(
+                model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
+            )
+
+        if channels is None:
+            message = f"Verifying the top {count} channels of each layer…"
+        else:
+            asked = "; ".join(f"{layer} {channels_text(c)}" for layer, c in channels.items())
+            message = f"Measuring the effect of {asked}…"
+        self.job.start(
+            job,
+            message=message,
+            status="Verifying channel effects…",
+            done="Channel effects verified",
+            context=(eff, None if channels is None else dict(channels)),
+        )
+        return True
 
     def measure(self, layer: str, channels: Any) -> bool:
-        """Measure the exact effect of ``channels`` of ``layer`` and show them in the dock."""
-        return self.verification.measure(layer, channels)
+        """Measure ``channels`` of ``layer`` exactly, after the estimates, and show them."""
+        chosen = tuple(dict.fromkeys(int(c) for c in channels))
+        if self._closed or not chosen:
+            return False
+        if self.job.running:
+            self.view.set_message(
+                "A verification is running: measure again when it ends (or Cancel it).", error=True
+            )
+            return False
+        self.verification.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))
+        self.dock.show()
+        self.dock.raise_()
+        if not self.estimating():
+            self.refresh()  # (nothing to do when the effects held are of the result shown)
+        if self.estimating():
+            self.verification.pending = (layer, chosen)  # measured once they are made
+            return True
+        if self.effects is None or not self.shows_result():
+            return False  # refresh said why
+        if layer not in self.effects.results:
+            self.view.set_message(f"{layer} has no channels ranked here.", error=True)
+            return False
+        self.show_effects()
+        return self.verify({layer: chosen})
 
     @property
     def asked(self) -> dict[str, tuple[int, ...]]:
