@@ -349,15 +349,10 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         """The layer and channels shown (tiles pending); ``caption`` says which page."""
         channels = tuple(int(c) for c in channels)
         self.mosaic.set_channels(channels)
-        if not layer or not channels:
-            self.title_label.setText("Visualise channels from a layer panel's tile menu")
-            self.title_label.setToolTip("")
-            for button in (self.prev_button, self.next_button, self.visualise_button):
-                button.setEnabled(False)
-            return
-        text = f"{layer} · {caption}" if caption else layer
-        self.title_label.setText(text)
+        shown = bool(layer and channels)
+        text = (f"{layer} · {caption}" if caption else layer) if shown else ""
+        self.title_label.setText(text or "Visualise channels from a layer panel's tile menu")
         self.title_label.setToolTip(text)
-        self.prev_button.setEnabled(has_prev)
-        self.next_button.setEnabled(has_next)
-        self.visualise_button.setEnabled(True)
+        self.prev_button.setEnabled(shown and has_prev)
+        self.next_button.setEnabled(shown and has_next)
+        self.visualise_button.setEnabled(shown)
