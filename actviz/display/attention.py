@@ -93,9 +93,8 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
     ``fused_attn = False``); everything is put back as found on exit, also after an error."""
     configs = _hf_configs(model)
     fused = [m for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
-    slots = [(c, "_attn_implementation_internal") for c in configs] + [
-        (m, "fused_attn") for m in fused
-    ]
+    slots = [(c, "_attn_implementation_internal") for c in configs]
+    slots += [(m, "fused_attn") for m in fused]
     saved = [(obj, key, obj.__dict__.get(key, _MISSING)) for obj, key in slots]
     try:
         for config in configs:

@@ -133,9 +133,7 @@ def prediction_change(
         return PredictionChange((), None, None, None, k, sample, why)
     pa, pb = torch.softmax(a, 0), torch.softmax(b, 0)
     kk = max(1, min(int(k), a.numel()))
-    chosen = sorted(
-        set(torch.topk(pa, kk).indices.tolist()) | set(torch.topk(pb, kk).indices.tolist())
-    )
+    chosen = sorted({*torch.topk(pa, kk).indices.tolist(), *torch.topk(pb, kk).indices.tolist()})
 
     tokens = sequence_logits(output_a) is not None and not categories
     texts: dict[int, str] = {}

@@ -30,9 +30,7 @@ log = logging.getLogger(__name__)
 
 def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
     """Output shape of every captured layer (the tree's shape column, memory estimates)."""
-    return {
-        name: tuple(cap[name].tensor.shape) for name in cap.names if cap[name].tensor is not None
-    }
+    return {n: tuple(cap[n].tensor.shape) for n in cap.names if cap[n].tensor is not None}
 
 
 def prepare_layer(
