@@ -218,9 +218,8 @@ class WindowDriver:
             raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")
         action = found[0]
         assert action.isEnabled(), f"{action.text()!r} is disabled"
-        self.qtbot.mouseClick(
-            menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center()
-        )
+        at = menu.actionGeometry(action).center()
+        self.qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=at)
         return action
 
     def resize(self, width: int, height: int) -> bool:

@@ -14,7 +14,7 @@ from PySide6 import QtWidgets
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt, QTimer
 from PySide6.QtGui import QContextMenuEvent, QKeySequence
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QDockWidget
 
 from actviz.testing.stress_dialogs import MENU_SKIP, _r
 
@@ -111,9 +111,7 @@ class UserActions:
         return f"menu {text}"
 
     def _docks(self, visible: bool | None = None) -> list[Any]:
-        docks = sorted(
-            self.window.findChildren(QtWidgets.QDockWidget), key=lambda d: d.objectName()
-        )
+        docks = sorted(self.window.findChildren(QDockWidget), key=lambda d: d.objectName())
         return [d for d in docks if visible is None or d.isVisible() == visible]
 
     def _show_dock(self, name: str) -> Any:
