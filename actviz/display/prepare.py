@@ -286,16 +286,14 @@ def prepare(
         check()
         _ = grad_cams[name]  # computed here, off the GUI thread
     # Attention maps, their rollout over a ViT's image, and a language model's logit lens.
-    extras: dict[str, Any] = {} if tok_sal is None else {"token_saliency": tok_sal}
     attention = cap.extra.get("attention") if isinstance(cap.extra, Mapping) else None
-    if attention is not None:
-        extras["attention"] = attention
-        if spec.layout is not None and attention.layers:
-            try:
-                rollout = attention_rollout(attention.stacked(spec.sample))
-                extras["rollout"] = rollout_map(rollout, spec.layout, size)
-            except ValueError as exc:  # tokens that are not the patch layout's
-                log.debug("no attention rollout: %s", exc)
+    extras: dict[str, Any] = {"token_saliency": tok_sal, "attention": attention}
+    if attention is not None and spec.layout is not None and attention.layers:
+        try:
+            rollout = attention_rollout(attention.stacked(spec.sample))
+            extras["rollout"] = rollout_map(rollout, spec.layout, size)
+        except ValueError as exc:  # tokens that are not the patch layout's
+            log.debug("no attention rollout: %s", exc)
     if model is not None and not fast:
         lens = lens_layers(model)
         if lens is not None and any(b in cap for b in lens.blocks):
