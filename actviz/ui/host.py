@@ -418,8 +418,8 @@ class Host(Docks):
                 figures.append(given.pop("figures"))
             parts.update(given)
         if figures:
-            parts["figures"] = lambda should_stop: [
-                f for given in figures for f in report_value(given, should_stop)
+            parts["figures"] = lambda should_stop=_never, progress=None: [
+                f for given in figures for f in report_value(given, should_stop, progress)
             ]
         return parts
 
@@ -505,9 +505,18 @@ class FeatureBase:
         """Stop what the feature runs (its workers, dialogs) when the window closes."""
 
 
-def report_value(value: object, should_stop: Callable[[], bool]) -> Any:
-    """A ``report_part()`` value as written: a callable is called then, given ``should_stop`` if
-    it takes it (Esc stops it between its steps); CaptureCancelled if ``should_stop()`` now."""
+def _never() -> bool:
+    return False
+
+
+def report_value(
+    value: object,
+    should_stop: Callable[[], bool] = _never,
+    progress: Callable[[str], None] | None = None,
+) -> Any:
+    """A ``report_part()`` value as written: a callable is called then, given ``should_stop``
+    and ``progress(text)`` if it takes them (Esc stops it between its steps, which show in the
+    status bar); CaptureCancelled if ``should_stop()`` now."""
     if not callable(value):
         return value
     if should_stop():
@@ -515,7 +524,8 @@ def report_value(value: object, should_stop: Callable[[], bool]) -> Any:
 
         raise CaptureCancelled("the report was cancelled")
     try:
-        takes = "should_stop" in inspect.signature(value).parameters
+        takes = inspect.signature(value).parameters
     except (TypeError, ValueError):  # builtins may have no signature
-        takes = False
-    return value(should_stop=should_stop) if takes else value()
+        takes = {}
+    given = {"should_stop": should_stop, "progress": progress or (lambda _text: None)}
+    return value(**{k: v for k, v in given.items() if k in takes})

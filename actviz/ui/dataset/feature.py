@@ -4,6 +4,7 @@ images under the channel view (a click opens one as the input)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
 
+from actviz.ui.background_loads import format_eta
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
 from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept, layer_figures
 from actviz.ui.dataset.scans import DatasetScans
@@ -378,13 +380,16 @@ class DatasetScanUI(FeatureBase, QObject):
         if scan is None or model is None:
             return {}
 
-        def sheets(should_stop: Callable[[], bool]) -> dict[str, Any]:
+        def sheets(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> Any:
             from actviz.data.sheet import contact_sheet
 
-            return {
-                layer: contact_sheet(model, scan, layer, should_stop=should_stop)
-                for layer in scan.layers
-            }
+            made, began, n = {}, time.perf_counter(), len(scan.layers)
+            for i, layer in enumerate(scan.layers):  # a wide layer's sheet takes seconds
+                left = (time.perf_counter() - began) * (n - i) / i if i else -1.0
+                eta = format_eta(left)
+                progress(f"Report: the scan's top images of {layer} ({i + 1}/{n}, ETA {eta})")
+                made[layer] = contact_sheet(model, scan, layer, should_stop=should_stop)
+            return made
 
         return {"scan_sheets": sheets}
 

@@ -413,7 +413,7 @@ class ReportExport(QObject):
 
             # On the capture worker: its passes over the model never overlap a capture.
             try:
-                extra = {k: report_value(v, stop) for k, v in parts.items()}
+                extra = {k: report_value(v, stop, progress) for k, v in parts.items()}
                 info = write_result_report(result, out, progress=pages, **kwargs, **extra)
             except Exception as exc:
                 report.outcome = (None, exc)

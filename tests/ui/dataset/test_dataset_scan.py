@@ -568,8 +568,9 @@ def test_esc_stops_a_report_while_it_makes_the_scans_contact_sheet(
     qtbot, actviz_window, tmp_path, monkeypatch
 ):
     """The report makes the scan's sheets before its pages; Esc stopped it only at the first
-    page (a checkpoint's wide layers kept the window busy past a minute). It stops between
-    two channels now, and nothing is written."""
+    page (a checkpoint's wide layers kept the window busy past a minute), and the status bar
+    showed no step. Each layer's sheet is a step now; Esc stops it between two channels, and
+    nothing is written."""
     import time
 
     from actviz.data import sheet
@@ -594,6 +595,9 @@ def test_esc_stops_a_report_while_it_makes_the_scans_contact_sheet(
     )
     win.sessions.feature.report_action.trigger()  # File > Export report...
     qtbot.waitUntil(cropping.is_set, timeout=TIMEOUT_MS)
+    # Its step shows while it works (it said only "Writing the report r.html…").
+    step = f"Report: the scan's top images of {LAYER} (1/1, ETA —)"
+    qtbot.waitUntil(lambda: win.status_text() == step, timeout=TIMEOUT_MS)
     began = time.perf_counter()
     qtbot.keyClick(win.window, Qt.Key.Key_Escape)
     assert win.wait_idle(TIMEOUT_MS)
