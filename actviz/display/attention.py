@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from actviz.display.attribution import _resize, _unit
+from actviz.display.attribution import _pick, _resize, _unit
 from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
 
@@ -125,8 +125,7 @@ class AttentionMaps:
 
     def heads(self, name: str, sample: int = 0) -> np.ndarray:
         """``(heads, T, T)`` maps of one sample."""
-        p = self.probs[name]
-        return p[min(sample, p.shape[0] - 1)]
+        return _pick(self.probs[name], sample)
 
     def mean(self, name: str, sample: int = 0) -> np.ndarray:
         """The mean over heads, ``(T, T)``."""
