@@ -113,8 +113,7 @@ def _canvases(window: QWidget) -> Found:
             size = f"{canvas.width()}x{canvas.height()}"
             yield "scene", where, f"scene {scene.width()}x{scene.height()} in a {size} canvas"
         height, width = canvas._shape[:2]
-        image = canvas.view.mapViewToScene(QRectF(0, 0, width, height)).boundingRect()
-        drawn = [("image", image)]
+        drawn = [("image", canvas.view.mapViewToScene(QRectF(0, 0, width, height)).boundingRect())]
         bar = canvas.colorbar
         if bar is not None and bar.isVisible():
             drawn.append(("colour bar", bar.sceneBoundingRect()))
