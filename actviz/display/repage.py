@@ -135,19 +135,17 @@ def renormalised(
     colormap: str | None = None,
 ) -> RunResult:
     """A new ``result`` (it may be pinned) with every mosaic renormalised, unset options kept."""
-    pages = dict(result.spec.channel_pages) if pages is None else dict(pages)
-    sizes = dict(result.spec.page_channels) if page_channels is None else dict(page_channels)
-    colormap = result.spec.colormap if colormap is None else colormap
+    old = result.spec
     spec = replace(
-        result.spec,
+        old,
         normalize=normalize,
-        channel_pages=pages,
-        page_channels=sizes,
-        colormap=colormap,
+        channel_pages=dict(old.channel_pages if pages is None else pages),
+        page_channels=dict(old.page_channels if page_channels is None else page_channels),
+        colormap=old.colormap if colormap is None else colormap,
     )
     layers = {}
     for name, layer in result.layers.items():
-        if name in pages:
+        if name in spec.channel_pages:
             first = spec.first_channel(name)  # the page holding the channel asked for
         else:
             first = layer.mosaic.position if layer.mosaic else 0
@@ -156,7 +154,7 @@ def renormalised(
             first,
             normalize,
             page_size=spec.page_size(name),
-            symmetric=symmetric_for(colormap, layer.view),
+            symmetric=symmetric_for(spec.colormap, layer.view),
             order=spec.channel_orders.get(name),
         )
     return replace(result, layers=layers, spec=spec)
