@@ -213,8 +213,7 @@ def saliency_at_image(
     input_grads: Any, image: np.ndarray | None, sample: int = 0, inputs: Any = None
 ) -> tuple[np.ndarray | None, str]:
     """The saliency map at the size of the picture shown, or None and why (as the window words it)."""
-    why = saliency_unavailable(input_grads, image, inputs)
-    if why:
+    if why := saliency_unavailable(input_grads, image, inputs):
         return None, why
     grad = first_tensor(input_grads)
     heat = saliency_tensor(grad, image.shape[:2], sample)  # type: ignore[union-attr]
@@ -296,8 +295,7 @@ def top_predictions(
     """The model's top ``k`` answers for one sample as ``(index, label, probability)``: a
     classifier's :func:`top_k` (NaN ranked last), a detector's best detections, or a language
     model's next tokens labelled by ``categories`` or their quoted text."""
-    logits = sequence_logits(output)
-    if logits is not None:
+    if (logits := sequence_logits(output)) is not None:
         rows = top_predictions(logits[:, -1, :], categories, k, sample)
         if categories:
             return rows
@@ -305,8 +303,7 @@ def top_predictions(
             return [(i, f"token {i}", p) for i, _label, p in rows]
         texts = token_texts(tokenizer, [i for i, _label, _p in rows])
         return [(i, repr(text), p) for (i, _label, p), text in zip(rows, texts, strict=True)]
-    dets = detections(output)
-    if dets is not None:
+    if (dets := detections(output)) is not None:
         det = dets[min(sample, len(dets) - 1)]
         scores = det["scores"].detach().float().cpu()
         labels = det["labels"].detach().cpu()

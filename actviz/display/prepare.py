@@ -90,8 +90,7 @@ def prepare_layer(
     if not isinstance(figures, LazyStats):
         figures.update(name=rec.name, type=rec.module_type)
     tokens: token_maps.TokenView | None = None
-    kind = token_maps.sequence_kind(shape, spec.tokens, spec.layout)
-    if kind is not None:
+    if (kind := token_maps.sequence_kind(shape, spec.tokens, spec.layout)) is not None:
         # ViT tokens become maps on the patch grid; text tokens a token view, not a mosaic.
         values = host.sample if host is not None else tensor
         grads = host.grad_sample if host is not None else grad
@@ -295,8 +294,7 @@ def prepare(
         except ValueError as exc:  # tokens that are not the patch layout's
             log.debug("no attention rollout: %s", exc)
     if model is not None and not fast:
-        lens = lens_layers(model)
-        if lens is not None and any(b in cap for b in lens.blocks):
+        if (lens := lens_layers(model)) is not None and any(b in cap for b in lens.blocks):
             extras["logit_lens"] = logit_lens(
                 model,
                 cap,

@@ -123,10 +123,8 @@ def tensor_stats(t: Any, g: torch.Tensor | None = None, *, exact: bool = True) -
     """Mean, std, min, max (finite values), zero fraction, NaN/Inf counts, shape, and the L2
     norm of gradient ``g`` (``grad_norm``); ``exact=False`` takes the fast float32 path."""
     t = _as_tensor(t)
-    if not exact:
-        fast = _fast_stats(t, g)
-        if fast is not None:
-            return fast
+    if not exact and (fast := _fast_stats(t, g)) is not None:
+        return fast
     return stats_from_vector(tuple(t.shape), stats_vector(t, g).cpu())
 
 
