@@ -114,8 +114,7 @@ def _canvases(window: QWidget) -> Found:
             yield "scene", where, f"scene {scene.width()}x{scene.height()} in a {size} canvas"
         height, width = canvas._shape[:2]
         drawn = [("image", canvas.view.mapViewToScene(QRectF(0, 0, width, height)).boundingRect())]
-        bar = canvas.colorbar
-        if bar is not None and bar.isVisible():
+        if (bar := canvas.colorbar) is not None and bar.isVisible():
             drawn.append(("colour bar", bar.sceneBoundingRect()))
         for kind, rect in drawn:
             rect = QRectF(canvas.mapFromScene(rect).boundingRect())
@@ -183,8 +182,7 @@ def _label_cut(label: QLabel) -> str:
             return f"needs {needed_h:.0f} px of height, has {label.contentsRect().height()}"
         return ""
     if label.wordWrap():
-        needed = label.heightForWidth(label.width())
-        if needed > label.height() + SLACK:
+        if (needed := label.heightForWidth(label.width())) > label.height() + SLACK:
             return f"wrapped text needs {needed} px of height, has {label.height()}"
         return ""
     needed = max(label.fontMetrics().horizontalAdvance(line) for line in text.split("\n"))
@@ -207,8 +205,7 @@ def _buttons(window: QWidget) -> Found:
             continue
         if isinstance(button, QtWidgets.QToolButton) and button.toolButtonStyle() == _ICON_ONLY:
             continue
-        needed = button.sizeHint().width()
-        if needed > button.width() + SLACK:
+        if (needed := button.sizeHint().width()) > button.width() + SLACK:
             yield "button", widget_path(button), f"needs {needed} px, has {button.width()} px"
 
 
@@ -308,8 +305,7 @@ def _blanks(window: QWidget) -> Found:
             image = canvas.image_rect_on_screen()
             if room_w <= 0 or room_h <= 0 or image.isEmpty():
                 continue
-            cover = image.width() * image.height() / (room_w * room_h)
-            if cover < MIN_FILL:
+            if (cover := image.width() * image.height() / (room_w * room_h)) < MIN_FILL:
                 wide = room_w - image.width() > room_h - image.height()
                 bands = "beside" if wide else "above and below"
                 size = f"{image.width():.0f}x{image.height():.0f}"

@@ -386,8 +386,7 @@ class StressDriver(UserActions):
     def settle(self, timeout_s: float | None = None) -> bool:
         """Wait for the window to be idle (live playback paused first: it never is); without
         ``timeout_s``, a wait over :data:`IDLE_TIMEOUT_S` is recorded as stuck."""
-        live = self.window.features["live"].controller
-        if live.playing:
+        if (live := self.window.features["live"].controller).playing:
             live.pause()
         ok = self._wait(self._idle, PATIENCE_S if timeout_s is None else timeout_s)
         if not ok and timeout_s is None:

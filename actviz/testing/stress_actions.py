@@ -173,8 +173,7 @@ class UserActions:
             if (popup := QApplication.activePopupWidget()) is None:
                 break
             if prefix is not None:
-                texts = [a.text() for a in popup.actions() if a.text().startswith(prefix)]
-                if texts:
+                if texts := [a.text() for a in popup.actions() if a.text().startswith(prefix)]:
                     p["items"] = [texts[0]]
                 prefix = None
             self.spin(0.02)
@@ -312,8 +311,7 @@ class UserActions:
         return "wait idle"
 
     def act_switch_model(self, p: dict[str, Any]) -> str:
-        names = sorted(self.switches)
-        if (name := choose(p, "model", names, 0)) is None:
+        if (name := choose(p, "model", sorted(self.switches), 0)) is None:
             return "switch model (none)"
         self.ready(self.switches[name]).open(self.window)
         return f"switch to {name}"
