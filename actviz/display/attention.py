@@ -148,8 +148,7 @@ def capture_attention(
     ``should_stop`` is polled per module call; ``max_bytes`` refuses (``CaptureTooLarge``) more."""
     from actviz.core.capture import capture
 
-    sites = attention_modules(model)
-    if not sites:
+    if not (sites := attention_modules(model)):
         return None
     records, limits = [s.record for s in sites], dict(should_stop=should_stop, max_bytes=max_bytes)
     with eager_attention(model):
@@ -184,8 +183,7 @@ def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
         raise ValueError("attention rollout needs at least one layer")
     result: np.ndarray | None = None
     for a in attentions:
-        arr = as_numpy(a).astype(np.float64)
-        if arr.ndim == 3:
+        if (arr := as_numpy(a).astype(np.float64)).ndim == 3:
             arr = arr.mean(axis=0)
         if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
             raise ValueError(f"attention maps must be (heads, T, T) or (T, T), got {arr.shape}")

@@ -70,8 +70,7 @@ def saliency_tensor(
     input_grad: torch.Tensor, size: tuple[int, int] | None = None, sample: int = 0
 ) -> torch.Tensor:
     """Saliency of one sample on its device: max over channels of ``|grad|``, in [0, 1]."""
-    g = as_float(input_grad).abs()
-    if g.dim() == 4:
+    if (g := as_float(input_grad).abs()).dim() == 4:
         g = _pick(g, sample)
     if g.dim() == 3:
         g = g.amax(dim=0)
@@ -92,8 +91,7 @@ def saliency(input_grad: Any, sample: int = 0) -> np.ndarray:
 def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.ndarray | None:
     """The RGB image overlays are drawn on: the loaded one if its size matches, else one
     rebuilt from an image-like input tensor (min-max scaled), else None."""
-    x = first_tensor(inputs)
-    if x is None or not x.is_floating_point():
+    if (x := first_tensor(inputs)) is None or not x.is_floating_point():
         return image
     if x.dim() == 4:
         x = _pick(x, sample)
@@ -114,15 +112,13 @@ def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.
 
 def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any = None) -> str:
     """Why there is no saliency picture for these input gradients ("" when there is one)."""
-    grad = first_tensor(input_grads)
-    if grad is None and token_input(inputs):
+    if (grad := first_tensor(input_grads)) is None and token_input(inputs):
         return (
             "Saliency of a text input is |gradient × input embedding| per token: this run "
             "recorded no gradient at the model's input embedding."
         )
     if grad is None:
-        x = first_tensor(inputs)
-        if x is not None and x.is_floating_point():
+        if (x := first_tensor(inputs)) is not None and x.is_floating_point():
             return (
                 "No input gradient in this run: it did not differentiate back to the input "
                 "(press Run with a saliency view shown), or the output does not depend on it."
@@ -240,8 +236,7 @@ def default_gradcam_layer(
 ) -> str | None:
     """The Grad-CAM layer shown first: ``requested`` when it has a map, else the last
     candidate larger than 1x1 (one rule for the window, live mode and export)."""
-    names = list(candidates)
-    if requested in names:
+    if requested in (names := list(candidates)):
         return requested
     # A ViT token candidate (N, T, D) is a map on its patch grid: spatial, larger than 1x1.
     shapes = {n: tuple(cap[n].tensor.shape) for n in names}
@@ -314,8 +309,7 @@ def top_predictions(
             name = categories[label] if known else f"label {label}"
             rows.append((label, f"{name} (detection {i})", float(scores[i])))
         return rows
-    output = first_tensor(output)
-    if output is None or not output.is_floating_point():
+    if (output := first_tensor(output)) is None or not output.is_floating_point():
         return []
     if not bool(torch.isfinite(output).all()):
         # top_k works in float32: stay inside its range so the softmax stays finite.

@@ -55,8 +55,7 @@ def painting(choice: str, *, signed: bool = False, gradient: bool = False) -> tu
 
 def _get(name: str, n: int) -> np.ndarray:
     key = f"{name}/{n}"
-    tables = _tables()
-    if key not in tables:
+    if key not in (tables := _tables()):
         raise ValueError(f"unknown colour map {name!r}; choose from {', '.join(COLORMAPS)}")
     return tables[key]
 
@@ -95,8 +94,7 @@ def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> n
 def heat_levels(heat: np.ndarray, *, symmetric: bool = False) -> tuple[float, float]:
     """Display levels of a picture's values (window and export alike): ``[-M, M]`` of the
     largest finite magnitude when ``symmetric`` (a diverging map), else the finite min..max."""
-    finite = heat[np.isfinite(heat)]
-    if finite.size == 0:
+    if (finite := heat[np.isfinite(heat)]).size == 0:
         return (0.0, 1.0)
     if symmetric:
         m = float(np.abs(finite).max()) or 1.0
@@ -127,11 +125,9 @@ def overlay(
     rgb: np.ndarray, heat01: np.ndarray, alpha: float = 0.5, cmap: str = OVERLAY_CMAP
 ) -> np.ndarray:
     """Blend a ``(h, w)`` heat map in [0, 1] over an ``(H, W, 3)`` uint8 image (bilinear)."""
-    base = np.asarray(rgb)
-    if base.ndim == 2:
+    if (base := np.asarray(rgb)).ndim == 2:
         base = np.repeat(base[..., None], 3, axis=2)
-    heat = np.asarray(heat01, dtype=np.float32)
-    if heat.ndim != 2:
+    if (heat := np.asarray(heat01, dtype=np.float32)).ndim != 2:
         raise ValueError(f"overlay needs a 2-D heat map, got shape {heat.shape}")
     if heat.shape != base.shape[:2]:
         import torch

@@ -15,8 +15,7 @@ import torch
 def as_numpy(x: Any) -> np.ndarray:
     """``x`` as a float32 host array (complex tensors by magnitude), copying only if needed."""
     if isinstance(x, torch.Tensor):
-        x = x.detach()
-        if x.dtype == torch.float32 and x.device.type == "cpu":
+        if (x := x.detach()).dtype == torch.float32 and x.device.type == "cpu":
             return x.numpy()  # a live frame's records: no conversion, no copy
         if x.is_complex():
             x = x.abs()

@@ -33,8 +33,7 @@ def lens_layers(model: nn.Module) -> LensLayers | None:
     head = getter() if callable(getter) else None
     if not isinstance(head, nn.Module):
         return None
-    names = {id(m): n for n, m in model.named_modules()}
-    if id(head) not in names:
+    if id(head) not in (names := {id(m): n for n, m in model.named_modules()}):
         return None
     lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m)]
     if not lists:
@@ -115,8 +114,7 @@ def logit_lens(
     """The logit-lens table of a capture that recorded the model's blocks (missing ones
     skipped); ``position`` keeps one position (negative from the end; None: all). Raises
     ``ValueError`` when the model is no decoder LM or the capture holds none of its blocks."""
-    lens = layers or lens_layers(model)
-    if lens is None:
+    if (lens := layers or lens_layers(model)) is None:
         raise ValueError(f"{type(model).__name__} has no output embedding and blocks to read")
     modules = dict(model.named_modules())
     norm = modules[lens.norm] if lens.norm else nn.Identity()
@@ -129,8 +127,7 @@ def logit_lens(
                 raise CaptureCancelled("cancelled while reading the logit lens")
             if name not in cap:
                 continue
-            hidden = first_tensor(cap[name].output)
-            if hidden is None or hidden.dim() != 3:
+            if (hidden := first_tensor(cap[name].output)) is None or hidden.dim() != 3:
                 continue
             h = hidden[min(sample, hidden.shape[0] - 1)].to(device)
             if position is not None:

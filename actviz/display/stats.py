@@ -16,8 +16,7 @@ STAT_FIELDS = tuple("numel finite nan zeros mean std min max grad_norm has_grad"
 
 def as_float(t: torch.Tensor) -> torch.Tensor:
     """``t`` detached as a real float32 tensor (complex by magnitude), copied only if need be."""
-    t = t.detach()
-    if t.is_complex():
+    if (t := t.detach()).is_complex():
         return t.abs().float()
     return t if t.dtype == torch.float32 else t.float()
 
@@ -85,8 +84,7 @@ def _sum_of_squares(a: np.ndarray) -> float:
 def _fast_stats(t: torch.Tensor, g: torch.Tensor | None) -> dict[str, Any] | None:
     """Float32 NumPy statistics of an all-finite CPU float32 tensor, else None (NumPy leaves
     torch's threads to the capture running beside it)."""
-    data = as_float(t)
-    if data.device.type != "cpu" or data.numel() == 0:
+    if (data := as_float(t)).device.type != "cpu" or data.numel() == 0:
         return None
     a = data.reshape(-1).numpy()
     lo, hi = float(a.min()), float(a.max())

@@ -86,8 +86,7 @@ class TokenView:
 
 
 def _sample(x: Any, sample: int) -> np.ndarray:
-    data = as_numpy(x)
-    if data.ndim != 3:
+    if (data := as_numpy(x)).ndim != 3:
         raise ValueError(f"a token view needs an (N, T, D) output, got {tuple(data.shape)}")
     return np.array(data[min(sample, data.shape[0] - 1)], dtype=np.float32)
 
@@ -97,8 +96,7 @@ def token_view(
 ) -> TokenView:
     """Token x feature heat map and per-token norms of one sample of an ``(N, T, D)`` output;
     ``ValueError`` if the output is not ``(N, T, D)`` with ``T == len(tokens)``."""
-    heat = _sample(record_tensor, sample)
-    if heat.shape[0] != len(tokens):
+    if (heat := _sample(record_tensor, sample)).shape[0] != len(tokens):
         raise ValueError(f"{len(tokens)} tokens for a sequence of {heat.shape[0]} positions")
     shape = tuple(as_numpy(record_tensor).shape)
     grad_heat = grad_norms = None
@@ -118,8 +116,7 @@ def token_view(
 
 def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> np.ndarray:
     """The patch tokens of one sample of an ``(N, T, D)`` ViT output as ``(D, rows, cols)`` maps."""
-    data = _sample(record_tensor, sample)
-    if data.shape[0] != layout.tokens:
+    if (data := _sample(record_tensor, sample)).shape[0] != layout.tokens:
         raise ValueError(
             f"{data.shape[0]} tokens do not fit {layout.prefix} prefix tokens and a "
             f"{layout.grid[0]}x{layout.grid[1]} patch grid"
