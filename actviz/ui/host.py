@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import shiboken6
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget
 
 from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line
@@ -345,6 +345,23 @@ class Host(Docks):
         target.insertAction(entries.get(before), action)  # (None: at the end)
         if shortcut:
             self._w.addAction(action)
+
+    def add_action(
+        self,
+        menu: str,
+        text: str,
+        slot: Callable[[], object],
+        tip: str = "",
+        *,
+        before: str | None = None,
+        keys: Any = "",
+    ) -> QAction:
+        """A new entry ``text`` of ``menu`` (before ``before``) calling ``slot()``: ``tip`` its
+        tooltip, ``keys`` its window-wide shortcut."""
+        action = QAction(text, self._w, toolTip=tip, shortcut=QKeySequence(keys))
+        action.triggered.connect(lambda _=False: slot())
+        self.add_menu_action(menu, action, before=before, shortcut=bool(keys))
+        return action
 
     def add_toolbar(self, toolbar: QToolBar, *, new_row: bool = False) -> None:
         """Add a toolbar (``new_row``: below the existing ones)."""

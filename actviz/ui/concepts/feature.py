@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 from PySide6.QtCore import QObject, QPoint, Qt
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu
 
 from actviz.ui.background_loads import describe_error
@@ -59,16 +58,10 @@ class ConceptsFeature(FeatureBase, QObject):
         self.dock.setWidget(scroll)
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
 
-        self.train_action = QAction("Train concepts…", self)
-        self.train_action.setToolTip(
-            "Learn a dictionary of concepts (a sparse autoencoder) on a layer's activations"
-        )
-        self.train_action.triggered.connect(self.open_train_dialog)
-        host.add_menu_action("Data", self.train_action, shortcut=False)
-        self.open_action = QAction("Open concepts…", self)
-        self.open_action.setToolTip("Open a dictionary saved as a SAELens folder")
-        self.open_action.triggered.connect(self._on_open_triggered)
-        host.add_menu_action("Data", self.open_action, shortcut=False)
+        tip = "Learn a dictionary of concepts (a sparse autoencoder) on a layer's activations"
+        self.train_action = host.add_action("Data", "Train concepts…", self.open_train_dialog, tip)
+        tip = "Open a dictionary saved as a SAELens folder"
+        self.open_action = host.add_action("Data", "Open concepts…", self._on_open_triggered, tip)
 
         self.view.remove_requested.connect(lambda: self.edit_shown(0.0))
         self.view.scale_requested.connect(self.edit_shown)

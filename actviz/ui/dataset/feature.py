@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
 
 from actviz.ui.background_loads import format_eta
@@ -137,15 +136,12 @@ class DatasetScanUI(FeatureBase, QObject):
         self.channel_view = host.channel_view
         self.channel_view.add_section(self.grid)
 
-        parent = host.dialog_parent()
         tip = "Run the model over a folder of images and find each channel's top images"
-        self.scan_action = QAction("Scan a dataset…", parent, toolTip=tip)
-        host.add_menu_action("Data", self.scan_action, shortcut=False)
-        self.scan_action.triggered.connect(self.open_dialog)
+        self.scan_action = host.add_action("Data", "Scan a dataset…", self.open_dialog, tip)
         tip = "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"
-        self.open_scan_action = QAction("Open a saved scan…", parent, toolTip=tip)
-        host.add_menu_action("Data", self.open_scan_action, shortcut=False)
-        self.open_scan_action.triggered.connect(lambda _=False: self.open_saved_scan())
+        self.open_scan_action = host.add_action(
+            "Data", "Open a saved scan…", self.open_saved_scan, tip
+        )
         self.dock.scan_clicked.connect(self.open_dialog)
         self.dock.cancel_clicked.connect(self.cancel)
         self.dock.layer_chosen.connect(self._show_layer)

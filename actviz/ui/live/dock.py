@@ -93,7 +93,6 @@ class LiveControls(QtWidgets.QDockWidget):
         def action(text: str, shortcut: str, slot: Callable[[], None]) -> QAction:
             act = QAction(text, self, toolTip=f"{text} ({shortcut})", iconVisibleInMenu=False)
             act.setShortcut(QKeySequence(shortcut))
-            act.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
             act.triggered.connect(slot)
             return act
 

@@ -5,6 +5,7 @@ its questions are attributes (``ask_restore``, ...) so tests and scripts can ans
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
 from actviz.io.errors import UntrustedFileError
@@ -126,24 +127,17 @@ class SessionsFeature(FeatureBase, QObject):
         self.saver = SessionSaver(self)
         #: ``report_written(str)``: File > Export report wrote that file.
         self.report_written = self.reports.report_written
-        keys = QKeySequence.StandardKey
-        self.open_action = self._action("Open session…", self.open_session_dialog)
-        self.recent_menu = QMenu("Recent sessions", self.host.menu("File"))
-        self.save_action = self._action("Save session", self.save_session, keys.Save)
-        self.save_as_action = self._action("Save session as…", self.save_session_as, keys.SaveAs)
-        self.report_action = self._action("Export report…", self.reports.dialog)
-        sep = QAction(self.host.dialog_parent(), separator=True)
-        for act in (self.open_action, self.recent_menu.menuAction(), self.save_action,
-                    self.save_as_action, sep, self.report_action):  # fmt: skip
-            shortcut = act in (self.save_action, self.save_as_action)
-            self.host.add_menu_action("File", act, before="Export everything…", shortcut=shortcut)
+        keys, before = QKeySequence.StandardKey, "Export everything…"
+        add = functools.partial(host.add_action, "File", before=before)
+        self.open_action = add("Open session…", self.open_session_dialog)
+        self.recent_menu = QMenu("Recent sessions", host.menu("File"))
+        host.add_menu_action("File", self.recent_menu.menuAction(), before=before, shortcut=False)
+        self.save_action = add("Save session", self.save_session, keys=keys.Save)
+        self.save_as_action = add("Save session as…", self.save_session_as, keys=keys.SaveAs)
+        self.report_action = add("Export report…", self.reports.dialog)
+        host.menu("File").insertSeparator(self.report_action)
         self.refresh_recent_menu()
         host.offer_session_store(self)
-
-    def _action(self, text: str, slot: Callable[[], Any], shortcut: Any = "") -> QAction:
-        act = QAction(text, self.host.dialog_parent(), shortcut=QKeySequence(shortcut))
-        act.triggered.connect(lambda _=False: slot())
-        return act
 
     def _remember(self, path: Path) -> None:
         self.host.settings.add_recent_session(str(path))

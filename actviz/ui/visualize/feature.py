@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize.feature_vis import visualize
@@ -74,21 +73,19 @@ class VisualizeFeature(FeatureBase, QObject):
         self.dock = self.page.dock  # reset with the window's layout
         self.dock.export_requested.connect(self.export_dialog)
         self.page.pictures_made.connect(self._on_page_pictures)
-        parent = host.dialog_parent()
-        self.visualise_action = QAction("Visualise channels of the selected layer", parent)
-        self.visualise_action.setToolTip(
+        tip = (
             "Synthesise what each channel of the selected layer's page wants (in the "
             "background; the What channels want dock)"
         )
-        self.visualise_action.triggered.connect(self.visualise_selected)
-        host.add_menu_action("Run", self.visualise_action, shortcut=False)
-        self.export_action = QAction("Export visualisations…", parent)
-        self.export_action.setToolTip(
+        text = "Visualise channels of the selected layer"
+        self.visualise_action = host.add_action("Run", text, self.visualise_selected, tip)
+        tip = (
             "Write the pictures shown (channel view and What channels want) as PNGs with "
             "visualize.json, which says how to make them again"
         )
-        self.export_action.triggered.connect(self.export_dialog)
-        host.add_menu_action("File", self.export_action, before="Quit", shortcut=False)
+        self.export_action = host.add_action(
+            "File", "Export visualisations…", self.export_dialog, tip, before="Quit"
+        )
         # A layer panel's tile menu (a right click on its tiles).
         host.add_tile_menu_entries(self.fill_tile_menu)
 

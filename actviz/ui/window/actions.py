@@ -27,11 +27,8 @@ class WindowActions:
         return self.colormap_combo.currentText()
 
     def _actions(self, window: QMainWindow) -> None:
-        def action(text: str, shortcut: Any = None, tip: str = "") -> QAction:
-            act = QAction(text, window)
-            if shortcut is not None:
-                act.setShortcut(QKeySequence(shortcut))
-            act.setToolTip(tip or text)
+        def action(text: str, shortcut: Any = "", tip: str = "") -> QAction:
+            act = QAction(text, window, shortcut=QKeySequence(shortcut), toolTip=tip or text)
             window.addAction(act)  # shortcuts work even when the menu bar is hidden
             return act
 
@@ -70,8 +67,8 @@ class WindowActions:
             "Ctrl+P",
             "Keep the result shown now (with its capture) beside the newer ones (Ctrl+P)",
         )
-        self.unpin_action = action("Unpin this result", None, "Let the result shown now go")
-        self.unpin_all_action = action("Unpin all", None, "Let every pinned result go")
+        self.unpin_action = action("Unpin this result", "", "Let the result shown now go")
+        self.unpin_all_action = action("Unpin all", "", "Let every pinned result go")
         #: Checkable: gradient magnitudes beside the activations.
         self.gradients_action = QAction("Gradients", window, checkable=True)
         self.gradients_action.setToolTip("Show the gradient magnitude beside each activation")
