@@ -118,8 +118,7 @@ class WindowDriver:
 
     def panel(self, layer: str) -> LayerPanel:
         """The layer panel of ``layer`` (KeyError naming the panels there are)."""
-        panels = self.window.host.layer_panels
-        if layer not in panels:
+        if layer not in (panels := self.window.host.layer_panels):
             raise KeyError(f"no panel for {layer!r}; the window shows {list(panels)}")
         return panels[layer]
 
@@ -128,8 +127,7 @@ class WindowDriver:
         the gradient side), levels and colour map applied."""
         panel = self.panel(layer)
         slot = panel.gradient_slot if gradient else panel.activation_slot
-        canvas = slot.image_canvas
-        if canvas is None or slot.stack.currentWidget() is not canvas:
+        if (canvas := slot.image_canvas) is None or slot.stack.currentWidget() is not canvas:
             kind = slot.view.kind if slot.view is not None else "nothing"
             raise ValueError(f"{layer!r} shows {kind}, not an image")
         return painted_pixels(canvas)

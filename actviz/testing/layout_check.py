@@ -158,8 +158,7 @@ def _label_cut(label: QLabel) -> str:
     text = label.text()
     room = label.contentsRect().width() - 2 * label.margin()
     if isinstance(label, ElidedLabel):
-        shown = label.shown_text()
-        if shown == text:
+        if (shown := label.shown_text()) == text:
             return ""
         # The tooltip is set at the paint: a label scrolled out of view has none yet.
         painted = not label.visibleRegion().isEmpty()

@@ -52,8 +52,7 @@ ACTIONS: dict[str, tuple[float, str | None, dict[str, Any]]] = {
 def choose(p: dict[str, Any], key: str, items: Sequence[Any], i: int = 0) -> Any:
     """The item ``p[key]`` names when it is among ``items``, else the one ``p["r"][i]`` picks;
     recorded in ``p[key]`` (None when ``items`` is empty)."""
-    items = list(items)
-    if not items:
+    if not (items := list(items)):
         return None
     if key in p and p[key] in items:
         return p[key]
@@ -326,8 +325,7 @@ class UserActions:
         """A synthetic failure (tests of the driver): an exception raised in a Qt slot
         (``kind`` "exception"), a segfault ("crash"), a GUI that never returns ("hang") or a
         failed run the window reports ("shown")."""
-        kind = p.get("kind", "exception")
-        if kind == "crash":
+        if (kind := p.get("kind", "exception")) == "crash":
             ctypes.string_at(0)
         while kind == "hang":
             time.sleep(0.1)
