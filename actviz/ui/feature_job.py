@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
+from PySide6.QtCore import QObject, QSignalBlocker
+from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton
 
 from actviz.ui.background_loads import describe_error
 from actviz.ui.panels.style import ERROR_TEXT
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
+
+
+def refill_combo(combo: QComboBox, items: Iterable[str], current: str | int | None = None) -> None:
+    """Fill ``combo`` with ``items`` without emitting its signals, ``current`` (a text or an
+    index) chosen when it is there, else the first item."""
+    with QSignalBlocker(combo):
+        combo.clear()
+        combo.addItems(list(items))
+        index = combo.findText(current) if isinstance(current, str) else current
+        if index is not None and 0 <= index < combo.count():
+            combo.setCurrentIndex(index)
 
 
 def show_line(label: QLabel, text: str, *, error: bool = False) -> None:

@@ -18,7 +18,7 @@ from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget
 
-from actviz.ui.feature_job import FeatureJob, StepsAndLine, show_line
+from actviz.ui.feature_job import FeatureJob, StepsAndLine, refill_combo, show_line
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.private_model import ModelCopyService
 
@@ -39,6 +39,7 @@ __all__ = [
     "StepsAndLine",
     "WindowHost",
     "channels_text",
+    "refill_combo",
     "show_line",
 ]
 

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
-from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 
 from actviz.data.atlas_image import SELECTED_RGB, class_colours
 from actviz.data.atlas_map import points_in_polygon
 from actviz.ui.atlas.map_items import RasterDots, SelectBox
+from actviz.ui.host import refill_combo
 from actviz.ui.panels import style
 
 #: What the tab says before a dataset was scanned.
@@ -299,15 +300,8 @@ class AtlasView(QtWidgets.QWidget):
     def show_map(self) -> None:
         self.stack.setCurrentIndex(1)
 
-    def set_choices(
-        self, combo: QtWidgets.QComboBox, items: Sequence[str], current: str | None
-    ) -> None:
-        """Fill a combo without announcing it (the owner decides what to rebuild)."""
-        with QSignalBlocker(combo):
-            combo.clear()
-            combo.addItems(list(items))
-            if current in items:
-                combo.setCurrentIndex(list(items).index(current))
+    #: ``(combo, items, current)``: fill a combo without announcing it (the owner rebuilds).
+    set_choices = staticmethod(refill_combo)
 
     def set_coords(self, coords: np.ndarray, colours: Colouring) -> None:
         """Put the dots at ``coords`` (M, 2) in ``colours``; the old map's marks go."""

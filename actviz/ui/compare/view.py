@@ -8,6 +8,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.compare.chart import SimilarityChart
+from actviz.ui.host import refill_combo
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT, LayerPanel
 from actviz.ui.panels.prediction import PredictionChangeView
@@ -183,11 +184,9 @@ class CompareView(QtWidgets.QWidget):
         """List the pinned results (newest last); ``current`` stays chosen."""
         combo = self.pin_combo
         keep = combo.currentIndex() if current is None else current
-        with QtCore.QSignalBlocker(combo):
-            combo.clear()
-            combo.addItems(list(labels) or ["no pinned result (Ctrl+P pins the one shown)"])
-            combo.setCurrentIndex(keep if 0 <= keep < len(labels) else max(len(labels) - 1, 0))
-            combo.setEnabled(bool(labels))
+        keep = keep if 0 <= keep < len(labels) else len(labels) - 1
+        refill_combo(combo, list(labels) or ["no pinned result (Ctrl+P pins the one shown)"], keep)
+        combo.setEnabled(bool(labels))
 
     def chosen(self, pins: Sequence[Any]) -> Any:
         """The pin of ``pins`` the pin box chooses (None without pins)."""

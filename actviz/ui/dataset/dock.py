@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
-from PySide6.QtCore import QSignalBlocker, QSize, Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from actviz.ui.background_loads import format_eta
+from actviz.ui.host import refill_combo
 from actviz.ui.panels import style
 from actviz.ui.panels.overlay import MiddleElidedComboBox
 
@@ -172,11 +173,7 @@ class DatasetDock(QDockWidget):
 
     def set_layers(self, layers: Sequence[str], current: str | None = None) -> None:
         """The scanned layers to choose from (the table follows the chosen one)."""
-        with QSignalBlocker(self.layer_combo):
-            self.layer_combo.clear()
-            self.layer_combo.addItems(list(layers))
-            if current in layers:
-                self.layer_combo.setCurrentText(current)
+        refill_combo(self.layer_combo, layers, current)
 
     def current_layer(self) -> str:
         return self.layer_combo.currentText()

@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 from PySide6 import QtCore, QtWidgets
-from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLineEdit, QPushButton, QSplitter, QToolBar
 
 from actviz.display.attention import AttentionMaps
 from actviz.display.logit_lens import LogitLens
 from actviz.display.token_maps import SequenceLayout, token_labels
-from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.host import FeatureBase, WindowHost, refill_combo
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.overlay import MiddleElidedComboBox, OverlayPanel
@@ -74,10 +74,7 @@ class AttentionPanel(PanelBase):
         self.tokens = tuple(tokens) if tokens is not None else None
         self.layout_info = layout
         layer, head = self.layer_combo.currentText(), self.head_combo.currentIndex()
-        with QSignalBlocker(self.layer_combo):
-            self.layer_combo.clear()
-            self.layer_combo.addItems(list(maps.layers))
-            self.layer_combo.setCurrentIndex(max(0, self.layer_combo.findText(layer)))
+        refill_combo(self.layer_combo, maps.layers, layer)
         self._fill_heads(head)
         self._show()
 
@@ -105,10 +102,7 @@ class AttentionPanel(PanelBase):
         if self.maps is None or name is None:
             return
         heads = self.maps.heads(name, self.sample).shape[0]
-        with QSignalBlocker(self.head_combo):
-            self.head_combo.clear()
-            self.head_combo.addItems([MEAN, *[f"head {h}" for h in range(heads)]])
-            self.head_combo.setCurrentIndex(keep if 0 <= keep <= heads else 0)
+        refill_combo(self.head_combo, [MEAN, *[f"head {h}" for h in range(heads)]], keep)
 
     def _on_layer_changed(self, _index: int) -> None:
         self._fill_heads(self.head_combo.currentIndex())
@@ -141,8 +135,7 @@ class AttentionPanel(PanelBase):
     def clear(self) -> None:
         self.maps = None
         for combo in (self.layer_combo, self.head_combo):
-            with QSignalBlocker(combo):
-                combo.clear()
+            refill_combo(combo, ())
         self.canvas.clear_heat()
         self.set_title("Attention")
         self.status_label.setText(
@@ -179,11 +172,8 @@ class LogitLensPanel(PanelBase):
         keep = self.position_combo.currentIndex()
         tokens = lens.tokens if lens.tokens and len(lens.tokens) == lens.positions else None
         last = lens.positions - 1
-        with QtCore.QSignalBlocker(self.position_combo):
-            self.position_combo.clear()
-            for p in range(lens.positions):
-                self.position_combo.addItem(f"{p}  {tokens[p]!r}" if tokens else str(p))
-            self.position_combo.setCurrentIndex(keep if 0 <= keep <= last else last)
+        texts = [f"{p}  {tokens[p]!r}" if tokens else str(p) for p in range(lens.positions)]
+        refill_combo(self.position_combo, texts, keep if 0 <= keep <= last else last)
         self._show()
 
     def position(self) -> int:
@@ -221,8 +211,7 @@ class LogitLensPanel(PanelBase):
 
     def clear(self) -> None:
         self.lens = None
-        with QtCore.QSignalBlocker(self.position_combo):
-            self.position_combo.clear()
+        refill_combo(self.position_combo, ())
         self.table.clear()
         self.table.setRowCount(0)
         self.table.setColumnCount(0)
