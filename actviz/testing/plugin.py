@@ -72,7 +72,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         settings: Any = None,
         show: bool = True,
         features: Sequence[Any] | None = None,
-        **window_kwargs: Any,  # debounce_ms=20, auto_run=False unless given, plugins...
+        **window_kwargs: Any,  # to MainWindow: debounce_ms=20, auto_run=False unless given
     ) -> WindowDriver:
         if settings is None:  # one file per test: a second window reads what the first wrote
             settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
