@@ -133,6 +133,7 @@ class FeatureJob(QObject):
         self.view.set_busy(True)
         self.view.set_message(message)
         self._message, self._began = message, time.monotonic()
+        self.progress = (0, 0)
         handle = self.job = self.worker.submit(job, supersede=False)
 
         def mine(slot: Callable[..., None]) -> Callable[..., None]:
@@ -151,6 +152,17 @@ class FeatureJob(QObject):
             handle.on(started=mine(self._started), progress=mine(self._stepped))
         self.host.refresh_busy(status)
         return handle
+
+    def stepper(
+        self, report: Callable[[str], None], text: str, first: int = 0, total: int = 0
+    ) -> Callable[[int, int], None]:
+        """An engine's ``progress(done, of)``: step ``first + done`` of ``total or of``, said."""
+
+        def step(done: int, of: int) -> None:
+            self.progress = (first + done, total or of)
+            report(text.format(*self.progress))
+
+        return step
 
     def cancel(self) -> bool:
         """Ask the running job to stop (its end is shown when the worker says so); one still

@@ -304,14 +304,9 @@ class EffectsFeature(FeatureBase, QObject):
             inputs = self.session.input.value
         count: Any = self.verify_count if channels is None else channels
         self.verification.note = ""
-        tracked = self.job
-        tracked.progress = (0, 0)
 
         def job(should_stop: Any, report: Any) -> Any:
-            def step(done: int, total: int) -> None:
-                tracked.progress = (done, total)
-                report(f"Verified {done}/{total} channels")
-
+            step = self.job.stepper(report, "Verified {0}/{1} channels")
             return units.verify_layers(
                 model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
             )

@@ -239,20 +239,14 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _start(self, twin: Any, key: tuple[Any, ...]) -> None:
         model = self.copy.engine_model(twin)
-        _, channel, settings = key
-        tracked = self.job
-        tracked.progress = (0, settings.steps)
 
         def job(should_stop: Any, report: Any) -> Visualization:
-            def step(done: int, total: int) -> None:
-                tracked.progress = (done, total)
-                report(f"What it wants: step {done}/{total}")
-
+            step = self.job.stepper(report, "What it wants: step {0}/{1}")
             return _visualize_key(model, key, progress=step, should_stop=should_stop)
 
         self.job.start(
             job,
-            message=f"Synthesising what ch {channel} wants…",
+            message=f"Synthesising what ch {key[1]} wants…",
             status="Synthesising what the channel wants…",
             done="What it wants: done",
             context=key,

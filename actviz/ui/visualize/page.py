@@ -269,7 +269,6 @@ class PageVisualiser(QObject):
         return getattr(result.layers.get(layer) if result is not None else None, "mosaic", None)
 
     def _start(self, twin: Any) -> None:
-        self.job.progress = (0, 0)
         self._run(self.copy.engine_model(twin), True)
 
     def _run(self, target: Any, compute: bool) -> None:
@@ -279,6 +278,7 @@ class PageVisualiser(QObject):
         capture_worker = self.host.worker
         layer, channels, settings = self.layer, list(self.channels), self._settings
         need_total, steps = compute and not self.total, settings.steps
+        text = "Visualising channels: step {0}"
 
         def job(should_stop: Any, report: Any) -> None:
             def give_way() -> bool:
@@ -304,11 +304,7 @@ class PageVisualiser(QObject):
             todo = [c for c in todo if c not in found.channels]
             chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
             for n, part in enumerate(chunks):
-
-                def step(done: int, _total: int, n: int = n) -> None:
-                    tracked.progress = (n * steps + done, len(chunks) * steps)
-                    report(f"Visualising channels: step {n * steps + done}")
-
+                step = tracked.stepper(report, text, n * steps, len(chunks) * steps)
                 vis = visualize(
                     target, layer, part, settings, cache=True, progress=step, should_stop=give_way
                 )
