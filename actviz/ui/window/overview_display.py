@@ -27,11 +27,8 @@ class OverviewDisplay:
     def show(self, result: RunResult) -> None:
         """Show ``result``: the predictions now, the rest in steps (a live frame: when shown)."""
         self.waiting = bool(result.origin) and not self.shown()
-        if self.waiting:
-            return
-        self._show_predictions(result)
-        for step in self._steps(result):
-            self.steps.defer(step)
+        if not self.waiting:
+            self._fill(result, self.steps.defer)
 
     def show_waiting(self, *_args: object, now: bool = False) -> None:
         """Fill the Overview left waiting by live frames, once it is shown (``now``: at once)."""
@@ -39,10 +36,7 @@ class OverviewDisplay:
         if not self.waiting or result is None or not (now or self.shown()):
             return
         self.waiting = False
-        self._show_predictions(result)
-        run = self.steps.call if now else self.steps.defer
-        for step in (*self._steps(result), self.show_histogram):
-            run(step)
+        self._fill(result, self.steps.call if now else self.steps.defer, self.show_histogram)
 
     def show_histogram(self) -> None:
         """The selected layer's histogram (a hidden Overview: with the rest, when it shows)."""
@@ -67,19 +61,19 @@ class OverviewDisplay:
         for panel in (*maps, c.stats_table, c.histogram_panel):
             panel.clear()
 
-    def _show_predictions(self, result: RunResult) -> None:
-        panel = self.centre.prediction_panel
-        panel.set_predictions(result.predictions, kind=result.prediction_kind)
-        panel.set_target_text(f"Gradients of: {result.target_text}")
-
-    def _steps(self, result: RunResult) -> tuple[Callable[[], None], ...]:
+    def _fill(self, result: RunResult, run: Callable[..., None], *more: Callable[[], None]) -> None:
+        """The predictions now, the other panels by ``run`` (then ``more``)."""
         c = self.centre
-        return (
+        c.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
+        c.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
+        for step in (
             lambda: self._show_saliency(result),
             lambda: self._show_gradcam_result(result),
             lambda: c.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms),
             lambda: c.stats_table.set_rows(result.stats_rows()),
-        )
+            *more,
+        ):
+            run(step)
 
     def _show_saliency(self, result: RunResult) -> None:
         panel = self.centre.saliency_panel
