@@ -101,10 +101,9 @@ class ResultDisplay:
         """Show the maps in colour map ``name`` ("auto": one per layer); mosaics re-made from
         the result's views where it changes their symmetry (no new run)."""
         self.session.set_view(colormap=name)
-        for panel in self.layer_panels.values():
+        for layer, panel in self.layer_panels.items():
             panel.set_colormap(name)
-        for panel_name in self.layer_panels:  # re-made in the display passes, on screen first
-            self.grid.refresh(panel_name)
+            self.grid.refresh(layer)  # re-made in the display passes, on screen first
         self.channel_view.set_colormap(name)
 
     def set_gradients_visible(self, visible: bool) -> None:
