@@ -96,9 +96,7 @@ class Docks:
         if not dock.objectName():
             dock.setObjectName(dock.windowTitle().replace(" ", "") + "Dock")
         if not main.restoreDockWidget(dock):
-            main.addDockWidget(area, dock)
-            if width is not None:
-                self.resize_dock(dock, width)
+            self.dock_back(dock, area, width=width)
             dock.setVisible(not hidden)
         # Sized to what it asks for when shown, not to Qt's default share.
         dock.setProperty("actviz_width", width or 0)

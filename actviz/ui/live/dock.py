@@ -87,8 +87,7 @@ class LiveControls(QtWidgets.QDockWidget):
         )
 
     def _build_actions(self) -> None:
-        """Playback as window-wide actions on Ctrl+arrows (the tree and sliders use bare ones);
-        the transport's buttons show them (their icon only there, not in the Live menu)."""
+        """Playback as window-wide Ctrl+arrow actions (bare arrows are the tree's and sliders')."""
 
         def action(text: str, shortcut: str, slot: Callable[[], None]) -> QAction:
             act = QAction(text, self, toolTip=f"{text} ({shortcut})", iconVisibleInMenu=False)

@@ -118,8 +118,7 @@ class ExportActions:
         return self._export_request
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
-        """Run again with the input gradient its saliency needs (text inputs never do), then
-        export; False when none is needed or no such run can start."""
+        """Run again with the input gradient the saliency needs, then export; False if not."""
         from actviz.display.attribution import token_input
 
         window: Any = self.window  # the MainWindow: its run signals
