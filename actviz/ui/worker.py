@@ -38,12 +38,9 @@ CAPTURE_NICE = 5
 def favour_gui_thread() -> None:
     """Let the GUI thread take the GIL within ~1 ms while workers run Python (process-wide)."""
     global _favour_count, _interval_before
-    if _favour_count == 0:
-        _interval_before = sys.getswitchinterval()
-        if _interval_before > GIL_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        else:
-            _interval_before = None  # already short enough: nothing to put back
+    if _favour_count == 0 and sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
+        _interval_before = sys.getswitchinterval()  # (else short enough: nothing to put back)
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     _favour_count += 1
 
 
