@@ -277,7 +277,8 @@ class ResultDisplay:
         for panel in self._to_delete[:DELETES_PER_PASS]:
             panel.deleteLater()
         del self._to_delete[:DELETES_PER_PASS]
-        self._delete_soon.request()  # (a call with none left ends it)
+        if self._to_delete:  # (with none left it must not ask again: a 0 ms loop)
+            self._delete_soon.request()
 
     def selected_panel(self) -> QWidget:
         """The selected layer's panel (else the current tab), filled with the current result."""
