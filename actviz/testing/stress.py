@@ -423,6 +423,8 @@ class StressDriver(UserActions):
             if counts["_Runner"] == 0:
                 break
             self.spin(0.1)
+        if spinning := idle_spinners(self.window, self.spin):
+            self.note_stuck(f"a 0 ms timer runs on in the idle window (never sleeps): {spinning}")
         if not self.memory:  # the live objects only: findings need no memory figures
             return Sample(action, counts, rss_mib(), heap_in_use_mib(), {})
         # Memory as the idle window leaves it, after its idle trim (a user pauses; actions not).
@@ -437,6 +439,16 @@ class StressDriver(UserActions):
         if memory is not None:  # frozen again, as the window's full collection leaves them
             memory.collect_cycles(full=True)
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
+
+
+def idle_spinners(w: Any, spin: Callable[[float], object]) -> str:
+    """The owners of 0 ms timers still armed in idle window ``w`` after two short spins: a
+    call that asks for itself again each turn keeps the GUI thread from sleeping ("" if none)."""
+    seen = []
+    for _ in range(2):
+        spin(0.05)
+        seen.append({t for t in w.findChildren(QTimer) if t.isActive() and t.interval() == 0})
+    return ", ".join(sorted({type(t.parent()).__name__ for t in seen[0] & seen[1]}))
 
 
 def busy_parts(w: Any) -> str:

@@ -15,6 +15,7 @@ from actviz.testing.stress import (
     StressDriver,
     StressReport,
     busy_parts,
+    idle_spinners,
     module_model,
 )
 from actviz.testing.stress_cases import finding_key, run_case, shrink, shrink_failure
@@ -297,4 +298,27 @@ def test_a_stuck_finding_names_what_kept_the_window_busy(qapp, tmp_path):
         assert busy_parts(driver.window) == "idle by now"
     finally:
         box.deleteLater()
+        driver.close_window()
+
+
+def test_a_0ms_timer_left_running_in_the_idle_window_is_a_finding(qapp, tmp_path):
+    """The dropped panels' deletion asked for itself again every turn after a model switch: a
+    GUI thread that never slept, with the window idle. Each checkpoint now looks for that."""
+    from PySide6.QtCore import QTimer
+
+    driver = StressDriver(_tiny_setup(), folder=tmp_path, sample_every=100)
+    driver.open_window()
+    try:
+        w = driver.window
+        w.runs.run()
+        assert driver.settle(timeout_s=30) and w.host.layer_panels
+        w.display.clear_panels()  # what opening another model does
+        assert driver.settle(timeout_s=30)
+        assert idle_spinners(w, driver.spin) == ""
+        loop = QTimer(w, singleShot=True, interval=0)
+        loop.timeout.connect(loop.start)
+        loop.start()
+        assert idle_spinners(w, driver.spin) == "MainWindow"
+        loop.stop()
+    finally:
         driver.close_window()
