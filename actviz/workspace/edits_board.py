@@ -3,6 +3,7 @@ frozen edits) and :class:`BaselineCache` (the unedited capture of the same input
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -61,7 +62,28 @@ class Board(Generic[T]):
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._entries: list[T] = []
-        self._changed: Callable[[], Any] = on_change or (lambda: None)
+        self._on_change: Callable[[], Any] = on_change or (lambda: None)
+        self._held: int = 0  # inside batch(): changes are noted, announced once at its end
+        self._missed = False
+
+    def _changed(self) -> None:
+        if self._held:
+            self._missed = True
+        else:
+            self._on_change()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several changes, one ``on_change()`` at the end (none when nothing changed): a
+        session's twenty edits rebuild the dock once, not twenty times."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held and self._missed:
+                self._missed = False
+                self._on_change()
 
     def __len__(self) -> int:
         return len(self._entries)

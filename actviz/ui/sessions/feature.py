@@ -474,13 +474,14 @@ def apply_view(host: WindowHost, state: SessionState) -> list[str]:
             if tree is None or layer in tree:
                 put(layer, int(n))
     labels = {id(p.capture): p.label for p in state.pins if p.capture is not None}
-    for layer, edits in state.edits.items():
-        if tree is not None and layer not in tree:
-            notes.append(f"edit on {layer} not restored: the model has no such layer")
-            continue
-        for edit in edits:
-            source = id(getattr(edit, "source", None))  # labels holds no id(None)
-            s.edits.add(layer, edit, f"pin {labels[source]}" if source in labels else "")
+    with s.edits.batch():  # the dock and the run follow once, not once per edit
+        for layer, edits in state.edits.items():
+            if tree is not None and layer not in tree:
+                notes.append(f"edit on {layer} not restored: the model has no such layer")
+                continue
+            for edit in edits:
+                source = id(getattr(edit, "source", None))  # labels holds no id(None)
+                s.edits.add(layer, edit, f"pin {labels[source]}" if source in labels else "")
     return notes
 
 

@@ -103,9 +103,12 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
 
     other = actviz_window()
     assert not _dock(other, "Dataset").isVisible()
-    ran = []
+    ran, edit_changes = [], []
     other.window.run_started.connect(lambda: ran.append(1))
+    other.session.edits_changed.connect(lambda: edit_changes.append(len(other.session.edits)))
     assert _sessions(other).open_session(path, wait=True)
+    # The three edits came as one change: the Edits dock was rebuilt once, not per edit.
+    assert edit_changes[-1:] == [3] and 2 not in edit_changes and 1 not in edit_changes
     other.wait_idle()
     o = other.session
     assert not ran, "opening a session showed the saved run, not a new one"
