@@ -404,10 +404,7 @@ def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
     host = to_host(
         t for rec in recs for part in _RECORD_PARTS for t in iter_tensors(getattr(rec, part))
     )
-    if not host:
-        return recorder.records
-
-    for rec in recs:
+    for rec in recs if host else ():
         for part in _RECORD_PARTS:  # tuples stay tuples
             setattr(rec, part, map_tensors(getattr(rec, part), lambda t: host.get(id(t), t)))
     return recorder.records

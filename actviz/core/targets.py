@@ -106,8 +106,7 @@ def resolve_target(output: Any, target: Any) -> Target:
 
 def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]:
     """``(path, tensor, tensors, segmentation, logits)``: the default target's reading."""
-    dets = detections(output)
-    if dets is not None:
+    if (dets := detections(output)) is not None:
         return "", None, dets, False, None
     tensors: list = list(named_tensors(output))
     if not tensors:
@@ -127,11 +126,8 @@ def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]
 
 def _logits(output: Any) -> torch.Tensor | None:
     """The ``logits`` of a Hugging Face ``ModelOutput`` (or any dict holding them), else None."""
-    if isinstance(output, Mapping):
-        value = output.get("logits")
-        if isinstance(value, torch.Tensor) and value.dim() >= 2:
-            return value
-    return None
+    value = output.get("logits") if isinstance(output, Mapping) else None
+    return value if isinstance(value, torch.Tensor) and value.dim() >= 2 else None
 
 
 def sequence_logits(output: Any) -> torch.Tensor | None:
@@ -330,11 +326,9 @@ def parse_target(
     text = (text or "").strip()
     if not text or text.lower().startswith("auto"):
         return None
-    match = re.match(r"^(-?\d+)\s*(?::.*)?$", text)
-    if match:
+    if match := re.match(r"^(-?\d+)\s*(?::.*)?$", text):
         return int(match.group(1))
-    match = re.match(r"^(?:score\s+of\s+)?detection\s+(\d+)\b", text, flags=re.IGNORECASE)
-    if match:
+    if match := re.match(r"^(?:score\s+of\s+)?detection\s+(\d+)\b", text, flags=re.IGNORECASE):
         return int(match.group(1))
     if not categories and tokenizer is not None:
         return _token_id(text, tokenizer)

@@ -78,10 +78,8 @@ def model_plan(model: nn.Module) -> tuple[ModelPlan, list[nn.Module]]:
     plan = None
     with contextlib.suppress(TypeError):  # not weakly referenceable
         plan = _PLANS.get(model)
-    if plan is not None:
-        modules = plan.modules()
-        if modules is not None:
-            return plan, modules
+    if plan is not None and (modules := plan.modules()) is not None:
+        return plan, modules
     named = list(model.named_modules())
     try:
         plan = ModelPlan(named)
@@ -365,8 +363,6 @@ def _listed_blocks(tree: ModuleTree) -> list[str]:
 
 
 def _spread(items: list[str], n: int) -> list[str]:
-    if n <= 0:
-        return []
     if len(items) <= n:
         return list(items)
     step = (len(items) - 1) / max(n - 1, 1)

@@ -267,8 +267,7 @@ def _score(
 
 
 def _compare(name: str, zoo_name: str, ckpt: Mapping[str, Shape]) -> ArchGuess | None:
-    sig = _signature(name, None)
-    if sig is None:
+    if (sig := _signature(name, None)) is None:
         return None
     prefix, _ = best_prefix(ckpt, sig.keys)
     guess = _score(name, zoo_name, ckpt, sig, prefix, None)
@@ -276,9 +275,7 @@ def _compare(name: str, zoo_name: str, ckpt: Mapping[str, Shape]) -> ArchGuess |
         return guess
     inside = {k[len(prefix) :]: s for k, s in ckpt.items() if k.startswith(prefix)}
     head = _head_resize(inside, sig)
-    if head is None:
-        return guess
-    resized = _signature(name, head[0])
+    resized = None if head is None else _signature(name, head[0])
     if resized is None:
         return guess
     adapted = _score(name, zoo_name, ckpt, resized, prefix, head)

@@ -141,8 +141,7 @@ def read_safetensors(
 
 def _unsafe_detail(exc: BaseException) -> str:
     """What the refused pickle referenced, from torch's weights_only error text."""
-    match = re.search(r"GLOBAL\s+([\w.]+)", str(exc), flags=re.IGNORECASE)
-    if match:
+    if match := re.search(r"GLOBAL\s+([\w.]+)", str(exc), flags=re.IGNORECASE):
         return f"it refers to {match.group(1)}, which plain weights never need"
     return "it is a full Python pickle, not plain tensors"
 
@@ -269,8 +268,7 @@ def _is_state_dict(obj: Any) -> bool:
 def extract_weights(obj: Any, path: str) -> tuple[nn.Module | dict[str, torch.Tensor], str]:
     """Find the module or state_dict inside a checkpoint (training dicts, Lightning): ``(found,
     where)`` with the key path (``"['state_dict']"``; "" at the top), else ``ModelLoadError``."""
-    found = _search_weights(obj, depth=0)
-    if found is not None:
+    if (found := _search_weights(obj, depth=0)) is not None:
         return found
     if isinstance(obj, Mapping) and not obj:
         raise ModelLoadError(f"{path}: holds an empty dict, no model weights")
@@ -294,10 +292,8 @@ def _search_weights(obj: Any, depth: int) -> tuple[Any, str] | None:
     if not isinstance(obj, Mapping) or depth >= 3:
         return None
     for key in _WEIGHT_KEYS:
-        if key in obj:
-            inner = _search_weights(obj[key], depth + 1)
-            if inner is not None:
-                return inner[0], f"[{key!r}]{inner[1]}"
+        if key in obj and (inner := _search_weights(obj[key], depth + 1)) is not None:
+            return inner[0], f"[{key!r}]{inner[1]}"
     return None
 
 
