@@ -117,8 +117,7 @@ def _libc() -> ctypes.CDLL | None:
 
 def _mallinfo() -> _Mallinfo2 | None:
     """glibc's ``mallinfo2()``; None without glibc 2.33 or later."""
-    fn = getattr(_libc(), "mallinfo2", None)
-    if fn is None:
+    if (fn := getattr(_libc(), "mallinfo2", None)) is None:
         return None
     fn.restype = _Mallinfo2
     return fn()
@@ -159,8 +158,7 @@ def mark_arena() -> None:
         return
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
-    block = libc.malloc(MARK_BYTES)
-    if block:
+    if block := libc.malloc(MARK_BYTES):
         with _marks_lock:
             _marks[ident] = block
 
@@ -169,8 +167,7 @@ def release_freed_memory() -> bool:
     """Give memory malloc keeps free back to the system (``malloc_trim(0)`` and marked arena
     tops); safe from any thread. False where there is no glibc."""
     libc = _libc()
-    trim = getattr(libc, "malloc_trim", None)
-    if trim is None:
+    if (trim := getattr(libc, "malloc_trim", None)) is None:
         return False
     with _marks_lock:
         marks = list(_marks.values())

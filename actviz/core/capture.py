@@ -300,8 +300,7 @@ def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> to
     for a model placed by accelerate, its top hook's execution device."""
     if getattr(model, "hf_device_map", None):
         hook = getattr(model, "_hf_hook", None)
-        where = getattr(hook, "execution_device", None)
-        if where is None:
+        if (where := getattr(hook, "execution_device", None)) is None:
             where = next(
                 (d for d in model.hf_device_map.values() if d not in ("disk", "meta")), "cpu"
             )

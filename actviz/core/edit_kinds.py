@@ -321,8 +321,7 @@ def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:
     if isinstance(module, _CHANNEL_FIRST):
         return 1
     if ndim >= 3 and module is not None and isinstance(output, torch.Tensor):
-        last = _channels_last(module, tuple(output.shape))
-        if last is not None:
+        if (last := _channels_last(module, tuple(output.shape))) is not None:
             return ndim - 1 if last else 1
     return 2 if ndim == 3 else 1
 
@@ -427,8 +426,7 @@ class _Applied:
 
     def _index(self, t: torch.Tensor, dim: int, complement: bool = False) -> torch.Tensor:
         key = ("index", t.shape[dim] if t.ndim else 0, t.device, complement)
-        idx = self.cache.get(key)
-        if idx is None:
+        if (idx := self.cache.get(key)) is None:
             chosen = self._vec(t, dim).reshape(-1)
             idx = self.cache[key] = torch.nonzero(~chosen if complement else chosen).flatten()
         return idx
@@ -438,8 +436,7 @@ class _Applied:
         False) or per-channel factors (1 elsewhere, in ``t``'s dtype)."""
         mask = value is True
         key = ("vec", mask, value, t.ndim, dim, t.shape[dim] if t.ndim else 0, t.device, t.dtype)
-        vec = self.cache.get(key)
-        if vec is None:
+        if (vec := self.cache.get(key)) is None:
             size = t.shape[dim] if t.ndim else 1
             flat = torch.full((size,), not mask, dtype=torch.bool if mask else t.dtype)
             flat[list(self.edit.channels or range(size))] = value
@@ -451,8 +448,7 @@ class _Applied:
 
     def _source(self, t: torch.Tensor, index: int) -> torch.Tensor:
         key = ("source", index, t.device, t.dtype)
-        src = self.cache.get(key)
-        if src is None:
+        if (src := self.cache.get(key)) is None:
             assert self.edit.source is not None
             try:
                 src = source_output(self.edit.source, self.name, index, tuple(t.shape))
@@ -480,8 +476,7 @@ class _Applied:
         if edit.kind == "custom":
             result = edit.fn(output)  # type: ignore[misc]
             return output if result is None else result
-        t = first_tensor(output)
-        if t is None:
+        if (t := first_tensor(output)) is None:
             raise self._fail(f"the output ({type(output).__name__}) holds no tensor")
         dim = self._dim(t)
         if edit.kind == "concept":

@@ -345,8 +345,7 @@ def model_lock(model: nn.Module) -> Any:
     """The lock one model's captures take in turn (re-entrant, for a capture inside a hook)."""
     try:
         with _LOCKS_GUARD:
-            lock = _MODEL_LOCKS.get(model)
-            if lock is None:
+            if (lock := _MODEL_LOCKS.get(model)) is None:
                 lock = _MODEL_LOCKS[model] = threading.RLock()
             return lock
     except TypeError:  # not weak-referenceable: nothing shares it

@@ -91,8 +91,7 @@ class RecordPool:
     def _take(self, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             self._pooled += nbytes
-            free = self._free.get(nbytes)
-            if free:
+            if free := self._free.get(nbytes):
                 self.free_bytes -= nbytes
                 self.reused += 1
                 buf = free.pop()

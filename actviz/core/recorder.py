@@ -168,8 +168,7 @@ class Recorder:
             return index, inputs, _NO_TAPS, None
         taps: list = []
         new_args = None
-        clone_input = self._clones.get(key)
-        if clone_input is None:
+        if (clone_input := self._clones.get(key)) is None:
             clone_input = self._clones[key] = _inplace(module) or key in self._inplace_ids
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.requires_grad:
@@ -225,8 +224,7 @@ class Recorder:
             rec.output = self.snapshot(replaced, module)
         else:
             rec.output = map_tensors(replaced, lambda t: self.snapshot(t, module))
-        calls = self.records.get(name)
-        if calls is None:
+        if (calls := self.records.get(name)) is None:
             calls = self.records[name] = []
             self.order.append(name)
         calls.append(rec)

@@ -21,8 +21,7 @@ def _children(obj: Any) -> tuple[list[Any], Callable[[list[Any]], Any], list[str
     """``(children, rebuild, labels)`` of a container, None for a leaf; ``labels`` are path steps."""
     if isinstance(obj, _ATOMS):
         return None
-    node = pytree.SUPPORTED_NODES.get(pytree._get_node_type(obj))
-    if node is not None:
+    if (node := pytree.SUPPORTED_NODES.get(pytree._get_node_type(obj))) is not None:
         children, context = node.flatten_fn(obj)
         labels = [f"[{i}]" for i in range(len(children))]
         # Keys label a mapping's children unless its registered type flattens otherwise.
@@ -66,8 +65,7 @@ def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
     if isinstance(obj, _Tensor):
         yield obj
         return
-    node = _children(obj)
-    if node is not None:
+    if (node := _children(obj)) is not None:
         for child in node[0]:
             yield from iter_tensors(child)
 
@@ -91,8 +89,7 @@ def map_leaves(obj: Any, fn: Callable[[Any], Any]) -> Any:
     """Like :func:`map_tensors`, with ``fn`` applied to every leaf, tensor or not."""
     if isinstance(obj, _Tensor):
         return fn(obj)
-    node = _children(obj)
-    if node is None:
+    if (node := _children(obj)) is None:
         return fn(obj)
     children, rebuild, _labels = node
     return rebuild([map_leaves(child, fn) for child in children])
@@ -112,8 +109,7 @@ def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch
     if isinstance(obj, _Tensor):
         yield prefix, obj
         return
-    node = _children(obj)
-    if node is not None:
+    if (node := _children(obj)) is not None:
         for child, label in zip(node[0], node[2], strict=True):
             yield from named_tensors(child, prefix + label)
 
@@ -141,8 +137,7 @@ def shapes(obj: Any) -> Any:
     as a dict of its items' shapes, another container as a list of them, anything else None."""
     if isinstance(obj, _Tensor):
         return list(obj.shape)
-    node = _children(obj)
-    if node is None:
+    if (node := _children(obj)) is None:
         return None
     values = [shapes(child) for child in node[0]]
     if isinstance(obj, collections.abc.Mapping):

@@ -117,8 +117,7 @@ def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]
     segmentation = isinstance(output, Mapping) and _is_map(output.get("out"))
     if segmentation:
         path, out = "output['out']", output["out"]
-    logits = _logits(output)
-    if logits is not None:
+    if (logits := _logits(output)) is not None:
         # Hugging Face outputs: attentions and hidden states beside the logits are extras.
         path, out, tensors = "output['logits']", logits, [("output['logits']", logits)]
     return path, out, tensors, segmentation, logits
@@ -375,8 +374,7 @@ def _token_id(text: str, tokenizer: Any) -> int:
 
 def target_choices(categories: Sequence[str] | None = None, output: Any = None) -> list[str]:
     """Entries of a target selector, :data:`AUTO_TARGET_TEXT` first; each parses back."""
-    dets = detections(output)
-    if dets is None:
+    if (dets := detections(output)) is None:
         return [AUTO_TARGET_TEXT, *(f"{i}: {name}" for i, name in enumerate(categories or []))]
     scores = dets[0]["scores"].detach().flatten().tolist()
     labels = [int(v) for v in dets[0]["labels"].flatten().tolist()]

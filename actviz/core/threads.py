@@ -203,6 +203,5 @@ def reporting(listener: Callable[[str], None]) -> Iterator[None]:
 
 def report(text: str) -> None:
     """Say ``text`` to this thread's :func:`reporting` listener (nothing without one)."""
-    listener = getattr(_reporters, "listener", None)
-    if listener is not None:
+    if (listener := getattr(_reporters, "listener", None)) is not None:
         listener(text)

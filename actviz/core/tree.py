@@ -342,8 +342,7 @@ def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> l
             node = tree[child]
             if node.is_leaf:
                 continue
-            found = pick(node)
-            if found is None:
+            if (found := pick(node)) is None:
                 walk(child)
             else:
                 blocks.extend(found)

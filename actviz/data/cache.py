@@ -55,8 +55,7 @@ def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
     owner, _, leaf = name.rpartition(".")
     with contextlib.suppress(AttributeError, KeyError):
         hook = getattr(model.get_submodule(owner), "_hf_hook", None)
-        weights = getattr(hook, "weights_map", None)
-        if weights is not None:
+        if (weights := getattr(hook, "weights_map", None)) is not None:
             return weights[leaf]
     return torch.zeros(0)
 
@@ -233,8 +232,7 @@ class LayerCache:
             state.remap(np.arange(n))  # ties re-sorted by the current data order
         vectors = axis = None
         if embeddings:
-            found = self._load_rows(arrays, lines, index_of_log, n)
-            if found is None:
+            if (found := self._load_rows(arrays, lines, index_of_log, n)) is None:
                 return None
             vectors, axis = found
         if extra:
@@ -334,8 +332,7 @@ class LayerCache:
             arrays["embed_dim"] = np.array(embedding[0])
             arrays["embed_axis"] = np.array(embedding[1])
         # Copies: the state changes in place, and the store writes every layer at each batch.
-        saved = state.arrays()
-        if saved:
+        if saved := state.arrays():
             idx = saved.pop("indices")
             refs = np.full(idx.shape, -1, dtype=np.int64)
             valid = idx != EMPTY_INDEX

@@ -88,8 +88,7 @@ class ReceptiveField:
                     hi[a] = hi[a] * stride[a] - padding[a] + dilation[a] * (kernel[a] - 1)
             y0, y1, x0, x1 = lo[0], hi[0] + 1, lo[1], hi[1] + 1
         else:
-            template = self._template(should_stop)
-            if template is None:
+            if (template := self._template(should_stop)) is None:
                 model, shape = self.model(), self.input_shape
                 return _gradient_box(model, self.layer, shape, location, should_stop)
             (yc, xc), box, (sy, sx) = template
@@ -316,8 +315,7 @@ def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np
     if t is None:
         raise ValueError(f"sample {entry.index}: {reason}")
     t = t.to(device=spec.expected.device)
-    shown = _display_image(t[None])
-    if shown is None:
+    if (shown := _display_image(t[None])) is None:
         shown = np.zeros((*t.shape[-2:], 3), dtype=np.uint8)
     return t, shown
 
@@ -351,8 +349,7 @@ def top_views(
 
     from actviz.core.capture import capture
 
-    entries = scan.top(layer, channel)
-    if not entries:
+    if not (entries := scan.top(layer, channel)):
         return ()
     if data is None and not all(isinstance(e.source, str) for e in entries):
         raise ValueError(

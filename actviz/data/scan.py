@@ -99,8 +99,7 @@ def scan(
     k = int(k)
     spec = resolve_model(model, transform)
     net = spec.model
-    names = resolve_layers(net, layers)
-    if not names:
+    if not (names := resolve_layers(net, layers)):
         raise ValueError("no layers to scan")
     embed = sizing._embedding_layers(net, names, embeddings)
     items = open_data(data, spec)
@@ -329,8 +328,7 @@ class _LayerRun:
         #: The data indices of ``lines``, in order (their embedding rows follow the log).
         self.line_indices: list[np.ndarray] = []
         if cache is not None:
-            loaded = cache.load(k, data.sources, data.signatures, embed)
-            if loaded is None:
+            if (loaded := cache.load(k, data.sources, data.signatures, embed)) is None:
                 cache.reset()
             else:
                 self._state, self.spatial, self.loaded = loaded.state, loaded.state.spatial, True

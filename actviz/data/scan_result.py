@@ -199,8 +199,7 @@ class Scan:
 
     def embeddings(self, layer: str) -> Embeddings:
         """Each scanned image's pooled vector in ``layer``; ``KeyError`` without embeddings."""
-        memo = self._memo.get(("embeddings", layer))
-        if memo is not None:
+        if (memo := self._memo.get(("embeddings", layer))) is not None:
             return memo
         self._layer(layer)
         if layer not in self.pooled:
@@ -225,8 +224,7 @@ class Scan:
         worker thread. ``KeyError`` without embeddings, ``ValueError`` for a wrong length."""
         emb = self.embeddings(layer)
         vector = query_vector(query, layer, emb.axis)
-        norms = self._memo.get(("norms", layer))
-        if norms is None:
+        if (norms := self._memo.get(("norms", layer))) is None:
             norms = row_norms(emb.vectors)
             self._memo[("norms", layer)] = norms
         rows, sims = cosine_top(emb.vectors, vector, k, norms=norms)

@@ -109,8 +109,7 @@ def _probe_forward(
 
     def hook(module: nn.Module, _args: Any, output: Any) -> None:
         nonlocal total
-        t = first_tensor(output)
-        if t is None:
+        if (t := first_tensor(output)) is None:
             return
         total += t.numel() * t.element_size()
         name = wanted.get(id(module))
@@ -144,7 +143,6 @@ def _probe(
     net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
 ) -> int:
     """Images per batch that fit :func:`_batch_for`'s budget, from the first readable item."""
-    sample = _first_sample(items, pending[:8], device, dtype)
-    if sample is None:
+    if (sample := _first_sample(items, pending[:8], device, dtype)) is None:
         return MAX_BATCH
     return _batch_for(_probe_forward(net, sample, ())[0], sample.device)

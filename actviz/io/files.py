@@ -20,8 +20,7 @@ _DEFAULT_UMASK = 0o022
 
 def user_cache_dir() -> Path:
     """``actviz`` under the platform's user cache directory (``XDG_CACHE_HOME`` first)."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
         base = Path(xdg)
     elif sys.platform == "darwin":
         base = Path.home() / "Library" / "Caches"

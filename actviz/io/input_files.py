@@ -153,8 +153,7 @@ def _is_pil_image(obj: Any) -> bool:
 
 def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -> LoadedInput:
     text = src[len(TEXT_PREFIX) :]
-    tokenizer = getattr(loaded_model, "tokenizer", None)
-    if tokenizer is None:
+    if (tokenizer := getattr(loaded_model, "tokenizer", None)) is None:
         name = f"{loaded_model.name} has" if loaded_model is not None else "no model was given, so"
         raise InputError(
             f"{_short(src)}: text input needs the model's tokenizer, and {name} none (open a "
@@ -172,8 +171,7 @@ def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -
     ids = encoded["input_ids"]
     if ids.numel() == 0:
         raise InputError(f"{_short(src)}: the tokenizer made no tokens of this text")
-    mask = encoded.get("attention_mask")
-    if mask is None:
+    if (mask := encoded.get("attention_mask")) is None:
         mask = torch.ones_like(ids)
     value = {"input_ids": ids.to(exp.device), "attention_mask": mask.to(exp.device)}
     tokens = token_texts(tokenizer, ids[0].tolist())  # the one rule for a token's text

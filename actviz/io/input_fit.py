@@ -60,8 +60,7 @@ def input_misfit(
     image file fits any 2-D image model; a tensor must match rank, channels and a fixed size."""
     model = model if model is not None else getattr(loaded_model, "model", None)
     kind = input_kind(value, source)
-    text_model = reads_text(loaded_model)
-    if text_model:
+    if reads_text(loaded_model):
         return None if kind == "text" else "it reads text"
     exp = expected_input(model, loaded_model if hasattr(loaded_model, "input_size") else None)
     if kind == "text":

@@ -96,8 +96,7 @@ def _describe_transforms(transforms: Any) -> str:
     for word, key in (("resize", "resize_size"), ("center crop", "crop_size")):
         if sides := getattr(transforms, key, None):
             parts.append(f"{word} {'x'.join(str(v) for v in sides)}")
-    mean = getattr(transforms, "mean", None)
-    if mean is not None:
+    if (mean := getattr(transforms, "mean", None)) is not None:
         imagenet = [round(float(v), 3) for v in mean] == [0.485, 0.456, 0.406]
         parts.append("ImageNet normalisation" if imagenet else "mean/std normalisation")
     return ", ".join(parts) or f"via {getattr(transforms, '__name__', type(transforms).__name__)}"

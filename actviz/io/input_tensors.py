@@ -61,8 +61,7 @@ def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
     if fmt == FileFormat.SAFETENSORS:
         from actviz.io.models.checkpoints import read_safetensors
 
-        tensors = read_safetensors(path, src, InputError)
-        if not tensors:
+        if not (tensors := read_safetensors(path, src, InputError)):
             raise InputError(f"{src}: the safetensors file holds no tensors")
         return (next(iter(tensors.values())) if len(tensors) == 1 else tensors), "tensor"
     try:
@@ -87,8 +86,7 @@ def _tensor_structure(obj: Any, src: str) -> Any:
     if isinstance(obj, dict):
         if not obj or not all(isinstance(k, str) for k in obj):
             raise InputError(f"{src}: holds a dict whose keys are not all argument names")
-        weights = _model_weights(obj)
-        if weights:
+        if weights := _model_weights(obj):
             # A checkpoint opened as input by mistake would fail as unexpected keyword inputs.
             raise ModelFileAsInputError(
                 f"{src}: holds {weights}, not an input; open it as the model "

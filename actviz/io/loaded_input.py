@@ -92,8 +92,7 @@ def expected_input(
             exp.dtype = param.dtype
             break
     if exp.channels is None:
-        found = _first_conv(model)
-        if found is not None:
+        if (found := _first_conv(model)) is not None:
             name, conv = found
             type_name = getattr(conv, "original_name", None) or type(conv).__name__
             exp.channels = int(conv.in_channels)

@@ -35,8 +35,7 @@ def parse_bytes(text: str) -> int:
 
 def default_budget() -> int:
     """:data:`DEFAULT_MEMORY_BUDGET`, or ``ACTVIZ_MEMORY_BUDGET`` when set and valid."""
-    text = os.environ.get("ACTVIZ_MEMORY_BUDGET", "")
-    if text:
+    if text := os.environ.get("ACTVIZ_MEMORY_BUDGET", ""):
         try:
             return parse_bytes(text)
         except ValueError as exc:

@@ -180,8 +180,7 @@ def _capture_b(
 
             inputs = list_layout(inputs, True)
     else:
-        mismatch = layer_mismatch(request.cap_a, model, layers)
-        if mismatch:
+        if mismatch := layer_mismatch(request.cap_a, model, layers):
             raise LayersMismatch(mismatch)
         inputs = request.inputs
     report("running B (forward only)")

@@ -50,8 +50,7 @@ class PinBoard(Board[Pin]):
     def pin(self, result: RunResult, label: str, *, budget: int | None = None) -> Pin:
         """Keep ``result`` (again: the existing pin); ``PinRefused`` when the pins would hold
         more than :data:`PINS_SHARE` of a memory budget of ``budget`` bytes."""
-        existing = self.find(result)
-        if existing is not None:
+        if (existing := self.find(result)) is not None:
             return existing
         total = self.nbytes + result_bytes(result)
         if budget is not None and total > int(budget * PINS_SHARE):

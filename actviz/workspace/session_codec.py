@@ -103,8 +103,7 @@ def edits_from_json(
                 raise ValueError(f"edit kind {kind!r} cannot be in a session file")
             source = None
             if kind == "patch":
-                source = by_label.get(row.get("pin"))
-                if source is None:
+                if (source := by_label.get(row.get("pin"))) is None:
                     warnings.append(
                         f"patch edit on layer {row['layer']!r}: its source pin "
                         f"{row.get('pin')!r} has no capture in the file; left out"

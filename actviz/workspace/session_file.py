@@ -290,8 +290,7 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
                 "model (File > Open model…, --model)",
             )
         raise _fail(path, "not an actviz session file (no manifest.json)")
-    bad = zf.testzip()
-    if bad is not None:
+    if (bad := zf.testzip()) is not None:
         raise _fail(path, f"damaged session file: {bad} fails its checksum")
     try:
         manifest = json.loads(zf.read(_MANIFEST))

@@ -90,8 +90,7 @@ class Baseline:
                 self._repeated[key] = self._mean_view(layer, t, dim, t.dtype)
             return self._repeated[key]
         key = ("patch", layer, call, b, t.device, t.dtype)
-        rep = self._repeated.get(key)
-        if rep is None:
+        if (rep := self._repeated.get(key)) is None:
             src = self._source(layer, call, t, t.shape[0] // b).to(t.device, t.dtype)
             rep = src.repeat(b, *([1] * (src.ndim - 1)))
             self._repeated[key] = rep

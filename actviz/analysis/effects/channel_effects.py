@@ -198,8 +198,7 @@ def effects(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     start = time.perf_counter()
-    names = resolve_layers(model, layers)
-    if not names:
+    if not (names := resolve_layers(model, layers)):
         raise ValueError("no layers given")
     base = resolve_baseline(baseline)
     # Only the layers' output gradients are needed: no input saliency, no layer inputs.

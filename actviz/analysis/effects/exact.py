@@ -152,8 +152,7 @@ class _SampleEdit:
 
     def _mask(self, t: torch.Tensor, dim: int) -> torch.Tensor:
         key = (tuple(t.shape), dim, t.device)
-        mask = self.masks.get(key)
-        if mask is None:
+        if (mask := self.masks.get(key)) is None:
             b = self.b
             n, size = t.shape[0] // b, t.shape[dim]
             flat = torch.zeros(b, n, size, dtype=torch.bool)

@@ -115,8 +115,7 @@ def export_capture(
         # Painted and scaled as the window paints |gradient| under the same choice.
         grads = layer_pictures(name, "grad", layer, rec.grad, cmap, normalize)
         files += write_pages(out, f"{base}_grad", grads)
-        arrays = record_arrays(recs)
-        if arrays:
+        if arrays := record_arrays(recs):
             files.append(out / f"{base}.npz")
             np.savez_compressed(files[-1], **arrays)
             npz_files[name] = files[-1].name

@@ -281,8 +281,7 @@ def stats_table(page: Page, prepared: Any, names: Sequence[str], cap: Capture) -
         return
     rows = []
     for name in names:
-        layer = prepared.layers.get(name)
-        if layer is None:
+        if (layer := prepared.layers.get(name)) is None:
             continue
         s = layer.stats
         rows.append(

@@ -253,8 +253,7 @@ def reproduce_script(
             if edit.kind == "custom":
                 fn_var = f"custom_fn{custom_index}"
                 custom_index += 1
-                where = _importable(edit.fn)
-                if where is not None:
+                if (where := _importable(edit.fn)) is not None:
                     lines.append(f"from {where[0]} import {where[1]} as {fn_var}")
                 else:
                     name = getattr(edit.fn, "__name__", type(edit.fn).__name__)

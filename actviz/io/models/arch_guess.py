@@ -91,10 +91,8 @@ def _shape(value: Any) -> Shape | None:
 @functools.cache
 def _signature(name: str, num_classes: int | None) -> _Signature | None:
     store, key = signature_store(), f"{name}|{num_classes}"
-    clean = store.get(key)
-    if clean is None:
-        clean = _built_shapes(name, num_classes)
-        if clean is None:
+    if (clean := store.get(key)) is None:
+        if (clean := _built_shapes(name, num_classes)) is None:
             return None
         store.put(key, clean)
     return _Signature(
@@ -295,8 +293,7 @@ def guess_architecture(
 ) -> list[ArchGuess]:
     """The architectures scoring at least :data:`MIN_SCORE` for a state_dict (prefixes such as
     ``module.`` allowed), best first; a later one of ``zoos`` only when no earlier one fits."""
-    ckpt = _checkpoint_shapes(state_dict)
-    if not ckpt:
+    if not (ckpt := _checkpoint_shapes(state_dict)):
         return []
     patterns = frozenset(_pattern(k) for k in ckpt)
     guesses: list[ArchGuess] = []

@@ -132,8 +132,7 @@ def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
 def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
     """One bundled sample (file name, stem or class; None: the first) as ``(x, rgb)``, a
     ``(1, 3, H, W)`` float32 tensor in [0, 1] and its uint8 pixels (``FileNotFoundError``)."""
-    samples = demo_samples()
-    if not samples:
+    if not (samples := demo_samples()):
         raise FileNotFoundError("no demo samples in actviz.resources/demo/samples")
     if name is None:
         path = samples[0]

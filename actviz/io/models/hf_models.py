@@ -198,8 +198,7 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
     except ImportError as exc:
         raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
     if folder is None:
-        folder = cached_hub_folder(src)
-        if folder is None:
+        if (folder := cached_hub_folder(src)) is None:
             from huggingface_hub import constants  # installed with transformers
 
             raise ModelLoadError(

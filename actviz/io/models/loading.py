@@ -152,8 +152,7 @@ def _open_source(
                 f"{src}:factory_function{hint}"
             )
         return open_file(path, src, arch=arch, trust=trust, guess=guess)
-    named = resolve_named(src)
-    if named is not None:
+    if (named := resolve_named(src)) is not None:
         kind, name = named
         if kind == "code":
             return LoadedModel(build_from_code(name), f"{name.attr} ({name.target})", src, "code")

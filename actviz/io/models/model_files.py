@@ -30,11 +30,9 @@ def resolve_named(text: str) -> tuple[str, Any] | None:
     """``("timm", "timm/NAME")``, ``("code", CodeRef)`` or ``("torchvision", name)`` for a name
     the zoos or code define, else None (the order opening by name and ``arch=`` share)."""
     # Before code references: "timm:NAME" has the form of "package.module:name".
-    timm_name = timm_models.resolve_name(text, bare=False)
-    if timm_name is not None:
+    if (timm_name := timm_models.resolve_name(text, bare=False)) is not None:
         return "timm", timm_name
-    ref = parse_code_ref(text)
-    if ref is not None:
+    if (ref := parse_code_ref(text)) is not None:
         return "code", ref
     if text.lower() in zoo.torchvision_names():
         return "torchvision", text.lower()
@@ -147,8 +145,7 @@ def _guess_arch(
     if not guess:
         raise ArchitectureNeededError(f"{lead}; {_HOW_TO_NAME_ARCH}", src)
     guesses = tuple(arch_guess.guess_architecture(state_dict))
-    best = arch_guess.confident_guess(guesses)
-    if best is not None:
+    if (best := arch_guess.confident_guess(guesses)) is not None:
         log.info("%s: architecture guessed from the weights: %s", src, best.describe())
         return best.name, guesses
     if not guesses:
@@ -165,8 +162,7 @@ def _build_arch(
     arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
 ) -> tuple[LoadedModel, ArchGuess | None]:
     """Build ``arch`` randomly initialised (zoo names sized for the head) and how weights fit."""
-    named = resolve_named(arch)
-    if named is None:
+    if (named := resolve_named(arch)) is None:
         raise ModelLoadError(unknown_name_message(arch, "architecture"))
     kind, name = named
     if kind == "code":

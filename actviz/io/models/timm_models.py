@@ -40,8 +40,7 @@ _PART_BREAKS = "_.-/:"
 def rank_matches(query: str, names: Sequence[str]) -> list[str]:
     """The ``names`` containing ``query`` (any case; empty: all), best first: exact names, then
     prefixes, then a ``_``-part prefix, then any match, each group in the given order."""
-    key = query.strip().lower()
-    if not key:
+    if not (key := query.strip().lower()):
         return list(names)
     groups: tuple[list[str], ...] = ([], [], [], [])
     for name in names:
