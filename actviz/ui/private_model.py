@@ -200,10 +200,7 @@ class ModelCopyService(QObject):
             if held.original is not model or not held.usable() or other.in_use():
                 continue
             flags = [m.training for m in held.twin.modules()]  # type: ignore[union-attr]
-            wanted = (
-                [False] * len(flags) if taker.to_eval else [m.training for m in model.modules()]
-            )
-            if flags != wanted:
+            if flags != [m.training and not taker.to_eval for m in model.modules()]:
                 continue
             with self.lock:
                 taker.held, other.held = held, None  # the service's own hand-over

@@ -251,19 +251,16 @@ class AtlasFeature(FeatureBase, QObject):
         self.host.show_error(f"The atlas could not be made: {error}", "atlas")
 
     def _colouring(self) -> Any:
-        atlas = self.atlas
-        emb = atlas.embeddings
-        mode = self.view.colour_combo.currentText()
+        atlas, mode = self.atlas, self.view.colour_combo.currentText()
+        channel = atlas.channel(self.view.channel_spin.value()) if mode == "Channel" else None
         return colouring(
             mode,
             len(atlas.coords),
-            labels=emb.labels,
-            class_names=emb.class_names,
+            labels=atlas.embeddings.labels,
+            class_names=atlas.embeddings.class_names,
             predictions=atlas.predictions,
             categories=self.session.categories,
-            channel_values=atlas.channel(self.view.channel_spin.value())
-            if mode == "Channel"
-            else None,
+            channel_values=channel,
         )
 
     def _on_result(self) -> None:

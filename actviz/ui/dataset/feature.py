@@ -433,8 +433,7 @@ class DatasetScanUI(FeatureBase, QObject):
         scan, spec = self.scans.scan, self.scans.spec
         folder = Path(spec.folder).name if spec else "the dataset"
         caption = f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it"
-        gone = sum(bool(getattr(v, "missing", "")) for v in views)
-        if gone:
+        if gone := sum(bool(getattr(v, "missing", "")) for v in views):
             caption += f" · {gone} gone or changed since the scan (grey)"
         self.grid.set_views(views, caption)
 

@@ -259,8 +259,7 @@ class DatasetScans(QObject):
             return False
         key = (id(scan), layer, int(channel))
         self._views_key = (layer, int(channel))
-        held = self._views_cache.get(key)
-        if held is not None:
+        if (held := self._views_cache.get(key)) is not None:
             self._views_cache.move_to_end(key)
             self.views_worker.drop()
             self.views_ready.emit(layer, int(channel), held)
@@ -279,10 +278,9 @@ class DatasetScans(QObject):
 
                 # The scan's preprocessing again, so the crops are what the scan saw.
                 target = with_loading(twin, model, loaded)
-                views = top_views(
+                return key, top_views(
                     target, scan, layer, int(channel), size=VIEW_SIZE, should_stop=should_stop
                 )
-                return key, views
 
             # Each request supersedes (and silences) the one before.
             self.views_worker.submit(job).on(

@@ -81,11 +81,6 @@ class AttentionPanel(PanelBase):
     def current_layer(self) -> str | None:
         return self.layer_combo.currentText() or None
 
-    def current_head(self) -> int | None:
-        """The head shown, None for the mean over heads."""
-        index = self.head_combo.currentIndex()
-        return None if index <= 0 else index - 1
-
     def set_head(self, head: int | None) -> None:
         """Show head ``head`` (None: the mean)."""
         self.head_combo.setCurrentIndex(0 if head is None else head + 1)
@@ -112,14 +107,15 @@ class AttentionPanel(PanelBase):
         name = self.current_layer()
         if self.maps is None or name is None:
             return
-        head, maps, sample = self.current_head(), self.maps, self.sample
-        data = maps.mean(name, sample) if head is None else maps.heads(name, sample)[head]
+        # The head selector's first entry is the mean over heads.
+        head, maps, sample = self.head_combo.currentIndex() - 1, self.maps, self.sample
+        data = maps.mean(name, sample) if head < 0 else maps.heads(name, sample)[head]
         self.labels = token_labels(data.shape[-1], self.tokens, self.layout_info)
         rows = token_labels(data.shape[0], self.tokens, self.layout_info)
         self.canvas.set_heat(
             data, rows, col_labels=self.labels, symmetric=False, levels=(0.0, float(data.max()))
         )
-        which = "mean over heads" if head is None else f"head {head}"
+        which = "mean over heads" if head < 0 else f"head {head}"
         self.set_title(f"Attention · {name} · {which}")
         self.status_label.setText(f"{data.shape[0]} queries x {data.shape[1]} keys")
 

@@ -125,8 +125,7 @@ class VisualizeFeature(FeatureBase, QObject):
         state = parts.get(STATE_KEY)
         if not isinstance(state, dict):
             return
-        settings = read_saved_settings(state.get("settings"))
-        if settings is not None:
+        if (settings := read_saved_settings(state.get("settings"))) is not None:
             self.section.set_settings(settings)
         self.page.restore(state)
 
