@@ -212,8 +212,7 @@ class WantsMosaic(QtWidgets.QWidget):
         n = max(1, len(self.channels))
         fit = max(1, (width - _GAP) // (MIN_TILE + _GAP))
         cols = max(1, min(n, fit, math.ceil(math.sqrt(n * 1.5))))
-        side = (width - _GAP) // cols - _GAP
-        side = int(max(MIN_TILE, min(MAX_TILE, side)))
+        side = int(max(MIN_TILE, min(MAX_TILE, (width - _GAP) // cols - _GAP)))
         return cols, math.ceil(n / cols), side
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt name
