@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from actviz.bench.live_bench import LiveRig
 from actviz.bench.ui_bench import wait_until
-from actviz.workspace.budget import fmt_bytes, rss_bytes
+from actviz.core.capture import format_bytes
+from actviz.workspace.budget import rss_bytes
 
 
 @dataclass
@@ -27,7 +28,7 @@ class MemoryResult:
         a, b = sorted(self.rss_at)
         return (
             f"{'  RSS after ' + str(a) + ' / ' + str(b) + ' live frames':<44} "
-            f"{fmt_bytes(self.rss_at[a]):>9} {fmt_bytes(self.rss_at[b]):>9} {self.ratio:7.3f}x"
+            f"{format_bytes(self.rss_at[a]):>9} {format_bytes(self.rss_at[b]):>9} {self.ratio:7.3f}x"
         )
 
 
@@ -65,5 +66,5 @@ def run(
 
 
 def print_table(r: MemoryResult) -> None:
-    print(f"memory: live {r.arch} {r.size}px, capture held {fmt_bytes(r.held_bytes)}")
+    print(f"memory: live {r.arch} {r.size}px, capture held {format_bytes(r.held_bytes)}")
     print(r.row())

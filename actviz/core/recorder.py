@@ -274,10 +274,12 @@ def _store_grad(holder: list, grad: torch.Tensor) -> None:
     holder[0] = grad if holder[0] is None else holder[0] + grad
 
 
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``"1.5 KiB"``: bytes for people (B, KiB, MiB, GiB)."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def format_bytes(n: float | None) -> str:
+    """``1536`` -> ``"1.5 KiB"``: bytes for people (B, KiB, MiB, GiB); ``"?"`` for an unknown size."""
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"

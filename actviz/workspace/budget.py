@@ -7,7 +7,6 @@ import os
 import time
 
 from actviz.core.allocator import rss_mib
-from actviz.core.capture import format_bytes
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +63,3 @@ def rss_bytes(max_age_s: float = RSS_MAX_AGE_S) -> int | None:
 
 def _read_rss() -> int | None:
     return int(rss_mib() * 2**20) or None  # statm's resident pages (0: no /proc)
-
-
-def fmt_bytes(n: float | None) -> str:
-    """:func:`actviz.core.capture.format_bytes`, with "?" for an unknown size."""
-    return "?" if n is None else format_bytes(n)

@@ -9,13 +9,13 @@ from typing import Any
 
 from PySide6.QtCore import QTimer
 
+from actviz.core.capture import format_bytes
 from actviz.core.model_copy import ModelCopy
 from actviz.display.repage import reusable_mosaics
 from actviz.ui.live.frame_job import FrameSpec, frame_job, mosaic_budget
 from actviz.ui.live.frame_status import FrameTiming
 from actviz.ui.live.frames import StillFrame, estimate_bytes
 from actviz.ui.worker import Job
-from actviz.workspace.budget import fmt_bytes
 
 #: Frames captured or queued for capture at once while a sequence plays (1 when paused).
 CAPTURES_AHEAD = 2
@@ -96,8 +96,8 @@ class FrameRunner:
             need = estimate_bytes(result.output_shapes, layers)
             if need is not None and need > self.live.memory_budget:
                 self._refuse(
-                    f"Refused: the {len(layers)} selected layers need about {fmt_bytes(need)}, "
-                    f"over the {fmt_bytes(self.live.memory_budget)} memory budget. Untick some layers "
+                    f"Refused: the {len(layers)} selected layers need about {format_bytes(need)}, "
+                    f"over the {format_bytes(self.live.memory_budget)} memory budget. Untick some layers "
                     "or raise the budget."
                 )
                 return
@@ -178,7 +178,7 @@ class FrameRunner:
 
         self.live.pause()
         self.coalescer.clear()
-        budget = fmt_bytes(self.live.memory_budget)
+        budget = format_bytes(self.live.memory_budget)
         self.live.message.emit(
             f"Refused: {error}. The memory budget is {budget}; untick some layers or raise the "
             "budget."

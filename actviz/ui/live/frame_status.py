@@ -9,7 +9,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
 
-from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, fmt_bytes
+from actviz.core.capture import format_bytes
+from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET
 
 #: Least time between two changes of a spaced read-out while playing (seconds).
 READOUT_INTERVAL_S = 0.25
@@ -64,10 +65,10 @@ class LiveStatus:
         return " · ".join(parts)
 
     def memory_text(self) -> str:
-        copy = f" · model copy {fmt_bytes(self.copy_bytes)}" if self.copy_bytes else ""
+        copy = f" · model copy {format_bytes(self.copy_bytes)}" if self.copy_bytes else ""
         return (
-            f"held {fmt_bytes(self.held_bytes)} of {fmt_bytes(self.budget_bytes)} budget"
-            f"{copy} · process {fmt_bytes(self.rss_bytes)}"
+            f"held {format_bytes(self.held_bytes)} of {format_bytes(self.budget_bytes)} budget"
+            f"{copy} · process {format_bytes(self.rss_bytes)}"
         )
 
 

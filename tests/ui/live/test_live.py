@@ -1030,10 +1030,10 @@ def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
     before, old = len(shown), window.session.result
     window.runs.run()
     qtbot.waitUntil(lambda: window.session.result is not old, timeout=RUN_TIMEOUT_MS)
-    from actviz.workspace.budget import fmt_bytes
+    from actviz.core.capture import format_bytes
 
     assert len(shown) > before
-    assert shown[-1].startswith(f"held {fmt_bytes(window.session.held_bytes())} of ")
+    assert shown[-1].startswith(f"held {format_bytes(window.session.held_bytes())} of ")
 
 
 def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
