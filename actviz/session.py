@@ -24,10 +24,8 @@ def _state_of(window_or_state: Any) -> SessionState:
     # actviz.explore()'s façade stands for its window; session_store is its session files' part.
     window = getattr(window_or_state, "_window", window_or_state)
     for owner in (window, getattr(window, "session", None), getattr(window, "session_store", None)):
-        make = getattr(owner, "session_state", None)
-        if callable(make):
-            state = make()
-            if isinstance(state, SessionState):
+        if callable(make := getattr(owner, "session_state", None)):
+            if isinstance(state := make(), SessionState):
                 return state
     raise TypeError(
         f"cannot save a session from {type(window).__name__}: pass the window "

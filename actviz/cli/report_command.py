@@ -63,8 +63,7 @@ def _from_session(args: argparse.Namespace, progress: kit.Say) -> tuple[Any, dic
     loaded = None
     # Opened only when the saved capture is not enough: none, or edits needing the unedited run.
     if state.model is not None and (cap is None or edits or asked):
-        check = verify_model_source(state, args.model)
-        if check.status == "missing":
+        if (check := verify_model_source(state, args.model)).status == "missing":
             if cap is None:
                 raise ActvizError(f"{check.message} (pass --model PATH)")
             notes.append(f"{check.message}; the report shows the saved run only")

@@ -124,8 +124,7 @@ class Edit:
                 )
             if not self.channels:
                 raise EditError("a concept edit needs the concepts to change")
-            bad = [i for i in self.channels if i >= int(c.d_sae)]
-            if bad:
+            if bad := [i for i in self.channels if i >= int(c.d_sae)]:
                 raise EditError(
                     f"concept {bad[0]} is out of range; the dictionary has {c.d_sae} concepts "
                     f"(0..{int(c.d_sae) - 1})"
@@ -239,8 +238,7 @@ def normalize_edits(edits: Any) -> dict[str, tuple[Edit, ...]]:
                     f"edit for layer {name!r} must be an Edit (actviz.edits.ablate(...)) or a "
                     f"callable f(output) -> output, not {type(item).__name__}"
                 )
-        converted = [item if isinstance(item, Edit) else custom(item) for item in items]
-        if converted:
+        if converted := [item if isinstance(item, Edit) else custom(item) for item in items]:
             out[name] = tuple(converted)
     return out
 
@@ -265,8 +263,7 @@ def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit
         count = _known_channels(module)
         for edit in items:
             if count is not None and edit.dim in (None, 1) and edit.kind != "concept":
-                bad = [c for c in edit.channels or () if c >= count]
-                if bad:
+                if bad := [c for c in edit.channels or () if c >= count]:
                     raise EditError(
                         f"{edit.describe()} on layer {name!r}: channel {bad[0]} is out of "
                         f"range; {type(module).__name__} has {count} channels (0..{count - 1})"
@@ -414,11 +411,9 @@ class _Applied:
         return channel_dim(self.module, t)
 
     def _check(self, t: torch.Tensor, dim: int) -> None:
-        channels = self.edit.channels
-        if channels is not None and t.ndim > 0:
+        if (channels := self.edit.channels) is not None and t.ndim > 0:
             size = t.shape[dim]
-            bad = [c for c in channels if c >= size]
-            if bad:
+            if bad := [c for c in channels if c >= size]:
                 raise self._fail(
                     f"channel {bad[0]} is out of range; the output {tuple(t.shape)} has {size} "
                     f"channels along dim {dim} (0..{size - 1})"
@@ -533,7 +528,6 @@ class EditHooks:
         self.calls[module] = index + 1
         result = output
         for applied in self.edited[module]:
-            call = applied.edit.call
-            if call is None or call == index:
+            if (call := applied.edit.call) is None or call == index:
                 result = applied.apply(result, index)
         return None if result is output else result

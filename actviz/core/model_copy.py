@@ -86,8 +86,7 @@ def _copy(model: nn.Module, to_eval: bool) -> nn.Module:
             memo[id(forward)] = _UNWRAPPED
             wrapped.append((module, forward.args[1]))
         for attr in _HOOK_DICTS:
-            hooks = getattr(module, attr, None)
-            if isinstance(hooks, dict):
+            if isinstance(hooks := getattr(module, attr, None), dict):
                 # Copying the dictionary would copy a running capture's recorder with it.
                 kept = OrderedDict((k, h) for k, h in list(hooks.items()) if not _is_transient(h))
                 memo[id(hooks)] = kept

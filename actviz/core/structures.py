@@ -150,8 +150,7 @@ def shapes(obj: Any) -> Any:
 def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:
     """A copy of ``t`` with the same sizes and strides, autograd included (overlaps are copied
     densely): ``clone()`` makes a gapped view dense, and kernels may round differently."""
-    copy = t.clone()
-    if copy.stride() == t.stride() or not non_overlapping(t):
+    if (copy := t.clone()).stride() == t.stride() or not non_overlapping(t):
         return copy
     out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
     return out.copy_(t)

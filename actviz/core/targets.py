@@ -357,8 +357,7 @@ def _token_id(text: str, tokenizer: Any) -> int:
     """The id of the one token ``text`` names (a vocabulary entry or text of one token)."""
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         text = text[1:-1]  # quotes keep leading spaces, which byte-level vocabularies mark
-    vocab = tokenizer.get_vocab()
-    if text in vocab:
+    if text in (vocab := tokenizer.get_vocab()):
         return int(vocab[text])
     ids = list(tokenizer.encode(text, add_special_tokens=False))
     if len(ids) == 1:

@@ -90,8 +90,7 @@ def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         arg = a.argmax(axis=-1)  # the first maximum wins; NaN counts as the largest
         rows = a.reshape(-1, a.shape[-1])
         maxima = rows[np.arange(rows.shape[0]), arg.ravel()].reshape(arg.shape)
-        nan = np.isnan(maxima)
-        if nan.any():
+        if (nan := np.isnan(maxima)).any():
             bb, cc = np.nonzero(nan)
             picked = a[bb, cc]
             picked = np.where(np.isnan(picked), -np.inf, picked)
@@ -99,8 +98,7 @@ def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
             maxima[bb, cc] = picked[np.arange(len(bb)), arg[bb, cc]]
         return maxima.astype(np.float64), arg
     values, where = flat.max(dim=-1)  # one kernel on a GPU
-    nan = values.isnan()
-    if bool(nan.any()):
+    if bool((nan := values.isnan()).any()):
         bb, cc = nan.nonzero(as_tuple=True)
         picked = flat[bb, cc]  # NaN as -inf (nan_to_num would also make +inf finite)
         picked = torch.where(picked.isnan(), torch.full_like(picked, -torch.inf), picked)

@@ -263,8 +263,7 @@ def cache_umap_compiles() -> int:
 
 def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` largest eigenpairs of PSD ``c`` (subspace iteration, else ``eigh``)."""
-    d = c.shape[0]
-    if d > 64 and 4 * k <= d:
+    if (d := c.shape[0]) > 64 and 4 * k <= d:
         width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]
         q = np.linalg.qr(np.random.default_rng(0).standard_normal((d, width)))[0]
         tol = 1e-11 * max(float(np.trace(c)), 1e-300)

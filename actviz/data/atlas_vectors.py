@@ -131,8 +131,7 @@ def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         for xi, yi in poly:
             # The edge crosses the point's horizontal line to the right of the point.
-            crosses = (yi > y) != (yj > y)
-            if crosses.any():
+            if (crosses := (yi > y) != (yj > y)).any():
                 at = xi + (y - yi) * (xj - xi) / (yj - yi)
                 odd ^= crosses & (x < at)
             xj, yj = xi, yi

@@ -44,8 +44,7 @@ def weights_fingerprint(model: nn.Module) -> str:
             h.update(f"{name}|{tuple(t.shape)}|{t.dtype}".encode())
             if t.is_meta:  # offloaded by accelerate: its value is in the module's hook
                 t = _offloaded(model, name)
-            data = t.detach().cpu().contiguous()
-            if data.numel():
+            if (data := t.detach().cpu().contiguous()).numel():
                 h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 

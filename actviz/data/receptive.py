@@ -98,8 +98,7 @@ class ReceptiveField:
 
     def _template(self, should_stop: Stop = None) -> tuple | None:
         """One position's gradient support (on a 3x input), shifted for others; kept if finished."""
-        cached = self._cache.get("template", False)
-        if cached is not False:
+        if (cached := self._cache.get("template", False)) is not False:
             return cached
         template = None
         _, c, h, w = self.input_shape
@@ -199,8 +198,7 @@ def _receptive_field(
         calls.append((module, id(first), id(out)))
 
     def layer_hook(_module: nn.Module, _args: tuple, output: Any) -> None:
-        out = first_tensor(output)
-        if not layer_out and out is not None:
+        if not layer_out and (out := first_tensor(output)) is not None:
             keep.append(out)
             layer_out.extend((id(out), len(calls), out.shape))
 

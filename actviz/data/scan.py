@@ -145,8 +145,7 @@ def scan(
             def hook(module: nn.Module, _args: Any, output: Any) -> None:
                 if layer.name in reduced:
                     return
-                t = first_tensor(output)
-                if t is not None and t.ndim >= 2:
+                if (t := first_tensor(output)) is not None and t.ndim >= 2:
                     axis = channel_dim(module, t) if embed else None
                     reduced[layer.name] = reduce_output(t, axis)
                     if embed and layer.axis is None:
@@ -202,8 +201,7 @@ def scan(
                         group = None
                     if group is None and not grouped_once and reduced:
                         grouped_once = True
-                        joinable = _joinable(runs, reduced, idx)
-                        if len(joinable) > 1:
+                        if len(joinable := _joinable(runs, reduced, idx)) > 1:
                             group = _Group(joinable, reduced)
                     if group is not None:
                         group.add(reduced, idx, items)

@@ -45,8 +45,7 @@ def save_scan(scan: Scan, folder: str | os.PathLike[str]) -> Path:
     if scan.labels is not None:
         arrays["labels"] = np.asarray(scan.labels)
     sources = scan.sources
-    n = len(sources)
-    if n and all(type(s) is int for s in sources):
+    if (n := len(sources)) and all(type(s) is int for s in sources):
         numbers = np.fromiter(sources, dtype=np.int64, count=n)
         if np.array_equal(numbers, np.arange(n)):
             kept: Any = {"range": n}  # a dataset's items, 0 to n - 1: nothing to store
@@ -94,8 +93,7 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
         raise ValueError(f"{folder}: not a saved actviz scan (format {_FORMAT})")
     with np.load(folder / "scan.npz", allow_pickle=False) as npz:
         arrays = {key: frozen(npz[key]) for key in npz.files}
-    kept = meta["sources"]
-    if isinstance(kept, dict) and "range" in kept:
+    if isinstance(kept := meta["sources"], dict) and "range" in kept:
         sources: tuple = tuple(range(int(kept["range"])))
     elif isinstance(kept, dict):
         sources = tuple(arrays["sources"].tolist())

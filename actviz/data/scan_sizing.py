@@ -33,8 +33,7 @@ def _embedding_layers(net: nn.Module, names: list[str], embeddings: Any) -> set[
     if not embeddings:
         return set()
     wanted = resolve_layers(net, [embeddings] if isinstance(embeddings, str) else embeddings)
-    missing = [name for name in wanted if name not in names]
-    if missing:
+    if missing := [name for name in wanted if name not in names]:
         raise ValueError(
             f"embeddings asked for layers that are not scanned: {', '.join(map(repr, missing))}"
         )
@@ -112,8 +111,7 @@ def _probe_forward(
         if (t := first_tensor(output)) is None:
             return
         total += t.numel() * t.element_size()
-        name = wanted.get(id(module))
-        if name is not None and name not in widths and t.ndim >= 2:
+        if (name := wanted.get(id(module))) is not None and name not in widths and t.ndim >= 2:
             widths[name] = int(t.shape[channel_dim(module, t)])
 
     with forward_hooks(net.modules(), hook), eval_mode(net), torch.no_grad():

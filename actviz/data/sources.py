@@ -61,8 +61,7 @@ def resolve_model(model: Any, transform: Callable[..., Any] | None = None) -> Mo
 
 def preprocessing_id(spec: ModelSpec) -> str:
     """Text that changes whenever the preprocessing does (part of the cache key)."""
-    t = spec.transforms
-    if t is None:
+    if (t := spec.transforms) is None:
         what = "none"
     else:
         kind = getattr(t, "__qualname__", None) or type(t).__qualname__
@@ -94,8 +93,7 @@ def collate(items: list[tuple[int, torch.Tensor | None, str]]) -> tuple:
     if not good:
         return indices, None, skipped
     tensors = [t for _, t in good]
-    shapes = {tuple(t.shape) for t in tensors}
-    if len(shapes) > 1:
+    if len(shapes := {tuple(t.shape) for t in tensors}) > 1:
         raise InputError(
             f"the preprocessing gave inputs of different shapes {sorted(shapes)}; give a "
             "transform (or a model with an input size) that makes every input the same size"

@@ -46,8 +46,7 @@ def write_comparison(
     written: list[Path] = []
     files: dict[str, list[str]] = {}
     for name, layer in prepared.items():
-        view = layer.view
-        if view is None:
+        if layer.view is None:
             continue
         title = f"{name or '(model)'} · {layer.module_type} · A - B"
         # Readable PNGs and the panel's own pixels (_1x), always symmetric about 0 here.

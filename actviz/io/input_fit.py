@@ -76,8 +76,7 @@ def input_misfit(
     if value.ndim != rank or value.shape[1] != exp.channels:
         shape = "x".join(str(int(d)) for d in value.shape)
         return f"it takes {exp.channels}-channel {rank}-D inputs, not {shape}"
-    fixed = _fixed_size(model)
-    if fixed is not None and tuple(value.shape[-2:]) != fixed:
+    if (fixed := _fixed_size(model)) is not None and tuple(value.shape[-2:]) != fixed:
         return f"it takes {fixed[0]}x{fixed[1]} images"
     return None
 

@@ -79,8 +79,7 @@ def expected_input(
     exp = ExpectedInput()
     if loaded_model is not None:
         exp.size = loaded_model.input_size
-        shape = getattr(loaded_model, "input_shape", None)
-        if shape is not None and len(shape) >= 3:
+        if (shape := getattr(loaded_model, "input_shape", None)) is not None and len(shape) >= 3:
             exp.channels = int(shape[1])
             exp.spatial_dims = len(shape) - 2
             exp.layer = f"exported input shape {tuple(shape)}"

@@ -184,8 +184,7 @@ class WindowDriver:
     def tile_menu(self, layer: str, channel: int) -> QMenu:
         """Right-click ``channel``'s tile (or bar) in ``layer``'s panel; return the menu."""
         slot = self.reveal(layer).activation_slot
-        view = slot.view
-        if view is not None and view.kind == "maps" and slot.mosaic is not None:
+        if (view := slot.view) is not None and view.kind == "maps" and slot.mosaic is not None:
             canvas = slot.image_canvas
             y0, x0 = slot.mosaic.tile_origin(channel)
             pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)

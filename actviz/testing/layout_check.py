@@ -291,8 +291,7 @@ def _blanks(window: QWidget) -> Found:
             continue
         tops = [c.mapTo(view, c.rect().topLeft()) for c in canvases]
         beside = max(p.y() for p in tops) - min(p.y() for p in tops) < canvases[0].height() / 2
-        tall = view.height() > view.width()
-        if beside != tall:
+        if beside != (view.height() > view.width()):
             continue  # laid along the view's longer side
         across = "side by side in a view taller than wide"
         if not beside:

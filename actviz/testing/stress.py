@@ -419,8 +419,7 @@ class StressDriver(UserActions):
             flush_deletes(collect=2)
             # What the window's idle collection froze is counted too: it may run in the flushes.
             gc.unfreeze()
-            counts = stress_report.count_objects()
-            if counts["_Runner"] == 0:
+            if (counts := stress_report.count_objects())["_Runner"] == 0:
                 break
             self.spin(0.1)
         if spinning := idle_spinners(self.window, self.spin):

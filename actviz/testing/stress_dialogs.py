@@ -64,8 +64,7 @@ class DialogAnswerer:
         """Answer the popped-up menu or the modal dialog shown now, if any."""
         if self._busy:
             return
-        popup = QApplication.activePopupWidget()
-        if popup is not None and popup.isVisible():
+        if (popup := QApplication.activePopupWidget()) is not None and popup.isVisible():
             widget, how = popup, self._answer_menu if isinstance(popup, QMenu) else None
         else:
             widget, how = QApplication.activeModalWidget(), self._answer_dialog

@@ -53,8 +53,7 @@ def rss_bytes(max_age_s: float = RSS_MAX_AGE_S) -> int | None:
     read less than ``max_age_s`` ago is returned again (0: read now, as a measurement does)."""
     global _rss_read
     now = time.monotonic()
-    last = _rss_read
-    if last is not None and now - last[0] < max_age_s:
+    if (last := _rss_read) is not None and now - last[0] < max_age_s:
         return last[1]
     value = _read_rss()
     _rss_read = (now, value)

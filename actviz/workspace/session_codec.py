@@ -326,8 +326,7 @@ def model_source_of(
     """The :class:`ModelSource` of a ``LoadedModel`` opened with these ``open_model`` arguments."""
     source = str(loaded.source)
     digest = size = None
-    path = Path(source)
-    if loaded.kind in _FILE_KINDS and path.is_file():
+    if loaded.kind in _FILE_KINDS and (path := Path(source)).is_file():
         source = str(path.resolve())
         digest, size = file_sha256(path), path.stat().st_size
     elif loaded.kind == "code":
@@ -419,8 +418,7 @@ def verify_model_source(
         return ModelCheck(
             "missing", f"{where}: the session's checkpoint is not there any more", where
         )
-    digest = file_sha256(where)
-    if digest != src.sha256:
+    if (digest := file_sha256(where)) != src.sha256:
         return ModelCheck(
             "changed",
             f"{where}: the checkpoint changed since the session was saved (modified "

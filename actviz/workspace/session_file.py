@@ -134,8 +134,7 @@ def _members(
         return {"member": name}, members[name]
 
     pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
-    labels = [p.label for p in pins]
-    if len(set(labels)) != len(labels):
+    if len(set(labels := [p.label for p in pins])) != len(labels):
         raise SessionFileError("two pins have the same label; rename one before saving")
     dictionaries: list[Any] = []  # of concept edits, each kept once
     edit_rows, _ = edits_to_json(state.edits, pins, dictionaries)

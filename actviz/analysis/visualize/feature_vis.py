@@ -168,8 +168,7 @@ def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
     """``(module, loaded)`` from an ``nn.Module`` or a ``LoadedModel``."""
     if isinstance(model, nn.Module):
         return model, None
-    inner = getattr(model, "model", None)
-    if isinstance(inner, nn.Module):
+    if isinstance(inner := getattr(model, "model", None), nn.Module):
         return inner, model
     raise VisualizeError(
         f"expected a torch.nn.Module or an opened model, not {type(model).__name__}"
@@ -200,8 +199,7 @@ def fixed_size(model: nn.Module, loaded: Any) -> tuple[int, int] | None:
         return (int(size[0]), int(size[1]))
     cfg = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", None)
     if isinstance(cfg, Mapping) and isinstance(cfg.get("input_size"), Sequence):
-        shape = cfg["input_size"]
-        if len(shape) == 3:
+        if len(shape := cfg["input_size"]) == 3:
             return (int(shape[1]), int(shape[2]))
     image_size = getattr(getattr(model, "config", None), "image_size", None)
     if isinstance(image_size, int):

@@ -124,8 +124,7 @@ def check_keys(
         count, what = out.shape[-1], "classes"
     else:
         count, what = channels_first(out, module).shape[1], "channels"
-    bad = [k for k in keys if not 0 <= k < count]
-    if bad:
+    if bad := [k for k in keys if not 0 <= k < count]:
         where = f"layer {layer!r}" if module is not None else "the model's output"
         # Every key named (as ranges, so 0-200 stays short) and the range there is.
         asked = "is" if len(bad) == 1 else f"{len(bad)} asked for are"

@@ -85,8 +85,7 @@ def export_capture(
     out = check_out_folder(out_dir)
     report = progress or (lambda _done, _total, _what: None)
     names = list(layers) if layers is not None else list(cap.names)
-    missing = [n for n in names if n not in cap.names]
-    if missing:
+    if missing := [n for n in names if n not in cap.names]:
         # A TorchScript model, a layer that did not run: the capture says why in a warning.
         why = f" ({cap.warnings[0]})" if cap.warnings else ""
         shown = ", ".join(repr(n) for n in missing[:4]) + (", ..." if len(missing) > 4 else "")

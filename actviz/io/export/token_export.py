@@ -50,8 +50,7 @@ def write_sequence_views(
         token_files[name] = [png.name, npz.name]
     if token_files:
         summary["token_layers"] = token_files
-    attention = result.attention
-    if attention is not None and attention.layers:
+    if (attention := result.attention) is not None and attention.layers:
         files = []
         sample = result.spec.sample
         for name in attention.layers:

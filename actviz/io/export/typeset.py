@@ -410,8 +410,7 @@ def attribution_images(
     """A prepared capture's saliency, Grad-CAM, rollout: ``({name: (picture, values)}, notes)``."""
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}
-    first_grad = first_tensor(cap.input_grads)
-    if first_grad is not None and first_grad.dim() >= 2:
+    if (first_grad := first_tensor(cap.input_grads)) is not None and first_grad.dim() >= 2:
         sal = prepared.saliency
         if sal is None:  # not image-shaped: the raw strip
             sal = attribution.saliency(first_grad)

@@ -162,8 +162,7 @@ def _timm_families() -> Mapping[str, tuple[str, ...]]:
         for module in timm.list_modules():
             listed = set(timm.list_models(module=module))
             # In shortlist order: a family's first (smallest, cheapest) member stands for it.
-            names = tuple(zoo.TIMM_PREFIX + n for n in TIMM_SHORTLIST if n in listed)
-            if names:
+            if names := tuple(zoo.TIMM_PREFIX + n for n in TIMM_SHORTLIST if n in listed):
                 families[module] = names
     except Exception as exc:  # noqa: BLE001 - an incompatible timm must not break guessing
         log.debug("cannot list timm models: %s", exc)
@@ -304,8 +303,7 @@ def guess_architecture(
             # An earlier zoo's fit wins over a later zoo's copies (each build costs seconds).
             break
         for name in _candidates(patterns, zoo_name):
-            guess = _compare(name, zoo_name, ckpt)
-            if guess is not None and guess.score >= MIN_SCORE:
+            if (guess := _compare(name, zoo_name, ckpt)) is not None and guess.score >= MIN_SCORE:
                 guesses.append(guess)
     signature_store().save()  # what was built, for the next session
     order = {z: i for i, z in enumerate(zoos)}

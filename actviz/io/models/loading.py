@@ -89,8 +89,7 @@ def open_model(
                 f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
             )
     elif dev.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
+        if (mps := getattr(torch.backends, "mps", None)) is None or not mps.is_available():
             raise ModelLoadError(f"device {device!r}: MPS is not available on this machine")
     if isinstance(source, nn.Module):
         loaded = LoadedModel(source, type(source).__name__, type(source).__name__, "module")

@@ -179,8 +179,7 @@ def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
     target = Path(ref.target)
     if not ref.is_file or beside is None or target.is_absolute() or target.is_file():
         return ref
-    near = beside / target
-    if near.is_file():
+    if (near := beside / target).is_file():
         return CodeRef(str(near), ref.attr, is_file=True)
     raise ModelLoadError(
         f"{ref.target}: file not found (looked in the working folder {Path.cwd()} and beside "
@@ -189,8 +188,7 @@ def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
 
 
 def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
-    reason = checkpoints.export_needs_trust(path)
-    if reason and not trust:
+    if (reason := checkpoints.export_needs_trust(path)) and not trust:
         raise UntrustedFileError(src, reason)
     try:
         program = torch.export.load(str(path))
