@@ -90,12 +90,11 @@ def expected_input(
         if param.is_floating_point():
             exp.dtype = param.dtype
             break
-    if exp.channels is None:
-        if (found := _first_conv(model)) is not None:
-            name, conv = found
-            type_name = getattr(conv, "original_name", None) or type(conv).__name__
-            exp.channels = int(conv.in_channels)
-            exp.spatial_dims = int(type_name[-2]) if type_name[-2].isdigit() else None
-            out = getattr(conv, "out_channels", "?")
-            exp.layer = f"first layer {name or '(model)'}: {type_name}({exp.channels}, {out}, ...)"
+    if exp.channels is None and (found := _first_conv(model)) is not None:
+        name, conv = found
+        type_name = getattr(conv, "original_name", None) or type(conv).__name__
+        exp.channels = int(conv.in_channels)
+        exp.spatial_dims = int(type_name[-2]) if type_name[-2].isdigit() else None
+        out = getattr(conv, "out_channels", "?")
+        exp.layer = f"first layer {name or '(model)'}: {type_name}({exp.channels}, {out}, ...)"
     return exp

@@ -102,13 +102,12 @@ def edits_from_json(
             if kind not in _SAVED_KINDS:
                 raise ValueError(f"edit kind {kind!r} cannot be in a session file")
             source = None
-            if kind == "patch":
-                if (source := by_label.get(row.get("pin"))) is None:
-                    warnings.append(
-                        f"patch edit on layer {row['layer']!r}: its source pin "
-                        f"{row.get('pin')!r} has no capture in the file; left out"
-                    )
-                    continue
+            if kind == "patch" and (source := by_label.get(row.get("pin"))) is None:
+                warnings.append(
+                    f"patch edit on layer {row['layer']!r}: its source pin "
+                    f"{row.get('pin')!r} has no capture in the file; left out"
+                )
+                continue
             concepts = None
             if kind == "concept":
                 at = row.get("concepts")

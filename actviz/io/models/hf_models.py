@@ -197,15 +197,14 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
         import transformers
     except ImportError as exc:
         raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
-    if folder is None:
-        if (folder := cached_hub_folder(src)) is None:
-            from huggingface_hub import constants  # installed with transformers
+    if folder is None and (folder := cached_hub_folder(src)) is None:
+        from huggingface_hub import constants  # installed with transformers
 
-            raise ModelLoadError(
-                f"{src}: no such file or folder, and not in the local Hugging Face cache "
-                f"({constants.HF_HUB_CACHE}); actviz never downloads models: download it first "
-                f"with `hf download {src}` (or save it with save_pretrained and open that folder)"
-            )
+        raise ModelLoadError(
+            f"{src}: no such file or folder, and not in the local Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}); actviz never downloads models: download it first "
+            f"with `hf download {src}` (or save it with save_pretrained and open that folder)"
+        )
     try:
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
