@@ -152,8 +152,7 @@ def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:
     densely): ``clone()`` makes a gapped view dense, and kernels may round differently."""
     if (copy := t.clone()).stride() == t.stride() or not non_overlapping(t):
         return copy
-    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
-    return out.copy_(t)
+    return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 
 
 def non_overlapping(t: torch.Tensor, dense: bool = False) -> bool:

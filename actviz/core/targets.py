@@ -271,8 +271,7 @@ def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None
         j = target % n
         label = int(labels[j])
         where = " of image 0" if len(dets) > 1 else ""
-        desc = f"score of detection {j}{where}: label {label}"
-        return Target(scores[j].reshape(()), label, desc)
+        return Target(scores[j].reshape(()), label, f"score of detection {j}{where}: label {label}")
     tops = [
         (i, int(d["scores"].detach().argmax()))
         for i, d in enumerate(dets)

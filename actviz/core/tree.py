@@ -364,5 +364,4 @@ def _listed_blocks(tree: ModuleTree) -> list[str]:
 def _spread(items: list[str], n: int) -> list[str]:
     if len(items) <= n:
         return list(items)
-    step = (len(items) - 1) / max(n - 1, 1)
-    return [items[round(i * step)] for i in range(n)]
+    return [items[round(i * (len(items) - 1) / max(n - 1, 1))] for i in range(n)]

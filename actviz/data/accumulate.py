@@ -188,8 +188,7 @@ class LayerState:
             raise ValueError(f"layer gave {c} channels, earlier batches {self.channels}")
         if reduced.spatial is not None:
             self.spatial = reduced.spatial
-        indices = np.asarray(indices, dtype=np.int64)
-        self._merge(reduced, indices)
+        self._merge(reduced, np.asarray(indices, dtype=np.int64))
         # Statistics: Chan et al.'s parallel merge of (count, mean, M2), in float64.
         batch_mean = means.mean(axis=0)
         dev = means - batch_mean

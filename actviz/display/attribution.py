@@ -47,8 +47,7 @@ def grad_cam_tensor(
         a, g = _pick(a, sample), _pick(g, sample)
     weights = g.mean(dim=(1, 2))
     cam = torch.relu((weights[:, None, None] * a).sum(dim=0))
-    cam = torch.nan_to_num(cam, nan=0.0, posinf=0.0, neginf=0.0)
-    return _unit(_resize(cam, size).clamp_min(0))
+    return _unit(_resize(torch.nan_to_num(cam, nan=0.0, posinf=0.0, neginf=0.0), size).clamp_min(0))
 
 
 def grad_cam(
@@ -78,8 +77,7 @@ def saliency_tensor(
         g = g.reshape(1, -1)
     elif g.dim() > 3:
         g = g.reshape(g.shape[0], -1)
-    g = _unit(torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0))
-    return _resize(g, size)
+    return _resize(_unit(torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)), size)
 
 
 def saliency(input_grad: Any, sample: int = 0) -> np.ndarray:

@@ -180,9 +180,11 @@ class PreparedLayer:
 
 
 def grad_norms_of(layers: Mapping[str, PreparedLayer], order: Sequence[str]) -> np.ndarray:
-    """Each of ``order``'s layers' ``grad_norm`` statistic (NaN: no gradient), float64."""
+    """Each of ``order``'s layers' ``grad_norm`` statistic (NaN: no gradient), float64, read-only."""
     values = [layers[n].stats.get("grad_norm") for n in order]
-    return np.asarray([float("nan") if v is None else float(v) for v in values], np.float64)
+    norms = np.asarray([float("nan") if v is None else float(v) for v in values], np.float64)
+    norms.setflags(write=False)
+    return norms
 
 
 @dataclass(frozen=True)
@@ -231,17 +233,13 @@ class RunResult:
         object.__setattr__(self, "output_shapes", MappingProxyType(dict(self.output_shapes)))
         layers, names = self.layers, self.grad_norm_names  # not self: no reference cycle
         object.__setattr__(self, "_grad_norms", Lazy(lambda: grad_norms_of(layers, names)))
-        sal = self.saliency  # made here; the image is the input's
-        if sal is not None and sal.flags.writeable:
+        if (sal := self.saliency) is not None:  # made here; the image is the input's
             sal.setflags(write=False)
 
     @property
     def grad_norms(self) -> np.ndarray:
         """Each layer's gradient L2 norm in ``grad_norm_names`` order (NaN: none); read-only."""
-        arr = self._grad_norms.get()
-        if arr.flags.writeable:
-            arr.setflags(write=False)
-        return arr
+        return self._grad_norms.get()
 
     @property
     def grad_norms_ready(self) -> bool:

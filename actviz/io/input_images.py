@@ -87,8 +87,7 @@ def _to_uint8_rgb(chw: torch.Tensor) -> np.ndarray:
     arr = chw.detach().to("cpu", torch.float32).clamp(0.0, 1.0).numpy()
     if arr.shape[0] == 1:
         arr = np.repeat(arr, 3, axis=0)
-    arr = arr[:3].transpose(1, 2, 0)
-    return np.ascontiguousarray(np.round(arr * 255.0).astype(np.uint8))
+    return np.ascontiguousarray(np.round(arr[:3].transpose(1, 2, 0) * 255.0).astype(np.uint8))
 
 
 def _describe_transforms(transforms: Any) -> str:

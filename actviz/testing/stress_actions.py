@@ -240,8 +240,7 @@ class UserActions:
         if name in KEYS[3:]:  # the channel view's step keys
             if not self.window.centre.channel_box.isVisible():
                 return f"key {name} (no channel view)"
-            target = self.window.centre.channel_view
-            target.setFocus()
+            self.window.centre.channel_view.setFocus()
         self._key(target, name)
         return f"key {name}"
 

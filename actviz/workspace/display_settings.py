@@ -73,8 +73,7 @@ class DisplaySettings:
     def page_start(self, layer: str, size: int) -> int:
         """Where the page of ``size`` channels shown of ``layer`` starts: a channel, or a
         position in its channel order (:func:`~actviz.display.mosaic.page_start`)."""
-        at = self.channel_pages.get(layer, 0)
-        return page_start(at, size, self.channel_orders.get(layer))
+        return page_start(self.channel_pages.get(layer, 0), size, self.channel_orders.get(layer))
 
     def set_page_channels(self, layer: str, count: int) -> None:
         """Channels per mosaic page of ``layer`` (the window's choice from the panel width)."""

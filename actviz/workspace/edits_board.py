@@ -160,8 +160,7 @@ class EditBoard(Board[EditEntry]):
 
     def set_enabled(self, key: int, enabled: bool) -> EditEntry:
         """Switch entry ``key`` on or off (an off edit stays listed; runs skip it)."""
-        entry = self.get(key)
-        return self.replace(key, dataclasses.replace(entry.edit, enabled=bool(enabled)))
+        return self.replace(key, dataclasses.replace(self.get(key).edit, enabled=bool(enabled)))
 
     def set_value(self, key: int, value: float) -> EditEntry:
         """Change entry ``key``'s number (:func:`with_value`)."""

@@ -205,8 +205,7 @@ def capture_pair(
 
         return run(edits, fixed_default(baseline.output)), baseline
     # The edited capture first: a bad edit fails before the unedited forward is spent.
-    edited = run(edits)
-    return edited, unedited() if baseline is None else baseline
+    return run(edits), unedited() if baseline is None else baseline
 
 
 _SEQUENCES: weakref.WeakKeyDictionary[nn.Module, tuple] = weakref.WeakKeyDictionary()

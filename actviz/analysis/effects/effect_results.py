@@ -105,8 +105,7 @@ class LayerEffects:
             key = np.where(self.verified, np.abs(np.nan_to_num(self.exact, nan=np.inf)), -1.0)
         else:
             raise ValueError(f"by must be 'estimate' or 'exact', not {by!r}")
-        key = np.nan_to_num(key, nan=-1.0)
-        return np.argsort(-key, kind="stable")
+        return np.argsort(-np.nan_to_num(key, nan=-1.0), kind="stable")
 
 
 @dataclass(frozen=True)

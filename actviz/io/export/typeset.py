@@ -311,8 +311,7 @@ def layer_pictures(
     if grad is None:
         return []
     source = layer if layer is not None and layer.grad_view is not None else grad
-    title = f"|d target / d {name or 'output'}|"
-    return layer_page_images(kind, source, cmap, title, normalize)
+    return layer_page_images(kind, source, cmap, f"|d target / d {name or 'output'}|", normalize)
 
 
 _HEAT_INK = (32, 33, 36)

@@ -174,8 +174,7 @@ def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str
         if not hub_id and not cfg.get("url"):
             return model, None, f"timm/{bare} has no pretrained weights: it uses random weights"
         if zoo.network_available(_HUB_HOST):
-            built = timm.create_model(bare, pretrained=True)
-            return built, f"downloaded {hub_id}", ""
+            return timm.create_model(bare, pretrained=True), f"downloaded {hub_id}", ""
     except Exception as exc:  # noqa: BLE001 - hub, network and file errors of many kinds
         return (
             model,
