@@ -87,9 +87,7 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
 
 def map_leaves(obj: Any, fn: Callable[[Any], Any]) -> Any:
     """Like :func:`map_tensors`, with ``fn`` applied to every leaf, tensor or not."""
-    if isinstance(obj, _Tensor):
-        return fn(obj)
-    if (node := _children(obj)) is None:
+    if isinstance(obj, _Tensor) or (node := _children(obj)) is None:
         return fn(obj)
     children, rebuild, _labels = node
     return rebuild([map_leaves(child, fn) for child in children])

@@ -364,8 +364,7 @@ def apply_state_dict(
         if k in fitted and tuple(fitted[k].shape) != tuple(target[k].shape)
     ]
     named = {"shape mismatches": mismatched, "missing keys": missing, "unexpected keys": unexpected}
-    parts = [f"{len(keys)} {what} ({_listing(keys)})" for what, keys in named.items() if keys]
-    if parts:
+    if parts := [f"{len(keys)} {what} ({_listing(keys)})" for what, keys in named.items() if keys]:
         raise ModelLoadError(
             f"{path}: weights do not fit architecture {arch_label}: " + "; ".join(parts)
         )
