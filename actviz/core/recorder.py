@@ -249,8 +249,7 @@ class Recorder:
 def _inplace(module: nn.Module) -> bool:
     """Whether ``module.inplace`` is True (where it has such an attribute)."""
     # A dict lookup, not Module.__getattr__'s slow miss (an exception) on every other module.
-    value = module.__dict__.get("inplace", _NOT_SET)
-    if value is _NOT_SET:
+    if (value := module.__dict__.get("inplace", _NOT_SET)) is _NOT_SET:
         value = getattr(type(module), "inplace", False)  # a class attribute
         if hasattr(value, "__get__"):  # a property or other descriptor: ask the instance
             value = getattr(module, "inplace", False)

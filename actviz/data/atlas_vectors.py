@@ -90,8 +90,7 @@ def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
     if hasattr(query, "records") and hasattr(query, "__getitem__"):  # an actviz Capture
         query = query[layer]
     if hasattr(query, "tensor") and hasattr(query, "output"):  # a LayerRecord
-        t = query.tensor
-        if t is None:
+        if (t := query.tensor) is None:
             raise ValueError(f"the capture of {layer!r} holds no tensor")
         query = t
     if isinstance(query, np.ndarray):

@@ -162,8 +162,7 @@ def _capture_b(
 ) -> tuple[Any, str]:
     from actviz.core.capture import capture
 
-    model = request.model
-    if model is None:
+    if (model := request.model) is None:
         raise ValueError("no model to run for B")
     description = ""
     if request.mode == INPUT:

@@ -379,8 +379,7 @@ def open_model_source(
     now, never the file's, so another's session cannot open a pickle unasked."""
     from actviz.io.models.loading import open_model
 
-    src = state.model
-    if src is None:
+    if (src := state.model) is None:
         raise SessionFileError("the session has no model to open")
     source = str(path) if path is not None else src.source
     loaded = open_model(source, arch=src.arch, weights=src.weights, trust=trust, device=device)

@@ -292,8 +292,7 @@ class Session:
     ) -> None:
         """Make ``value`` (a tensor, a tuple or a dict of tensors) the current input."""
         tokens = tuple(str(t) for t in tokens) if tokens else None
-        if description == "":
-            description = describe_value(value, tokens)
+        description = description or describe_value(value, tokens)
         self.input = InputSource(value, source, kind, image, description, tokens)
         self.targets.auto_target = None  # another input: its own top-1
         self._fit_input_layout()
@@ -413,8 +412,7 @@ class Session:
             value, source = self.input.value, self.input.source or ""
         if loaded is None:
             return ""
-        why = input_misfit(loaded, value, source or "", model=self.model)
-        if why is None:
+        if (why := input_misfit(loaded, value, source or "", model=self.model)) is None:
             return ""
         return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
 

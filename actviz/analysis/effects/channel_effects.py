@@ -131,8 +131,7 @@ def verify(
     default to the capture's). ``ValueError`` for ``eff`` without its run, a channel out of
     range, or an output without the batch first (use ``batch=1``)."""
     start = time.perf_counter()
-    ctx = eff.context
-    if ctx is None:
+    if (ctx := eff.context) is None:
         raise ValueError("these effects carry no run to verify (make them with actviz.effects)")
     asked = _jobs(eff, channels)
     position = {name: i for i, name in enumerate(ctx.run_order)}

@@ -22,8 +22,7 @@ def write_sequence_views(
     """The sequence views of ``result`` written into ``out``: ``(files, summary.json entry)``."""
     written: list[Path] = []
     summary: dict[str, Any] = {}
-    tokens = result.spec.tokens
-    if tokens:
+    if tokens := result.spec.tokens:
         summary["tokens"] = list(tokens)
     token_files: dict[str, list[str]] = {}
     for name in names:

@@ -410,8 +410,7 @@ def attribution_images(
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}
     if (first_grad := first_tensor(cap.input_grads)) is not None and first_grad.dim() >= 2:
-        sal = prepared.saliency
-        if sal is None:  # not image-shaped: the raw strip
+        if (sal := prepared.saliency) is None:  # not image-shaped: the raw strip
             sal = attribution.saliency(first_grad)
         # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
         backdrop = image if image is not None and sal.shape == image.shape[:2] else None

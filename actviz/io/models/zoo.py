@@ -129,8 +129,7 @@ def build_torchvision(
     from torchvision.models import get_model, get_model_weights
 
     wanted = resolve_weights(name, weights)
-    meta = wanted
-    if meta is None:
+    if (meta := wanted) is None:
         with contextlib.suppress(ValueError, KeyError, AttributeError):
             meta = get_model_weights(name).DEFAULT
     # What the weights enum says, known without a download (the default's when random).
