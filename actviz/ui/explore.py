@@ -177,8 +177,7 @@ def run_app(
         app = ensure_app()
         window = MainWindow(plugins="installed" if plugins else None)
         # Everything opens in the background while the window is already on screen.
-        sessions = window.session_store
-        if sessions is not None:
+        if (sessions := window.session_store) is not None:
             sessions.autosave = True
         offer = model is None and input is None and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
         if session is not None and sessions is not None:

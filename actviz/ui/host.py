@@ -127,8 +127,7 @@ class Docks:
         if (dock.isVisible() and main.tabifiedDockWidgets(dock)) or not stacked:
             return
         dock = dock if dock.isVisible() else stacked[0]
-        width = max(self._wanted_width(d) for d in stacked)
-        if width != dock.width():
+        if (width := max(self._wanted_width(d) for d in stacked)) != dock.width():
             self.resize_dock(dock, width)
 
     def _docked(self, area: Qt.DockWidgetArea) -> list[QDockWidget]:
@@ -140,8 +139,7 @@ class Docks:
     def _wanted_width(self, dock: QDockWidget) -> int:
         """``dock``'s size hint's width, at most the width asked and the window's share."""
         width = dock.sizeHint().width()
-        asked = int(dock.property("actviz_width") or 0)
-        if asked > 0:
+        if (asked := int(dock.property("actviz_width") or 0)) > 0:
             width = min(width, asked)
         width = min(width, int(self._w.width() * DOCK_MAX_SHARE))
         return max(width, dock.minimumSizeHint().width())
@@ -330,8 +328,7 @@ class Host(Docks):
         """The menu-bar menu titled ``title`` ("File", "View", ...), made when missing."""
         main = self._w
         for action in main.menuBar().actions():
-            menu = action.menu()
-            if menu is not None and action.text().replace("&", "") == title:
+            if (menu := action.menu()) is not None and action.text().replace("&", "") == title:
                 return menu
         return main.menuBar().addMenu(f"&{title}")
 
@@ -389,8 +386,7 @@ class Host(Docks):
 
     def reveal_panel(self, layer: str) -> None:
         """Scroll the Layers tab so ``layer``'s panel is in view."""
-        panel = self.panel(layer)
-        if panel is not None:
+        if (panel := self.panel(layer)) is not None:
             self._w.centre.layers_scroll.ensureWidgetVisible(panel)
 
     def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None:
@@ -492,8 +488,7 @@ class FeatureBase:
     def reset_layout(self) -> None:
         """Put the feature's docks where a first start puts them: by default its ``dock``, if it
         has one, back on the right at the width it was added with, closed."""
-        dock = getattr(self, "dock", None)
-        if dock is not None:
+        if (dock := getattr(self, "dock", None)) is not None:
             width = dock.property("actviz_width") or None
             self.host.dock_back(dock, Qt.DockWidgetArea.RightDockWidgetArea, width=width)
             dock.hide()

@@ -184,8 +184,7 @@ class _Runner:
                     self.should_stop, lambda msg: signals.relay.emit(gen, "progress", (msg,))
                 )
             if isinstance(result, Staged):
-                second_stage = self.second_stage
-                if second_stage is None:
+                if (second_stage := self.second_stage) is None:
                     raise TypeError("a Staged job's `then` returned Staged again")
                 # Handed over from this thread: a busy event loop must not delay the capture.
                 continuation = _Runner(
@@ -322,8 +321,7 @@ class Worker(QObject):
         stale = [gen for gen in self._jobs if gen < self._floor]
         for gen in stale:
             # A slot of an earlier one may have submitted (and so ended this one) already.
-            job = self._jobs.pop(gen, None)
-            if job is not None:
+            if (job := self._jobs.pop(gen, None)) is not None:
                 job._end("superseded", quietly=not emit)  # noqa: SLF001 - the worker ends it
 
     def cancel(self, job: Job | None = None) -> bool:

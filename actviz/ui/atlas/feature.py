@@ -45,8 +45,7 @@ def classifier_layer(scan: Any, categories: Any) -> str | None:
 
 def made_of(saved: dict[str, Any], scan: Any) -> bool:
     """Whether ``scan`` is the one the saved map was made of."""
-    key = saved.get("scan_key")
-    if key and str(getattr(scan, "cache_path", None) or "") != str(key):
+    if (key := saved.get("scan_key")) and str(getattr(scan, "cache_path", None) or "") != str(key):
         return False
     return as_int(saved.get("images")) in (None, int(scan.count))
 
@@ -90,8 +89,7 @@ def selection_text(atlas: Any, rows: np.ndarray) -> str:
         labels = np.asarray(emb.labels)[rows]
         labels = labels[(labels >= 0) & (labels < len(emb.class_names))]
         counts = np.bincount(labels, minlength=len(emb.class_names))
-        top = [int(c) for c in np.argsort(-counts, kind="stable")[:3] if counts[c] > 0]
-        if top:
+        if top := [int(c) for c in np.argsort(-counts, kind="stable")[:3] if counts[c] > 0]:
             text += " · " + ", ".join(f"{emb.class_names[c]} {counts[c]}" for c in top)
             others = len(np.flatnonzero(counts)) - len(top)
             text += f", +{others} classes" if others > 0 else ""
@@ -360,8 +358,7 @@ class AtlasFeature(FeatureBase, QObject):
 
     def select_rows(self, rows: Any) -> tuple[Any, ...]:
         """Select ``rows``: their thumbnails and the channels that set them apart."""
-        atlas = self.atlas
-        if atlas is None:
+        if (atlas := self.atlas) is None:
             return ()
         rows = np.unique(np.asarray(rows, np.int64))
         self.selection = rows
@@ -432,8 +429,7 @@ class AtlasFeature(FeatureBase, QObject):
 
     def report_part(self) -> dict[str, Any]:
         """The map as the tab shows it, drawn when the report is written."""
-        atlas = self.atlas
-        if atlas is None:
+        if (atlas := self.atlas) is None:
             return {}
         colours = self._colouring()
         mode = self.view.colour_combo.currentText()

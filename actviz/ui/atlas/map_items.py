@@ -46,8 +46,7 @@ class SelectBox(pg.ViewBox):
         if ev.isFinish():
             self.rbScaleBox.hide()
             a = self.mapToView(ev.buttonDownPos())
-            b = self.mapToView(ev.pos())
-            self.rect_selected.emit(QRectF(a, b).normalized())
+            self.rect_selected.emit(QRectF(a, self.mapToView(ev.pos())).normalized())
         else:
             self.updateScaleBox(ev.buttonDownPos(), ev.pos())
 
@@ -129,8 +128,7 @@ class RasterDots(pg.GraphicsObject):
         w, h = painter.device().width(), painter.device().height()
         if w <= 0 or h <= 0:
             return
-        raster = self._raster
-        if raster is None or not raster.covers(t, w, h):
+        if (raster := self._raster) is None or not raster.covers(t, w, h):
             # While the zoom changes only the view is splatted; the first pan adds the margins.
             wide = raster is None or raster.same_scale(t)
             raster = self._raster = self._render(t, w, h, self.MARGIN if wide else 0.0)

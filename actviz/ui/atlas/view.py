@@ -395,16 +395,14 @@ class AtlasView(QtWidgets.QWidget):
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         if self.stack.currentIndex() != 1:
             return
-        row = self.row_at(self.box.mapSceneToView(scene_pos))
-        if row != self._hovered:
+        if (row := self.row_at(self.box.mapSceneToView(scene_pos))) != self._hovered:
             self._hovered = row
             self.hovered.emit(row)
 
     def _on_mouse_clicked(self, ev: Any) -> None:
         if ev.button() != Qt.MouseButton.LeftButton or self.stack.currentIndex() != 1:
             return
-        row = self.row_at(self.box.mapSceneToView(ev.scenePos()))
-        if row >= 0:
+        if (row := self.row_at(self.box.mapSceneToView(ev.scenePos()))) >= 0:
             ev.accept()
             self.clicked.emit(row)
 

@@ -201,8 +201,7 @@ class SimilarityChart(PlotPanel):
         return f"{name} (call {calls[index]})" if repeated or calls[index] > 0 else name
 
     def _summary_text(self) -> str:
-        n = len(self.names)
-        if n == 0:
+        if (n := len(self.names)) == 0:
             return "no layer in common"
         if self.divergence is None:
             return f"{n} layers · no layer differs beyond rel L2 {self.tol:g}"
@@ -219,8 +218,7 @@ class SimilarityChart(PlotPanel):
 
     def hover_text(self, x: float) -> str | None:
         """``3: layer2 · cosine 0.981 · rel L2 0.192 · max |Δ| 1.52`` for the layer at ``x``."""
-        index = self.index_at(x)
-        if index is None:
+        if (index := self.index_at(x)) is None:
             return None
         fmt = style.format_value
         text = (

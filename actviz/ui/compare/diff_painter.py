@@ -103,8 +103,7 @@ class DiffPainter(QObject):
         v = self.view
         painted = 0
         while self.unpainted and not self._closed and (most is None or painted < most):
-            names = v.diffs.near_view(self.unpainted, margin)
-            if not names:
+            if not (names := v.diffs.near_view(self.unpainted, margin)):
                 break
             if painted and time.perf_counter() > deadline:
                 return False
@@ -140,8 +139,7 @@ class DiffPainter(QObject):
 
     def paint(self, name: str) -> None:
         """Paint layer ``name``'s panel with its page of the comparison shown."""
-        outcome = self.outcome
-        if outcome is None or name not in outcome.differences:
+        if (outcome := self.outcome) is None or name not in outcome.differences:
             return
         if not self.page.isVisible():
             self.unpainted.add(name)
@@ -165,8 +163,7 @@ class DiffPainter(QObject):
 
     def _page(self, name: str, layer: PreparedLayer) -> tuple[int, int]:
         """Layer ``name``'s page: its first channel and its size."""
-        size = self.page_sizes.get(name)
-        if size is None:
+        if (size := self.page_sizes.get(name)) is None:
             size = layer.mosaic.page_size if layer.mosaic is not None else 1
         size = max(1, int(size))
         return (max(0, self.pages.get(name, 0)) // size) * size, size

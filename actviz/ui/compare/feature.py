@@ -155,11 +155,9 @@ class CompareController(FeatureBase, QObject):
         """Start comparing the latest run with run B; False (saying why) when it cannot start."""
         if self._closed:
             return False
-        result = self.session.result
-        if result is None or result.capture is None:
+        if (result := self.session.result) is None or result.capture is None:
             return self._refuse("No run A yet: run the model first (Ctrl+R).")
-        source = self.view.source
-        if source == PIN and not len(self.session.pins):
+        if (source := self.view.source) == PIN and not len(self.session.pins):
             return self._refuse(
                 "No pinned result: pin a run with Run > Pin this result (Ctrl+P), "
                 "change the input or the model's state, run again, then compare."
@@ -419,8 +417,7 @@ class CompareController(FeatureBase, QObject):
         # Run A's layers, else (no run yet) the ticked ones, must be in model B.
         cap = None if session.result is None else session.result.capture
         names = list(session.ticked) if cap is None else list(cap.names)
-        text = layer_mismatch({} if cap is None else cap, loaded.model, names)
-        if text:
+        if text := layer_mismatch({} if cap is None else cap, loaded.model, names):
             self._b_failed(request, text)
             return
         self.b_request, self.model_b = None, loaded

@@ -176,8 +176,7 @@ class CompareView(QtWidgets.QWidget):
 
     def set_source(self, key: str) -> None:
         """Choose the kind of run B (emits ``source_changed`` when it changes)."""
-        index = self.source_combo.findData(key)
-        if index >= 0:
+        if (index := self.source_combo.findData(key)) >= 0:
             self.source_combo.setCurrentIndex(index)
 
     def set_pins(self, labels: Sequence[str], current: int | None = None) -> None:
@@ -298,8 +297,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
 
     def panel(self, name: str) -> DifferencePanel:
         """Layer ``name``'s difference panel, made (and placed) on first use."""
-        panel = self.panels.get(name)
-        if panel is not None:
+        if (panel := self.panels.get(name)) is not None:
             return panel
         panel = DifferencePanel(name)
         panel.page_requested.connect(self.page_requested)
@@ -307,8 +305,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         panel.channel_clicked.connect(self.channel_clicked)
         panel.set_selected(name == self._selected)
         self.panels[name] = panel
-        stand_in = self.cells.get(name)
-        if stand_in is not None:
+        if (stand_in := self.cells.get(name)) is not None:
             grid = self.grid
             row, column, _, _ = grid.getItemPosition(grid.indexOf(stand_in))
             self._discard(stand_in)
@@ -323,8 +320,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         self._selected = name
         for panel_name, panel in self.panels.items():
             panel.set_selected(panel_name == name)
-        cell = self.cells.get(name)
-        if cell is not None:
+        if (cell := self.cells.get(name)) is not None:
             self.settle()
             # Its top (title) at the top: a panel is often taller than the area.
             self.verticalScrollBar().setValue(cell.y())
@@ -360,8 +356,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
     def _place(self, order: list[str]) -> None:
         grid = self.grid
         while grid.count():
-            widget = grid.itemAt(0).widget()
-            if widget is not None:
+            if (widget := grid.itemAt(0).widget()) is not None:
                 # removeWidget, not takeAt: the old layout item would keep a stale height.
                 grid.removeWidget(widget)
             else:
@@ -383,8 +378,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
 
     def blank(self, name: str, title: str = "") -> None:
         """Empty layer ``name``'s panel, if made, keeping its height (the others stay put)."""
-        panel = self.panels.get(name)
-        if panel is None:
+        if (panel := self.panels.get(name)) is None:
             return
         height = panel.height() if panel.activation_slot.view is not None else 0
         panel.clear()

@@ -108,13 +108,11 @@ class ScanDialog(QtWidgets.QDialog):
 
     def spec(self) -> ScanSpec | str:
         """The :class:`ScanSpec` chosen, or why there is none (a sentence)."""
-        folder = self.folder_edit.text().strip()
-        if not folder:
+        if not (folder := self.folder_edit.text().strip()):
             return "Pick a folder of images to scan."
         if not Path(folder).expanduser().is_dir():
             return f"No folder at {folder}."
-        layers = self.checked_layers()
-        if not layers:
+        if not (layers := self.checked_layers()):
             return "Tick at least one layer to scan."
         batch = self.batch_spin.value() or None
         return ScanSpec(str(Path(folder).expanduser()), tuple(layers), self.k_spin.value(), batch)
@@ -127,8 +125,7 @@ class ScanDialog(QtWidgets.QDialog):
             self.folder_edit.setText(folder)
 
     def _on_scan_clicked(self) -> None:
-        spec = self.spec()
-        if isinstance(spec, str):
+        if isinstance(spec := self.spec(), str):
             self.message_label.setText(spec)
             return
         self.message_label.setText("")

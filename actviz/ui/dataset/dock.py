@@ -288,8 +288,7 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
         return None if part is None else COLUMNS[section][part]
 
     def data(self, index: QtCore.QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        f = self.figures
-        if f is None or not index.isValid():
+        if (f := self.figures) is None or not index.isValid():
             return None
         key = COLUMNS[index.column()][0]
         row = int(self.order[index.row()])
@@ -344,6 +343,5 @@ class ChannelTable(QtWidgets.QTableView):
         return self.table_model.row_of(channel)
 
     def _on_clicked(self, index: QtCore.QModelIndex) -> None:
-        f = self.table_model.figures
-        if f is not None and index.isValid():
+        if (f := self.table_model.figures) is not None and index.isValid():
             self.channel_clicked.emit(f.layer, self.channel_at(index.row()))

@@ -54,8 +54,7 @@ class ChannelOpening:
         self.pending = None
         if self.host.open_channel(layer, channel):
             return True
-        result = self.session.result
-        if result is not None and layer in result.layers:
+        if (result := self.session.result) is not None and layer in result.layers:
             # Shown, but not as maps: running again would open nothing either.
             self._say_no_maps(layer, channel)
             return False
@@ -76,8 +75,7 @@ class ChannelOpening:
         """No input yet: open the channel's best image (then run); False when there is none."""
         if not self.scans.covers(layer):
             return False
-        top = self.scans.scan.top(layer, channel)
-        if not top or not isinstance(top[0].source, str):
+        if not (top := self.scans.scan.top(layer, channel)) or not isinstance(top[0].source, str):
             return False
         self.awaiting_input = True
         return self.host.open_input_source(top[0].source, remember=False)
@@ -96,13 +94,11 @@ class ChannelOpening:
     def _say_no_maps(self, layer: str, channel: int) -> None:
         """Say in the dock that ``layer``'s channel cannot open large (maps only)."""
         result = self.session.result
-        prepared = result.layers.get(layer) if result is not None else None
-        shape = getattr(prepared, "shape", None)
+        shape = getattr(result.layers.get(layer) if result is not None else None, "shape", None)
         what = f" (its output is {tuple(shape)})" if shape else ""
         text = f"{layer} ch {channel} has no maps to open large{what}."
         if self.scans.covers(layer):
-            top = self.scans.scan.top(layer, channel)[:TOP_NAMED]
-            if top:
+            if top := self.scans.scan.top(layer, channel)[:TOP_NAMED]:
                 named = ", ".join(
                     f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top
                 )
@@ -172,8 +168,7 @@ class DatasetScanUI(FeatureBase, QObject):
             return False
         if folder is None:
             parent = self.host.dialog_parent()
-            folder = QFileDialog.getExistingDirectory(parent, "Open a saved scan")
-            if not folder:
+            if not (folder := QFileDialog.getExistingDirectory(parent, "Open a saved scan")):
                 return False
         from actviz.data.scan_file import open_scan
 
@@ -317,8 +312,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self._scan_ended(self.scans.scan, text)
 
     def _show_layer(self, layer: str) -> None:
-        scan = self.scans.scan
-        if scan is None or not layer or layer not in tuple(scan.layers):
+        if (scan := self.scans.scan) is None or not layer or layer not in tuple(scan.layers):
             self.dock.set_figures(None)
             return
         try:
@@ -391,8 +385,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def restore_session_part(self, parts: Any) -> Job | None:
         """Show a session's scan again from its saved arrays, running nothing; the job or None."""
-        saved = parts.get("dataset")
-        if not isinstance(saved, dict):
+        if not isinstance(saved := parts.get("dataset"), dict):
             return None
         folder, layers = str(saved.get("folder", "")), tuple(saved.get("layers") or ())
         return self._peek(folder, layers, _as_int(saved.get("k"), DEFAULT_K))

@@ -93,8 +93,7 @@ class DatasetScans(QObject):
 
     def start(self, spec: ScanSpec) -> Job | None:
         """Scan ``spec`` in the background (stopping a running one); the job (None: no model)."""
-        model = self.session.model
-        if model is None:
+        if (model := self.session.model) is None:
             self.scan_failed.emit("Open a model first, then scan a dataset.")
             return None
         job = self._submit(model, spec, peek=False)
@@ -104,8 +103,7 @@ class DatasetScans(QObject):
     def peek(self, spec: ScanSpec) -> Job | None:
         """Report what is saved for ``spec`` as ``scan_finished``, running nothing (silent when
         nothing is; models over :data:`PEEK_COPY_LIMIT` skipped). The job, None without a model."""
-        model = self.session.model
-        if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
+        if (model := self.session.model) is None or model_bytes(model) > PEEK_COPY_LIMIT:
             return None  # a big model is not copied unasked (a scan, asked for, still copies it)
         return self._submit(model, spec, peek=True)
 
@@ -243,8 +241,7 @@ class DatasetScans(QObject):
         self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
 
     def _on_scan_cancelled(self, job: Job) -> None:
-        partial = self._partial.pop(job, None)
-        if partial is not None and partial.count > 0:
+        if (partial := self._partial.pop(job, None)) is not None and partial.count > 0:
             # What was scanned before the cancel is worth showing (it is saved too).
             self._adopt(partial)
         else:
@@ -254,8 +251,7 @@ class DatasetScans(QObject):
     def request_views(self, layer: str, channel: int) -> bool:
         """Make ``channel`` of ``layer``'s top-k views in the background (already made: emitted
         before this returns); False when the scan lacks ``layer``."""
-        scan = self.scan
-        if scan is None or layer not in tuple(scan.layers):
+        if (scan := self.scan) is None or layer not in tuple(scan.layers):
             return False
         key = (id(scan), layer, int(channel))
         self._views_key = (layer, int(channel))
@@ -264,8 +260,7 @@ class DatasetScans(QObject):
             self.views_worker.drop()
             self.views_ready.emit(layer, int(channel), held)
             return True
-        model = self.session.model
-        if model is None:
+        if (model := self.session.model) is None:
             return False
         loaded = self.session.loaded_model
 

@@ -108,8 +108,7 @@ class TopKGrid(QtWidgets.QWidget):
         """Rows of tiles shown without scrolling (one, or two in a tall window)."""
         grid = self.tiles.gridSize()
         per_row = max(1, (self.tiles.viewport().width() or self.width()) // max(1, grid.width()))
-        needed = max(1, -(-self.tiles.count() // per_row))
-        return min(needed, 2 if self._tall() else 1)
+        return min(max(1, -(-self.tiles.count() // per_row)), 2 if self._tall() else 1)
 
     def _fit_height(self) -> None:
         side = TILE_PX if self._tall() else SMALL_TILE_PX

@@ -63,8 +63,7 @@ class PanelMarks:
         """Outline each layer's top ``k`` channels, turning to the page of the first."""
         s = self.session
         for layer in eff.layers:
-            panel = self.host.panel(layer)
-            if panel is None:
+            if (panel := self.host.panel(layer)) is None:
                 continue
             top = list(eff.top_channels(layer, k))
             panel.set_selected_channels(top)
@@ -288,17 +287,14 @@ class EffectsFeature(FeatureBase, QObject):
         """Measure each layer's top channels (or ``channels``) exactly, in the background."""
         if self._closed or self.job.running:
             return False
-        eff = self.effects
-        if eff is None:
+        if (eff := self.effects) is None:
             self.view.set_message("No estimates to verify yet: run the model.", error=True)
             return False
         model = self.session.model
         assert eff.context is not None
-        inputs = eff.context.inputs
-        if inputs is None and self.session.input is not None:
+        if (inputs := eff.context.inputs) is None and self.session.input is not None:
             # Not the run's own inputs: the session's, through the one input gate.
-            problem = self.session.input_problem()
-            if problem:
+            if problem := self.session.input_problem():
                 self.view.set_message(problem, error=True)
                 return False
             inputs = self.session.input.value
@@ -400,8 +396,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def rows(self, layer: str) -> list[BarRow]:
         """The bars of ``layer`` as shown: its top channels by ``|estimate|``."""
-        eff = self.effects
-        if eff is None or layer not in eff.results:
+        if (eff := self.effects) is None or layer not in eff.results:
             return []
         # A channel without effect does not matter, however it ranks; measured ones come last.
         top = [r for r in eff.top(layer, self.view.top) if r.has_effect]
@@ -411,8 +406,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def show_effects(self) -> None:
         """Show the effects held: each layer's bars and the lines under them."""
-        eff = self.effects
-        if eff is None:
+        if (eff := self.effects) is None:
             return
         v = self.view
         v.set_sections(list(eff.layers))
@@ -422,8 +416,7 @@ class EffectsFeature(FeatureBase, QObject):
             res, unit = eff[layer], units.unit_name(eff, layer)
             verified = int(res.verified.sum())
             info = f"{res.channels} {unit}s"
-            silent = sum(not r.has_effect for r in eff.top(layer, k))
-            if silent:
+            if silent := sum(not r.has_effect for r in eff.top(layer, k)):
                 info += f" · {silent} of the top {min(k, res.channels)} without effect, not drawn"
             if verified:
                 verified_any = True
@@ -477,8 +470,7 @@ class EffectsFeature(FeatureBase, QObject):
         sort.toggled.connect(self._on_sort_action_toggled)
 
     def _edit(self, layer: str, k: int | None, verb: str) -> bool:
-        eff = self.effects
-        if eff is None or layer not in eff.results:
+        if (eff := self.effects) is None or layer not in eff.results:
             self.view.set_message(f"No effects of {layer} to act on: run the model.", error=True)
             return False
         k = self.view.top if k is None else int(k)
@@ -489,8 +481,7 @@ class EffectsFeature(FeatureBase, QObject):
             self.host.show_error(f"Could not make the edit: {exc}")
             return False
         what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
-        repeated = self.session.edits.repeats(layer, edit)
-        if repeated is not None:
+        if (repeated := self.session.edits.repeats(layer, edit)) is not None:
             self.view.set_message(f"Already made: {repeated.describe()}.")
             return False
         try:
@@ -554,16 +545,13 @@ def _what_to_estimate(session: Any, result: RunResult | None) -> tuple[Any, ...]
     """What the estimates of ``result`` need; ValueError says why they cannot be made."""
     if result is None:
         raise ValueError(RUN_FIRST)
-    cap = result.capture
-    if cap is None:
+    if (cap := result.capture) is None:
         raise ValueError("This result keeps no capture: run the model again.")
     if not cap.gradients:
         raise ValueError("This result was captured without gradients: nothing to rank.")
-    model = session.model
-    if model is None:
+    if (model := session.model) is None:
         raise ValueError("No model.")
-    layers = [n for n in result.shown if n in cap.records]
-    if not layers:
+    if not (layers := [n for n in result.shown if n in cap.records]):
         raise ValueError("Tick a layer in the module tree: its channels are ranked here.")
     dicts = {n: att.concepts for n, att in session.concepts.items() if att.shown}
     return model, cap, layers, session.run_target, dicts

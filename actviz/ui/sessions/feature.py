@@ -265,8 +265,7 @@ class SessionsFeature(FeatureBase, QObject):
         opening.notes.extend(state.warnings)
         parent = self.host.dialog_parent()
         if check.status == "missing":
-            where = self.locate_checkpoint(parent, check.message)
-            if not where:
+            if not (where := self.locate_checkpoint(parent, check.message)):
                 self._fail_open(opening, f"Not opened: {check.message}", level="error")
                 return
             opening.model_path = str(where)

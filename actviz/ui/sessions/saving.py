@@ -387,8 +387,7 @@ class ReportExport(QObject):
 
     def export(self, path: str | Path, *, wait: bool = False) -> bool:
         """Write the result shown as an HTML report; True if started (``wait``: written)."""
-        result = self.host.result
-        if result is None or result.capture is None:
+        if (result := self.host.result) is None or result.capture is None:
             self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
             return False
         out = Path(path)
@@ -443,8 +442,7 @@ class ReportExport(QObject):
             "cmap": s.colormap,
             "normalize": s.normalize,
         }
-        loaded = s.loaded_model
-        if loaded is not None and loaded.model is s.model:
+        if (loaded := s.loaded_model) is not None and loaded.model is s.model:
             from actviz.io.export.reproduce import run_source
 
             kwargs["source"] = run_source(

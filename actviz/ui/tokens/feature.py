@@ -120,8 +120,7 @@ class AttentionPanel(PanelBase):
         self.status_label.setText(f"{data.shape[0]} queries x {data.shape[1]} keys")
 
     def _on_canvas_hovered(self, row: int, col: int) -> None:
-        heat = self.canvas.heat
-        if heat is None or row < 0:
+        if (heat := self.canvas.heat) is None or row < 0:
             return
         self.status_label.setText(
             f"query {row} {self.canvas.row_labels[row]!r} -> key {col} {self.labels[col]!r}: "
@@ -183,8 +182,7 @@ class LogitLensPanel(PanelBase):
         return item.text() if item is not None else ""
 
     def _show(self, *_args: object) -> None:
-        lens = self.lens
-        if lens is None or self.position() < 0:
+        if (lens := self.lens) is None or self.position() < 0:
             return
         rows = lens.rows(self.position())
         k = lens.ids.shape[2]

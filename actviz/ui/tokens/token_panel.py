@@ -196,8 +196,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
         """Widget coordinates of a cell's centre (tests hover there)."""
         self.ensure_layout()
-        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(col + 0.5, row + 0.5))
-        return self.mapFromScene(scene)
+        return self.mapFromScene(self.plot.vb.mapViewToScene(QtCore.QPointF(col + 0.5, row + 0.5)))
 
     def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
         self.hovered.emit(-1, -1)
@@ -284,8 +283,7 @@ class TokenLayerPanel(LayerPanel):
     ) -> None:
         """As :meth:`LayerPanel.set_difference`; a token view shows it in its own heat map."""
         super().set_difference(view, mosaic, colormap)
-        tv = self.token_view
-        if tv is None or self.token_canvas is None or view.kind != "heatmap":
+        if (tv := self.token_view) is None or self.token_canvas is None or view.kind != "heatmap":
             return
         data = np.asarray(view.data, dtype=np.float32)
         if data.shape != tv.heat.shape:
@@ -296,8 +294,7 @@ class TokenLayerPanel(LayerPanel):
         self.status_label.setText(self._token_description())
 
     def _token_description(self) -> str:
-        view = self.token_view
-        if view is None:
+        if (view := self.token_view) is None:
             return ""
         t, d = view.shape[1], view.shape[2]
         batch = f" (sample {view.sample} of {view.shape[0]})" if view.shape[0] > 1 else ""
@@ -305,8 +302,7 @@ class TokenLayerPanel(LayerPanel):
         return f"{edited}{t} tokens x {d} features{batch}"
 
     def _on_token_hovered(self, row: int, col: int, gradient: bool) -> None:
-        view = self.token_view
-        if view is None:
+        if (view := self.token_view) is None:
             return
         diff = self.difference_heat
         if row < 0:

@@ -128,8 +128,7 @@ class ModuleTreeModel(QAbstractItemModel):
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        node = self._node(index)
-        if node is None:
+        if (node := self._node(index)) is None:
             return None
         column = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
@@ -151,8 +150,7 @@ class ModuleTreeModel(QAbstractItemModel):
             # (The model itself holds every tick: its row says nothing by being bold.)
             return self._bold if node.name and self._ticked_inside(node.name) else None
         elif role == Qt.ItemDataRole.ToolTipRole:
-            label = node.name or "(the model itself)"
-            lines = [f"{label} · {node.type_name}"]
+            lines = [f"{node.name or '(the model itself)'} · {node.type_name}"]
             if inside := self._ticked_inside(node.name):
                 lines.append(f"{inside} ticked layer{'s' if inside > 1 else ''} inside")
             if node.extra_repr:
@@ -215,8 +213,7 @@ class ModuleTreeModel(QAbstractItemModel):
     def _on_session_ticks_changed(self, names: set[str]) -> None:
         self._inside = None
         rows = set(names)
-        tree = self.tree
-        if tree is None:
+        if (tree := self.tree) is None:
             return
         for name in names:  # and the modules that hold them (their bold name)
             parent = tree[name].parent if name in tree else None
@@ -292,8 +289,7 @@ def _shrink_to(wanted: list[int], room: int, floor: int) -> list[int]:
         target = max(floor, max(others, default=floor), widths[widest] - excess)
         if target >= widths[widest]:  # every column at the floor or equal: shorten evenly
             step = max(1, excess // len(widths))
-            shrinkable = [c for c in range(len(widths)) if widths[c] > floor]
-            if not shrinkable:
+            if not (shrinkable := [c for c in range(len(widths)) if widths[c] > floor]):
                 break
             for c in shrinkable:
                 cut = min(step, widths[c] - floor, excess)
@@ -478,8 +474,7 @@ class ModelDock(QDockWidget):
         width = view.viewport().width() or view.width()
         cap = max(NAME_COLUMN_MIN_PX, int(width * max_fraction))
         wanted = max(view.sizeHintForColumn(0), view.header().sectionSizeHint(0))
-        size = min(max(wanted, NAME_COLUMN_MIN_PX), cap)
-        view.header().resizeSection(0, size)
+        view.header().resizeSection(0, min(max(wanted, NAME_COLUMN_MIN_PX), cap))
         self._fit_pending = False
         self.fit_columns()
         return view.header().sectionSize(0)
@@ -488,8 +483,7 @@ class ModelDock(QDockWidget):
         """Fit the columns to the tree's width: hide Params, then Output shape; shrink the rest."""
         view = self.tree_view
         header = view.header()
-        room = view.viewport().width()
-        if room <= 0 or header.count() < 4:
+        if (room := view.viewport().width()) <= 0 or header.count() < 4:
             return
         name = header.sectionSize(0)
         wanted = self._wanted_widths()
@@ -519,8 +513,7 @@ class ModelDock(QDockWidget):
             index = view.model().index(0, 0)
             while index.isValid():
                 for c in widest:
-                    text = index.siblingAtColumn(c).data()
-                    if text:
+                    if text := index.siblingAtColumn(c).data():
                         widest[c] = max(widest[c], metrics.horizontalAdvance(str(text)))
                 index = view.indexBelow(index)
             margin = 2 * (view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1)
@@ -579,8 +572,7 @@ class ModelDock(QDockWidget):
             self.module_selected.emit(name)
 
     def _on_tree_context_menu(self, pos: QPoint) -> None:
-        index = self.tree_view.indexAt(pos)
-        menu = self.tree_context_menu(index.data(NameRole))
+        menu = self.tree_context_menu(self.tree_view.indexAt(pos).data(NameRole))
         try:
             menu.exec(self.tree_view.viewport().mapToGlobal(pos))
         finally:

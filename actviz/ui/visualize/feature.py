@@ -122,8 +122,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def restore_session_part(self, parts: Any) -> None:
         """Put back :meth:`session_part`'s page: its settings, and its tiles from the cache."""
-        state = parts.get(STATE_KEY)
-        if not isinstance(state, dict):
+        if not isinstance(state := parts.get(STATE_KEY), dict):
             return
         if (settings := read_saved_settings(state.get("settings"))) is not None:
             self.section.set_settings(settings)
@@ -145,8 +144,7 @@ class VisualizeFeature(FeatureBase, QObject):
         if self.session.model is None:
             self.host.show_warning("Open a model first, then visualise a layer's channels.")
             return False
-        layer = self.host.selected_layer or self.channel_view.name
-        if not layer:
+        if not (layer := self.host.selected_layer or self.channel_view.name):
             self.host.show_warning("Select a layer first, then visualise its channels.")
             return False
         return self.visualise_page(layer)
@@ -253,8 +251,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _show_cached(self) -> None:
         """Show the cached picture of the channel and settings shown once the cache answers."""
-        key = self.key()
-        if key is None or self._closed:
+        if (key := self.key()) is None or self._closed:
             self._forget_lookup()
             self._show(None)
             return

@@ -165,8 +165,7 @@ class PageVisualiser(QObject):
         return tuple(range(self._pos, min(end, self.total) if self.total else end))
 
     def _show_page(self) -> None:
-        n = len(self.channels)
-        if not n:
+        if not (n := len(self.channels)):
             caption = ""
         elif self._order is not None:
             caption = f"{self._order_label}: {self._pos + 1}-{self._pos + n} of {self.total}"
@@ -227,8 +226,7 @@ class PageVisualiser(QObject):
             return False
         if tree is not None and layer not in tree:
             return False
-        order = state.get("order")
-        if isinstance(order, list) and all(type(c) is int for c in order):
+        if isinstance(order := state.get("order"), list) and all(type(c) is int for c in order):
             self._order, self._order_label = tuple(order), str(state.get("order_label") or "")
             self.total = len(self._order)
         else:
@@ -359,8 +357,7 @@ class PageVisualiser(QObject):
             )
 
     def _cancelled_text(self) -> str:
-        done = len(self.dock.mosaic.filled())
-        return f"Cancelled ({done} of {_count(len(self.channels))} done)."
+        return f"Cancelled ({len(self.dock.mosaic.filled())} of {_count(len(self.channels))} done)."
 
     def _on_dock_toggled(self, shown: bool) -> None:
         # Closed, it stops (minutes of unseen CPU otherwise); tiles done stay, Visualise resumes.

@@ -156,8 +156,7 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         h, w = self.image.shape[:2]
         big = max(h, w) > MAX_SHOWN
         pixmap = style.rgb_pixmap(self.image, MAX_SHOWN if big else None)
-        factor = max(1, -(-MIN_SHOWN // max(1, min(h, w))))
-        if factor > 1 and not big:
+        if (factor := max(1, -(-MIN_SHOWN // max(1, min(h, w))))) > 1 and not big:
             pixmap = pixmap.scaled(
                 w * factor, h * factor, mode=QtCore.Qt.TransformationMode.FastTransformation
             )
@@ -254,8 +253,7 @@ class WantsMosaic(QtWidgets.QWidget):
             metrics = painter.fontMetrics()
             for i, channel in enumerate(self.channels):
                 rect = self.tile_rect(i)
-                image = self._images.get(channel)
-                if image is None:
+                if (image := self._images.get(channel)) is None:
                     painter.fillRect(rect, _PENDING)
                 else:
                     painter.drawImage(rect, image)

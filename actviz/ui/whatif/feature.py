@@ -51,8 +51,7 @@ class EditRow(QtWidgets.QWidget):
         self.label.setToolTip(entry.describe())
         layout.addWidget(self.label, 1)
         self.value_box: QtWidgets.QDoubleSpinBox | None = None
-        value = edit_value(entry.edit)
-        if value is not None:
+        if (value := edit_value(entry.edit)) is not None:
             self.value_box = box = QtWidgets.QDoubleSpinBox(
                 decimals=3, minimum=-1e6, maximum=1e6, singleStep=0.1, value=value, maximumWidth=80
             )
@@ -232,8 +231,7 @@ class RangeDialog(QtWidgets.QDialog):
         return self._values
 
     def _on_ok(self) -> None:
-        values = self.values()
-        if isinstance(values, str):
+        if isinstance(values := self.values(), str):
             self.message_label.setText(values)
             return
         self._values = values
@@ -306,8 +304,7 @@ class WhatIfController(FeatureBase, QObject):
         """Add ``edit`` on ``layer`` and re-run; ``model`` offered it (None: the one shown).
         False (said) when that model is no longer shown."""
         kwargs = {} if model is None else {"model": model}  # omitted: the model shown
-        repeated = self.session.edits.repeats(layer, edit)
-        if repeated is not None:
+        if (repeated := self.session.edits.repeats(layer, edit)) is not None:
             self.host.show_status(f"Already made: {repeated.describe()}.")
             return False
         try:
@@ -400,8 +397,7 @@ class WhatIfController(FeatureBase, QObject):
         menu.addAction(f"Clamp {what}…", clamp).setToolTip(
             "Limit these channels to a range during the forward (e.g. only positive values)"
         )
-        pins = [p for p in self.session.pins if p.result.capture is not None]
-        if not pins:
+        if not (pins := [p for p in self.session.pins if p.result.capture is not None]):
             action = menu.addAction("Patch from pin")
             action.setEnabled(False)
             action.setToolTip(
@@ -489,8 +485,7 @@ class WhatIfController(FeatureBase, QObject):
         self.host.channel_view.set_edit_note(_edit_note(self.session.result, name) if name else "")
 
     def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
-        result = self.session.result
-        if result is None:
+        if (result := self.session.result) is None:
             return
         panel.set_edit_badge(_edit_note(result, panel.name))
         if result.baseline is not None:
@@ -505,8 +500,7 @@ class WhatIfController(FeatureBase, QObject):
             panel.hide_difference_toggle()
             return
         if panel.difference_wanted() and result.baseline is not None:
-            diff = self.difference_layer(result, layer)
-            if diff is not None and diff.view is not None:
+            if (diff := self.difference_layer(result, layer)) is not None and diff.view is not None:
                 panel.set_difference(diff.view, diff.mosaic, diff.stats.get("colormap"))
 
     def difference_layer(self, result: RunResult, layer: PreparedLayer) -> PreparedLayer | None:
@@ -520,8 +514,7 @@ class WhatIfController(FeatureBase, QObject):
         page = layer.mosaic.page_size if layer.mosaic is not None else None
         order = layer.mosaic.order if layer.mosaic is not None else None  # sorted tiles
         key = (name, first, page, result.spec.normalize, order)
-        cached = self._diff_cache.get(key)
-        if cached is not None:
+        if (cached := self._diff_cache.get(key)) is not None:
             return cached
         spec = dataclasses.replace(
             result.spec,

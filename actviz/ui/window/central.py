@@ -132,8 +132,7 @@ class _LayersScroll(QScrollArea):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         # The viewport's width changes only here (its bar is always on): columns before layout.
-        width = self.viewport().width()
-        if width != self._announced:
+        if (width := self.viewport().width()) != self._announced:
             self._announced = width
             self.viewport_resized.emit(width)
             if self.grid is not None:

@@ -37,8 +37,7 @@ class ChannelPages:
 
     def open_channel(self, name: str, channel: int) -> bool:
         """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude."""
-        result = self.session.result
-        if result is None or name not in result.layers:
+        if (result := self.session.result) is None or name not in result.layers:
             return False
         layer = result.layers[name]
         view = layer.view
@@ -83,8 +82,7 @@ class ChannelPages:
 
     def turn_page(self, name: str, step: int) -> bool:
         """Show the previous (-1) or next (+1) page of ``name`` (no new run); False if none."""
-        layer = self._layer(name)
-        if layer is None or layer.mosaic is None:
+        if (layer := self._layer(name)) is None or layer.mosaic is None:
             return False
         first = self.page_first(name) + step * self.page_size(name)
         order = self.session.channel_orders.get(name)
@@ -99,8 +97,7 @@ class ChannelPages:
 
     def page_size(self, name: str) -> int:
         """Channels per mosaic page of layer ``name`` (the panel's, else the mosaic's)."""
-        size = self.session.page_channels.get(name)
-        if size is None:
+        if (size := self.session.page_channels.get(name)) is None:
             layer = self._layer(name)
             mosaic = layer.mosaic if layer is not None else None
             size = mosaic.page_size if mosaic is not None else 1

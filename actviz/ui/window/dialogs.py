@@ -240,8 +240,7 @@ class OpenModelDialog(QDialog):
         if not self.keep_open:
             super().accept()
             return
-        spec = self.spec()
-        if spec is None:
+        if (spec := self.spec()) is None:
             what = ("a model from the list", "a file", "a recent model", "a timm model")
             self._say(f"Choose {what[self.tabs.currentIndex()]} first.", error=True)
             return
@@ -320,8 +319,7 @@ class OpenModelDialog(QDialog):
         if isinstance(names := self.tabs.currentWidget(), _NameTab):
             return names.spec()
         if self.tabs.currentIndex() == 1:
-            path = self.file_edit.text().strip()
-            if not path:
+            if not (path := self.file_edit.text().strip()):
                 return None
             return ModelSpec(path, self.arch_combo.currentText().strip() or None)
         item = self.recent_list.currentItem()
@@ -488,8 +486,7 @@ class ExportFolderDialog(QDialog):
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(ok)
 
     def _on_browse_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export to folder", self.folder())
-        if folder:
+        if folder := QFileDialog.getExistingDirectory(self, "Export to folder", self.folder()):
             self.folder_edit.setText(folder)
 
 

@@ -60,8 +60,7 @@ class ExportActions:
         """Write the CLI's ``export`` of the current result to ``out_dir`` in the background
         (``export_finished`` or ``export_failed`` follows); whether it started (``wait``: worked).
         """
-        result = self.session.result
-        if result is None or result.capture is None:
+        if (result := self.session.result) is None or result.capture is None:
             self.show_warning("Nothing to export yet: run first (Ctrl+R).")
             return False
         if self._rerun_with_input_grads(out_dir):
@@ -187,8 +186,7 @@ class ExportActions:
 
     def _input_record(self, result: Any) -> dict[str, Any]:
         """summary.json's record of the input: the live frame's origin, else the opened input."""
-        origin = getattr(result, "origin", None)
-        if origin is not None:
+        if (origin := getattr(result, "origin", None)) is not None:
             return dict(
                 input_name=origin.get("input") or "tensor",
                 input_path=origin.get("path") or "",
@@ -255,8 +253,7 @@ class ExportActions:
 
     def abandon(self) -> None:
         """Forget the export running now (the window closes): it ends as not succeeded."""
-        request = self._export_request
-        if request is not None and request.succeeded is None:
+        if (request := self._export_request) is not None and request.succeeded is None:
             request.succeeded = False
         self._export_request = None
 
@@ -292,8 +289,7 @@ class ExportActions:
     def _on_export_all_triggered(self) -> None:
         # Not QFileDialog.getExistingDirectory: a new folder is fine (export creates it).
         last = str(self.last_export[0].parent) if self.last_export else start_folder()
-        out = self.choose_export_folder(self.window, last)
-        if out:
+        if out := self.choose_export_folder(self.window, last):
             self.export_all(out)
 
     def _on_export_png_triggered(self) -> None:

@@ -123,8 +123,7 @@ class FileOpening:
 
     def cancel(self) -> bool:
         """Cancel the model and input loads (the previous ones stay); True when one was running."""
-        model = self.model_request
-        if model is not None:
+        if (model := self.model_request) is not None:
             self.drop_model_load()
         inp = self.inputs.request  # (read after: a dropped model may start a waiting input)
         if inp is not None:
@@ -141,8 +140,7 @@ class FileOpening:
 
     def start_model_load(self, request: ModelRequest) -> None:
         """Open the model ``request`` names on a loader thread (it supersedes one loading)."""
-        previous = self.model_request
-        if previous is not None and previous is not request:
+        if (previous := self.model_request) is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
             dialog = previous.dialog
             if dialog is not None and dialog is not request.dialog:  # frees its Open button
@@ -214,8 +212,7 @@ class FileOpening:
 
     def drop_model_load(self, status: str = "") -> None:
         """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
-        request = self.model_request
-        if request is None:
+        if (request := self.model_request) is None:
             return
         self.model_loads.drop()
         self._fail(request, status)

@@ -50,8 +50,7 @@ class InputLoads:
 
     def ask(self, request: InputRequest) -> None:
         """Open ``request`` (superseding any), or let it wait for a model being opened."""
-        previous = self.request
-        if previous is not None and previous is not request:
+        if (previous := self.request) is not None and previous is not request:
             previous.succeeded = False
         self.request = request
         if self.files.model_request is not None:
@@ -82,14 +81,12 @@ class InputLoads:
 
     def start_waiting(self) -> None:
         """Read an input that waited for a model being opened, for the session's model now."""
-        pending = self.request
-        if pending is not None and pending.job is None:
+        if (pending := self.request) is not None and pending.job is None:
             self.start(pending)
 
     def model_failed(self) -> None:
         """The model being opened failed: an input waiting for it is read for the current one."""
-        pending = self.request
-        if pending is None or pending.job is not None:
+        if (pending := self.request) is None or pending.job is not None:
             return
         if pending.quiet and self.session.model is None:
             self.request = None
@@ -99,8 +96,7 @@ class InputLoads:
 
     def drop(self, text: str = "") -> None:
         """Forget the input being opened; with ``text``, report it as cancelled."""
-        request = self.request
-        if request is None:
+        if (request := self.request) is None:
             return
         self.worker.drop()
         self.request = None
@@ -192,13 +188,10 @@ class InputSwap:
         its default; the misfit is kept."""
         from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
 
-        inp = self.session.input
-        if inp is None:
+        if (inp := self.session.input) is None:
             return None, None
-        why = input_misfit(loaded, inp.value, inp.source)
-        if why is None:
-            path = self.session.input_path
-            if path:
+        if (why := input_misfit(loaded, inp.value, inp.source)) is None:
+            if path := self.session.input_path:
                 return InputRequest(str(path), remember=False, swap=True), None
             if inp.source and input_kind(inp.value, inp.source) == "text" and ":" in inp.source:
                 # Token ids are the old tokenizer's: read the text again with the new one.
@@ -212,8 +205,7 @@ class InputSwap:
                 if kept.source and (Path(kept.source).is_file() or ":" in kept.source):
                     return InputRequest(kept.source, remember=False, swap=True), None
                 return None, kept
-        source = natural_input_source(loaded, self._menus.samples)
-        if source is None:
+        if (source := natural_input_source(loaded, self._menus.samples)) is None:
             failed = self._take_failure(loaded)
             self._warn(f"{failed}The input does not fit {loaded.name} ({why}): open an input.")
             return None, None

@@ -245,8 +245,7 @@ class MainWindow(QMainWindow):
         self._on_session_changed()
 
     def _on_session_input_changed(self) -> None:
-        inp = self.session.input
-        if inp is not None:
+        if (inp := self.session.input) is not None:
             caption = inp.description or inp.source
             if inp.source and Path(inp.source).name not in caption:
                 caption = f"{Path(inp.source).name} · {caption}"
@@ -287,8 +286,7 @@ class MainWindow(QMainWindow):
     dragMoveEvent = dragEnterEvent  # noqa: N815
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
-        files = local_files(event.mimeData())
-        if not files:
+        if not (files := local_files(event.mimeData())):
             event.ignore()
             return
         event.acceptProposedAction()
@@ -297,8 +295,7 @@ class MainWindow(QMainWindow):
         self._open_dropped_soon.request()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
-        if not self._closed:
-            self.shutdown()
+        self.shutdown()
         super().closeEvent(event)
 
     def shutdown(self) -> None:

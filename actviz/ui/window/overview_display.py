@@ -100,8 +100,7 @@ class OverviewDisplay:
         self._show_gradcam(result.gradcam_default)
 
     def _show_gradcam(self, name: str | None) -> None:
-        result = self.session.result
-        if result is None:
+        if (result := self.session.result) is None:
             return
         panel = self.centre.gradcam_panel
         if name is None or name not in result.grad_cams:

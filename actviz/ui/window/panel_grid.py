@@ -134,8 +134,7 @@ class PanelGrid:
 
     def schedule(self, *_args: object) -> None:
         """Fill the waiting panels on screen in the next display pass (a scroll, a resize)."""
-        pending = self.pending
-        if not pending or self._scheduled:
+        if not self.pending or self._scheduled:
             return
         self._scheduled = True
         epoch = self._epoch
@@ -206,8 +205,7 @@ class PanelGrid:
             wanted = {id(panels[name]): (i // columns, i % columns) for i, name in enumerate(order)}
             placed_now: set[int] = set()
             for i in reversed(range(grid.count())):
-                widget = grid.itemAt(i).widget()
-                if widget is None:
+                if (widget := grid.itemAt(i).widget()) is None:
                     grid.takeAt(i)
                 elif wanted.get(id(widget)) != grid.getItemPosition(i)[:2]:
                     # Not takeAt: a kept item stays tied to the widget (stale height-for-width).

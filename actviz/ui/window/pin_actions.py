@@ -35,8 +35,7 @@ class PinActions:
 
     def pin_result(self) -> Pin | None:
         """Keep the result shown now (Ctrl+P); None, with a message, when refused."""
-        result = self.session.result
-        if result is None:
+        if (result := self.session.result) is None:
             self.show_warning("Nothing to pin yet: run the model first.", "pins")
             return None
         inp = self.session.input

@@ -163,16 +163,14 @@ class ResultDisplay:
         """Make missing panels for at most ``budget_s`` (None: all) and lay the grid out."""
         if epoch != self._create_epoch:
             return  # a newer result decides which panels to make
-        result = self.session.result
-        if result is None:
+        if (result := self.session.result) is None:
             self._to_create = []
             return
         end = time.perf_counter() + (float("inf") if budget_s is None else budget_s)
         made: list[str] = []
         while self._to_create and (time.perf_counter() < end or not made):
             name = self._to_create.pop(0)
-            layer = result.layers.get(name)
-            if layer is None or name in self.layer_panels:
+            if (layer := result.layers.get(name)) is None or name in self.layer_panels:
                 continue
             panel = TokenLayerPanel(name, module_type=layer.module_type)
             panel.channel_clicked.connect(self.pages.open_channel)
@@ -195,8 +193,7 @@ class ResultDisplay:
             self.steps.release()
         else:
             # Its own epoch says when it is stale (a newer result's panels differ).
-            step = lambda: self._create_panels(epoch, CREATE_BUDGET_S)  # noqa: E731
-            self.defer_display(step, stale_ok=True)
+            self.defer_display(lambda: self._create_panels(epoch, CREATE_BUDGET_S), stale_ok=True)
 
     def panels_pending(self) -> bool:
         """Whether panels of the result shown are still to be made."""
@@ -206,8 +203,7 @@ class ResultDisplay:
         """The status bar's timing and memory: ``ran in 53 ms · 1.2 MiB held (2 pinned)``."""
         self._held_timer.stop()
         self._held_text_at = time.perf_counter()
-        result = self.session.result
-        if result is None:
+        if (result := self.session.result) is None:
             self.timing_label.clear()
             return
         secs = result.elapsed_s

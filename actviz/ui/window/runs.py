@@ -193,8 +193,7 @@ class RunControl:
         with QSignalBlocker(a.gradients_action):
             a.gradients_action.setChecked(s.show_gradients)
         self.session.set_view(colormap=a.colormap, normalize=a.normalize_combo.currentData())
-        current = a.colormap_actions.get(a.colormap)
-        if current is not None:
+        if (current := a.colormap_actions.get(a.colormap)) is not None:
             current.setChecked(True)
 
     def on_session_view_changed(self, what: str) -> None:
@@ -274,8 +273,7 @@ class RunControl:
                 combo.clear()
                 # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
                 combo.addItems(target_choices(self.session.categories, output))
-            target = self.session.target
-            if target is None:
+            if (target := self.session.target) is None:
                 combo.setCurrentIndex(0)
             elif 0 <= target < combo.count() - 1:
                 combo.setCurrentIndex(target + 1)

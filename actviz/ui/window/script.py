@@ -49,8 +49,7 @@ MOVED: Mapping[str, str] = {n: part for part, names in _MOVED_TO.items() for n i
 
 def moved(window: Any, name: str) -> Any:
     """``window.<part>.<name>`` for a name that moved (:data:`MOVED`), with a warning."""
-    part = MOVED.get(name)
-    if part is None:
+    if (part := MOVED.get(name)) is None:
         raise AttributeError(f"{type(window).__name__!r} object has no attribute {name!r}")
     warnings.warn(f"window.{name} moved: use window.{part}.{name}", MovedWarning, stacklevel=3)
     return getattr(getattr(window, part), name)
@@ -154,8 +153,7 @@ def _known_layers(session: Session, names: tuple[str | Sequence[str], ...]) -> l
             )
         else:
             flat.extend(name)
-    tree = session.tree
-    if tree is None:
+    if (tree := session.tree) is None:
         raise ValueError(f"no model is shown, so there are no layers to tick ({flat})")
     known = [node.name for node in tree]
     for name in flat:

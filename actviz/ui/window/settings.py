@@ -87,8 +87,7 @@ class AppSettings:
         return [value] if isinstance(value, str) else [str(v) for v in value if v]
 
     def _push(self, key: str, item: str) -> None:
-        items = [item] + [v for v in self._list(key) if v != item]
-        self.store.setValue(key, items[:MAX_RECENT])
+        self.store.setValue(key, ([item] + [v for v in self._list(key) if v != item])[:MAX_RECENT])
 
     #: Most recent first: model sources as typed (zoo names or file paths), input files and
     #: session files opened or saved.
