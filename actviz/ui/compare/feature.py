@@ -179,8 +179,7 @@ class CompareController(FeatureBase, QObject):
 
     def go_to_layer(self, name: str) -> bool:
         """Show layer ``name``'s panel in the Layers tab, selected (a chart point's click)."""
-        panels = self.host.layer_panels
-        if name not in panels:
+        if name not in self.host.layer_panels:
             self.view.set_message(
                 f"{name or '(model)'} has no panel in the Layers tab: tick it in the module "
                 "tree to see it there.",

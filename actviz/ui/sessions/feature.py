@@ -247,8 +247,7 @@ class SessionsFeature(FeatureBase, QObject):
             return False
         if self._opening is not None:
             self._fail_open(self._opening, "")
-        opening = _Opening(Path(path))
-        self._opening = opening
+        opening = self._opening = _Opening(Path(path))
         self.host.show_status(f"Opening the session {short_source(str(path))}…")
 
         def read(_stop: Any, _progress: Any) -> tuple[SessionState, ModelCheck]:

@@ -260,8 +260,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._show(None)
         self._asked, self._pending = key, True
         # The opened model (its preprocessing and input size) when there is one.
-        loaded = self.session.loaded_model
-        model = loaded if loaded is not None else self.session.model
+        model = self.session.loaded_model or self.session.model
 
         def job(_should_stop: Any, _report: Any) -> tuple[tuple[Any, ...], Visualization]:
             return key, _visualize_key(model, key, only_cached=True)

@@ -197,14 +197,12 @@ class RangeDialog(QtWidgets.QDialog):
             wordWrap=True, styleSheet=f"color: {style.ERROR_TEXT};"
         )
         form.addRow(self.message_label)
-        buttons = QtWidgets.QDialogButtonBox(
-            QtWidgets.QDialogButtonBox.StandardButton.Ok
-            | QtWidgets.QDialogButtonBox.StandardButton.Cancel
-        )
+        std = QtWidgets.QDialogButtonBox.StandardButton
+        buttons = QtWidgets.QDialogButtonBox(std.Ok | std.Cancel)
         buttons.accepted.connect(self._on_ok)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
-        self.ok_button = buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Ok)
+        self.ok_button = buttons.button(std.Ok)
         self._values: tuple[float | None, float | None] | None = None
 
     def values(self) -> tuple[float | None, float | None] | str:
@@ -280,8 +278,7 @@ class WhatIfController(FeatureBase, QObject):
         )
         host.add_prediction_widget(self.change_view)
 
-        board = self.session.edits
-        self.dock.enabled_changed.connect(board.set_enabled)
+        self.dock.enabled_changed.connect(self.session.edits.set_enabled)
         self.dock.value_changed.connect(self._on_dock_value_changed)
         self.dock.remove_requested.connect(self._on_dock_remove_requested)
         self.dock.clear_requested.connect(self._on_dock_clear_requested)

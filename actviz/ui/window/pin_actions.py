@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
 from actviz.core.capture import format_bytes
@@ -86,17 +85,15 @@ class PinActions:
         menu.clear()
         pins = list(self.session.pins)
         for pin in pins:
-            act = QAction(f"{pin.label} ({format_bytes(pin.nbytes)})", menu)
-            act.triggered.connect(lambda _=False, p=pin: self.show_pinned(p))
-            menu.addAction(act)
+            label = f"{pin.label} ({format_bytes(pin.nbytes)})"
+            menu.addAction(label, lambda p=pin: self.show_pinned(p))
         if pins and self.compare_with is not None:
             menu.addSeparator()
             sub = self._compare_menu
             menu.addMenu(sub)
             for pin in pins:
-                act = sub.addAction(pin.label)
+                act = sub.addAction(pin.label, lambda p=pin: self.compare_with_pin(p))
                 act.setToolTip("Layer by layer, in the Compare tab")
-                act.triggered.connect(lambda _=False, p=pin: self.compare_with_pin(p))
         if pins:
             menu.addSeparator()
         menu.addActions([self.unpin_action, self.unpin_all_action])
