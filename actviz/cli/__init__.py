@@ -281,8 +281,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         except ValueError as exc:
             raise ActvizError(f"run {tag}: {exc}") from None
-        for w in cap.warnings:
-            _progress(f"warning (run {tag}): {w}")
+        kit.say_each(_progress, cap.warnings, f"warning (run {tag}): ")
         caps.append(cap)
     comparison = compare(caps[0], caps[1], tol=args.tol)
     if not comparison.layers:

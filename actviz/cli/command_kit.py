@@ -180,5 +180,4 @@ def report_scan(result: Any, say: Say) -> None:
     if result.from_cache:
         say(f"from the cache: {result.cache_path}")
     say_each(say, result.warnings)
-    for source, reason in result.skipped:
-        say(f"skipped {source}: {reason}")
+    say_each(say, (f"{source}: {reason}" for source, reason in result.skipped), "skipped ")

@@ -65,8 +65,7 @@ class WindowDriver:
     def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
         from actviz.ui.window.script import window_of
 
-        window = window_of(window)  # actviz.explore()'s façade: its window
-        self.window = window
+        self.window = window = window_of(window)  # actviz.explore()'s façade: its window
         self.qtbot = qtbot if qtbot is not None else EventBot()
         #: Kept beside the window: its model is checked for hooks after the window is deleted.
         self.session = window.session
