@@ -200,8 +200,7 @@ def _display_image(value: Any) -> np.ndarray | None:
     if not (value.is_floating_point() or value.dtype == torch.uint8):
         return None
     x = value[0].detach().to("cpu", torch.float32)
-    finite = x[torch.isfinite(x)]
-    if finite.numel() == 0:
+    if (finite := x[torch.isfinite(x)]).numel() == 0:
         return None
     lo, hi = float(finite.min()), float(finite.max())
     x = torch.nan_to_num((x - lo) / (hi - lo) if hi > lo else torch.zeros_like(x))
@@ -247,8 +246,7 @@ def _from_random(src: str, exp: ExpectedInput, size: tuple[int, int] | None) -> 
         shape = (1, exp.channels or 3, *hw)
     if int(np.prod(shape)) > 2**31:
         raise InputError(f"{src}: {np.prod(shape):.3g} elements is too many for one input")
-    gen = torch.Generator().manual_seed(seed)
-    t = torch.randn(shape, generator=gen, dtype=torch.float32)
+    t = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
     t, notes = _fit_tensor(t, src, "tensor", exp)
     value = t.to(exp.device)
     extra = f", {', '.join(notes)}" if notes else ""
