@@ -114,8 +114,7 @@ def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]
             "the model output holds no tensor, so there is nothing to take gradients of"
         )
     path, out = tensors[0]
-    segmentation = isinstance(output, Mapping) and _is_map(output.get("out"))
-    if segmentation:
+    if segmentation := isinstance(output, Mapping) and _is_map(output.get("out")):
         path, out = "output['out']", output["out"]
     if (logits := _logits(output)) is not None:
         # Hugging Face outputs: attentions and hidden states beside the logits are extras.

@@ -400,8 +400,7 @@ def mosaic(
         lo_c, hi_c = flat.min(axis=1), flat.max(axis=1)
         lo_all, hi_all = float(lo_c.min()), float(hi_c.max())
         # NaN propagates through min and max, and a channel holding Inf reaches an end.
-        finite = math.isfinite(lo_all) and math.isfinite(hi_all)
-        if not finite:
+        if not (finite := math.isfinite(lo_all) and math.isfinite(hi_all)):
             lo_c, hi_c, _ = _channel_ranges(flat)
             lo_all, hi_all = float(lo_c.min()), float(hi_c.max())
             # NaN marks what is not data; Inf would otherwise paint as an end colour.
