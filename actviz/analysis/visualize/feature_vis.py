@@ -385,8 +385,7 @@ class LayerRunner:
     def _redirect(self, module: nn.Module, args: Any, output: Any) -> Any:
         x = args[0] if args else None
         if isinstance(x, torch.Tensor) and isinstance(output, torch.Tensor) and x.requires_grad:
-            stuck = self.stuck
-            if stuck is None or stuck.shape[0] != x.shape[0]:
+            if (stuck := self.stuck) is None or stuck.shape[0] != x.shape[0]:
                 stuck = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
             return _RedirectedReLU.apply(x, stuck)
         return None
@@ -400,11 +399,8 @@ class LayerRunner:
         self.taken = None
         if self.module is None:
             out = self.model(x)
-            logits = out.get("logits") if isinstance(out, Mapping) else None
-            if logits is None:
-                logits = getattr(out, "logits", None)
-            t = logits if isinstance(logits, torch.Tensor) else first_tensor(out)
-            if t is None:
+            logits = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", None)
+            if (t := logits if isinstance(logits, torch.Tensor) else first_tensor(out)) is None:
                 raise VisualizeError("the model's output holds no tensor")
             return t
         with contextlib.suppress(_Reached):
