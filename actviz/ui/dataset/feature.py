@@ -97,12 +97,11 @@ class ChannelOpening:
         shape = getattr(result.layers.get(layer) if result is not None else None, "shape", None)
         what = f" (its output is {tuple(shape)})" if shape else ""
         text = f"{layer} ch {channel} has no maps to open large{what}."
-        if self.scans.covers(layer):
-            if top := self.scans.scan.top(layer, channel)[:TOP_NAMED]:
-                named = ", ".join(
-                    f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top
-                )
-                text += f" Its top images: {named}."
+        if self.scans.covers(layer) and (top := self.scans.scan.top(layer, channel)[:TOP_NAMED]):
+            named = ", ".join(
+                f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top
+            )
+            text += f" Its top images: {named}."
         self.dock.set_message(text)
 
 

@@ -259,8 +259,7 @@ class PageVisualiser(QObject):
         return max(1, min(MAX_PAGE, int(self.host.page_channels(layer))))
 
     def _known_total(self, layer: str) -> int:
-        mosaic = self._mosaic(layer)
-        return int(mosaic.total_channels) if mosaic is not None else 0
+        return int(mosaic.total_channels) if (mosaic := self._mosaic(layer)) is not None else 0
 
     def _mosaic(self, layer: str) -> Any:
         result = self.host.result
