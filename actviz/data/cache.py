@@ -185,8 +185,7 @@ class LayerCache:
         self, k: int, sources: tuple[str | int, ...], signatures: tuple[str, ...], embeddings: bool
     ) -> Loaded | None:
         """The saved state if reusable for ``sources`` (``embeddings``: with its rows), or None."""
-        arrays = self.store.get(self.layer)
-        if arrays is None or not self.log_path.exists():
+        if (arrays := self.store.get(self.layer)) is None or not self.log_path.exists():
             return None
         if embeddings and "embed_dim" not in arrays:
             return None
@@ -208,8 +207,7 @@ class LayerCache:
             parts = line.rstrip("\n").split("\t")
             if len(parts) < 3:
                 return None
-            i = where.get(parts[1])
-            if i is None or signatures[i] != parts[2]:
+            if (i := where.get(parts[1])) is None or signatures[i] != parts[2]:
                 return None  # an item scanned before has vanished or changed: rescan
             log_of_index[i] = pos
             index_of_log[pos] = i
@@ -226,8 +224,7 @@ class LayerCache:
             for name in ("values", "locations", "mean", "m2", "positive"):
                 setattr(state, name, arrays[name].astype(getattr(state, name).dtype))
             state.count = int(arrays["count"])
-            spatial = tuple(int(s) for s in arrays["spatial"])
-            state.spatial = spatial if spatial else None
+            state.spatial = tuple(int(s) for s in arrays["spatial"]) or None
             state.remap(np.arange(n))  # ties re-sorted by the current data order
         vectors = axis = None
         if embeddings:
