@@ -318,12 +318,10 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
         parents = list(dict.fromkeys(tree[b].parent or "" for b in blocks))
         if len(parents) >= 2 and "" not in parents:
             blocks = parents
-    if len(blocks) >= 2:
-        picks = blocks
-    else:
-        picks = [n for n in leaves if "Conv" in tree[n].type_name] if len(leaves) > limit else []
-        picks = picks or leaves
-    picks = [p for p in picks if p != head]
+    if len(blocks) < 2:  # no blocks: the convolutions of a long model, else every leaf
+        convs = [n for n in leaves if "Conv" in tree[n].type_name] if len(leaves) > limit else []
+        blocks = convs or leaves
+    picks = [p for p in blocks if p != head]
     return _in_tree_order(tree, _spread(picks, limit - 1) + [head])
 
 
