@@ -89,9 +89,7 @@ def run_job(
     result = prepare(
         cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
     )
-    changes: dict[str, Any] = {}
-    if baseline is not None:
-        changes["baseline"] = baseline
+    changes: dict[str, Any] = {"baseline": baseline} if baseline is not None else {}
     # The target line of a run held to the unedited top-1 says so.
     index, text = cap.target_index, result.target_text
     if index is not None and request.target is None and text.startswith(f"class {index}"):
