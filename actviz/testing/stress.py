@@ -171,8 +171,7 @@ class StressDriver(UserActions):
     @contextlib.contextmanager
     def untimed(self) -> Iterator[None]:
         """The GUI lag probe paused (the driver's own work, a restart: not the window's)."""
-        timing = self.probe is not None and self.probe.timer.isActive()
-        if timing:
+        if timing := self.probe is not None and self.probe.timer.isActive():
             self.probe.stop()
         try:
             yield
