@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.core.capture import CaptureCancelled, format_bytes
-from actviz.ui.background_loads import describe_error, format_eta
+from actviz.ui.background_loads import describe_error, format_eta, open_args
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost, report_value
 from actviz.ui.worker import Job, Worker
@@ -110,12 +110,6 @@ def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
         return state
     source = model_source_of(opened.loaded, **open_args(opened.open_args))
     return dataclasses.replace(state, model=source, model_weights=weights_to_keep(opened.loaded))
-
-
-def open_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """``open_model``'s arch, weights and trust as the session recorded them (defaults filled)."""
-    weights = args.get("weights", "DEFAULT")
-    return {"arch": args.get("arch"), "weights": weights, "trust": bool(args.get("trust", False))}
 
 
 class SessionSaver:

@@ -53,9 +53,8 @@ class Centre:
 
     def __init__(self, window: QMainWindow) -> None:
         central = QWidget()
-        layout = QVBoxLayout(central)
+        layout = QVBoxLayout(central, spacing=PAGE_MARGIN)
         layout.setContentsMargins(*[PAGE_MARGIN] * 4)
-        layout.setSpacing(PAGE_MARGIN)
         self.banner = MessageBanner()
         layout.addWidget(self.banner)
         self.tabs = QTabWidget()
@@ -181,13 +180,12 @@ class _OverviewPage(QScrollArea):
         """Lay each row across when ``width`` holds its panels' least widths, else down."""
         spare = 2 * PAGE_MARGIN + self.verticalScrollBar().sizeHint().width() + 2
         for row in self.rows:
-            across = Qt.Orientation.Horizontal
             needed = sum(
                 max(row.widget(i).minimumSizeHint().width(), row.widget(i).minimumWidth())
                 for i in range(row.count())
             )
             needed += row.handleWidth() * max(0, row.count() - 1) + spare
-            wanted = across if width >= needed else Qt.Orientation.Vertical
+            wanted = Qt.Orientation.Horizontal if width >= needed else Qt.Orientation.Vertical
             if row.orientation() != wanted:
                 row.setOrientation(wanted)
 
@@ -207,10 +205,8 @@ class StatusWidgets:
         status = window.statusBar()
         self.status_label = ElidedLabel("Ready", steady=True)  # a live frame's: no window relayout
         status.addWidget(self.status_label, 1)
-        self.progress_bar = ProgressBar()
-        self.progress_bar.setRange(0, 0)  # busy indicator: capture has no fraction to report
-        self.progress_bar.setMaximumWidth(140)
-        self.progress_bar.setVisible(False)
+        # A busy indicator: a capture has no fraction to report.
+        self.progress_bar = ProgressBar(maximum=0, maximumWidth=140, visible=False)
         status.addPermanentWidget(self.progress_bar)
         #: The last run's timing and the memory held.
         self.timing_label = ElidedLabel(grow=True)

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
 from actviz.io.export.typeset import safe_name
-from actviz.ui.background_loads import describe_error
+from actviz.ui.background_loads import describe_error, open_args
 from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.dialogs import ask_export_folder
 from actviz.ui.window.input_loads import outcome
@@ -173,13 +173,10 @@ class ExportActions:
 
         inp = s.input
         named = getattr(result, "origin", None) is None and inp is not None and inp.source
-        args = s.model_open_args
         return run_source(
             s.loaded_model,
             inp.source if named else None,  # type: ignore[union-attr]
-            arch=args.get("arch"),
-            weights=args.get("weights", "DEFAULT"),
-            trust=bool(args.get("trust", False)),
+            **open_args(s.model_open_args),
             list_input=s.input_as_list,
             target=s.run_target,
         )
