@@ -94,9 +94,7 @@ def explore(
         else:
             # Scripts expect the model to be there on return: wait for the background load.
             if not window.files.open_model_source(os.fspath(model), wait=True):
-                raise ValueError(
-                    window.centre.banner.texts()[-1] if window.centre.banner.texts() else model
-                )
+                raise ValueError((window.centre.banner.texts() or [model])[-1])
             if categories:
                 window.session.set_categories(categories)
             if layers is not None:

@@ -360,8 +360,7 @@ class AtlasFeature(FeatureBase, QObject):
         """Select ``rows``: their thumbnails and the channels that set them apart."""
         if (atlas := self.atlas) is None:
             return ()
-        rows = np.unique(np.asarray(rows, np.int64))
-        self.selection = rows
+        self.selection = rows = np.unique(np.asarray(rows, np.int64))
         self.view.mark_rows(self.view.selected_dots, rows)
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()

@@ -146,9 +146,7 @@ class SimilarityChart(PlotPanel):
 
     def _fit_divergence_text(self, *_args: object) -> None:
         """Name the first divergence beside its line, cut to the room there is."""
-        item = self.divergence_text
-        d = self.divergence
-        vb = self.plot.vb
+        item, d, vb = self.divergence_text, self.divergence, self.plot.vb
         area = vb.sceneBoundingRect()
         x = vb.mapViewToScene(QtCore.QPointF(float(d or 0), self._text_y)).x()
         if d is None or area.width() <= 0 or not area.left() <= x <= area.right():
@@ -179,8 +177,7 @@ class SimilarityChart(PlotPanel):
     def _fit_text_band(self, text_px: float) -> float:
         """Keep ``text_px`` free above the highest point; returns the plot's height in pixels."""
         span_px = max(self.plot.vb.sceneBoundingRect().height(), 1.0)
-        low, high = self._y_low, self._y_high
-        top = self._y_top
+        low, high, top = self._y_low, self._y_high, self._y_top
         if span_px > 2 * text_px:
             # (top - high) / (top - low) * span_px >= text_px, solved for top.
             top = max(top, (high * span_px - low * text_px) / (span_px - text_px))

@@ -220,13 +220,12 @@ class TokenLayerPanel(LayerPanel):
         self.difference_heat: np.ndarray | None = None
 
     def _build_token_box(self) -> None:
-        box = QtWidgets.QWidget()
+        box = self.token_box = QtWidgets.QWidget()
         row = style.bare_box(box, spacing=6)
         self.token_canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
         self.token_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, False))
         row.addWidget(self.token_canvas, 1)
         self.content.insertWidget(0, box, 1)
-        self.token_box = box
 
     def prepare_tokens(self, view: TokenView | None) -> bool:
         """Build one token plot ``view`` needs (one a pass); False when all are there."""
@@ -317,8 +316,7 @@ class TokenLayerPanel(LayerPanel):
         self.status_label.setText(text or self._token_description())
 
     def _update_gradient_visibility(self) -> None:
-        view = getattr(self, "token_view", None)  # None while LayerPanel.__init__ runs
-        if view is None:
+        if (view := getattr(self, "token_view", None)) is None:  # in LayerPanel.__init__
             super()._update_gradient_visibility()
             return
         # Never shown first by the base class: a shown widget lays out all visible ancestors.
