@@ -134,9 +134,7 @@ class DatasetScanUI(FeatureBase, QObject):
         tip = "Run the model over a folder of images and find each channel's top images"
         self.scan_action = host.add_action("Data", "Scan a dataset…", self.open_dialog, tip)
         tip = "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"
-        self.open_scan_action = host.add_action(
-            "Data", "Open a saved scan…", self.open_saved_scan, tip
-        )
+        host.add_action("Data", "Open a saved scan…", self.open_saved_scan, tip)
         self.dock.scan_clicked.connect(self.open_dialog)
         self.dock.cancel_clicked.connect(self.cancel)
         self.dock.layer_chosen.connect(self._show_layer)

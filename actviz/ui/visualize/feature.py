@@ -83,9 +83,7 @@ class VisualizeFeature(FeatureBase, QObject):
             "Write the pictures shown (channel view and What channels want) as PNGs with "
             "visualize.json, which says how to make them again"
         )
-        self.export_action = host.add_action(
-            "File", "Export visualisations…", self.export_dialog, tip, before="Quit"
-        )
+        host.add_action("File", "Export visualisations…", self.export_dialog, tip, before="Quit")
         # A layer panel's tile menu (a right click on its tiles).
         host.add_tile_menu_entries(self.fill_tile_menu)
 
