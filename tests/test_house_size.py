@@ -146,7 +146,7 @@ LATER_CAPABILITIES = (
 # -1,492 in the evening of 2026-12-03 (#38): modules of one job merged (edit kinds, the module
 # tree, tokens, what-if), one Board for pins and edits, one weights-file path, one sessions job table,
 # one model opening for the window and Compare's model B, one tile sheet, one thumbnail list.
-TODAYS_FEATURES_LINES = 45_655
+TODAYS_FEATURES_LINES = 45_398
 
 
 def todays_feature_lines() -> int:

@@ -136,6 +136,12 @@ class _GridCellCanvas:
     def _init_cell(self, passive: bool, margins: tuple[int, int, int, int], spacing: int) -> None:
         self._passive, self._inside = passive, False
         self.setBackground(style.PLOT_BACKGROUND)
+        # The view fills its whole background: Qt need not paint the panel behind it first.
+        for flag in (
+            QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent,
+            QtCore.Qt.WidgetAttribute.WA_NoSystemBackground,
+        ):
+            self.viewport().setAttribute(flag)
         self.ci.setContentsMargins(*margins)
         self.ci.setSpacing(spacing)
         policy = QtWidgets.QSizePolicy.Policy.Expanding
