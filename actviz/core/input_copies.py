@@ -81,23 +81,23 @@ def prepare_inputs(
         pairs.append((given, kept))
         return given
 
-    def walk(obj: Any) -> tuple[Any, Any]:
-        """(what the model gets, what is kept), same structure and types, fresh containers."""
-        args = map_tensors(obj, convert)
-        kept = iter([copy for _given, copy in pairs])  # walked once: every pair is obj's
-        return args, map_tensors(obj, lambda _t: next(kept))
+    args, kwargs = map_tensors(call_arguments(inputs, model), convert)
+    kept = iter([copy for _given, copy in pairs])  # converted once: every pair is the inputs'
+    return PreparedInputs(args, kwargs, leaves, map_tensors(inputs, lambda _t: next(kept)), pairs)
 
+
+def call_arguments(inputs: Any, model: nn.Module | None) -> tuple[tuple, dict]:
+    """``inputs`` as ``model``'s ``(args, kwargs)``: a tensor (or a list of images the model
+    takes) is its one argument, a tuple / list its arguments, a mapping its keyword arguments;
+    anything else ``TypeError``."""
     if isinstance(inputs, torch.Tensor) or (
         isinstance(inputs, list) and one_list_argument(inputs, model)
     ):
-        arg, copies = walk(inputs)
-        return PreparedInputs((arg,), {}, leaves, copies, pairs)
+        return (inputs,), {}
     if isinstance(inputs, (list, tuple)):
-        args, copies = walk(inputs)
-        return PreparedInputs(tuple(args), {}, leaves, copies, pairs)
+        return tuple(inputs), {}
     if isinstance(inputs, Mapping):
-        kwargs, copies = walk(inputs)
-        return PreparedInputs((), dict(kwargs), leaves, copies, pairs)
+        return (), dict(inputs)
     raise TypeError(
         "inputs must be a tensor, a tuple/list of arguments or a dict of keyword arguments "
         f"(nested lists, tuples and dicts of tensors allowed), not {type(inputs).__name__}"

@@ -16,7 +16,7 @@ from actviz.analysis.effects.baseline import Baseline
 from actviz.core.capture import model_device
 from actviz.core.edit_kinds import EditHooks, channel_dim
 from actviz.core.guards import ModelState
-from actviz.core.input_copies import forward_takes_list, one_list_argument
+from actviz.core.input_copies import call_arguments, forward_takes_list, one_list_argument
 from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor, iter_tensors, map_tensors, replace_first
 from actviz.core.targets import resolve_target
@@ -115,16 +115,10 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
             t = t.to(device)
         return t.clone() if t.ndim == 0 else t.repeat(b, *([1] * (t.ndim - 1)))
 
-    if isinstance(inputs, torch.Tensor):
-        return (rep(inputs),), {}
     if isinstance(inputs, list) and one_list_argument(inputs, model):
         images = [v.detach().to(device or v.device) for v in inputs]
         return ([v.clone() for _ in range(b) for v in images],), {}
-    if isinstance(inputs, (list, tuple)):
-        return tuple(map_tensors(v, rep) for v in inputs), {}
-    if isinstance(inputs, Mapping):
-        return (), {k: map_tensors(v, rep) for k, v in inputs.items()}
-    raise TypeError(f"inputs must be a tensor, a tuple/list or a dict, not {type(inputs).__name__}")
+    return map_tensors(call_arguments(inputs, model), rep)
 
 
 def one_sample(inputs: Any, model: nn.Module | None = None) -> bool:
