@@ -20,7 +20,7 @@ import torch
 from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
-from actviz.io.export.reproduce import EDIT_VALUES
+from actviz.io.export.reproduce import EDIT_VALUES, edit_fields
 from actviz.io.loaded_input import LoadedInput
 
 #: An input as a session keeps it: a :class:`~actviz.io.loaded_input.LoadedInput`.
@@ -63,7 +63,7 @@ def edits_to_json(
                     "be saved in a session file; it is left out"
                 )
                 continue
-            row: dict[str, Any] = {"layer": layer, "kind": edit.kind}
+            row: dict[str, Any] = {"layer": layer, **edit_fields(edit)}
             if edit.kind == "patch":
                 pin = next((p.label for p in pins if p.capture is edit.source is not None), None)
                 if pin is None:
@@ -79,8 +79,6 @@ def edits_to_json(
                 if not found:
                     dictionaries.append(edit.concepts)
                 row["concepts"] = found[0] if found else len(dictionaries) - 1
-            row["channels"] = None if edit.channels is None else list(edit.channels)
-            row.update({n: getattr(edit, n) for n in EDIT_VALUES if getattr(edit, n) is not None})
             row["enabled"] = bool(edit.enabled)
             rows.append(row)
     return rows, warnings

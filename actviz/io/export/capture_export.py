@@ -27,7 +27,7 @@ from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.display.token_maps import sequence_layout
 from actviz.io.errors import ActvizError
-from actviz.io.export.reproduce import EDIT_VALUES, RunSource, record_arrays, write_reproduce
+from actviz.io.export.reproduce import RunSource, edit_fields, record_arrays, write_reproduce
 from actviz.io.export.token_export import write_sequence_views
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
@@ -187,13 +187,7 @@ def export_capture(
         if cap.edits
         else "the run without edits",
         "edits": [
-            {
-                "layer": layer,
-                "kind": e.kind,
-                "edit": e.describe(),
-                "channels": None if e.channels is None else list(e.channels),
-            }
-            | {k: getattr(e, k) for k in EDIT_VALUES if getattr(e, k) is not None}
+            {"layer": layer, "edit": e.describe(), **edit_fields(e)}
             for layer, items in cap.edits.items()
             for e in items
         ],

@@ -44,6 +44,13 @@ class RunSource:
     state: Mapping[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
 
+def edit_fields(edit: Edit) -> dict[str, Any]:
+    """``edit`` as files record it: kind, channels (a list; None: all) and the values it sets."""
+    channels = None if edit.channels is None else list(edit.channels)
+    values = {n: getattr(edit, n) for n in EDIT_VALUES if getattr(edit, n) is not None}
+    return {"kind": edit.kind, "channels": channels, **values}
+
+
 def run_source(
     loaded: Any,
     input: str | None,
