@@ -15,7 +15,6 @@ from actviz.data.atlas_projection import umap_available as umap_available
 from actviz.data.atlas_vectors import ChannelSplit, frozen, query_vector, separating_channels
 from actviz.data.atlas_vectors import cosine_top as cosine_top
 from actviz.data.atlas_vectors import points_in_polygon as points_in_polygon
-from actviz.data.atlas_vectors import row_norms as row_norms
 
 #: How a scan's warning begins when its embeddings were left out for the memory budget.
 NO_ATLAS_NOTE = "No atlas for this scan"
