@@ -370,10 +370,6 @@ class EffectsFeature(FeatureBase, QObject):
         else:
             self.refresh()
 
-    def sorted_layers(self) -> list[str]:
-        """Layers whose panels this feature sorted by effect."""
-        return list(self.marks.sorted)
-
     def ablate_top(self, layer: str, k: int | None = None) -> bool:
         """Add an edit ablating ``layer``'s top ``k`` channels (or concepts) and run again."""
         return self._edit(layer, k, "ablated")

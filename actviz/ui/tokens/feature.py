@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from PySide6 import QtCore, QtWidgets
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
@@ -81,16 +80,8 @@ class AttentionPanel(PanelBase):
     def current_layer(self) -> str | None:
         return self.layer_combo.currentText() or None
 
-    def set_head(self, head: int | None) -> None:
-        """Show head ``head`` (None: the mean)."""
-        self.head_combo.setCurrentIndex(0 if head is None else head + 1)
-
     def set_layer(self, name: str) -> None:
         self.layer_combo.setCurrentIndex(self.layer_combo.findText(name))
-
-    def shown_map(self) -> np.ndarray | None:
-        """The ``(T, T)`` map on screen."""
-        return self.canvas.heat
 
     def _fill_heads(self, keep: int) -> None:
         name = self.current_layer()
@@ -173,13 +164,6 @@ class LogitLensPanel(PanelBase):
 
     def position(self) -> int:
         return self.position_combo.currentIndex()
-
-    def set_position(self, position: int) -> None:
-        self.position_combo.setCurrentIndex(position % max(1, self.position_combo.count()))
-
-    def cell_text(self, row: int, column: int) -> str:
-        item = self.table.item(row, column)
-        return item.text() if item is not None else ""
 
     def _show(self, *_args: object) -> None:
         if (lens := self.lens) is None or self.position() < 0:

@@ -114,7 +114,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     assert m4.order is None and m4.shows(size)  # the channel that page began with
     assert panel.page_text().startswith(f"ch {m4.first_channel}-")
     assert session.channel_orders == {}
-    assert feature.sorted_layers() == []
+    assert list(feature.marks.sorted) == []
 
 
 def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
@@ -164,7 +164,7 @@ def test_a_session_keeps_the_sorting(actviz_window):
     assert theirs.view.sort_check.isChecked()
     # Sorted without opening the dock: the estimates are made for the sorting.
     other.run_and_wait()
-    other.qtbot.waitUntil(lambda: theirs.sorted_layers() == ["conv2"], timeout=30_000)
+    other.qtbot.waitUntil(lambda: list(theirs.marks.sorted) == ["conv2"], timeout=30_000)
     order = tuple(int(c) for c in theirs.effects["conv2"].order())
     other.window.display.flush_panel_updates()
     assert other.panel("conv2").activation_slot.mosaic.tile_channels[0] == order[0]

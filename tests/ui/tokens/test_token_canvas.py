@@ -29,10 +29,10 @@ def test_the_attention_map_has_a_colour_bar_spanning_it(qtbot):
     assert bar is not None and not bar.isVisible()  # nothing to read before a map
     maps = _attention_maps()
     panel.set_attention(maps, TOKENS)
-    panel.set_head(1)
+    panel.head_combo.setCurrentIndex(2)  # head 1 (0: the mean)
     for _ in range(5):
         QCoreApplication.processEvents()
-    shown = panel.shown_map()
+    shown = panel.canvas.heat
     assert np.allclose(shown, maps.heads("h.0.attn")[1])
     assert bar.isVisible()
     assert bar.levels() == (0.0, float(shown.max()))

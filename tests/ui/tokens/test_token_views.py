@@ -55,12 +55,12 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     att = win.tokens.attention_panel
     assert [att.layer_combo.itemText(i) for i in range(att.layer_combo.count())] == list(own.layers)
     assert att.head_combo.itemText(0) == MEAN and att.head_combo.count() == 5
-    np.testing.assert_allclose(att.shown_map(), own.mean(own.layers[0]), rtol=1e-6)
+    np.testing.assert_allclose(att.canvas.heat, own.mean(own.layers[0]), rtol=1e-6)
     att.set_layer("transformer.h.1.attn")
-    att.set_head(2)
-    np.testing.assert_array_equal(att.shown_map(), own.heads("transformer.h.1.attn")[2])
+    att.head_combo.setCurrentIndex(3)  # head 2 (0: the mean)
+    np.testing.assert_array_equal(att.canvas.heat, own.heads("transformer.h.1.attn")[2])
     assert att.labels == TOKENS
-    heat = att.shown_map()
+    heat = att.canvas.heat
     tabs.setCurrentIndex(index)
     qtbot.waitUntil(lambda: att.canvas.isVisible() and att.canvas.plot.vb.width() > 50)
     qtbot.mouseMove(att.canvas.viewport(), att.canvas.cell_centre(4, 1))
@@ -75,8 +75,8 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     logits = model(input_ids=IDS).logits[0, -1]
     top = int(logits.argmax())
     assert lens.table.item(1, 0).data(256) == top  # Qt.UserRole
-    assert lens.cell_text(1, 0).startswith(f"'#{top}' ")
-    lens.set_position(1)
+    assert lens.table.item(1, 0).text().startswith(f"'#{top}' ")
+    lens.position_combo.setCurrentIndex(1)
     assert lens.table.item(1, 0).data(256) == int(model(input_ids=IDS).logits[0, 1].argmax())
 
 
@@ -135,8 +135,8 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tm
     assert result.target_text.startswith("next-token logit at the last position")
     lens = win.tokens.lens_panel
     assert lens.position_combo.currentText().endswith("'log'")
-    assert lens.cell_text(1, 0)  # the tokenizer's strings, not ids
-    assert not lens.cell_text(1, 0).startswith("'#")
+    assert lens.table.item(1, 0).text()  # the tokenizer's strings, not ids
+    assert not lens.table.item(1, 0).text().startswith("'#")
 
     # "Export everything" writes the token and attention views of the run shown.
     out = tmp_path / "export"
