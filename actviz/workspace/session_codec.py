@@ -205,7 +205,8 @@ _CAPTURE_TYPED = (("warnings", list), ("nbytes", int), ("elapsed_s", float), ("g
 
 def _capture_to_json(
     cap: Capture, store: _Arrays, pins: Sequence[PinState], dictionaries: list[Any]
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[str]]:
+    """A capture's manifest section, and what of its edits cannot be saved (a line each)."""
     records = [
         {
             "name": rec.name,
@@ -217,7 +218,7 @@ def _capture_to_json(
         for rec in cap.records[name]
     ]
     # The edits it ran with, as the session's own (a patch's source: a saved pin).
-    edit_rows, _ = edits_to_json(cap.edits, pins, dictionaries)
+    edit_rows, left_out = edits_to_json(cap.edits, pins, dictionaries)
     return {
         "names": list(cap.names),
         "records": records,
@@ -226,7 +227,7 @@ def _capture_to_json(
         **{k: getattr(cap, k) for k in _CAPTURE_AS_IS},
         **{k: kind(getattr(cap, k)) for k, kind in _CAPTURE_TYPED},
         "edits": edit_rows,
-    }
+    }, left_out
 
 
 def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Capture:

@@ -109,15 +109,7 @@ _PLAIN: tuple[tuple[str, Any, Any], ...] = (
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
     """What saving ``state`` would leave out, a line each: custom edits, patches of unsaved pins."""
-    pins = state.pins if pin_captures else ()
-    _, warnings = edits_to_json(state.edits, pins)
-    runs = [("the current run", state.capture)]
-    runs += [(f"pin {p.label!r}", p.capture) for p in pins]
-    for label, cap in runs:
-        if cap is not None:
-            _, left_out = edits_to_json(cap.edits, pins)
-            warnings += [f"{label}: {w}" for w in left_out if w not in warnings]
-    return warnings
+    return _members(state, pin_captures, measure=True)[2]
 
 
 def _members(
@@ -133,12 +125,18 @@ def _members(
         members[name] = codec._Arrays(measure)
         return {"member": name}, members[name]
 
+    def capture_section(name: str, cap: Capture, label: str) -> dict[str, Any]:
+        """A capture's manifest section in member ``name``; what its edits leave out is said."""
+        section, store = member(name)
+        data, left_out = codec._capture_to_json(cap, store, pins, dictionaries)
+        warnings.extend(f"{label}: {w}" for w in left_out if w not in warnings)
+        return {**section, **data}
+
     pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
     if len(set(labels := [p.label for p in pins])) != len(labels):
         raise SessionFileError("two pins have the same label; rename one before saving")
     dictionaries: list[Any] = []  # of concept edits, each kept once
-    edit_rows, _ = edits_to_json(state.edits, pins, dictionaries)
-    warnings = unsaved_warnings(state, pin_captures=pin_captures)
+    edit_rows, warnings = edits_to_json(state.edits, pins, dictionaries)
     manifest: dict[str, Any] = {
         "kind": _KIND,
         "format": FORMAT_VERSION,
@@ -168,13 +166,11 @@ def _members(
         manifest["model_weights"], store = member("weights.npz")
         manifest["model_weights"]["tensors"] = codec._encode(dict(state.model_weights), store)
     if state.capture is not None:
-        manifest["capture"], store = member("capture.npz")
-        manifest["capture"].update(codec._capture_to_json(state.capture, store, pins, dictionaries))
+        manifest["capture"] = capture_section("capture.npz", state.capture, "the current run")
     for i, pin in enumerate(pins):
         entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
         if pin.capture is not None:
-            entry["capture"], store = member(f"pin{i}.npz")
-            entry["capture"].update(codec._capture_to_json(pin.capture, store, pins, dictionaries))
+            entry["capture"] = capture_section(f"pin{i}.npz", pin.capture, f"pin {pin.label!r}")
         manifest["pins"].append(entry)
     if dictionaries:
         manifest["concepts"], store = member(_CONCEPTS_MEMBER)
