@@ -116,14 +116,8 @@ def token_view(
 
 def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> np.ndarray:
     """The patch tokens of one sample of an ``(N, T, D)`` ViT output as ``(D, rows, cols)`` maps."""
-    if (data := _sample(record_tensor, sample)).shape[0] != layout.tokens:
-        raise ValueError(
-            f"{data.shape[0]} tokens do not fit {layout.prefix} prefix tokens and a "
-            f"{layout.grid[0]}x{layout.grid[1]} patch grid"
-        )
-    rows, cols = layout.grid
-    patches = data[layout.prefix :]
-    return np.ascontiguousarray(patches.T.reshape(patches.shape[1], rows, cols))
+    one = torch.from_numpy(_sample(record_tensor, sample))[None]
+    return np.ascontiguousarray(patch_grid_tensor(one, layout)[0].numpy())
 
 
 def token_labels(
@@ -147,5 +141,8 @@ def patch_grid_tensor(tokens: torch.Tensor, layout: SequenceLayout) -> torch.Ten
     dropped), where they live (Grad-CAM of a vision transformer)."""
     n, t, d = tokens.shape
     if t != layout.tokens:
-        raise ValueError(f"{t} tokens do not fit {layout}")
+        raise ValueError(
+            f"{t} tokens do not fit {layout.prefix} prefix tokens and a "
+            f"{layout.grid[0]}x{layout.grid[1]} patch grid"
+        )
     return tokens[:, layout.prefix :, :].transpose(1, 2).reshape(n, d, *layout.grid)
