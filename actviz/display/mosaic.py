@@ -272,12 +272,8 @@ def max_tile_for(
     if shown * height * width <= max_pixels or max(height, width) <= 1:
         return None
     scale = math.ceil(math.sqrt(shown * height * width / max_pixels))
-    side = max(height, width)
-    # The scale used is ceil(side / max_tile): find the largest tile giving at least `scale`.
-    tile = max(1, side // scale)
-    while tile > 1 and math.ceil(side / tile) < scale:
-        tile -= 1
-    return tile
+    # The mosaic then downsamples by ceil(side / tile) >= side / tile >= scale.
+    return max(1, max(height, width) // scale)
 
 
 def downsample(maps: np.ndarray, scale: int) -> np.ndarray:
