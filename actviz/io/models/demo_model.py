@@ -4,7 +4,6 @@ shape on a textured background, so only the object tells classes apart (Grad-CAM
 from __future__ import annotations
 
 import cmath
-import json
 import math
 import pathlib
 from collections import OrderedDict
@@ -29,7 +28,6 @@ DEMO_GRADCAM_LAYER = "features.block4"
 _RESOURCE_DIR = "demo"
 _WEIGHTS_NAME = "demo_cnn.pt"
 _SAMPLES_DIR = "samples"
-_BOXES_NAME = "boxes.json"
 
 # Shapes drawn this much larger and box-filtered down, so first-layer filters learn edges.
 _SUPERSAMPLE = 4
@@ -120,13 +118,6 @@ def demo_samples() -> list[pathlib.Path]:
         (pathlib.Path(str(entry)) for entry in samples.iterdir() if entry.name.endswith(".png")),
         key=lambda p: p.name,
     )
-
-
-def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
-    """``file name -> (x0, y0, x1, y1)`` object box of each sample (exclusive ends; None: none)."""
-    boxes = _resource_dir() / _SAMPLES_DIR / _BOXES_NAME
-    data = json.loads(boxes.read_text(encoding="utf-8"))
-    return {name: None if box is None else tuple(int(v) for v in box) for name, box in data.items()}
 
 
 def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
