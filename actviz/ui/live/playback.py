@@ -131,7 +131,6 @@ class LiveController(QObject):
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
         self.lanes = FrameLanes(host.private_model(self, keep=True))
         self._status_at = -1.0
-        self._shown_index = 0
         #: Frames shown so far: only the last one's display pass announces it (_announce).
         self._announced = 0
         self.closed = False
@@ -367,7 +366,6 @@ class LiveController(QObject):
         del self.timings[:-500]
         self.frames_shown += 1
         self.rate.tick(now)
-        self._shown_index = spec.index
         length = len(self.source) if self.source is not None else 1
         # In the pass that fills the frame's panels: one window repaint a frame, not two.
         self._announced += 1

@@ -76,14 +76,14 @@ def test_the_docks_frame_counter_is_spaced_while_playing_and_ends_on_the_frame_s
     assert len(set(labels)) == 1 and readout.waiting
     live.pause()
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
-    index = live._shown_index  # noqa: SLF001 - the frame shown last
+    index = live.last_timing.index  # the frame shown last
     assert not readout.waiting
     assert dock.frame_label.text().startswith(f"frame {index + 1}/6")
     assert dock.frame_slider.value() == index
     # Paused, a step shows at once.
     live.step(1)
-    qtbot.waitUntil(lambda: live.idle and live._shown_index != index, timeout=RUN_TIMEOUT_MS)  # noqa: SLF001
-    now = live._shown_index  # noqa: SLF001
+    qtbot.waitUntil(lambda: live.idle and live.last_timing.index != index, timeout=RUN_TIMEOUT_MS)
+    now = live.last_timing.index
     assert dock.frame_label.text().startswith(f"frame {now + 1}/6")
     assert dock.frame_slider.value() == now
 
@@ -113,7 +113,7 @@ def test_the_pads_picture_is_spaced_while_playing_and_ends_on_the_frame_shown(qt
     assert not readout.waiting
     np.testing.assert_array_equal(dock.pad.rgb, preview.rgb)  # the frame shown last
     # Paused, a step shows at once.
-    index = live._shown_index  # noqa: SLF001
+    index = live.last_timing.index
     live.step(1)
-    qtbot.waitUntil(lambda: live.idle and live._shown_index != index, timeout=RUN_TIMEOUT_MS)  # noqa: SLF001
+    qtbot.waitUntil(lambda: live.idle and live.last_timing.index != index, timeout=RUN_TIMEOUT_MS)
     np.testing.assert_array_equal(dock.pad.rgb, preview.rgb)
