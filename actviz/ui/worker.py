@@ -233,6 +233,7 @@ class Worker(QObject):
         #: How many jobs were submitted so far.
         self.submitted = 0
         self._floor = 0  # generations below it are stale (superseded or dropped)
+        self._kept: set[int] = set()  # below the floor but current: submitted with ``keep``
         self._cancelled: set[int] = set()
         self._running: set[int] = set()  # generations queued or running, until ``done``
         self._signals = _RunnerSignals(self)  # every runner's, queued to the GUI thread
@@ -253,11 +254,19 @@ class Worker(QObject):
         """True while a current job is queued or running (stale ones aside)."""
         with self._lock:
             floor = self._floor
-        return any(gen >= floor for gen in self._running)
+        return any(self._live(gen, floor) for gen in self._running)
+
+    def _live(self, generation: int, floor: int) -> bool:
+        """Whether a later job (``floor``) left ``generation`` current."""
+        return generation >= floor or generation in self._kept
 
     def _is_current(self, generation: int) -> bool:
         # No lock: polled before every module call; each read is atomic under the GIL.
-        return self._floor <= generation <= self._generation and generation not in self._cancelled
+        return (
+            self._live(generation, self._floor)
+            and generation <= self._generation
+            and generation not in self._cancelled
+        )
 
     def run_unreported(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` (must not raise) on the worker's thread after the queue, unreported."""
@@ -271,7 +280,13 @@ class Worker(QObject):
         self._pool.start(run)
 
     def submit(
-        self, job: JobFn, *, supersede: bool = True, lane: int = 0, threads: int | None = None
+        self,
+        job: JobFn,
+        *,
+        supersede: bool = True,
+        keep: bool = False,
+        lane: int = 0,
+        threads: int | None = None,
     ) -> Job:
         """Queue ``job``; by default every earlier job is superseded and asked to stop.
 
@@ -281,6 +296,9 @@ class Worker(QObject):
             ``job(should_stop, progress)``; it may return :class:`Staged`.
         supersede
             False keeps the earlier jobs current, reporting in order (pipelined live frames).
+        keep
+            Later jobs do not supersede this one (a report, a file written whole); it ends
+            by itself, by a cancel or by :meth:`drop`.
         lane
             0: the model's thread. 1: a second thread, for jobs capturing a copy of the model.
         threads
@@ -300,6 +318,8 @@ class Worker(QObject):
             self.submitted += 1
             if supersede:
                 self._floor = gen
+            if keep:
+                self._kept.add(gen)
         handle = Job(self, gen, lane)
         runner = _Runner(
             gen,
@@ -318,7 +338,7 @@ class Worker(QObject):
         return handle
 
     def _supersede(self, *, emit: bool = True) -> None:
-        stale = [gen for gen in self._jobs if gen < self._floor]
+        stale = [gen for gen in self._jobs if not self._live(gen, self._floor)]
         for gen in stale:
             # A slot of an earlier one may have submitted (and so ended this one) already.
             if (job := self._jobs.pop(gen, None)) is not None:
@@ -327,7 +347,7 @@ class Worker(QObject):
     def cancel(self, job: Job | None = None) -> bool:
         """Ask the current jobs (or only ``job``) to stop; True when one was queued or running."""
         with self._lock:
-            current = {gen for gen in self._running if gen >= self._floor}
+            current = {gen for gen in self._running if self._live(gen, self._floor)}
             if job is not None:
                 current &= {job._number}  # noqa: SLF001 - its own handle
             self._cancelled |= current
@@ -338,6 +358,7 @@ class Worker(QObject):
         with self._lock:
             self._generation += 1
             self._floor = self._generation
+            self._kept.clear()
         self._supersede(emit=not quietly)
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
@@ -371,15 +392,18 @@ class Worker(QObject):
             with self._lock:
                 floor = self._floor
             first = min(self._held)
-            if first >= floor and any(floor <= g < first for g in self._running):
+            if self._live(first, floor) and any(
+                self._live(g, floor) for g in self._running if g < first
+            ):
                 break
             self._report(first, *self._held.pop(first))
 
     def _report(self, gen: int, result: object, error: object) -> None:
         with self._lock:
-            current = self._floor <= gen <= self._generation
+            current = self._live(gen, self._floor) and gen <= self._generation
             was_cancelled = gen in self._cancelled
             self._cancelled.discard(gen)
+            self._kept.discard(gen)
         job = self._jobs.pop(gen, None)
         if not current or job is None:
             log.debug("dropping stale result of job %d", gen)

@@ -49,6 +49,41 @@ def test_a_superseded_job_says_so_at_once_and_never_finishes(qtbot, worker):
     assert [g[0] for g in got].count("superseded") == 1 and ("finished", "old") not in got
 
 
+def test_a_kept_job_outlives_later_jobs_and_ends_by_drop(qtbot, worker):
+    """``keep``: a report queued behind a run and one running when a run is asked for both
+    finish, before the run's result; a drop (another model) still ends them."""
+    release, began = threading.Event(), threading.Event()
+
+    def slow(stop, progress):
+        began.set()
+        release.wait(5)
+        return "report" if not stop() else "stopped"
+
+    kept = worker.submit(slow, supersede=False, keep=True)
+    queued = worker.submit(lambda stop, progress: "queued report", supersede=False, keep=True)
+    got_kept, got_queued = record(kept), record(queued)
+    assert began.wait(5)
+    run = worker.submit(lambda stop, progress: "run")
+    got_run = record(run)
+    assert worker.jobs() == [kept, queued, run] and worker.has_current_job()
+    release.set()
+    qtbot.waitUntil(lambda: run.done, timeout=30_000)
+    assert got_kept == [("started",), ("finished", "report")]
+    assert got_queued == [("started",), ("finished", "queued report")]
+    assert got_run == [("started",), ("finished", "run")]
+    assert worker.jobs() == []
+
+    release.clear()
+    began.clear()
+    dropped = worker.submit(slow, supersede=False, keep=True)
+    got_dropped = record(dropped)
+    assert began.wait(5)
+    worker.drop()
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=30_000)
+    assert got_dropped == [("superseded",)] and worker.jobs() == []
+
+
 def test_cancel_on_one_handle_leaves_the_other_job_running(qtbot, worker):
     release, began = threading.Event(), threading.Event()
 

@@ -12,6 +12,7 @@ import re
 import numpy as np
 import torch
 from PIL import Image
+from PySide6.QtCore import Qt
 
 from actviz.display.mosaic import mosaic
 from tests.helpers import tile_pixels
@@ -126,3 +127,22 @@ def test_esc_stops_a_report_being_written_and_its_steps_show_an_eta(
     assert win.wait_idle(5_000)
     assert not out.exists()
     assert "The report was cancelled." in win.status_text()
+
+
+def test_a_run_asked_for_while_the_report_is_written_waits_for_it(actviz_window, tmp_path):
+    """A report is kept on the capture worker: Ctrl+R meanwhile neither drops it nor is lost
+    (the report is written from the result shown when it was asked for, then the run shows)."""
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
+    win = actviz_window(TinyCNN().eval(), x, LAYERS)
+    window = win.window
+    first = win.run_and_wait()
+    reports = win.sessions.feature
+    written: list[str] = []
+    reports.report_written.connect(written.append)
+    out = tmp_path / "r.html"
+    assert reports.export_report(out)
+    with win.expect_run():
+        win.qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    win.qtbot.waitUntil(lambda: written == [str(out)], timeout=60_000)
+    assert window.session.result is not first and not reports.reports.is_busy()
+    assert "conv2" in out.read_text() and win.wait_idle()
