@@ -156,21 +156,18 @@ def render_layer_png(
     *,
     cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
     normalize: str = "channel",
-    magnitude: bool = False,
     max_channels: int | None = EXPORT_PAGE_CHANNELS,
     first_channel: int = 0,
     symmetric: bool | None = None,
 ) -> Image.Image:
-    """Render one layer output (or ``|gradient|`` with ``magnitude=True``) as a readable image:
-    maps as a numbered mosaic with a colour bar, 1-D as bars, sequences as a heat map. ``tensor``
-    may be a ``LayerView``; ``cmap="auto"`` and ``symmetric=None`` choose as the window does."""
+    """Render one layer output as a readable image: maps as a numbered mosaic with a colour bar,
+    1-D as bars, sequences as a heat map. ``tensor`` may be a ``LayerView`` (a gradient's is its
+    ``|gradient|``); ``cmap="auto"`` and ``symmetric=None`` choose as the window does."""
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
-    if magnitude and not isinstance(tensor, LayerView):
-        view = magnitude_view(view)
     if symmetric is None:
-        symmetric = not magnitude and symmetric_for(cmap, view)
+        symmetric = symmetric_for(cmap, view)
     if view.kind == "maps":
-        cmap = colormaps.resolve(cmap, signed=symmetric, gradient=magnitude)
+        cmap = colormaps.resolve(cmap, signed=symmetric)
         m = mosaic(
             view.data,
             normalize=normalize,
@@ -193,13 +190,13 @@ def render_layer_png(
             return _framed(body, head, lo_s, hi_s, cmap)
         lo_s, hi_s = m.scale_range
         return _framed(body, f"{title}  ({shown}; one shared scale)", lo_s, hi_s, cmap)
-    cmap = colormaps.resolve(cmap, gradient=magnitude)
+    cmap = colormaps.resolve(cmap)
     if view.kind == "heatmap":
         m = mosaic(view.data[None], normalize="shared")
         body = _mosaic_png(m, cmap, numbers=False)
         return _framed(body, f"{title}  ({view.description})", *m.value_range, cmap)
     values = np.atleast_1d(view.data).astype(np.float32)
-    color = (200, 80, 40) if magnitude else (40, 110, 180)
+    color = (40, 110, 180)
     n = len(values)
     bar = max(1, min(40, 1000 // max(n, 1)))
     w, h = max(n * bar, 200), 220
