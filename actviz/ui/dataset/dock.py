@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,10 +170,6 @@ class DatasetDock(QDockWidget):
         self.message_label.setStyleSheet(f"color: {style.BAR_BAD if error else style.MUTED_TEXT}")
         self.message_label.setVisible(bool(text))
 
-    def set_layers(self, layers: Sequence[str], current: str | None = None) -> None:
-        """The scanned layers to choose from (the table follows the chosen one)."""
-        refill_combo(self.layer_combo, layers, current)
-
     def current_layer(self) -> str:
         return self.layer_combo.currentText()
 
@@ -188,7 +183,7 @@ class DatasetDock(QDockWidget):
     def clear(self) -> None:
         """No scan (the model changed)."""
         self.set_summary("No dataset scanned")
-        self.set_layers([])
+        refill_combo(self.layer_combo, [])
         self.table.set_figures(None)
         self.stop_progress()
         self.set_message("")

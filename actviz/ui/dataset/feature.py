@@ -17,7 +17,7 @@ from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
 from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept, layer_figures
 from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.dataset.topk import TopKGrid, source_name
-from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.host import FeatureBase, WindowHost, refill_combo
 from actviz.ui.panels import style
 from actviz.ui.worker import Job
 
@@ -291,7 +291,7 @@ class DatasetScanUI(FeatureBase, QObject):
         layers = tuple(scan.layers)
         # The layer shown stays, else the channel view's, else the first.
         shown = [n for n in (self.dock.current_layer(), self.channel_view.name) if n in layers]
-        self.dock.set_layers(layers, next(iter([*shown, *layers]), None))
+        refill_combo(self.dock.layer_combo, layers, next(iter([*shown, *layers]), None))
         self._show_layer(self.dock.current_layer())
         # The channel open now gets its grid from the new scan.
         self._grid_key = None
@@ -407,7 +407,7 @@ class DatasetScanUI(FeatureBase, QObject):
     def _select_in_table(self, layer: str, channel: int) -> None:
         """The table follows the channel view: its layer, the channel's row selected."""
         if self.dock.current_layer() != layer:
-            self.dock.set_layers(tuple(self.scans.scan.layers), layer)
+            refill_combo(self.dock.layer_combo, tuple(self.scans.scan.layers), layer)
             self._show_layer(layer)
         table = self.dock.table
         figures = table.table_model.figures
