@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from actviz.core.compare import Comparison, compare
+from actviz.core.compare import Comparison
 from actviz.core.records import Capture
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
 from actviz.display.prepared import DisplaySpec
@@ -21,21 +21,18 @@ def write_comparison(
     cap_b: Capture,
     out_dir: str | Path,
     *,
-    comparison: Comparison | None = None,
-    tol: float = 1e-4,
+    comparison: Comparison,
     normalize: str = "channel",
     categories: Sequence[str] | None = None,
     runs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Path]:
-    """Write ``compare.json`` and the difference PNGs (A minus B) of every compared layer;
-    ``comparison`` is computed with ``tol`` when None; ``runs`` (``{"a": {...}, "b": {...}}``)
-    is recorded as is. Returns the files written, ``compare.json`` last."""
+    """Write ``compare.json`` and the difference PNGs (A minus B) of every layer ``comparison``
+    compared; ``runs`` (``{"a": {...}, "b": {...}}``) is recorded as is. Returns the files
+    written, ``compare.json`` last."""
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if comparison is None:
-        comparison = compare(cap_a, cap_b, tol=tol)
     names = list(dict.fromkeys(d.name for d in comparison.layers))
     spec = DisplaySpec(
         layers=tuple(names),

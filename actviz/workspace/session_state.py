@@ -389,8 +389,8 @@ class Session:
     def can_run(self) -> bool:
         return self.model is not None and self.input is not None
 
-    def input_problem(self, value: Any = None, source: str | None = None) -> str:
-        """Why an input cannot run on the current model ("" when it can): the one gate for runs,
+    def input_problem(self, source: str | None = None) -> str:
+        """Why the input cannot run on the current model ("" when it can): the one gate for runs,
         live frames, exports, reports, effects and scans; a model given in memory is not checked."""
         from actviz.io.input_fit import input_misfit, reads_text
 
@@ -406,13 +406,12 @@ class Session:
                 f"{self.model_name} reads text, not images: a dataset scan runs a folder of "
                 "images through the model. Open an image model to scan one."
             )
-        if value is None:
-            if self.input is None:
-                return "Open an input first (an image, a tensor file or a sample)."
-            value, source = self.input.value, self.input.source or ""
+        if self.input is None:
+            return "Open an input first (an image, a tensor file or a sample)."
         if loaded is None:
             return ""
-        if (why := input_misfit(loaded, value, source or "", model=self.model)) is None:
+        inp = self.input
+        if (why := input_misfit(loaded, inp.value, inp.source or "", model=self.model)) is None:
             return ""
         return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
 
