@@ -1,6 +1,6 @@
 """The session file's codec: edits, captures and arrays to JSON and ``.npz`` members and back,
 its error, and where a session's model and input came from (:class:`ModelSource`,
-:class:`InputSource`): how to reopen the model and whether its checkpoint is unchanged."""
+:class:`InputSource`): what reopening the model needs and its checkpoint's SHA-256."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -299,16 +299,6 @@ class ModelSource:
         return Path(self.source) if self.sha256 is not None else None
 
 
-class SavedModel(Protocol):
-    """What opening a session's model again reads (a ``SessionState`` is one)."""
-
-    @property
-    def model(self) -> ModelSource | None: ...
-
-    @property
-    def model_weights(self) -> Mapping[str, torch.Tensor] | None: ...
-
-
 def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     """The SHA-256 of a file's bytes, as hex (read in chunks: checkpoints are large)."""
     h = hashlib.sha256()
@@ -364,66 +354,6 @@ def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
 def input_source_of(loaded: LoadedInput) -> InputSource:
     """An opened input as a session keeps it (its tokens a tuple)."""
     return replace(loaded, tokens=tuple(loaded.tokens) if loaded.tokens else None)
-
-
-def open_model_source(
-    state: SavedModel,
-    path: str | os.PathLike[str] | None = None,
-    *,
-    trust: bool = False,
-    device: str = "cpu",
-) -> Any:
-    """Open the session's model again (``open_model`` with the saved arguments, then any saved
-    weights); ``path``: where the user located a moved checkpoint. ``trust`` is the user's answer
-    now, never the file's, so another's session cannot open a pickle unasked."""
-    from actviz.io.models.loading import open_model
-
-    if (src := state.model) is None:
-        raise SessionFileError("the session has no model to open")
-    source = str(path) if path is not None else src.source
-    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=trust, device=device)
-    if state.model_weights is not None:
-        with torch.no_grad():
-            loaded.model.load_state_dict(dict(state.model_weights))
-    return loaded
-
-
-@dataclass(frozen=True)
-class ModelCheck:
-    """What :func:`verify_model_source` found: ``status`` ``"ok"``, ``"changed"`` (SHA-256 differs)
-    or ``"missing"``, a one-line ``message`` and the checkpoint ``path``."""
-
-    status: str
-    message: str = ""
-    path: Path | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def verify_model_source(
-    state: SavedModel, path: str | os.PathLike[str] | None = None
-) -> ModelCheck:
-    """Check that the session's checkpoint (at ``path`` where the user located it; default:
-    where it was when saved) is still the file it was saved with."""
-    src = state.model
-    if src is None or src.sha256 is None:
-        return ModelCheck("ok")
-    where = Path(path) if path is not None else Path(src.source)
-    if not where.is_file():
-        return ModelCheck(
-            "missing", f"{where}: the session's checkpoint is not there any more", where
-        )
-    if (digest := file_sha256(where)) != src.sha256:
-        return ModelCheck(
-            "changed",
-            f"{where}: the checkpoint changed since the session was saved (modified "
-            f"{_when(where.stat().st_mtime)}; SHA-256 {digest[:12]}..., saved "
-            f"{src.sha256[:12]}...); its results may differ",
-            where,
-        )
-    return ModelCheck("ok", "", where)
 
 
 #: Model kinds that come from one file whose bytes can be hashed.

@@ -1,5 +1,6 @@
 """Session files (``.actviz``): an investigation saved whole and opened again exactly, as a zip
-of ``manifest.json`` and ``.npz`` members, never a pickle, so opening cannot run code."""
+of ``manifest.json`` and ``.npz`` members, never a pickle, so opening cannot run code; a saved
+model reopened (:func:`open_model_source`) once its checkpoint is checked unchanged."""
 
 from __future__ import annotations
 
@@ -31,12 +32,9 @@ from actviz.workspace.session_codec import (
     edits_from_json,
     edits_to_json,
 )
-from actviz.workspace.session_codec import ModelCheck as ModelCheck
 from actviz.workspace.session_codec import file_sha256 as file_sha256
 from actviz.workspace.session_codec import input_source_of as input_source_of
 from actviz.workspace.session_codec import model_source_of as model_source_of
-from actviz.workspace.session_codec import open_model_source as open_model_source
-from actviz.workspace.session_codec import verify_model_source as verify_model_source
 from actviz.workspace.session_codec import weights_to_keep as weights_to_keep
 
 #: The format this actviz writes (and the newest it reads).
@@ -244,6 +242,66 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
     ticked = len(manifest.get("ticked") or ())
     text += f", {ticked} layer{'' if ticked == 1 else 's'} ticked"
     return f"{text}, saved {codec._when(stamp)}"
+
+
+def open_model_source(
+    state: SessionState,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    trust: bool = False,
+    device: str = "cpu",
+) -> Any:
+    """Open the session's model again (``open_model`` with the saved arguments, then any saved
+    weights); ``path``: where the user located a moved checkpoint. ``trust`` is the user's answer
+    now, never the file's, so another's session cannot open a pickle unasked."""
+    from actviz.io.models.loading import open_model
+
+    if (src := state.model) is None:
+        raise SessionFileError("the session has no model to open")
+    source = str(path) if path is not None else src.source
+    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=trust, device=device)
+    if state.model_weights is not None:
+        with torch.no_grad():
+            loaded.model.load_state_dict(dict(state.model_weights))
+    return loaded
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """What :func:`verify_model_source` found: ``status`` ``"ok"``, ``"changed"`` (SHA-256 differs)
+    or ``"missing"``, a one-line ``message`` and the checkpoint ``path``."""
+
+    status: str
+    message: str = ""
+    path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def verify_model_source(
+    state: SessionState, path: str | os.PathLike[str] | None = None
+) -> ModelCheck:
+    """Check that the session's checkpoint (at ``path`` where the user located it; default:
+    where it was when saved) is still the file it was saved with."""
+    src = state.model
+    if src is None or src.sha256 is None:
+        return ModelCheck("ok")
+    where = Path(path) if path is not None else Path(src.source)
+    if not where.is_file():
+        return ModelCheck(
+            "missing", f"{where}: the session's checkpoint is not there any more", where
+        )
+    if (digest := file_sha256(where)) != src.sha256:
+        return ModelCheck(
+            "changed",
+            f"{where}: the checkpoint changed since the session was saved (modified "
+            f"{codec._when(where.stat().st_mtime)}; SHA-256 {digest[:12]}..., saved "
+            f"{src.sha256[:12]}...); its results may differ",
+            where,
+        )
+    return ModelCheck("ok", "", where)
 
 
 def load_state(path: str | os.PathLike[str]) -> SessionState:
