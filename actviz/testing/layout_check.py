@@ -127,8 +127,7 @@ def _canvases(window: QWidget) -> Found:
 
 def _clipped_by(widget: QWidget) -> str:
     """How ``widget`` is cut by an ancestor or its scroll area's viewport ("" when whole)."""
-    child: QWidget = widget
-    parent = widget.parentWidget()
+    parent = None if widget.isWindow() else widget.parentWidget()
     while parent is not None and not parent.isWindow():
         rect = QRectF(QRect(widget.mapTo(parent, widget.rect().topLeft()), widget.size()))
         area = parent.parentWidget()
@@ -138,12 +137,10 @@ def _clipped_by(widget: QWidget) -> str:
                 viewport = f"the viewport {_rect_text(box)} of {_name(area)}"
                 return f"{_rect_text(rect)} sideways outside {viewport}"
             return ""
-        if not isinstance(child, QWidget) or child.isWindow():
-            return ""
         if not _inside(rect, QRectF(parent.rect())):
             outer = f"{_name(parent)} {_rect_text(parent.rect())}"
             return f"{_rect_text(rect)} outside its parent {outer}"
-        child, parent = parent, parent.parentWidget()
+        parent = parent.parentWidget()
     return ""
 
 
