@@ -119,12 +119,6 @@ def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None
     return {k: s for k, s in shapes.items() if s is not None}
 
 
-def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shape] | None:
-    """An architecture's cached, read-only state_dict signature (key -> shape), or None."""
-    sig = _signature(name, num_classes)
-    return None if sig is None else sig.shapes
-
-
 # Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
 _SIZE_WORDS = frozenset(
     {"t", "s", "m", "b", "l", "h", "small", "large", "tiny", "base", "huge", "mf", "gf"}
