@@ -20,7 +20,7 @@ import torch
 from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
-from actviz.io.export.reproduce import EDIT_VALUES, edit_fields
+from actviz.io.export.reproduce import EDIT_VALUES, absolute_source, edit_fields
 from actviz.io.loaded_input import LoadedInput
 
 #: An input as a session keeps it: a :class:`~actviz.io.loaded_input.LoadedInput`.
@@ -318,28 +318,17 @@ def model_source_of(
         source = str(path.resolve())
         digest, size = file_sha256(path), path.stat().st_size
     elif loaded.kind == "code":
-        source = _absolute_code_ref(source)
+        source = absolute_source(source, paths=False)
     return ModelSource(
         source=source,
         kind=str(loaded.kind),
         name=str(loaded.name),
-        arch=None if arch is None else _absolute_code_ref(arch),
+        arch=absolute_source(arch, paths=False),
         weights=None if weights is None else str(weights),
         trust=bool(trust),
         sha256=digest,
         size=size,
     )
-
-
-def _absolute_code_ref(text: str) -> str:
-    """A ``mynet.py:MyNet`` found from the working folder made absolute (reopened elsewhere)."""
-    from actviz.io.models.user_code import parse_code_ref
-
-    ref = parse_code_ref(text)
-    if ref is None or not ref.is_file or Path(ref.target).is_absolute():
-        return text
-    target = Path(ref.target)
-    return f"{target.resolve()}:{ref.attr}" if target.is_file() else text
 
 
 def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:

@@ -89,13 +89,16 @@ def args_source(loaded: Any, args: Any, input: str | None, target: Any = None) -
     return run_source(loaded, input, weights=weights, target=target, **options)
 
 
-def _absolute(source: str | None) -> str | None:
-    """A file source made absolute, so the script runs from any folder; others as given."""
-    if source is None:
-        return None
-    head = source.split(":", 1)[0] if source.count(":") == 1 and ".py:" in source else source
-    path = Path(head)
-    return source.replace(head, str(path.resolve()), 1) if path.exists() else source
+def absolute_source(text: str | None, *, paths: bool = True) -> str | None:
+    """``text`` found from the working folder made absolute, so it opens from any folder: a
+    ``mynet.py:MyNet`` reference's file and (``paths``) a file or folder; names as given."""
+    from actviz.io.models.user_code import parse_code_ref
+
+    ref = None if text is None else parse_code_ref(text)
+    head = text if ref is None and paths else ref.target if ref and ref.is_file else None
+    if head is None or not Path(head).exists():
+        return text
+    return text.replace(head, str(Path(head).resolve()), 1)
 
 
 def record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
@@ -169,8 +172,8 @@ def _open_lines(
                 'write how to open it below")'
             )
         lines += [
-            f"{loaded_var} = open_model({_absolute(source.model)!r}, "
-            f"arch={_absolute(source.arch)!r}, weights={source.weights!r}, "
+            f"{loaded_var} = open_model({absolute_source(source.model)!r}, "
+            f"arch={absolute_source(source.arch)!r}, weights={source.weights!r}, "
             f"trust={source.trust!r}, device={source.device!r})",
             f"{model_var} = {loaded_var}.model",
         ]
@@ -182,7 +185,7 @@ def _open_lines(
         lines.append(f"{x_var} = torch.load(HERE / {saved[f'inputs{tag}']!r}, weights_only=True)")
     else:
         lines.append(
-            f"{x_var} = actviz.load_input({_absolute(source.input)!r}, "
+            f"{x_var} = actviz.load_input({absolute_source(source.input)!r}, "
             f"loaded_model={loaded_var}, as_list={source.list_input!r})"
         )
     return lines
