@@ -13,7 +13,7 @@ from actviz.core.records import Capture
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
 from actviz.display.prepared import DisplaySpec
 from actviz.io.export.capture_export import write_pages
-from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, layer_page_images, safe_name
+from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, layer_pictures, safe_name
 
 
 def write_comparison(
@@ -47,8 +47,8 @@ def write_comparison(
             continue
         title = f"{name or '(model)'} · {layer.module_type} · A - B"
         # Readable PNGs and the panel's own pixels (_1x), always symmetric about 0 here.
-        pictures = layer_page_images(
-            "features", layer, DIFFERENCE_CMAP, title, normalize, symmetric=True
+        pictures = layer_pictures(
+            name, "features", layer, None, DIFFERENCE_CMAP, normalize, title=title, symmetric=True
         )
         mine = write_pages(out, f"diff_{safe_name(name)}", pictures)
         written += mine

@@ -36,7 +36,7 @@ ProgressFn = Callable[[int, int, str], None]
 
 
 def write_pages(out: Path, stem: str, pictures: Sequence[tuple[str, Image.Image]]) -> list[Path]:
-    """Save :func:`~actviz.io.export.typeset.layer_page_images` pictures as ``<stem><suffix>.png``."""
+    """Save :func:`~actviz.io.export.typeset.layer_pictures` pictures as ``<stem><suffix>.png``."""
     written = []
     for suffix, picture in pictures:
         written.append(out / f"{stem}{suffix}.png")

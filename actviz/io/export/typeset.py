@@ -251,30 +251,31 @@ def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.I
     return _framed(img, title, 0.0, 1.0, cmap)
 
 
-def layer_page_images(
+def layer_pictures(
+    name: str,
     kind: str,
-    layer: PreparedLayer | torch.Tensor,
+    layer: PreparedLayer | None,
+    grad: torch.Tensor | None,
     cmap: str,
-    title: str | None = None,
-    normalize: str | None = None,
+    normalize: str,
     *,
+    title: str = "",
     symmetric: bool | None = None,
 ) -> list[tuple[str, Image.Image]]:
-    """The pictures :func:`write_pages` saves (and the HTML report embeds), with each one's
-    file-name suffix: per page ``""`` (or ``"_ch1024-2047"``) for the readable picture and,
-    for maps, that plus ``"_1x"`` for one pixel per value."""
-    if isinstance(layer, PreparedLayer):
-        view = layer.view if kind == "features" else layer.grad_view
-        module_type = layer.module_type
-    else:  # a gradient whose layer has no view (its output is not a tensor)
-        view, module_type = magnitude_view(layer_view(layer)), ""
-    assert view is not None
-    if normalize is None:
-        normalize = "channel" if kind == "features" else "shared"
-    if title is None:
-        title = f"{getattr(layer, 'name', '') or '(model)'} · {module_type}"
-    pictures = []
+    """A captured layer's pictures of its activations (``kind="features"``) or ``|gradient|``
+    (``"grad"``, from ``grad`` when ``layer`` has no view of it; [] without one), as
+    :func:`write_pages` saves them and the HTML report embeds them, with each one's file-name
+    suffix: per page ``""`` (or ``"_ch1024-2047"``) for the readable picture and, for maps, that
+    plus ``"_1x"`` for one pixel per value."""
     gradient = kind == "grad"
+    view = None if layer is None else layer.grad_view if gradient else layer.view
+    if gradient and view is None and grad is not None:  # its output is not a tensor: no view
+        view = magnitude_view(layer_view(grad))
+    if view is None or gradient and grad is None:
+        return []
+    default = f"{name or '(model)'} · {getattr(layer, 'module_type', '')}"
+    title = title or (f"|d target / d {name or 'output'}|" if gradient else default)
+    pictures = []
     # As the window under "auto": signed activations diverging about 0, the rest sequential.
     if symmetric is None:  # the window's rule (actviz.display.colormaps.painting)
         signed = view.kind == "maps" and bool(view.signed)
@@ -289,26 +290,6 @@ def layer_page_images(
             m = mosaic(view.data, max_channels=EXPORT_PAGE_CHANNELS, **page)
             pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
     return pictures
-
-
-def layer_pictures(
-    name: str,
-    kind: str,
-    layer: PreparedLayer | None,
-    grad: torch.Tensor | None,
-    cmap: str,
-    normalize: str,
-) -> list[tuple[str, Image.Image]]:
-    """A captured layer's :func:`layer_page_images` of its activations (``kind="features"``) or
-    ``|gradient|`` (``"grad"``, from ``grad`` when ``layer`` has no view of it); [] if none."""
-    if kind == "features":
-        if layer is None or layer.view is None:
-            return []
-        return layer_page_images(kind, layer, cmap, normalize=normalize)
-    if grad is None:
-        return []
-    source = layer if layer is not None and layer.grad_view is not None else grad
-    return layer_page_images(kind, source, cmap, f"|d target / d {name or 'output'}|", normalize)
 
 
 _HEAT_INK = (32, 33, 36)
