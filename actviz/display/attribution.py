@@ -15,7 +15,7 @@ from torch import nn
 from actviz.core.structures import first_tensor
 from actviz.core.targets import detections, sequence_logits
 from actviz.display.logit_lens import token_texts
-from actviz.display.stats import as_float, grad_norm
+from actviz.display.stats import as_float
 from actviz.display.token_maps import token_labels
 
 
@@ -314,9 +314,3 @@ def top_predictions(
         big = torch.finfo(torch.float32).max
         output = torch.nan_to_num(output.float(), nan=-big, posinf=big, neginf=-big)
     return top_k(output, k=k, categories=list(categories) if categories else None, sample=sample)
-
-
-def gradient_flow(cap: Any) -> tuple[list[str], np.ndarray]:
-    """Per captured layer (execution order), the L2 norm of d target / d its output."""
-    norms = [grad_norm(cap[name].grad) for name in cap.names]
-    return list(cap.names), np.array([np.nan if n is None else n for n in norms], np.float32)

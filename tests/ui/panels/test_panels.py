@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtGui
 from torch import nn
 
 from actviz.core.capture import capture
-from actviz.display.attribution import grad_cam, gradient_flow, top_k
+from actviz.display.attribution import grad_cam, top_k
 from actviz.display.colormaps import PAD_INDEX, indexed_table, to_indices
 from actviz.display.layer_views import layer_view, magnitude
 from actviz.display.mosaic import mosaic
@@ -540,8 +540,14 @@ def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
 
 
 # -- GradFlowPanel -----------------------------------------------------------------------------
+def _grad_norms(cap):
+    """Each layer's name and gradient L2 norm (float32), in execution order."""
+    names = list(cap.names)
+    return names, np.array([layer_stats(cap[n])["grad_norm"] for n in names], np.float32)
+
+
 def test_grad_flow_panel_log_scale_with_zero_and_nan(qtbot, conv_capture):
-    names, norms = gradient_flow(conv_capture)
+    names, norms = _grad_norms(conv_capture)
     names = [*names, "dead", "broken"]
     norms = np.concatenate([norms, [0.0, np.nan]])
     panel = GradFlowPanel()
@@ -713,7 +719,7 @@ def test_every_panel_exports_a_png_even_unshown(qtbot, conv_capture, tmp_path, f
     panel = factory()
     qtbot.addWidget(panel)
     if isinstance(panel, GradFlowPanel):
-        panel.set_norms(*gradient_flow(conv_capture))
+        panel.set_norms(*_grad_norms(conv_capture))
     elif isinstance(panel, HistogramPanel):
         panel.set_histogram("conv1", *histogram(conv_capture["conv1"].tensor))
     elif isinstance(panel, PredictionPanel):
