@@ -112,8 +112,3 @@ def prestart() -> None:
             _SERVER.ensure_running()
 
     threading.Thread(target=start, name="actviz-loader-server", daemon=True).start()
-
-
-def server_pid() -> int | None:
-    """The fork server's process id, None before it is started."""
-    return _SERVER.pid()

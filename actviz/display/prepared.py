@@ -173,11 +173,6 @@ class PreparedLayer:
         """``(counts, edges)`` of the layer's values (computed on first read)."""
         return self.hist_lazy.get()
 
-    @property
-    def hist_ready(self) -> bool:
-        """Whether the histogram was computed already."""
-        return self.hist_lazy.ready
-
 
 def grad_norms_of(layers: Mapping[str, PreparedLayer], order: Sequence[str]) -> np.ndarray:
     """Each of ``order``'s layers' ``grad_norm`` statistic (NaN: no gradient), float64, read-only."""

@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from actviz.data import scan
-from actviz.data.fork_server import LoaderContext, loader_context, server_pid
+from actviz.data.fork_server import _SERVER, LoaderContext, loader_context
 from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
 
 pytestmark = pytest.mark.skipif(
@@ -40,7 +40,7 @@ def test_loaders_are_forked_by_the_server_not_by_this_process():
     loader = DataLoader(data, batch_size=1, num_workers=2, multiprocessing_context=ctx)
     rows = torch.cat(list(loader)).tolist()
     assert len(rows) == 4
-    server = server_pid()
+    server = _SERVER.pid()  # the fork server's process id
     assert server is not None and server != os.getpid()
     for pid, parent, imported_main in rows:
         assert pid not in (os.getpid(), server)

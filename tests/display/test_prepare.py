@@ -146,7 +146,7 @@ def test_fast_variant_agrees_with_the_exact_one_on_resnet18():
     for name in exact.grad_cams:
         np.testing.assert_allclose(fast.grad_cams[name], exact.grad_cams[name], atol=1e-6)
     np.testing.assert_allclose(fast.saliency, exact.saliency)
-    assert fast.layers["layer2"].hist_ready and not fast.layers["layer3"].hist_ready
+    assert fast.layers["layer2"].hist_lazy.ready and not fast.layers["layer3"].hist_lazy.ready
     np.testing.assert_array_equal(fast.layers["layer3"].hist[0], exact.layers["layer3"].hist[0])
     assert fast.tree is not None
     again = prepare(cap, spec, fast=True, model=model, previous_shapes=fast.output_shapes)
@@ -262,7 +262,7 @@ def test_the_device_path_shows_what_the_host_path_shows_with_one_copy(monkeypatc
     assert dev.grad_cams.computed() == [dev.gradcam_default]
     np.testing.assert_allclose(dev.saliency, host.saliency, atol=1e-6)
     _same_layers(dev, host)
-    assert dev.layers["conv1"].hist_ready
+    assert dev.layers["conv1"].hist_lazy.ready
     np.testing.assert_array_equal(dev.layers["conv1"].hist[0], host.layers["conv1"].hist[0])
 
 

@@ -771,7 +771,7 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
     # frame's Grad-CAM and histogram were not computed for them.
     frame = window.session.result
     assert frame.origin and frame.grad_cams.computed() == []
-    assert not frame.layers[window.display.selected_layer].hist_ready
+    assert not frame.layers[window.display.selected_layer].hist_lazy.ready
     # Nor its statistics (the table is on the Overview), but for the gradients' norms.
     assert not any(layer.stats.ready for layer in frame.layers.values())
     assert all(layer.stats["grad_norm"] is not None for layer in frame.layers.values())
