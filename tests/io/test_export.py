@@ -12,6 +12,7 @@ from PIL import Image
 
 import actviz
 from actviz.display.colormaps import DEFAULT_ACTIVATION_CMAP, OVERLAY_CMAP, table
+from actviz.display.layer_views import layer_view
 from actviz.display.mosaic import mosaic
 from actviz.io.export.capture_export import export_capture
 from actviz.io.export.typeset import channel_pages, pick_gradcam_layer, render_layer_png
@@ -90,7 +91,7 @@ def test_seed_mlp_exports_bar_charts(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["layers"]["s2"]["max"] == pytest.approx(0.7729, abs=1e-4)
     assert pick_gradcam_layer(cap) is None
-    img = render_layer_png(cap["s1"].output, "s1")
+    img = render_layer_png(layer_view(cap["s1"].output), "s1")
     assert img.width >= 200
 
 
@@ -108,12 +109,12 @@ def test_a_layer_wider_than_a_page_is_written_as_several_pngs(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 2500, 1))
     cap = actviz.capture(model, torch.rand(1, 1, 2, 2), target=0)
-    assert channel_pages(cap["0"].tensor) == [
+    assert channel_pages(layer_view(cap["0"].tensor)) == [
         (0, ""),
         (1024, "_ch1024-2047"),
         (2048, "_ch2048-2499"),
     ]
-    assert channel_pages(torch.zeros(1, 10)) == [(0, "")]
+    assert channel_pages(layer_view(torch.zeros(1, 10))) == [(0, "")]
     files = {p.name for p in export_capture(cap, tmp_path)}
     for kind in ("features", "grad"):
         pages = [f"0_{kind}.png", f"0_{kind}_ch1024-2047.png", f"0_{kind}_ch2048-2499.png"]
@@ -141,7 +142,7 @@ def test_tiles_are_numbered_with_the_layers_channels(monkeypatch):
 
     monkeypatch.setattr(ImageDraw.ImageDraw, "text", record)
     maps = torch.rand(1, 30, 8, 8)
-    render_layer_png(maps, "wide", max_channels=10, first_channel=20)
+    render_layer_png(layer_view(maps), "wide", max_channels=10, first_channel=20)
     assert [t for t in labels if t.isdigit()] == [str(c) for c in range(20, 30)]
     assert any("channels 20-29 of 30" in t for t in labels)
 
@@ -243,7 +244,7 @@ def test_a_long_title_is_never_cut_by_the_pictures_edge():
     """The picture widens to its title: a layer's full name and scale stay readable."""
     maps = torch.rand(1, 4, 6, 6)
     name = "encoder.layers.encoder_layer_11.mlp.linear_with_a_long_name · Linear"
-    for img in (render_layer_png(maps, name), render_layer_png(torch.rand(1, 5), name)):
+    for img in (render_layer_png(layer_view(t), name) for t in (maps, torch.rand(1, 5))):
         rgb = np.asarray(img.convert("RGB"))
         title_band = (rgb[:28] != 255).any(axis=2)
         cols = np.flatnonzero(title_band.any(axis=0))

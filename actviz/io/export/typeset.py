@@ -18,7 +18,6 @@ from actviz.display import attribution, colormaps
 from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepared import PreparedLayer, RunResult
-from actviz.display.repage import symmetric_for
 
 _BG = (255, 255, 255)
 _INK = (30, 30, 30)
@@ -151,23 +150,19 @@ def _mosaic_png(m: Mosaic, cmap: str, numbers: bool = True) -> Image.Image:
 
 
 def render_layer_png(
-    tensor: torch.Tensor | LayerView,
+    view: LayerView,
     title: str,
     *,
     cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
     normalize: str = "channel",
     max_channels: int | None = EXPORT_PAGE_CHANNELS,
     first_channel: int = 0,
-    symmetric: bool | None = None,
+    symmetric: bool = False,
 ) -> Image.Image:
-    """Render one layer output as a readable image: maps as a numbered mosaic with a colour bar,
-    1-D as bars, sequences as a heat map. ``tensor`` may be a ``LayerView`` (a gradient's is its
-    ``|gradient|``); ``cmap="auto"`` and ``symmetric=None`` choose as the window does."""
-    view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
-    if symmetric is None:
-        symmetric = symmetric_for(cmap, view)
+    """Render one layer output's view (a gradient's is its ``|gradient|``) as a readable image in
+    colour map ``cmap`` (:func:`layer_pictures` chooses it and ``symmetric`` as the window does):
+    maps as a numbered mosaic with a colour bar, 1-D as bars, sequences as a heat map."""
     if view.kind == "maps":
-        cmap = colormaps.resolve(cmap, signed=symmetric)
         m = mosaic(
             view.data,
             normalize=normalize,
@@ -190,7 +185,6 @@ def render_layer_png(
             return _framed(body, head, lo_s, hi_s, cmap)
         lo_s, hi_s = m.scale_range
         return _framed(body, f"{title}  ({shown}; one shared scale)", lo_s, hi_s, cmap)
-    cmap = colormaps.resolve(cmap)
     if view.kind == "heatmap":
         m = mosaic(view.data[None], normalize="shared")
         body = _mosaic_png(m, cmap, numbers=False)
@@ -222,12 +216,9 @@ def render_layer_png(
     return _framed(img, f"{title}  ({view.description})")
 
 
-def channel_pages(
-    tensor: torch.Tensor | LayerView, page: int = EXPORT_PAGE_CHANNELS
-) -> list[tuple[int, str]]:
-    """``(first channel, file-name suffix)`` of each mosaic page of a layer output: the first page
-    keeps the plain name, the others name their channels (``_ch1024-2047``)."""
-    view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
+def channel_pages(view: LayerView, page: int = EXPORT_PAGE_CHANNELS) -> list[tuple[int, str]]:
+    """``(first channel, file-name suffix)`` of each mosaic page of a layer output's view: the first
+    page keeps the plain name, the others name their channels (``_ch1024-2047``)."""
     total = int(view.data.shape[0]) if view.kind == "maps" else 0
     rest = range(page, total, page)
     return [(0, ""), *((first, f"_ch{first}-{min(first + page, total) - 1}") for first in rest)]
