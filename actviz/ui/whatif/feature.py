@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
 from actviz.ui.host import FeatureBase, WindowHost, channels_text
 from actviz.ui.panels import style
+from actviz.ui.panels.deferred import held_layouts
 from actviz.ui.panels.prediction import PredictionChangeView
 from actviz.workspace.edits_board import EditEntry, StaleEditError, edit_value
 
@@ -29,6 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 TOP_K = 5
 #: Preferred width of the Edits dock (it shares the right side with Live).
 PREFERRED_WIDTH = 250
+#: Rows built in one event-loop turn: until this long, at most this many (a row is ~0.4 ms).
+ROWS_BUDGET_S, ROWS_PER_TURN = 0.015, 30
 
 
 class EditRow(QtWidgets.QWidget):
@@ -81,14 +86,15 @@ class _RowsArea(QtWidgets.QScrollArea):
 
 class EditsDock(QtWidgets.QDockWidget):
     """The "Edits" dock: ``enabled_changed(key, on)``, ``value_changed(key, value)``,
-    ``remove_requested(key)``, ``clear_requested``."""
+    ``remove_requested(key)``, ``clear_requested``; ``rows_built`` once every row is there."""
 
     enabled_changed = Signal(int, bool)
     value_changed = Signal(int, float)
     remove_requested = Signal(int)
     clear_requested = Signal()
+    rows_built = Signal()
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None, defer: Callable[..., None]) -> None:
         super().__init__("Edits", parent, objectName="editsDock")  # restoreState finds it by name
         body = QtWidgets.QWidget()
         outer = QtWidgets.QVBoxLayout(body, spacing=4, contentsMargins=QMargins(6, 4, 6, 4))
@@ -120,33 +126,59 @@ class EditsDock(QtWidgets.QDockWidget):
         buttons.addWidget(self.clear_button)
         outer.addLayout(buttons)
         self.setWidget(body)
+        #: The rows placed, in order; the entries still to place, with the rows kept for them.
         self.rows: list[EditRow] = []
+        self._to_place: deque[EditEntry] = deque()
+        self._kept: dict[int, EditRow] = {}
+        # Rows wait for a later turn as display steps (``defer``): the window settles after them.
+        self._defer, self._deferred = defer, False
         self.set_entries(())
 
     def set_entries(self, entries: Sequence[EditEntry]) -> None:
         """Show exactly ``entries``; a row whose edit reads the same is kept (boards grow long)."""
-        kept = {row.key: row for row in self.rows}
+        old, self._kept = (*self.rows, *self._kept.values()), {}
+        wanted = {e.key: EditRow.signature_of(e) for e in entries}
+        for row in old:
+            if wanted.get(row.key) == row.signature:
+                self._kept[row.key] = row
+            else:  # gone, or reads otherwise now: replaced
+                row.setParent(None)
+                row.deleteLater()
         while self.rows_layout.count():  # the rows and the stretch after them
             self.rows_layout.takeAt(0)
-        self.rows = []
-        for entry in entries:
-            row = kept.pop(entry.key, None)
-            if row is None or row.signature != EditRow.signature_of(entry):
-                if row is not None:
-                    kept[entry.key] = row  # replaced: dropped below
-                row = self._new_row(entry)
-            self.rows_layout.addWidget(row)
-            self.rows.append(row)
-        for old in kept.values():
-            old.setParent(None)
-            old.deleteLater()
         self.rows_layout.addStretch(1)
-        self.rows_area.updateGeometry()  # the dock's hint follows its rows
-        self.clear_button.setEnabled(bool(self.rows))
-        self.hint.setVisible(not self.rows)
-        if not self.rows:
+        self.rows, self._to_place = [], deque(entries)
+        self.clear_button.setEnabled(bool(entries))
+        self.hint.setVisible(not entries)
+        if not entries:
             self.set_summary("")
             self.set_error("")
+        self._place_rows()
+
+    def _place_rows(self, step: bool = False) -> None:
+        """Place the rows to come in order, building new ones for ``ROWS_BUDGET_S`` (the rest on
+        the next turns; rows kept wait hidden); ``rows_built`` after the last."""
+        self._deferred &= not step  # (the step waiting runs)
+        if step and not self._to_place:
+            return  # set_entries placed them all since
+        built, end, budget = 0, time.perf_counter() + ROWS_BUDGET_S, ROWS_PER_TURN
+        with held_layouts(self.rows_layout):  # laid out once, not as each row is shown
+            while self._to_place and built < budget and (not built or time.perf_counter() < end):
+                entry = self._to_place.popleft()
+                if (row := self._kept.pop(entry.key, None)) is None:
+                    row, built = self._new_row(entry), built + 1
+                self.rows_layout.insertWidget(len(self.rows), row)
+                self.rows.append(row)
+                if row.isHidden():
+                    row.show()
+        for row in self._kept.values():
+            row.hide()
+        if not self._to_place:
+            self.rows_area.updateGeometry()  # the dock's hint follows its rows
+            self.rows_built.emit()
+        elif not self._deferred:
+            self._deferred = True
+            self._defer(lambda: self._place_rows(step=True), stale_ok=True)
 
     def _new_row(self, entry: EditEntry) -> EditRow:
         row = EditRow(entry)
@@ -265,7 +297,9 @@ class WhatIfController(FeatureBase, QObject):
         self.menu: QMenu | None = None
         self._diff_cache: dict[tuple, PreparedLayer] = {}
 
-        self.dock = EditsDock(host.dialog_parent())
+        self.dock = EditsDock(host.dialog_parent(), host.defer_display)
+        # As wide as its rows ask (empty, its hint line), once they are all there.
+        self.dock.rows_built.connect(lambda: self.host.fit_dock_width(self.dock))
         # Hidden until the first edit.
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         # Run A is the edited run, B its unedited twin: shown before | after.
@@ -334,10 +368,9 @@ class WhatIfController(FeatureBase, QObject):
 
     def _on_edits_changed(self) -> None:
         board = self.session.edits
+        self.dock.set_error("")
         # Rebuilt after the signal that asked for it has returned (a row's own button).
         self.dock.set_entries(board.entries)
-        self.dock.set_error("")
-        self.host.fit_dock_width(self.dock)  # as wide as its rows ask; empty, its hint line
         if not len(board):
             for name, panel in self.host.layer_panels.items():
                 shown = panel.difference_shown()
