@@ -146,7 +146,9 @@ LATER_CAPABILITIES = (
 # -1,492 in the evening of 2026-12-03 (#38): modules of one job merged (edit kinds, the module
 # tree, tokens, what-if), one Board for pins and edits, one weights-file path, one sessions job table,
 # one model opening for the window and Compare's model B, one tile sheet, one thumbnail list.
-TODAYS_FEATURES_LINES = 45_398
+# -153 on 2026-12-04 evening (#38): a kept job (reports) instead of ReportExport's resubmission,
+# one export-picture function, one absolute-source helper, test-only accessors and unused options.
+TODAYS_FEATURES_LINES = 45_245
 
 
 def todays_feature_lines() -> int:
