@@ -308,7 +308,7 @@ def test_the_dialog_hears_names_listed_while_it_is_built(qtbot, monkeypatch):
     monkeypatch.setattr(dialogs, "_MODEL_NAMES", source)
     dialog = OpenModelDialog()
     qtbot.addWidget(dialog)
-    assert dialog.names_ready() and dialog.visible_names() == ["demo", "alexnet", "resnet18"]
+    assert dialog.names_ready() and dialog.zoo.listed() == ["demo", "alexnet", "resnet18"]
 
 
 def test_open_model_dialog_search_and_specs(qtbot):
@@ -320,18 +320,18 @@ def test_open_model_dialog_search_and_specs(qtbot):
     spec = dialog.spec()
     assert (spec.source, spec.arch) == ("/tmp/w.safetensors", "resnet50")
     dialog.tabs.setCurrentIndex(0)
-    dialog.search_edit.setText("Wide_ResNet")
-    assert dialog.visible_names() == ["wide_resnet101_2", "wide_resnet50_2"]
+    dialog.zoo.search.setText("Wide_ResNet")
+    assert dialog.zoo.listed() == ["wide_resnet101_2", "wide_resnet50_2"]
     assert dialog.spec().source == "wide_resnet101_2"  # first match selected
-    dialog.search_edit.setText("resnet1")
-    assert {"resnet101", "resnet152", "resnet18", "fcn_resnet101"} <= set(dialog.visible_names())
-    assert "vgg11" not in dialog.visible_names()
-    dialog.zoo_list.setCurrentItem(dialog.zoo_list.findItems("resnet18", Qt_MatchExactly())[0])
-    dialog.random_check.setChecked(True)
+    dialog.zoo.search.setText("resnet1")
+    assert {"resnet101", "resnet152", "resnet18", "fcn_resnet101"} <= set(dialog.zoo.listed())
+    assert "vgg11" not in dialog.zoo.listed()
+    dialog.zoo.list.setCurrentItem(dialog.zoo.list.findItems("resnet18", Qt_MatchExactly())[0])
+    dialog.zoo.random_check.setChecked(True)
     spec = dialog.spec()
     assert (spec.source, spec.arch, spec.weights) == ("resnet18", None, None)
-    dialog.search_edit.setText("DEM")
-    assert dialog.visible_names() == ["demo"]
+    dialog.zoo.search.setText("DEM")
+    assert dialog.zoo.listed() == ["demo"]
     dialog.tabs.setCurrentIndex(1)
     assert dialog.spec() is None
     dialog.file_edit.setText("/data/ckpt.pth")
@@ -368,17 +368,17 @@ def test_open_model_dialog_lists_timm_models_in_their_own_tab(qtbot, monkeypatch
     assert dialog.tabs.tabText(3) == "timm"
     qtbot.waitUntil(dialog.names_ready, timeout=60_000)  # listed off the GUI thread
     dialog.tabs.setCurrentIndex(3)
-    assert dialog.timm_names() == sorted(timm.list_models())
-    dialog.timm_search.setText("ResNet18D")
+    assert dialog.timm.listed() == sorted(timm.list_models())
+    dialog.timm.search.setText("ResNet18D")
     visible = [
-        n for i, n in enumerate(dialog.timm_names()) if not dialog.timm_list.item(i).isHidden()
+        n for i, n in enumerate(dialog.timm.listed()) if not dialog.timm.list.item(i).isHidden()
     ]
     assert visible and all("resnet18d" in n for n in visible) and "resnet18d" in visible
-    dialog.timm_list.setCurrentItem(dialog.timm_list.findItems("resnet18d", Qt_MatchExactly())[0])
+    dialog.timm.list.setCurrentItem(dialog.timm.list.findItems("resnet18d", Qt_MatchExactly())[0])
     assert dialog.spec() == ModelSpec("timm:resnet18d", None, "DEFAULT")
-    dialog.timm_random_check.setChecked(True)
+    dialog.timm.random_check.setChecked(True)
     assert dialog.spec() == ModelSpec("timm:resnet18d", None, None)
-    dialog.timm_search.setText("no such model")
+    dialog.timm.search.setText("no such model")
     assert dialog.spec() is None
 
     # Without timm there is no such tab.

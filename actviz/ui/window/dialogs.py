@@ -161,7 +161,6 @@ class OpenModelDialog(QDialog):
         layout.addWidget(self.tabs, 1)
         zoo_names = ["demo", *self._names]
         self.zoo = _NameTab(self, "torchvision", "resnet, vit, mobilenet", zoo_names, names is None)
-        self.search_edit, self.zoo_list, self.random_check = self.zoo.widgets()
 
         # file + architecture
         file_tab = QWidget()
@@ -210,10 +209,8 @@ class OpenModelDialog(QDialog):
             self.tabs.setCurrentIndex(2)
 
         self.timm: _NameTab | None = None
-        self.timm_list: QListWidget | None = None
         if importlib.util.find_spec("timm") is not None:
             self.timm = _NameTab(self, "timm", "convnext, vit_small, efficientnet", prefix="timm:")
-            self.timm_search, self.timm_list, self.timm_random_check = self.timm.widgets()
 
         self._error_tab: int | None = None
         self.tabs.currentChanged.connect(self._on_tab_changed)
@@ -286,13 +283,6 @@ class OpenModelDialog(QDialog):
         listed = self.arch_list
         return [listed.item(i).data(Qt.ItemDataRole.UserRole) for i in range(listed.count())]
 
-    def choose_candidate(self, name: str) -> bool:
-        """Select candidate ``name`` (its name goes to the architecture field)."""
-        names = self.candidates()
-        if name in names:
-            self.arch_list.setCurrentRow(names.index(name))
-        return name in names
-
     def message(self) -> str:
         """The text under the tabs (the last failure, or what is being opened)."""
         return self.message_label.text() if self.message_label.isVisible() else ""
@@ -310,10 +300,6 @@ class OpenModelDialog(QDialog):
         if item is not None:
             self.arch_combo.setEditText(item.data(Qt.ItemDataRole.UserRole))
 
-    def visible_names(self) -> list[str]:
-        """Names in the torchvision list that the search keeps, best match first."""
-        return self.zoo.listed()
-
     def spec(self) -> ModelSpec | None:
         """The choice on the current tab, or None when nothing is chosen."""
         if isinstance(names := self.tabs.currentWidget(), _NameTab):
@@ -324,10 +310,6 @@ class OpenModelDialog(QDialog):
             return ModelSpec(path, self.arch_combo.currentText().strip() or None)
         item = self.recent_list.currentItem()
         return ModelSpec(*item.data(Qt.ItemDataRole.UserRole)) if item is not None else None
-
-    def timm_names(self) -> list[str]:
-        """The names the timm tab's search keeps, best match first (empty without timm)."""
-        return self.timm.listed() if self.timm is not None else []
 
     def names_ready(self) -> bool:
         """Whether the model lists are filled (see ``names_loaded``)."""
@@ -395,9 +377,6 @@ class _NameTab(QWidget):
         layout.addWidget(self.random_check)
         dialog.tabs.addTab(self, title)
         self.refill()
-
-    def widgets(self) -> tuple[QLineEdit, QListWidget, QCheckBox]:
-        return self.search, self.list, self.random_check
 
     def refill(self, names: Sequence[str] | None = None, *, select: bool = False) -> None:
         """List the names containing the search's text, best first (then a row while loading);

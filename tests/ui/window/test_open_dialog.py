@@ -120,7 +120,7 @@ def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(
     assert window.centre.banner.texts() == [] and window.session.model is None
     assert dialog.open_button.isEnabled()
     # Picking one puts it in the architecture field; Open loads it.
-    assert dialog.choose_candidate(TIED[1])
+    dialog.arch_list.setCurrentRow(dialog.candidates().index(TIED[1]))
     assert dialog.arch_combo.currentText() == TIED[1]
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         _press_open(qtbot, dialog)

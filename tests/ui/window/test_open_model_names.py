@@ -31,20 +31,20 @@ def test_the_first_dialog_shows_at_once_and_lists_names_off_the_gui_thread(qtbot
         qtbot.addWidget(dialog)
         dialog.show()
         assert not dialog.names_ready()
-        assert _rows(dialog.zoo_list) == ["demo", LOADING_TEXT]
-        assert dialog.visible_names() == ["demo"]  # the loading row is no name
-        if dialog.timm_list is not None:
-            assert _rows(dialog.timm_list) == [LOADING_TEXT] and dialog.timm_names() == []
-        dialog.search_edit.setText("ResNet18")  # typed while the names are listed
+        assert _rows(dialog.zoo.list) == ["demo", LOADING_TEXT]
+        assert dialog.zoo.listed() == ["demo"]  # the loading row is no name
+        if dialog.timm is not None:
+            assert _rows(dialog.timm.list) == [LOADING_TEXT] and dialog.timm.listed() == []
+        dialog.zoo.search.setText("ResNet18")  # typed while the names are listed
         assert dialog.spec() is None
         dialog.arch_combo.setEditText("net.py:Net")
     finally:
         release.set()
     qtbot.waitUntil(dialog.names_ready, timeout=60_000)
     assert len(built_on) == 1 and built_on[0] is not threading.main_thread()
-    assert LOADING_TEXT not in _rows(dialog.zoo_list)
+    assert LOADING_TEXT not in _rows(dialog.zoo.list)
     # The search typed meanwhile applies, the exact name first and chosen.
-    assert dialog.visible_names()[0] == "resnet18"
+    assert dialog.zoo.listed()[0] == "resnet18"
     assert dialog.spec() == ModelSpec("resnet18", None, "DEFAULT")
     assert dialog.arch_combo.findText("vit_b_16") > 0
     assert dialog.arch_combo.currentText() == "net.py:Net"  # what was typed is kept
@@ -53,7 +53,7 @@ def test_the_first_dialog_shows_at_once_and_lists_names_off_the_gui_thread(qtbot
     again = OpenModelDialog()
     qtbot.addWidget(again)
     assert again.names_ready() and len(built_on) == 1
-    assert again.visible_names()[:2] == ["demo", "alexnet"]
+    assert again.zoo.listed()[:2] == ["demo", "alexnet"]
 
 
 def test_timm_search_lists_exact_and_prefix_matches_first(qtbot):
@@ -62,13 +62,13 @@ def test_timm_search_lists_exact_and_prefix_matches_first(qtbot):
     qtbot.addWidget(dialog)
     qtbot.waitUntil(dialog.names_ready, timeout=60_000)
     dialog.tabs.setCurrentIndex(3)
-    assert dialog.timm_names() == sorted(timm.list_models())
-    dialog.timm_search.setText("resnet18")
-    assert dialog.timm_names()[:2] == ["resnet18", "resnet18d"]
-    assert "legacy_seresnet18" in dialog.timm_names()[2:]
+    assert dialog.timm.listed() == sorted(timm.list_models())
+    dialog.timm.search.setText("resnet18")
+    assert dialog.timm.listed()[:2] == ["resnet18", "resnet18d"]
+    assert "legacy_seresnet18" in dialog.timm.listed()[2:]
     assert dialog.spec() == ModelSpec("timm:resnet18", None, "DEFAULT")
-    dialog.timm_search.setText("vit_tiny")
-    names = dialog.timm_names()
+    dialog.timm.search.setText("vit_tiny")
+    names = dialog.timm.listed()
     assert names[0].startswith("vit_tiny")
     assert names.index("convit_tiny") > max(
         i for i, n in enumerate(names) if n.startswith("vit_tiny")
