@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from actviz.core.structures import first_tensor
+from actviz.core.structures import first_tensor, iter_tensors
 
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
@@ -117,6 +117,15 @@ class Capture:
         if name not in self.records:
             raise KeyError(f"layer {name!r} was not captured (captured: {self.names})")
         return list(self.records[name])
+
+    def held_bytes(self) -> int:
+        """Bytes of every tensor kept (outputs, gradients, inputs, the model's output), each
+        storage once; ``nbytes`` counts the recorded outputs alone, which the budget limits."""
+        storages = {}
+        for t in iter_tensors((self.records, self.output, self.input_grads, self.inputs)):
+            storage = t.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+        return sum(storages.values())
 
     def all_records(self) -> list[LayerRecord]:
         """Every record of every layer, layers in execution order."""

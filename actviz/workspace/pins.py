@@ -4,8 +4,13 @@ opens; pins may hold :data:`PINS_SHARE` of the memory budget, so they cannot gro
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
 
 from actviz.core.capture import format_bytes
 from actviz.workspace.edits_board import Board
@@ -34,10 +39,49 @@ class Pin:
         return result_bytes(self.result)
 
 
+_ATOMS = (int, float, str, bytes, bool, type(None), np.generic, torch.Tensor)
+#: ``id(result) -> bytes`` of the results counted (a result is immutable; dropped with it).
+_counted: dict[int, int] = {}
+
+
 def result_bytes(result: RunResult) -> int:
-    """Bytes ``result`` holds: its capture and, after a what-if edit, the unedited one beside it."""
-    baseline = getattr(result, "baseline", None)
-    return int(result.nbytes) + (int(baseline.nbytes) if baseline is not None else 0)
+    """Bytes ``result`` holds: every tensor of its capture (and, after a what-if edit, of the
+    unedited one beside it) and the arrays prepared for the panels, each counted once.
+
+    The capture's ``nbytes`` counts its recorded outputs only; gradients, the panels' mosaics and
+    magnitudes take several times that, and a pin keeps them all."""
+    if (known := _counted.get(key := id(result))) is not None:
+        return known
+    kept = [getattr(result, name, None) for name in ("capture", "baseline")]
+    held = sum(c.held_bytes() for c in kept if c is not None) or int(result.nbytes)
+    roots: dict[int, int] = {}
+    shown = ("layers", "image", "saliency", "grad_cams", "attention", "rollout", "logit_lens")
+    _owned_arrays([getattr(result, name, None) for name in shown], roots, set())
+    _counted[key] = held = held + sum(roots.values())
+    weakref.finalize(result, _counted.pop, key, None)
+    return held
+
+
+def _owned_arrays(obj: Any, roots: dict[int, int], seen: set[int], depth: int = 0) -> None:
+    """Add to ``roots`` the numpy buffers under ``obj`` that numpy owns (an array viewing a
+    tensor is the capture's). Reads attributes as stored, so nothing lazy is made by counting."""
+    if isinstance(obj, _ATOMS) or id(obj) in seen or depth > 6 or callable(obj):
+        return
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        while isinstance(obj.base, np.ndarray):
+            obj = obj.base
+        if obj.base is None:
+            roots[id(obj)] = obj.nbytes
+        return
+    if isinstance(obj, dict | MappingProxyType):  # not any Mapping: reading a lazy one computes
+        children = list(obj.values())
+    elif isinstance(obj, list | tuple):
+        children = list(obj)
+    else:
+        children = list(getattr(obj, "__dict__", {}).values())
+    for child in children:
+        _owned_arrays(child, roots, seen, depth + 1)
 
 
 class PinBoard(Board[Pin]):

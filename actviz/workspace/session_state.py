@@ -442,5 +442,5 @@ class Session:
         baseline = self.baseline.held
         counted = (self.result.capture, self.result.baseline) if self.result is not None else ()
         if baseline is not None and not any(baseline is c for c in counted):
-            held += int(baseline.nbytes)
+            held += baseline.held_bytes()
         return held

@@ -15,7 +15,7 @@ from actviz.core.capture import format_bytes
 from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec
 from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET
-from actviz.workspace.pins import PINS_SHARE, PinBoard, PinRefused
+from actviz.workspace.pins import PINS_SHARE, PinBoard, PinRefused, result_bytes
 
 LAYERS = ("conv", "act", "fc")
 
@@ -40,8 +40,8 @@ def test_pins_stop_at_a_quarter_of_the_budget_and_say_so():
     torch.manual_seed(0)
     model = Net().eval()
     first = _result(model, 0)
-    size = first.nbytes
-    assert size > 16 * 1024  # activations and gradients of every layer
+    size = result_bytes(first)
+    assert size > 2 * first.nbytes > 32 * 1024  # activations, gradients, the panels' arrays
     budget = 4 * (3 * size + size // 2)  # room for three pins, not four
     board = PinBoard()
     refs = []
@@ -67,6 +67,26 @@ def test_pins_stop_at_a_quarter_of_the_budget_and_say_so():
     assert [p.label for p in board] == ["run 1", "run 2", "again"]
 
 
+def test_a_pin_counts_every_array_it_keeps():
+    """A pin is counted at what it keeps (#37), not at its recorded outputs alone: their
+    gradients, the input and output, and the panels' mosaics and gradient magnitudes."""
+    torch.manual_seed(0)
+    result = _result(Net().eval(), 0)
+    cap = result.capture
+    grads = [rec.grad.nbytes for rec in cap.all_records()]
+    assert grads == [4 * 8 * 16 * 16, 4 * 8 * 16 * 16, 4 * 5]  # conv, act, fc: not in nbytes
+    layers = result.layers.values()
+    mosaics = sum(m.nbytes for p in layers for m in (p.mosaic, p.grad_mosaic) if m is not None)
+    assert mosaics >= 2 * 2 * 8 * 16 * 16  # conv and act, values and gradients, a byte a pixel
+    held = result_bytes(result)
+    assert cap.nbytes + sum(grads) + mosaics <= held < 8 * cap.nbytes
+    board = PinBoard()
+    with pytest.raises(PinRefused):  # the outputs alone would fit in this budget four times
+        board.pin(result, "run", budget=4 * (held - 1))
+    board.pin(result, "run", budget=4 * held)
+    assert board.nbytes == board.held_bytes(result) == held
+
+
 def test_the_default_budget_leaves_pins_a_quarter():
     assert PINS_SHARE == 0.25
     board = PinBoard()
@@ -84,15 +104,16 @@ def test_an_edited_result_counts_its_unedited_capture_too():
     both count (counted alone, edited pins held twice their share)."""
     torch.manual_seed(0)
     model = Net().eval()
-    plain, other = _result(model, 0), _result(model, 1)
-    size = plain.nbytes
-    assert other.capture.nbytes == size
+    plain, other, third = _result(model, 0), _result(model, 1), _result(model, 2)
+    size, capture = result_bytes(plain), plain.capture.held_bytes()
+    assert result_bytes(other) == result_bytes(third) == size
+    assert other.capture.held_bytes() == capture > plain.capture.nbytes
     edited = dataclasses.replace(plain, baseline=other.capture)
     board = PinBoard()
     board.pin(edited, "edited")
-    assert board.nbytes == 2 * size and board.held_bytes(_result(model, 2)) == 3 * size
-    budget = 4 * (3 * size)  # room for three captures: one more edited pin is two more
+    assert board.nbytes == size + capture and board.held_bytes(third) == 2 * size + capture
+    budget = 4 * (2 * size + capture)  # room for one more plain pin, not one more edited one
     with pytest.raises(PinRefused):
         board.pin(dataclasses.replace(other, baseline=plain.capture), "second", budget=budget)
     board.pin(other, "plain", budget=budget)
-    assert board.nbytes == 3 * size
+    assert board.nbytes == 2 * size + capture

@@ -14,6 +14,7 @@ from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import mosaic
 from actviz.edits import ablate, clamp, scale
 from actviz.testing import RUN_TIMEOUT_MS
+from actviz.workspace.pins import result_bytes
 from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
 
@@ -100,7 +101,12 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     plain = capture(model, x, LAYERS)
     assert torch.equal(result.capture.output, edited.output)
     assert result.baseline is first.capture
-    assert window.session.held_bytes() == result.capture.nbytes + first.capture.nbytes
+    # Held: the edited run (its tensors and the panels' arrays) and the unedited capture.
+    assert (
+        window.session.held_bytes()
+        == result_bytes(result)
+        > (result.capture.held_bytes() + first.capture.held_bytes())
+    )
     assert not np.abs(result.layers["conv2"].view.data[1]).any()
     # Before/after side by side: the rows' numbers are the two runs' probabilities and logits.
     view = win.whatif.change_view

@@ -13,7 +13,7 @@ from actviz.core.capture import capture
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.window.main_window import MainWindow
-from actviz.workspace.pins import PinBoard, PinRefused
+from actviz.workspace.pins import PinBoard, PinRefused, result_bytes
 from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
 
@@ -92,7 +92,9 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, actviz_window, tin
     assert unpinned() is None  # the run in between was freed
     assert window.session.pins.find(pinned_result) is not None
     held = window.session.held_bytes()
-    assert held == pinned_result.nbytes + window.session.result.nbytes
+    # Counted at what each result keeps: gradients and the panels' arrays beside the outputs.
+    assert held == result_bytes(pinned_result) + result_bytes(window.session.result)
+    assert held > 4 * (pinned_result.nbytes + window.session.result.nbytes)
     assert window.status.timing_label.text().endswith("held (1 pinned)")
     # Shown again: the panels read the pinned values, not the latest run's.
     [pin] = list(window.session.pins)
@@ -146,7 +148,7 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
     win.run_and_wait()
     gc.collect()
     assert [ref() is None for ref in pinned] == [True, True, True]
-    assert window.session.held_bytes() == window.session.result.nbytes
+    assert window.session.held_bytes() == result_bytes(window.session.result)
 
 
 def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, tiny_cnn):
