@@ -70,8 +70,9 @@ class FeatureJob(QObject):
 
     The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
     ``set_progress(done, total)``. Each end frees the view and says so there and in the status
-    bar (``on_finished(value, context)``, ``interrupted``; red messages to ``on_failed``).
-    ``copy``: the :class:`~actviz.ui.private_model.PrivateModel` its jobs wait for."""
+    bar ("``status`` failed", "``status`` cancelled"; ``on_finished(value, context)``,
+    ``interrupted``; red messages to ``on_failed``). ``copy``: the
+    :class:`~actviz.ui.private_model.PrivateModel` its jobs wait for."""
 
     def __init__(
         self,
@@ -80,9 +81,8 @@ class FeatureJob(QObject):
         view: Any,
         *,
         failed: str,
-        failed_status: str,
+        status: str,
         cancelled: str | Callable[[], str],
-        cancelled_status: str,
         log_as: str,
         on_finished: Callable[[Any, Any], None],
         interrupted: str = "",
@@ -102,9 +102,8 @@ class FeatureJob(QObject):
         self.progress: tuple[int, int] = (0, 0)
         # The failure prefix given at construction, and the running job's.
         self._failed_default = self._failed = failed
-        self._failed_status, self._log_as, self._steps = failed_status, log_as, steps
-        self._cancelled, self._cancelled_status = cancelled, cancelled_status
-        self._interrupted, self._done = interrupted, ""
+        self._status, self._log_as, self._steps = status, log_as, steps
+        self._cancelled, self._interrupted, self._done = cancelled, interrupted, ""
         self._log = logging.getLogger(type(parent).__module__)
         self._on_finished, self._on_failed, self._copy = on_finished, on_failed, copy
         # What the view says of the running job, and when it began (steps and an ETA follow).
@@ -178,7 +177,7 @@ class FeatureJob(QObject):
 
     def copy_failed(self, error: BaseException) -> None:
         """The ``copy`` a job waited for could not be made: a failure before the job."""
-        self.fail(self._failed_status, f"Could not copy the model: {describe_error(error)}")
+        self.fail(f"{self._status} failed", f"Could not copy the model: {describe_error(error)}")
 
     def drop(self) -> None:
         """Forget the running job without showing an end (the view is left as it is)."""
@@ -218,11 +217,11 @@ class FeatureJob(QObject):
 
     def _errored(self, error: BaseException) -> None:
         self._log.info("%s failed: %s", self._log_as, error)
-        self.fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
+        self.fail(f"{self._status} failed", f"{self._failed}: {describe_error(error)}")
 
     def _was_cancelled(self) -> None:
         text = self._cancelled() if callable(self._cancelled) else self._cancelled
-        self.fail(self._cancelled_status, text)
+        self.fail(f"{self._status} cancelled", text)
 
 
 def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:

@@ -54,9 +54,8 @@ class VisualizeFeature(FeatureBase, QObject):
             host,
             self.section,
             failed="Could not synthesise",
-            failed_status="What it wants failed",
+            status="What it wants",
             cancelled="Cancelled.",
-            cancelled_status="What it wants cancelled",
             log_as="feature visualisation",
             on_finished=self._on_synthesised,
             # The copy goes after each synthesis: a large model is not held twice while idle.
