@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,12 +34,6 @@ def load_input_source(source: str, *, model: Any = None, loaded_model: Any = Non
     from actviz.io.input_files import open_input
 
     return open_input(source, model=model, loaded_model=loaded_model)
-
-
-def open_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """``open_model``'s arch, weights and trust as the session recorded them (defaults filled)."""
-    weights = args.get("weights", "DEFAULT")
-    return {"arch": args.get("arch"), "weights": weights, "trust": bool(args.get("trust", False))}
 
 
 @dataclass(eq=False)

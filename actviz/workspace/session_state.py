@@ -266,7 +266,19 @@ class Session:
 
     def set_model_open_args(self, args: Mapping[str, Any]) -> None:
         """How :attr:`loaded_model` was opened (``open_model``'s arch, weights and trust)."""
-        self.model_open_args = dict(args)
+        weights, trust = args.get("weights", "DEFAULT"), bool(args.get("trust", False))
+        self.model_open_args = {"arch": args.get("arch"), "weights": weights, "trust": trust}
+
+    def run_source(self, input_named: bool = False) -> Any:
+        """How ``reproduce.py`` opens the model shown again (None: one given in memory), with
+        the input by its source when ``input_named`` and it has one (else its saved tensors)."""
+        if (loaded := self.loaded_model) is None:
+            return None
+        from actviz.io.export.reproduce import run_source
+
+        source = self.input.source if input_named and self.input is not None else None
+        args = dict(list_input=self.input_as_list, target=self.run_target)
+        return run_source(loaded, source or None, **self.model_open_args, **args)
 
     def set_categories(self, names: Sequence[str] | None) -> None:
         """Name the model's classes (None: unnamed); the next run's views show them."""

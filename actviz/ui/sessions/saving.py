@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.core.capture import CaptureCancelled, format_bytes
-from actviz.ui.background_loads import describe_error, format_eta, open_args
+from actviz.ui.background_loads import describe_error, format_eta
 from actviz.ui.file_dialogs import start_path
 from actviz.ui.host import WindowHost, report_value
 from actviz.ui.worker import Job
@@ -108,7 +108,7 @@ def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
     """``state`` with how to open the model again (hashes the checkpoint: off the GUI thread)."""
     if opened is None:
         return state
-    source = model_source_of(opened.loaded, **open_args(opened.open_args))
+    source = model_source_of(opened.loaded, **opened.open_args)
     return dataclasses.replace(state, model=source, model_weights=weights_to_keep(opened.loaded))
 
 
@@ -377,7 +377,7 @@ class ReportExport(QObject):
 
     def _report_args(self) -> dict[str, Any]:
         s = self.session
-        kwargs: dict[str, Any] = {
+        return {
             "model": s.loaded_model if s.loaded_model is not None else s.model,
             "model_name": s.model_name,
             "input_name": "" if s.input is None else (s.input.source or s.input.description),
@@ -385,18 +385,8 @@ class ReportExport(QObject):
             # The view settings in force now, not the run's: it paints as the window does.
             "cmap": s.colormap,
             "normalize": s.normalize,
+            "source": s.run_source(),
         }
-        if (loaded := s.loaded_model) is not None and loaded.model is s.model:
-            from actviz.io.export.reproduce import run_source
-
-            kwargs["source"] = run_source(
-                loaded,
-                None,
-                **open_args(s.model_open_args),
-                list_input=s.input_as_list,
-                target=s.run_target,
-            )
-        return kwargs
 
     def _finished(self, report: Job, info: Any) -> None:
         if self._reports.pop(report, False) is False:

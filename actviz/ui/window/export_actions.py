@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
 from actviz.io.export.typeset import safe_name
-from actviz.ui.background_loads import describe_error, open_args
+from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.dialogs import ask_export_folder
 from actviz.ui.window.input_loads import outcome
@@ -80,7 +80,7 @@ class ExportActions:
             cmap=self.actions.colormap,
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
-            source=self._run_source(result),
+            source=self.session.run_source(getattr(result, "origin", None) is None),
             # What the run showed; never the model (the capture worker may be running it).
             tokens=result.spec.tokens,
             layout=result.spec.layout,
@@ -163,23 +163,6 @@ class ExportActions:
             signal.connect(slot)
         self._refresh_busy(f"Exporting to {request.out}: running once more for the saliency…")
         return True
-
-    def _run_source(self, result: Any) -> Any:
-        """How the model and input were opened, for ``reproduce.py`` (None: in memory)."""
-        s = self.session
-        if s.loaded_model is None:
-            return None
-        from actviz.io.export.reproduce import run_source
-
-        inp = s.input
-        named = getattr(result, "origin", None) is None and inp is not None and inp.source
-        return run_source(
-            s.loaded_model,
-            inp.source if named else None,  # type: ignore[union-attr]
-            **open_args(s.model_open_args),
-            list_input=s.input_as_list,
-            target=s.run_target,
-        )
 
     def _input_record(self, result: Any) -> dict[str, Any]:
         """summary.json's record of the input: the live frame's origin, else the opened input."""
