@@ -220,7 +220,7 @@ def gradcam_candidates(cap: Any, layout: Any = None) -> list[str]:
     have a gradient."""
     out = []
     for name in cap.names:
-        act, grad = cap[name].tensor, cap[name].grad
+        act, grad = (rec := cap[name]).tensor, rec.grad
         if act is None or grad is None or act.shape != grad.shape:
             continue
         tokens = layout is not None and act.dim() == 3 and act.shape[1] == layout.tokens

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
     """Output shape of every captured layer (the tree's shape column, memory estimates)."""
-    return {n: tuple(cap[n].tensor.shape) for n in cap.names if cap[n].tensor is not None}
+    return {n: tuple(t.shape) for n in cap.names if (t := cap[n].tensor) is not None}
 
 
 def prepare_layer(
@@ -48,15 +48,15 @@ def prepare_layer(
     """Statistics, views, mosaics and histogram of one captured layer; ``hist_now`` /
     ``stats_now`` compute those now (else on first read); ``stand_in`` mosaics are kept instead
     of built when shape, page and normalisation match (a panel off screen)."""
-    rec = cap[name]
-    tensor = rec.tensor
-    calls = len(cap.calls(name))
-    if tensor is None:
+    records = cap.calls(name)
+    rec, calls = records[0], len(records)
+    if (tensor := rec.tensor) is None:
         return PreparedLayer(
             name, rec.module_type, None, calls, None, None, None, None, {"shape": None}
         )
     shape = tuple(tensor.shape)
-    grad = rec.grad if rec.grad is not None and rec.grad.shape == tensor.shape else None
+    record_grad = rec.grad
+    grad = record_grad if record_grad is not None and record_grad.shape == tensor.shape else None
     if host is not None:
         figures = dict(host.stats)
         view = layer_view(host.sample, spec.sample, full_shape=shape)
@@ -66,14 +66,13 @@ def prepare_layer(
     else:
         if fast and not stats_now and tensor.device.type == "cpu":
             known = {"shape": shape, "name": rec.name, "type": rec.module_type}
-            record_grad = rec.grad
             # The gradient's norm waits too: only the Overview's panels show it.
             norm = {"grad_norm": Lazy(lambda: stats.grad_norm(record_grad, exact=False))}
             figures = LazyStats(
                 lambda: stats.tensor_stats(tensor, record_grad, exact=False), known, norm
             )
         else:
-            figures = stats.tensor_stats(tensor, rec.grad, exact=not fast)
+            figures = stats.tensor_stats(tensor, record_grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
         grad_view = None
         if grad is not None and stand_in is not None:  # off screen: |g| made when read
