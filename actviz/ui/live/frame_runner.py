@@ -91,8 +91,7 @@ class FrameRunner:
             self._refuse(problem)
             return
         layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
-        result = self.host.result
-        if result is not None:
+        if (result := self.host.result) is not None:
             need = estimate_bytes(result.output_shapes, layers)
             if need is not None and need > self.live.memory_budget:
                 self._refuse(
@@ -158,8 +157,7 @@ class FrameRunner:
 
     def forget(self, gen: Job) -> FrameSpec | None:
         """Let go of our frame ``gen``; its spec (None once forgotten)."""
-        spec = self.inflight.pop(gen, None)
-        if spec is not None:
+        if (spec := self.inflight.pop(gen, None)) is not None:
             spec.release()
         if self.lanes.captured(gen):
             self.coalescer.finish()
@@ -171,8 +169,7 @@ class FrameRunner:
             self.pump()
 
     def on_errored(self, gen: Job, error: BaseException) -> None:
-        spec = self.forget(gen)
-        if spec is None:
+        if (spec := self.forget(gen)) is None:
             return
         from actviz.core.capture import CaptureTooLarge
 
@@ -188,8 +185,7 @@ class FrameRunner:
         self.live.emit_status()
 
     def on_finished(self, gen: Job, result: Any) -> None:
-        spec = self.forget(gen)
-        if spec is None:
+        if (spec := self.forget(gen)) is None:
             return
         now = time.perf_counter()
         t = spec.timing

@@ -322,8 +322,7 @@ def estimate_bytes(
     """Bytes a capture of ``layers`` will hold (outputs and gradients, float32; None: unknown)."""
     total = 0
     for name in layers:
-        shape = shapes.get(name)
-        if shape is None:
+        if (shape := shapes.get(name)) is None:
             return None
         total += math.prod(shape) * 4
     return total * (2 if gradients else 1)

@@ -61,11 +61,15 @@ class PanelGrid:
 
     def configure(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         """Set ``panel`` up for ``layer`` (its type, colour map, least height)."""
+        key = (layer.module_type, layer.view and layer.view.kind, self.display.colormap)
+        if getattr(panel, "configured_for", None) == (*key, panel._min_height):  # noqa: SLF001
+            return  # every panel, every live frame: set up alike already
         panel.set_module_type(layer.module_type)
         panel.set_colormap(self.display.colormap)
         # Heatmaps need room to read; a mosaic asks for the height its width needs.
         if layer.view is not None and layer.view.kind == "heatmap":
             panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
+        panel.configured_for = (*key, panel._min_height)  # noqa: SLF001
 
     def update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         """Show ``layer`` in ``panel`` on the user's page and colour map."""
