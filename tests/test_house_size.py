@@ -148,7 +148,9 @@ LATER_CAPABILITIES = (
 # one model opening for the window and Compare's model B, one tile sheet, one thumbnail list.
 # -153 on 2026-12-04 evening (#38): a kept job (reports) instead of ReportExport's resubmission,
 # one export-picture function, one absolute-source helper, test-only accessors and unused options.
-TODAYS_FEATURES_LINES = 45_245
+# +4 on 2026-12-05 (net): pins and the held figure count every array a result keeps (#37, +42);
+# test-only dialog accessors, one FeatureJob status noun, one run source for exports (-47 #38).
+TODAYS_FEATURES_LINES = 45_249
 
 
 def todays_feature_lines() -> int:
