@@ -1,8 +1,11 @@
-"""Where file dialogs start: the folder last used, else home (not Qt's working folder)."""
+"""File dialogs, and where they start: the folder last used, else home (not Qt's working
+folder). Each returns the path chosen, "" when cancelled."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 _last: str | None = None
 
@@ -23,13 +26,28 @@ def start_path(name: str, preferred: str | Path | None = None) -> str:
     return name if Path(name).is_absolute() else str(Path(start_folder(preferred)) / name)
 
 
-def remember(path: str | Path | None) -> None:
+def remember(path: str) -> str:
     """The user chose ``path`` (a file or a folder) in a dialog: the next starts there."""
     global _last
-    if not path:
-        return
-    chosen = Path(path).expanduser()
-    _last = str(chosen if chosen.is_dir() else chosen.parent)
+    if path:
+        chosen = Path(path).expanduser()
+        _last = str(chosen if chosen.is_dir() else chosen.parent)
+    return path
+
+
+def open_file(parent: QWidget, title: str, filters: str, start: str | Path | None = None) -> str:
+    """A file to open, the dialog at :func:`start_folder` (``start``)."""
+    return remember(QFileDialog.getOpenFileName(parent, title, start_folder(start), filters)[0])
+
+
+def save_file(parent: QWidget, title: str, name: str, filters: str) -> str:
+    """A file to write, the dialog at :func:`start_path` (``name``)."""
+    return remember(QFileDialog.getSaveFileName(parent, title, start_path(name), filters)[0])
+
+
+def open_folder(parent: QWidget, title: str, start: str | Path | None = None) -> str:
+    """A folder, the dialog at :func:`start_folder` (``start``)."""
+    return remember(QFileDialog.getExistingDirectory(parent, title, start_folder(start)))
 
 
 def forget() -> None:

@@ -229,6 +229,7 @@ class Host(Docks):
     refresh_panel = _window_attr("display.grid.refresh")
     page_channels = _window_attr("display.page_size")
     open_input_source = _window_attr("files.open_input_source")
+    ask_input_file = _window_attr("files.menus.ask_input_file")  # (title) -> path, "": cancelled
     load_model = _window_attr("files.load_model")  # a second model (Compare's model B)
     model_dialog = _window_attr("files.menus.new_model_dialog")
     current_tab = _window_attr("centre.tabs.currentWidget")

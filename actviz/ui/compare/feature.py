@@ -8,21 +8,13 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QFileDialog
 
 from actviz.core.capture import format_bytes
 from actviz.display.colormaps import AUTO
 from actviz.display.prepared import DisplaySpec
-from actviz.ui.background_loads import (
-    IMAGE_FILTER,
-    TENSOR_FILTER,
-    ModelRequest,
-    describe_error,
-    short_source,
-)
+from actviz.ui.background_loads import ModelRequest, describe_error, short_source
 from actviz.ui.compare.diff_painter import DiffPainter
 from actviz.ui.compare.view import CompareView
-from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import scroll_area
@@ -201,15 +193,7 @@ class CompareController(FeatureBase, QObject):
 
     def browse_input(self) -> str:
         """Pick input B with a file dialog."""
-        recent = self.host.settings.recent_inputs()
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.dialog_parent(),
-            "Open input B",
-            start_folder(recent[0] if recent else None),
-            ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
-        )
-        if path:
-            remember(path)
+        if path := self.host.ask_input_file("Open input B"):
             self.compare_with_input(path)
         return path
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from PySide6 import QtCore, QtWidgets
 
+from actviz.ui.file_dialogs import open_folder
 from actviz.ui.host import StepsAndLine
 from actviz.ui.panels.style import ProgressBar
 
@@ -115,10 +116,7 @@ class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
             w.setEnabled(not busy)
 
     def _browse_data(self) -> None:
-        folder = QtWidgets.QFileDialog.getExistingDirectory(
-            self, "Images to train on", self.data_edit.text()
-        )
-        if folder:
+        if folder := open_folder(self, "Images to train on", self.data_edit.text()):
             self.data_edit.setText(folder)
 
     def _on_train_clicked(self) -> None:

@@ -4,11 +4,12 @@ panel can show the input's most active concepts as tiles (a click opens the Conc
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from PySide6.QtCore import QObject, QPoint, Qt
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu
+from PySide6.QtWidgets import QDockWidget, QInputDialog, QMenu
 
 from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts import session_parts as parts
@@ -16,6 +17,7 @@ from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.concepts.jobs import ConceptJobs
 from actviz.ui.concepts.training_job import ConceptTraining
 from actviz.ui.concepts.view import ConceptView, concept_stats
+from actviz.ui.file_dialogs import open_folder
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import scroll_area
 
@@ -43,9 +45,7 @@ class ConceptsFeature(FeatureBase, QObject):
         #: The tile menu of a concept tile shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         #: Asks for a folder (tests replace it): ``(title, start) -> folder or ""``.
-        self.ask_folder = lambda title, start="": QFileDialog.getExistingDirectory(
-            host.dialog_parent(), title, start
-        )
+        self.ask_folder = functools.partial(open_folder, host.dialog_parent())
         self._view_stale = False  # a new result: the view's effect is measured again
 
         self.view = ConceptView()

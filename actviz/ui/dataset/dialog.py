@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6 import QtWidgets
 from PySide6.QtCore import Qt, Signal
 
+from actviz.ui.file_dialogs import open_folder
 from actviz.ui.panels import style
 
 #: Images kept per channel unless the user asks for another number.
@@ -118,10 +119,7 @@ class ScanDialog(QtWidgets.QDialog):
         return ScanSpec(str(Path(folder).expanduser()), tuple(layers), self.k_spin.value(), batch)
 
     def _on_browse_clicked(self) -> None:
-        folder = QtWidgets.QFileDialog.getExistingDirectory(
-            self, "Folder of images", self.folder_edit.text()
-        )
-        if folder:
+        if folder := open_folder(self, "Folder of images", self.folder_edit.text()):
             self.folder_edit.setText(folder)
 
     def _on_scan_clicked(self) -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QFileDialog
 
 from actviz.ui.background_loads import format_eta
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
 from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept, layer_figures
 from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.dataset.topk import TopKGrid, source_name
+from actviz.ui.file_dialogs import open_folder
 from actviz.ui.host import FeatureBase, WindowHost, refill_combo
 from actviz.ui.panels import style
 from actviz.ui.worker import Job
@@ -164,8 +164,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.host.show_warning("A scan is running: cancel it first.", BANNER_SOURCE)
             return False
         if folder is None:
-            parent = self.host.dialog_parent()
-            if not (folder := QFileDialog.getExistingDirectory(parent, "Open a saved scan")):
+            if not (folder := open_folder(self.host.dialog_parent(), "Open a saved scan")):
                 return False
         from actviz.data.scan_file import open_scan
 

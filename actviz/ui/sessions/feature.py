@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
+from PySide6.QtWidgets import QMenu, QMessageBox, QWidget
 
 from actviz.io.errors import UntrustedFileError
 from actviz.ui.background_loads import describe_error, short_source
-from actviz.ui.file_dialogs import start_folder
+from actviz.ui.file_dialogs import open_file
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.sessions.saving import (
     BANNER_SOURCE,
@@ -76,8 +76,7 @@ def locate_checkpoint(parent: QWidget, text: str) -> str | None:
     text = f"{text}.\n\nLocate it to open the session."
     if _choose(parent, QMessageBox.Icon.Warning, "Checkpoint not found", text, locate) != 0:
         return None
-    path, _ = QFileDialog.getOpenFileName(parent, "Locate the checkpoint")
-    return path or None
+    return open_file(parent, "Locate the checkpoint", "") or None
 
 
 def ask_pin_captures(parent: QWidget, text: str) -> bool | None:
@@ -232,13 +231,9 @@ class SessionsFeature(FeatureBase, QObject):
 
     def open_session_dialog(self) -> bool:
         """File > Open session…: pick a session file and open it."""
-        start = self.host.settings.recent_sessions()[:1]
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.dialog_parent(),
-            "Open session",
-            start_folder(start[0] if start else None),
-            ";;".join([SESSION_FILTER, "All files (*)"]),
-        )
+        start = (self.host.settings.recent_sessions() or [None])[0]
+        filters = ";;".join([SESSION_FILTER, "All files (*)"])
+        path = open_file(self.host.dialog_parent(), "Open session", filters, start)
         return self.open_session(path) if path else False
 
     def open_session(self, path: str | Path, *, wait: bool = False) -> bool:

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer, Signal
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import CaptureCancelled, format_bytes
 from actviz.ui.background_loads import describe_error, format_eta
-from actviz.ui.file_dialogs import start_path
+from actviz.ui.file_dialogs import save_file
 from actviz.ui.host import WindowHost, report_value
 from actviz.ui.worker import Job
 from actviz.workspace.session_file import (
@@ -128,12 +128,8 @@ class SessionSaver:
         if path is None:
             f = self.feature
             start = str(f.path) if f.path else (self.host.settings.recent_sessions() or [""])[0]
-            chosen, _ = QFileDialog.getSaveFileName(
-                self.host.dialog_parent(),
-                "Save session",
-                str(start) if start else start_path("session" + SUFFIX),
-                SESSION_FILTER,
-            )
+            parent = self.host.dialog_parent()
+            chosen = save_file(parent, "Save session", start or "session" + SUFFIX, SESSION_FILTER)
             if not chosen:
                 return False
             path = chosen if chosen.endswith(SUFFIX) else chosen + SUFFIX
@@ -328,10 +324,8 @@ class ReportExport(QObject):
         """File > Export report…: pick an ``.html`` file and write the report there."""
         # Beside the session, else where the last file dialog was (not the working folder).
         saved = self._session_path()
-        start = str(saved.with_suffix(".html")) if saved else start_path("report.html")
-        path, _ = QFileDialog.getSaveFileName(
-            self.host.dialog_parent(), "Export report", start, REPORT_FILTER
-        )
+        start = str(saved.with_suffix(".html")) if saved else "report.html"
+        path = save_file(self.host.dialog_parent(), "Export report", start, REPORT_FILTER)
         return bool(path) and self.export(path if path.endswith(".html") else path + ".html")
 
     def export(self, path: str | Path, *, wait: bool = False) -> bool:

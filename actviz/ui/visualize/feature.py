@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QFileDialog, QMenu
+from PySide6.QtWidgets import QMenu
 
 from actviz.analysis.visualize.feature_vis import visualize
 from actviz.analysis.visualize.visualization import Visualization
-from actviz.ui.file_dialogs import remember, start_folder
+from actviz.ui.file_dialogs import open_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection, read_saved_settings
@@ -196,12 +196,9 @@ class VisualizeFeature(FeatureBase, QObject):
                 "channels first."
             )
             return
-        folder = QFileDialog.getExistingDirectory(
-            self.host.dialog_parent(), "Export visualisations into folder", start_folder()
-        )
+        folder = open_folder(self.host.dialog_parent(), "Export visualisations into folder")
         if not folder:
             return
-        remember(folder)
         try:
             files = self.export_to(folder)
         except OSError as exc:

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QCompleter,
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -33,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.feature_job import show_line
-from actviz.ui.file_dialogs import remember, start_folder
+from actviz.ui.file_dialogs import open_file, open_folder
 from actviz.ui.window.settings import split_recent_model
 
 log = logging.getLogger(__name__)
@@ -339,11 +338,7 @@ class OpenModelDialog(QDialog):
         self.arch_combo.setCompleter(completer)
 
     def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open model file", start_folder(self.file_edit.text()), MODEL_FILE_FILTER
-        )
-        if path:
-            remember(path)
+        if path := open_file(self, "Open model file", MODEL_FILE_FILTER, self.file_edit.text()):
             self.file_edit.setText(path)
 
 
@@ -465,7 +460,7 @@ class ExportFolderDialog(QDialog):
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(ok)
 
     def _on_browse_clicked(self) -> None:
-        if folder := QFileDialog.getExistingDirectory(self, "Export to folder", self.folder()):
+        if folder := open_folder(self, "Export to folder", self.folder()):
             self.folder_edit.setText(folder)
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 from actviz.io.errors import ActvizError
 from actviz.io.export.typeset import safe_name
 from actviz.ui.background_loads import describe_error
-from actviz.ui.file_dialogs import remember, start_folder, start_path
+from actviz.ui.file_dialogs import open_folder, save_file, start_folder
 from actviz.ui.window.dialogs import ask_export_folder
 from actviz.ui.window.input_loads import outcome
 
@@ -274,17 +274,9 @@ class ExportActions:
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")
-        path, _ = QFileDialog.getSaveFileName(
-            self.window, "Save panel as PNG", start_path(f"{name}.png"), "PNG (*.png)"
-        )
-        if path:
-            remember(path)
+        if path := save_file(self.window, "Save panel as PNG", f"{name}.png", "PNG (*.png)"):
             self.export_panel_png(path)
 
     def _on_export_npy_triggered(self) -> None:
-        out = QFileDialog.getExistingDirectory(
-            self.window, "Save layer arrays to folder", start_folder()
-        )
-        if out:
-            remember(out)
+        if out := open_folder(self.window, "Save layer arrays to folder"):
             self.export_layer_npy(out)

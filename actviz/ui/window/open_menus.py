@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtWidgets import QFileDialog
-
 from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER
-from actviz.ui.file_dialogs import remember, start_folder
+from actviz.ui.file_dialogs import open_file
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.settings import split_recent_model
 
@@ -81,16 +79,14 @@ class OpenMenus:
             bar.clearMessage()
         self._note = text
 
+    def ask_input_file(self, title: str = "Open input") -> str:
+        """An input file picked in a dialog (the plugins' formats too), "" when cancelled."""
+        start = (self.settings.recent_inputs() or [None])[0]
+        filters = [IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]
+        return open_file(self.files.window, title, ";;".join(filters), start)
+
     def _open_input(self) -> None:
-        start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
-        path, _ = QFileDialog.getOpenFileName(
-            self.files.window,
-            "Open input",
-            start_folder(start),
-            ";;".join([IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]),
-        )
-        if path:
-            remember(path)
+        if path := self.ask_input_file():
             self.files.open_input_source(path)
 
     def _on_sample_activated(self, index: int) -> None:

@@ -573,8 +573,9 @@ def test_esc_stops_a_report_while_it_makes_the_scans_contact_sheet(
     nothing is written."""
     import time
 
+    from PySide6.QtWidgets import QFileDialog
+
     from actviz.data import sheet
-    from actviz.ui.sessions import feature as sessions
 
     win, scan, channel = _scanned_demo(actviz_window, tmp_path)
     table = win.dataset.dock.table
@@ -591,7 +592,7 @@ def test_esc_stops_a_report_while_it_makes_the_scans_contact_sheet(
     monkeypatch.setattr(sheet, "_square", slow)
     out = tmp_path / "r.html"
     monkeypatch.setattr(
-        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+        QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
     )
     win.sessions.feature.report_action.trigger()  # File > Export report...
     qtbot.waitUntil(cropping.is_set, timeout=TIMEOUT_MS)

@@ -54,10 +54,10 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
     assert window.session.colormap == "turbo" and window.session.result.spec.colormap != "turbo"
     # File > Export report..., the file picked in the dialog.
     out = tmp_path / "r.html"
-    from actviz.ui.sessions import feature as sessions
+    from PySide6.QtWidgets import QFileDialog
 
     monkeypatch.setattr(
-        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+        QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
     )
     reports = win.sessions.feature
     with win.qtbot.waitSignal(reports.report_written, timeout=60_000):
@@ -98,9 +98,9 @@ def test_esc_stops_a_report_being_written_and_its_steps_show_an_eta(
     import time
 
     from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QFileDialog
 
     from actviz.io.export import report as report_module
-    from actviz.ui.sessions import feature as sessions
 
     torch.manual_seed(0)
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
@@ -118,7 +118,7 @@ def test_esc_stops_a_report_being_written_and_its_steps_show_an_eta(
     monkeypatch.setattr(report_module, "write_result_report", slow)
     out = tmp_path / "r.html"
     monkeypatch.setattr(
-        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+        QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
     )
     win.sessions.feature.report_action.trigger()  # File > Export report...
     win.qtbot.waitUntil(lambda: "Report: conv1 (1/" in win.status_text(), timeout=30_000)

@@ -88,7 +88,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
     import io
     import re
 
-    from actviz.ui.sessions import feature as sessions
+    from PySide6.QtWidgets import QFileDialog
 
     win = tiny_window(actviz_window, size=(1280, 720))
     window = win.window
@@ -96,7 +96,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
     assert window.session.result.capture.input_grads is None
     out = tmp_path / "r.html"
     monkeypatch.setattr(
-        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+        QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
     )
     reports = win.sessions.feature
     with win.qtbot.waitSignal(reports.report_written, timeout=60_000):
