@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import shiboken6
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget
 
@@ -472,6 +472,12 @@ class FeatureBase:
 
     name = ""
     _closed = False
+
+    def __init__(self, host: Host) -> None:
+        """Keep ``host`` and its session; a QObject feature is a child of the window."""
+        if isinstance(self, QObject):
+            QObject.__init__(self, host.dialog_parent())
+        self.host, self.session = host, host.session
 
     def listen(self, signal: Any, slot: Callable[..., Any]) -> None:
         """Connect ``slot`` to ``signal`` (the session's, the host's) until :meth:`shutdown`."""

@@ -104,8 +104,7 @@ class AtlasFeature(FeatureBase, QObject):
     fitted = Signal(object)
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         self.view = AtlasView()
         host.add_tab(self.view, "Atlas")
         self.worker = Worker(self, nice=CAPTURE_NICE)

@@ -48,8 +48,7 @@ class CompareController(FeatureBase, QObject):
     name = "compare"
 
     def __init__(self, host: WindowHost, view: CompareView | None = None) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         self.worker = host.worker
         self.view = view or CompareView()
         #: The tab's page scrolls, so it never sets the window's minimum size.

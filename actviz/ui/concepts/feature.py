@@ -33,9 +33,7 @@ class ConceptsFeature(FeatureBase, QObject):
     name = "concepts"
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host = host
-        self.session = host.session
+        super().__init__(host)
         #: The copy of the model the Concept dock's jobs share.
         self.copies = host.private_model(self, to_eval=True)
         #: Data > Train concepts… (its dialog, its worker).

@@ -111,8 +111,7 @@ class DatasetScanUI(FeatureBase, QObject):
     name = "dataset"
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         self.scans = DatasetScans(host, self)
         self.dialog: ScanDialog | None = None
         self._store = host.settings.store

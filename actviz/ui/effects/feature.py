@@ -170,8 +170,7 @@ class EffectsFeature(FeatureBase, QObject):
     name = "effects"
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         #: Estimates (no model run, no hooks: a thread of their own, newest result wins).
         self.estimates = Worker(self, nice=CAPTURE_NICE)
         #: The estimates being made (each replaces, and silences, the one before).

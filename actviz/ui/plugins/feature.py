@@ -123,14 +123,13 @@ def disabled_plugins(settings: Any) -> set[str]:
     return {str(v) for v in value or [] if v}
 
 
-class PluginsFeature(QObject, FeatureBase):
+class PluginsFeature(FeatureBase, QObject):
     """A window's plugins: ``registry``, open view ``docks`` and failure ``reports``."""
 
     name = "plugins"
 
     def __init__(self, host: WindowHost, registry: PluginRegistry) -> None:
-        super().__init__(host.dialog_parent())
-        self.host = host
+        super().__init__(host)
         self.registry = registry
         self.docks: dict[tuple[str, str], PluginViewDock] = {}
         self.reports: list[tuple[str, str]] = []

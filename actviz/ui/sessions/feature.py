@@ -110,8 +110,7 @@ class SessionsFeature(FeatureBase, QObject):
     name = "sessions"
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         #: The file Save session (Ctrl+S) writes; None until saved or opened once.
         self.path: Path | None = None
         #: The questions, ``(parent, text) -> answer`` (tests and scripts answer them).

@@ -202,7 +202,7 @@ class TokenViews(FeatureBase):
     name = "tokens"
 
     def __init__(self, host: WindowHost) -> None:
-        self.host, self.session = host, host.session
+        super().__init__(host)
         self.attention_panel = AttentionPanel()
         self.lens_panel = LogitLensPanel()
         self.attention_tab = QSplitter(Qt.Orientation.Horizontal)

@@ -28,8 +28,7 @@ class VisualizeFeature(FeatureBase, QObject):
     name = "visualize"
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         self.channel_view = host.channel_view
         self.section = WantsSection()
         self.section.setVisible(False)

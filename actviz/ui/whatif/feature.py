@@ -289,8 +289,7 @@ class WhatIfController(FeatureBase, QObject):
     name = "whatif"
 
     def __init__(self, host: WindowHost) -> None:
-        QObject.__init__(self, host.dialog_parent())
-        self.host, self.session = host, host.session
+        super().__init__(host)
         #: ``(parent, prompt) -> factor`` / ``(min, max)``, None when cancelled (tests answer).
         self.ask_factor, self.ask_range = ask_factor, ask_range
         #: The tile menu shown last (tests trigger its actions).
