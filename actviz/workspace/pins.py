@@ -3,6 +3,7 @@ opens; pins may hold :data:`PINS_SHARE` of the memory budget, so they cannot gro
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -39,7 +40,9 @@ class Pin:
         return result_bytes(self.result)
 
 
-_ATOMS = (int, float, str, bytes, bool, type(None), np.generic, torch.Tensor)
+#: Never hold arrays (a lazy value's lock included): not walked into.
+_LOCK = type(threading.Lock())
+_ATOMS = (int, float, str, bytes, bool, type(None), np.generic, torch.Tensor, _LOCK)
 #: ``id(result) -> bytes`` of the results counted (a result is immutable; dropped with it).
 _counted: dict[int, int] = {}
 
@@ -65,7 +68,7 @@ def result_bytes(result: RunResult) -> int:
 def _owned_arrays(obj: Any, roots: dict[int, int], seen: set[int], depth: int = 0) -> None:
     """Add to ``roots`` the numpy buffers under ``obj`` that numpy owns (an array viewing a
     tensor is the capture's). Reads attributes as stored, so nothing lazy is made by counting."""
-    if isinstance(obj, _ATOMS) or id(obj) in seen or depth > 6 or callable(obj):
+    if id(obj) in seen or depth > 6:
         return
     seen.add(id(obj))
     if isinstance(obj, np.ndarray):
@@ -77,11 +80,13 @@ def _owned_arrays(obj: Any, roots: dict[int, int], seen: set[int], depth: int = 
     if isinstance(obj, dict | MappingProxyType):  # not any Mapping: reading a lazy one computes
         children = list(obj.values())
     elif isinstance(obj, list | tuple):
-        children = list(obj)
+        children = obj
     else:
         children = list(getattr(obj, "__dict__", {}).values())
     for child in children:
-        _owned_arrays(child, roots, seen, depth + 1)
+        # Atoms are skipped here, not in a call each: most of a result's attributes are numbers.
+        if not isinstance(child, _ATOMS) and not callable(child):
+            _owned_arrays(child, roots, seen, depth + 1)
 
 
 class PinBoard(Board[Pin]):
