@@ -250,8 +250,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """``actviz compare``: two runs layer by layer, ``compare.json``, PNGs, ``reproduce.py``."""
     import actviz
     from actviz.core.compare import compare
-    from actviz.io.compare_files import write_comparison
     from actviz.io.errors import ActvizError
+    from actviz.io.export.capture_export import write_comparison
     from actviz.io.export.reproduce import args_source, write_compare_reproduce
     from actviz.io.input_files import open_input
 
