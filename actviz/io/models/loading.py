@@ -1,23 +1,32 @@
 """Opening a model from whatever the user names (:func:`open_model`, for CLI, GUI and scripts),
 tried in order: ``"demo"``, a file, a ``save_pretrained`` folder, ``"timm:NAME"``, a code
-reference, a torchvision or timm name, a cached hub id."""
+reference, a torchvision or timm name, a cached hub id. A file's format is read from its
+content; bare weights get the architecture given, recorded or guessed."""
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import logging
 import os
+import warnings as pywarnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from actviz.io.errors import ModelLoadError
-from actviz.io.models import hf_models
-from actviz.io.models.checkpoints import one_line
+from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
+from actviz.io.models import arch_guess, checkpoints, hf_models, timm_models, zoo
+from actviz.io.models.arch_guess import ArchGuess
+from actviz.io.models.checkpoints import FileFormat, one_line
 from actviz.io.models.loaded_model import LoadedModel
-from actviz.io.models.model_files import BUILDERS, open_file, resolve_named, unknown_name_message
-from actviz.io.models.user_code import build_from_code, module_classes_in_file
+from actviz.io.models.user_code import (
+    CodeRef,
+    build_from_code,
+    module_classes_in_file,
+    parse_code_ref,
+)
 
 log = logging.getLogger(__name__)
 
@@ -164,3 +173,198 @@ def _open_source(
         # A canonical hub id without an organisation (gpt2, bert-base-uncased), cached.
         return hf_models.open_hf(src, trust=trust)
     raise ModelLoadError(unknown_name_message(src, "model"))
+
+
+#: The zoos' builders by kind: ``build(name, weights, *, num_classes=None, src="")``.
+BUILDERS = {"torchvision": zoo.build_torchvision, "timm": timm_models.build_timm}
+
+
+def resolve_named(text: str) -> tuple[str, Any] | None:
+    """``("timm", "timm/NAME")``, ``("code", CodeRef)`` or ``("torchvision", name)`` for a name
+    the zoos or code define, else None (the order opening by name and ``arch=`` share)."""
+    # Before code references: "timm:NAME" has the form of "package.module:name".
+    if (timm_name := timm_models.resolve_name(text, bare=False)) is not None:
+        return "timm", timm_name
+    if (ref := parse_code_ref(text)) is not None:
+        return "code", ref
+    if text.lower() in zoo.torchvision_names():
+        return "torchvision", text.lower()
+    timm_name = timm_models.resolve_name(text)
+    return None if timm_name is None else ("timm", timm_name)
+
+
+def unknown_name_message(name: str, what: str) -> str:
+    """The one-line error for an unknown ``what`` (model or architecture), with close names."""
+    torchvision = zoo.torchvision_names()
+    demo = ["demo"] if what == "model" else []
+    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names(), *demo]))
+    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.6)
+    # timm's names are typed with their prefix where torchvision has no model of that name.
+    shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]
+    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
+    forms = (
+        "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
+        "saved with save_pretrained, file.py:ClassName"
+    )
+    if what == "model":
+        return (
+            f"{name}: unknown model: not a file, 'demo', {forms}, package.module:factory or a "
+            f"Hugging Face hub id already in the local cache (openai-community/gpt2){hint}"
+        )
+    return f"arch {name!r}: unknown architecture: give {forms} or package.module:factory{hint}"
+
+
+def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: bool) -> LoadedModel:
+    fmt = checkpoints.sniff_format(path)
+    if fmt == FileFormat.EMPTY:
+        raise ModelLoadError(f"{src}: file is empty")
+    if fmt == FileFormat.BAD_ZIP:
+        raise ModelLoadError(f"{src}: damaged or truncated zip archive (cannot read its index)")
+    if fmt in (FileFormat.UNKNOWN, FileFormat.ZIP_OTHER, FileFormat.NPY, FileFormat.NPZ):
+        what = {
+            FileFormat.NPY: "a numpy array (an input, not a model)",
+            FileFormat.NPZ: "numpy arrays (an input, not a model)",
+            FileFormat.ZIP_OTHER: "a zip archive of another kind",
+        }.get(fmt, "unrecognised content")
+        raise ModelLoadError(
+            f"{src}: not a model file ({what}); expected a torch.save checkpoint, safetensors, "
+            "TorchScript or torch.export .pt2 file"
+        )
+    if fmt == FileFormat.TORCHSCRIPT:
+        try:
+            with pywarnings.catch_warnings():
+                # torch.jit is deprecated upstream, but existing files still deserve to open.
+                pywarnings.simplefilter("ignore", FutureWarning)
+                model = torch.jit.load(str(path), map_location="cpu")
+        except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
+            raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
+        from actviz.core.capture import TORCHSCRIPT_WARNING
+
+        # The sentence each of its captures warns too (the window's banner shows it once).
+        name = f"{path.name} (TorchScript)"
+        return LoadedModel(model, name, src, "torchscript", warnings=[TORCHSCRIPT_WARNING])
+    if fmt == FileFormat.EXPORT:
+        return _open_export(path, src, trust=trust)
+    kind, obj, where = "safetensors", None, ""
+    if fmt == FileFormat.SAFETENSORS:
+        found = checkpoints.read_safetensors(path, src)
+    else:
+        kind, obj = "state_dict", checkpoints.torch_load_guarded(path, trust=trust)
+        found, where = checkpoints.extract_weights(obj, src)
+    if isinstance(found, nn.Module):
+        if where:
+            log.info("%s: model taken from %s", src, where)
+        return LoadedModel(found, f"{path.name} ({type(found).__name__})", src, "pickle")
+    if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
+        # timm's training script records its model name there too.
+        named = resolve_named(obj["arch"])
+        arch = named[1] if named is not None and named[0] != "code" else None
+        if arch is not None:
+            log.info("%s: using the architecture recorded in the file: %s", src, arch)
+    if where:
+        log.info("%s: weights taken from %s", src, where)
+    guesses: tuple[ArchGuess, ...] = ()
+    if not arch:
+        arch, guesses = _guess_arch(found, src, guess=guess)
+    loaded, fit = _build_arch(arch, found, beside=path.parent)
+    notes = checkpoints.apply_state_dict(loaded.model, found, src, arch)
+    loaded.name = f"{path.name} ({loaded.name})"
+    loaded.source, loaded.kind, loaded.arch_guesses = src, kind, guesses
+    if fit is not None and fit.num_classes is not None:
+        head = fit.reason.split(";")[0]
+        loaded.warnings.append(f"{path.name}: its {arch} {head}, so the class names are unknown")
+    if notes:
+        log.info("%s: %s", src, "; ".join(notes))
+    if where:
+        loaded.weights_from = where + (" (EMA)" if "ema" in where.lower() else "")
+        if "ema" in where.lower():
+            # Say it where users look: the name shows in the title, status bar and CLI.
+            loaded.name = loaded.name[:-1] + ", EMA weights)"
+    return loaded
+
+
+_HOW_TO_NAME_ARCH = (
+    "pass the architecture with --arch on the command line or arch= in Python "
+    "(a torchvision name such as resnet18, timm:NAME, or file.py:ClassName)"
+)
+
+
+def _guess_arch(
+    state_dict: dict[str, torch.Tensor], src: str, *, guess: bool
+) -> tuple[str, tuple[ArchGuess, ...]]:
+    """The architecture to use for bare weights, or ArchitectureNeededError with candidates."""
+    count = f"{len(state_dict)} tensor{'s' if len(state_dict) != 1 else ''}"
+    lead = f"{src}: holds only weights ({count}), not the architecture"
+    if not guess:
+        raise ArchitectureNeededError(f"{lead}; {_HOW_TO_NAME_ARCH}", src)
+    guesses = tuple(arch_guess.guess_architecture(state_dict))
+    if (best := arch_guess.confident_guess(guesses)) is not None:
+        log.info("%s: architecture guessed from the weights: %s", src, best.describe())
+        return best.name, guesses
+    if not guesses:
+        found = "no known architecture matches its keys and shapes"
+    elif guesses[0].fits:
+        tied = [g.name for g in guesses if g.fits and g.score == guesses[0].score]
+        found = f"these fit equally well: {', '.join(tied)}"
+    else:
+        found = "closest: " + ", ".join(f"{g.name} (score {g.score:.2f})" for g in guesses[:3])
+    raise ArchitectureNeededError(f"{lead}; {found}; {_HOW_TO_NAME_ARCH}", src, guesses)
+
+
+def _build_arch(
+    arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
+) -> tuple[LoadedModel, ArchGuess | None]:
+    """Build ``arch`` randomly initialised (zoo names sized for the head) and how weights fit."""
+    if (named := resolve_named(arch)) is None:
+        raise ModelLoadError(unknown_name_message(arch, "architecture"))
+    kind, name = named
+    if kind == "code":
+        return LoadedModel(build_from_code(_code_beside(name, beside)), arch, arch, "code"), None
+    # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
+    fit = arch_guess.compare_architecture(state_dict, name)
+    loaded = BUILDERS[kind](name, None, num_classes=fit.num_classes if fit else None, src=arch)
+    loaded.name = name  # the canonical name (timm/NAME)
+    return loaded, fit
+
+
+def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
+    """``ref``, or the same file beside the checkpoint when the working folder has none."""
+    target = Path(ref.target)
+    if not ref.is_file or beside is None or target.is_absolute() or target.is_file():
+        return ref
+    if (near := beside / target).is_file():
+        return CodeRef(str(near), ref.attr, is_file=True)
+    raise ModelLoadError(
+        f"{ref.target}: file not found (looked in the working folder {Path.cwd()} and beside "
+        f"the checkpoint, in {beside})"
+    )
+
+
+def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
+    if (reason := checkpoints.export_needs_trust(path)) and not trust:
+        raise UntrustedFileError(src, reason)
+    try:
+        program = torch.export.load(str(path))
+    except Exception as exc:  # deserialisation errors come from many layers
+        raise ModelLoadError(f"{src}: cannot read torch.export program ({one_line(exc)})") from exc
+    try:
+        # unflatten restores the original submodule hierarchy, so hooks fire per layer.
+        model = torch.export.unflatten(program)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{src}: cannot rebuild the module tree of the exported program ({one_line(exc)})"
+        ) from exc
+    input_shape = None  # the first user input's, if static
+    with contextlib.suppress(Exception):  # no user input, or symbolic (dynamic) sizes
+        first = list(program.graph_signature.user_inputs)[0]
+        node = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == first)
+        input_shape = tuple(int(s) for s in node.meta.get("val").shape)
+    input_size = input_shape[-2:] if input_shape is not None and len(input_shape) == 4 else None
+    note = (
+        f"{path.name} is a torch.export program: it replays the graph recorded at export time "
+        "(train/eval mode is fixed, inputs must match the exported shapes)"
+    )
+    name = f"{path.name} (torch.export)"
+    return LoadedModel(
+        model, name, src, "export", input_size=input_size, input_shape=input_shape, warnings=[note]
+    )
