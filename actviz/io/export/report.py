@@ -1,13 +1,17 @@
 """An HTML report of a run: one self-contained file anyone can open, without actviz or the model
-(the export's PNGs, inline CSS, no script; its Content-Security-Policy forbids requests)."""
+(the export's PNGs, inline CSS, no script; its Content-Security-Policy forbids requests), and
+its page (:class:`Page`): style, sections, tables and the panels of a run."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import io
 import logging
+import math
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +23,7 @@ from PIL import Image
 
 from actviz.core.records import Capture
 from actviz.core.structures import describe
-from actviz.io.export import report_page
 from actviz.io.export.capture_export import ProgressFn, prepare_export
-from actviz.io.export.report_page import Page, esc, png_bytes
 from actviz.io.export.reproduce import RunSource, beside_script, reproduce_script
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import atomic_write, check_out_file
@@ -112,7 +114,7 @@ def write_report(
     cmap, normalize, image, categories = spec.colormap, spec.normalize, spec.image, spec.categories
     total = len(names) + 2
     page = Page()
-    report_page.model_summary(page, cap, module, names, model_name)
+    model_summary(page, cap, module, names, model_name)
     for line in notes:
         page.add(f'<p class="warn">{esc(line)}</p>')
 
@@ -124,7 +126,7 @@ def write_report(
         )
     page.add(f'<p class="muted">input shapes: {esc(describe(cap.inputs))}</p>')
 
-    report_page.prediction_section(page, prepared, cap, baseline, categories)
+    prediction_section(page, prepared, cap, baseline, categories)
 
     report(0, total, "saliency and Grad-CAM")
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
@@ -145,16 +147,16 @@ def write_report(
         '<p class="muted">Activations (each tile its own colour scale unless stated) and '
         "|d target / d output| per layer, as <code>actviz export</code> draws them.</p>"
         if names
-        else report_page.no_layers_text(cap)
+        else no_layers_text(cap)
     )
     for i, name in enumerate(names):
         report(i + 1, total, name)
         rec = cap[name]
         layer = prepared.layers.get(name)
-        anchor = report_page.anchor_id("layer", name)
+        anchor = anchor_id("layer", name)
         page.sub(anchor, name or "(model)")
         t = rec.tensor
-        shape = report_page.shape_text(tuple(t.shape)) if t is not None else "no tensor output"
+        shape = shape_text(tuple(t.shape)) if t is not None else "no tensor output"
         meta = f"{rec.module_type} · {shape}"
         page.add(
             f'<details id="{esc(anchor)}" open><summary>{esc(name or "(model)")} '
@@ -170,10 +172,10 @@ def write_report(
             page.add('<p class="muted">Nothing to draw for this output.</p>')
         page.add("</details>")
 
-    report_page.sequence_views(page, prepared, names)
-    report_page.stats_table(page, prepared, names, cap)
+    sequence_views(page, prepared, names)
+    stats_table(page, prepared, names, cap)
     if comparison is not None:
-        report_page.comparison_section(page, comparison, comparison_label)
+        comparison_section(page, comparison, comparison_label)
     if scan_sheets:
         page.section("scan", "Dataset scan: top-k images")
         for layer_name, sheet in scan_sheets.items():
@@ -186,7 +188,7 @@ def write_report(
     page.section("edits", "Edits")
     if cap.edits:
         rows = [(esc(k), esc(e.describe())) for k, edits in cap.edits.items() for e in edits]
-        page.add(report_page.html_table(("layer", "edit"), rows, left=2))
+        page.add(html_table(("layer", "edit"), rows, left=2))
     else:
         page.add('<p class="muted">No edits: the model as it is.</p>')
     page.section("reproduce", "reproduce.py")
@@ -243,3 +245,301 @@ def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any
     args |= {k: getattr(result, k) for k in ("image", "baseline", "token_saliency")}
     args["layers"] = [n for n in (result.shown or spec.layers) if n in result.capture]
     return write_report(result.capture, path, **args | kwargs)
+
+
+_CSS = """
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1e1e1e;
+  background: #f6f6f4; margin: 0; }
+header { background: #20303c; color: #fff; padding: 14px 24px; }
+header h1 { margin: 0; font-size: 20px; } header p { margin: 4px 0 0; color: #cfd8de; }
+.page { display: flex; align-items: flex-start; }
+nav { position: sticky; top: 0; max-height: 100vh; overflow-y: auto; width: 230px;
+  flex: none; padding: 12px 10px 12px 18px; box-sizing: border-box; font-size: 13px; }
+nav ol { padding-left: 18px; margin: 4px 0; } nav a { color: #20557a; text-decoration: none; }
+main { flex: 1; min-width: 0; max-width: 1280px; padding: 8px 24px 40px 12px; }
+section { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 10px 16px;
+  margin: 12px 0; }
+h2 { font-size: 17px; margin: 4px 0 10px; }
+details { border-top: 1px solid #eee; padding: 6px 0; }
+summary { cursor: pointer; font-weight: 600; } summary .meta { font-weight: 400; color: #666; }
+figure { margin: 8px 0; display: inline-block; vertical-align: top; max-width: 100%; }
+figure img { max-width: 100%; height: auto; border: 1px solid #e4e4e4; }
+figcaption { font-size: 12px; color: #666; }
+table { border-collapse: collapse; font-size: 12.5px; margin: 6px 0; }
+th, td { border-bottom: 1px solid #e6e6e6; padding: 3px 8px; text-align: right; }
+th { background: #f0f0ee; position: sticky; top: 0; }
+td.l, th.l { text-align: left; } tr.hit td { background: #fff4d6; }
+.bar { display: inline-block; height: 10px; background: #4a7fb0; vertical-align: middle; }
+pre { background: #f4f4f2; padding: 10px; overflow-x: auto; font-size: 12px; max-height: 420px; }
+.warn { color: #9a3a12; } .muted { color: #777; }
+@media (max-width: 900px) { .page { display: block; } nav { position: static; width: auto; } }
+"""
+
+#: Only embedded pictures and the inline style: a browser makes no request for this page.
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def png_bytes(picture: Image.Image | np.ndarray) -> bytes:
+    """A picture (PIL image or ``(H, W[, 3])`` uint8 array) as lossless PNG bytes."""
+    if isinstance(picture, np.ndarray):
+        picture = Image.fromarray(np.ascontiguousarray(picture))
+    buf = io.BytesIO()
+    picture.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def num(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return str(int(v))
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return esc(v)
+    if not math.isfinite(f):
+        return str(f)
+    return f"{f:.4g}" if abs(f) < 1e5 else f"{f:.3e}"
+
+
+class Page:
+    """The report's body as it is built: sections, the table of contents, the panels."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.toc: list[tuple[str, str, list[tuple[str, str]]]] = []
+        self.panels: list[tuple[str, str]] = []
+
+    def section(self, anchor: str, title: str) -> None:
+        if self.toc:
+            self.parts.append("</section>")
+        self.toc.append((anchor, title, []))
+        self.parts.append(f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>')
+
+    def sub(self, anchor: str, title: str) -> None:
+        self.toc[-1][2].append((anchor, title))
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def figure(self, panel: str, picture: Image.Image | np.ndarray | bytes, caption: str) -> None:
+        data = picture if isinstance(picture, bytes) else png_bytes(picture)
+        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        self.panels.append((panel, caption))
+        self.parts.append(
+            f'<figure><img src="{uri}" alt="{esc(caption)}" data-panel="{esc(panel)}" '
+            f"><figcaption>{esc(caption)}</figcaption></figure>"
+        )
+
+    def html(self, title: str, subtitle: str) -> str:
+        toc = []
+        for anchor, name, subs in self.toc:
+            links = "".join(f'<li><a href="#{esc(a)}">{esc(n)}</a></li>' for a, n in subs)
+            inner = f"<ol>{links}</ol>" if subs else ""
+            toc.append(f'<li><a href="#{esc(anchor)}">{esc(name)}</a>{inner}</li>')
+        body = "".join(self.parts) + ("</section>" if self.toc else "")
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+            f"<header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>"
+            f'<div class="page"><nav><strong>Contents</strong><ol>{"".join(toc)}</ol></nav>'
+            f"<main>{body}</main></div></body></html>\n"
+        )
+
+
+def html_table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, hits: Sequence[bool] = ()
+) -> str:
+    """An HTML table; the first ``left`` columns left-aligned; cells are HTML already."""
+
+    def cells(tag: str, row: Sequence[str]) -> str:
+        aligned = [f'<{tag} class="l">' if i < left else f"<{tag}>" for i in range(len(row))]
+        return "".join(f"{start}{c}</{tag}>" for start, c in zip(aligned, row, strict=True))
+
+    body = []
+    for r, row in enumerate(rows):
+        cls = ' class="hit"' if r < len(hits) and hits[r] else ""
+        body.append(f"<tr{cls}>{cells('td', row)}</tr>")
+    thead = f"<thead><tr>{cells('th', head)}</tr></thead>" if any(head) else ""  # key/value: none
+    return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
+
+
+def anchor_id(kind: str, name: str) -> str:
+    return f"{kind}-{safe_name(name)}"
+
+
+def _bar(width: int) -> str:
+    return f'<span class="bar" style="width:{max(width, 1)}px"></span>'
+
+
+def _layer_link(name: str) -> str:
+    return f'<a href="#{esc(anchor_id("layer", name))}">{esc(name or "(model)")}</a>'
+
+
+def shape_text(t: Any) -> str:
+    return "×".join(str(s) for s in t) if t else "–"
+
+
+def model_summary(
+    page: Page, cap: Capture, model: Any, names: Sequence[str], model_name: str
+) -> None:
+    page.section("model", "Model")
+    module = getattr(model, "model", model)  # a LoadedModel or the module
+    rows = [
+        ("name", esc(model_name or (type(module).__name__ if module is not None else "(unknown)")))
+    ]
+    if isinstance(module, torch.nn.Module):
+        params = list(module.parameters())
+        total = sum(p.numel() for p in params)
+        trainable = sum(p.numel() for p in params if p.requires_grad)
+        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in params})
+        rows += [
+            ("class", esc(type(module).__name__)),
+            ("parameters", f"{total:,} ({trainable:,} trainable)"),
+            ("modules", str(sum(1 for _ in module.named_modules()))),
+            ("dtypes", esc(", ".join(dtypes) or "–")),
+        ]
+    rows += [
+        ("captured layers", str(len(cap.names))),
+        ("mode", esc(cap.mode)),
+        ("capture time", f"{cap.elapsed_s * 1000:.1f} ms"),
+    ]
+    page.add(html_table(("", ""), rows))
+    shapes = [
+        (_layer_link(n), esc(cap[n].module_type), shape_text(getattr(cap[n].tensor, "shape", ())))
+        + (str(len(cap.calls(n))),)
+        for n in names
+    ]
+    if shapes:
+        page.add(html_table(("layer", "type", "output", "calls"), shapes, left=2))
+    if cap.warnings:
+        page.add("".join(f'<p class="warn">{esc(w)}</p>' for w in cap.warnings))
+
+
+def _class_name(index: int | None, categories: Sequence[str] | None) -> str:
+    """``"cat (2)"`` when ``categories`` names class ``index``, else ``"2"``."""
+    if index is not None and categories and 0 <= index < len(categories):
+        return f"{categories[index]} ({index})"
+    return str(index)
+
+
+def prediction_section(
+    page: Page,
+    prepared: Any,
+    cap: Capture,
+    baseline: Capture | None,
+    categories: Sequence[str] | None,
+) -> None:
+    page.section("prediction", "Prediction")
+    page.add(
+        # The window's sentence: the class or token named ("top-1 logit (class 2): cat").
+        f"<p>Target: {esc(prepared.target_text or cap.target_description or '–')}"
+        + (f" (value {num(cap.target_value)})" if cap.target_value is not None else "")
+        + "</p>"
+    )
+    if baseline is not None:
+        from actviz.display.difference import prediction_change
+
+        change = prediction_change(
+            cap.output, baseline.output, categories=categories, target=cap.target_index
+        )
+        if change.rows:
+            page.add("<p>With the edits (after) and without them (before):</p>")
+            rows = [
+                (esc(r.name), str(r.index), f"{r.p_b:.4f}", f"{r.p_a:.4f}")
+                + (f"{r.dp:+.4f}", f"{r.dlogit:+.4g}")
+                for r in change.rows
+            ]
+            head = ("class", "index", "p before", "p after", "Δp", "Δlogit")
+            page.add(
+                html_table(head, rows, hits=[r.index == cap.target_index for r in change.rows])
+            )
+            if change.changed:
+                before, after = (_class_name(i, categories) for i in (change.top_b, change.top_a))
+                page.add(
+                    f'<p class="warn">The top class changed: {esc(before)} → {esc(after)}.</p>'
+                )
+            return
+        page.add(f'<p class="muted">{esc(change.message)}</p>')
+    if prepared.predictions:
+        rows = [
+            (esc(label), str(i), f"{p:.4f}", _bar(int(p * 200)))
+            for i, label, p in prepared.predictions
+        ]
+        page.add(html_table(("class", "index", "probability", ""), rows))
+    else:
+        page.add('<p class="muted">The output is not a classifier\'s: no class probabilities.</p>')
+
+
+def sequence_views(page: Page, prepared: Any, names: Sequence[str]) -> None:
+    """Token maps, attention maps and the logit lens: the pictures export writes (its own
+    writer, into a temporary folder), and the lens table as text."""
+    from actviz.io.export.token_export import write_sequence_views
+
+    with tempfile.TemporaryDirectory(prefix="actviz-report-") as tmp:
+        files, _summary = write_sequence_views(prepared, Path(tmp), names)
+        pictures = [f for f in files if f.suffix == ".png"]
+        lens = next((f for f in files if f.name == "logit_lens.json"), None)
+        if not pictures and lens is None:
+            return
+        page.section("sequence", "Tokens and attention")
+        for png in pictures:
+            page.figure(f"sequence:{png.stem}", png.read_bytes(), png.stem.replace("_", " "))
+        if lens is not None:
+            page.add("<details><summary>Logit lens (logit_lens.json)</summary>")
+            page.add(f"<pre>{esc(lens.read_text())}</pre></details>")
+
+
+def no_layers_text(cap: Capture) -> str:
+    """Why a report shows no layer: the capture's own reason (TorchScript) when it has one."""
+    why = f": {cap.warnings[0]}" if cap.warnings else " (none was ticked or given)"
+    return f'<p class="muted">No layer was captured{esc(why)}.</p>'
+
+
+def stats_table(page: Page, prepared: Any, names: Sequence[str], cap: Capture) -> None:
+    page.section("statistics", "Statistics")
+    if not names:
+        page.add(no_layers_text(cap))
+        return
+    rows = []
+    for name in names:
+        if (layer := prepared.layers.get(name)) is None:
+            continue
+        s = layer.stats
+        rows.append(
+            (_layer_link(name), esc(layer.module_type), shape_text(s.get("shape")))
+            + tuple(num(s.get(k)) for k in ("mean", "std", "min", "max", "zero_frac"))
+            + (num(s.get("nan", 0) + s.get("inf", 0) if "nan" in s else None),)
+            + (num(s.get("grad_norm")),)
+        )
+    head = ("layer", "type", "shape", "mean", "std", "min", "max", "zeros", "NaN/Inf", "|grad|")
+    page.add(html_table(head, rows, left=2))
+
+
+def comparison_section(page: Page, comparison: Any, label: str) -> None:
+    page.section("comparison", "Comparison")
+    page.add(
+        f"<p>{esc(label)} Relative L2 distance |a − b| / |b| per layer call "
+        f"(tolerance {comparison.tol:g}); the first layer above it is highlighted.</p>"
+    )
+    diffs = list(comparison.layers) + ([comparison.output] if comparison.output is not None else [])
+    finite = [d.rel_l2 for d in diffs if math.isfinite(d.rel_l2)]
+    top = max(finite) if finite else 1.0
+    first = comparison.first_divergence
+    rows, hits = [], []
+    for d in diffs:
+        width = int(300 * d.rel_l2 / top) if top > 0 and math.isfinite(d.rel_l2) else 0
+        name = "output" if d is comparison.output else d.name or "(model)"
+        cells = map(num, (d.rel_l2, d.cosine, d.max_abs))
+        rows.append((esc(name), str(d.call_index), *cells, _bar(width)))
+        hits.append(first is not None and d is first)
+    page.add(html_table(("layer", "call", "rel. L2", "cosine", "max |a−b|", ""), rows, hits=hits))
+    for name, call, why in comparison.skipped:
+        page.add(f'<p class="muted">{esc(name)} (call {call}) not compared: {esc(why)}</p>')
