@@ -198,7 +198,7 @@ def fresh_signatures(monkeypatch, tmp_path):
     """A new session of the architecture guesser at each call: a signature store of its own in
     ``tmp_path`` and its in-process cache emptied (emptied again after the test)."""
     from actviz.io.models import arch_guess
-    from actviz.io.models.signature_store import SignatureStore
+    from actviz.io.models.arch_guess import SignatureStore
 
     stores = []
 

@@ -9,8 +9,7 @@ import torch
 import torchvision
 
 from actviz.io.models import arch_guess
-from actviz.io.models.arch_guess import guess_architecture
-from actviz.io.models.signature_store import SignatureStore, signature_store
+from actviz.io.models.arch_guess import SignatureStore, guess_architecture, signature_store
 
 VERSIONS = {"torch": "2.14.1", "torchvision": "0.29.1"}
 
