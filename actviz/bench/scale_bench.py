@@ -191,7 +191,7 @@ def _pca_child(folder: Path) -> dict:
 
 def _umap_child(folder: Path) -> dict:
     """UMAP of every point as the atlas fits it (over
-    :data:`~actviz.data.atlas_projection.UMAP_FIT_MAX` points: fitted on a sample, the rest
+    :data:`~actviz.data.atlas_map.UMAP_FIT_MAX` points: fitted on a sample, the rest
     placed by its ``transform``; needs umap-learn)."""
     from actviz.data.atlas_map import project
     from actviz.data.scan_file import open_scan

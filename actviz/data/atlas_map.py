@@ -1,18 +1,28 @@
 """The dataset atlas: a layer's pooled vectors of every scanned image laid out as a 2-D map
-(numpy only, no shared state: safe on a worker thread)."""
+(numpy only, no shared state: safe on a worker thread), fitted by :func:`project` (exact PCA or
+UMAP), which places new vectors with the same fit (:class:`Projection`)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import sys
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import torch
 
-from actviz.data.atlas_projection import METHODS as METHODS
-from actviz.data.atlas_projection import Projection, project
-from actviz.data.atlas_projection import umap_available as umap_available
-from actviz.data.atlas_vectors import ChannelSplit, frozen, query_vector, separating_channels
+from actviz.data.atlas_vectors import (
+    ChannelSplit,
+    _chunks,
+    _rows,
+    frozen,
+    query_vector,
+    separating_channels,
+)
 from actviz.data.atlas_vectors import cosine_top as cosine_top
 from actviz.data.atlas_vectors import points_in_polygon as points_in_polygon
 
@@ -86,3 +96,268 @@ def build_atlas(
         j = row_of[emb.indices]
         predictions = frozen(np.where(j >= 0, best[np.maximum(j, 0)], -1).astype(np.int64))
     return Atlas(scan, layer, emb, projection, predictions)
+
+
+#: Projection methods :func:`project` knows.
+METHODS = ("pca", "umap")
+
+#: UMAP's own choice for large sets at every size (it takes 500 under 10,000 vectors).
+UMAP_EPOCHS = 200
+#: Vectors wider than this go through PCA to this many values before UMAP.
+UMAP_PCA_DIMS = 50
+#: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
+UMAP_EXACT_MAX = 50_000
+#: UMAP fits at most this many vectors, a seeded sample; ``transform`` places the others.
+UMAP_FIT_MAX = UMAP_EXACT_MAX
+#: Vectors placed by one ``transform`` call of a sampled UMAP fit.
+_PLACE_CHUNK = 50_000
+
+
+def umap_available() -> bool:
+    """Whether ``umap-learn`` (the ``actviz[atlas]`` extra) is installed, without importing it."""
+    return importlib.util.find_spec("umap") is not None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A fitted projection of pooled vectors (``method`` ``"pca"`` or ``"umap"``): ``coords``
+    ``(N, dims)``; for PCA also ``mean``, sign-fixed ``components`` and ``explained`` variance."""
+
+    method: str
+    coords: np.ndarray
+    mean: np.ndarray | None = None
+    components: np.ndarray | None = None
+    explained: np.ndarray | None = None
+    seed: int = 0
+    #: How many vectors a sampled UMAP fit was fitted on; None: every vector.
+    fitted_on: int | None = None
+    _model: Any = field(default=None, repr=False, compare=False)
+    #: UMAP of wide vectors: the PCA that narrowed them first (new vectors go through it too).
+    _pre: Projection | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def dims(self) -> int:
+        return int(self.coords.shape[1])
+
+    def transform(self, vectors: Any) -> np.ndarray:
+        """Place new vectors (``(D,)`` or ``(M, D)``) with this fit, without moving fitted ones."""
+        a = np.asarray(vectors.detach().cpu().numpy() if torch.is_tensor(vectors) else vectors)
+        one = a.ndim == 1
+        a = _rows(a[None] if one else a)
+        fitted = self.mean if self.mean is not None else getattr(self._pre, "mean", None)
+        if fitted is None:
+            fitted = getattr(self._model, "_raw_data", None)  # a UMAP fit's vectors
+        width = None if fitted is None else int(fitted.shape[-1])
+        if width is not None and a.shape[1] != width:
+            raise ValueError(
+                f"vectors of {a.shape[1]} values; the projection was fitted on {width}"
+            )
+        if self.method == "pca":
+            assert self.mean is not None and self.components is not None
+            out = (a.astype(np.float64) - self.mean) @ self.components.T
+        else:
+            if self._pre is not None:
+                a = self._pre.transform(a)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = np.asarray(self._model.transform(a.astype(np.float32)), dtype=np.float64)
+        return out[0] if one else out
+
+
+def project(
+    vectors: Any, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
+) -> Projection:
+    """Fit a projection of ``vectors`` ``(N, D)`` to ``dims`` dimensions and place them.
+
+    ``"pca"``: exact principal components in float64. ``"umap"`` (``actviz[atlas]``): vectors
+    wider than 50 narrowed by PCA first (``options["pca_dims"]``), a seeded sample of
+    :data:`UMAP_FIT_MAX` fitted when larger; other ``options`` go to ``umap.UMAP``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method, ``dims`` out of range, NaN in the vectors.
+    ImportError
+        ``"umap"`` without ``umap-learn``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown projection method {method!r} (known: {', '.join(METHODS)})")
+    a = _rows(vectors)
+    n, d = a.shape
+    dims = int(dims)
+    if dims < 1 or dims > d:
+        raise ValueError(f"dims must be between 1 and the {d} values per vector, got {dims}")
+    if n == 0:
+        raise ValueError("no vectors to project")
+    if a.dtype.kind == "f" and any(np.isnan(c).any() for _, c in _chunks(a)):
+        raise ValueError("the vectors hold NaN; leave those rows out")
+    return _pca(a, dims) if method == "pca" else _umap(a, dims, int(seed), options)
+
+
+def _pca(a: np.ndarray, dims: int) -> Projection:
+    n, d = a.shape
+    mean = np.zeros(d)
+    for _, c in _chunks(a):
+        mean += c.sum(axis=0)
+    mean /= n
+    if n >= d:
+        cov = np.zeros((d, d))
+        for _, c in _chunks(a):
+            c -= mean
+            cov += c.T @ c
+        top, vecs = _top_eigen(cov, dims)
+        components = vecs.T
+        total = float(np.trace(cov))
+    else:
+        centred = a.astype(np.float64) - mean
+        gram = centred @ centred.T
+        values, vecs = np.linalg.eigh(gram)
+        order = np.argsort(values)[::-1][:dims]
+        top = values[order]
+        total = float(np.maximum(values, 0).sum())
+        components = np.zeros((dims, d))
+        for j, (v, u) in enumerate(zip(top, vecs[:, order].T, strict=True)):
+            if v > 1e-12 * max(float(values[-1]), 1e-300):
+                components[j] = (centred.T @ u) / np.sqrt(v)  # beyond the rank: zero
+    # One sign per axis, whatever the solver gave: its largest loading positive.
+    big = np.argmax(np.abs(components), axis=1)
+    signs = np.sign(components[np.arange(len(components)), big])
+    components *= np.where(signs == 0, 1.0, signs)[:, None]
+    coords = np.empty((n, dims))
+    for lo, c in _chunks(a):
+        coords[lo : lo + len(c)] = (c - mean) @ components.T
+    explained = np.maximum(top, 0) / total if total > 0 else np.zeros(dims)
+    return Projection("pca", frozen(coords), frozen(mean), frozen(components), frozen(explained))
+
+
+def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    try:
+        import umap
+    except ImportError as exc:
+        raise ImportError(
+            "method='umap' needs umap-learn: pip install 'actviz[atlas]' (or use method='pca')"
+        ) from exc
+    cache_umap_compiles()
+    n = a.shape[0]
+    if n < 3:
+        raise ValueError(f"UMAP needs at least 3 vectors, got {n}")
+    if n > UMAP_FIT_MAX:
+        return _umap_sampled(a, dims, seed, options)
+    opts: dict[str, Any] = {"n_neighbors": min(15, n - 1), "n_epochs": UMAP_EPOCHS}
+    opts.update(options)
+    opts["n_neighbors"] = min(int(opts["n_neighbors"]), n - 1)
+    pre_dims = int(opts.pop("pca_dims", UMAP_PCA_DIMS) or 0)
+    pre = None
+    if 0 < pre_dims < a.shape[1] and pre_dims < n:
+        # The search's cost grows with the width; 50 principal axes keep the neighbourhoods.
+        pre = _pca(a, pre_dims)
+        a = pre.coords
+    x = np.ascontiguousarray(a, dtype=np.float32)
+    if (
+        n <= UMAP_EXACT_MAX
+        and opts.get("metric", "euclidean") == "euclidean"
+        and "precomputed_knn" not in opts
+    ):
+        # pynndescent compiles for minutes in every process; an exact torch search is fast here.
+        index = ExactNeighbours(x)
+        knn, dist = index.query(x, int(opts["n_neighbors"]))
+        opts["precomputed_knn"] = (knn, dist, index)
+    reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
+    with warnings.catch_warnings():
+        # Silenced: a fixed random_state's parallelism notice, a false "transform unavailable".
+        warnings.simplefilter("ignore")
+        coords = reducer.fit_transform(x)
+    return Projection(
+        "umap", frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
+    )
+
+
+def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    """UMAP fitted on a seeded sample of :data:`UMAP_FIT_MAX` rows, the rest placed after."""
+    n = a.shape[0]
+    sample = np.sort(np.random.default_rng(seed).choice(n, UMAP_FIT_MAX, replace=False))
+    fit = _umap(np.asarray(a[sample]), dims, seed, options)
+    coords = np.empty((n, dims))
+    coords[sample] = fit.coords
+    rest = np.ones(n, dtype=bool)
+    rest[sample] = False
+    others = np.flatnonzero(rest)
+    for lo in range(0, len(others), _PLACE_CHUNK):
+        rows = others[lo : lo + _PLACE_CHUNK]
+        coords[rows] = fit.transform(np.asarray(a[rows]))
+    return replace(fit, coords=frozen(coords), fitted_on=UMAP_FIT_MAX)
+
+
+class ExactNeighbours:
+    """Exact Euclidean nearest neighbours among fitted ``data``, with umap-learn's search-index
+    interface (``query(x, k) -> (indices, distances)``) for up to :data:`UMAP_EXACT_MAX` vectors."""
+
+    #: umap reads it to pick its search's epsilon (angular trees: cosine-like metrics).
+    _angular_trees = False
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float64))
+        self._norms = (self._data * self._data).sum(dim=1)
+
+    def query(self, x: Any, k: int, epsilon: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest fitted vectors of each row of ``x``, nearest first: ``(M, k)`` int32
+        indices and float32 distances (``epsilon``, umap's search slack, is unused)."""
+        q = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(len(x), -1))
+        n = self._data.shape[0]
+        k = min(int(k), n)
+        rows = max(1, 8_000_000 // max(n, 1))  # at most 64 MB of distances at a time
+        indices = np.empty((len(q), k), np.int32)
+        dists = np.empty((len(q), k), np.float32)
+        for lo in range(0, len(q), rows):
+            c = q[lo : lo + rows]
+            # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: self-distance 0 to ~1e-6.
+            d2 = (c * c).sum(dim=1, keepdim=True) + self._norms[None, :] - 2.0 * (c @ self._data.T)
+            d2.clamp_(min=0.0)
+            vals, idx = torch.topk(d2, k, dim=1, largest=False, sorted=True)
+            indices[lo : lo + len(c)] = idx.numpy().astype(np.int32)
+            dists[lo : lo + len(c)] = vals.sqrt().numpy().astype(np.float32)
+        return indices, dists
+
+
+def cache_umap_compiles() -> int:
+    """Have numba cache umap-learn's compiled functions on disk; how many it turned on."""
+    try:
+        from numba.core.caching import NullCache
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:  # umap-learn without numba cannot be; a stand-in module can
+        return 0
+
+    turned = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "umap" or name.startswith("umap.")):
+            continue
+        for value in list(vars(module).values()):
+            if (
+                isinstance(value, Dispatcher)
+                and isinstance(getattr(value, "_cache", None), NullCache)
+                and getattr(value.py_func, "__module__", "").startswith("umap")
+            ):
+                # Nowhere writable: compiled each time.
+                with contextlib.suppress(RuntimeError, OSError):
+                    value.enable_caching()
+                    turned += 1
+    return turned
+
+
+def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenpairs of PSD ``c`` (subspace iteration, else ``eigh``)."""
+    if (d := c.shape[0]) > 64 and 4 * k <= d:
+        width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]
+        q = np.linalg.qr(np.random.default_rng(0).standard_normal((d, width)))[0]
+        tol = 1e-11 * max(float(np.trace(c)), 1e-300)
+        for step in range(1, 301):
+            q = np.linalg.qr(c @ q)[0]
+            if step % 5 == 0:
+                w, v = np.linalg.eigh(q.T @ c @ q)
+                order = np.argsort(w)[::-1][:k]
+                lam, vec = w[order], q @ v[:, order]
+                if np.all(np.linalg.norm(c @ vec - vec * lam, axis=0) <= tol):
+                    return lam, vec
+    w, v = np.linalg.eigh(c)  # ascending
+    order = np.argsort(w)[::-1][:k]
+    return w[order], v[:, order]

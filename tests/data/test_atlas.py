@@ -255,7 +255,7 @@ def test_umap_of_many_vectors_fits_a_sample_and_places_the_rest(monkeypatch, tmp
     import sys
     import types
 
-    from actviz.data import atlas_projection as atlas
+    from actviz.data import atlas_map as atlas
 
     fake = types.ModuleType("umap")
     fake.UMAP = FakeUMAP
@@ -288,7 +288,7 @@ def test_umaps_compiled_functions_are_kept_on_disk():
     from numba.core.caching import NullCache
     from umap import layouts, umap_
 
-    from actviz.data.atlas_projection import cache_umap_compiles
+    from actviz.data.atlas_map import cache_umap_compiles
 
     cache_umap_compiles()
     for fn in (umap_.smooth_knn_dist, umap_.compute_membership_strengths, layouts.clip):
@@ -297,7 +297,7 @@ def test_umaps_compiled_functions_are_kept_on_disk():
 
 
 def test_exact_neighbours_equal_a_brute_force_search():
-    from actviz.data.atlas_projection import ExactNeighbours
+    from actviz.data.atlas_map import ExactNeighbours
 
     rng = np.random.default_rng(4)
     data = rng.normal(0, 1, (500, 7))

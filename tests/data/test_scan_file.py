@@ -124,7 +124,7 @@ def test_the_scale_bench_umap_child_maps_every_point_fitting_a_sample(monkeypatc
     import types
 
     from actviz.bench.scale_bench import _umap_child
-    from actviz.data import atlas_projection as atlas
+    from actviz.data import atlas_map as atlas
     from tests.data.conftest import FakeUMAP
 
     fake = types.ModuleType("umap")
