@@ -248,7 +248,7 @@ def test_a_readout_relays_out_only_for_a_wider_text(qtbot):
 
 
 def test_the_same_run_messages_set_again_change_nothing(qtbot):
-    from actviz.ui.window.banner import MessageBanner
+    from actviz.ui.window.central import MessageBanner
 
     banner = MessageBanner()
     qtbot.addWidget(banner)

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.tree.dock import PREFERRED_WIDTH
-from actviz.ui.window.banner import breakable
+from actviz.ui.window.central import breakable
 from tests.ui.conftest import LOAD_TIMEOUT_MS
 from tests.ui.tiny_models import TinyCNN
 
