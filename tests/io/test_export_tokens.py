@@ -15,7 +15,7 @@ from PIL import Image
 import actviz
 from actviz.display.attribution import TokenSaliency
 from actviz.io.export.capture_export import export_capture, with_input_embedding
-from actviz.io.export.token_export import heat_png
+from actviz.io.export.typeset import heat_png
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")

@@ -23,7 +23,7 @@ from PIL import Image
 
 from actviz.core.records import Capture
 from actviz.core.structures import describe
-from actviz.io.export.capture_export import ProgressFn, prepare_export
+from actviz.io.export.capture_export import ProgressFn, prepare_export, write_sequence_views
 from actviz.io.export.reproduce import RunSource, beside_script, reproduce_script
 from actviz.io.export.typeset import attribution_images, layer_pictures, safe_name
 from actviz.io.files import atomic_write, check_out_file
@@ -481,8 +481,6 @@ def prediction_section(
 def sequence_views(page: Page, prepared: Any, names: Sequence[str]) -> None:
     """Token maps, attention maps and the logit lens: the pictures export writes (its own
     writer, into a temporary folder), and the lens table as text."""
-    from actviz.io.export.token_export import write_sequence_views
-
     with tempfile.TemporaryDirectory(prefix="actviz-report-") as tmp:
         files, _summary = write_sequence_views(prepared, Path(tmp), names)
         pictures = [f for f in files if f.suffix == ".png"]
