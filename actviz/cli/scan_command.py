@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, open_model: kit.Opener, say: kit.Say) -> int:
     try:
         from actviz.core.capture import leaf_names
         from actviz.data.scan import scan
-        from actviz.data.sheet import write_scan
+        from actviz.data.scan_file import write_scan
 
         # Ranks other than 0 open the model without the opener's lines on stderr.
         with contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext():

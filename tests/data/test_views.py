@@ -162,7 +162,7 @@ def test_top_views_of_samples_need_the_data():
 
 
 def test_contact_sheet_blanks_an_image_deleted_since_the_scan(image_folder):
-    from actviz.data.sheet import contact_sheet
+    from actviz.data.scan_file import contact_sheet
 
     net = tiny_net()
     result = scan(net, image_folder, ["4"], k=1, num_workers=0, cache=False)

@@ -71,7 +71,7 @@ def test_a_long_run_imports_before_its_first_action_what_a_feature_imports_at_fi
     from actviz.testing.stress_cases import first_use_modules
 
     names = first_use_modules()
-    wanted = {"actviz.io.export.report", "actviz.io.models.arch_guess", "actviz.data.sheet"}
+    wanted = {"actviz.io.export.report", "actviz.io.models.arch_guess", "actviz.data.scan_file"}
     if importlib.util.find_spec("timm") is not None:  # an extra (actviz[timm]): CI has it
         wanted.add("timm")
     assert wanted <= set(names)

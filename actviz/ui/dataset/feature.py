@@ -366,7 +366,7 @@ class DatasetScanUI(FeatureBase, QObject):
             return {}
 
         def sheets(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> Any:
-            from actviz.data.sheet import contact_sheet
+            from actviz.data.scan_file import contact_sheet
 
             made, began, n = {}, time.perf_counter(), len(scan.layers)
             for i, layer in enumerate(scan.layers):  # a wide layer's sheet takes seconds

@@ -575,7 +575,7 @@ def test_esc_stops_a_report_while_it_makes_the_scans_contact_sheet(
 
     from PySide6.QtWidgets import QFileDialog
 
-    from actviz.data import sheet
+    from actviz.data import scan_file as sheet
 
     win, scan, channel = _scanned_demo(actviz_window, tmp_path)
     table = win.dataset.dock.table
