@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 from actviz.display.text import format_count, format_shape
 from actviz.ui.panels import style
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.overlay import InputPreview
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -448,6 +449,7 @@ class ModelDock(QDockWidget):
             self.tree_view.collapsed,
         ):
             signal.connect(lambda *_: setattr(self, "_wanted", None))
+        self._fit_soon = DeferredCall(self, self._fit)
         self.tree_view.installEventFilter(self)
         # The viewport narrows when the vertical scroll bar comes: the columns follow.
         self.tree_view.viewport().installEventFilter(self)
@@ -457,8 +459,7 @@ class ModelDock(QDockWidget):
         tree = self.session.tree
         self.tree_view.expandToDepth(1 if tree is not None and len(tree) < EXPAND_LIMIT else 0)
         self._fit_pending = True
-        if self.tree_view.isVisible():
-            self.fit_name_column()
+        self._fit_soon.request()
         self.details.show_node(tree[""] if tree is not None else None)
 
     def update_tree(self, tree: ModuleTree) -> None:
@@ -558,8 +559,13 @@ class ModelDock(QDockWidget):
             and event.type() in (QEvent.Type.Show, QEvent.Type.Resize)
             and self.tree_view.isVisible()
         ):
-            (self.fit_name_column if self._fit_pending else self.fit_columns)()
+            # Once per turn: restoring a layout resizes the view many times, each fit asks rows.
+            self._fit_soon.request()
         return super().eventFilter(watched, event)
+
+    def _fit(self) -> None:
+        if self.tree_view.isVisible():
+            (self.fit_name_column if self._fit_pending else self.fit_columns)()
 
     def _on_filter_changed(self, text: str) -> None:
         self.tree_proxy.set_text(text)

@@ -673,12 +673,14 @@ def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, actviz_window):
     target = (170 + cap) // 2 - 4 * view.indentation()
     medium = "e" * max(1, target // max(fm.horizontalAdvance("e"), 1))
     window.script.set_model(_named(medium, "head"))
+    win.settle()  # fitted once, in the turn after the model came (not per resize on the way)
     wanted = view.sizeHintForColumn(0)
     assert 170 < wanted < cap
     assert header.sectionSize(0) == wanted
     assert header.sectionSize(0) >= fm.horizontalAdvance(medium) + view.indentation()
     # A name wider than the tree is capped at 60 % of it.
     window.script.set_model(_named("x" * 400))
+    win.settle()
     assert view.sizeHintForColumn(0) > cap
     assert header.sectionSize(0) == cap
     assert window.model_dock.fit_name_column(max_fraction=0.3) == max(140, int(cap / 0.6 * 0.3))
