@@ -59,8 +59,8 @@ def visualize(
     batch
         Images per forward pass; the channels run in chunks of this many. None: all at once.
     cache
-        Read and write results in the user's cache
-        (:mod:`actviz.analysis.visualize.picture_cache`); only missing channels are computed.
+        Read and write results in the user's cache (``picture_files.VisualizationCache``);
+        only missing channels are computed.
     only_cached
         With ``cache``: return only the channels the cache holds, computing nothing.
     progress
@@ -109,7 +109,7 @@ def visualize(
     if only_cached and not cache:
         raise VisualizeError("only_cached=True needs cache=True")
     if cache and obj.name is not None:
-        from actviz.analysis.visualize.picture_cache import VisualizationCache
+        from actviz.analysis.visualize.picture_files import VisualizationCache
 
         store = VisualizationCache.for_model(net, layer, record)
         found = {k: hit for k in keys if (hit := store.get(k)) is not None}

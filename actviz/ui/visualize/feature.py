@@ -156,8 +156,11 @@ class VisualizeFeature(FeatureBase, QObject):
     def export_to(self, folder: str | Path) -> list[Path]:
         """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``: PNGs, a contact
         sheet and ``visualize.json`` (settings, model, how to remake). The files written."""
-        from actviz.analysis.visualize.picture_cache import model_fingerprint
-        from actviz.analysis.visualize.picture_files import reproduce, write_visualization
+        from actviz.analysis.visualize.picture_files import (
+            model_fingerprint,
+            reproduce,
+            write_visualization,
+        )
 
         loaded, model = self.session.loaded_model, self.session.model
         source = getattr(loaded, "source", None)
