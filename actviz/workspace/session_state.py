@@ -475,7 +475,7 @@ class Session:
     def input_problem(self, source: str | None = None) -> str:
         """Why the input cannot run on the current model ("" when it can): the one gate for runs,
         live frames, exports, reports, effects and scans; a model given in memory is not checked."""
-        from actviz.io.input_fit import input_misfit, reads_text
+        from actviz.io.input_files import input_misfit, reads_text
 
         if self.model is None:
             return "Open a model first."

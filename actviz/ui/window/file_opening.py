@@ -106,7 +106,7 @@ class FileOpening:
 
     def _natural_source(self, loaded: Any, fallback: str) -> str:
         """The model's natural default input (prompt, sample image, random tensor)."""
-        from actviz.io.input_fit import natural_input_source
+        from actviz.io.input_files import natural_input_source
 
         model = getattr(loaded, "model", None)
         model = self.session.model if model is None else model

@@ -109,7 +109,7 @@ class InputLoads:
 
     def refit(self) -> None:
         """After a failed input, keep aside and replace a held one the model cannot take."""
-        from actviz.io.input_fit import input_misfit
+        from actviz.io.input_files import input_misfit
 
         loaded, inp = self.session.loaded_model, self.session.input
         if loaded is None or inp is None or self.request is not None:
@@ -186,7 +186,7 @@ class InputSwap:
     def input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
         """``(request, state)`` for the new model: the input if it fits, else a kept one, else
         its default; the misfit is kept."""
-        from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
+        from actviz.io.input_files import input_kind, input_misfit, natural_input_source
 
         if (inp := self.session.input) is None:
             return None, None

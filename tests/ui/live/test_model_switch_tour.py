@@ -19,7 +19,7 @@ import torch
 from PySide6.QtWidgets import QLabel
 
 from actviz.core.targets import AUTO_TARGET_TEXT
-from actviz.io.input_fit import DEFAULT_PROMPT
+from actviz.io.input_files import DEFAULT_PROMPT
 
 pytest.importorskip("transformers")
 pytest.importorskip("timm")
@@ -367,7 +367,7 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
     a random-init torchvision R3D-18 gets a random clip of its shape, said in one line."""
     import torchvision
 
-    from actviz.io.input_fit import input_misfit
+    from actviz.io.input_files import input_misfit
     from actviz.io.models.demo_model import demo_samples
 
     r3d = torchvision.models.video.r3d_18()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actviz.io.input_fit import DEFAULT_PROMPT
+from actviz.io.input_files import DEFAULT_PROMPT
 from tests.ui.tiny_models import TinyCNN
 
 LOAD_MS = 120_000

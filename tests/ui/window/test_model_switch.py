@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from actviz.io.input_fit import DEFAULT_PROMPT, input_misfit, natural_input_source
+from actviz.io.input_files import DEFAULT_PROMPT, input_misfit, natural_input_source
 
 pytest.importorskip("transformers")
 pytest.importorskip("timm")
