@@ -92,7 +92,7 @@ def args_source(loaded: Any, args: Any, input: str | None, target: Any = None) -
 def absolute_source(text: str | None, *, paths: bool = True) -> str | None:
     """``text`` found from the working folder made absolute, so it opens from any folder: a
     ``mynet.py:MyNet`` reference's file and (``paths``) a file or folder; names as given."""
-    from actviz.io.models.user_code import parse_code_ref
+    from actviz.io.models.loading import parse_code_ref
 
     ref = None if text is None else parse_code_ref(text)
     head = text if ref is None and paths else ref.target if ref and ref.is_file else None
