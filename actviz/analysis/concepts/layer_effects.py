@@ -18,9 +18,13 @@ from actviz.analysis.concepts.ranking import (
     concept_estimate_from_capture,
     run_concepts_exact,
 )
-from actviz.analysis.effects.baseline import resolve_baseline
 from actviz.analysis.effects.channel_effects import _jobs, estimate_from_capture, verify
-from actviz.analysis.effects.effect_results import DEFAULT_BATCH, Effects, RunContext
+from actviz.analysis.effects.effect_results import (
+    DEFAULT_BATCH,
+    Effects,
+    RunContext,
+    resolve_baseline,
+)
 from actviz.analysis.effects.exact import TargetReader
 
 

@@ -14,8 +14,14 @@ import torch
 from torch import nn
 
 from actviz.analysis.effects import effect_results
-from actviz.analysis.effects.baseline import Baseline, resolve_baseline
-from actviz.analysis.effects.effect_results import Effects, LayerEffects, RunContext, pick_units
+from actviz.analysis.effects.effect_results import (
+    Baseline,
+    Effects,
+    LayerEffects,
+    RunContext,
+    pick_units,
+    resolve_baseline,
+)
 from actviz.analysis.effects.exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
 from actviz.core.edit_kinds import channel_dim

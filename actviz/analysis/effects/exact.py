@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.analysis.effects.baseline import Baseline
+from actviz.analysis.effects.effect_results import Baseline
 from actviz.core.capture import model_device
 from actviz.core.edit_kinds import EditHooks, channel_dim
 from actviz.core.guards import ModelState
