@@ -85,7 +85,7 @@ def test_the_check_sees_a_circle():
 
 
 def test_every_default_feature_is_constructed_with_the_host_only():
-    from actviz.ui.window.features import default_features
+    from actviz.ui.window.main_window import default_features
 
     made = default_features()
     assert {f.name for f in made} == set(FEATURES)

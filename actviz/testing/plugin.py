@@ -104,7 +104,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
 def feature_classes(features: Sequence[Any]) -> list[Any]:
     """The feature classes ``features`` names (names or classes), in order; ``ValueError`` for an
     unknown name."""
-    from actviz.ui.window.features import default_features
+    from actviz.ui.window.main_window import default_features
 
     by_name = {make.name: make for make in default_features()}
     if unknown := [f for f in features if isinstance(f, str) and f not in by_name]:

@@ -11,7 +11,7 @@ from actviz.core.capture import capture
 from actviz.io.input_files import open_input
 from actviz.testing.plugin import feature_classes
 from actviz.ui.live.frames import TensorFrames
-from actviz.ui.window.features import default_features
+from actviz.ui.window.main_window import default_features
 from tests.helpers import frame, random_frames
 from tests.ui.tiny_models import seeded_tiny_cnn
 

@@ -28,7 +28,6 @@ from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.central import Centre, StatusWidgets, default_window_size
 from actviz.ui.window.export_actions import ExportActions
-from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
 from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
@@ -43,6 +42,23 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DEBOUNCE_MS = 300
 LEFT = Qt.DockWidgetArea.LeftDockWidgetArea
+
+
+def default_features() -> tuple[Callable[[Any], Any], ...]:
+    """Every default feature class, in the order they attach (where tabs and menus appear)."""
+    from actviz.ui.atlas.feature import AtlasFeature
+    from actviz.ui.compare.feature import CompareController
+    from actviz.ui.concepts import ConceptsFeature
+    from actviz.ui.dataset.feature import DatasetScanUI
+    from actviz.ui.effects.feature import EffectsFeature
+    from actviz.ui.live.feature import LiveMode
+    from actviz.ui.sessions.feature import SessionsFeature
+    from actviz.ui.tokens.feature import TokenViews
+    from actviz.ui.visualize.feature import VisualizeFeature
+    from actviz.ui.whatif.feature import WhatIfController
+
+    first = (TokenViews, WhatIfController, CompareController, DatasetScanUI, AtlasFeature)
+    return (*first, LiveMode, SessionsFeature, EffectsFeature, VisualizeFeature, ConceptsFeature)
 
 
 class MainWindow(QMainWindow):

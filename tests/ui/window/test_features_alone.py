@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actviz.ui.window.features import default_features
+from actviz.ui.window.main_window import default_features
 from tests.ui.conftest import frame
 
 FEATURES = default_features()
