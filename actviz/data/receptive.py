@@ -22,8 +22,7 @@ from actviz.data.accumulate import first_tensor
 from actviz.data.scan_result import Scan, TopEntry
 from actviz.data.sources import ModelSpec, open_data, resolve_model
 from actviz.io.errors import InputError
-from actviz.io.input_images import _from_image, _open_image
-from actviz.io.input_tensors import _display_image
+from actviz.io.input_tensors import _display_image, _from_image, _open_image
 
 # Modules that keep every position where it is (output position i depends on input i only).
 _POINTWISE_NAMES = (

@@ -18,8 +18,13 @@ from torch.utils.data import Dataset
 
 from actviz.io.errors import InputError
 from actviz.io.input_files import _is_pil_image
-from actviz.io.input_images import _from_image, _open_image
-from actviz.io.input_tensors import _TENSOR_FORMATS, _fit_tensor, _read_tensor_file
+from actviz.io.input_tensors import (
+    _TENSOR_FORMATS,
+    _fit_tensor,
+    _from_image,
+    _open_image,
+    _read_tensor_file,
+)
 from actviz.io.loaded_input import ExpectedInput, expected_input
 from actviz.io.models.checkpoints import sniff_format
 

@@ -19,8 +19,8 @@ from actviz.core.structures import describe
 from actviz.display.logit_lens import token_texts
 from actviz.io import input_tensors as tensors
 from actviz.io.errors import InputError, ModelFileAsInputError
-from actviz.io.input_images import _from_image, _open_image
 from actviz.io.input_tensors import RANDOM_SEED as RANDOM_SEED  # re-exported: its old home
+from actviz.io.input_tensors import _from_image, _open_image
 from actviz.io.loaded_input import ExpectedInput, LoadedInput, expected_input, reads_text
 from actviz.io.models.checkpoints import FileFormat, one_line, sniff_format
 
