@@ -19,9 +19,10 @@ from PIL import Image  # noqa: E402
 
 from actviz.io.errors import ModelLoadError  # noqa: E402
 from actviz.io.input_files import open_input  # noqa: E402
-from actviz.io.models import arch_guess, timm_models  # noqa: E402
+from actviz.io.models import arch_guess  # noqa: E402
+from actviz.io.models import hf_models as timm_models  # noqa: E402
+from actviz.io.models.hf_models import TimmTransform, resolve_name  # noqa: E402
 from actviz.io.models.loading import open_model  # noqa: E402
-from actviz.io.models.timm_models import TimmTransform, resolve_name  # noqa: E402
 
 
 def _equal_outputs(a: torch.nn.Module, b: torch.nn.Module, size: int = 160) -> bool:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
-from actviz.io.models import arch_guess, checkpoints, hf_models, timm_models, zoo
+from actviz.io.models import arch_guess, checkpoints, hf_models, zoo
 from actviz.io.models.arch_guess import ArchGuess
 from actviz.io.models.checkpoints import FileFormat, on_sys_path, one_line
 from actviz.io.models.loaded_model import LoadedModel
@@ -178,20 +178,20 @@ def _open_source(
 
 
 #: The zoos' builders by kind: ``build(name, weights, *, num_classes=None, src="")``.
-BUILDERS = {"torchvision": zoo.build_torchvision, "timm": timm_models.build_timm}
+BUILDERS = {"torchvision": zoo.build_torchvision, "timm": hf_models.build_timm}
 
 
 def resolve_named(text: str) -> tuple[str, Any] | None:
     """``("timm", "timm/NAME")``, ``("code", CodeRef)`` or ``("torchvision", name)`` for a name
     the zoos or code define, else None (the order opening by name and ``arch=`` share)."""
     # Before code references: "timm:NAME" has the form of "package.module:name".
-    if (timm_name := timm_models.resolve_name(text, bare=False)) is not None:
+    if (timm_name := hf_models.resolve_name(text, bare=False)) is not None:
         return "timm", timm_name
     if (ref := parse_code_ref(text)) is not None:
         return "code", ref
     if text.lower() in zoo.torchvision_names():
         return "torchvision", text.lower()
-    timm_name = timm_models.resolve_name(text)
+    timm_name = hf_models.resolve_name(text)
     return None if timm_name is None else ("timm", timm_name)
 
 
@@ -199,7 +199,7 @@ def unknown_name_message(name: str, what: str) -> str:
     """The one-line error for an unknown ``what`` (model or architecture), with close names."""
     torchvision = zoo.torchvision_names()
     demo = ["demo"] if what == "model" else []
-    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names(), *demo]))
+    known = list(dict.fromkeys([*torchvision, *hf_models.timm_names(), *demo]))
     close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.6)
     # timm's names are typed with their prefix where torchvision has no model of that name.
     shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]

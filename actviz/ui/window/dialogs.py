@@ -80,7 +80,7 @@ def confirm_untrusted_file(
 
 def build_model_names() -> tuple[list[str], list[str]]:
     """The torchvision and timm model names, sorted (slow: see :func:`prefetch_model_names`)."""
-    from actviz.io.models.timm_models import timm_names
+    from actviz.io.models.hf_models import timm_names
     from actviz.io.models.zoo import torchvision_names
 
     return sorted(torchvision_names()), sorted(timm_names())
@@ -376,7 +376,7 @@ class _NameTab(QWidget):
     def refill(self, names: Sequence[str] | None = None, *, select: bool = False) -> None:
         """List the names containing the search's text, best first (then a row while loading);
         ``names``: listed at last; ``select`` (else with a search's text): the first."""
-        from actviz.io.models.timm_models import rank_matches
+        from actviz.io.models.hf_models import rank_matches
 
         if names is not None:
             self.names, self.loading = list(names), False
