@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> 
     """Run ``actviz effects``; ``progress`` writes a line to stderr, results go to stdout."""
     import actviz
     from actviz.analysis.effects.channel_effects import effects
-    from actviz.analysis.effects.effects_chart import effects_chart
+    from actviz.analysis.effects.effect_results import effects_chart
     from actviz.io.errors import InputError
     from actviz.io.export.typeset import safe_name
     from actviz.io.input_files import open_input

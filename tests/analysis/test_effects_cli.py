@@ -12,7 +12,7 @@ from PIL import Image
 
 import actviz
 from actviz.analysis.effects.channel_effects import effects
-from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB, effects_chart
+from actviz.analysis.effects.effect_results import OPPOSES_RGB, SUPPORTS_RGB, effects_chart
 from actviz.bench import effects_bench
 from actviz.cli import main
 from actviz.io.models.demo_model import demo_sample_tensor, demo_samples, load_demo_model

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 
 from actviz.analysis.concepts import layer_effects as units
-from actviz.analysis.effects.effect_results import DEFAULT_VERIFY
+from actviz.analysis.effects.effect_results import DEFAULT_VERIFY, effects_chart
 from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
 from actviz.ui.effects.view import BarRow, EffectsView, measured_text
@@ -230,10 +230,8 @@ class EffectsFeature(FeatureBase, QObject):
             return {}
 
         def charts() -> list[tuple[str, Any]]:
-            from actviz.analysis.effects.effects_chart import effects_chart as chart
-
             what = {n: units.unit_name(eff, n).title() for n in eff.results}  # or "Concept"
-            return [(f"{what[n]}s that matter: {n}", chart(eff, n, k)) for n in eff.results]
+            return [(f"{what[n]}s that matter: {n}", effects_chart(eff, n, k)) for n in eff.results]
 
         return {"figures": charts}
 

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
+from actviz.analysis.effects.effect_results import OPPOSES_RGB, SUPPORTS_RGB
 from actviz.ui.host import StepsAndLine
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import ProgressBar

@@ -59,7 +59,7 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     assert "remove the top" in section.ablate_button.toolTip()
     captions = [caption for caption, _ in feature.report_part()["figures"]()]
     assert captions == ["Channels that matter: conv1", f"Concepts that matter: {LAYER}"]
-    from actviz.analysis.effects.effects_chart import chart_title
+    from actviz.analysis.effects.effect_results import chart_title
 
     assert chart_title(feature.effects, LAYER) == f"{LAYER}: effect of removing each concept"
     assert chart_title(feature.effects, "conv1").startswith("conv1: effect of setting each channel")
