@@ -144,28 +144,12 @@ def run_app(
     session: str | None = None,
     plugins: bool = True,
 ) -> int:
-    """Open the explorer window and run the Qt event loop until it is closed.
+    """Open the explorer window and run the Qt event loop until it is closed; its exit code.
 
-    Parameters
-    ----------
-    model
-        A model source for ``open_model``; None opens the demo model on its first sample.
-    arch
-        Architecture for weight-only files (state_dict, safetensors).
-    input
-        An image / tensor file or ``random:...`` spec; None: the demo's sample, or none.
-    trust
-        Allow unpickling a file that runs code (``--trust``); without it the window asks.
-    session
-        A session file (``.actviz``) to open instead; without any, the last one is offered.
-    plugins
-        Load the installed plugins (``actviz.plugins`` entry points).
-
-    Returns
-    -------
-    int
-        The event loop's exit code; ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first
-        result (0) or failure (1).
+    The arguments are the ``actviz`` command's ``--model`` (None: the demo on its first sample),
+    ``--arch``, ``--input``, ``--trust`` (else the window asks before unpickling code),
+    ``--session`` (without one, the last session is offered) and the installed plugins' use.
+    ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first result (0) or a failure (1).
     """
     tune_allocator()  # the app's own process captures again and again: keep freed memory
     # Torch in parallel on the worker threads only (core/threads.py), until the window closes.
