@@ -25,7 +25,7 @@ def test_two_pins_in_one_second_save(actviz_window, tmp_path, monkeypatch):
     from tests.ui.conftest import small_conv_window
 
     win = small_conv_window(actviz_window)
-    import actviz.ui.window.pin_actions as pin_actions
+    import actviz.ui.window.runs as pin_actions
 
     monkeypatch.setattr(pin_actions.time, "strftime", lambda *_a: "12:00:00")  # one second
     window = win.window
