@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from actviz.display.mosaic import mosaic
-from actviz.workspace.compare_job import CompareOutcome
+from actviz.workspace.run_request import CompareOutcome
 
 
 def test_held_bytes_count_what_the_mosaics_hold_without_making_their_images():

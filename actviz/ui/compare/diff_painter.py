@@ -16,7 +16,7 @@ from actviz.display.repage import with_page
 from actviz.ui.compare.view import CompareView
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
-from actviz.workspace.compare_job import CompareOutcome
+from actviz.workspace.run_request import CompareOutcome
 
 #: How far outside the view (a fraction of its height) panels are painted, one per pass.
 PAINT_MARGIN = 0.5

@@ -19,7 +19,7 @@ from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import CAPTURE_NICE, Worker
-from actviz.workspace.compare_job import (
+from actviz.workspace.run_request import (
     INPUT,
     MODEL,
     PIN,
@@ -29,7 +29,7 @@ from actviz.workspace.compare_job import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.workspace.compare_job import CompareOutcome
+    from actviz.workspace.run_request import CompareOutcome
 
 log = logging.getLogger(__name__)
 

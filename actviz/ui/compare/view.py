@@ -12,7 +12,7 @@ from actviz.ui.host import refill_combo
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT, LayerPanel
 from actviz.ui.panels.prediction import PredictionChangeView
-from actviz.workspace.compare_job import INPUT, MODEL, PIN
+from actviz.workspace.run_request import INPUT, MODEL, PIN
 
 #: The choices of run B, in the source picker's order.
 SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))

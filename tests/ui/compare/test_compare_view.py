@@ -17,7 +17,7 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.compare import compare
 from actviz.io.input_files import open_input
-from actviz.workspace.compare_job import MODEL, PIN
+from actviz.workspace.run_request import MODEL, PIN
 from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
 
