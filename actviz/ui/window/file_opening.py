@@ -26,7 +26,7 @@ from actviz.ui.background_loads import (
     short_source,
 )
 from actviz.ui.file_dialogs import open_file
-from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.central import WindowActions
 from actviz.ui.window.input_loads import InputLoads, InputSwap, outcome, while_current
 from actviz.ui.window.settings import split_recent_model
 

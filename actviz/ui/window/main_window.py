@@ -25,8 +25,7 @@ from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.central import Centre, StatusWidgets, default_window_size
+from actviz.ui.window.central import Centre, StatusWidgets, WindowActions, default_window_size
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
 from actviz.ui.window.memory import IdleMemory
