@@ -119,7 +119,7 @@ def child(spec: dict[str, Any]) -> int:
     from actviz.bench.ui_bench import ensure_qt_app
     from actviz.core.allocator import tune_allocator
     from actviz.core.threads import parallel_in_workers_only
-    from actviz.ui.window.memory import keep_collector_off_clicks
+    from actviz.ui.worker import keep_collector_off_clicks
 
     # The process as ui/explore.py's run_app sets up its own: allocator, threads, idle collections.
     tune_allocator()

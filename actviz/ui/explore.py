@@ -15,9 +15,9 @@ from PySide6.QtWidgets import QApplication
 from actviz.core.allocator import tune_allocator
 from actviz.core.threads import parallel_in_workers_only
 from actviz.ui.window.main_window import MainWindow
-from actviz.ui.window.memory import keep_collector_off_clicks
 from actviz.ui.window.script import Explorer
 from actviz.ui.window.settings import AppSettings, ensure_app_identity, user_settings
+from actviz.ui.worker import keep_collector_off_clicks
 
 # block=False windows stay referenced until closed, or a dropped return value collects them.
 _OPEN_WINDOWS: list[MainWindow] = []

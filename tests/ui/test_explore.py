@@ -237,7 +237,7 @@ def test_run_app_with_a_broken_model_still_opens_the_window(qtbot, tmp_path):
 def test_run_app_keeps_pythons_collector_off_clicks_in_its_own_process_only(qtbot):
     import gc
 
-    from actviz.ui.window import memory
+    from actviz.ui import worker as memory
 
     seen, frozen = [], []
     _close_when(lambda w: frozen.append(w.memory.freezes) or w.session.result is not None, seen)

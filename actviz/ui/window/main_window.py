@@ -28,12 +28,11 @@ from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.central import Centre, StatusWidgets, WindowActions, default_window_size
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
-from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import PinActions, RunControl
 from actviz.ui.window.script import Explorer, moved
 from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import CAPTURE_NICE, Worker, favour_gui_thread, release_gui_thread
+from actviz.ui.worker import CAPTURE_NICE, IdleMemory, Worker, favour_gui_thread, release_gui_thread
 from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ GUI thread, and not while it works."""
 
 from __future__ import annotations
 
-from actviz.ui.window import memory
+from actviz.ui import worker as memory
 from tests.ui.conftest import small_conv_window
 
 
