@@ -22,13 +22,12 @@ from actviz.ui.live.frame_status import FrameTiming, LiveStatus
 from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.webcam import WebcamSource, webcam_status
+from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.workspace.budget import default_budget, rss_bytes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 60.0
-#: Least time between two status read-outs playing (s): each reads memory and relays out.
-STATUS_INTERVAL_S = 0.25
 
 
 class PlayClock:
@@ -394,7 +393,7 @@ class LiveController(QObject):
         label = spec.frame.label if spec.frame is not None else ""
         self.frame_changed.emit(spec.index, length, label)
         self.input_image_changed.emit(spec.image)
-        if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
+        if not self.player.playing or now - self._status_at >= READOUT_INTERVAL_S:
             self.emit_status()
 
     def play_held_ticks(self) -> None:

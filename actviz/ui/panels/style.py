@@ -38,6 +38,10 @@ PAGE_MARGIN = 4
 #: Gap between two panels of a page (grid spacing, splitter handles).
 PANEL_SPACING = 6
 
+#: Least time between two refreshes of a read-out that follows live frames (fps, memory held):
+#: twice a second reads at a glance, and each refresh counts memory and repaints.
+READOUT_INTERVAL_S = 0.5
+
 TICK_POINT_SIZE = 8
 LABEL_POINT_SIZE = 9
 

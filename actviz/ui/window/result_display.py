@@ -16,6 +16,7 @@ from actviz.display.attribution import last_spatial_layer
 from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.window.channel_pages import ChannelPages
 from actviz.ui.window.display_steps import DisplaySteps
@@ -30,9 +31,6 @@ log = logging.getLogger(__name__)
 
 #: Dropped panels deleted per event-loop pass (all at once blocks a model switch).
 DELETES_PER_PASS = 4
-
-#: Least time between two live timing read-outs (s): readable, fewer status-bar relayouts.
-HELD_TEXT_INTERVAL_S = 0.25
 
 
 def default_selected_layer(result: RunResult) -> str | None:
@@ -72,7 +70,7 @@ class ResultDisplay:
         self._create_epoch = 0
         #: The grid of layer panels and their waiting updates (:mod:`.panel_grid`).
         self.grid = PanelGrid(self)
-        # Live timing read-out: at most every HELD_TEXT_INTERVAL_S, the last always.
+        # Live timing read-out: at most every READOUT_INTERVAL_S, the last always.
         self._held_text_at = -1.0
         self._held_timer = QTimer(parent, singleShot=True)
         self._held_timer.timeout.connect(self.refresh_held_text)
@@ -152,7 +150,7 @@ class ResultDisplay:
         self.overview.show(result)  # the predictions now, the rest in steps
         self.steps.defer(self._show_selection)
 
-        wait = self._held_text_at + HELD_TEXT_INTERVAL_S - time.perf_counter()
+        wait = self._held_text_at + READOUT_INTERVAL_S - time.perf_counter()
         if not result.origin or wait <= 0:
             self.refresh_held_text()
         elif not self._held_timer.isActive():
