@@ -494,8 +494,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         light, stale = getattr(self, "_light", None), getattr(self, "_scene_stale", False)
-        # A live frame's new pixels are always painted: only the scene's full paint waits.
-        quick = light is not None and light.covers(event.rect()) and not stale
+        quick = light is not None and light.covers(event.rect()) and not stale  # live pixels
         if not quick and PAINT_PASS.spent():  # this repaint used its time: the next one paints
             painter = QtGui.QPainter(self.viewport())
             painter.fillRect(event.rect(), self.backgroundBrush())
