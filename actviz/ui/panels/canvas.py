@@ -13,7 +13,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.display.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_table, to_indices
 from actviz.ui.panels import style
 from actviz.ui.panels.colorbar import AXIS_WIDTH, STRIP_WIDTH, ColorBar, color_table, lut
-from actviz.ui.panels.deferred import PAINT_PASS, DeferredCall
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.scene_fit import _CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_SPACING, SceneFit
 from actviz.ui.panels.tile_grid import TileGrid
 
@@ -236,14 +236,10 @@ class LightPaint:
         viewport.update(rect)
         return True
 
-    def covers(self, rect: QtCore.QRect) -> bool:
-        """Whether a paint of ``rect`` is the image's new pixels only (what this paints)."""
-        return self.pending is not None and self.pending.contains(rect)
-
     def paint_event(self, event: QtGui.QPaintEvent) -> bool:
         """Paint ``event`` here when it asks for the image's rectangle only; False: the scene does."""
-        covered, self.pending = self.covers(event.rect()), None  # (the region's bounds)
-        if not covered:
+        pending, self.pending = self.pending, None
+        if pending is None or not pending.contains(event.rect()):  # (the region's bounds)
             return False
         canvas, geometry = self._canvas, self._geometry
         if canvas.image.deviceTransform(canvas.viewportTransform()) != geometry[0]:
@@ -326,7 +322,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         super().__init__(parent)
         # Before _fit_width (resizeEvent asks for it once that is set).
         self._sync_scene_soon = DeferredCall(self, self._sync_scene)
-        self._paint_later = DeferredCall(self, lambda: self.viewport().update())
         self._fit_width = fit_width
         self._lock_aspect = True
         self._shape: tuple[int, ...] | None = None
@@ -493,18 +488,10 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         return QtCore.QRectF(self.mapFromScene(scene).boundingRect())
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
-        light, stale = getattr(self, "_light", None), getattr(self, "_scene_stale", False)
-        quick = light is not None and light.covers(event.rect()) and not stale  # live pixels
-        if not quick and PAINT_PASS.spent():  # this repaint used its time: the next one paints
-            painter = QtGui.QPainter(self.viewport())
-            painter.fillRect(event.rect(), self.backgroundBrush())
-            painter.end()
-            self._paint_later.request()
-            return
-        PAINT_PASS.painted = True
         self.ensure_scene()
         if (grid := getattr(self, "grid", None)) is not None and grid.labels_stale:
             grid.request_labels()
+        light = getattr(self, "_light", None)
         if light is None or not light.paint_event(event):
             super().paintEvent(event)
 

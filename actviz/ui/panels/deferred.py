@@ -1,12 +1,10 @@
 """One deferred call per event-loop turn, however often it is asked for: geometry handlers
 that change geometry run after the layout pass, never inside it (Qt would re-enter them);
-layouts held to one pass over a block of changes; and a window repaint's time shared by the
-canvases it paints (:data:`PAINT_PASS`)."""
+and layouts held to one pass over a block of changes."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 
 from PySide6 import QtCore, QtWidgets
@@ -44,32 +42,3 @@ class DeferredCall:
     def pending(self) -> bool:
         """Whether a call is waiting for the event loop."""
         return self._timer.isActive()
-
-
-class PaintPass:
-    """The window's repaint under way: once it has run :attr:`budget_s` and painted a canvas,
-    further canvases paint in the next one (a dock closed with 20 panels shown, or their first
-    fits, blocked one turn 150-160 ms). A ``grab()`` is no window repaint: it paints in full."""
-
-    budget_s = 0.025
-
-    def __init__(self) -> None:
-        self.started: float | None = None
-        self.painted = False
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        self.started, self.painted = time.perf_counter(), False
-        try:
-            yield
-        finally:
-            self.started = None
-
-    def spent(self) -> bool:
-        """Whether a canvas asked to paint now waits for the next repaint."""
-        start = self.started
-        return start is not None and self.painted and time.perf_counter() - start > self.budget_s
-
-
-#: The window's repaint (one at a time: the GUI thread's).
-PAINT_PASS = PaintPass()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QEventLoop, QSettings, QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtCore import QEventLoop, QSettings, QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
@@ -21,7 +21,7 @@ from actviz.ui.background_loads import (
     short_source,
 )
 from actviz.ui.host import Feature, Host
-from actviz.ui.panels.deferred import PAINT_PASS, DeferredCall
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
@@ -306,12 +306,6 @@ class MainWindow(QMainWindow):
         # Deferred: an untrusted pickle asks a question, and the drag source waits for this.
         self._dropped = files[0]
         self._open_dropped_soon.request()
-
-    def event(self, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.UpdateRequest:  # the window's repaint: canvases share it
-            with PAINT_PASS.running():
-                return super().event(event)
-        return super().event(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         self.shutdown()
