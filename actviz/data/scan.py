@@ -4,7 +4,6 @@ most. A hook per layer reduces each batch (:mod:`accumulate`) into its :class:`_
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -29,8 +28,6 @@ from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_res
 from actviz.data.scan_sizing import ACTIVATION_BUDGET, MAX_BATCH, default_workers, estimate_memory
 from actviz.data.sources import ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
-
-log = logging.getLogger(__name__)
 
 __all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "estimate_memory", "log_lines", "scan"]
 
