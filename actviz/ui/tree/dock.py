@@ -399,9 +399,8 @@ class ModelDock(QDockWidget):
     module_selected = Signal(str)
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
-        super().__init__("Model", parent)
+        super().__init__("Model", parent, objectName="modelDock")
         self.session = session
-        self.setObjectName("modelDock")
         panel = _WidePanel()
         layout = QVBoxLayout(panel, contentsMargins=QMargins(4, 4, 4, 4))
         self.filter_edit = QLineEdit(clearButtonEnabled=True)
