@@ -219,10 +219,8 @@ class RangeDialog(QtWidgets.QDialog):
         self.setMinimumWidth(380)  # the prompt names the layer: on one or two lines, not four
         form = QtWidgets.QFormLayout(self)
         form.addRow(QtWidgets.QLabel(prompt, wordWrap=True))
-        self.min_edit = QtWidgets.QLineEdit("0")
-        self.max_edit = QtWidgets.QLineEdit()
-        for edit in (self.min_edit, self.max_edit):
-            edit.setPlaceholderText("no bound")
+        self.min_edit = QtWidgets.QLineEdit("0", placeholderText="no bound")
+        self.max_edit = QtWidgets.QLineEdit(placeholderText="no bound")
         form.addRow("Lowest", self.min_edit)
         form.addRow("Highest", self.max_edit)
         self.message_label = QtWidgets.QLabel(
