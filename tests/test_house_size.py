@@ -153,7 +153,9 @@ LATER_CAPABILITIES = (
 # -240 on 2026-12-05 morning (net): modules of one user merged into it, one file-dialog helper
 # per kind, FeatureBase.__init__(host) (-252, #38); the tree's fits once a turn (#37), one
 # read-out interval and a faster held count (#39).
-TODAYS_FEATURES_LINES = 45_009
+# +11 on 2026-12-05 afternoon (net): a label measures only the text its width shows (#37, +17);
+# three one-line cuts (-6, #38).
+TODAYS_FEATURES_LINES = 45_020
 
 
 def todays_feature_lines() -> int:

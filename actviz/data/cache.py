@@ -45,7 +45,8 @@ def weights_fingerprint(model: nn.Module) -> str:
             if t.is_meta:  # offloaded by accelerate: its value is in the module's hook
                 t = _offloaded(model, name)
             if (data := t.detach().cpu().contiguous()).numel():
-                h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+                # The buffer itself, not a bytes copy: hashlib hashes it without the GIL.
+                h.update(memoryview(data.reshape(-1).view(torch.uint8).numpy()))
     return h.hexdigest()
 
 
