@@ -153,9 +153,10 @@ LATER_CAPABILITIES = (
 # -240 on 2026-12-05 morning (net): modules of one user merged into it, one file-dialog helper
 # per kind, FeatureBase.__init__(host) (-252, #38); the tree's fits once a turn (#37), one
 # read-out interval and a faster held count (#39).
-# +11 on 2026-12-05 afternoon (net): a label measures only the text its width shows (#37, +17);
-# three one-line cuts (-6, #38).
-TODAYS_FEATURES_LINES = 45_020
+# +35 on 2026-12-05 afternoon (net): a label measures only the text its width shows (#37, +17);
+# a new layer's first result paged for its panel's width in the worker (#37, #39, +24); three
+# one-line cuts (-6, #38).
+TODAYS_FEATURES_LINES = 45_044
 
 
 def todays_feature_lines() -> int:

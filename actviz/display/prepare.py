@@ -99,7 +99,7 @@ def prepare_layer(
         else:
             tokens = token_maps.token_view(values, spec.tokens or (), pick, grad=grads)
             tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
-    first, page = spec.first_channel(name), spec.page_size(name)
+    first, page = spec.first_channel(name, view), spec.page_size(name, view)
     order = spec.channel_orders.get(name)
     # An off-screen panel keeps its mosaics: they are made again once scrolled to.
     m = stand_in.mosaic if stand_in is not None else None

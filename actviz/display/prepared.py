@@ -13,7 +13,14 @@ import numpy as np
 
 from actviz.display.colormaps import AUTO
 from actviz.display.layer_views import LayerView
-from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, ChannelOrder, Mosaic, page_start
+from actviz.display.mosaic import (
+    MAX_MOSAIC_CHANNELS,
+    MIN_PAGE_CHANNELS,
+    ChannelOrder,
+    Mosaic,
+    page_channels_for,
+    page_start,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
@@ -117,7 +124,8 @@ class DisplaySpec:
     uint8; None for tensors); per layer, ``channel_pages`` names a channel whose page is shown,
     ``page_channels`` the page size, ``channel_orders`` an order (by effect); ``AUTO`` ``colormap``
     shows signed mosaics symmetric about 0; ``sample`` is the batch element pictures show;
-    ``tokens``, ``layout`` and ``tokenizer`` serve text inputs, ViT patches and the logit lens."""
+    ``tokens``, ``layout`` and ``tokenizer`` serve text inputs, ViT patches and the logit lens;
+    a layer without a page size is paged for a mosaic ``page_width`` pixels wide (0: no width)."""
 
     layers: tuple[str, ...] = ()
     normalize: str = "channel"
@@ -132,14 +140,19 @@ class DisplaySpec:
     layout: SequenceLayout | None = None
     tokenizer: Any = field(default=None, compare=False, repr=False)
     channel_orders: Mapping[str, ChannelOrder] = field(default_factory=dict)
+    page_width: int = 0
 
-    def first_channel(self, name: str) -> int:
+    def first_channel(self, name: str, view: LayerView | None = None) -> int:
         """Where layer ``name``'s mosaic page starts (a position in its channel order, if any)."""
         at = int(self.channel_pages.get(name, 0))
-        return page_start(at, self.page_size(name), self.channel_orders.get(name))
+        return page_start(at, self.page_size(name, view), self.channel_orders.get(name))
 
-    def page_size(self, name: str) -> int:
-        """Channels on one mosaic page of layer ``name``."""
+    def page_size(self, name: str, view: LayerView | None = None) -> int:
+        """Channels on one mosaic page of layer ``name``, whose display is ``view``."""
+        if name not in self.page_channels and self.page_width > 0 and view and view.kind == "maps":
+            # As the window pages it once its panel is that wide: no second page made there.
+            c, h, w = view.data.shape
+            return page_channels_for(c, h, w, self.page_width, min_channels=MIN_PAGE_CHANNELS)
         return max(1, int(self.page_channels.get(name, MAX_MOSAIC_CHANNELS)))
 
 

@@ -146,14 +146,14 @@ def renormalised(
     layers = {}
     for name, layer in result.layers.items():
         if name in spec.channel_pages:
-            first = spec.first_channel(name)  # the page holding the channel asked for
+            first = spec.first_channel(name, layer.view)  # the page holding the channel asked for
         else:
             first = layer.mosaic.position if layer.mosaic else 0
         layers[name] = with_page(
             layer,
             first,
             normalize,
-            page_size=spec.page_size(name),
+            page_size=spec.page_size(name, layer.view),
             symmetric=symmetric_for(spec.colormap, layer.view),
             order=spec.channel_orders.get(name),
         )

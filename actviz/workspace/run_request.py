@@ -134,6 +134,7 @@ def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
         channel_pages=dict(session.channel_pages),
         page_channels=dict(session.page_channels),
         channel_orders=dict(session.channel_orders),
+        page_width=session.mosaic_width,
         colormap=session.colormap,
         tokens=inp.tokens if inp is not None else None,
         layout=layout,

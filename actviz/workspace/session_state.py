@@ -88,6 +88,8 @@ class DisplaySettings:
         self.page_channels: dict[str, int] = {}
         #: ``{layer: ChannelOrder}``: tile orders of their own (by effect); cleared with the model.
         self.channel_orders: dict[str, ChannelOrder] = {}
+        #: The panels' mosaic width: a run pages the layers without a page size for it.
+        self.mosaic_width = 0
 
     def reset_for_model(self, gradcam_layer: str | None) -> None:
         """Forget the old model's pages, sizes and orders; take ``gradcam_layer`` (unannounced)."""
@@ -139,6 +141,10 @@ class DisplaySettings:
     def set_page_channels(self, layer: str, count: int) -> None:
         """Channels per mosaic page of ``layer`` (the window's choice from the panel width)."""
         self._put("page_channels", layer, count)
+
+    def set_mosaic_width(self, width: int) -> None:
+        """The panels' mosaic width, for the next runs' new layers; unannounced: no view shows it."""
+        self.mosaic_width = max(0, int(width))
 
 
 class TargetChoice:
@@ -513,6 +519,8 @@ class Session:
     set_channel_order = _Forward("display_settings")
     page_start = _Forward("display_settings")
     set_page_channels = _Forward("display_settings")
+    mosaic_width = _Forward("display_settings")
+    set_mosaic_width = _Forward("display_settings")
 
     def set_result(self, result: RunResult | None) -> None:
         self.targets.hold_auto_target(result)

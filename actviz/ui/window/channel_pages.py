@@ -121,6 +121,8 @@ class ChannelPages:
         widths, self._new_widths, changed = self._new_widths, {}, False
         # Panels not filled yet get their row-mates' width: filled once, not again for it.
         guess = statistics.mode(widths.values()) if widths else 0
+        if guess:  # and the next run's new layers come paged for it
+            self.session.set_mosaic_width(guess)
         for name, panel in self.display.layer_panels.items():
             if guess and name not in widths and not panel.mosaic_width():
                 widths[name] = guess
