@@ -16,12 +16,10 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from actviz.ui.host import WindowHost
 from actviz.ui.live import frames
-from actviz.ui.live.frame_job import FrameSpec
-from actviz.ui.live.frame_runner import FrameRunner
+from actviz.ui.live.frame_runner import FrameLanes, FrameRunner, FrameSpec
 from actviz.ui.live.frame_status import FrameTiming, LiveStatus
-from actviz.ui.live.lanes import FrameLanes
+from actviz.ui.live.frames import WebcamSource, webcam_status
 from actviz.ui.live.perturbation import Perturbation
-from actviz.ui.live.webcam import WebcamSource, webcam_status
 from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.workspace.budget import default_budget, rss_bytes
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import actviz.ui.live.frame_job as frame_job
+import actviz.ui.live.frame_runner as frame_runner
 from actviz.analysis.concepts.tiles import concept_tiles
 from actviz.core.capture import capture
 from actviz.display import repage
@@ -25,13 +25,13 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     window = win.window
     att = win.session.concepts[LAYER]
     asked: list[object] = []
-    real_prepare = frame_job.prepare
+    real_prepare = frame_runner.prepare
 
     def spy(*args, **kwargs):
         asked.append(kwargs.get("mosaic_layers"))
         return real_prepare(*args, **kwargs)
 
-    monkeypatch.setattr(frame_job, "prepare", spy)
+    monkeypatch.setattr(frame_runner, "prepare", spy)
     remade: list[str] = []
     real_current = repage.current_mosaics
 

@@ -21,6 +21,7 @@ from actviz.core.capture import capture
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, mosaic
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import (
+    WEBCAM_MISSING,
     Coalescer,
     ImageFolder,
     Player,
@@ -28,10 +29,10 @@ from actviz.ui.live.frames import (
     StillFrame,
     TensorFrames,
     estimate_bytes,
+    webcam_status,
 )
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.playback import LiveStatus
-from actviz.ui.live.webcam import WEBCAM_MISSING, webcam_status
 from actviz.workspace.budget import parse_bytes
 from tests.helpers import random_frames
 from tests.ui.live.live_windows import LIVE_LAYERS, live_window
@@ -135,7 +136,9 @@ def test_player_steps_wraps_clamps_and_stops_at_the_end():
     assert p.index == 0 and p.playing
     p.set_fps(1000)
     assert p.fps == Player.MAX_FPS
-    assert not Player(1).toggle()  # one frame: nothing to play
+    one = Player(1)
+    one.play()
+    assert not one.playing  # one frame: nothing to play
 
 
 def test_rate_meter_counts_events_in_its_window():
@@ -322,7 +325,7 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
 ):
     win = live_window(actviz_window)
     window = win.window
-    from actviz.ui.live import frame_job as live_mode
+    from actviz.ui.live import frame_runner as live_mode
 
     real_prepare = live_mode.prepare
 
@@ -412,7 +415,7 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
         lambda: window.session.result.layers["0"].mosaic.page_size == size, timeout=30_000
     )
     window.display.flush_panel_updates()
-    assert panel.page_text() == f"ch 0-{size - 1} of 300"
+    assert panel.page_bar.text() == f"ch 0-{size - 1} of 300"
     live.pause()
     _wait_idle(qtbot, live)
     pin = window.pins_ui.pin_result()  # a result made on page 0
@@ -426,7 +429,7 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     _wait_idle(qtbot, live)
     window.display.flush_panel_updates()
     layer = window.session.result.layers["0"]
-    assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
+    assert panel.page_bar.text() == f"ch {size}-{2 * size - 1} of 300"
     assert panel.activation_slot.mosaic is layer.mosaic
     assert (layer.mosaic.first_channel, layer.mosaic.channels) == (size, size)
     # The default "auto" colour map: the signed convolution is symmetric about 0.
@@ -438,7 +441,7 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     window.display.flush_panel_updates()
     assert pin.result.layers["0"].mosaic.first_channel == 0
     assert panel.activation_slot.mosaic.first_channel == size
-    assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
+    assert panel.page_bar.text() == f"ch {size}-{2 * size - 1} of 300"
 
 
 def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
@@ -638,7 +641,7 @@ def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
     alive = [r() is not None for r in refs]
     assert alive[-1] and not any(alive[:-1])
     # Nor the frames and requests of finished jobs (the worker's pool keeps its runnables).
-    from actviz.ui.live.frame_job import FrameSpec
+    from actviz.ui.live.frame_runner import FrameSpec
 
     assert not [o for o in gc.get_objects() if type(o) is FrameSpec]
 
@@ -992,15 +995,21 @@ def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_aga
     live, _frames_ = _fast_clip(win, seed=61)
     model = window.session.model
     live.player.playing = True  # as while a sequence plays (no timer: nothing is submitted)
+
+    def choose_lane(model):  # as the runner asks for the next frame's lane
+        forced = live.capture_threads is not None
+        inflight, threads = live.runner.inflight, live.worker.threads
+        return live.lanes.choose(model, inflight, playing=True, threads=threads, forced=forced)
+
     try:
-        lane, captured, build = live.runner.choose_lane(model)  # noqa: SLF001
+        lane, captured, build = choose_lane(model)  # noqa: SLF001
         assert (lane, captured) == (0, model) and build is live.lanes.replica  # noqa: SLF001
         live.lanes.build_job = object()  # noqa: SLF001 - never in flight
         # That frame was dropped: the next one carries the copy again, not lane 0 for good.
-        lane, captured, again = live.runner.choose_lane(model)  # noqa: SLF001
+        lane, captured, again = choose_lane(model)  # noqa: SLF001
         assert again is build and build.twin is None
         live.runner.inflight[live.lanes.build_job] = None  # noqa: SLF001 - now it is on its way
-        assert live.runner.choose_lane(model)[2] is None  # noqa: SLF001
+        assert choose_lane(model)[2] is None  # noqa: SLF001
         del live.runner.inflight[live.lanes.build_job]  # noqa: SLF001
     finally:
         live.player.playing = False
@@ -1104,7 +1113,7 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     """A frame's on-screen mosaic has about as many pixels as its canvas shows (tiles area
     averaged, as over any budget); the read-outs keep the layer's own values."""
     from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for
-    from actviz.ui.live.frame_job import MIN_LIVE_MOSAIC_PIXELS, mosaic_budget
+    from actviz.ui.live.frame_runner import MIN_LIVE_MOSAIC_PIXELS, mosaic_budget
 
     torch.manual_seed(0)
     model = _WideConv().eval()

@@ -15,8 +15,8 @@ from torch import nn
 
 from actviz.display.attribution import display_image
 from actviz.testing import RUN_TIMEOUT_MS
+from actviz.ui.live.dock import NO_INPUT_TEXT, NOT_AN_IMAGE_TEXT
 from actviz.ui.live.frames import TensorFrames
-from actviz.ui.live.pad import NO_INPUT_TEXT, NOT_AN_IMAGE_TEXT
 from tests.ui.conftest import LOAD_TIMEOUT_MS
 
 
