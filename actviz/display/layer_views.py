@@ -103,11 +103,6 @@ def magnitude_view(view: LayerView) -> LayerView:
     return LayerView(view.kind, np.abs(view.data), view.shape, view.description)
 
 
-def magnitude(grad: Any) -> np.ndarray:
-    """Absolute value of a gradient, float32, same shape."""
-    return np.ascontiguousarray(np.abs(as_numpy(grad)), dtype=np.float32)
-
-
 def class_units(
     shape: tuple[int, ...] | None, output_shape: tuple[int, ...] | None, categories: Any
 ) -> tuple[str, ...] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -237,16 +237,15 @@ def prepare(
         if not attr.saliency_unavailable(cap.input_grads, image):
             grad = first_tensor(cap.input_grads)
             to_copy["saliency"] = attr.saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
-        copied = copy_to_host(
+        hosts, extras = copy_to_host(
             [(n, cap[n].tensor, cap[n].grad) for n in order],
             sample=spec.sample,
             hist_names=[n for n in order if n in hist_names],
             extras=to_copy,
         )
-        hosts = copied.layers
-        if "gradcam" in copied.extras:
-            cams[cam_default] = copied.extras["gradcam"]  # type: ignore[index]
-        sal = copied.extras.get("saliency")
+        if "gradcam" in extras:
+            cams[cam_default] = extras["gradcam"]  # type: ignore[index]
+        sal = extras.get("saliency")
     if sal is None:
         sal, sal_msg = attr.saliency_at_image(cap.input_grads, image, spec.sample, cap.inputs)
     tok_sal = None
@@ -363,14 +362,6 @@ class HostLayer:
     hist: tuple[np.ndarray, np.ndarray] | None = None
 
 
-@dataclass
-class HostCopy:
-    """What :func:`copy_to_host` brought back."""
-
-    layers: dict[str, HostLayer] = field(default_factory=dict)
-    extras: dict[str, np.ndarray] = field(default_factory=dict)
-
-
 def _to_host(buffer: torch.Tensor) -> torch.Tensor:
     """The frame's single device-to-host copy (a seam the tests count)."""
     return buffer.cpu()
@@ -390,9 +381,9 @@ def copy_to_host(
     hist_names: Sequence[str] = (),
     bins: int = stats.HIST_BINS,
     extras: dict[str, torch.Tensor] | None = None,
-) -> HostCopy:
+) -> tuple[dict[str, HostLayer], dict[str, np.ndarray]]:
     """Reduce ``(name, output, gradient)`` layers where they live and copy the results once:
-    the ``sample`` batch element, ``hist_names``' histograms and the ``extras`` tensors."""
+    ``({name: HostLayer}, {key: extra})``: the ``sample`` and ``hist_names``' histograms."""
     f64: list[torch.Tensor] = []
     f32: list[torch.Tensor] = []
     plan: list[dict[str, Any]] = []
@@ -417,7 +408,7 @@ def copy_to_host(
         f32.append(stats.as_float(value).contiguous())
         extra_index[key] = (len(f32) - 1, tuple(value.shape))
     if not f32 and not f64:
-        return HostCopy()
+        return {}, {}
     device = (f64 or f32)[0].device  # parts from elsewhere (a CPU extra) join it first
     parts = [p.reshape(-1).to(device, torch.float64).view(torch.uint8) for p in f64]
     parts += [p.reshape(-1).to(device).view(torch.uint8) for p in f32]
@@ -428,7 +419,7 @@ def copy_to_host(
         for p in group:
             out.append(np.frombuffer(host, dtype, p.numel(), offset))
             offset += out[-1].nbytes
-    result = HostCopy()
+    hosts: dict[str, HostLayer] = {}
     for entry in plan:
         i, shape = entry["sample"]
         figures = stats.stats_from_vector(entry["shape"], out64[entry["stats"]])
@@ -437,6 +428,5 @@ def copy_to_host(
             layer.grad_sample = out32[entry["grad"]].reshape(shape).copy()
         if "hist" in entry:
             layer.hist = stats.split_histogram(out64[entry["hist"]], bins)
-        result.layers[entry["name"]] = layer
-    result.extras = {k: out32[i].reshape(s).copy() for k, (i, s) in extra_index.items()}
-    return result
+        hosts[entry["name"]] = layer
+    return hosts, {k: out32[i].reshape(s).copy() for k, (i, s) in extra_index.items()}

@@ -285,7 +285,7 @@ def test_device_copy_handles_nan_and_inf_without_branching():
     t = torch.randn(1, 3, 4, 4)
     t[0, 1, 2, 2] = float("nan")
     t[0, 2] = float("inf")
-    got = copy_to_host([("x", t, None)]).layers["x"]
+    got = copy_to_host([("x", t, None)])[0]["x"]
     exact = tensor_stats(t)
     assert (got.stats["nan"], got.stats["inf"]) == (1, 16)
     assert got.stats["mean"] == pytest.approx(exact["mean"], rel=1e-12)

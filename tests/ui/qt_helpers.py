@@ -44,3 +44,14 @@ def rgba_array(qimage: QImage) -> np.ndarray:
 def scene_fits(canvas: Any) -> bool:
     """Whether a canvas's pyqtgraph scene has been fitted to the canvas's present size."""
     return canvas.ci.geometry().size().toSize() == canvas.size()
+
+
+def cell_texts(view: Any) -> list[list[str]]:
+    """What a PredictionChangeView's table says, one list per class: its name line, then its
+    numbers."""
+    table = view.table
+    return [
+        [table.item(r, 0).text()]
+        + [table.item(r + 1, c).text() for c in range(table.columnCount())]
+        for r in range(0, table.rowCount(), 2)
+    ]

@@ -25,7 +25,10 @@ class PanelBase(QtWidgets.QFrame):
         outer = QtWidgets.QVBoxLayout(self, spacing=2)
         outer.setContentsMargins(6, 4, 6, 4)
         self.title_label = title_label(title)
-        outer.addWidget(self.title_label)
+        #: The title line (a panel may add widgets after its title).
+        self.title_row = bare_box(spacing=6)
+        self.title_row.addWidget(self.title_label, 1)
+        outer.addLayout(self.title_row)
         self.content = bare_box(spacing=2, vertical=True)
         outer.addLayout(self.content, 1)
         self._selected = False

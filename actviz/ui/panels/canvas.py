@@ -405,12 +405,12 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             self._source = source if source is not None else image
             if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
                 indices = image if image.dtype == np.uint8 else to_indices(image, levels)
-            self._use_indexed_lut(True)
+            self._set_table(self._cmap, True)
             if not self._swap(indices, self.image.levels is None and not self.image.autoDownsample):
                 self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
         else:
             self._source = None
-            self._use_indexed_lut(False)
+            self._set_table(self._cmap, False)
             shown, (height, width) = self.image.levels, image.shape[:2]
             # A small picture at 0-255, which the item draws without downsampling (_render_rgb).
             small = image.dtype == np.uint8 and height * width <= _RGB_FAST_MAX_PIXELS
@@ -516,22 +516,15 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
 
     def set_colormap(self, name: str) -> None:
         """Use colour map ``name`` for the image and its colour bar."""
-        if name == self._cmap:
-            return
-        self._cmap = name
-        self.image.setLookupTable(self._table())
-        if self.colorbar is not None:
+        if name != self._cmap and self.colorbar is not None:
             self.colorbar.setColorMap(name)
+        self._set_table(name, self._indexed)
 
-    def _table(self) -> np.ndarray | None:
-        if not self._cmap:
-            return None
-        return indexed_table(self._cmap) if self._indexed else lut(self._cmap)
-
-    def _use_indexed_lut(self, indexed: bool) -> None:
-        if indexed != self._indexed:
-            self._indexed = indexed
-            self.image.setLookupTable(self._table())
+    def _set_table(self, name: str, indexed: bool) -> None:
+        """The image's table of map ``name``: indexed (uint8 indices) or pyqtgraph's (pictures)."""
+        if (name, indexed) != (self._cmap, self._indexed):
+            self._cmap, self._indexed = name, indexed
+            self.image.setLookupTable(indexed_table(name) if indexed else lut(name))
 
     def source_image(self) -> np.ndarray | None:
         """The 2-D image last given to :meth:`set_image` (before conversion to indices)."""

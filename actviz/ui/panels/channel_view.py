@@ -1,5 +1,5 @@
 """ChannelView: one channel of a layer, large, beside its gradient magnitude; each image an
-:class:`ImageColumn` (a caption, an :class:`ImageCanvas` and its level controls)."""
+:class:`ImageColumn` (a caption, an :class:`ImageCanvas` and its levels)."""
 
 from __future__ import annotations
 
@@ -56,14 +56,19 @@ def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
     ]
 
 
-class LevelControls(QtWidgets.QWidget):
-    """Low and high display levels of an image and an "auto" reset; ``changed(low, high)``."""
+class ImageColumn(QtWidgets.QWidget):
+    """A caption over an image, and under it the image's low and high display levels with an
+    "auto" reset (to the data's own range)."""
 
-    changed = QtCore.Signal(float, float)
-
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
-        row = style.bare_box(self, spacing=3)
+    def __init__(self, caption: str, colormap: Callable[[], Any]) -> None:
+        super().__init__()
+        layout = style.bare_box(self, spacing=1, vertical=True)
+        self.caption = style.caption_label(caption)
+        self.canvas = ImageCanvas(passive=False)
+        self.controls = QtWidgets.QWidget()  # the levels' row
+        for widget, stretch in ((self.caption, 0), (self.canvas, 1), (self.controls, 0)):
+            layout.addWidget(widget, stretch)
+        row = style.bare_box(self.controls, spacing=3)
         row.addWidget(style.caption_label("levels"))
         self.low = self._spin("value drawn in the lowest colour")
         self.high = self._spin("value drawn in the highest colour")
@@ -72,12 +77,13 @@ class LevelControls(QtWidgets.QWidget):
         row.addWidget(self.high, 1)
         self._auto = (0.0, 1.0)
         back = "Back to the channel's own range"
-        self.auto_button = style.tool_button(
-            "auto", back, lambda: self.set_levels(*self._auto, emit=True), raised=False
-        )
+        self.auto_button = style.tool_button("auto", back, self._show_auto, raised=False)
+        self.auto_button.clicked.connect(self._on_edited)
         row.addWidget(self.auto_button)
         for spin in (self.low, self.high):
             spin.editingFinished.connect(self._on_edited)
+        self.data: np.ndarray | None = None
+        self._colormap = colormap
 
     def _spin(self, tip: str) -> QtWidgets.QDoubleSpinBox:
         spin = QtWidgets.QDoubleSpinBox(minimum=-1e12, maximum=1e12, decimals=6, toolTip=tip)
@@ -86,17 +92,10 @@ class LevelControls(QtWidgets.QWidget):
         spin.valueChanged.connect(self._on_edited)
         return spin
 
-    def set_auto(self, low: float, high: float) -> None:
-        """The range "auto" goes back to; also shown now."""
-        self._auto = (float(low), float(high))
-        self.set_levels(low, high)
-
-    def set_levels(self, low: float, high: float, *, emit: bool = False) -> None:
-        for spin, value in ((self.low, low), (self.high, high)):
+    def _show_auto(self) -> None:
+        for spin, value in zip((self.low, self.high), self._auto, strict=True):
             with QtCore.QSignalBlocker(spin):
                 spin.setValue(float(value))
-        if emit:
-            self._on_edited()
 
     def levels(self) -> tuple[float, float]:
         return float(self.low.value()), float(self.high.value())
@@ -104,24 +103,7 @@ class LevelControls(QtWidgets.QWidget):
     def _on_edited(self, *_args: object) -> None:
         low, high = self.levels()
         if high > low:
-            self.changed.emit(low, high)
-
-
-class ImageColumn(QtWidgets.QWidget):
-    """A caption over an image with its :class:`LevelControls` under it."""
-
-    def __init__(self, caption: str, colormap: Callable[[], Any]) -> None:
-        super().__init__()
-        layout = style.bare_box(self, spacing=1, vertical=True)
-        self.caption = style.caption_label(caption)
-        self.canvas = ImageCanvas(passive=False)
-        self.levels = LevelControls()
-        layout.addWidget(self.caption)
-        layout.addWidget(self.canvas, 1)
-        layout.addWidget(self.levels)
-        self.data: np.ndarray | None = None
-        self._colormap = colormap
-        self.levels.changed.connect(lambda _low, _high: self.redraw())
+            self.redraw()
 
     def set_data(self, data: np.ndarray | None, *, symmetric: bool = False) -> None:
         """Show ``data`` on its own range (about 0 when ``symmetric``); None clears."""
@@ -129,13 +111,14 @@ class ImageColumn(QtWidgets.QWidget):
         if data is None:
             self.canvas.clear_image()
             return
-        self.levels.set_auto(*heat_levels(data, symmetric=symmetric))
+        self._auto = tuple(float(v) for v in heat_levels(data, symmetric=symmetric))
+        self._show_auto()
         self.redraw()
 
     def redraw(self) -> None:
         if self.data is None:
             return
-        levels = self.levels.levels()
+        levels = self.levels()
         self.canvas.set_image(self.data, levels, levels)
         self.canvas.set_colormap(self._colormap())
 
@@ -170,8 +153,8 @@ class ChannelView(PanelBase):
             "activation", lambda: resolve(self._choice, signed=self._signed)
         )
         self._grad_box = ImageColumn("|gradient|", lambda: resolve(self._choice, gradient=True))
-        self.activation_canvas, self.activation_levels = self._act_box.canvas, self._act_box.levels
-        self.gradient_canvas, self.gradient_levels = self._grad_box.canvas, self._grad_box.levels
+        self.activation_canvas, self.activation_levels = self._act_box.canvas, self._act_box
+        self.gradient_canvas = self._grad_box.canvas
         row.addWidget(self._act_box, 1)
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
@@ -311,7 +294,7 @@ class ChannelView(PanelBase):
         canvas = self.activation_canvas
         # What a column holds besides its canvas: the caption and the level controls.
         chrome = (
-            self._act_box.caption.sizeHint().height() + self.activation_levels.sizeHint().height()
+            self._act_box.caption.sizeHint().height() + self._act_box.controls.sizeHint().height()
         )
         chrome += 2 * self._act_box.layout().spacing() + 14  # the canvas's own top and bottom
         gap = self._columns.spacing()
@@ -341,10 +324,6 @@ class ChannelView(PanelBase):
         self.image = None if image is None else np.ascontiguousarray(image)
         self.overlay_box.setEnabled(self.image is not None)
         self._update_overlay()
-
-    def overlay_shown(self) -> bool:
-        """Whether the input picture is drawn under the activation now."""
-        return self.backdrop.isVisible()
 
     def set_colormap(self, choice: str) -> None:
         """Paint with ``choice`` ("auto": per image, :func:`actviz.display.colormaps.resolve`)."""

@@ -136,14 +136,10 @@ class ValueAxis(pg.GraphicsWidget):
         self._line_pen = pg.mkPen(style.AXIS_PEN)
         self._text_pen = pg.mkPen(style.TEXT)
 
-    def setRange(self, low: float, high: float) -> None:  # noqa: N802 - AxisItem's name
-        self._range = (float(low), float(high))
-        self._relayout()
-
-    def set_words(self, words: tuple[str, str] | None) -> None:
-        """Write ``words`` at the bottom and top instead of numbers (None: numbers)."""
-        self._words = words
-        self._relayout()
+    def show_range(self, low: float, high: float, words: tuple[str, str] | None = None) -> None:
+        """Values from ``low`` to ``high``, or ``words`` at the bottom and top (None: numbers)."""
+        self._range, self._words, self._picture = (float(low), float(high)), words, None
+        self.update()
 
     def ticks(self) -> list[tuple[float, str]]:
         """``(value, text)`` of what is written, for the current height."""
@@ -154,10 +150,6 @@ class ValueAxis(pg.GraphicsWidget):
         values = nice_ticks(low, high, most)
         step = values[1] - values[0] if len(values) > 1 else abs(high - low) or 1.0
         return list(zip(values, tick_texts(values, step), strict=True))
-
-    def _relayout(self) -> None:
-        self._picture = None
-        self.update()
 
     def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt name
         self._picture = None
@@ -218,7 +210,6 @@ class ColorBar(pg.GraphicsLayout):
         self.addItem(self.axis, row=0, col=1)
         self._levels = (0.0, 1.0)
         self._labels: tuple[str, str] | None = None
-        self.axis.setRange(*self._levels)
 
     def set_margins(self, top: float, bottom: float) -> None:
         """Space above and below the strip: the canvas makes it span its image exactly."""
@@ -256,8 +247,7 @@ class ColorBar(pg.GraphicsLayout):
             return  # live frames mostly repeat the range; under 1% is not readable
         self._levels = (low, high)
         self._labels = labels
-        self.axis.set_words(labels)
-        self.axis.setRange(*self._levels)
+        self.axis.show_range(low, high, labels)
 
     def levels(self) -> tuple[float, float]:
         """The (low, high) values written on the bar."""

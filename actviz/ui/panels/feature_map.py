@@ -183,14 +183,6 @@ class LayerPanel(PanelBase):
         self._update_gradient_visibility()
 
     def _build_edit_bar(self) -> None:
-        # The title line gets the difference toggle (shown while there are edits).
-        outer = self.layout()
-        assert isinstance(outer, QtWidgets.QBoxLayout)
-        position = outer.indexOf(self.title_label)
-        outer.removeWidget(self.title_label)
-        layout = style.bare_box(spacing=6)
-        layout.addWidget(self.title_label, 1)
-        outer.insertLayout(position, layout)
         # The badge goes on the read-out line: beside the title it would squeeze a long name.
         self.edit_badge = BadgeLabel()
         self.difference_button = QtWidgets.QToolButton(
@@ -206,7 +198,7 @@ class LayerPanel(PanelBase):
         self.difference_button.toggled.connect(
             lambda on: self.difference_toggled.emit(self.name, bool(on))
         )
-        layout.addWidget(self.difference_button)
+        self.title_row.addWidget(self.difference_button)
 
     def set_module_type(self, type_name: str) -> None:
         """Set the module class name shown in the title (e.g. "Conv2d")."""
@@ -300,7 +292,7 @@ class LayerPanel(PanelBase):
     ) -> None:
         """Show ``view`` (edited minus unedited) in the activation side, in ``colormap``."""
         slot = self.activation_slot
-        slot.show_difference(view, mosaic, colormap or AUTO)
+        slot.show_view(view, mosaic, colormap or AUTO)
         self._difference_shown = True
         slot.caption.setText("edited − unedited")
         slot.caption.setHidden(False)
@@ -374,10 +366,6 @@ class LayerPanel(PanelBase):
         if width and width != self._mosaic_width:
             self._mosaic_width = width
             self.mosaic_width_changed.emit(self.name, width)
-
-    def page_text(self) -> str:
-        """The page read-out, e.g. ``ch 256-511 of 2048`` ("" when every channel is shown)."""
-        return self.page_bar.text()
 
     def set_gradient(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
         """Show the gradient magnitude beside the activation; ``None`` hides the gradient side."""

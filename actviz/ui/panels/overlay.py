@@ -127,12 +127,6 @@ class TokenStrip(pg.GraphicsLayoutWidget):
         row = int(np.floor(self.plot.vb.mapSceneToView(scene_pos).y()))
         return row if 0 <= row < len(self.labels) else -1
 
-    def row_centre(self, row: int) -> QtCore.QPoint:
-        """Widget coordinates of a token's row, in the bars' area (tests hover there)."""
-        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(0.0, row + 0.5))
-        point = self.mapFromScene(scene)
-        return QtCore.QPoint(point.x() + 4, point.y())
-
     def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
         self.hovered.emit(-1)
         super().leaveEvent(event)
@@ -319,10 +313,6 @@ class OverlayPanel(PanelBase):
         """Show a note under the picture (e.g. why there is no heat map); "" hides it."""
         self.message_label.setText(text)
         self.message_label.setVisible(bool(text))
-
-    def set_opacity(self, opacity: float) -> None:
-        """Set the heat map's opacity in [0, 1]."""
-        self.opacity_slider.setValue(round(min(max(opacity, 0.0), 1.0) * 100))
 
     def clear(self) -> None:
         """Remove picture, heat map and message (the layer list stays)."""

@@ -164,10 +164,6 @@ class PredictionPanel(PanelBase):
         """The rows currently shown."""
         return list(self._data)
 
-    def kind(self) -> str:
-        """What the rows' indices count: ``"class"``, ``"token"`` or ``"detection"``."""
-        return self._kind
-
     def row_texts(self) -> list[str]:
         """The label text of every visible row, top first (what the user reads)."""
         return [row.label.text() for row in self._rows[: len(self._data)]]
@@ -355,15 +351,6 @@ class PredictionChangeView(PanelBase):
     def message(self) -> str:
         """The message line ("" when none is shown)."""
         return self.message_label.text()
-
-    def cell_texts(self) -> list[list[str]]:
-        """What the table says, one list per class: its name line, then its numbers."""
-        table = self.table
-        return [
-            [table.item(r, 0).text()]
-            + [table.item(r + 1, c).text() for c in range(table.columnCount())]
-            for r in range(0, table.rowCount(), 2)
-        ]
 
     def set_message(self, text: str) -> None:
         """Show ``text`` instead of rows (outputs that are not class scores)."""

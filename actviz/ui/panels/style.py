@@ -113,11 +113,7 @@ class ElidedLabel(QtWidgets.QLabel):
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt name
         """Show ``text``; shorter versions set for the previous text are forgotten."""
-        if self._steady is not None or self._fallbacks or self._last_resort is not None:
-            self.set_text(text)
-        elif text != self.text():  # unchanged: no repaint
-            super().setText(text)  # grow: a fixed size, repainted only
-            self._fit(text)
+        self.set_text(text)
 
     def clear(self) -> None:
         self.setText("")

@@ -25,7 +25,6 @@ class TileGrid:
     def __init__(self, view: pg.ViewBox) -> None:
         self._view = view
         self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)  # cosmetic (pyqtgraph's default)
-        self._lines: list[QtCore.QLineF] = []
         self._tiles: tuple[int, int, int, int, int, int, int] | None = None
         # The channel of each tile when they are not consecutive (sorted by effect).
         self._channel_ids: tuple[int, ...] | None = None
@@ -68,39 +67,29 @@ class TileGrid:
         tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
         if tiles == self._tiles and channel_ids == self._channel_ids:
             return
-        self._tiles = tiles
-        self._channel_ids = channel_ids
+        self._tiles, self._channel_ids = tiles, channel_ids
         width = cols * (tile_w + pad) - pad
         height = rows * (tile_h + pad) - pad
-        half = pad / 2.0
-        lines = [
-            QtCore.QLineF(c * (tile_w + pad) - half, 0.0, c * (tile_w + pad) - half, height)
-            for c in range(1, cols)
-        ]
-        lines += [
-            QtCore.QLineF(0.0, r * (tile_h + pad) - half, width, r * (tile_h + pad) - half)
-            for r in range(1, rows)
-        ]
-        self._set_lines(lines)
+        path, half = QtGui.QPainterPath(), pad / 2.0
+        for x in (c * (tile_w + pad) - half for c in range(1, cols)):
+            path.moveTo(x, 0.0)
+            path.lineTo(x, height)
+        for y in (r * (tile_h + pad) - half for r in range(1, rows)):
+            path.moveTo(0.0, y)
+            path.lineTo(width, y)
+        self._set_path(path)
 
     def clear(self) -> None:
         """No grid (an image that is not a mosaic)."""
         if self._tiles is not None:
             self._tiles = None
-            self._set_lines([])
+            self._set_path(QtGui.QPainterPath())
 
-    def _set_lines(self, lines: list[QtCore.QLineF]) -> None:
-        self._lines, path = lines, QtGui.QPainterPath()
-        for line in lines:
-            path.moveTo(line.p1())
-            path.lineTo(line.p2())
+    def _set_path(self, path: QtGui.QPainterPath) -> None:
+        """The gaps between the tiles (image coordinates), and the channel numbers again."""
         self.path_item.setPath(path)
-        self.has_lines = bool(lines)
+        self.has_lines = not path.isEmpty()
         self._update_labels()
-
-    def lines(self) -> list[QtCore.QLineF]:
-        """The grid lines, in image coordinates."""
-        return list(self._lines)
 
     def _device_transform(self) -> QtGui.QTransform | None:
         """Image coordinates to the viewport's pixels, as painted now (None: not in a view)."""

@@ -184,12 +184,6 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             padding=0.0,
         )
 
-    def bar_heights(self) -> np.ndarray:
-        """The signed bar heights drawn, one per entry (for tests and export)."""
-        positive = np.asarray(self.positive.opts["height"], dtype=np.float64)
-        negative = np.asarray(self.negative.opts["height"], dtype=np.float64)
-        return positive + negative
-
     def count(self) -> int:
         """Number of bars drawn."""
         return self._count
@@ -291,7 +285,10 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.addWidget(self.scalar_label)
         return self.scalar_label
 
-    def show_view(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
+    def show_view(
+        self, view: LayerView | None, mosaic: Mosaic | None, choice: str | None = None
+    ) -> None:
+        """Show ``view`` (maps: ``mosaic``'s page) in colour map ``choice`` (None: the side's)."""
         self.view, self.mosaic = view, mosaic
         kind = view.kind if view is not None else None
         if kind == "maps" and mosaic is None:
@@ -299,7 +296,7 @@ class ViewSlot(QtWidgets.QWidget):
             return self._show_placeholder("no mosaic")
         if kind in ("maps", "heatmap"):
             shown = canvas = self._images()
-            canvas.set_colormap(self.colormap())
+            canvas.set_colormap(self.colormap(choice))
             if mosaic is not None and kind == "maps":
                 # The float image is made only if someone reads it.
                 canvas.set_image(
@@ -331,14 +328,6 @@ class ViewSlot(QtWidgets.QWidget):
         self.placeholder.setText(text)
         self.stack.setCurrentWidget(self.placeholder)
 
-    def show_difference(self, view: LayerView, mosaic: Mosaic | None, colormap: str) -> None:
-        """Show ``view`` (edited minus unedited) in ``colormap``, whatever the choice."""
-        choice, self._choice = self._choice, colormap
-        try:
-            self.show_view(view, mosaic)
-        finally:
-            self._choice = choice
-
     def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
         """Make room for a mosaic of ``shape`` that a later pass shows."""
         canvas = self.image_canvas
@@ -357,11 +346,11 @@ class ViewSlot(QtWidgets.QWidget):
             tiles = [m.tile_origin(c) for c in channels if m.shows(c)] if m is not None else []
             self.image_canvas.set_marks([QtCore.QRectF(x, y, m.tile_w, m.tile_h) for y, x in tiles])
 
-    def colormap(self) -> str:
-        """The map this side paints with: the choice, resolved for what it shows."""
+    def colormap(self, choice: str | None = None) -> str:
+        """The map this side paints: ``choice`` (None: the side's), resolved for what it shows."""
         mosaic = self.mosaic if self.view is not None and self.view.kind == "maps" else None
         signed = mosaic is not None and mosaic.symmetric
-        return resolve(self._choice, signed=signed, gradient=self._gradient)
+        return resolve(choice or self._choice, signed=signed, gradient=self._gradient)
 
     def set_colormap(self, choice: str) -> None:
         """Paint with ``choice``: a map's name, or "auto" (see :func:`resolve`)."""

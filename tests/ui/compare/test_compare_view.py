@@ -19,6 +19,7 @@ from actviz.core.compare import compare
 from actviz.io.input_files import open_input
 from actviz.workspace.run_request import MODEL, PIN
 from tests.ui.conftest import frame
+from tests.ui.qt_helpers import cell_texts
 from tests.ui.tiny_models import TinyCNN
 
 TIMEOUT_MS = 30_000
@@ -103,7 +104,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
     assert headers == ["A", "B", "Δp", "Δlogit"]
     first = rows[0]
-    texts = view.predictions.cell_texts()[0]
+    texts = cell_texts(view.predictions)[0]
     assert texts[1:4] == [
         f"{100 * first.p_a:.1f}%",
         f"{100 * first.p_b:.1f}%",

@@ -60,7 +60,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     expected = mosaic(maps, max_channels=m.page_size, order=ChannelOrder(order, ORDER_LABEL))
     np.testing.assert_allclose(m.image, expected.image, atol=1e-6, equal_nan=True)
     _painted_equals(win, expected)
-    assert panel.page_text().startswith(f"{ORDER_LABEL}: 1-")
+    assert panel.page_bar.text().startswith(f"{ORDER_LABEL}: 1-")
     assert not panel.gradient_shown()
 
     # A click on the second tile opens the Concept dock on that concept.

@@ -63,7 +63,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     m = _shown(win)
     # The first page holds the channels that matter, each tile its own channel.
     assert m.tile_channels == order[:size] and m.order.label == "by effect"
-    assert panel.page_text() == f"by effect: 1-{size} of 300"
+    assert panel.page_bar.text() == f"by effect: 1-{size} of 300"
     assert not panel.page_bar.prev_button.isEnabled() and panel.page_bar.next_button.isEnabled()
     assert panel.activation_slot.image_canvas.grid._channel_ids == order[:size]
     data = window.session.result.layers["conv2"].view.data
@@ -77,7 +77,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     assert window.display.turn_page("conv2", 1)
     m2 = _shown(win)
     assert m2.tile_channels == order[size : 2 * size] and m2.position == size
-    assert panel.page_text().startswith(f"by effect: {size + 1}-")
+    assert panel.page_bar.text().startswith(f"by effect: {size + 1}-")
     assert window.display.turn_page("conv2", -1) and _shown(win).position == 0
     assert not window.display.turn_page("conv2", -1)
     assert window.display.turn_page("conv2", 1)
@@ -112,7 +112,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     feature.view.sort_check.setChecked(False)
     m4 = _shown(win)
     assert m4.order is None and m4.shows(size)  # the channel that page began with
-    assert panel.page_text().startswith(f"ch {m4.first_channel}-")
+    assert panel.page_bar.text().startswith(f"ch {m4.first_channel}-")
     assert session.channel_orders == {}
     assert list(feature.marks.sorted) == []
 
@@ -205,7 +205,7 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
     win.qtbot.waitUntil(panel.difference_shown, timeout=30_000)
     diff = panel.activation_slot.mosaic
     assert diff.order == order and diff.tile_channels == shown.tile_channels
-    assert panel.page_text().startswith("by effect: 1-")
+    assert panel.page_bar.text().startswith("by effect: 1-")
     result = win.window.session.result
     a = result.capture["conv2"].tensor[0] - result.baseline["conv2"].tensor[0]
     c = diff.tile_channels[0]

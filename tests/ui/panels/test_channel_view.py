@@ -159,16 +159,16 @@ def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
     view.activation_levels.auto_button.click()
     assert view.levels() == pytest.approx((-bound, bound), rel=1e-6)
     # The input picture under the activation: stretched onto the map's pixels.
-    assert view.overlay_box.isEnabled() and not view.overlay_shown()
+    assert view.overlay_box.isEnabled() and not view.backdrop.isVisible()
     view.overlay_box.click()
-    assert view.overlay_shown()
+    assert view.backdrop.isVisible()
     np.testing.assert_array_equal(view.backdrop.image, window.session.result.image)
     rect = view.backdrop.mapRectToParent(view.backdrop.boundingRect())
     height, width = view.activation.shape
     assert (rect.width(), rect.height()) == pytest.approx((width, height))
     assert view.activation_canvas.image.opacity() == pytest.approx(OVERLAY_OPACITY)
     view.overlay_box.click()
-    assert not view.overlay_shown()
+    assert not view.backdrop.isVisible()
     assert view.activation_canvas.image.opacity() == pytest.approx(1.0)
 
 

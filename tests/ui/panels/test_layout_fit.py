@@ -396,11 +396,11 @@ def test_a_page_bar_coming_or_going_moves_nothing(qtbot):
     whole, paged = layer_view(x[:, :4]), layer_view(x)
     panel.set_activation(whole, mosaic(whole.data))
     process_events()
-    assert panel.page_text() == ""
+    assert panel.page_bar.text() == ""
     alone = panel.heightForWidth(620)
     panel.set_activation(paged, mosaic(paged.data, max_channels=4))
     process_events()
-    assert panel.page_text() == "ch 0-3 of 8"
+    assert panel.page_bar.text() == "ch 0-3 of 8"
     assert panel.heightForWidth(620) == alone
 
 

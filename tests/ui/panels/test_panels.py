@@ -19,7 +19,7 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.display.attribution import grad_cam, top_k
 from actviz.display.colormaps import PAD_INDEX, indexed_table, to_indices
-from actviz.display.layer_views import layer_view, magnitude
+from actviz.display.layer_views import layer_view, magnitude_view
 from actviz.display.mosaic import mosaic
 from actviz.display.stats import histogram, layer_stats
 from actviz.ui.panels import (
@@ -38,7 +38,7 @@ from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.colorbar import nice_ticks, tick_texts
 from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
 from tests.core.seed_models import SeedMLP
-from tests.ui.qt_helpers import show_widget
+from tests.ui.qt_helpers import cell_texts, show_widget
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
 
@@ -210,7 +210,7 @@ def test_layer_panel_hover_reports_channel_pixel_and_raw_value(qtbot, conv_captu
 
 def test_layer_panel_hover_adds_the_gradient_value(qtbot, conv_capture):
     panel, view, tiles = _maps_panel(qtbot, conv_capture)
-    grad_view = layer_view(magnitude(conv_capture["conv1"].grad))
+    grad_view = magnitude_view(layer_view(conv_capture["conv1"].grad))
     panel.set_gradient(grad_view, mosaic(grad_view.data))
     QtCore.QCoreApplication.processEvents()
     qtbot.mouseMove(
@@ -242,7 +242,8 @@ def test_layer_panel_bars_for_the_two_unit_seed_mlp(qtbot, mlp_capture):
     show_widget(qtbot, panel)
     bars = panel.activation_slot.bar_canvas
     assert bars.count() == 2
-    np.testing.assert_allclose(bars.bar_heights(), [0.3775, 0.3925], atol=1e-4)
+    heights = np.add(bars.positive.opts["height"], bars.negative.opts["height"])  # signed
+    np.testing.assert_allclose(heights, [0.3775, 0.3925], atol=1e-4)
     assert panel.title() == "fc1 · Linear · 2"
     # Both bars inside the view with margin, ticks labelled by unit index, y from zero.
     (x_low, x_high), (y_low, y_high) = bars.view.viewRange()
@@ -300,7 +301,7 @@ def test_layer_panel_heatmap_and_scalar(qtbot):
 
 def test_layer_panel_gradient_visibility_and_colormap(qtbot, conv_capture):
     panel, view, tiles = _maps_panel(qtbot, conv_capture)
-    grad_view = layer_view(magnitude(conv_capture["conv1"].grad))
+    grad_view = magnitude_view(layer_view(conv_capture["conv1"].grad))
     grad_tiles = mosaic(grad_view.data)
     panel.set_gradient(grad_view, grad_tiles)
     assert panel.gradient_shown()
@@ -354,13 +355,14 @@ def test_colour_bar_is_left_alone_when_the_range_barely_moves(qtbot):
     canvas.set_image(image, (0.0, 1.0), (-2.0, 6.0))
     assert canvas.colorbar.levels() == (-2.0, 6.0)
     calls = []
-    canvas.colorbar.axis.setRange = lambda *a: calls.append(a)  # type: ignore[method-assign]
+    shown = canvas.colorbar.axis.show_range
+    canvas.colorbar.axis.show_range = lambda *a: calls.append(a) or shown(*a)  # type: ignore[method-assign]
     canvas.set_image(image, (0.0, 1.0), (-2.01, 6.05))  # under 1% of the span of 8
     assert calls == [] and canvas.colorbar.levels() == (-2.0, 6.0)
     canvas.set_image(image, (0.0, 1.0), (-2.0, 7.0))
-    assert calls == [(-2.0, 7.0)] and canvas.colorbar.levels() == (-2.0, 7.0)
+    assert calls == [(-2.0, 7.0, None)] and canvas.colorbar.levels() == (-2.0, 7.0)
     canvas.set_image(image, (0.0, 1.0), (0.0, 1.0), bar_labels=("ch min", "ch max"))
-    assert calls[-1] == (0.0, 1.0)
+    assert calls[-1] == (0.0, 1.0, ("ch min", "ch max"))
     assert [text for _, text in canvas.colorbar.axis.ticks()] == ["ch min", "ch max"]
 
 
@@ -412,7 +414,7 @@ def test_panels_never_import_torch():
 # -- ChannelView -------------------------------------------------------------------------------
 def test_channel_view_shows_channel_and_gradient(qtbot, conv_capture):
     act = layer_view(conv_capture["conv1"].tensor).data[3]
-    grad = layer_view(magnitude(conv_capture["conv1"].grad)).data[3]
+    grad = magnitude_view(layer_view(conv_capture["conv1"].grad)).data[3]
     panel = ChannelView()
     panel.set_channel("conv1", 3, act, grad)
     show_widget(qtbot, panel, 600, 320)
@@ -478,7 +480,7 @@ def test_prediction_change_view_orders_bolds_and_skips_repeats(qtbot, monkeypatc
     headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
     assert headers == ["before", "after", "Δp", "Δlogit"]
     assert [r.index for r in view.rows()] == [0, 2, 5] and view.target_row().index == 3
-    texts = view.cell_texts()
+    texts = cell_texts(view)
     assert [t[0] for t in texts] == ["class 0", "class 2", "class 5", "class 3  (target)"]
     p_a, p_b = torch.softmax(a[0], 0), torch.softmax(b[0], 0)
     assert texts[0][1:] == [
@@ -531,7 +533,7 @@ def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
     # The 8x8 heat map is stretched over the 16x16 picture.
     rect = panel.heat_item.mapRectToParent(panel.heat_item.boundingRect())
     assert (rect.width(), rect.height()) == pytest.approx((16.0, 16.0))
-    panel.set_opacity(0.25)
+    panel.opacity_slider.setValue(25)
     assert panel.heat_item.opacity() == pytest.approx(0.25)
     panel.set_message("Grad-CAM needs a layer with a spatial output")
     assert panel.message_label.isVisible()

@@ -143,7 +143,9 @@ def test_the_saliency_strip_reads_out_the_token_under_the_mouse(actviz_window, t
     win.qtbot.waitUntil(lambda: strip.isVisible() and strip.plot.vb.height() > 50)
     win.settle()  # the strip's rows where the pointer lands, not where they were a pass ago
     tokens = w.session.result.token_saliency
-    win.qtbot.mouseMove(strip.viewport(), strip.row_centre(2))
+    # Token 2's row, in the bars' area.
+    point = strip.mapFromScene(strip.plot.vb.mapViewToScene(QtCore.QPointF(0.0, 2.5)))
+    win.qtbot.mouseMove(strip.viewport(), QtCore.QPoint(point.x() + 4, point.y()))
     want = tokens.describe(2)
     assert want.startswith(f"token 2 {tokens.tokens[2]!r}: |grad × embedding| ")
     win.qtbot.waitUntil(lambda: sal.status_label.text() == want, timeout=10_000)

@@ -16,6 +16,7 @@ from actviz.edits import ablate, clamp, scale
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.workspace.pins import result_bytes
 from tests.ui.conftest import frame
+from tests.ui.qt_helpers import cell_texts
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2", "fc"]
@@ -125,7 +126,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
             float(edited.output[0, index] - plain.output[0, index]), abs=1e-5
         )
     # What the user reads: before | after, each run's number in its column.
-    texts = view.cell_texts()
+    texts = cell_texts(view)
     top = rows[0]
     assert texts[0][0].startswith((f"{top.index}: {top.name}", f"class {top.index}"))
     assert texts[0][1:3] == [f"{100 * top.p_b:.1f}%", f"{100 * top.p_a:.1f}%"]

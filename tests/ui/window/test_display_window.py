@@ -37,7 +37,7 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
     size = window.session.page_channels["layer4"]
     assert panel.activation_slot.mosaic.page_size == size and size < 512
     assert window.display.turn_page("layer4", 1)
-    assert panel.page_text() == f"ch {size}-{min(2 * size, 512) - 1} of 512"
+    assert panel.page_bar.text() == f"ch {size}-{min(2 * size, 512) - 1} of 512"
     with win.expect_run():
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")

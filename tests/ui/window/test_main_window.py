@@ -188,14 +188,14 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert narrow.activation_slot.image_canvas.grid.tile_screen_px() >= 32
     assert wide.activation_slot.image_canvas.grid.tile_screen_px() >= 32
     assert window.session.page_channels == {"layer3": n3, "layer4": size}
-    assert narrow.page_text() == f"ch 0-{n3 - 1} of 256"
-    assert wide.page_text() == f"ch 0-{size - 1} of 512"
+    assert narrow.page_bar.text() == f"ch 0-{n3 - 1} of 256"
+    assert wide.page_bar.text() == f"ch 0-{size - 1} of 512"
     assert not wide.page_bar.prev_button.isEnabled() and wide.page_bar.next_button.isEnabled()
     window.centre.layers_scroll.ensureWidgetVisible(wide)
     qtbot.waitUntil(lambda: not wide.page_bar.next_button.visibleRegion().isEmpty(), timeout=10_000)
     qtbot.mouseClick(wide.page_bar.next_button, LEFT)
     layer = window.session.result.layers["layer4"]
-    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
+    assert wide.page_bar.text() == f"ch {size}-{2 * size - 1} of 512"
     assert wide.page_bar.prev_button.isEnabled() and wide.page_bar.next_button.isEnabled()
     assert window.session.channel_pages == {"layer4": size}
     # The result is not edited (it may be pinned): the panel shows a new page of its views.
@@ -213,7 +213,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     m = layer.mosaic
     assert (m.normalize, m.first_channel, m.channels) == ("shared", size, size)
     assert wide.activation_slot.mosaic is m
-    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
+    assert wide.page_bar.text() == f"ch {size}-{2 * size - 1} of 512"
     # One shared scale for the whole layer (every page, and the export, alike).
     ref = mosaic(layer.view.data, first_channel=size, max_channels=size, normalize="shared", pad=0)
     assert m.scale_range == (float(layer.view.data.min()), float(layer.view.data.max()))
@@ -237,17 +237,17 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     qtbot.waitUntil(lambda: 0 < _page_fits_width(window, "layer4") < size, timeout=30_000)
     small = _page_fits_width(window, "layer4")
     first = target // small * small
-    assert wide.page_text() == f"ch {first}-{first + small - 1} of 512"
+    assert wide.page_bar.text() == f"ch {first}-{first + small - 1} of 512"
     # Closed again, the page is as wide as before and holds the channel opened.
     window.centre.channel_view.close_button.click()
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") == size, timeout=30_000)
-    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
+    assert wide.page_bar.text() == f"ch {size}-{2 * size - 1} of 512"
     # The page holds for the next run; the first page is one click back.
     win.run_and_wait()
     assert window.session.result.layers["layer4"].mosaic.first_channel == size
-    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
+    assert wide.page_bar.text() == f"ch {size}-{2 * size - 1} of 512"
     qtbot.mouseClick(wide.page_bar.prev_button, LEFT)
-    assert wide.page_text() == f"ch 0-{size - 1} of 512"
+    assert wide.page_bar.text() == f"ch 0-{size - 1} of 512"
     assert wide.activation_slot.mosaic.first_channel == 0
     assert window.session.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
     assert not window.display.turn_page("layer4", -1)  # no page before the first
