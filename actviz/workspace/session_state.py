@@ -73,11 +73,12 @@ def describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
 
 
 class DisplaySettings:
-    """The display settings of one session; ``changed(what)`` announces each change, with
-    ``what`` the name of the setting (its attribute name, as the session's)."""
+    """The display settings of a :class:`Session` (one of its bases); its ``view_changed(what)``
+    announces each change, with ``what`` the name of the setting."""
 
-    def __init__(self, changed: Callable[[str], Any]) -> None:
-        self._changed = changed
+    view_changed: Event
+
+    def __init__(self) -> None:
         #: The colour-map choice of the feature maps ("auto": one per layer).
         self.colormap = AUTO
         self.normalize = "channel"
@@ -110,7 +111,7 @@ class DisplaySettings:
         for what in changed:
             setattr(self, what, asked[what])
         for what in changed:
-            self._changed(what)
+            self.view_changed.emit(what)
 
     def _put(self, what: str, layer: str, value: Any) -> None:
         """Set ``layer``'s entry of the setting ``what`` (None: remove it); announce a change."""
@@ -122,7 +123,7 @@ class DisplaySettings:
             return
         else:
             held[layer] = value
-        self._changed(what)
+        self.view_changed.emit(what)
 
     def set_channel_page(self, layer: str, first: int) -> None:
         """Show the mosaic page of ``layer`` that starts at channel ``first``."""
@@ -148,24 +149,24 @@ class DisplaySettings:
 
 
 class TargetChoice:
-    """The chosen target and the auto target of one session; ``owner`` is the session (its
-    ``result``, ``categories`` and ``loaded_model`` check a target), ``changed()`` announces one."""
+    """The chosen target and the auto target of a :class:`Session` (one of its bases: its
+    ``result``, ``categories`` and ``loaded_model`` check a target, ``target_changed`` says one)."""
 
-    def __init__(self, owner: Any, changed: Callable[[], Any]) -> None:
-        self._owner, self._changed = owner, changed
+    target_changed: Event
+    result: RunResult | None
+    categories: list[str] | None
+    loaded_model: LoadedModel | None
+
+    def __init__(self) -> None:
         self.target: int | None = None
         #: The unedited run's top-1, held till model, input or target change (edits do not move it).
         self.auto_target: int | None = None
-
-    def reset(self) -> None:
-        """Forget both targets (another model); announces nothing."""
-        self.target = self.auto_target = None
 
     def set_target(self, target: int | None) -> None:
         """Make ``target`` the target (None: auto, the unedited run's top-1)."""
         if target != self.target:
             self.target, self.auto_target = target, None
-            self._changed()
+            self.target_changed.emit()
 
     @property
     def run_target(self) -> int | None:
@@ -191,8 +192,8 @@ class TargetChoice:
         from actviz.core.targets import check_target, parse_target
 
         # A language model's tokenizer reads a token's text as its id.
-        tokenizer = getattr(self._owner.loaded_model, "tokenizer", None)
-        categories, result = self._owner.categories, self._owner.result
+        tokenizer = getattr(self.loaded_model, "tokenizer", None)
+        categories, result = self.categories, self.result
         target = parse_target(text, categories, tokenizer)
         if target is not None and target < 0:
             raise ValueError(f"class {target} is out of range: classes are numbered from 0")
@@ -206,23 +207,7 @@ class TargetChoice:
         return target
 
 
-class _Forward:
-    """A session attribute kept by its collaborator ``part``, so the session's old names work."""
-
-    def __init__(self, part: str) -> None:
-        self.part = part
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, session: Any, owner: type | None = None) -> Any:
-        return self if session is None else getattr(getattr(session, self.part), self.name)
-
-    def __set__(self, session: Any, value: Any) -> None:
-        setattr(getattr(session, self.part), self.name, value)
-
-
-class Session:
+class Session(DisplaySettings, TargetChoice):
     """Pure-Python explorer state shared by the window, the tree model and the worker; outside
     :mod:`actviz.workspace` it changes only through the setters, each change announced on the
     GUI thread: ``model_changed``, ``input_changed``, ``ticks_changed(names)``, ``target_changed``,
@@ -253,10 +238,8 @@ class Session:
         self.target_changed, self.result_changed, self.pins_changed = Event(), Event(), Event()
         self.pins = PinBoard(self.pins_changed.emit)
         self.edits_changed, self.view_changed = Event(), Event()
-        #: Colour map, normalisation, Grad-CAM layer, pages and orders (``view_changed``).
-        self.display_settings = DisplaySettings(self.view_changed.emit)
-        #: The target chosen, or the auto one held (``target_changed``).
-        self.targets = TargetChoice(self, self.target_changed.emit)
+        DisplaySettings.__init__(self)  # colour map, normalisation, pages (``view_changed``)
+        TargetChoice.__init__(self)  # the target chosen, or the auto one held
         #: The user's edits (actviz.workspace.edits_board); runs apply the ones switched on.
         self.edits = EditBoard(self.edits_changed.emit)
         #: The unedited capture of the current input, kept while there are edits.
@@ -318,8 +301,8 @@ class Session:
         self.baseline.clear()
         # Edits name the old model's layers: they go, and only this model's are taken.
         self.edits.reset(model, self.tree)
-        self.targets.reset()
-        self.display_settings.reset_for_model(gradcam_layer if gradcam_layer in self.tree else None)
+        self.target = self.auto_target = None
+        self.reset_for_model(gradcam_layer if gradcam_layer in self.tree else None)
         dropped, self.concepts = list(self.concepts), {}  # they read this model's layers
         for layer in dropped:
             self.concepts_changed.emit(layer)
@@ -383,7 +366,7 @@ class Session:
         tokens = tuple(str(t) for t in tokens) if tokens else None
         description = description or describe_value(value, tokens)
         self.input = InputSource(value, source, kind, image, description, tokens)
-        self.targets.auto_target = None  # another input: its own top-1
+        self.auto_target = None  # another input: its own top-1
         self._fit_input_layout()
         self.input_changed.emit()
 
@@ -470,11 +453,6 @@ class Session:
     def untick_all(self) -> None:
         self.replace_ticked(())
 
-    target = _Forward("targets")
-    set_target = _Forward("targets")
-    run_target = _Forward("targets")
-    set_target_text = _Forward("targets")
-
     def can_run(self) -> bool:
         return self.model is not None and self.input is not None
 
@@ -508,22 +486,8 @@ class Session:
         """Snapshot the state for a run (:func:`~actviz.workspace.run_request.request_of`)."""
         return request_of(self, allow_no_input=allow_no_input)
 
-    colormap = _Forward("display_settings")
-    normalize = _Forward("display_settings")
-    gradcam_layer = _Forward("display_settings")
-    channel_pages = _Forward("display_settings")
-    page_channels = _Forward("display_settings")
-    channel_orders = _Forward("display_settings")
-    set_view = _Forward("display_settings")
-    set_channel_page = _Forward("display_settings")
-    set_channel_order = _Forward("display_settings")
-    page_start = _Forward("display_settings")
-    set_page_channels = _Forward("display_settings")
-    mosaic_width = _Forward("display_settings")
-    set_mosaic_width = _Forward("display_settings")
-
     def set_result(self, result: RunResult | None) -> None:
-        self.targets.hold_auto_target(result)
+        self.hold_auto_target(result)
         self.result = result
         self.result_changed.emit()
 
