@@ -27,7 +27,7 @@ from actviz.ui.background_loads import (
 )
 from actviz.ui.file_dialogs import open_file
 from actviz.ui.window.central import WindowActions
-from actviz.ui.window.input_loads import InputLoads, InputSwap, outcome, while_current
+from actviz.ui.window.input_loads import InputLoads, outcome, while_current
 from actviz.ui.window.settings import split_recent_model
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,8 +50,6 @@ class FileOpening:
         #: The model being opened (None when none is).
         self.model_request: ModelRequest | None = None
         self.menus = OpenMenus(self, window.commands)
-        #: What a model switch does with an input the new model cannot take.
-        self.swap = InputSwap(self)
         self.inputs = InputLoads(self, window.input_loads)
 
     def open_model_source(
@@ -281,14 +279,14 @@ class FileOpening:
         # Registered before the model changes, so the automatic run waits for the re-read input.
         reread, restore = self.inputs.request, None
         if reread is None:
-            reread, restore = self.swap.input_for(loaded)
+            reread, restore = self.inputs.input_for(loaded)
         elif reread.quiet and self.session.input is None:
             # The start-up default waited for this model: its natural input.
             reread.source = self._natural_source(loaded, reread.source)
         self.inputs.request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
         if restore is not None:
-            self.swap.restore(restore)
+            self.inputs.restore(restore)
         if reread is not None:
             self.inputs.start(reread)
 

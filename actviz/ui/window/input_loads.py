@@ -1,6 +1,5 @@
 """The input being opened, one request at a time on a loader worker; it waits for a model being
-opened, and a model switch re-reads it or keeps it aside when it does not fit (:class:`InputSwap`).
-"""
+opened, and a model switch re-reads it or keeps it aside when it does not fit."""
 
 from __future__ import annotations
 
@@ -45,8 +44,12 @@ class InputLoads:
 
     def __init__(self, files: Any, worker: Worker) -> None:
         self.files, self.window, self.session = files, files.window, files.session
-        self.worker = worker
+        self.worker, self.banner = worker, files.banner
         self.request: InputRequest | None = None
+        #: Inputs a newly opened model could not take, by kind, until one takes them.
+        self.kept: dict[str, Any] = {}
+        #: The input asked for last and why it did not open (None: it did).
+        self.failure: tuple[str, str] | None = None
 
     def ask(self, request: InputRequest) -> None:
         """Open ``request`` (superseding any), or let it wait for a model being opened."""
@@ -116,10 +119,9 @@ class InputLoads:
             return
         if input_misfit(loaded, inp.value, inp.source) is None:
             return
-        swap = self.files.swap
-        request, restore = swap.input_for(loaded)
+        request, restore = self.input_for(loaded)
         if restore is not None:
-            swap.restore(restore)
+            self.restore(restore)
         if request is not None:
             self.ask(request)
 
@@ -130,7 +132,7 @@ class InputLoads:
             return
         self.request = None
         request.succeeded = True
-        banner = self.files.banner
+        banner = self.banner
         banner.clear("action")
         if not (request.quiet or request.swap):
             # The user's own input: a note that another stands in for theirs is stale.
@@ -152,36 +154,24 @@ class InputLoads:
             # ".pt" names inputs and models alike: what the file holds decides.
             self.files.open_model_source(request.source)
             return
-        swap, source = self.files.swap, request.source
+        source = request.source
         if request.quiet:
             log.info("no default input: %s", error)
             self.window.host.show_warning(text := INPUT_HINT)
         else:
             text = f"Could not open input {source!r}: {(reason := failure_reason(error, source))}"
             self.window.host.show_error(text, details=error_details(error))
-            swap.failure = (repr(short_source(source.removeprefix("text:"))), reason.rstrip("."))
+            self.failure = (repr(short_source(source.removeprefix("text:"))), reason.rstrip("."))
         self.window.refresh_busy(text if request.quiet else failed_status(source))
         self.window.input_load_failed.emit(text)
         self.refit()
-        swap.failure = None  # said by the input put in its place, or not needed
+        self.failure = None  # said by the input put in its place, or not needed
         self.window.runs.run_if_due()
 
     def _on_cancelled(self, request: InputRequest) -> None:
         self.drop(f"Opening {short_source(request.source)} was cancelled.")
         self.refit()
         self.window.runs.run_if_due()
-
-
-class InputSwap:
-    """Inputs kept aside across model switches, and the banner notes that say so."""
-
-    def __init__(self, files: Any) -> None:
-        self.session, self.banner = files.session, files.banner
-        self._warn, self._menus = files.window.host.show_warning, files.menus
-        #: Inputs a newly opened model could not take, by kind, until one takes them.
-        self.kept: dict[str, Any] = {}
-        #: The input asked for last and why it did not open (None: it did).
-        self.failure: tuple[str, str] | None = None
 
     def input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
         """``(request, state)`` for the new model: the input if it fits, else a kept one, else
@@ -205,9 +195,11 @@ class InputSwap:
                 if kept.source and (Path(kept.source).is_file() or ":" in kept.source):
                     return InputRequest(kept.source, remember=False, swap=True), None
                 return None, kept
-        if (source := natural_input_source(loaded, self._menus.samples)) is None:
+        if (source := natural_input_source(loaded, self.files.menus.samples)) is None:
             failed = self._take_failure(loaded)
-            self._warn(f"{failed}The input does not fit {loaded.name} ({why}): open an input.")
+            self.window.host.show_warning(
+                f"{failed}The input does not fit {loaded.name} ({why}): open an input."
+            )
             return None, None
         self._note(loaded, why, source)
         return InputRequest(source, remember=False, quiet=True, swap=True), None
