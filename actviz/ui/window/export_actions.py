@@ -28,8 +28,6 @@ class ExportRequest:
 
     out: Path
     succeeded: bool | None = None
-    #: The request that first re-ran the model for this export (it ends as this one ends).
-    parent: ExportRequest | None = None
 
 
 #: The banner's source for the exports' failures: the next export that succeeds clears them.
@@ -63,13 +61,20 @@ class ExportActions:
         if (result := self.session.result) is None or result.capture is None:
             self.show_warning("Nothing to export yet: run first (Ctrl+R).")
             return False
-        if self._rerun_with_input_grads(out_dir):
-            # The same files whatever tab is shown: run again with the gradient first.
-            return outcome(self._export_request, wait, self._wait_until)
+        if self._export_request is not None:  # superseded: the worker drops its result
+            self._export_request.succeeded = False
+        request = self._export_request = ExportRequest(Path(out_dir))
+        # The same files whatever tab is shown: run again with the gradient first.
+        if not self._rerun_with_input_grads(request, result):
+            self._export(request, result)
+        return outcome(request, wait, self._wait_until)
+
+    def _export(self, request: ExportRequest, result: Any) -> None:
+        """Write ``result``'s export for ``request`` on the export worker."""
         from actviz.core.capture import CaptureCancelled
         from actviz.io.export.capture_export import export_capture
 
-        out = Path(out_dir)
+        out = request.out
         gradcam = self.window.centre.gradcam_panel.current_layer() or result.gradcam_default
         # Everything the job needs is read here, on the GUI thread.
         kwargs: dict[str, Any] = dict(
@@ -100,7 +105,6 @@ class ExportActions:
 
             return [Path(p) for p in export_capture(cap, out, progress=report, **kwargs)]
 
-        request = self._new_request(out)
         self.window.export_worker.submit(job).on(
             finished=lambda paths: self._on_export_finished(request, paths),
             failed=lambda error: self._on_export_failed(request, error),
@@ -108,20 +112,13 @@ class ExportActions:
             progress=self.status_label.setText,
         )
         self._refresh_busy(f"Exporting to {out}…")
-        return outcome(request, wait, self._wait_until)
 
-    def _new_request(self, out: Path) -> ExportRequest:
-        if self._export_request is not None:  # superseded: the worker drops its result
-            self._export_request.succeeded = False
-        self._export_request = ExportRequest(out)
-        return self._export_request
-
-    def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
+    def _rerun_with_input_grads(self, request: ExportRequest, result: Any) -> bool:
         """Run again with the input gradient the saliency needs, then export; False if not."""
         from actviz.display.attribution import token_input
 
         window: Any = self.window  # the MainWindow: its run signals
-        runs, result = window.runs, self.session.result
+        runs = window.runs
         if (
             result.capture.input_grads is not None
             or result.token_saliency is not None
@@ -133,9 +130,7 @@ class ExportActions:
             or self.window.host.runs_replaced()  # live frames replace the window's runs
         ):
             return False
-        request = self._new_request(Path(out_dir))
         if runs.run(input_grads=True) is None:
-            self._export_request = None
             return False
 
         def settle(failure: str | None = None) -> None:  # the run ended: export, or say why not
@@ -144,12 +139,11 @@ class ExportActions:
                     signal.disconnect(slot)
             if self._export_request is not request:
                 return
-            self._export_request = None
-            exporting = failure is None and self.export_all(request.out)
-            if exporting and self._export_request is not None:
-                self._export_request.parent = request
+            shown = self.session.result
+            if failure is None and shown is not None and shown.capture is not None:
+                self._export(request, shown)
                 return
-            request.succeeded = False
+            self._export_request, request.succeeded = None, False
             if failure is not None:
                 self.window.export_failed.emit(f"Export failed: {failure}")
 
@@ -242,8 +236,6 @@ class ExportActions:
             return None
         self._export_request = None
         request.succeeded = succeeded
-        if request.parent is not None:
-            request.parent.succeeded = succeeded
         return request
 
     def _on_export_finished(self, request: ExportRequest, paths: list[Path]) -> None:
