@@ -14,10 +14,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QWidget
 
 from actviz.display.attribution import display_image
 from actviz.ui.host import show_line
-from actviz.ui.live.frame_status import SpacedReadout
 from actviz.ui.live.frames import ImageFolder, StillFrame, TensorFrames, WebcamSource, webcam_status
 from actviz.ui.live.perturbation import Perturbation, image_tensor
-from actviz.ui.live.playback import LiveController, LiveStatus
+from actviz.ui.live.playback import LiveController, LiveStatus, SpacedReadout
 from actviz.ui.panels import style
 
 #: The disabled perturbation controls' tooltip when the opened input has no image tensor.

@@ -23,7 +23,6 @@ from actviz.core.threads import torch_threads
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepare import prepare
 from actviz.display.repage import reusable_mosaics
-from actviz.ui.live.frame_status import FrameTiming
 from actviz.ui.live.frames import StillFrame, estimate_bytes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.worker import Job, Staged
@@ -176,6 +175,18 @@ def mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
 
 #: Frames captured or queued for capture at once while a sequence plays (1 when paused).
 CAPTURES_AHEAD = 2
+
+
+@dataclass
+class FrameTiming:
+    """Where one live frame's time went (milliseconds)."""
+
+    index: int = 0
+    load_ms: float = 0.0  # reading the frame and perturbing it (worker)
+    capture_ms: float = 0.0  # actviz.capture (worker)
+    prepare_ms: float = 0.0  # display.prepare (worker)
+    prepare_cpu_ms: float = 0.0  # display.prepare, the preparing thread's CPU time
+    shown_ms: float = 0.0  # job end -> the window has put it on the panels (GUI)
 
 
 class FrameRunner:

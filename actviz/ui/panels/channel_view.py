@@ -185,6 +185,7 @@ class ChannelView(PanelBase):
             canvas.hovered.connect(lambda x, y: self.status_label.setText(self.hover_text(x, y)))
             canvas.hover_left.connect(self._show_summary)
             canvas.installEventFilter(self)
+        self.installEventFilter(self)
         self.setMinimumSize(320, 240)
         # The layout check holds the view to using its room for its images.
         self.setProperty("layoutFill", True)
@@ -403,23 +404,13 @@ class ChannelView(PanelBase):
             "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
         )
 
-    def _step(self, event: QtGui.QKeyEvent) -> bool:
-        """Ask for the next or previous channel on a step key while one is shown; whether it did."""
-        step = STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0) if self.activation is not None else 0
-        if step:
-            self.step_requested.emit(step)
-        return bool(step)
-
-    def keyPressEvent(self, event: QtGui.QKeyEvent) -> None:  # noqa: N802 - Qt name
-        if self._step(event):
-            event.accept()
-        else:
-            super().keyPressEvent(event)
-
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
-        # The canvases take focus when clicked; their keys step channels too.
-        if event.type() == QtCore.QEvent.Type.KeyPress and self._step(event):  # type: ignore
-            return True
+        # A step key asks for the next or previous channel while one is shown (filtered on the
+        # view and on its canvases: they take focus when clicked).
+        if event.type() == QtCore.QEvent.Type.KeyPress and self.activation is not None:
+            if step := STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0):  # type: ignore[attr-defined]
+                self.step_requested.emit(step)
+                return True
         return super().eventFilter(watched, event)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name

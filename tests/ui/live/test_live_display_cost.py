@@ -153,8 +153,7 @@ def test_a_frame_whose_display_pass_a_newer_frame_overtook_counts_as_dropped(qtb
     read-out's shown and dropped still add up to the frames played."""
     import torch
 
-    from actviz.ui.live.frame_runner import FrameSpec
-    from actviz.ui.live.frame_status import FrameTiming
+    from actviz.ui.live.frame_runner import FrameSpec, FrameTiming
     from actviz.ui.live.frames import TensorFrames
     from tests.ui.tiny_models import TinyCNN
 

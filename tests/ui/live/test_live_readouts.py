@@ -8,8 +8,8 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from actviz.testing import RUN_TIMEOUT_MS
-from actviz.ui.live.frame_status import SpacedReadout
 from actviz.ui.live.frames import TensorFrames
+from actviz.ui.live.playback import SpacedReadout
 from tests.helpers import random_frames
 from tests.ui.live.live_windows import live_window
 
