@@ -89,11 +89,6 @@ class PageBar(QtWidgets.QWidget):
         """Where the page is, e.g. ``ch 256-511 of 2048`` ("" when every channel is shown)."""
         return self.label.text() if not self.isHidden() else ""
 
-    def set_buttons_hidden(self, hidden: bool) -> None:
-        """No page turns (tiles that are not channels)."""
-        self.prev_button.setHidden(hidden)
-        self.next_button.setHidden(hidden)
-
     def show_page(self, mosaic: Mosaic | None) -> None:
         """Say which page of its channels ``mosaic`` shows (None: no mosaic, no bar)."""
         order, text, tip = mosaic.order if mosaic is not None else None, "", ""
@@ -249,7 +244,8 @@ class LayerPanel(PanelBase):
         if unit != self._tile_unit:
             self._tile_unit = unit
             self.set_selected_channels([])
-        self.page_bar.set_buttons_hidden(bool(unit))
+        for button in (self.page_bar.prev_button, self.page_bar.next_button):
+            button.setHidden(bool(unit))
 
     def tile_unit(self) -> str:
         """What the tiles are when not channels ("" for channels)."""

@@ -183,9 +183,11 @@ class StatsTable(PanelBase):
         frozen.setStyleSheet("QTableView { border-right: 1px solid palette(mid); }")
         frozen.verticalScrollBar().valueChanged.connect(self.view.verticalScrollBar().setValue)
         self.view.verticalScrollBar().valueChanged.connect(frozen.verticalScrollBar().setValue)
-        header.sectionResized.connect(self._on_section_resized)
+        header.sectionResized.connect(lambda section, *_: section == 0 and self._place_name_view())
         header.sortIndicatorChanged.connect(self._on_sort_changed)
-        frozen.horizontalHeader().sortIndicatorChanged.connect(self._on_frozen_sort_changed)
+        frozen.horizontalHeader().sortIndicatorChanged.connect(
+            lambda section, order: section >= 0 and header.setSortIndicator(section, order)
+        )
         self.view.installEventFilter(self)
         self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.content.addWidget(self.view, 1)
@@ -233,19 +235,11 @@ class StatsTable(PanelBase):
             view.viewport().height() + view.horizontalHeader().height(),
         )
 
-    def _on_section_resized(self, section: int, _old: int, _new: int) -> None:
-        if section == 0:
-            self._place_name_view()
-
     def _on_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
         # The frozen header shows the indicator only when the names are the sort column.
         frozen = self.name_view.horizontalHeader()
         with QtCore.QSignalBlocker(frozen):
             frozen.setSortIndicator(section if section == 0 else -1, order)
-
-    def _on_frozen_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
-        if section >= 0:
-            self.view.horizontalHeader().setSortIndicator(section, order)
 
     def set_rows(self, rows: list[dict]) -> None:
         """Show ``rows`` (dicts keyed as :data:`COLUMNS`), in the user's sort order if any."""
