@@ -89,7 +89,7 @@ class HistogramPanel(PlotPanel):
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Histogram", "value", "count", parent)
         row, self.layer_combo = layer_row(10)
-        self.layer_combo.activated.connect(self._on_combo_activated)
+        self.layer_combo.textActivated.connect(self.layer_changed)
         self.content.insertLayout(0, row)
         self.curve = pg.PlotDataItem(
             stepMode="center",
@@ -142,10 +142,6 @@ class HistogramPanel(PlotPanel):
         self.set_histogram("Histogram", np.zeros(0), np.zeros(0))
         self.set_summary("")
         self.set_layers([], None)
-
-    def _on_combo_activated(self, index: int) -> None:
-        if index >= 0:
-            self.layer_changed.emit(self.layer_combo.itemText(index))
 
     def hover_text(self, x: float) -> str | None:
         """Read-out for value ``x``: the bin holding it and its count (None outside)."""

@@ -222,7 +222,7 @@ def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(
     combo = panel.layer_combo
     assert [combo.itemText(i) for i in range(combo.count())] == list(window.session.result.layers)
     with qtbot.waitSignal(panel.layer_changed):
-        combo.activated.emit(combo.findText("layer2"))
+        combo.textActivated.emit("layer2")  # what choosing the item sends
     assert panel.current_layer() == "layer2" and window.display.selected_layer == "layer2"
     assert panel.counts.sum() == 128 * 8 * 8
     # A new result keeps the user's choice.
