@@ -70,7 +70,15 @@ class FileOpening:
             return False
         request = ModelRequest(str(source), arch=arch, weights=weights, trust=trust, dialog=dialog)
         request.remember = source != "demo"
-        self.start_model_load(request)
+        if (previous := self.model_request) is not None:
+            previous.succeeded = False  # superseded: its result will be dropped
+            if previous.dialog is not None and previous.dialog is not dialog:  # frees its Open
+                previous.dialog.show_cancelled(
+                    f"Opening {short_source(previous.source)} was replaced by "
+                    f"{short_source(request.source)}."
+                )
+        self.model_request = request
+        self.load_model(request, self._on_model_load_finished, self._fail)
         return outcome(request, wait, self.window.wait_until)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
@@ -140,19 +148,6 @@ class FileOpening:
             if request is not None and request.succeeded is None:
                 request.succeeded = False
         self.model_request = self.inputs.request = None
-
-    def start_model_load(self, request: ModelRequest) -> None:
-        """Open the model ``request`` names on a loader thread (it supersedes one loading)."""
-        if (previous := self.model_request) is not None and previous is not request:
-            previous.succeeded = False  # superseded: its result will be dropped
-            dialog = previous.dialog
-            if dialog is not None and dialog is not request.dialog:  # frees its Open button
-                dialog.show_cancelled(
-                    f"Opening {short_source(previous.source)} was replaced by "
-                    f"{short_source(request.source)}."
-                )
-        self.model_request = request
-        self.load_model(request, self._on_model_load_finished, self._fail)
 
     def load_model(
         self,
@@ -290,13 +285,6 @@ class FileOpening:
         if reread is not None:
             self.inputs.start(reread)
 
-    def dialog_closed(self, dialog: OpenModelDialog) -> None:
-        """The Open model dialog closed: a model it asked for that is still loading goes."""
-        request = self.model_request
-        if request is not None and request.dialog is dialog and request.succeeded is None:
-            request.dialog = None  # (it says nothing more)
-            self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
-
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     """Default trust confirmation (a folder runs its own code; a file is a pickle)."""
@@ -358,7 +346,11 @@ class OpenMenus:
     def _on_dialog_finished(self, dialog: OpenModelDialog) -> None:
         if self.model_dialog is dialog:
             self.model_dialog = None
-        self.files.dialog_closed(dialog)
+        # Closed (Cancel, Esc) while its model was loading: that load goes, unsaid.
+        request = self.files.model_request
+        if request is not None and request.dialog is dialog and request.succeeded is None:
+            request.dialog = None
+            self.files.drop_model_load()
         dialog.deleteLater()
 
     def show_note(self, text: str) -> None:
