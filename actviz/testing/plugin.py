@@ -44,17 +44,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return (yield)
 
 
-def allowed_leaks(item: pytest.Item) -> set[str]:
-    """The leak checks ``item``'s ``actviz_allow_leaks`` markers turn off."""
-    allowed: set[str] = set()
-    for marker in item.iter_markers("actviz_allow_leaks"):
-        names = set(marker.args) or set(LEAK_CHECKS)
-        if unknown := names - set(LEAK_CHECKS):
-            raise ValueError(f"actviz_allow_leaks: unknown checks {sorted(unknown)}")
-        allowed |= names
-    return allowed
-
-
 def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., Any]:
     """The ``actviz_window`` factory: builds drivers of shown windows, appended to ``drivers``."""
     from PySide6.QtCore import QSettings
@@ -120,7 +109,11 @@ def _left_behind(request: pytest.FixtureRequest, drivers: list, allowed: set[str
 
     state_before, widgets_before = checks.ProcessState.now(), checks.top_level_widgets()
     yield
-    allowed = allowed | allowed_leaks(request.node)
+    for marker in request.node.iter_markers("actviz_allow_leaks"):  # the checks it turns off
+        names = set(marker.args) or set(LEAK_CHECKS)
+        if unknown := names - set(LEAK_CHECKS):
+            raise ValueError(f"actviz_allow_leaks: unknown checks {sorted(unknown)}")
+        allowed = allowed | names
     models: list[Any] = []
     while drivers:
         # Popped: a deleted window's Python side still holds what Python made for it.
