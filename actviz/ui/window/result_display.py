@@ -1,9 +1,11 @@
 """Pushing a finished run into the panels (numpy only, through their ``set_`` methods), in steps
-one per event-loop pass: layout and predictions, the Overview, then on-screen layer panels."""
+one per event-loop pass: layout and predictions, the Overview, then on-screen layer panels; and
+the channel view and the mosaic pages, which follow the user's clicks."""
 
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,12 +15,12 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.ui.tokens.token_panel import TokenLayerPanel
-from actviz.ui.window.channel_pages import ChannelPages
 from actviz.ui.window.display_steps import DisplaySteps
 from actviz.ui.window.overview_display import OverviewDisplay
 from actviz.ui.window.panel_grid import PanelGrid
@@ -31,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Dropped panels deleted per event-loop pass (all at once blocks a model switch).
 DELETES_PER_PASS = 4
+#: Share of the Layers tab's width the channel view takes when it opens.
+CHANNEL_VIEW_SHARE = 0.62
 
 
 def default_selected_layer(result: RunResult) -> str | None:
@@ -77,11 +81,14 @@ class ResultDisplay:
         self._to_delete: list[QWidget] = []  # dropped panels, deleted a few a pass
         self._delete_soon = DeferredCall(parent, self._delete_some)
         self.overview = OverviewDisplay(self)
-        #: The channel view and the mosaic pages (:mod:`~actviz.ui.window.channel_pages`).
-        self.pages = pages = ChannelPages(self, parent)
-        # Its calls, under the names they have on the window's display.
-        self.open_channel, self.turn_page = pages.open_channel, pages.turn_page
-        self.page_size, self.page_first = pages.page_size, pages.page_first
+        #: ``(layer, channel)`` shown in the channel view (None: none opened).
+        self.opened_channel: tuple[str, int] | None = None
+        # Panels' new mosaic widths, applied together on the next pass.
+        self._new_widths: dict[str, int] = {}
+        self._apply_widths_soon = DeferredCall(parent, self._apply_new_widths)
+        self.channel_view.step_requested.connect(self.step_channel)
+        # In the pass that sent the widths: laid out and painted once, at the pages' heights.
+        self.layers_grid.after_pass = self._apply_new_widths
         centre.stats_table.layer_selected.connect(self.select_layer)
         centre.histogram_panel.layer_changed.connect(self.select_layer)
 
@@ -171,9 +178,9 @@ class ResultDisplay:
             if (layer := result.layers.get(name)) is None or name in self.layer_panels:
                 continue
             panel = TokenLayerPanel(name, module_type=layer.module_type)
-            panel.channel_clicked.connect(self.pages.open_channel)
-            panel.page_requested.connect(self.pages.turn_page)
-            panel.mosaic_width_changed.connect(self.pages.on_mosaic_width_changed)
+            panel.channel_clicked.connect(self.open_channel)
+            panel.page_requested.connect(self.turn_page)
+            panel.mosaic_width_changed.connect(self.on_mosaic_width_changed)
             self.layer_panels[name] = panel
             for hook in self.panel_created:
                 hook(panel)
@@ -214,7 +221,7 @@ class ResultDisplay:
 
     def _show_selection(self) -> None:
         self.select_layer(self.selected_layer, reveal=False)
-        self.pages.keep_open()
+        self.keep_open()
 
     def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
         """Run ``step`` on a later event-loop pass (:meth:`DisplaySteps.defer`)."""
@@ -286,3 +293,113 @@ class ResultDisplay:
         if self.tabs.currentWidget() is self.layers_splitter:
             return self.layers_scroll.widget()
         return self.tabs.currentWidget()
+
+    def keep_open(self) -> None:
+        """After a new result: the channel opened shows its new values (closed if it is gone)."""
+        if self.channel_box.isVisible() and self.opened_channel is not None:
+            if not self.open_channel(*self.opened_channel):
+                self.channel_box.setVisible(False)
+                self.opened_channel = None
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude."""
+        if (result := self.session.result) is None or name not in result.layers:
+            return False
+        layer = result.layers[name]
+        view = layer.view
+        if view is None or view.kind != "maps" or not 0 <= channel < view.data.shape[0]:
+            return False
+        gv, shown = layer.grad_view, self.channel_view
+        grad = gv.data[channel] if gv is not None and gv.kind == "maps" else None
+        shown.set_colormap(self.colormap)
+        shown.set_gradients_visible(self.gradients_visible)
+        data, image = view.data, result.image
+        shown.set_channel(
+            name, channel, data[channel], grad, channels=len(data), signed=view.signed, image=image
+        )
+        self.opened_channel = (name, channel)
+        # The layer's mosaic shows the page holding the channel opened (keys step past pages).
+        before = self.page_first(name)
+        if self.session.channel_pages.get(name, 0) != channel:
+            self.session.set_channel_page(name, channel)
+        if name in self.layer_panels and self.page_first(name) != before:
+            self.grid.show_now(name, layer)
+        if not self.channel_box.isVisible():
+            # Its share set first: shown, the Layers tab is laid out once, at its new width.
+            width = max(self.layers_splitter.width(), 600)
+            share = int(width * CHANNEL_VIEW_SHARE)
+            self.layers_splitter.setSizes([width - share, share])
+            self.channel_box.setVisible(True)
+        self.select_layer(name)
+        return True
+
+    def step_channel(self, step: int) -> bool:
+        """Open the previous (``step`` -1) or next (+1) channel, in the layer's order."""
+        if self.opened_channel is None:
+            return False
+        name, channel = self.opened_channel
+        order = self.session.channel_orders.get(name)
+        at = order.position(channel) if order is not None else None
+        if order is not None and at is not None:
+            if not 0 <= at + step < len(order.channels):
+                return False
+            return self.open_channel(name, order.channels[at + step])
+        return self.open_channel(name, channel + step)
+
+    def turn_page(self, name: str, step: int) -> bool:
+        """Show the previous (-1) or next (+1) page of ``name`` (no new run); False if none."""
+        if (layer := self._layer(name)) is None or layer.mosaic is None:
+            return False
+        first = self.page_first(name) + step * self.page_size(name)
+        order = self.session.channel_orders.get(name)
+        count = len(order.channels) if order is not None else layer.mosaic.total_channels
+        if not 0 <= first < count:
+            return False
+        # Pages of the layer's own order (sorted): its channel at that place.
+        self.session.set_channel_page(name, order.channels[first] if order is not None else first)
+        if name in self.layer_panels:
+            self.grid.show_now(name, layer)
+        return True
+
+    def page_size(self, name: str) -> int:
+        """Channels per mosaic page of layer ``name`` (the panel's, else the mosaic's)."""
+        if (size := self.session.page_channels.get(name)) is None:
+            layer = self._layer(name)
+            mosaic = layer.mosaic if layer is not None else None
+            size = mosaic.page_size if mosaic is not None else 1
+        return max(1, int(size))
+
+    def page_first(self, name: str) -> int:
+        """First channel (or order position) of ``name``'s page the user turned or stepped to."""
+        return self.session.page_start(name, self.page_size(name))
+
+    def _layer(self, name: str) -> Any:
+        result = self.session.result
+        return result.layers.get(name) if result is not None else None
+
+    def on_mosaic_width_changed(self, name: str, width: int) -> None:
+        """Re-page ``name`` for ``width`` on the next pass (a resize sends many in a row)."""
+        self._new_widths[name] = width
+        self._apply_widths_soon.request()
+
+    def _apply_new_widths(self) -> bool:
+        """Re-page the panels whose mosaic width changed; True if any page size changed."""
+        widths, self._new_widths, changed = self._new_widths, {}, False
+        # Panels not filled yet get their row-mates' width: filled once, not again for it.
+        guess = statistics.mode(widths.values()) if widths else 0
+        if guess:  # and the next run's new layers come paged for it
+            self.session.set_mosaic_width(guess)
+        for name, panel in self.layer_panels.items():
+            if guess and name not in widths and not panel.mosaic_width():
+                widths[name] = guess
+        for name, width in widths.items():  # tiles readable in that width (no new run)
+            layer = self._layer(name)
+            if layer is None or layer.view is None or layer.view.kind != "maps":
+                continue
+            total, height, tile_w = layer.view.data.shape
+            size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+            if size != self.session.page_channels.get(name):
+                self.session.set_page_channels(name, size)
+                self.grid.refresh(name)  # with the other waiting updates, on screen first
+                changed = True
+        return changed

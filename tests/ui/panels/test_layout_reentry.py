@@ -141,7 +141,7 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
                     win.context_action("layer4.1.conv2", mosaic.tile_channels[0], "Ablate")
                     win.wait_idle()
                 channel = _click_ranked_tile(win, first)
-                assert window.display.pages.opened == (first, channel)
+                assert window.display.opened_channel == (first, channel)
                 assert window.display.channel_view.isVisible()
                 win.wait_idle()
                 window.display.channel_view.close_button.click()
