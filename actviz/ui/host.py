@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import shiboken6
 from PySide6.QtCore import QByteArray, QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget
+from PySide6.QtWidgets import QDockWidget, QMenu, QToolBar, QWidget, QWidgetItem
 
 from actviz.ui.feature_job import FeatureJob, StepsAndLine, refill_combo, show_line
 from actviz.ui.panels.deferred import DeferredCall
@@ -129,6 +129,24 @@ class Docks:
         dock = dock if dock.isVisible() else stacked[0]
         if (width := max(self._wanted_width(d) for d in stacked)) != dock.width():
             self.resize_dock(dock, width)
+        self._fit_heights(stacked)
+
+    def _fit_heights(self, stacked: list[QDockWidget]) -> None:
+        """In a column of docks, one whose content does not grow tall (the Edits list) gets its
+        hint's height and those that grow (Live, Channels that matter) the rest."""
+        main = self._w
+        column = [d for d in stacked if not main.tabifiedDockWidgets(d) and d.widget()]
+        grows = [bool(QWidgetItem(d.widget()).expandingDirections() & Qt.Orientation.Vertical)
+                 for d in column]  # fmt: skip
+        if any(grows) and not all(grows):
+            # Every dock of the column named: Qt spreads what a partial list leaves over all.
+            total = sum(d.height() for d in column)
+            # The content's hint (the dock's own follows a turn later) and the title bar.
+            wanted = {d: d.widget().sizeHint().height() + d.height() - d.widget().height()
+                      for d, g in zip(column, grows, strict=True) if not g}  # fmt: skip
+            fixed = {d: min(h, total // 2) for d, h in wanted.items()}
+            rest = (total - sum(fixed.values())) // (len(column) - len(fixed))
+            main.resizeDocks(column, [fixed.get(d, rest) for d in column], Qt.Orientation.Vertical)
 
     def _docked(self, area: Qt.DockWidgetArea) -> list[QDockWidget]:
         """The docks shown, not floating, in ``area``."""

@@ -180,13 +180,14 @@ def format_percent(p: float) -> str:
 
 
 def format_change(value: float, *, percent: bool) -> str:
-    """A signed change: ``+12.3`` points when ``percent``, else a logit in six characters."""
+    """A signed change: ``+12.3`` points when ``percent``, else a logit in six characters; one
+    that rounds to nothing is ``±0.0`` (not ``-0.0``)."""
     if math.isnan(value):
         return "nan"
-    if percent:
-        return f"{100.0 * value:+.1f}"
-    size = abs(value)
-    return f"{value:+.2f}" if size < 10 else f"{value:+.1f}" if size < 100 else f"{value:+.0f}"
+    size = abs(value := 100.0 * value if percent else value)
+    text = f"{value:+.1f}" if percent or 10 <= size < 100 else f"{value:+.2f}"
+    text = f"{value:+.0f}" if not percent and size >= 100 else text
+    return "±" + text[1:] if not text.strip("+-0.") else text
 
 
 class PredictionChangeView(PanelBase):

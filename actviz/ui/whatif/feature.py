@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 from actviz.ui.host import FeatureBase, WindowHost, channels_text
 from actviz.ui.panels import style
 from actviz.ui.panels.deferred import held_layouts
-from actviz.ui.panels.prediction import PredictionChangeView
+from actviz.ui.panels.prediction import PredictionChangeView, format_change
 from actviz.workspace.edits_board import EditEntry, StaleEditError, edit_value
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,13 +75,14 @@ class EditRow(QtWidgets.QWidget):
 
 
 class _RowsArea(QtWidgets.QScrollArea):
-    """A scroll area as wide as its rows ask now (Qt keeps the hint its widget had when set)."""
+    """A scroll area as large as its rows ask now (Qt keeps the hint its widget had when set),
+    at most 24 lines tall."""
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
-        hint = super().sizeHint()
-        bar = self.verticalScrollBar().sizeHint().width()
-        rows = self.widget().sizeHint().width() + bar + 2 * self.frameWidth()
-        return QSize(max(hint.width(), rows), hint.height())
+        hint, rows, frame = super().sizeHint(), self.widget().sizeHint(), 2 * self.frameWidth()
+        width = rows.width() + self.verticalScrollBar().sizeHint().width() + frame
+        tallest = 24 * self.fontMetrics().height()
+        return QSize(max(hint.width(), width), min(rows.height() + frame, tallest))
 
 
 class EditsDock(QtWidgets.QDockWidget):
@@ -108,7 +109,10 @@ class EditsDock(QtWidgets.QDockWidget):
         self.rows_layout = style.bare_box(self.rows_box, spacing=0, vertical=True)
         self.rows_area = style.scroll_area(self.rows_box, cls=_RowsArea)
         self.rows_area.setMinimumHeight(60)
-        outer.addWidget(self.rows_area, 1)
+        # Not expanding: a dock below (Live) takes the column's spare height, not blank rows.
+        grow, keep = QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Preferred
+        self.rows_area.setSizePolicy(grow, keep)
+        outer.addWidget(self.rows_area)
         #: Before -> after of the top class (or why there is none).
         self.summary = QtWidgets.QLabel(wordWrap=True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -573,4 +577,5 @@ def _summary(change: PredictionChange) -> str:
     label = f"class {row.index}"
     if row.name and row.name not in (str(row.index), label):
         label += f" ({row.name})"
-    return f"Target {label}: {100 * row.p_b:.1f} % → {100 * row.p_a:.1f} % ({100 * row.dp:+.1f} pp)"
+    change = format_change(row.dp, percent=True)
+    return f"Target {label}: {100 * row.p_b:.1f} % → {100 * row.p_a:.1f} % ({change} pp)"

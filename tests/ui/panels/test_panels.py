@@ -750,6 +750,9 @@ def test_changes_are_short_enough_for_the_narrow_overview_column():
         "-7.1",
         "+100.0",
     ]
+    # A change that rounds to nothing has no sign (it read "-0.0 pp" after an edit).
+    assert [format_change(v, percent=True) for v in (-0.0001, 0.0004, 0.0)] == ["±0.0"] * 3
+    assert format_change(-0.004, percent=False) == "±0.00"
 
 
 def _painted_argb(canvas: ImageCanvas) -> np.ndarray:
