@@ -266,7 +266,8 @@ class EffectsFeature(FeatureBase, QObject):
         try:
             model, cap, layers, target, dicts = _what_to_estimate(self.session, result)
         except ValueError as exc:
-            self._clear(str(exc), error=True)  # asked again, it says why again
+            # Asked again, it says why again; no run yet is what to do, not an error.
+            self._clear(str(exc), error=str(exc) != RUN_FIRST)
             return False
         if self.effects is None:
             self.view.set_message("Ranking the channels…")

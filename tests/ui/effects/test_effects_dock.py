@@ -211,3 +211,21 @@ def test_the_dock_fits_its_width(actviz_window):
     # so a wider one was cut off: the legend's "darker: exact", the bars' right ends).
     assert 0 < feature.view.minimumSizeHint().width() <= viewport
     assert feature.view.width() <= viewport
+
+
+def test_opened_before_any_run_the_dock_says_what_to_do_not_an_error(actviz_window):
+    """No input yet is no error: the dock's line said "Run the model..." in red."""
+    from actviz.ui.effects.feature import RUN_FIRST
+
+    win = actviz_window(seeded_tiny_cnn(), None, LAYERS)
+    win.open_dock("Channels that matter")
+    line = win.effects.feature.view.message
+    assert line.text() == RUN_FIRST and line.isVisible()
+    assert "color" not in line.styleSheet()
+    # A run brings the bars and says what they rank.
+    win.set_input(frame(3))
+    win.run_and_wait()
+    win.effects.wait_estimates()
+    assert win.effects.feature.effects is not None
+    assert line.text().startswith("target: top-1 logit (class 2)")
+    assert "color" not in line.styleSheet()
