@@ -23,8 +23,6 @@ class DisplaySteps:
         #: The result shown: a step of an older epoch is skipped.
         self.epoch = 0
         self._steps: deque[tuple[int | None, Callable[[], None]]] = deque()
-        #: Steps held until every panel of the result exists: ``(epoch, step)``.
-        self._held: list[tuple[int, Callable[[], None]]] = []
         self._show_error = show_error
         self._timer = QTimer(parent, interval=0)
         self._timer.timeout.connect(self._run)
@@ -33,23 +31,6 @@ class DisplaySteps:
         """Run ``step`` on a later pass; skipped if a newer result came (unless ``stale_ok``)."""
         self._steps.append((None if stale_ok else self.epoch, step))
         if not self._timer.isActive():
-            self._timer.start()
-
-    def hold(self, step: Callable[[], None]) -> None:
-        """Keep ``step`` until :meth:`release` (the result's panels are being made)."""
-        self._held.append((self.epoch, step))
-
-    def drop_held(self) -> None:
-        """Forget the held steps (an older result's: it was replaced before it was shown)."""
-        self._held = []
-
-    def release(self) -> None:
-        """Queue the held steps of the result shown (every panel exists now)."""
-        held, self._held = self._held, []
-        for epoch, step in held:
-            if epoch == self.epoch:  # else a newer result replaced it
-                self._steps.append((epoch, step))
-        if self._steps and not self._timer.isActive():
             self._timer.start()
 
     def pending(self) -> bool:

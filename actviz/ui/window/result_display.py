@@ -1,6 +1,7 @@
 """Pushing a finished run into the panels (numpy only, through their ``set_`` methods), in steps
-one per event-loop pass: layout and predictions, the Overview, then on-screen layer panels; and
-the channel view and the mosaic pages, which follow the user's clicks."""
+one per event-loop pass: layout and predictions, the Overview (a hidden one waits for its tab to
+be shown), then on-screen layer panels; and the channel view and the mosaic pages, which follow
+the user's clicks."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.window.display_steps import DisplaySteps
-from actviz.ui.window.overview_display import OverviewDisplay
 from actviz.ui.window.panel_grid import PanelGrid
 
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes):
@@ -42,6 +42,115 @@ def default_selected_layer(result: RunResult) -> str | None:
     output larger than 1x1 (a poor histogram otherwise), else the last."""
     shapes = {name: result.layers[name].shape for name in result.shown}
     return last_spatial_layer(result.shown, shapes) or (result.shown[-1] if result.shown else None)
+
+
+class OverviewDisplay:
+    """Fills the Overview's panels in display ``steps``; the histogram is ``selected_layer()``'s."""
+
+    def __init__(self, display: Any) -> None:
+        self.session, self.centre, self.steps = display.session, display.centre, display.steps
+        self.input_preview = display.model_dock.input_preview
+        self._selected_layer = lambda: display.selected_layer
+        #: Live frames left the hidden Overview waiting: filled when it shows.
+        self.waiting = False
+        self.centre.tabs.currentChanged.connect(self.show_waiting)
+        self.centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
+
+    def shown(self) -> bool:
+        """Whether the Overview is the tab on screen."""
+        return self.centre.tabs.currentWidget() is self.centre.overview_tab
+
+    def show(self, result: RunResult) -> None:
+        """Show ``result``: the predictions now, the rest in steps (a live frame: when shown)."""
+        self.waiting = bool(result.origin) and not self.shown()
+        if not self.waiting:
+            self._fill(result, self.steps.defer)
+
+    def show_waiting(self, *_args: object, now: bool = False) -> None:
+        """Fill the Overview left waiting by live frames, once it is shown (``now``: at once)."""
+        result = self.session.result
+        if not self.waiting or result is None or not (now or self.shown()):
+            return
+        self.waiting = False
+        self._fill(result, self.steps.call if now else self.steps.defer, self.show_histogram)
+
+    def show_histogram(self) -> None:
+        """The selected layer's histogram (a hidden Overview: with the rest, when it shows)."""
+        if self.waiting:
+            return
+        result = self.session.result
+        name = self._selected_layer()
+        layer = result.layers.get(name) if result is not None and name is not None else None
+        panel = self.centre.histogram_panel
+        if layer is None or layer.hist is None:
+            panel.clear()
+        else:
+            counts, edges = layer.hist
+            panel.set_histogram(f"{name} · values", counts, edges)
+        panel.set_layers(list(result.layers) if result is not None else [], name)
+
+    def clear(self) -> None:
+        """Empty every Overview panel (another model was opened)."""
+        self.waiting = False
+        c = self.centre
+        maps = (c.prediction_panel, c.saliency_panel, c.gradcam_panel, c.grad_flow_panel)
+        for panel in (*maps, c.stats_table, c.histogram_panel):
+            panel.clear()
+
+    def _fill(self, result: RunResult, run: Callable[..., None], *more: Callable[[], None]) -> None:
+        """The predictions now, the other panels by ``run`` (then ``more``)."""
+        c = self.centre
+        c.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
+        c.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
+        for step in (
+            lambda: self._show_saliency(result),
+            lambda: self._show_gradcam_result(result),
+            lambda: c.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms),
+            lambda: c.stats_table.set_rows(result.stats_rows()),
+            *more,
+        ):
+            run(step)
+
+    def _show_saliency(self, result: RunResult) -> None:
+        panel = self.centre.saliency_panel
+        # No stale picture from an earlier input (here and on the Grad-CAM panel).
+        panel.set_image(result.image) if result.image is not None else panel.clear()
+        inp = self.session.input
+        if inp is not None and inp.image is None and result.image is not None and not result.origin:
+            # A tensor input that looks like an image: preview it as the overlays show it.
+            self.input_preview.set_image(result.image, inp.description or "tensor input")
+        tokens = result.token_saliency
+        if result.saliency is not None:
+            panel.set_heat(result.saliency)
+        elif tokens is not None:  # a text input: |gradient x embedding| on its tokens
+            described = [tokens.describe(i) for i in range(len(tokens.tokens))]
+            panel.set_token_values(tokens.tokens, tokens.values, described)
+        else:
+            panel.set_heat(None)
+            panel.set_message(result.saliency_message)
+
+    def _show_gradcam_result(self, result: RunResult) -> None:
+        panel = self.centre.gradcam_panel
+        panel.set_image(result.image) if result.image is not None else panel.clear()
+        panel.set_layers(list(result.grad_cams), result.gradcam_default)
+        self._show_gradcam(result.gradcam_default)
+
+    def _show_gradcam(self, name: str | None) -> None:
+        if (result := self.session.result) is None:
+            return
+        panel = self.centre.gradcam_panel
+        if name is None or name not in result.grad_cams:
+            panel.set_heat(None)
+            panel.set_message(
+                "Grad-CAM needs a ticked layer with a spatial (N, C, H, W) output and an image input."
+            )
+            return
+        panel.set_heat(result.grad_cams[name])
+
+    def _on_gradcam_layer_changed(self, name: str) -> None:
+        if name:
+            self.session.set_view(gradcam_layer=name)
+            self._show_gradcam(name)
 
 
 class ResultDisplay:
@@ -72,6 +181,8 @@ class ResultDisplay:
         # Panels of the result shown still to be made (a few per pass), and their epoch.
         self._to_create: list[str] = []
         self._create_epoch = 0
+        #: Steps held until every panel of the result exists: ``(steps' epoch, step)``.
+        self._after_panels: list[tuple[int, Callable[[], None]]] = []
         #: The grid of layer panels and their waiting updates (:mod:`.panel_grid`).
         self.grid = PanelGrid(self)
         # Live timing read-out: at most every READOUT_INTERVAL_S, the last always.
@@ -141,7 +252,7 @@ class ResultDisplay:
             self._drop_panel(self.layer_panels.pop(name))
         # Panels that exist are kept; missing ones are made a few per pass (not all in one).
         self._to_create = [name for name in result.shown if name not in self.layer_panels]
-        self.steps.drop_held()  # an older result's: it was replaced before it was shown
+        self._after_panels = []  # an older result's: it was replaced before it was shown
         self._create_epoch += 1
         for name in result.shown:
             if name in self.layer_panels:
@@ -194,8 +305,11 @@ class ResultDisplay:
         for name in made:
             self.grid.pending[name] = result.layers[name]
         self.grid.schedule()
-        if not self._to_create:
-            self.steps.release()
+        if not self._to_create:  # every panel exists: the steps held for the result shown
+            held, self._after_panels = self._after_panels, []
+            for at, step in held:
+                if at == self.steps.epoch:  # else a newer result replaced it
+                    self.steps.defer(step)
         else:
             # Its own epoch says when it is stale (a newer result's panels differ).
             self.defer_display(lambda: self._create_panels(epoch, CREATE_BUDGET_S), stale_ok=True)
@@ -229,7 +343,10 @@ class ResultDisplay:
 
     def after_panels(self, step: Callable[[], None]) -> None:
         """Run ``step`` once every layer panel exists (``run_finished`` promises them)."""
-        self.steps.hold(step) if self._to_create else self.steps.defer(step)
+        if self._to_create:
+            self._after_panels.append((self.steps.epoch, step))
+        else:
+            self.steps.defer(step)
 
     def display_pending(self) -> bool:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""
