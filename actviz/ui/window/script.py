@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -153,12 +152,8 @@ def _known_layers(session: Session, names: tuple[str | Sequence[str], ...]) -> l
             )
         else:
             flat.extend(name)
-    if (tree := session.tree) is None:
+    if session.model is None:
         raise ValueError(f"no model is shown, so there are no layers to tick ({flat})")
-    known = [node.name for node in tree]
-    for name in flat:
-        if name not in tree:
-            close = difflib.get_close_matches(name, [n for n in known if n], n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"unknown layer {name!r}{hint} (the model has {len(known)} modules)")
-    return flat
+    from actviz.core.tree import resolve_layers
+
+    return resolve_layers(session.model, flat)  # ValueError with close matches
