@@ -21,11 +21,6 @@ def start_folder(preferred: str | Path | None = None) -> str:
     return str(Path.home())
 
 
-def start_path(name: str, preferred: str | Path | None = None) -> str:
-    """A save dialog's starting file: ``name`` in :func:`start_folder` (unless absolute)."""
-    return name if Path(name).is_absolute() else str(Path(start_folder(preferred)) / name)
-
-
 def remember(path: str) -> str:
     """The user chose ``path`` (a file or a folder) in a dialog: the next starts there."""
     global _last
@@ -41,8 +36,9 @@ def open_file(parent: QWidget, title: str, filters: str, start: str | Path | Non
 
 
 def save_file(parent: QWidget, title: str, name: str, filters: str) -> str:
-    """A file to write, the dialog at :func:`start_path` (``name``)."""
-    return remember(QFileDialog.getSaveFileName(parent, title, start_path(name), filters)[0])
+    """A file to write, the dialog at ``name`` in :func:`start_folder` (unless absolute)."""
+    start = name if Path(name).is_absolute() else str(Path(start_folder()) / name)
+    return remember(QFileDialog.getSaveFileName(parent, title, start, filters)[0])
 
 
 def open_folder(parent: QWidget, title: str, start: str | Path | None = None) -> str:
