@@ -28,7 +28,7 @@ ACTIONS: dict[str, tuple[float, str | None, dict[str, Any]]] = {
     "tile_menu": (3.0, None, {}),  # right click a tile, click an item of its menu (Ablate)
     "tree_menu": (1.5, None, {}),  # right click a module tree row, an item (tick all Conv2d)
     "bar_click": (1.5, None, {}),  # click a bar of "Channels that matter" (opens its channel)
-    "sort": (1.0, None, {}),  # click "Sort the panels' tiles by effect" (or the mark box)
+    "sort": (1.0, None, {}),  # click "Sort tiles by effect" (or the mark box)
     "key": (3.0, None, {}),  # Esc, Ctrl+R, Ctrl+P, or a step key in the channel view
     "close_channel": (1.0, None, {}),  # click the channel view's close button
     "menu": (2.0, None, {}),  # trigger an enabled action of the menu bar
@@ -223,7 +223,7 @@ class UserActions:
         if (dock := self._show_dock("ChannelsThatMatterDock")) is None:
             return "sort (no dock)"
         boxes = {b.text(): b for b in dock.findChildren(QtWidgets.QCheckBox) if b.isEnabled()}
-        sort = "Sort the panels' tiles by effect"
+        sort = "Sort tiles by effect"
         if sort in boxes and "box" not in p and _r(p, 1) < 0.7:
             p["box"] = sort  # the one that reorders every panel: most of the time
         if (text := choose(p, "box", sorted(boxes), 0)) is None:

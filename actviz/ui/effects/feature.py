@@ -7,8 +7,8 @@ import math
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QSize, Qt
-from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
+from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea, QWidget
 
 from actviz.analysis.concepts import layer_effects as units
 from actviz.analysis.effects.effect_results import DEFAULT_VERIFY, effects_chart
@@ -40,13 +40,30 @@ INTERRUPTED = "A new run replaced the verification: press Verify again (live mod
 
 
 class _DockScroll(QScrollArea):
-    """Asks for room for the controls and a layer (stacked docks share height by size hints)."""
+    """Asks for room for the controls and a layer (stacked docks share height by size hints),
+    and is never narrower than its content (its least width follows the sections made)."""
+
+    _least = 0
+
+    def setWidget(self, widget: QWidget) -> None:  # noqa: N802 - Qt name
+        super().setWidget(widget)
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
+        if event.type() == QEvent.Type.LayoutRequest and watched is self.widget():
+            if (least := self.minimumSizeHint().width()) != self._least:
+                self._least = least
+                self.updateGeometry()  # the dock's least width follows
+        return super().eventFilter(watched, event)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
         return QSize(PREFERRED_WIDTH, PREFERRED_HEIGHT)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt name
-        return QSize(super().minimumSizeHint().width(), MIN_HEIGHT)
+        # Never narrower than its content (no scrolling sideways: a narrower dock cut it).
+        content = self.widget().minimumSizeHint().width() + 2 * self.frameWidth()
+        content += self.verticalScrollBar().sizeHint().width()
+        return QSize(max(super().minimumSizeHint().width(), content), MIN_HEIGHT)
 
 
 class PanelMarks:

@@ -232,6 +232,9 @@ class EffectsSection(QtWidgets.QWidget):
 class EffectsView(QtWidgets.QWidget, StepsAndLine):
     """The dock's content: controls, progress, a message and one section per layer."""
 
+    # Verify or Cancel, not both: the row fits a narrow dock.
+    hide_run_when_busy = hide_cancel_when_idle = True
+
     verify_requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
     top_changed = QtCore.Signal(int)
@@ -257,19 +260,19 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         )
         self.verify_button.clicked.connect(self.verify_requested.emit)
         controls.addWidget(self.verify_button)
-        self.cancel_button = QtWidgets.QPushButton("Cancel", enabled=False)
+        self.cancel_button = QtWidgets.QPushButton("Cancel", visible=False)
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         controls.addWidget(self.cancel_button)
         controls.addStretch(1)
         outer.addLayout(controls)
-        self.mark_check = QtWidgets.QCheckBox("Mark the top channels in the layer panels")
+        self.mark_check = QtWidgets.QCheckBox("Mark the top channels")
         self.mark_check.setToolTip(
             "Outline each layer's top channels on its mosaic and turn it to the page holding "
             "the first (a right click on one then edits them all)"
         )
         self.mark_check.toggled.connect(self.mark_toggled.emit)
         outer.addWidget(self.mark_check)
-        self.sort_check = QtWidgets.QCheckBox("Sort the panels' tiles by effect")
+        self.sort_check = QtWidgets.QCheckBox("Sort tiles by effect")
         self.sort_check.setToolTip(
             "Order each layer's tiles by |estimated effect|, largest first, so its first page "
             "holds the channels that matter (each tile keeps its channel number; the page "
@@ -277,6 +280,10 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         )
         self.sort_check.toggled.connect(self.sort_toggled.emit)
         outer.addWidget(self.sort_check)
+        for box in (self.mark_check, self.sort_check):  # as wide as their text: all of it clicks
+            box.setSizePolicy(
+                QtWidgets.QSizePolicy.Policy.Maximum, box.sizePolicy().verticalPolicy()
+            )
         self.progress = ProgressBar(visible=False)
         outer.addWidget(self.progress)
         self.message = QtWidgets.QLabel(wordWrap=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PySide6.QtCore import Qt
 
 from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
 from actviz.ui.effects.view import BarRow
@@ -75,7 +76,7 @@ def test_verify_shows_the_exact_effects(actviz_window):
     win, model, result, feature = _tiny_with_effects(actviz_window)
     expected = verify(model, estimate_from_capture(model, result.capture, LAYERS), channels=16)
     assert feature.verify()
-    assert feature.is_busy() and not feature.view.verify_button.isEnabled()
+    assert feature.is_busy() and not feature.view.verify_button.isVisible()  # Cancel instead
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
     eff = feature.effects
     assert eff.method == "exact"
@@ -99,7 +100,7 @@ def test_cancel_stops_the_verification(actviz_window):
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
     assert feature.effects.method == "estimate"
     assert "cancelled" in feature.view.message.text()
-    assert feature.view.verify_button.isEnabled()
+    assert feature.view.verify_button.isVisible() and feature.view.verify_button.isEnabled()
 
 
 def test_ablate_top_three_changes_the_prediction(actviz_window):
@@ -229,3 +230,43 @@ def test_opened_before_any_run_the_dock_says_what_to_do_not_an_error(actviz_wind
     assert win.effects.feature.effects is not None
     assert line.text().startswith("target: top-1 logit (class 2)")
     assert "color" not in line.styleSheet()
+
+
+@pytest.mark.parametrize("size", [(1024, 640), (1280, 720)])
+def test_the_dock_content_fits_its_width_idle_and_verifying(actviz_window, resnet, size):
+    """Dragged as narrow as it goes (at 1024x640 beside the channel view it was ~250 px), the
+    dock's check boxes and Cancel ran past its right edge (cut, no way to scroll sideways), and
+    every wrapped line under them was cut at that wider width too."""
+    from PySide6.QtWidgets import QAbstractButton, QLabel
+
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    # ResNet-18's verification (16 ablations a layer) lasts while its busy row is looked at.
+    win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4"], size=size)
+    win.run_and_wait()
+    win.effects.open()
+    feature = win.effects.feature
+    view, viewport = feature.view, feature.dock.widget().viewport()
+    win.window.resizeDocks([feature.dock], [120], Qt.Orientation.Horizontal)  # a user's drag
+    win.settle()
+    assert feature.dock.width() < 260
+
+    def fits(settle: bool = True) -> None:
+        win.settle() if settle else win.qtbot.wait(30)  # (laid out, the job still running)
+        assert view.width() <= viewport.width()
+        for widget in [*view.findChildren(QAbstractButton), *view.findChildren(QLabel)]:
+            if widget.isVisible():
+                right = widget.mapTo(viewport, widget.rect().topRight()).x()
+                assert right <= viewport.width(), widget.text()
+                if isinstance(widget, QAbstractButton) and widget.text():
+                    assert widget.width() >= widget.sizeHint().width(), widget.text()
+
+    fits()
+    assert not view.cancel_button.isVisible()
+    win.qtbot.mouseClick(view.verify_button, Qt.MouseButton.LeftButton)
+    # Cancel takes the Verify button's place while it runs.
+    assert view.cancel_button.isVisible() and not view.verify_button.isVisible()
+    fits(settle=False)
+    assert feature.is_busy()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert view.verify_button.isVisible() and not view.cancel_button.isVisible()
+    fits()

@@ -261,7 +261,7 @@ BUG1_STEPS = [
     ("resize", {"size": "1360x820", "settle": True}),
     ("tree_menu", {"row": "conv1", "items": ["Tick all Conv2d modules"], "settle": True}),
     ("wait", {}),
-    ("sort", {"box": "Sort the panels' tiles by effect", "settle": True}),
+    ("sort", {"box": "Sort tiles by effect", "settle": True}),
     ("wait", {}),
     ("tile_menu", {"layer": "layer4.1.conv2", "r": [0, 0, 0, 0.1], "settle": True}),
     ("wait", {}),
