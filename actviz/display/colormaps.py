@@ -93,14 +93,18 @@ def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> n
 
 def heat_levels(heat: np.ndarray, *, symmetric: bool = False) -> tuple[float, float]:
     """Display levels of a picture's values (window and export alike): ``[-M, M]`` of the
-    largest finite magnitude when ``symmetric`` (a diverging map), else the finite min..max."""
+    largest finite magnitude when ``symmetric`` (a diverging map), else the finite min..max.
+    A constant ``c`` other than 0 sits mid-scale on ``[0, 2c]`` (``[2c, 0]``), as the mosaics
+    paint it: the bottom colour reads as "no signal"."""
     if (finite := heat[np.isfinite(heat)]).size == 0:
         return (0.0, 1.0)
     if symmetric:
         m = float(np.abs(finite).max()) or 1.0
         return (-m, m)
     low, high = float(finite.min()), float(finite.max())
-    return (low, high) if high > low else (low, low + 1.0)
+    if high > low:
+        return (low, high)
+    return (min(0.0, 2 * low), max(0.0, 2 * low)) if low else (0.0, 1.0)
 
 
 def paint(

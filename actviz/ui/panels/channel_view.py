@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +76,7 @@ class ImageColumn(QtWidgets.QWidget):
         row.addWidget(self.low, 1)
         row.addWidget(style.caption_label("to"))
         row.addWidget(self.high, 1)
-        self._auto = (0.0, 1.0)
+        self._auto = self._levels = self._shown = (0.0, 1.0)
         back = "Back to the channel's own range"
         self.auto_button = style.tool_button("auto", back, self._show_auto, raised=False)
         self.auto_button.clicked.connect(self._on_edited)
@@ -93,17 +94,26 @@ class ImageColumn(QtWidgets.QWidget):
         return spin
 
     def _show_auto(self) -> None:
+        low, high = self._auto
+        # Four digits of the range (at 6 decimals a 1e-7 gradient read, and drew, 0 to 0).
+        decimals = min(12, max(3, 3 - math.floor(math.log10(abs(high - low) or 1.0))))
         for spin, value in zip((self.low, self.high), self._auto, strict=True):
             with QtCore.QSignalBlocker(spin):
+                spin.setDecimals(decimals)
                 spin.setValue(float(value))
+        # Drawn on the exact levels; the boxes show them rounded.
+        self._levels, self._shown = self._auto, (self.low.value(), self.high.value())
 
     def levels(self) -> tuple[float, float]:
-        return float(self.low.value()), float(self.high.value())
+        return self._levels
 
     def _on_edited(self, *_args: object) -> None:
-        low, high = self.levels()
-        if high > low:
-            self.redraw()
+        typed = (float(self.low.value()), float(self.high.value()))
+        if typed != self._shown:  # typed in: those levels (else the exact ones stay)
+            if typed[1] <= typed[0]:
+                return
+            self._levels = self._shown = typed
+        self.redraw()
 
     def set_data(self, data: np.ndarray | None, *, symmetric: bool = False) -> None:
         """Show ``data`` on its own range (about 0 when ``symmetric``); None clears."""

@@ -199,3 +199,23 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     np.testing.assert_array_equal(
         view.gradient, window.session.result.layers["layer2"].grad_view.data[6]
     )
+
+
+def test_a_tiny_gradient_is_drawn_and_read_on_its_own_range(qtbot):
+    """A deep layer's |gradient| of 1e-7: the level boxes (6 decimals) read 0 to 0 and the
+    image was drawn on those rounded levels, all one colour."""
+    from actviz.ui.panels.channel_view import ImageColumn
+
+    column = ImageColumn("|gradient|", lambda: "inferno")
+    qtbot.addWidget(column)
+    data = np.linspace(0.0, 3e-7, 16, dtype=np.float32).reshape(4, 4)
+    column.set_data(data)
+    assert column.levels() == (0.0, pytest.approx(3e-7, rel=1e-6))
+    assert column.high.text() == "0.0000003000"  # four digits of the range
+    drawn = column.canvas.image.image
+    assert drawn.min() == 0 and drawn.max() >= 250  # the whole colour map, not one colour
+    # Typed levels are used as typed; "auto" brings back the exact range.
+    column.high.setValue(1.5e-7)
+    assert column.levels() == (0.0, pytest.approx(1.5e-7))
+    column.auto_button.click()
+    assert column.levels() == (0.0, pytest.approx(3e-7, rel=1e-6))

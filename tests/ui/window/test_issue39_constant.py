@@ -5,7 +5,9 @@ the bottom colour that reads as "no gradient"; a layer of class scores names its
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
+from PySide6.QtCore import QPoint, Qt
 
 from actviz.display.colormaps import table
 from tests.ui.tiny_models import TinyCNN
@@ -55,3 +57,35 @@ def test_the_class_scores_bars_name_their_classes(actviz_window):
     assert class_units((1, 5), (1, 5), CLASSES) == tuple(CLASSES)
     assert class_units((1, 6), (1, 5), CLASSES) is None
     assert class_units((1, 5, 2), (1, 5, 2), CLASSES) is None
+
+
+def test_the_channel_view_paints_a_constant_gradient_mid_scale_as_the_panel_does(actviz_window):
+    """The panels painted a constant |gradient| mid-scale, the channel view (and exports, by
+    the same levels) at the bottom colour on a made-up 1-wide range: "no gradient" again."""
+    from actviz.display.colormaps import heat_levels
+    from actviz.testing.driver import painted_pixels
+
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "conv2"])
+    result = win.run_and_wait()
+    value = float(result.capture["conv2"].grad[0, 3].abs().flatten()[0])
+    slot = win.reveal("conv2").activation_slot
+    y0, x0 = slot.mosaic.tile_origin(3)
+    point = slot.image_canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
+    canvas = slot.image_canvas.viewport()
+    win.qtbot.mouseClick(canvas, Qt.MouseButton.LeftButton, pos=QPoint(point))  # opens ch 3
+    view = win.window.display.channel_view
+    win.qtbot.waitUntil(lambda: view.gradient is not None, timeout=10_000)
+    win.settle()
+    column = view._grad_box  # noqa: SLF001 - the gradient column's own canvas
+    low, high = column.levels()
+    assert low == 0.0 and high == pytest.approx(2 * value, rel=1e-6)  # the value mid-scale
+    pixels = painted_pixels(column.canvas)
+    inside = pixels[pixels[..., 3] == 255][:, :3]
+    mid, bottom = table("inferno")[128], table("inferno")[0]
+    assert len(inside) and np.all(np.abs(inside.astype(int) - mid).max(axis=1) <= 2)
+    assert not np.any(np.all(inside == bottom, axis=1))
+    # The shared rule: a constant c is mid-scale on [0, 2c] ([2c, 0] below 0); 0 stays 0..1.
+    assert heat_levels(np.full((2, 2), 0.25)) == (0.0, 0.5)
+    assert heat_levels(np.full((2, 2), -2.0)) == (-4.0, 0.0)
+    assert heat_levels(np.zeros((2, 2))) == (0.0, 1.0)
