@@ -155,8 +155,8 @@ def _label_cut(label: QLabel) -> str:
     text = label.text()
     room = label.contentsRect().width() - 2 * label.margin()
     if isinstance(label, ElidedLabel):
-        if (shown := label.shown_text()) == text:
-            return ""
+        if (shown := label.shown_text()) == text or shown.split() == text.split():
+            return ""  # (runs of spaces closed up: nothing of the text is lost)
         # The tooltip is set at the paint: a label scrolled out of view has none yet.
         painted = not label.visibleRegion().isEmpty()
         if painted and not label.toolTip():

@@ -196,7 +196,9 @@ class ChannelView(PanelBase):
             canvas.hover_left.connect(self._show_summary)
             canvas.installEventFilter(self)
         self.installEventFilter(self)
-        self.setMinimumSize(320, 240)
+        # The least width less a scroll bar's (the window scrolls it; 320 px with the bar); no
+        # least height below its rows'.
+        self.setMinimumWidth(306)
         # The layout check holds the view to using its room for its images.
         self.setProperty("layoutFill", True)
         self.clear()

@@ -99,7 +99,11 @@ class Centre:
         box = self.channel_box = QWidget()
         self.channel_view = ChannelView()  # its own title, step buttons and close button
         self.channel_view.close_requested.connect(lambda: box.setVisible(False))
-        style.bare_box(box, vertical=True).addWidget(self.channel_view, 1)
+        # Crowded (a scan's top images, "What it wants"), it scrolls: squeezed, rows overlapped.
+        area = style.scroll_area(self.channel_view, frameless=True, wrap=True)
+        bar = area.verticalScrollBar().sizeHint().width()
+        area.setMinimumWidth(self.channel_view.minimumWidth() + bar)
+        style.bare_box(box, vertical=True).addWidget(area, 1)
         splitter.addWidget(box)
         splitter.setChildrenCollapsible(False)
         splitter.setStretchFactor(0, 2)

@@ -44,6 +44,7 @@ def _channel_opened(actviz_window, resnet, name: str, channel: int):
     win = actviz_window(resnet, noise_picture(), LAYERS)
     win.run_and_wait()
     _open_by_click(win.qtbot, win.window, name, channel)
+    win.settle()  # laid out as the user sees it (its column scrolls: laid out a turn later)
     return win, win.window.centre.channel_view
 
 
