@@ -231,15 +231,14 @@ class ExportActions:
             request.succeeded = False
         self._export_request = None
 
-    def _settle_export(self, request: ExportRequest, succeeded: bool) -> ExportRequest | None:
+    def _settle_export(self, request: ExportRequest, succeeded: bool) -> bool:
         if request is not self._export_request:
-            return None
-        self._export_request = None
-        request.succeeded = succeeded
-        return request
+            return False
+        self._export_request, request.succeeded = None, succeeded
+        return True
 
     def _on_export_finished(self, request: ExportRequest, paths: list[Path]) -> None:
-        if self._settle_export(request, True) is None:
+        if not self._settle_export(request, True):
             return
         self.last_export = list(paths)
         self.window.host.clear_messages(BANNER_SOURCE)  # an earlier export's failure is over
@@ -248,7 +247,7 @@ class ExportActions:
 
     def _on_export_failed(self, request: ExportRequest, error: BaseException | None) -> None:
         """The export failed (``error``) or was cancelled (None)."""
-        if self._settle_export(request, False) is None:
+        if not self._settle_export(request, False):
             return
         text = "Export cancelled; the files written so far stay."
         if error is not None:

@@ -130,8 +130,7 @@ class RunControl:
     def _on_debounce_timeout(self) -> None:
         if self.window.files.inputs.request is not None:
             self._run_due = True  # the input being opened will start it
-            return
-        if self.auto_run and self.session.can_run():
+        elif self.auto_run and self.session.can_run():
             self.run()
 
     def _on_input_list_toggled(self, as_list: bool) -> None:
