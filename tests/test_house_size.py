@@ -156,7 +156,11 @@ LATER_CAPABILITIES = (
 # +35 on 2026-12-05 afternoon (net): a label measures only the text its width shows (#37, +17);
 # a new layer's first result paged for its panel's width in the worker (#37, #39, +24); three
 # one-line cuts (-6, #38).
-TODAYS_FEATURES_LINES = 45_044
+# -246 on 2026-12-05 evening (net): live mode in fewer modules, panels and display simpler, the
+# Session derives from its settings, ChannelPages and the Overview's display in ResultDisplay
+# (-315, #38); docks fit their content's height and width, constants mid-scale, the channel
+# view scrolls (+69, #39).
+TODAYS_FEATURES_LINES = 44_798
 
 
 def todays_feature_lines() -> int:
