@@ -77,7 +77,10 @@ class PageVisualiser(QObject):
             self.dock,
             failed="Could not visualise",
             status="Visualising channels",
-            cancelled=self._cancelled_text,
+            cancelled=lambda: (
+                f"Cancelled ({len(self.dock.mosaic.filled())} of "
+                f"{_count(len(self.channels))} done)."
+            ),
             log_as="visualising channels",
             on_finished=self._on_finished,
             worker=self.worker,
@@ -126,7 +129,9 @@ class PageVisualiser(QObject):
         self.dock.set_message(text)
         self.job.progress = (0, 0)
         # A copy already asked for starts this page when made.
-        self.copy.get(self._start, self.job.copy_failed)
+        self.copy.get(
+            lambda twin: self._run(self.copy.engine_model(twin), True), self.job.copy_failed
+        )
         self.host.refresh_busy("Visualising channels…")
         return True
 
@@ -186,9 +191,7 @@ class PageVisualiser(QObject):
         """Another model: stop, drop the copy and the tiles."""
         self.job.drop()
         self.copy.forget()
-        self._parts = []
-        self.layer, self.total = "", 0
-        self.channels: tuple[int, ...] = ()
+        self._parts, self.layer, self.total, self.channels = [], "", 0, ()
         self.dock.set_busy(False)
         self.dock.set_page("", ())
         self.dock.set_message("")
@@ -263,9 +266,6 @@ class PageVisualiser(QObject):
     def _mosaic(self, layer: str) -> Any:
         result = self.host.result
         return getattr(result.layers.get(layer) if result is not None else None, "mosaic", None)
-
-    def _start(self, twin: Any) -> None:
-        self._run(self.copy.engine_model(twin), True)
 
     def _run(self, target: Any, compute: bool) -> None:
         """The page's job: the cached pictures, then (``compute``) the others made on ``target``,
@@ -353,9 +353,6 @@ class PageVisualiser(QObject):
                 else "Not synthesised yet: press Visualise to synthesise what "
                 + ("this channel wants." if n == 1 else f"these {n} channels want.")
             )
-
-    def _cancelled_text(self) -> str:
-        return f"Cancelled ({len(self.dock.mosaic.filled())} of {_count(len(self.channels))} done)."
 
     def _on_dock_toggled(self, shown: bool) -> None:
         # Closed, it stops (minutes of unseen CPU otherwise); tiles done stay, Visualise resumes.
