@@ -20,12 +20,13 @@ from actviz.io.errors import InputError
 from actviz.io.input_files import _is_pil_image
 from actviz.io.input_tensors import (
     _TENSOR_FORMATS,
+    ExpectedInput,
     _fit_tensor,
     _from_image,
     _open_image,
     _read_tensor_file,
+    expected_input,
 )
-from actviz.io.loaded_input import ExpectedInput, expected_input
 from actviz.io.models.checkpoints import sniff_format
 
 #: File suffixes a folder scan picks up (case-insensitive).

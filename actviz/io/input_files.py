@@ -20,8 +20,7 @@ from actviz.display.logit_lens import token_texts
 from actviz.io import input_tensors as tensors
 from actviz.io.errors import InputError, ModelFileAsInputError
 from actviz.io.input_tensors import RANDOM_SEED as RANDOM_SEED  # re-exported: its old home
-from actviz.io.input_tensors import _from_image, _open_image
-from actviz.io.loaded_input import ExpectedInput, LoadedInput, expected_input, reads_text
+from actviz.io.input_tensors import ExpectedInput, LoadedInput, expected_input, reads_text
 from actviz.io.models.checkpoints import FileFormat, one_line, sniff_format
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,7 +106,7 @@ def _open_value(
         )
     if _is_pil_image(source):
         _check_takes_images("<image>", loaded_model)
-        return _from_image(source, "<image>", exp, transforms, size)
+        return tensors._from_image(source, "<image>", exp, transforms, size)
     if not isinstance(source, (str, os.PathLike)):
         raise InputError(f"{source!r}: not an input (give a file path, 'random:...' or a tensor)")
 
@@ -134,9 +133,9 @@ def _open_value(
             f"{src}: is a model file ({fmt}), not an input; open it as the model "
             "(File > Open model…, or --model on the command line)"
         )
-    image = _open_image(path, src)
+    image = tensors._open_image(path, src)
     _check_takes_images(src, loaded_model)
-    return _from_image(image, src, exp, transforms, size)
+    return tensors._from_image(image, src, exp, transforms, size)
 
 
 def _check_takes_images(src: str, loaded_model: LoadedModel | None) -> None:

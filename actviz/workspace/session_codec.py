@@ -21,9 +21,9 @@ from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
 from actviz.io.export.reproduce import EDIT_VALUES, absolute_source, edit_fields
-from actviz.io.loaded_input import LoadedInput
+from actviz.io.input_tensors import LoadedInput
 
-#: An input as a session keeps it: a :class:`~actviz.io.loaded_input.LoadedInput`.
+#: An input as a session keeps it: a :class:`~actviz.io.input_tensors.LoadedInput`.
 InputSource = LoadedInput
 
 

@@ -27,7 +27,7 @@ from actviz.workspace.session_codec import InputSource, input_source_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.data.scan_result import Scan
-    from actviz.io.loaded_input import LoadedInput
+    from actviz.io.input_tensors import LoadedInput
     from actviz.io.models.loaded_model import LoadedModel
     from actviz.workspace.attached_concepts import AttachedConcepts
 

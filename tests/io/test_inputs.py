@@ -481,7 +481,7 @@ def test_expected_input_of_torchscript_model():
 
 
 def test_an_image_gone_since_it_was_chosen_is_no_such_file_not_damaged(tmp_path):
-    from actviz.io.input_files import _open_image
+    from actviz.io.input_tensors import _open_image
 
     with pytest.raises(InputError, match=r"gone\.png: no such file$"):
         _open_image(tmp_path / "gone.png", "gone.png")

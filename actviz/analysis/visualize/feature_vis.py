@@ -211,7 +211,7 @@ def fixed_size(model: nn.Module, loaded: Any) -> tuple[int, int] | None:
 
 def check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torch.dtype]:
     """Refuse what cannot take an RGB float image; the device and dtype to feed it."""
-    from actviz.io.loaded_input import expected_input, reads_text
+    from actviz.io.input_tensors import expected_input, reads_text
 
     if reads_text(loaded):
         raise VisualizeError(
