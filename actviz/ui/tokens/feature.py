@@ -52,7 +52,7 @@ class AttentionPanel(PanelBase):
         self.sample = 0
         self.tokens: tuple[str, ...] | None = None
         self.layout_info: SequenceLayout | None = None
-        self.layer_combo.currentIndexChanged.connect(self._on_layer_changed)
+        self.layer_combo.currentIndexChanged.connect(lambda _index: self._fill_heads())
         self.head_combo.currentIndexChanged.connect(self._show)
         self.canvas.hovered.connect(self._on_canvas_hovered)
         self.clear()
@@ -75,7 +75,6 @@ class AttentionPanel(PanelBase):
         layer, head = self.layer_combo.currentText(), self.head_combo.currentIndex()
         refill_combo(self.layer_combo, maps.layers, layer)
         self._fill_heads(head)
-        self._show()
 
     def current_layer(self) -> str | None:
         return self.layer_combo.currentText() or None
@@ -83,15 +82,14 @@ class AttentionPanel(PanelBase):
     def set_layer(self, name: str) -> None:
         self.layer_combo.setCurrentIndex(self.layer_combo.findText(name))
 
-    def _fill_heads(self, keep: int) -> None:
+    def _fill_heads(self, keep: int | None = None) -> None:
+        """The layer's heads (``keep``: the one chosen, default the head chosen now), shown."""
         name = self.current_layer()
         if self.maps is None or name is None:
             return
         heads = self.maps.heads(name, self.sample).shape[0]
+        keep = self.head_combo.currentIndex() if keep is None else keep
         refill_combo(self.head_combo, [MEAN, *[f"head {h}" for h in range(heads)]], keep)
-
-    def _on_layer_changed(self, _index: int) -> None:
-        self._fill_heads(self.head_combo.currentIndex())
         self._show()
 
     def _show(self, *_args: object) -> None:
