@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from actviz.analysis.visualize import objectives
+from actviz.analysis.visualize import visualization
 from actviz.analysis.visualize.image_param import ImageParam, RobustTransforms, sample_seed
 from actviz.analysis.visualize.visualization import Visualization, VisualizeError, VisualizeSettings
 from actviz.core.capture import resolve_layers
@@ -96,7 +96,7 @@ def visualize(
         raise VisualizeError("no channels to visualise")
     if len(set(keys)) != len(keys):
         raise VisualizeError("channels repeat; each channel gives one image")
-    obj = objectives.make_objective(settings.objective, target, module, settings.negative)
+    obj = visualization.make_objective(settings.objective, target, module, settings.negative)
     norm = model_normalisation(loaded, settings.mean, settings.std)
     record = settings.record(obj.name, norm)
     # Objectives without channels (and one direction) repeat the same objective per key.
@@ -161,7 +161,7 @@ def layer_channels(
         _, out = probe_input(
             runner, lambda x: x.to(dtype), settings, fixed_size(net, loaded), device
         )
-    return int(objectives.channels_first(out, module).shape[1])
+    return int(visualization.channels_first(out, module).shape[1])
 
 
 def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
@@ -262,7 +262,7 @@ def optimise_images(
     module: nn.Module | None,
     layer: str,
     keys: list[int],
-    obj: objectives.Objective,
+    obj: visualization.Objective,
     settings: VisualizeSettings,
     chunk: int,
     device: torch.device,
@@ -292,7 +292,7 @@ def optimise_images(
         torch.enable_grad(),  # also when the caller is inside no_grad
     ):
         fed, out = probe_input(runner, feed, settings, fixed_size(net, loaded), device)
-        objectives.check_keys(out, keys, obj, module, layer)
+        visualization.check_keys(out, keys, obj, module, layer)
         for start in range(0, len(keys), chunk):
             part = keys[start : start + chunk]
             seeds = [sample_seed(seed, k) for k in part]

@@ -22,8 +22,7 @@ import numpy as np
 from PIL import Image
 from torch import nn
 
-from actviz.analysis.visualize.objectives import key_ranges
-from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
+from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings, key_ranges
 from actviz.core.model_copy import weights_signature
 from actviz.data.cache import cache_root, weights_fingerprint
 from actviz.io.export.typeset import _INK, _font, safe_name, tile_sheet
