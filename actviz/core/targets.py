@@ -228,11 +228,8 @@ def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
         return out[0, k], k, f"top-1 logit (class {k})"
     if out.dim() == 2 and out.shape[1] > 0:
         top = out.detach().argmax(dim=1)
-        value = out.gather(1, top[:, None]).sum()
-        rows = out.shape[0]
-        desc = f"top-1 logit (class {int(top[0])})"
-        if rows > 1:
-            desc = f"top-1 logit of each of {rows} rows, summed (row 0: class {int(top[0])})"
+        value = out.gather(1, top[:, None]).sum()  # one row returned above: several here
+        desc = f"top-1 logit of each of {out.shape[0]} rows, summed (row 0: class {int(top[0])})"
         return value, int(top[0]), desc
     return out.sum(), None, f"sum of all {out.numel()} output elements"
 
