@@ -41,11 +41,6 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
 
 
-def is_model_folder(path: Path) -> bool:
-    """Whether ``path`` is a folder written by ``save_pretrained`` (it holds ``config.json``)."""
-    return path.is_dir() and (path / CONFIG_FILE).is_file()
-
-
 def looks_like_hub_id(text: str) -> bool:
     """Whether ``text`` has the form of a Hugging Face hub id (``org/name``) and transformers
     is installed to open one (without it, such a name is just a missing file)."""

@@ -145,7 +145,7 @@ def _open_source(
         return LoadedModel(model, "demo", "demo", "demo", classes, demo.demo_transform, size)
     path = Path(src)
     if path.is_dir():
-        if hf_models.is_model_folder(path):
+        if (path / hf_models.CONFIG_FILE).is_file():  # a save_pretrained folder
             return hf_models.open_hf(src, folder=path, trust=trust)
         found = sorted(p.name for p in path.iterdir() if p.suffix in _MODEL_SUFFIXES)[:5]
         hint = f" (model files in it: {', '.join(found)})" if found else ""
