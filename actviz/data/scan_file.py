@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from actviz.core.records import CaptureCancelled
-from actviz.data.atlas_vectors import frozen
+from actviz.data.atlas_map import frozen
 from actviz.data.receptive import _load, _square, receptive_field
 from actviz.data.rows import _block_rows, _note, _safe, open_rows
 from actviz.data.scan_result import ChannelStats, LayerResult, Scan

@@ -12,7 +12,7 @@ import numpy as np
 from actviz.core.recorder import format_bytes
 from actviz.core.records import CaptureTooLarge
 from actviz.data.accumulate import EMPTY_INDEX, LayerState
-from actviz.data.atlas_vectors import cosine_top, frozen, query_vector, row_norms
+from actviz.data.atlas_map import cosine_top, frozen, query_vector, row_norms
 
 #: Values :func:`_rows_with_vectors` checks at a time (4 MB of flags).
 _BLOCK_VALUES = 1 << 22

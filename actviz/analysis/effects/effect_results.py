@@ -21,7 +21,7 @@ from PIL import Image, ImageDraw
 
 from actviz.core.edit_kinds import source_output
 from actviz.core.records import Capture
-from actviz.data.atlas_vectors import frozen
+from actviz.data.atlas_map import frozen
 from actviz.data.scan_result import Scan
 from actviz.io.export.typeset import _BG, _INK, _fmt, _font, _text_w
 

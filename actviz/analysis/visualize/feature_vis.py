@@ -22,7 +22,7 @@ from actviz.core.capture import resolve_layers
 from actviz.core.guards import ModelState
 from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
 from actviz.core.structures import first_tensor
-from actviz.data.atlas_vectors import frozen
+from actviz.data.atlas_map import frozen
 from actviz.data.receptive import _Reached
 
 

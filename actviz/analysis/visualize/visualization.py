@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from actviz.core.edit_kinds import channel_dim
-from actviz.data.atlas_vectors import frozen
+from actviz.data.atlas_map import frozen
 from actviz.io.errors import ActvizError
 
 #: Objectives by name: a channel's mean, its centre neuron, the layer's mean square (DeepDream).
