@@ -195,8 +195,7 @@ class CompareView(QtWidgets.QWidget):
     def set_input_choices(self, sources: Sequence[str]) -> None:
         """Offer ``sources`` (samples, recent inputs) in the input B box; its text stays."""
         text = self.input_combo.currentText()
-        self.input_combo.clear()
-        self.input_combo.addItems(list(sources))
+        refill_combo(self.input_combo, sources)
         self.input_combo.setEditText(text)
 
     def set_model_text(self, text: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QMargins, QSize, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from actviz.ui.background_loads import format_eta
@@ -67,8 +67,7 @@ class DatasetDock(QDockWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Dataset", parent, objectName="datasetDock")
         body = QWidget()
-        layout = QVBoxLayout(body, spacing=4)
-        layout.setContentsMargins(4, 4, 4, 4)
+        layout = QVBoxLayout(body, spacing=4, contentsMargins=QMargins(4, 4, 4, 4))
         top = QHBoxLayout()
         self.summary_label = style.title_label("No dataset scanned", point_size=9)
         self.scan_button = QPushButton("Scan…")

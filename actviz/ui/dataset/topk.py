@@ -45,8 +45,7 @@ class TopKGrid(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QtWidgets.QVBoxLayout(self, spacing=1)
-        layout.setContentsMargins(0, 2, 0, 0)
+        layout = QtWidgets.QVBoxLayout(self, spacing=1, contentsMargins=QtCore.QMargins(0, 2, 0, 0))
         # One line cut with "…": it must not widen the channel view.
         self.caption = style.caption_text(lines=1)
         layout.addWidget(self.caption)

@@ -281,9 +281,7 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         self.sort_check.toggled.connect(self.sort_toggled.emit)
         outer.addWidget(self.sort_check)
         for box in (self.mark_check, self.sort_check):  # as wide as their text: all of it clicks
-            box.setSizePolicy(
-                QtWidgets.QSizePolicy.Policy.Maximum, box.sizePolicy().verticalPolicy()
-            )
+            box.setSizePolicy(_POLICY.Maximum, box.sizePolicy().verticalPolicy())
         self.progress = ProgressBar(visible=False)
         outer.addWidget(self.progress)
         self.message = QtWidgets.QLabel(wordWrap=True)

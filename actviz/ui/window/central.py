@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtCore import QMargins, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -130,9 +130,7 @@ class Centre:
             for index, share in enumerate(shares):
                 splitter.setStretchFactor(index, share)
         content = QWidget()
-        box = QVBoxLayout(content)
-        box.setContentsMargins(*[PAGE_MARGIN] * 4)
-        box.addWidget(rows)
+        QVBoxLayout(content, contentsMargins=QMargins(*[PAGE_MARGIN] * 4)).addWidget(rows)
         page = self.overview_tab = style.scroll_area(
             name="overviewPage", frameless=True, cls=_OverviewPage
         )
@@ -269,9 +267,7 @@ class MessageBanner(QFrame):
         self._details: dict[str, str] = {}
         #: The level whose icon is shown ("" while hidden).
         self.level = ""
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(6, 4, 4, 4)
-        layout.setSpacing(6)
+        layout = QHBoxLayout(self, spacing=6, contentsMargins=QMargins(6, 4, 4, 4))
         self.icon_label = QLabel()
         self.icon_label.setFixedSize(ICON_PX, ICON_PX)
         layout.addWidget(self.icon_label, 0, Qt.AlignmentFlag.AlignTop)
@@ -451,8 +447,7 @@ class WindowActions:
             "What the gradients are of: auto (top-1 logit), a class index, or a class name"
         )
         combo.addItem(AUTO_TARGET_TEXT)
-        completer = QCompleter(combo.model(), combo)
-        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer = QCompleter(combo.model(), combo, filterMode=Qt.MatchFlag.MatchContains)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
         combo.setCompleter(completer)

@@ -332,8 +332,7 @@ class OpenModelDialog(QDialog):
             self.arch_combo.removeItem(1)
         self.arch_combo.addItems(self._names)
         self.arch_combo.setEditText(text)
-        completer = QCompleter(self._names, self.arch_combo)
-        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer = QCompleter(self._names, self.arch_combo, filterMode=Qt.MatchFlag.MatchContains)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.arch_combo.setCompleter(completer)
 
