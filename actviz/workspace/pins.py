@@ -109,19 +109,16 @@ class PinBoard(Board[Pin]):
                 f"(a quarter of the {format_bytes(budget)} memory budget). "
                 "Unpin some results or raise the budget"
             )
-        pin = Pin(self.unique_label(label), result)
-        self._entries.append(pin)
-        self._changed()
-        return pin
-
-    def unique_label(self, label: str) -> str:
-        """``label``, or ``label (2)``, ``(3)``... when taken (session files name pins by label)."""
+        # A label taken gets " (2)", " (3)"...: session files name pins by label.
         taken = {p.label for p in self._entries}
         wanted, n = label, 1
         while wanted in taken:
             n += 1
             wanted = f"{label} ({n})"
-        return wanted
+        pin = Pin(wanted, result)
+        self._entries.append(pin)
+        self._changed()
+        return pin
 
     def unpin(self, pin: Pin) -> None:
         """Let ``pin``'s result go (freed unless the panels show it)."""
