@@ -388,10 +388,9 @@ def shape_text(t: Any) -> str:
 
 
 def model_summary(
-    page: Page, cap: Capture, model: Any, names: Sequence[str], model_name: str
+    page: Page, cap: Capture, module: Any, names: Sequence[str], model_name: str
 ) -> None:
     page.section("model", "Model")
-    module = getattr(model, "model", model)  # a LoadedModel or the module
     rows = [
         ("name", esc(model_name or (type(module).__name__ if module is not None else "(unknown)")))
     ]
