@@ -404,7 +404,10 @@ class LiveControls(QtWidgets.QDockWidget):
         sequence = c.source is not None and n > 1
         for w in (self.play_action, self.next_action, self.back_action, self.frame_slider):
             w.setEnabled(sequence)
-        self._set_frame(c.player.index, n, f"frame {c.player.index + 1}/{n}")
+        nothing = c.source is None and c.host.session.input is None  # no frame to count
+        self._set_frame(
+            c.player.index, n, "no input" if nothing else f"frame {c.player.index + 1}/{n}"
+        )
         self._on_controller_playing_changed(c.playing)
 
     def _on_controller_status_changed(self, status: LiveStatus) -> None:
@@ -439,6 +442,7 @@ class LiveControls(QtWidgets.QDockWidget):
     def _on_session_input_changed(self) -> None:
         if self.controller.source is None:
             self._show_still_input()
+            self._sync_transport()
 
     def perturbation_controls(self) -> tuple[QtWidgets.QWidget, ...]:
         """The widgets that set a perturbation (the patch, noise, brightness, contrast)."""
@@ -447,8 +451,10 @@ class LiveControls(QtWidgets.QDockWidget):
     def _sync_perturbation_enabled(self) -> None:
         """Without an image-like tensor in the input, the perturbations are off and say why."""
         c, session, tip = self.controller, self.controller.host.session, ""
+        if c.source is None and session.input is None:
+            tip = NO_INPUT_TEXT  # nothing to perturb yet
         # Sequences are pictures; the opened input may not be.
-        if (c.source is None or isinstance(c.source, StillFrame)) and session.input is not None:
+        elif (c.source is None or isinstance(c.source, StillFrame)) and session.input is not None:
             problem = session.input_problem()
             if problem or image_tensor(session.input.value) is None:
                 tip = problem or NO_PERTURBATION_TEXT
@@ -463,6 +469,7 @@ class LiveControls(QtWidgets.QDockWidget):
         if c.source is not None or inp is None:
             if inp is None and c.source is None:
                 self.pad.set_image(None, NO_INPUT_TEXT)
+                self._sync_perturbation_enabled()
             return
         self._sync_perturbation_enabled()
         value, image = c.perturbation.apply(inp.value, inp.image)

@@ -81,12 +81,18 @@ def test_pad_says_why_it_has_no_picture_and_shows_it_again(qtbot, actviz_window,
     window = win.window
     dock = win.open_dock("Live")
     pad = dock.pad
-    # Before any input: why it is empty and what to do.
+    # Before any input: why it is empty and what to do; nothing to perturb or count yet.
     _says(pad, NO_INPUT_TEXT)
+    controls = dock.perturbation_controls()
+    assert not any(c.isEnabled() for c in controls)
+    assert {c.toolTip() for c in controls} == {NO_INPUT_TEXT}
+    assert dock.frame_label.text() == "no input"
 
     _open_demo(qtbot, window)
     win.run_and_wait()
     _shows(pad, window.session.input.image)
+    assert all(c.isEnabled() for c in controls) and NO_INPUT_TEXT not in dock.noise_slider.toolTip()
+    assert dock.frame_label.text().startswith("frame 1/1")
 
     # A random-init ResNet on a random image-shaped tensor: drawn as its frames and the Model
     # dock's preview draw it (min-max), so the occlusion patch has something to go over.
