@@ -96,7 +96,7 @@ class Mosaic:
         The values that map to 0 and 1 in ``image`` (nominal ``(0, 1)`` / ``(-1, 1)`` per channel).
     """
 
-    #: None until first read, then made from ``_norm`` (live frames paint ``indices`` only).
+    #: None until first read, then made from ``_tiles`` (live frames paint ``indices`` only).
     _image: np.ndarray | None = field(repr=False, compare=False)
     levels: tuple[float, float]
     value_range: tuple[float, float]
@@ -116,11 +116,15 @@ class Mosaic:
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
     order: ChannelOrder | None = None
     position: int = 0
-    _norm: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: ``(tiles (C, H*W), lo, mul, constant)`` the image is normalised from when read: the page's
+    #: values (a view of the layer's, mostly), not a float copy of the page held for nothing.
+    _tiles: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+    #: Whether the tiles are a copy of the mosaic's own (picked, downsampled), not the layer's.
+    _own_tiles: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self._image is None and self._norm is None:
-            raise ValueError("a Mosaic needs its image or its normalised tiles")
+        if self._image is None and self._tiles is None:
+            raise ValueError("a Mosaic needs its image or its tiles")
         if self._image is not None:
             _frozen(self._image)
         if self.indices is None:
@@ -130,19 +134,22 @@ class Mosaic:
     @property
     def image(self) -> np.ndarray:
         """The float image, made on first read when the mosaic was built straight to indices."""
-        if self._image is None:
+        if self._image is None and (tiles := self._tiles) is not None:  # (else made meanwhile)
             shape = _geometry(self.channels, self.tile_h, self.tile_w, self.pad)[2].shape
             image = np.full(shape, np.nan, np.float32)
-            _place(image, np.clip(self._norm, 0.0, 1.0), self.rows, self.cols, self.pad)
+            norm = _normalised(*tiles).reshape(self.channels, self.tile_h, self.tile_w)
+            _place(image, np.clip(norm, 0.0, 1.0), self.rows, self.cols, self.pad)
             object.__setattr__(self, "_image", _frozen(image))
-            object.__setattr__(self, "_norm", None)
+            object.__setattr__(self, "_tiles", None)  # nothing of the layer's kept
         return self._image  # type: ignore[return-value]
 
     @property
     def nbytes(self) -> int:
-        """Bytes held now (image or normalised tiles, and indices), without making the image."""
-        held = self._image if self._image is not None else self._norm
-        return int(held.nbytes) + (int(self.indices.nbytes) if self.indices is not None else 0)
+        """Bytes held now (the image, or tiles of its own, and indices), without making the image."""
+        tiles = self._tiles[0] if self._tiles is not None and self._own_tiles else None
+        held = self._image if self._image is not None else tiles
+        indices = self.indices.nbytes if self.indices is not None else 0
+        return int(held.nbytes if held is not None else 0) + int(indices)
 
     @property
     def last_channel(self) -> int:
@@ -440,16 +447,23 @@ def mosaic(
             constant = (span_c == 0) & (lo_c != 0)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
     rows, cols, blank = _geometry(c, h, w, pad)
-    # The float image is made from ``norm`` only when read; live frames need only the indices.
-    norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
-    norm *= mul[:, None]
-    if constant is not None and constant.any():  # constant but not 0: mid-scale, not "no signal"
-        norm += np.where(constant, 0.5, 0.0).astype(np.float32)[:, None]
-    norm = norm.reshape(c, h, w)  # clipped to [0, 1] where read (Mosaic.image, _indices_of)
+    own = not np.may_share_memory(shown, data)
+    if not own and shown.flags.writeable:  # a caller's array may change: the image is of now
+        shown, own = shown.copy(), True
+    # The float image is made from the tiles only when read; live frames need only the indices.
+    tiles = (
+        shown.reshape(c, -1),
+        lo,
+        mul,
+        constant if constant is not None and constant.any() else None,
+    )
     return Mosaic(
         _image=None,
-        indices=_indices_of(norm, rows, cols, pad, blank) if finite else None,
-        _norm=norm,
+        indices=_indices_of(_normalised(*tiles).reshape(c, h, w), rows, cols, pad, blank)
+        if finite
+        else None,
+        _tiles=tiles,
+        _own_tiles=own,
         levels=(0.0, 1.0),
         value_range=(lo_all, hi_all),
         rows=rows,
@@ -479,9 +493,22 @@ def _geometry(c: int, h: int, w: int, pad: int) -> tuple[int, int, np.ndarray]:
     return rows, cols, _frozen(np.full(shape, PAD_INDEX, np.uint8))
 
 
+def _normalised(
+    flat: np.ndarray, lo: np.ndarray, mul: np.ndarray, constant: np.ndarray | None
+) -> np.ndarray:
+    """``(C, H*W)`` tiles as ``(x - lo) * mul`` in float32, a constant non-zero tile mid-scale
+    (not "no signal"); not clipped (``Mosaic.image`` and :func:`_indices_of` clip)."""
+    norm = np.subtract(flat, lo[:, None], dtype=np.float32)
+    norm *= mul[:, None]
+    if constant is not None:
+        norm += np.where(constant, 0.5, 0.0).astype(np.float32)[:, None]
+    return norm
+
+
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int, blank: np.ndarray) -> np.ndarray:
-    """Exactly ``to_indices(image, (0, 1))``, clipped once scaled (1 maps to ``PAD_INDEX``)."""
-    work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
+    """Exactly ``to_indices(image, (0, 1))``, clipped once scaled (1 maps to ``PAD_INDEX``);
+    scales ``norm`` (a temporary) in place."""
+    work = np.multiply(norm, np.float32(PAD_INDEX), out=norm)
     work.clip(np.float32(0.0), np.float32(PAD_INDEX - 1), out=work)
     image = blank.copy()
     _place(image, work, rows, cols, pad)  # the float-to-uint8 cast truncates, as to_indices does

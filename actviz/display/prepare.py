@@ -106,6 +106,8 @@ def prepare_layer(
     kept = m is not None and (stand_in.shape, m.position, m.order, m.normalize, m.page_size)
     if stale := kept == (shape, first, order, spec.normalize, page):
         act_m, grad_m = m, stand_in.grad_mosaic if grad_view is not None else None
+        for kept_m in (act_m, grad_m):  # made from their tiles: an older capture may go
+            _ = kept_m.image if kept_m is not None else None
     else:
         act_m, grad_m = layer_mosaics(
             view,

@@ -241,3 +241,44 @@ def test_painted_indices_are_the_images_indices_bit_for_bit():
                 assert again.image.tobytes() == m.image.tobytes(), (name, options)
                 assert again.indices.tobytes() == m.indices.tobytes(), (name, options)
                 assert m.image.shape == m.indices.shape and not m.image.flags.writeable
+
+
+def test_a_mosaic_keeps_its_indices_and_the_layers_values_not_a_float_copy_of_its_page():
+    """A shown or pinned result holds its mosaics' indices; the float image is made from the
+    layer's own (read-only) values when read, and a caller's array changed later is not seen."""
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((12, 9, 9)).astype(F32)
+    data.setflags(write=False)  # as a layer view's data
+    m = mosaic(data, max_channels=8)
+    assert m.nbytes == m.indices.nbytes  # no (8, 9, 9) float32 copy held beside them
+    image = m.image
+    assert m.nbytes == image.nbytes + m.indices.nbytes
+    writable = rng.standard_normal((12, 9, 9)).astype(F32)
+    want = mosaic(writable.copy(), max_channels=8).image
+    later = mosaic(writable, max_channels=8)
+    writable[:] = 0.0
+    assert later.image.tobytes() == want.tobytes()
+
+
+def test_an_off_screen_layers_kept_mosaics_let_the_older_capture_go():
+    import gc
+
+    uses = getattr(torch._C, "_storage_Use_Count", None)
+    if uses is None:
+        pytest.skip("this torch cannot count a storage's users")
+    torch.manual_seed(0)
+    model = TinyCNN().eval()
+    layers = ["conv1", "conv2", "fc"]
+    spec = DisplaySpec(layers=tuple(layers))
+    first = prepare(capture(model, random_frames(1, 5), layers), spec, fast=True)
+    storages = [first.capture["conv2"].tensor.untyped_storage()]
+    storages.append(first.capture["conv2"].grad.untyped_storage())
+    cap = capture(model, random_frames(1, 6), layers)
+    live = prepare(cap, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
+    assert live.layers["conv2"].stale_mosaics
+    del first
+    gc.collect()
+    # The kept mosaics hold pictures of their own, not the older frame's values: only the
+    # handles here still use its storages.
+    assert [uses(s._cdata) for s in storages] == [1, 1]
+    assert live.layers["conv2"].mosaic.image.shape == live.layers["conv2"].mosaic.indices.shape

@@ -277,8 +277,11 @@ class FrameRunner:
                 "base": base,
                 "layers": layers,
                 "previous_shapes": result.output_shapes if result is not None else None,
-                # Only the mosaics, not the result: the previous capture must be free to go.
-                "previous_mosaics": reusable_mosaics(result) if visible is not None else None,
+                # Only the off-screen layers' mosaics, not the result: the previous capture must
+                # be free to go (a mosaic reads its layer's values until it is kept: prepare).
+                "previous_mosaics": None
+                if visible is None
+                else {n: m for n, m in reusable_mosaics(result).items() if n not in visible},
                 # Panels showing concepts (not channels) keep their last channel mosaics.
                 "visible": visible and {n for n in visible if not panels[n].tile_unit()},
                 # A hidden Overview waits for its tab: so do the frame's histogram, Grad-CAM
