@@ -13,9 +13,16 @@ from PySide6.QtCore import QObject, Qt
 
 from actviz.ui.background_loads import format_eta
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
-from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept, layer_figures
+from actviz.ui.dataset.dock import (
+    PREFERRED_WIDTH,
+    DatasetDock,
+    TopKGrid,
+    is_partial,
+    kept,
+    layer_figures,
+    source_name,
+)
 from actviz.ui.dataset.scans import DatasetScans
-from actviz.ui.dataset.topk import TopKGrid, source_name
 from actviz.ui.file_dialogs import open_folder
 from actviz.ui.host import FeatureBase, WindowHost, refill_combo
 from actviz.ui.panels import style

@@ -19,9 +19,14 @@ from actviz.display.colormaps import OVERLAY_CMAP, colorize
 from actviz.testing import assert_no_hooks
 from actviz.ui.dataset import scans as scans_module
 from actviz.ui.dataset.dialog import ScanSpec
-from actviz.ui.dataset.dock import format_eta, progress_text, skipped_text
+from actviz.ui.dataset.dock import (
+    HEAT_ALPHA,
+    format_eta,
+    progress_text,
+    skipped_text,
+    tile_pictures,
+)
 from actviz.ui.dataset.scans import eta_seconds, model_bytes
-from actviz.ui.dataset.topk import HEAT_ALPHA, tile_pictures
 from tests.ui.dataset.scan_folders import IMAGES, TIMEOUT_MS, Gate, write_folder
 
 LEFT = Qt.MouseButton.LeftButton
