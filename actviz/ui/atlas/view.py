@@ -421,9 +421,8 @@ class AtlasView(QtWidgets.QWidget):
 
 def _text_button(text: str, tip: str) -> QtWidgets.QToolButton:
     """A checkable button showing ``text``, as narrow as its text."""
-    button = QtWidgets.QToolButton(text=text, toolTip=tip, checkable=True)
-    button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-    return button
+    only = Qt.ToolButtonStyle.ToolButtonTextOnly
+    return QtWidgets.QToolButton(text=text, toolTip=tip, checkable=True, toolButtonStyle=only)
 
 
 def _wrapped(text: str, **properties: Any) -> QtWidgets.QLabel:

@@ -66,9 +66,8 @@ class DiffPainter(QObject):
 
     def clear(self) -> None:
         """Forget the comparison shown."""
-        self.outcome = None
+        self.outcome = self._reveal_name = None
         self.unpainted = set()
-        self._reveal_name = None
         self.pages.clear()
 
     def tab_shown(self) -> None:
