@@ -83,12 +83,19 @@ def layer_view(
 
 
 class LazyLayerView(LayerView):
-    """A :class:`LayerView` whose ``data`` is made on first read (off-screen live panels)."""
+    """A :class:`LayerView` whose ``data`` is made on first read; ``magnitude_of``: the signed
+    values whose magnitude it is (mosaics take ``|x|`` of a page from them, not of it all)."""
 
     def __init__(
-        self, kind: str, make: Callable[[], np.ndarray], shape: tuple[int, ...], description: str
+        self,
+        kind: str,
+        make: Callable[[], np.ndarray],
+        shape: tuple[int, ...],
+        description: str,
+        magnitude_of: np.ndarray | None = None,
     ) -> None:
         self.__dict__.update(kind=kind, shape=shape, description=description, _make=make)
+        self.__dict__["magnitude_of"] = magnitude_of
 
     @cached_property
     def data(self) -> np.ndarray:  # type: ignore[override]
@@ -99,8 +106,12 @@ class LazyLayerView(LayerView):
 
 
 def magnitude_view(view: LayerView) -> LayerView:
-    """The same view of ``|values|`` (a gradient's magnitude), same layout and description."""
-    return LayerView(view.kind, np.abs(view.data), view.shape, view.description)
+    """The same view of ``|values|`` (a gradient's magnitude), same layout and description,
+    made when read: a result that is not hovered or paged keeps no copy of the layer."""
+    values = view.data
+    return LazyLayerView(
+        view.kind, lambda: np.abs(values), view.shape, view.description, magnitude_of=values
+    )
 
 
 def class_units(

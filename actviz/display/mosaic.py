@@ -116,8 +116,8 @@ class Mosaic:
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
     order: ChannelOrder | None = None
     position: int = 0
-    #: ``(tiles (C, H*W), lo, mul, constant)`` the image is normalised from when read: the page's
-    #: values (a view of the layer's, mostly), not a float copy of the page held for nothing.
+    #: ``(tiles (C, H*W), lo, mul, constant, absolute)`` the image is normalised from when read:
+    #: the page's values (a view of the layer's, mostly), not a float copy of the page.
     _tiles: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
     #: Whether the tiles are a copy of the mosaic's own (picked, downsampled), not the layer's.
     _own_tiles: bool = field(default=False, repr=False, compare=False)
@@ -355,6 +355,7 @@ def mosaic(
     value_range: tuple[float, float] | None = None,
     symmetric: bool = False,
     order: ChannelOrder | None = None,
+    absolute: bool = False,
 ) -> Mosaic:
     """Tile a page of the channels of a ``(C, H, W)`` map into one normalised image.
 
@@ -376,6 +377,8 @@ def mosaic(
         Normalise about 0 over ``[-max|x|, +max|x|]`` (per channel or shared).
     order
         Tile in this order (``first_channel`` counts positions); ignored if it does not fit.
+    absolute
+        Tile ``|fmap|`` (a gradient's magnitude), taken of the page only.
     """
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
@@ -386,7 +389,9 @@ def mosaic(
     position = clamp_first_channel(first_channel, total if order is None else len(order.channels))
     stop = None if max_channels is None else position + max_channels
     picked = None if order is None else order.channels[position:stop]
-    shown = data[position:stop] if picked is None else data[list(picked)]
+    page = shown = data[position:stop] if picked is None else data[list(picked)]
+    if absolute:
+        shown = np.abs(page)
     first = position if picked is None else picked[0]
     if max_tile is None and max_pixels is not None:
         # From the layer's channels, not the page's: every page of a layer gets one scale.
@@ -419,7 +424,7 @@ def mosaic(
             lo_s, hi_s = lo_all, hi_all
         else:
             # The layer's range, not the page's: every page (and the export's) on one scale.
-            lo_s, hi_s = _layer_range(data)
+            lo_s, hi_s = _layer_range(np.abs(data) if absolute else data)
         if symmetric:
             bound = max(abs(lo_s), abs(hi_s)) or 1.0  # all zeros: mid-scale
             lo_s, hi_s = -bound, bound
@@ -447,22 +452,19 @@ def mosaic(
             constant = (span_c == 0) & (lo_c != 0)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
     rows, cols, blank = _geometry(c, h, w, pad)
-    own = not np.may_share_memory(shown, data)
-    if not own and shown.flags.writeable:  # a caller's array may change: the image is of now
-        shown, own = shown.copy(), True
     # The float image is made from the tiles only when read; live frames need only the indices.
-    tiles = (
-        shown.reshape(c, -1),
-        lo,
-        mul,
-        constant if constant is not None and constant.any() else None,
-    )
+    # A magnitude keeps the signed page it was taken of (made again when read), not a copy.
+    signed = absolute and scale == 1 and finite
+    kept = page if signed else shown
+    own = not np.may_share_memory(kept, data)
+    if not own and kept.flags.writeable:  # a caller's array may change: the image is of now
+        kept, own = kept.copy(), True
+    constant = constant if constant is not None and constant.any() else None
+    norm = _normalised(shown.reshape(c, -1), lo, mul, constant) if finite else None
     return Mosaic(
         _image=None,
-        indices=_indices_of(_normalised(*tiles).reshape(c, h, w), rows, cols, pad, blank)
-        if finite
-        else None,
-        _tiles=tiles,
+        indices=_indices_of(norm.reshape(c, h, w), rows, cols, pad, blank) if finite else None,
+        _tiles=(kept.reshape(c, -1), lo, mul, constant, signed),
         _own_tiles=own,
         levels=(0.0, 1.0),
         value_range=(lo_all, hi_all),
@@ -494,11 +496,16 @@ def _geometry(c: int, h: int, w: int, pad: int) -> tuple[int, int, np.ndarray]:
 
 
 def _normalised(
-    flat: np.ndarray, lo: np.ndarray, mul: np.ndarray, constant: np.ndarray | None
+    flat: np.ndarray,
+    lo: np.ndarray,
+    mul: np.ndarray,
+    constant: np.ndarray | None,
+    absolute: bool = False,
 ) -> np.ndarray:
-    """``(C, H*W)`` tiles as ``(x - lo) * mul`` in float32, a constant non-zero tile mid-scale
-    (not "no signal"); not clipped (``Mosaic.image`` and :func:`_indices_of` clip)."""
-    norm = np.subtract(flat, lo[:, None], dtype=np.float32)
+    """``(C, H*W)`` tiles (``absolute``: their ``|x|``) as ``(x - lo) * mul`` in float32, a
+    constant non-zero tile mid-scale (not "no signal"); not clipped (``Mosaic.image`` and
+    :func:`_indices_of` clip)."""
+    norm = np.subtract(np.abs(flat) if absolute else flat, lo[:, None], dtype=np.float32)
     norm *= mul[:, None]
     if constant is not None:
         norm += np.where(constant, 0.5, 0.0).astype(np.float32)[:, None]

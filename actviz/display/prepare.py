@@ -19,7 +19,7 @@ from actviz.core.tree import module_tree
 from actviz.display import attribution as attr
 from actviz.display import stats, token_maps
 from actviz.display.attention import attention_rollout, rollout_map
-from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
+from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import lens_layers, logit_lens, token_texts
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepared import DisplaySpec, Lazy, LazyMap, LazyStats, PreparedLayer, RunResult
@@ -74,15 +74,8 @@ def prepare_layer(
         else:
             figures = stats.tensor_stats(tensor, record_grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
-        grad_view = None
-        if grad is not None and stand_in is not None:  # off screen: |g| made when read
-            # The gradient has the layer's shape: its view is laid out and described as the layer's.
-            s = spec.sample
-            grad_view = LazyLayerView(
-                view.kind, lambda: np.abs(layer_view(grad, s).data), view.shape, view.description
-            )
-        elif grad is not None:
-            grad_view = magnitude_view(layer_view(grad, spec.sample))
+        # |g| made when read (a hover, the channel view); mosaics take it page by page.
+        grad_view = None if grad is None else magnitude_view(layer_view(grad, spec.sample))
         hist = Lazy(lambda: stats.histogram(tensor))
     if hist_now:
         hist.get()

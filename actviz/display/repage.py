@@ -65,7 +65,11 @@ def layer_mosaics(
     )
     grad = None
     if grad_view is not None and grad_view.kind == "maps":
-        grad = mosaic(grad_view.data, **options)  # type: ignore[arg-type]
+        # |g| of the page from the signed values (the whole layer's |g| is made only if read).
+        if (signed := getattr(grad_view, "magnitude_of", None)) is not None:
+            grad = mosaic(signed, absolute=True, **options)  # type: ignore[arg-type]
+        else:
+            grad = mosaic(grad_view.data, **options)  # type: ignore[arg-type]
     return mosaic(view.data, symmetric=symmetric, **options), grad  # type: ignore[arg-type]
 
 

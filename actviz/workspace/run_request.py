@@ -346,7 +346,8 @@ def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
         return layer
     grad_view = magnitude_view(view)
     grad_mosaic = mosaic(
-        grad_view.data,
+        view.data,
+        absolute=True,
         normalize=m.normalize,
         first_channel=m.first_channel,
         max_channels=m.page_size,

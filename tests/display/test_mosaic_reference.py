@@ -282,3 +282,21 @@ def test_an_off_screen_layers_kept_mosaics_let_the_older_capture_go():
     # handles here still use its storages.
     assert [uses(s._cdata) for s in storages] == [1, 1]
     assert live.layers["conv2"].mosaic.image.shape == live.layers["conv2"].mosaic.indices.shape
+
+
+def test_a_magnitude_mosaic_is_the_mosaic_of_the_magnitude_bit_for_bit():
+    """``absolute=True`` (a gradient's |g|, taken of the page alone) paints and reads exactly
+    as the mosaic of ``|fmap|`` over the same grid of cases, and keeps no copy of the page."""
+    with np.errstate(all="ignore"):
+        for name, data, options in _grid_cases():
+            signed = np.ascontiguousarray(data)
+            signed.setflags(write=False)
+            got = mosaic(signed, absolute=True, **options)
+            want = mosaic(np.abs(signed), **options)
+            assert got.indices.tobytes() == want.indices.tobytes(), (name, options)
+            assert got.value_range == want.value_range, (name, options)
+            assert got.image.tobytes() == want.image.tobytes(), (name, options)
+    data = np.random.default_rng(5).standard_normal((6, 8, 8)).astype(F32)
+    data.setflags(write=False)
+    m = mosaic(data, absolute=True)
+    assert m.nbytes == m.indices.nbytes

@@ -472,8 +472,9 @@ def test_gradcam_is_never_a_1x1_layer_by_default():
 
 
 def test_an_off_screen_layers_gradient_view_is_made_on_its_first_read():
-    """A live frame's |gradient| of a panel off screen waits for a read (a fifth of the
-    preparation on ResNet-18 at 112 px); read, it is exactly a full preparation's."""
+    """A live frame's |gradient| waits for a read (a fifth of the preparation on ResNet-18 at
+    112 px, and a copy of the layer a result would hold); read, it is exactly a full
+    preparation's."""
     from actviz.display.layer_views import LazyLayerView
 
     model, cap, spec = _capture_tiny()
@@ -483,7 +484,10 @@ def test_an_off_screen_layers_gradient_view_is_made_on_its_first_read():
     fresh = prepare(cap2, spec, fast=True)
     kept, shown = second.layers["conv2"].grad_view, second.layers["conv1"].grad_view
     assert isinstance(kept, LazyLayerView) and "data" not in vars(kept)  # not made yet
-    assert not isinstance(shown, LazyLayerView)  # on screen: its mosaic needed it now
+    # On screen too: its mosaic took |g| of its page alone, the layer's |g| waits for a read.
+    assert isinstance(shown, LazyLayerView) and "data" not in vars(shown)
+    got, made = second.layers["conv1"].grad_mosaic, fresh.layers["conv1"].grad_mosaic
+    assert got.indices.tobytes() == made.indices.tobytes()
     want = fresh.layers["conv2"].grad_view
     assert (kept.kind, kept.shape, kept.description) == (want.kind, want.shape, want.description)
     np.testing.assert_array_equal(kept.data, want.data)

@@ -269,6 +269,8 @@ class FrameRunner:
         )
         overview = s.saliency_wanted
         panels = self.host.layer_panels
+        # The mosaics made now; panels showing concepts (not channels) keep their last ones.
+        made = visible and {n for n in visible if not panels[n].tile_unit()}
         job = frame_job(
             spec,
             {
@@ -277,13 +279,12 @@ class FrameRunner:
                 "base": base,
                 "layers": layers,
                 "previous_shapes": result.output_shapes if result is not None else None,
-                # Only the off-screen layers' mosaics, not the result: the previous capture must
+                # Only the mosaics kept (not made now), not the result: the previous capture must
                 # be free to go (a mosaic reads its layer's values until it is kept: prepare).
                 "previous_mosaics": None
-                if visible is None
-                else {n: m for n, m in reusable_mosaics(result).items() if n not in visible},
-                # Panels showing concepts (not channels) keep their last channel mosaics.
-                "visible": visible and {n for n in visible if not panels[n].tile_unit()},
+                if made is None
+                else {n: m for n, m in reusable_mosaics(result).items() if n not in made},
+                "visible": made,
                 # A hidden Overview waits for its tab: so do the frame's histogram, Grad-CAM
                 # map and statistics table.
                 "eager": [selected] if (selected := self.host.selected_layer) and overview else [],

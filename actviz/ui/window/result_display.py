@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
@@ -427,7 +428,10 @@ class ResultDisplay:
         if view is None or view.kind != "maps" or not 0 <= channel < view.data.shape[0]:
             return False
         gv, shown = layer.grad_view, self.channel_view
-        grad = gv.data[channel] if gv is not None and gv.kind == "maps" else None
+        grad = None
+        if gv is not None and gv.kind == "maps":  # |g| of this channel, not of the whole layer
+            signed = getattr(gv, "magnitude_of", None)
+            grad = np.abs(signed[channel]) if signed is not None else gv.data[channel]
         shown.set_colormap(self.colormap)
         shown.set_gradients_visible(self.gradients_visible)
         data, image = view.data, result.image
