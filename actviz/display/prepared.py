@@ -257,3 +257,26 @@ class RunResult:
     def stats_rows(self) -> list[dict]:
         """Rows for the statistics table, in execution order."""
         return [dict(layer.stats, name=name) for name, layer in self.layers.items()]
+
+    def _overview_parts(self, selected: str | None) -> list[Any]:
+        """What the Overview reads that may wait for a read: statistics (gradient norms too),
+        the default Grad-CAM map and ``selected``'s histogram (``LazyStats`` and ``Lazy``)."""
+        parts: list[Any] = [layer.stats for layer in self.layers.values()]
+        cams = getattr(self.grad_cams, "_items", {})  # a LazyMap's
+        parts += [cams[n] for n in (self.gradcam_default,) if n in cams]
+        if selected in self.layers:
+            parts.append(self.layers[selected].hist_lazy)
+        return [p for p in parts if isinstance(p, Lazy | LazyStats)]
+
+    def overview_ready(self, selected: str | None) -> bool:
+        """Whether the Overview can show this result (``selected``'s histogram too) computing
+        nothing: a live frame leaves what a hidden Overview does not show for a read."""
+        return all(
+            p.ready and (not isinstance(p, LazyStats) or p.ready_for("grad_norm"))
+            for p in self._overview_parts(selected)
+        )
+
+    def warm_overview(self, selected: str | None) -> None:
+        """Compute what :meth:`overview_ready` waits for (off the GUI thread)."""
+        for part in self._overview_parts(selected):
+            _ = part.get() if isinstance(part, Lazy) else (dict(part), part.get("grad_norm"))

@@ -25,6 +25,7 @@ from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.window.display_steps import DisplaySteps
 from actviz.ui.window.panel_grid import PanelGrid
+from actviz.ui.worker import CAPTURE_NICE, Worker
 
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes):
 #: the pass that makes them is the longest the GUI waits while a result with many layers shows.
@@ -48,12 +49,16 @@ def default_selected_layer(result: RunResult) -> str | None:
 class OverviewDisplay:
     """Fills the Overview's panels in display ``steps``; the histogram is ``selected_layer()``'s."""
 
-    def __init__(self, display: Any) -> None:
+    def __init__(self, display: Any, parent: Any) -> None:
         self.session, self.centre, self.steps = display.session, display.centre, display.steps
         self.input_preview = display.model_dock.input_preview
         self._selected_layer = lambda: display.selected_layer
         #: Live frames left the hidden Overview waiting: filled when it shows.
         self.waiting = False
+        #: Computes what a live frame left for a read (statistics, a histogram, Grad-CAM) off
+        #: the GUI thread; the Overview fills once it is there.
+        self.lazies = Worker(parent, nice=CAPTURE_NICE)
+        parent.closed.connect(lambda: self.lazies.shutdown(timeout_ms=0))
         self.centre.tabs.currentChanged.connect(self.show_waiting)
         self.centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
 
@@ -73,14 +78,20 @@ class OverviewDisplay:
         if not self.waiting or result is None or not (now or self.shown()):
             return
         self.waiting = False
-        self._fill(result, self.steps.call if now else self.steps.defer, self.show_histogram)
+        if now:
+            self._fill(result, self.steps.call, lambda: self.show_histogram(now=True), now=True)
+        else:
+            self._fill(result, self.steps.defer, self.show_histogram)
 
-    def show_histogram(self) -> None:
-        """The selected layer's histogram (a hidden Overview: with the rest, when it shows)."""
+    def show_histogram(self, *, now: bool = False) -> None:
+        """The selected layer's histogram (a hidden Overview: with the rest, when it shows);
+        one still to compute is made off the GUI thread first (``now``: here)."""
         if self.waiting:
             return
         result = self.session.result
         name = self._selected_layer()
+        if not now and result is not None and not result.overview_ready(name):
+            return self._when_ready(result, name, lambda: self.show_histogram(now=True))
         layer = result.layers.get(name) if result is not None and name is not None else None
         panel = self.centre.histogram_panel
         if layer is None or layer.hist is None:
@@ -98,11 +109,28 @@ class OverviewDisplay:
         for panel in (*maps, c.stats_table, c.histogram_panel):
             panel.clear()
 
-    def _fill(self, result: RunResult, run: Callable[..., None], *more: Callable[[], None]) -> None:
-        """The predictions now, the other panels by ``run`` (then ``more``)."""
+    def _when_ready(self, result: RunResult, name: str | None, then: Callable[[], None]) -> None:
+        """Compute what the Overview reads of ``result`` off the GUI thread, then ``then()`` if
+        ``result`` is still shown (after a failure too: the panels compute it and say why)."""
+        job = self.lazies.submit(lambda *_: result.warm_overview(name))
+        again = lambda *_: self.session.result is result and then()  # noqa: E731
+        job.on(finished=again, failed=again)
+
+    def _fill(
+        self,
+        result: RunResult,
+        run: Callable[..., None],
+        *more: Callable[[], None],
+        now: bool = False,
+    ) -> None:
+        """The predictions now, the other panels by ``run`` (then ``more``) once what they read
+        exists: made off the GUI thread when a live frame left it for a read (``now``: here)."""
         c = self.centre
         c.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
         c.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
+        if not now and not result.overview_ready(name := self._selected_layer()):
+            refill = lambda: self._fill(result, run, *more, now=True)  # noqa: E731
+            return self._when_ready(result, name, refill)
         for step in (
             lambda: self._show_saliency(result),
             lambda: self._show_gradcam_result(result),
@@ -192,7 +220,7 @@ class ResultDisplay:
         self._held_timer.timeout.connect(self.refresh_held_text)
         self._to_delete: list[QWidget] = []  # dropped panels, deleted a few a pass
         self._delete_soon = DeferredCall(parent, self._delete_some)
-        self.overview = OverviewDisplay(self)
+        self.overview = OverviewDisplay(self, window)
         #: ``(layer, channel)`` shown in the channel view (None: none opened).
         self.opened_channel: tuple[str, int] | None = None
         # Panels' new mosaic widths, applied together on the next pass.
@@ -351,7 +379,7 @@ class ResultDisplay:
 
     def display_pending(self) -> bool:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""
-        return self.steps.pending() or bool(self._to_delete)
+        return self.steps.pending() or bool(self._to_delete) or self.overview.lazies.is_busy()
 
     def panel_updates_pending(self) -> bool:
         """Whether some layer panels are still to be made or show an older result."""

@@ -1,0 +1,61 @@
+"""What live frames leave for a read (statistics, histograms, Grad-CAM while the Overview is
+hidden) is made off the GUI thread when the Overview shows or another layer is selected: the
+stress run saw 84 ms of the GUI's CPU in one histogram (#37)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from actviz.display import stats
+from actviz.testing import RUN_TIMEOUT_MS
+from actviz.ui.live.frames import TensorFrames
+from tests.helpers import random_frames
+from tests.ui.live.live_windows import live_window
+
+
+def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_window, monkeypatch):
+    win = live_window(actviz_window)
+    window, gui = win.window, threading.get_ident()
+    centre = window.centre
+    centre.tabs.setCurrentWidget(centre.layers_splitter)  # the Overview hidden while frames play
+    live = win.live.configure(max_fps=1000)
+    live.set_source(TensorFrames(random_frames(3, 4), "clip"))
+    win.qtbot.waitUntil(
+        lambda: live.frames_shown >= 1 and live.idle and not window.is_busy(),
+        timeout=RUN_TIMEOUT_MS,
+    )
+    result = window.session.result
+    assert result.origin and not result.overview_ready(window.display.selected_layer)
+
+    where: list[int] = []
+    for name in ("histogram", "tensor_stats"):
+        real = getattr(stats, name)
+
+        def spy(*args, real=real, **kwargs):
+            where.append(threading.get_ident())
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(stats, name, spy)
+    # The user opens the Overview: it fills once its parts are made on a worker's thread.
+    bar = centre.tabs.tabBar()
+    tab = next(i for i in range(bar.count()) if centre.tabs.widget(i) is centre.overview_tab)
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(tab).center())
+    assert centre.tabs.currentWidget() is centre.overview_tab
+    win.wait_idle()
+    assert where and gui not in where
+    assert result.overview_ready(window.display.selected_layer)
+    counts, _edges = result.layers[window.display.selected_layer].hist
+    assert np.array_equal(centre.histogram_panel.counts, counts)
+    assert sorted(centre.stats_table.names()) == sorted(result.layers)
+
+    # Another layer selected: its histogram too, off the GUI thread, then shown.
+    where.clear()
+    other = next(n for n in result.layers if n != window.display.selected_layer)
+    window.display.select_layer(other)
+    win.wait_idle()
+    assert gui not in where
+    assert np.array_equal(centre.histogram_panel.counts, result.layers[other].hist[0])
