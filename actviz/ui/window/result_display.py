@@ -78,10 +78,8 @@ class OverviewDisplay:
         if not self.waiting or result is None or not (now or self.shown()):
             return
         self.waiting = False
-        if now:
-            self._fill(result, self.steps.call, lambda: self.show_histogram(now=True), now=True)
-        else:
-            self._fill(result, self.steps.defer, self.show_histogram)
+        run = self.steps.call if now else self.steps.defer
+        self._fill(result, run, lambda: self.show_histogram(now=now), now=now)
 
     def show_histogram(self, *, now: bool = False) -> None:
         """The selected layer's histogram (a hidden Overview: with the rest, when it shows);
