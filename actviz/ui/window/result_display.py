@@ -110,7 +110,8 @@ class OverviewDisplay:
     def _when_ready(self, result: RunResult, name: str | None, then: Callable[[], None]) -> None:
         """Compute what the Overview reads of ``result`` off the GUI thread, then ``then()`` if
         ``result`` is still shown (after a failure too: the panels compute it and say why)."""
-        job = self.lazies.submit(lambda *_: result.warm_overview(name))
+        # Not superseding: a histogram asked for must not drop the fill waiting before it.
+        job = self.lazies.submit(lambda *_: result.warm_overview(name), supersede=False)
         again = lambda *_: self.session.result is result and then()  # noqa: E731
         job.on(finished=again, failed=again)
 

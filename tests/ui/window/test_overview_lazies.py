@@ -17,6 +17,12 @@ from tests.helpers import random_frames
 from tests.ui.live.live_windows import live_window
 
 
+def _table_means(table) -> dict[str, float]:
+    """The statistics table's mean per layer, as shown."""
+    model = table.model
+    return {model.row_dict(r)["name"]: model.row_dict(r)["mean"] for r in range(model.rowCount())}
+
+
 def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_window, monkeypatch):
     win = live_window(actviz_window)
     window, gui = win.window, threading.get_ident()
@@ -50,7 +56,9 @@ def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_windo
     assert result.overview_ready(window.display.selected_layer)
     counts, _edges = result.layers[window.display.selected_layer].hist
     assert np.array_equal(centre.histogram_panel.counts, counts)
-    assert sorted(centre.stats_table.names()) == sorted(result.layers)
+    assert _table_means(centre.stats_table) == {
+        n: result.layers[n].stats["mean"] for n in result.layers
+    }
 
     # Another layer selected: its histogram too, off the GUI thread, then shown.
     where.clear()
@@ -59,3 +67,28 @@ def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_windo
     win.wait_idle()
     assert gui not in where
     assert np.array_equal(centre.histogram_panel.counts, result.layers[other].hist[0])
+
+
+def test_a_layer_selected_while_the_overview_waits_fills_both(actviz_window):
+    """The Overview's fill and a histogram asked for before it came are both shown."""
+    win = live_window(actviz_window)
+    window = win.window
+    centre = window.centre
+    centre.tabs.setCurrentWidget(centre.layers_splitter)
+    live = win.live.configure(max_fps=1000)
+    live.set_source(TensorFrames(random_frames(2, 7), "clip"))
+    win.qtbot.waitUntil(
+        lambda: live.frames_shown >= 1 and live.idle and not window.is_busy(),
+        timeout=RUN_TIMEOUT_MS,
+    )
+    result = window.session.result
+    first = window.display.selected_layer
+    other = next(n for n in result.layers if n != first and result.layers[n].view.kind == "maps")
+    centre.tabs.setCurrentWidget(centre.overview_tab)  # the fill waits for its parts ...
+    window.display.select_layer(other)  # ... and a histogram is asked for meanwhile
+    win.wait_idle()
+    assert result.overview_ready(other)
+    assert np.array_equal(centre.histogram_panel.counts, result.layers[other].hist[0])
+    assert _table_means(centre.stats_table) == {
+        n: result.layers[n].stats["mean"] for n in result.layers
+    }
