@@ -95,7 +95,7 @@ class LazyLayerView(LayerView):
         magnitude_of: np.ndarray | None = None,
     ) -> None:
         self.__dict__.update(kind=kind, shape=shape, description=description, _make=make)
-        self.__dict__["magnitude_of"] = magnitude_of
+        self.__dict__.update(magnitude_of=magnitude_of)
 
     @cached_property
     def data(self) -> np.ndarray:  # type: ignore[override]

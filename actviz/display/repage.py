@@ -66,10 +66,9 @@ def layer_mosaics(
     grad = None
     if grad_view is not None and grad_view.kind == "maps":
         # |g| of the page from the signed values (the whole layer's |g| is made only if read).
-        if (signed := getattr(grad_view, "magnitude_of", None)) is not None:
-            grad = mosaic(signed, absolute=True, **options)  # type: ignore[arg-type]
-        else:
-            grad = mosaic(grad_view.data, **options)  # type: ignore[arg-type]
+        signed = getattr(grad_view, "magnitude_of", None)
+        data = grad_view.data if signed is None else signed
+        grad = mosaic(data, absolute=signed is not None, **options)  # type: ignore[arg-type]
     return mosaic(view.data, symmetric=symmetric, **options), grad  # type: ignore[arg-type]
 
 
