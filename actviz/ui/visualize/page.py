@@ -128,10 +128,9 @@ class PageVisualiser(QObject):
             text = f"Waiting for the run in progress to end, then {text[0].lower()}{text[1:]}"
         self.dock.set_message(text)
         self.job.progress = (0, 0)
-        # A copy already asked for starts this page when made.
-        self.copy.get(
-            lambda twin: self._run(self.copy.engine_model(twin), True), self.job.copy_failed
-        )
+        # A copy already asked for starts this page when made (once: the same bound method
+        # asked for twice is queued once, a new lambda each time would start it twice).
+        self.copy.get(self._start, self.job.copy_failed)
         self.host.refresh_busy("Visualising channels…")
         return True
 
@@ -266,6 +265,9 @@ class PageVisualiser(QObject):
     def _mosaic(self, layer: str) -> Any:
         result = self.host.result
         return getattr(result.layers.get(layer) if result is not None else None, "mosaic", None)
+
+    def _start(self, twin: Any) -> None:
+        self._run(self.copy.engine_model(twin), True)
 
     def _run(self, target: Any, compute: bool) -> None:
         """The page's job: the cached pictures, then (``compute``) the others made on ``target``,

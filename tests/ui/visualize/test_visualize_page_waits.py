@@ -131,3 +131,30 @@ def test_the_page_runs_at_what_it_wants_priority_and_gives_way_to_runs(
         handle.remove()
     page.cancel()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+
+
+def test_a_page_asked_for_twice_while_its_copy_waits_runs_once_and_ends(actviz_window, tiny_cnn):
+    # The stress run's "stuck: visualize busy": Visualise, a run, Visualise again before the
+    # model's copy was made: the page's start was queued twice and the page never ended.
+    win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
+    win.run_and_wait()
+    feature = win.visualize.feature
+    win.visualize.configure(size=4, steps=2)
+    gate = threading.Event()
+    handle = tiny_cnn.conv1.register_forward_pre_hook(lambda _m, _a: gate.wait(30) and None)
+    starts: list[int] = []
+    real = feature.page._run  # noqa: SLF001
+    feature.page._run = lambda *a, **k: (starts.append(1), real(*a, **k))  # noqa: SLF001
+    try:
+        win.window.runs.run()
+        win.qtbot.waitUntil(win.window.worker.is_busy, timeout=10_000)
+        assert feature.visualise_page("conv2", 0)
+        assert feature.visualise_page("conv2", 0)  # asked again while the copy waits
+        gate.set()
+        win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+        assert starts == [1]
+        assert win.wait_idle()
+        assert feature.page.dock.mosaic.filled() == feature.page.channels
+    finally:
+        gate.set()
+        handle.remove()
