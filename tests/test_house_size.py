@@ -160,11 +160,12 @@ LATER_CAPABILITIES = (
 # Session derives from its settings, ChannelPages and the Overview's display in ResultDisplay
 # (-315, #38); docks fit their content's height and width, constants mid-scale, the channel
 # view scrolls (+69, #39).
-# +39 on 2026-12-05 night (net): inputs, objectives, atlas vectors and the top-k grid merged
+# +42 on 2026-12-05 night (net): inputs, objectives, atlas vectors and the top-k grid merged
 # into their users, one-use helpers inlined (-68, #38); mosaics and |gradient| maps made from the
 # layer's values when read, the Overview's lazy parts made off the GUI thread, a page's start
-# queued once (#37), the Live dock before any input (#39) (+107).
-TODAYS_FEATURES_LINES = 44_837
+# queued once (#37), the Live dock before any input, Verify off with nothing to verify (#39)
+# (+110).
+TODAYS_FEATURES_LINES = 44_840
 
 
 def todays_feature_lines() -> int:

@@ -225,6 +225,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.listen(self.session.concepts_changed, self._on_concepts_changed)
         host.add_tile_menu_entries(self._fill_tile_menu)
         v.set_message(RUN_FIRST)
+        v.verify_button.setEnabled(False)  # nothing to verify before a result's estimates
 
     def cancel(self) -> bool:
         """Esc / Cancel: stop the verification (the estimates stay)."""
@@ -505,6 +506,7 @@ class EffectsFeature(FeatureBase, QObject):
     def _on_estimate_finished(self, eff: Effects) -> None:
         self._estimate = None
         self.effects = eff
+        self.view.verify_button.setEnabled(True)
         self.show_effects()
         pending, self.verification.pending = self.verification.pending, None
         if pending is not None:
@@ -517,6 +519,7 @@ class EffectsFeature(FeatureBase, QObject):
     def _clear(self, message: str, error: bool = False) -> None:
         """Hold and show no effects (and make none), saying ``message``."""
         self.effects = self._source = self._estimate = None
+        self.view.verify_button.setEnabled(False)
         self.estimates.drop()
         self.view.set_sections([])
         self.view.set_message(message, error=error)

@@ -270,3 +270,22 @@ def test_the_dock_content_fits_its_width_idle_and_verifying(actviz_window, resne
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     assert view.verify_button.isVisible() and not view.cancel_button.isVisible()
     fits()
+
+
+def test_verify_waits_for_estimates_to_verify(actviz_window):
+    """Before any result (and after a model switch) there is nothing to verify: the button is
+    off under the dock's "run the model" line, on once the estimates are there."""
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, None, LAYERS)
+    feature = win.effects.feature
+    win.open_dock(feature.dock.windowTitle())
+    assert feature.effects is None and not feature.view.verify_button.isEnabled()
+    win.set_input(frame(3))
+    win.run_and_wait()
+    win.effects.wait_estimates()
+    assert feature.view.verify_button.isEnabled()
+    win.qtbot.mouseClick(feature.view.verify_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert any(feature.effects[layer].verified.any() for layer in LAYERS)
+    win.set_model(seeded_tiny_cnn(), LAYERS)  # another model: its estimates are not made yet
+    assert feature.effects is None and not feature.view.verify_button.isEnabled()
