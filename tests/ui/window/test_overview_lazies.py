@@ -23,17 +23,24 @@ def _table_means(table) -> dict[str, float]:
     return {model.row_dict(r)["name"]: model.row_dict(r)["mean"] for r in range(model.rowCount())}
 
 
-def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_window, monkeypatch):
+def _frames_behind_the_layers_tab(actviz_window, frames):
+    """The live window after ``frames`` played with the Overview hidden (idle)."""
     win = live_window(actviz_window)
-    window, gui = win.window, threading.get_ident()
-    centre = window.centre
-    centre.tabs.setCurrentWidget(centre.layers_splitter)  # the Overview hidden while frames play
+    window = win.window
+    window.centre.tabs.setCurrentWidget(window.centre.layers_splitter)
     live = win.live.configure(max_fps=1000)
-    live.set_source(TensorFrames(random_frames(3, 4), "clip"))
+    live.set_source(TensorFrames(frames, "clip"))
     win.qtbot.waitUntil(
         lambda: live.frames_shown >= 1 and live.idle and not window.is_busy(),
         timeout=RUN_TIMEOUT_MS,
     )
+    return win
+
+
+def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_window, monkeypatch):
+    win = _frames_behind_the_layers_tab(actviz_window, random_frames(3, 4))
+    window, gui = win.window, threading.get_ident()
+    centre = window.centre
     result = window.session.result
     assert result.origin and not result.overview_ready(window.display.selected_layer)
 
@@ -71,16 +78,9 @@ def test_the_overview_of_live_frames_is_computed_off_the_gui_thread(actviz_windo
 
 def test_a_layer_selected_while_the_overview_waits_fills_both(actviz_window):
     """The Overview's fill and a histogram asked for before it came are both shown."""
-    win = live_window(actviz_window)
+    win = _frames_behind_the_layers_tab(actviz_window, random_frames(2, 7))
     window = win.window
     centre = window.centre
-    centre.tabs.setCurrentWidget(centre.layers_splitter)
-    live = win.live.configure(max_fps=1000)
-    live.set_source(TensorFrames(random_frames(2, 7), "clip"))
-    win.qtbot.waitUntil(
-        lambda: live.frames_shown >= 1 and live.idle and not window.is_busy(),
-        timeout=RUN_TIMEOUT_MS,
-    )
     result = window.session.result
     first = window.display.selected_layer
     other = next(n for n in result.layers if n != first and result.layers[n].view.kind == "maps")
