@@ -76,6 +76,7 @@ class CompareController(FeatureBase, QObject):
         v.source_changed.connect(self._on_view_source_changed)
         v.browse_input_requested.connect(self.browse_input)
         v.open_model_requested.connect(self.open_model_dialog)
+        v.input_combo.editTextChanged.connect(self._refresh_ready)
         v.chart.layer_clicked.connect(self.go_to_layer)
         v.channel_clicked.connect(self.open_channel)
         self.job = FeatureJob(
@@ -145,17 +146,8 @@ class CompareController(FeatureBase, QObject):
         """Start comparing the latest run with run B; False (saying why) when it cannot start."""
         if self._closed:
             return False
-        if (result := self.session.result) is None or result.capture is None:
-            return self._refuse("No run A yet: run the model first (Ctrl+R).")
-        if (source := self.view.source) == PIN and not len(self.session.pins):
-            return self._refuse(
-                "No pinned result: pin a run with Run > Pin this result (Ctrl+P), "
-                "change the input or the model's state, run again, then compare."
-            )
-        if source == INPUT and not self.view.input_combo.currentText().strip():
-            return self._refuse("Type or browse to an input for run B.")
-        if source == MODEL and self.model_b is None:
-            return self._refuse("Open model B first (Open model B…).")
+        if text := self.missing():
+            return self._refuse(text)
         if self.worker.has_current_job() and not self.job.running:
             # Run A is the result of the run on its way: wait for it.
             self._waiting = True
@@ -166,6 +158,24 @@ class CompareController(FeatureBase, QObject):
             return True
         self._start()
         return True
+
+    def missing(self) -> str:
+        """What Compare needs before it can start ("" when nothing): Compare is off until then."""
+        if (result := self.session.result) is None or result.capture is None:
+            return "No run A yet: run the model first (Ctrl+R)."
+        if (source := self.view.source) == PIN and not len(self.session.pins):
+            return (
+                "No pinned result: pin a run with Run > Pin this result (Ctrl+P), "
+                "change the input or the model's state, run again, then compare."
+            )
+        if source == INPUT and not self.view.input_combo.currentText().strip():
+            return "Type or browse to an input for run B."
+        if source == MODEL and self.model_b is None:
+            return "Open model B first (Open model B…)."
+        return ""
+
+    def _refresh_ready(self, *_args: object) -> None:
+        self.view.set_missing(self.missing())
 
     def go_to_layer(self, name: str) -> bool:
         """Show layer ``name``'s panel in the Layers tab, selected (a chart point's click)."""
@@ -359,9 +369,11 @@ class CompareController(FeatureBase, QObject):
     def _on_view_source_changed(self, source: str) -> None:
         text = "Open model B: a checkpoint of the same architecture."
         self.view.set_message(text if source == MODEL and self.model_b is None else "")
+        self._refresh_ready()
 
     def _refresh_pins(self, current: int | None = None) -> None:
         self.view.set_pins([p.label for p in self.session.pins], current)
+        self._refresh_ready()
 
     def _refresh_input_choices(self) -> None:
         choices = [str(p) for p in self.host.sample_inputs()]
@@ -372,6 +384,7 @@ class CompareController(FeatureBase, QObject):
         self.view.set_input_choices(choices)
 
     def _on_session_result_changed(self) -> None:
+        self._refresh_ready()
         ref = self._compared_a
         if self.outcome is None or ref is None or self.job.running:
             return
@@ -384,6 +397,7 @@ class CompareController(FeatureBase, QObject):
         self.clear("Another model was opened: compare its runs anew." if had else FIRST_NOTE)
         self.painter.page_sizes.clear()
         self._waiting = False
+        self._refresh_ready()
 
     def _open_model_b(self, dialog: Any, spec: Any) -> None:
         if self._closed:
@@ -405,6 +419,7 @@ class CompareController(FeatureBase, QObject):
         self.host.refresh_busy(f"Opened model B {loaded.name}")
         request.dialog.opened()
         self.view.set_model_text(f"model B: {loaded.name}")
+        self._refresh_ready()
         self.view.model_label.setToolTip(request.source)
         self.view.set_source(MODEL)
         self.compare()

@@ -44,6 +44,7 @@ class CompareView(QtWidgets.QWidget):
         self._bar_second = QtWidgets.QHBoxLayout(spacing=6)
         outer.addLayout(self._bar_second)
         self._bar_split = False
+        self._busy, self._missing = False, ""
         self.message_label = QtWidgets.QLabel("", wordWrap=True)
         self.message_label.setTextInteractionFlags(
             QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
@@ -219,7 +220,17 @@ class CompareView(QtWidgets.QWidget):
 
     def set_busy(self, busy: bool) -> None:
         """While a comparison runs, Compare is disabled."""
-        self.compare_button.setEnabled(not busy)
+        self._busy = busy
+        self._fit_button()
+
+    def set_missing(self, text: str) -> None:
+        """Compare is off while run A or run B is missing; ``text`` says which (in its tip)."""
+        self._missing = text
+        self._fit_button()
+
+    def _fit_button(self) -> None:
+        self.compare_button.setEnabled(not self._busy and not self._missing)
+        self.compare_button.setToolTip(self._missing or "Compare the latest run (A) with run B")
 
     def clear(self, message: str = "") -> None:
         """Forget the comparison shown."""

@@ -17,7 +17,7 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.compare import compare
 from actviz.io.input_files import open_input
-from actviz.workspace.run_request import MODEL, PIN
+from actviz.workspace.run_request import INPUT, MODEL, PIN
 from tests.ui.conftest import frame
 from tests.ui.qt_helpers import cell_texts
 from tests.ui.tiny_models import TinyCNN
@@ -57,14 +57,41 @@ def _assert_chart_is(view, expected) -> None:
     assert chart.divergence_line.isVisible() == (index is not None)
 
 
+def test_compare_is_off_until_there_are_runs_a_and_b(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    win.compare.show_page()
+    view = win.compare.view
+    button = view.compare_button
+    # Before any run: no run A.
+    assert not button.isEnabled() and "No run A yet" in button.toolTip()
+    win.window.script.set_input(frame(1))
+    win.run_and_wait(TIMEOUT_MS)
+    view.set_source(INPUT)
+    view.input_combo.setEditText("")
+    assert not button.isEnabled() and "Type or browse" in button.toolTip()
+    qtbot.keyClicks(view.input_combo.lineEdit(), "random:1")
+    assert button.isEnabled()
+    view.set_source(MODEL)
+    assert not button.isEnabled() and "Open model B first" in button.toolTip()
+    # A new model forgets run A: off again, whatever the source.
+    view.set_source(INPUT)
+    assert button.isEnabled()
+    win.window.script.set_model(TinyCNN())
+    assert win.window.session.result is None
+    assert not button.isEnabled() and "No run A yet" in button.toolTip()
+
+
 def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     win, view = _compare_tab_after_a_run(actviz_window, tiny_cnn)
     window = win.window
-    # No pin yet: said in red, nothing runs.
+    # No pin yet: Compare is off, its tip says why; Enter in a box asks and is told in red.
     view.set_source(PIN)
-    qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
-    assert view.is_error() and "No pinned result" in view.message()
+    assert not view.compare_button.isEnabled()
+    assert "No pinned result" in view.compare_button.toolTip()
+    assert not win.compare.feature.compare() and view.is_error()
+    assert "No pinned result" in view.message()
     pin = window.pins_ui.pin_result()
+    assert view.compare_button.isEnabled()
     assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
     window.script.set_input(frame(2))
     win.run_and_wait(TIMEOUT_MS)
