@@ -52,6 +52,14 @@ class LoadedInput:
         """The text of a ``text:`` input, else None."""
         return self.source[5:] if self.source.startswith("text:") else None
 
+    @property
+    def caption(self) -> str:
+        """The line under the input's preview: its file's name and how it was made."""
+        caption = self.description or self.source
+        if self.source and (name := Path(self.source).name) not in caption:
+            caption = f"{name} · {caption}"
+        return caption
+
 
 @dataclass
 class ExpectedInput:

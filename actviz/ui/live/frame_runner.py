@@ -52,7 +52,7 @@ class FrameSpec:
 
     def caption(self, length: int) -> str:
         """The caption under the input preview: place among ``length``, label, perturbation."""
-        label = self.frame.label if self.frame is not None else ""
+        label = "" if self.frame is None else self.frame.caption or self.frame.label
         caption = label if length == 1 else f"frame {self.index + 1}/{length} · {label}"
         if not self.perturbation.is_identity():
             caption += f" · {self.perturbation.describe()}"

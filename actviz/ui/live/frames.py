@@ -35,6 +35,7 @@ class LiveFrame:
     label: str  # short text for the controls, e.g. the file name
     index: int  # position in the source
     path: str = ""  # the file it was read from ("" for a camera, an in-memory tensor)
+    caption: str = ""  # the preview's line when it is not the label (the opened input's)
 
 
 class FrameSource:
@@ -57,10 +58,15 @@ class StillFrame(FrameSource):
     """The current input as a one-frame source (perturbations without a sequence)."""
 
     def __init__(
-        self, value: Any, image: np.ndarray | None = None, label: str = "input", path: str = ""
+        self,
+        value: Any,
+        image: np.ndarray | None = None,
+        label: str = "input",
+        path: str = "",
+        caption: str = "",
     ) -> None:
         self.value, self.image = value, image
-        self.name, self.path = label, path
+        self.name, self.path, self.caption = label, path, caption
 
     @classmethod
     def of_input(cls, inp: Any) -> StillFrame | None:
@@ -69,13 +75,13 @@ class StillFrame(FrameSource):
             return None
         name = Path(inp.source).name if inp.source else "input"
         path = inp.source if inp.source and Path(inp.source).is_file() else ""
-        return cls(inp.value, inp.image, name, path)
+        return cls(inp.value, inp.image, name, path, inp.caption)
 
     def __len__(self) -> int:
         return 1
 
     def frame(self, index: int) -> LiveFrame:
-        return LiveFrame(self.value, self.image, self.name, 0, self.path)
+        return LiveFrame(self.value, self.image, self.name, 0, self.path, self.caption)
 
 
 class TensorFrames(FrameSource):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEventLoop, QSettings, QSignalBlocker, Qt, QTimer, Signal
@@ -259,10 +258,7 @@ class MainWindow(QMainWindow):
 
     def _on_session_input_changed(self) -> None:
         if (inp := self.session.input) is not None:
-            caption = inp.description or inp.source
-            if inp.source and Path(inp.source).name not in caption:
-                caption = f"{Path(inp.source).name} · {caption}"
-            self.host.show_input_image(inp.image, caption)
+            self.host.show_input_image(inp.image, inp.caption)
         self._on_session_changed()
 
     def _on_session_changed(self, *_args: object) -> None:

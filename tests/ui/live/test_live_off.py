@@ -39,3 +39,23 @@ def test_another_model_runs_on_the_unperturbed_input(actviz_window):
     win.wait_idle()
     assert live.perturbation.is_identity()
     assert torch.equal(win.window.session.result.capture.inputs, win.window.session.input.value)
+
+
+def test_the_input_caption_after_live_mode_is_the_opened_inputs(actviz_window):
+    """The demo's caption says how its input was made ("via demo_transform"); a live frame of
+    the opened input says the same, and so does the preview once the Live dock closes."""
+    win = actviz_window(features=["live"])
+    window = win.window
+    assert window.files.load_demo()
+    win.wait_idle()
+    win.run_and_wait()
+    caption = window.model_dock.input_preview.caption_label.text
+    opened = caption()
+    assert "via demo_transform" in opened
+    live = win.live.controller
+    _occlude(win, live)
+    assert caption().startswith(opened + " · ")  # the opened input's line, then the patch
+    win.live.dock.close()
+    win.wait_idle()
+    win.live.wait_idle()
+    assert caption() == opened
