@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,31 @@ def mark_arena() -> None:
     if block := libc.malloc(MARK_BYTES):
         with _marks_lock:
             _marks[ident] = block
+
+
+def release_kernel_buffers() -> bool:
+    """Free the scratch buffers MKL's matrix products keep per thread (``mkl_free_buffers``):
+    a pool thread's stay allocated after the thread ends, so a long session's heap grew with
+    every thread the pools replaced. Call it with no torch work running; False without MKL."""
+    if (free := _mkl_free_buffers()) is None:
+        return False
+    free()
+    return True
+
+
+_mkl_free: list[Callable[[], object] | None] = []
+
+
+def _mkl_free_buffers() -> Callable[[], object] | None:
+    """MKL's ``mkl_serv_free_buffers`` in the torch loaded (never loads one), else None."""
+    if not _mkl_free and (torch := sys.modules.get("torch")) is not None:
+        lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+        loaded = None
+        if sys.platform.startswith("linux") and lib.is_file():
+            with contextlib.suppress(OSError):  # not loaded (a build without it): nothing to free
+                loaded = ctypes.CDLL(str(lib), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        _mkl_free.append(getattr(loaded, "mkl_serv_free_buffers", None))
+    return _mkl_free[0] if _mkl_free else None
 
 
 def release_freed_memory() -> bool:

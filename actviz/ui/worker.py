@@ -483,6 +483,7 @@ class IdleMemory(QObject):
             return
         self.idle.emit()
         self.collect_cycles()
+        allocator.release_kernel_buffers()  # here: idle, so no thread is in a matrix product
         self._thread = threading.Thread(target=self._trim, name="actviz-trim", daemon=True)
         self._thread.start()
 

@@ -112,3 +112,35 @@ def test_the_free_top_of_a_workers_arena_goes_back_once_it_marked_it():
     # ...a mark's free, with the threshold lowered for it, hands it back; the mark is gone.
     mib, marks = released("marked")
     assert mib >= 30 and marks == 0
+
+
+THREADS = textwrap.dedent(
+    """
+    import threading
+    import torch
+    from actviz.core import allocator
+    torch.set_num_threads(1)
+    a, b = torch.randn(256, 512), torch.randn(512, 300)
+    a @ b
+    before = allocator.heap_in_use_mib()
+    for _ in range(40):  # as pool threads come and go over a session
+        t = threading.Thread(target=lambda: [a @ b for _ in range(3)])
+        t.start()
+        t.join()
+    grown = allocator.heap_in_use_mib()
+    freed = allocator.release_kernel_buffers()
+    print(int(freed), round(grown - before, 2), round(grown - allocator.heap_in_use_mib(), 2))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_the_matrix_product_buffers_of_ended_threads_come_back():
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    freed, grown, back = int(out[0]), float(out[1]), float(out[2])
+    if not freed:
+        pytest.skip("this torch has no MKL")
+    assert grown > 4  # each thread's buffers stay after it ends (~0.2 MiB each here)
+    assert back > 0.9 * grown

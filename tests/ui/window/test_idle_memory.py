@@ -22,6 +22,19 @@ def test_memory_is_trimmed_after_a_run_once_idle(actviz_window, monkeypatch):
     win.qtbot.waitUntil(lambda: idle.trims >= 2, timeout=30_000)
 
 
+def test_the_idle_pass_frees_kernel_buffers_only_when_nothing_runs(actviz_window, monkeypatch):
+    monkeypatch.setattr(memory, "IDLE_MS", 50)
+    freed = []
+    monkeypatch.setattr(memory.allocator, "release_kernel_buffers", lambda: freed.append(1))
+    win = small_conv_window(actviz_window)
+    idle = win.window.memory
+    win.qtbot.waitUntil(lambda: idle.passes >= 1, timeout=30_000)
+    assert len(freed) == 1
+    monkeypatch.setattr(idle, "_busy", lambda: True)
+    idle.idle_now()
+    assert len(freed) == 1  # a job may be in a matrix product: not now
+
+
 def test_an_idle_pass_with_little_kept_ends_without_a_trim(actviz_window, monkeypatch):
     """The stress driver waits for the idle pass, not for a trim that never comes (it waited
     its whole 6 s at each checkpoint of a small model)."""
