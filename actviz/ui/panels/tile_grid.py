@@ -120,16 +120,22 @@ class TileGrid:
             return []
         rows, cols, tile_h, tile_w, pad, channels, first = self._tiles
         visible = self._view.viewRect()
+        step_x, step_y = tile_w + pad, tile_h + pad
+        # Only the rows and columns the view can show are tried (a zoomed-in view of a page of
+        # 512 tiles shows a few): one more each side, the intersection decides.
+        col_range = _span(visible.left(), visible.right(), tile_w, step_x, cols)
         out: list[tuple[int, QtCore.QPointF]] = []
-        for i in range(channels):
-            x0 = (i % cols) * (tile_w + pad)
-            y0 = (i // cols) * (tile_h + pad)
-            if not visible.intersects(QtCore.QRectF(x0, y0, tile_w, tile_h)):
-                continue
-            channel = self._channel_ids[i] if self._channel_ids is not None else first + i
-            out.append((channel, transform.map(QtCore.QPointF(x0, y0))))
-            if len(out) >= MAX_TILE_LABELS:
-                break
+        for row in _span(visible.top(), visible.bottom(), tile_h, step_y, rows):
+            for col in col_range:
+                if (i := row * cols + col) >= channels:
+                    break
+                x0, y0 = col * step_x, row * step_y
+                if not visible.intersects(QtCore.QRectF(x0, y0, tile_w, tile_h)):
+                    continue
+                channel = self._channel_ids[i] if self._channel_ids is not None else first + i
+                out.append((channel, transform.map(QtCore.QPointF(x0, y0))))
+                if len(out) >= MAX_TILE_LABELS:
+                    return out
         return out
 
     def _update_labels(self, *_args: object) -> None:
@@ -214,3 +220,11 @@ class TileGrid:
         finally:
             p.end()
         return pixmap, QtCore.QPointF(bounds.topLeft())
+
+
+def _span(low: float, high: float, size: float, step: float, count: int) -> range:
+    """Indices ``k`` of the cells ``[k * step, k * step + size]`` that may meet ``[low, high]``."""
+    if step <= 0 or not (math.isfinite(low) and math.isfinite(high)):
+        return range(count)
+    first = max(0, math.floor((low - size) / step))
+    return range(first, max(first, min(count, math.floor(high / step) + 2)))

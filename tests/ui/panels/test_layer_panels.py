@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, QRectF
 from torch import nn
 
 from actviz.display.mosaic import (
@@ -219,3 +219,31 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
     win.wait_idle()
     assert conv.activation_slot.mosaic.symmetric
     assert conv.activation_slot.image_canvas.colormap_name() == "CET-D1"
+
+
+def test_zoomed_in_the_numbers_are_those_of_the_tiles_in_view(qtbot, actviz_window):
+    """Only the rows and columns in view are tried: the same numbers as trying every tile."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 48, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    win = actviz_window(model, x, ["0"], size=(1280, 720))
+    win.run_and_wait()
+    window = win.window
+    _settled(qtbot, window, "0")
+    canvas = window.host.layer_panels["0"].activation_slot.image_canvas
+    m = window.host.layer_panels["0"].activation_slot.mosaic
+    assert m.rows > 2 and m.cols > 2
+    seen = set()
+    for zoom, centre in ((0.45, (40, 30)), (0.3, (70, 55)), (0.6, (0, 0)), (0.35, (90, 10))):
+        canvas.view.autoRange(padding=0)
+        canvas.view.scaleBy((zoom, zoom), center=QPointF(*centre))
+        view = canvas.view.viewRect()
+        want = []
+        for channel in m.tile_channels:
+            y0, x0 = m.tile_origin(channel)
+            if view.intersects(QRectF(x0, y0, m.tile_w, m.tile_h)):
+                want.append(channel)
+        got = [c for c, _ in canvas.grid.labels()]
+        assert got == want and 0 < len(want) < m.channels
+        seen.add(tuple(got))
+    assert len(seen) == 4
