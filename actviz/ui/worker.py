@@ -445,9 +445,13 @@ class IdleMemory(QObject):
 
     idle = Signal()
 
-    def __init__(self, parent: QObject, busy: Callable[[], bool]) -> None:
+    def __init__(
+        self, parent: QObject, busy: Callable[[], bool], still: Callable[[], bool] | None = None
+    ) -> None:
         super().__init__(parent)
         self._busy = busy
+        #: Whether no job at all runs (features' too): MKL's buffers are freed only then.
+        self._still = still or (lambda: not busy())
         self._timer = QTimer(self, singleShot=True, interval=IDLE_MS)
         self._timer.timeout.connect(self._on_idle)
         self._thread: threading.Thread | None = None
@@ -483,7 +487,8 @@ class IdleMemory(QObject):
             return
         self.idle.emit()
         self.collect_cycles()
-        allocator.release_kernel_buffers()  # here: idle, so no thread is in a matrix product
+        if self._still():
+            allocator.release_kernel_buffers()
         self._thread = threading.Thread(target=self._trim, name="actviz-trim", daemon=True)
         self._thread.start()
 

@@ -152,7 +152,11 @@ class MainWindow(QMainWindow):
         self.exports = ExportActions(self)
         self.pins_ui = PinActions(self)
         # Before the features: a feature's model copy lets go of it when the window is idle.
-        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display.display_pending())
+        self.memory = IdleMemory(
+            self,
+            lambda: self.is_busy() or self.display.display_pending(),
+            lambda: not self.pending_work(),
+        )
         for make in features if features is not None else default_features():
             feature = make(self.host)
             self.features[feature.name] = feature

@@ -33,6 +33,13 @@ def test_the_idle_pass_frees_kernel_buffers_only_when_nothing_runs(actviz_window
     monkeypatch.setattr(idle, "_busy", lambda: True)
     idle.idle_now()
     assert len(freed) == 1  # a job may be in a matrix product: not now
+    # A feature's job (a scan, an estimate) may be too: the trim goes on, MKL's buffers wait.
+    monkeypatch.setattr(idle, "_busy", lambda: False)
+    monkeypatch.setattr(win.window.host, "features_busy", lambda: True)
+    passes = idle.passes
+    idle.idle_now()
+    win.qtbot.waitUntil(lambda: idle.passes > passes, timeout=30_000)
+    assert len(freed) == 1
 
 
 def test_an_idle_pass_with_little_kept_ends_without_a_trim(actviz_window, monkeypatch):
