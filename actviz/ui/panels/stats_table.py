@@ -28,8 +28,6 @@ COLUMNS: list[_Column] = [
 
 
 def _as_float(value: Any) -> float | None:
-    if value is None:
-        return None
     try:
         return float(value)
     except (TypeError, ValueError):

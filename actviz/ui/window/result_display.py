@@ -5,7 +5,6 @@ the user's clicks."""
 
 from __future__ import annotations
 
-import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -30,8 +29,6 @@ from actviz.ui.worker import CAPTURE_NICE, Worker
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes):
 #: the pass that makes them is the longest the GUI waits while a result with many layers shows.
 CREATE_BUDGET_S = 0.012
-
-log = logging.getLogger(__name__)
 
 #: Dropped panels deleted per event-loop pass (all at once blocks a model switch).
 DELETES_PER_PASS = 4
