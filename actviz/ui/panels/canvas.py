@@ -299,8 +299,7 @@ class LightPaint:
 class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     """An ImageItem with a colour bar, updated in place. ``passive``: the wheel scrolls the
     surrounding area; ``fit_width``: ask for the height that fills the width. Signals carry
-    pixel ``(x, y)``; ``select_clicked``'s bool is Shift (range) rather than Ctrl.
-    """
+    pixel ``(x, y)``; ``select_clicked``'s bool is Shift (range) rather than Ctrl."""
 
     hovered = QtCore.Signal(float, float)
     hover_left = QtCore.Signal()

@@ -21,8 +21,7 @@ DEFAULT_OPACITY = 0.5
 
 class LightPlot(pg.GraphicsWidget):
     """``vb`` in a grid with its ``"left"`` and ``"bottom"`` axes (``getAxis``, as PlotItem),
-    styled, top-down (rows read as text does) and passive; items, ranges and links go to ``vb``.
-    """
+    styled, top-down (rows read as text does) and passive; items, ranges and links go to ``vb``."""
 
     def __init__(self, x_label: str | None = None) -> None:
         super().__init__()

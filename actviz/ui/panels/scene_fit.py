@@ -1,6 +1,5 @@
 """How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: height for width, side
-margins, the colour bar's margins, and the scene's size (fitted once, when next needed).
-"""
+margins, the colour bar's margins, and the scene's size (fitted once, when next needed)."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ class SceneFit:
 
     def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
         """Centre the image and its colour bar with equal side margins; zoomed in, the image may
-        use the whole room at a kept scale. From ``size``, before a resize (never held wider).
-        """
+        use the whole room at a kept scale. From ``size``, before a resize (never held wider)."""
         now = size is None  # a size given: before a resize (the layout follows it)
         if self.colorbar is None or self._shape is None or not self._lock_aspect:
             # The sides follow only an aspect-locked image beside a colour bar.
