@@ -334,7 +334,17 @@ class ReportExport(QObject):
             self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
             return False
         out = Path(path)
-        kwargs = self._report_args()
+        s = self.session
+        kwargs = {
+            "model": s.loaded_model if s.loaded_model is not None else s.model,
+            "model_name": s.model_name,
+            "input_name": "" if s.input is None else (s.input.source or s.input.description),
+            "title": f"actviz report: {s.model_name}" if s.model_name else "",
+            # The view settings in force now, not the run's: it paints as the window does.
+            "cmap": s.colormap,
+            "normalize": s.normalize,
+            "source": s.run_source(),
+        }
         # The features' parts: the comparison shown, the scan's sheets (made in the job).
         parts = self.host.report_parts()
         self.host.show_status(f"Writing the report {out.name}…")
@@ -368,19 +378,6 @@ class ReportExport(QObject):
             self.host.wait_until(lambda: report not in self._reports)
             return report.outcome == "finished"
         return True
-
-    def _report_args(self) -> dict[str, Any]:
-        s = self.session
-        return {
-            "model": s.loaded_model if s.loaded_model is not None else s.model,
-            "model_name": s.model_name,
-            "input_name": "" if s.input is None else (s.input.source or s.input.description),
-            "title": f"actviz report: {s.model_name}" if s.model_name else "",
-            # The view settings in force now, not the run's: it paints as the window does.
-            "cmap": s.colormap,
-            "normalize": s.normalize,
-            "source": s.run_source(),
-        }
 
     def _finished(self, report: Job, info: Any) -> None:
         if self._reports.pop(report, False) is False:
