@@ -165,7 +165,11 @@ LATER_CAPABILITIES = (
 # layer's values when read, the Overview's lazy parts made off the GUI thread, a page's start
 # queued once (#37), the Live dock before any input, Verify off with nothing to verify (#39)
 # (+110).
-TODAYS_FEATURES_LINES = 44_840
+# +78 on 2026-12-06 early morning (net): MKL's per-thread buffers freed when idle, tile numbers
+# tried only in view (#37, +47); Compare off until there is something to compare, one input
+# caption for the window and live mode (#39, +43); an unused logger, a redundant check, a
+# one-use helper (-12, #38).
+TODAYS_FEATURES_LINES = 44_918
 
 
 def todays_feature_lines() -> int:

@@ -37,6 +37,14 @@ log = logging.getLogger(__name__)
 FIRST_NOTE = "Run A is the latest run the window shows; choose B and press Compare."
 #: Said above a comparison whose run A is no longer the latest result.
 STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
+#: What Compare waits for, by what is missing (its tooltip while it is off).
+MISSING = {
+    "run": "No run A yet: run the model first (Ctrl+R).",
+    PIN: "No pinned result: pin a run with Run > Pin this result (Ctrl+P), change the input or "
+    "the model's state, run again, then compare.",
+    INPUT: "Type or browse to an input for run B.",
+    MODEL: "Open model B first (Open model B…).",
+}
 
 
 class CompareController(FeatureBase, QObject):
@@ -162,17 +170,12 @@ class CompareController(FeatureBase, QObject):
     def missing(self) -> str:
         """What Compare needs before it can start ("" when nothing): Compare is off until then."""
         if (result := self.session.result) is None or result.capture is None:
-            return "No run A yet: run the model first (Ctrl+R)."
+            return MISSING["run"]
         if (source := self.view.source) == PIN and not len(self.session.pins):
-            return (
-                "No pinned result: pin a run with Run > Pin this result (Ctrl+P), "
-                "change the input or the model's state, run again, then compare."
-            )
+            return MISSING[PIN]
         if source == INPUT and not self.view.input_combo.currentText().strip():
-            return "Type or browse to an input for run B."
-        if source == MODEL and self.model_b is None:
-            return "Open model B first (Open model B…)."
-        return ""
+            return MISSING[INPUT]
+        return MISSING[MODEL] if source == MODEL and self.model_b is None else ""
 
     def _refresh_ready(self, *_args: object) -> None:
         self.view.set_missing(self.missing())
