@@ -33,6 +33,7 @@ from actviz.ui.live.frames import (
 )
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.playback import LiveStatus
+from actviz.ui.panels.style import READOUT_INTERVAL_S
 from actviz.workspace.budget import parse_bytes
 from tests.helpers import random_frames
 from tests.ui.live.live_windows import LIVE_LAYERS, live_window
@@ -930,7 +931,12 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     _wait_frames(qtbot, live, live.frames_shown + 20)
     live.pause()
     _wait_idle(qtbot, live)
-    qtbot.wait(300)  # the trailing read-out
+
+    def trailing() -> bool:  # the last frame's read-out, at most one read-out interval later
+        ms = window.session.result.elapsed_s * 1000
+        return timing.text().startswith(f"ran in {ms:.0f} ms")
+
+    qtbot.waitUntil(trailing, timeout=int(READOUT_INTERVAL_S * 1000) + 2000)
     probe.stop()
     assert "Running…" not in texts and texts[-1].startswith("3 layer(s)")
     # No animated busy bar either (the stream has its rate read-out).
