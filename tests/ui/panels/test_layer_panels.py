@@ -141,16 +141,20 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_
     assert window.session.result.layers["layer2"].mosaic is held
 
 
-def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
+def _conv_tiles(qtbot, actviz_window, channels: int):
+    """A window on one conv of ``channels`` channels, run and settled: its canvas and mosaic."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU()).eval()
+    model = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.ReLU()).eval()
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     win = actviz_window(model, x, ["0"], size=(1280, 720))
     win.run_and_wait()
-    window = win.window
-    _settled(qtbot, window, "0")
-    canvas = window.host.layer_panels["0"].activation_slot.image_canvas
-    m = window.host.layer_panels["0"].activation_slot.mosaic
+    _settled(qtbot, win.window, "0")
+    slot = win.window.host.layer_panels["0"].activation_slot
+    return slot.image_canvas, slot.mosaic
+
+
+def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
+    canvas, m = _conv_tiles(qtbot, actviz_window, 6)
     assert m.channels == 6 and canvas.grid.tile_screen_px() >= LABEL_MIN_TILE_PX
     labels = canvas.grid.labels()
     assert [c for c, _ in labels] == list(range(6))
@@ -223,15 +227,7 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
 
 def test_zoomed_in_the_numbers_are_those_of_the_tiles_in_view(qtbot, actviz_window):
     """Only the rows and columns in view are tried: the same numbers as trying every tile."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 48, 3, padding=1), nn.ReLU()).eval()
-    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
-    win = actviz_window(model, x, ["0"], size=(1280, 720))
-    win.run_and_wait()
-    window = win.window
-    _settled(qtbot, window, "0")
-    canvas = window.host.layer_panels["0"].activation_slot.image_canvas
-    m = window.host.layer_panels["0"].activation_slot.mosaic
+    canvas, m = _conv_tiles(qtbot, actviz_window, 48)
     assert m.rows > 2 and m.cols > 2
     seen = set()
     for zoom, centre in ((0.45, (40, 30)), (0.3, (70, 55)), (0.6, (0, 0)), (0.35, (90, 10))):
