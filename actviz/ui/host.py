@@ -151,7 +151,9 @@ class Docks:
     def _docked(self, area: Qt.DockWidgetArea) -> list[QDockWidget]:
         """The docks shown, not floating, in ``area``."""
         main = self._w
-        shown = [d for d in main.findChildren(QDockWidget) if d.isVisible() and not d.isFloating()]
+        # Docks are the window's own children: a recursive search asks every widget of it.
+        docks = main.findChildren(QDockWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        shown = [d for d in docks if d.isVisible() and not d.isFloating()]
         return [d for d in shown if main.dockWidgetArea(d) == area]
 
     def _wanted_width(self, dock: QDockWidget) -> int:
