@@ -232,7 +232,8 @@ class LayerPanel(PanelBase):
     def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
         """Take the height a later mosaic of ``shape`` needs now, so filling it moves nothing."""
         for slot in (self.activation_slot, self.gradient_slot):
-            slot.expect_mosaic_shape(shape)
+            if not slot.expect_mosaic_shape(shape):
+                continue  # (a refresh on the same page: marks, colours) no height to take
             # Laid out up to the panel now: the grid's pass that re-paged sees the new height.
             widget = slot.image_canvas
             while widget is not None and widget is not self:

@@ -25,12 +25,15 @@ class SceneFit:
     def _fits(self) -> bool:
         return self._fit_width and self._layout_shape() is not None and self._lock_aspect
 
-    def expect_shape(self, shape: tuple[int, int] | None) -> None:
-        """Make room now for a later image of ``shape`` (None: the image shown)."""
+    def expect_shape(self, shape: tuple[int, int] | None) -> bool:
+        """Make room now for a later image of ``shape`` (None: the image shown); False: the
+        room is already that."""
         shape = None if shape is None or tuple(shape) == self._shape else tuple(shape)
-        if shape != self._expected_shape:
-            self._expected_shape = shape
-            self._fit_height()
+        if shape == self._expected_shape:
+            return False
+        self._expected_shape = shape
+        self._fit_height()
+        return True
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
         """The height at which an aspect-locked image fills ``width`` (``fit_width`` only)."""

@@ -328,11 +328,11 @@ class ViewSlot(QtWidgets.QWidget):
         self.placeholder.setText(text)
         self.stack.setCurrentWidget(self.placeholder)
 
-    def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
-        """Make room for a mosaic of ``shape`` that a later pass shows."""
+    def expect_mosaic_shape(self, shape: tuple[int, int]) -> bool:
+        """Make room for a mosaic of ``shape`` that a later pass shows; False: no change."""
         canvas = self.image_canvas
-        if canvas is not None and self.stack.currentWidget() is canvas:
-            canvas.expect_shape(shape)
+        shown = canvas is not None and self.stack.currentWidget() is canvas
+        return shown and canvas.expect_shape(shape)
 
     def image_width(self) -> int:
         """Screen pixels the image (a mosaic) fills across (0 while it is not shown)."""
