@@ -199,17 +199,28 @@ class SessionsFeature(FeatureBase, QObject):
         failed: Callable[[_Opening, BaseException], None] | None = None,
     ) -> None:
         """Run one step of ``opening`` on the worker, ``then(value)`` while still current."""
-
-        def finished(value: Any) -> None:
-            try:
-                then(value)
-            except Exception as exc:  # noqa: BLE001 - a bug must not take the window down
-                log.exception("opening the session failed")
-                self._open_failed(opening, exc)
-
         self.submit(
-            job, finished, lambda error: (failed or self._open_failed)(opening, error), opening
+            job,
+            lambda value: self._step_done(opening, then, value),
+            lambda error: (failed or self._open_failed)(opening, error),
+            opening,
         )
+
+    def _step_done(self, opening: _Opening, then: Callable[[Any], None], value: Any) -> None:
+        try:
+            then(value)
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the window down
+            log.exception("opening the session failed")
+            self._open_failed(opening, exc)
+
+    def _later(self, opening: _Opening, step: Callable[[], object]) -> None:
+        """Run ``step`` of ``opening`` on a later display pass, while it is still current."""
+
+        def run() -> None:
+            if self._opening is opening:
+                self._step_done(opening, lambda _value: step(), None)
+
+        self.host.defer_display(run, stale_ok=True)
 
     def _open_failed(self, opening: _Opening, error: BaseException) -> None:
         said = self.saver.failure_text(error, "opening the session")
@@ -339,12 +350,12 @@ class SessionsFeature(FeatureBase, QObject):
             s.edits.clear()
             s.replace_ticked(ticks)
         opening.notes.extend(apply_view(host, state))
-        if state.layout:
-            host.restore_layout_state(state.layout)
+        if state.layout:  # on a turn of its own: its resizes and the new tree's are two blocks
+            self._later(opening, lambda: host.restore_layout_state(state.layout))
         # The saved run is shown as it was: no automatic run replaces it.
         host.stop_current_run()
         if state.capture is None and not any(p.capture is not None for p in state.pins):
-            self._opened(opening, None, [])
+            self._later(opening, lambda: self._opened(opening, None, []))
             return
         request = s.make_request()
 
