@@ -323,3 +323,38 @@ def test_the_scale_bench_skips_the_offload_figure_without_accelerate(monkeypatch
     scale_bench.run(True, summary)
     assert "offload_capture_ratio: skipped (needs accelerate" in capsys.readouterr().out
     assert summary == {"scan_dist_ratio": 2.0}
+
+
+def test_block_profiles_keep_the_profile_of_a_blocked_stretch(qtbot, monkeypatch, tmp_path):
+    """The stress case's hook saves a profile of just the stretch the GUI thread blocked (the
+    function that blocked it is in it); the summary reads actviz's functions only."""
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    from actviz.bench import block_profiles, ui_bench
+
+    ensure_qt_app()
+    monkeypatch.setenv("ACTVIZ_BLOCK_PROFILES", str(tmp_path))
+    monkeypatch.setenv("ACTVIZ_BLOCK_OVER_MS", "40")
+    hook: dict = {}
+    before = list(sys.meta_path)
+    exec(block_profiles._HOOK, hook)  # noqa: S102 - the text the case's processes load
+    monkeypatch.setattr(sys, "meta_path", before)  # (the import hook is not needed here)
+    monkeypatch.setattr(ui_bench.LagProbe, "_on_timeout", ui_bench.LagProbe._on_timeout)
+    monkeypatch.setattr(ui_bench.LagProbe, "stop", ui_bench.LagProbe.stop)
+    hook["_patch"]()
+
+    def block() -> None:
+        time.sleep(0.08)
+
+    probe = LagProbe(5)
+    probe.start()
+    assert wait_until(lambda: len(probe.lags) >= 2, 10.0)
+    QTimer.singleShot(0, block)
+    assert wait_until(lambda: any(lag > 0.06 for lag in probe.lags), 10.0)
+    probe.stop()
+    (saved,) = tmp_path.glob("b001_*ms_*.prof")
+    assert int(saved.name.split("_")[1].removesuffix("ms")) >= 80
+    assert any(name == "block" for (_f, _l, name) in block_profiles.pstats.Stats(str(saved)).stats)
+    assert block_profiles.summary(tmp_path) == []  # (the test's function is not actviz's)
