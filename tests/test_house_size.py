@@ -169,7 +169,10 @@ LATER_CAPABILITIES = (
 # tried only in view (#37, +47); Compare off until there is something to compare, one input
 # caption for the window and live mode (#39, +43); an unused logger, a redundant check, a
 # one-use helper (-12, #38).
-TODAYS_FEATURES_LINES = 44_918
+# +14 on 2026-12-06 morning (#37): a session's layout restored on a display pass of its own,
+# a panel's layouts activated only when its page's shape changes, docks found among the
+# window's own children.
+TODAYS_FEATURES_LINES = 44_932
 
 
 def todays_feature_lines() -> int:

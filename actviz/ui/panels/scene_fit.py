@@ -26,8 +26,7 @@ class SceneFit:
         return self._fit_width and self._layout_shape() is not None and self._lock_aspect
 
     def expect_shape(self, shape: tuple[int, int] | None) -> bool:
-        """Make room now for a later image of ``shape`` (None: the image shown); False: the
-        room is already that."""
+        """Make room now for a later image of ``shape`` (None: the image shown); False: no change."""
         shape = None if shape is None or tuple(shape) == self._shape else tuple(shape)
         if shape == self._expected_shape:
             return False

@@ -215,12 +215,10 @@ class SessionsFeature(FeatureBase, QObject):
 
     def _later(self, opening: _Opening, step: Callable[[], object]) -> None:
         """Run ``step`` of ``opening`` on a later display pass, while it is still current."""
-
-        def run() -> None:
-            if self._opening is opening:
-                self._step_done(opening, lambda _value: step(), None)
-
-        self.host.defer_display(run, stale_ok=True)
+        self.host.defer_display(
+            lambda: self._opening is opening and self._step_done(opening, lambda _v: step(), None),
+            stale_ok=True,
+        )
 
     def _open_failed(self, opening: _Opening, error: BaseException) -> None:
         said = self.saver.failure_text(error, "opening the session")
