@@ -169,10 +169,11 @@ LATER_CAPABILITIES = (
 # tried only in view (#37, +47); Compare off until there is something to compare, one input
 # caption for the window and live mode (#39, +43); an unused logger, a redundant check, a
 # one-use helper (-12, #38).
-# +14 on 2026-12-06 morning (#37): a session's layout restored on a display pass of its own,
+# +22 on 2026-12-06 morning (#37): a session's layout restored on a display pass of its own
+# (or first thing when its saved run is ready before that pass),
 # a panel's layouts activated only when its page's shape changes, docks found among the
 # window's own children.
-TODAYS_FEATURES_LINES = 44_932
+TODAYS_FEATURES_LINES = 44_940
 
 
 def todays_feature_lines() -> int:

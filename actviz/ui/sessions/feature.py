@@ -97,6 +97,7 @@ class _Opening:
     trust: bool = False
     notes: list[str] = field(default_factory=list)
     done: bool | None = None  # True: opened; False: not
+    layout: bytes | None = None  # the window layout still to put back
 
 
 class SessionsFeature(FeatureBase, QObject):
@@ -349,7 +350,8 @@ class SessionsFeature(FeatureBase, QObject):
             s.replace_ticked(ticks)
         opening.notes.extend(apply_view(host, state))
         if state.layout:  # on a turn of its own: its resizes and the new tree's are two blocks
-            self._later(opening, lambda: host.restore_layout_state(state.layout))
+            opening.layout = state.layout
+            self._later(opening, lambda: self._put_layout(opening))
         # The saved run is shown as it was: no automatic run replaces it.
         host.stop_current_run()
         if state.capture is None and not any(p.capture is not None for p in state.pins):
@@ -363,7 +365,13 @@ class SessionsFeature(FeatureBase, QObject):
 
         self._step(opening, job, lambda value: self._opened(opening, *value, request))
 
+    def _put_layout(self, opening: _Opening) -> None:
+        if (layout := opening.layout) is not None:
+            opening.layout = None
+            self.host.restore_layout_state(layout)
+
     def _opened(self, opening: _Opening, result: Any, pins: list, request: Any = None) -> None:
+        self._put_layout(opening)  # (the saved run may be ready before the layout's turn)
         state = opening.state
         assert state is not None
         host = self.host
