@@ -167,8 +167,8 @@ def mark_arena() -> None:
 
 def release_kernel_buffers() -> bool:
     """Free the scratch buffers MKL's matrix products keep per thread (``mkl_free_buffers``):
-    a pool thread's stay allocated after the thread ends, so a long session's heap grew with
-    every thread the pools replaced. Call it with no torch work running; False without MKL."""
+    with AVX-512 kernels a pool thread's stay allocated after it ends, so a long session's heap
+    grew with every thread the pools replaced. Call it with no torch work running; False without MKL."""
     if (free := _mkl_free_buffers()) is None:
         return False
     free()
