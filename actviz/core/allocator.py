@@ -40,6 +40,7 @@ _marks_lock = threading.Lock()
 MARK_BYTES = 256 * 1024
 # The trim threshold while a trim frees the marks: a thread arena's top beyond it goes back.
 _TRIM_LOW = 1 * 2**20
+_mkl_free: list[Callable[[], object] | None] = []
 
 
 def tune_allocator() -> bool:
@@ -169,17 +170,7 @@ def release_kernel_buffers() -> bool:
     """Free the scratch buffers MKL's matrix products keep per thread (``mkl_free_buffers``):
     with AVX-512 kernels a pool thread's stay allocated after it ends, so a long session's heap
     grew with every thread the pools replaced. Call it with no torch work running; False without MKL."""
-    if (free := _mkl_free_buffers()) is None:
-        return False
-    free()
-    return True
-
-
-_mkl_free: list[Callable[[], object] | None] = []
-
-
-def _mkl_free_buffers() -> Callable[[], object] | None:
-    """MKL's ``mkl_serv_free_buffers`` in the torch loaded (never loads one), else None."""
+    # MKL's ``mkl_serv_free_buffers`` in the torch loaded (never loads one), looked up once.
     if not _mkl_free and (torch := sys.modules.get("torch")) is not None:
         lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
         loaded = None
@@ -187,7 +178,10 @@ def _mkl_free_buffers() -> Callable[[], object] | None:
             with contextlib.suppress(OSError):  # not loaded (a build without it): nothing to free
                 loaded = ctypes.CDLL(str(lib), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
         _mkl_free.append(getattr(loaded, "mkl_serv_free_buffers", None))
-    return _mkl_free[0] if _mkl_free else None
+    if not _mkl_free or (free := _mkl_free[0]) is None:
+        return False
+    free()
+    return True
 
 
 def release_freed_memory() -> bool:

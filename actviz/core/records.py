@@ -50,7 +50,6 @@ class LayerRecord:
 
     @property
     def grad(self) -> torch.Tensor | None:
-        """The first tensor of :attr:`grad_output`."""
         return first_tensor(self.grad_output)
 
     def __repr__(self) -> str:

@@ -205,7 +205,6 @@ class ModuleTree:
         return self.nodes[0]
 
     def leaves(self) -> list[str]:
-        """Names of the modules without children."""
         return [n.name for n in self.nodes if n.is_leaf]
 
     def descendants(self, name: str, leaves_only: bool = False) -> list[str]:
@@ -218,7 +217,6 @@ class ModuleTree:
         ]
 
     def names_of_type(self, type_name: str) -> list[str]:
-        """Names of every module whose class name is ``type_name``."""
         return [n.name for n in self.nodes if n.type_name == type_name]
 
 

@@ -447,9 +447,7 @@ def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) 
     fit = _umap(np.asarray(a[sample]), dims, seed, options)
     coords = np.empty((n, dims))
     coords[sample] = fit.coords
-    rest = np.ones(n, dtype=bool)
-    rest[sample] = False
-    others = np.flatnonzero(rest)
+    others = np.setdiff1d(np.arange(n), sample)
     for lo in range(0, len(others), _PLACE_CHUNK):
         rows = others[lo : lo + _PLACE_CHUNK]
         coords[rows] = fit.transform(np.asarray(a[rows]))

@@ -207,14 +207,13 @@ def _receptive_field(
     with forward_hooks(leaves, leaf_hook), forward_hooks([target], layer_hook):
         with eval_mode(net), torch.no_grad():
             net(x)
-    input_hw = (shape[2], shape[3])
     if not layer_out:
         raise ValueError(f"layer {layer!r} did not run for an input of shape {shape}")
     out_shape = layer_out[2]
     map_hw = (int(out_shape[-2]), int(out_shape[-1])) if len(out_shape) == 4 else None
     chain = _chain(calls[: layer_out[1]], id(x), layer_out[0])
     method = "analytic" if chain is not None else "gradient"
-    return ReceptiveField(input_hw, map_hw, chain, method, weakref.ref(net), layer, shape)
+    return ReceptiveField(shape[2:], map_hw, chain, method, weakref.ref(net), layer, shape)
 
 
 def _chain(calls: list[tuple[nn.Module, int, int]], input_id: int, output_id: int) -> tuple | None:

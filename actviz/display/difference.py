@@ -95,7 +95,6 @@ class PredictionChange:
 
     @property
     def changed(self) -> bool:
-        """Whether the top class differs between the runs."""
         return self.top_a != self.top_b
 
 

@@ -74,26 +74,13 @@ def page_start(channel: int, size: int, order: ChannelOrder | None = None) -> in
 class Mosaic:
     """A page of a layer's channels tiled into one image (immutable; arrays read-only).
 
-    Attributes
-    ----------
-    image
-        ``(rows*(tile_h+pad)-pad, cols*(tile_w+pad)-pad)`` float32 in [0, 1], NaN in the padding
-        and for non-finite values.
-    value_range
-        Finite min and max of the data shown (for a colour bar legend).
-    channels
-        Channels shown; the ``i``-th sits at row ``i // cols``, column ``i % cols``.
-    scale
-        Source pixels per tile pixel (1 unless downsampled).
-    indices
-        ``image`` as uint8 colour-table indices (what is painted).
-    symmetric
-        Normalised symmetrically about 0 (0 paints mid-scale).
-    order, position
-        The channel order when not the natural one; tile ``i`` shows
-        ``order.channels[position + i]``.
-    scale_range
-        The values that map to 0 and 1 in ``image`` (nominal ``(0, 1)`` / ``(-1, 1)`` per channel).
+    ``image`` is ``(rows*(tile_h+pad)-pad, cols*(tile_w+pad)-pad)`` float32 in [0, 1], NaN in the
+    padding and for non-finite values, and ``indices`` its uint8 colour-table indices (what is
+    painted); ``value_range`` the finite min and max shown (a colour bar's legend); ``channels``
+    tiles, the ``i``-th at row ``i // cols``, column ``i % cols``; ``scale`` source pixels per tile
+    pixel; ``symmetric``: normalised about 0 (0 paints mid-scale); ``order`` a channel order
+    other than the natural one, tile ``i`` showing ``order.channels[position + i]``;
+    ``scale_range`` the values mapped to 0 and 1 (nominal ``(0, 1)`` / ``(-1, 1)`` per channel).
     """
 
     #: None until first read, then made from ``_tiles`` (live frames paint ``indices`` only).
@@ -164,7 +151,6 @@ class Mosaic:
         return tuple(range(self.first_channel, self.first_channel + self.channels))
 
     def shows(self, channel: int) -> bool:
-        """Whether layer channel ``channel`` has a tile on this page."""
         return int(channel) in self.tile_channels
 
     def channel_at(self, x: float, y: float) -> int | None:
@@ -357,28 +343,16 @@ def mosaic(
     order: ChannelOrder | None = None,
     absolute: bool = False,
 ) -> Mosaic:
-    """Tile a page of the channels of a ``(C, H, W)`` map into one normalised image.
+    """Tile a page (``first_channel``, ``max_channels``: clamped) of the channels of ``fmap``, a
+    ``(C, H, W)`` array or tensor (``(H, W)``: one channel), into one normalised image.
 
-    Parameters
-    ----------
-    fmap
-        ``(C, H, W)`` array or tensor (a ``(H, W)`` map counts as one channel).
-    normalize
-        ``"channel"``: each tile over its own min..max; ``"shared"``: one range for the layer.
-    first_channel, max_channels
-        The page (clamped).
-    max_tile, max_pixels
-        Downsample tiles larger than ``max_tile`` on a side, or the page to ``max_pixels``.
-    pad
-        Pixels of NaN between tiles; default :func:`mosaic_pad`.
-    value_range
-        Fixed ``(lo, hi)`` for ``"shared"``; default the whole layer's finite range.
-    symmetric
-        Normalise about 0 over ``[-max|x|, +max|x|]`` (per channel or shared).
-    order
-        Tile in this order (``first_channel`` counts positions); ignored if it does not fit.
-    absolute
-        Tile ``|fmap|`` (a gradient's magnitude), taken of the page only.
+    ``normalize`` ``"channel"`` scales each tile over its own min..max, ``"shared"`` over one range
+    (``value_range``, default the whole layer's finite range); ``symmetric`` over
+    ``[-max|x|, +max|x|]``. Tiles larger than ``max_tile`` on a side, or a page over
+    ``max_pixels``, are downsampled; ``pad`` pixels of NaN go between tiles (default
+    :func:`mosaic_pad`); ``order`` tiles in that order (``first_channel`` counts positions;
+    ignored if it does not fit); ``absolute`` tiles ``|fmap|`` (a gradient's magnitude), taken
+    of the page only.
     """
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")

@@ -185,22 +185,13 @@ def prepare(
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Turn a capture into panel-ready arrays: the one preparation path.
-
-    Parameters
-    ----------
-    model
-        For the module tree (``result.tree``), not rebuilt when ``previous_shapes`` match.
-    eager_hist, eager_stats, eager_cams
-        Layers whose histogram, statistics, Grad-CAM map are computed now (the others on
-        first read); None: every one (Grad-CAM in the fast variant: the default layer).
-    mosaic_layers
-        Layers on screen: only their mosaics are built, the others keep ``reuse``'s.
-    device
-        Reduce on the records' device with one host copy; None: when not on the CPU.
-    should_stop
-        Polled between layers; True raises ``CaptureCancelled``.
-    """
+    """Turn a capture into panel-ready arrays: the one preparation path. ``model`` gives the
+    module tree (``result.tree``), not rebuilt when ``previous_shapes`` match; ``eager_hist``,
+    ``eager_stats``, ``eager_cams`` name the layers whose histogram, statistics, Grad-CAM map are
+    computed now, the others on first read (None: every one; Grad-CAM in the fast variant: the
+    default layer); only the ``mosaic_layers`` on screen get mosaics built, the others keep
+    ``reuse``'s; ``device`` reduces on the records' device with one host copy (None: when not on
+    the CPU); ``should_stop`` is polled between layers (True raises ``CaptureCancelled``)."""
     report = progress or (lambda _msg: None)
 
     def check() -> None:
@@ -297,9 +288,8 @@ def prepare(
                 layers=lens,
             )
     shapes = output_shapes(cap)
-    tree = None
-    if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
-        tree = module_tree(model, cap)
+    changed = previous_shapes is None or dict(previous_shapes) != shapes
+    tree = module_tree(model, cap) if model is not None and changed else None
     errors: list[str] = []
     out = first_tensor(cap.output)
     if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):

@@ -114,7 +114,6 @@ class LazyMap(Mapping[str, np.ndarray]):
         return len(self._items)
 
     def computed(self) -> list[str]:
-        """Names whose value exists already."""
         return [n for n, lazy in self._items.items() if lazy.ready]
 
 

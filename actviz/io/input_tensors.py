@@ -49,7 +49,6 @@ class LoadedInput:
 
     @property
     def text(self) -> str | None:
-        """The text of a ``text:`` input, else None."""
         return self.source[5:] if self.source.startswith("text:") else None
 
     @property
@@ -245,8 +244,7 @@ def _from_image(
             ) from exc
         if not isinstance(y, torch.Tensor) or y.ndim not in (3, 4):
             raise InputError(f"{src}: the model's preprocessing did not return a (C, H, W) tensor")
-        y = y if y.ndim == 3 else y[0]
-        y = y.to(torch.float32)
+        y = (y if y.ndim == 3 else y[0]).to(torch.float32)
         mean, std = getattr(transforms, "mean", None), getattr(transforms, "std", None)
         if mean is not None and std is not None and len(mean) == len(std) == y.shape[0]:
             m, s = (torch.tensor(list(v), dtype=y.dtype).view(-1, 1, 1) for v in (mean, std))
@@ -259,15 +257,12 @@ def _from_image(
                 shown = (y - lo) / (hi - lo) if hi > lo else torch.zeros_like(y)
         how = _describe_transforms(transforms)
     else:
-        target = exp.size or size
-        y = chw
+        target, y, how = exp.size or size, chw, "scaled to [0, 1]"
         if target is not None and tuple(target) != (chw.shape[1], chw.shape[2]):
             y = torch.nn.functional.interpolate(
                 chw[None], size=tuple(target), mode="bilinear", align_corners=False, antialias=True
             )[0].clamp(0.0, 1.0)
-            how = f"resized to {target[1]}x{target[0]}, scaled to [0, 1]"
-        else:
-            how = "scaled to [0, 1]"
+            how = f"resized to {target[1]}x{target[0]}, {how}"
         shown = y
     value = y[None].to(device=exp.device, dtype=exp.dtype).contiguous()
     shape = "x".join(str(s) for s in value.shape)

@@ -171,7 +171,6 @@ class EditBoard(Board[EditEntry]):
         self._changed()
 
     def active(self) -> list[EditEntry]:
-        """The entries switched on."""
         return [e for e in self._entries if e.edit.enabled]
 
     def request_edits(self) -> dict[str, tuple[Edit, ...]]:

@@ -319,7 +319,6 @@ class Session(DisplaySettings, TargetChoice):
         self.model_changed.emit()
 
     def set_loaded_model(self, loaded: LoadedModel, **kwargs: Any) -> None:
-        """Adopt an :class:`actviz.io.models.loaded_model.LoadedModel`."""
         same = ("name", "kind", "categories", "transforms", "input_size", "warnings")
         adopted = {k: getattr(loaded, k) for k in same}
         self.set_model(loaded.model, source=str(loaded.source), loaded=loaded, **adopted, **kwargs)
@@ -394,19 +393,15 @@ class Session(DisplaySettings, TargetChoice):
         from actviz.core.input_copies import list_layout
 
         value = self.input.value if self.input is not None else None
-        if self.input_as_list and isinstance(value, torch.Tensor):
-            new = list_layout(value, True)
-        elif undo and isinstance(value, list):
-            new = list_layout(value, False)
-        else:
+        as_list = self.input_as_list and isinstance(value, torch.Tensor)
+        if not as_list and not (undo and isinstance(value, list)):
             return False
-        if new is value:
+        if (new := list_layout(value, as_list)) is value:
             return False
         self.input = dataclasses.replace(self.input, value=new)  # type: ignore[arg-type]
         return True
 
     def set_loaded_input(self, loaded: LoadedInput) -> None:
-        """Adopt an :class:`actviz.io.input_files.LoadedInput`."""
         self.set_input(**vars(input_source_of(loaded)))
 
     @property

@@ -206,7 +206,6 @@ class LayerEffects:
 
     @property
     def channels(self) -> int:
-        """Number of channels."""
         return int(self.estimate.shape[0])
 
     def row(self, channel: int) -> EffectRow:

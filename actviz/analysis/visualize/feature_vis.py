@@ -146,13 +146,8 @@ def layer_channels(
     model: Any, layer: str, *, size: int = 128, input_size: tuple[int, int] | None = None
 ) -> int:
     """How many channels ``layer`` has (what :func:`visualize` can be asked for): one grey
-    image fed to the layer, the forward stopped there, the model left as found.
-
-    Raises
-    ------
-    VisualizeError
-        As :func:`visualize` does for the model and layer.
-    """
+    image fed to the layer, the forward stopped there, the model left as found;
+    ``VisualizeError`` as :func:`visualize` raises it for the model and layer."""
     net, loaded = unwrap_model(model)
     device, dtype = check_image_model(net, loaded)
     layer, module = model_layer(net, layer)

@@ -146,7 +146,6 @@ class Visualization:
         return np.ascontiguousarray(np.round(rgb * 255.0).astype(np.uint8))
 
     def index(self, channel: int) -> int:
-        """The position of ``channel`` in :attr:`channels`."""
         return self.channels.index(int(channel))
 
     def select(self, channels: Iterable[int]) -> Visualization:

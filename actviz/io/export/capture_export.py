@@ -232,23 +232,13 @@ def prepare_export(
     layout: Any = None,
     token_saliency: TokenSaliency | None = None,
 ) -> tuple[Capture, RunResult]:
-    """The capture and its preparation (the window's exact path) for export and the report.
-
-    Parameters
-    ----------
-    image
-        ``(H, W, 3)`` uint8 input image for the saliency and Grad-CAM overlays.
-    cmap, normalize
-        As the window paints: "auto" chooses per layer; ``"channel"`` or ``"shared"``
-        (|gradient| mosaics always share one range).
-    gradcam_layer
-        Default: the last captured layer with a spatial output.
-    tokens, model, tokenizer, logit_lens, layout, token_saliency
-        Sequence views (:func:`write_sequence_views`); what is passed computed already
-        is not recomputed.
-
-    Raises ``ValueError`` for an unknown normalisation or colour map.
-    """
+    """The capture and its preparation (the window's exact path) for export and the report:
+    ``image`` the ``(H, W, 3)`` uint8 input for the saliency and Grad-CAM overlays; ``cmap`` and
+    ``normalize`` as the window paints ("auto": per layer; |gradient| mosaics share one range);
+    ``gradcam_layer`` by default the last captured layer with a spatial output; ``tokens``,
+    ``model``, ``tokenizer``, ``logit_lens``, ``layout``, ``token_saliency`` for the sequence
+    views (:func:`write_sequence_views`), not recomputed when given. ``ValueError`` for an unknown
+    normalisation or colour map."""
     # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
