@@ -33,13 +33,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "RUN_TIMEOUT_MS",
-    "Prediction",
-    "ProcessState",
-    "WindowDriver",
-    "assert_no_hooks",
-    "hooks_left",
-    "leaked_widgets",
-    "painted_pixels",
-    "top_level_widgets",
-]
+    "RUN_TIMEOUT_MS", "Prediction", "ProcessState", "WindowDriver", "assert_no_hooks", "hooks_left",
+    "leaked_widgets", "painted_pixels", "top_level_widgets",
+]  # fmt: skip

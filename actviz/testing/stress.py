@@ -88,9 +88,8 @@ def module_model(
 
     def open_module(window: Any) -> None:
         prepare()
-        window.script.set_model(
-            made[0], name=name, layers=list(layers) if layers is not None else None
-        )
+        ticked = list(layers) if layers is not None else None
+        window.script.set_model(made[0], name=name, layers=ticked)
         window.script.set_input(inputs)
 
     return ModelSetup(name, open_module, prepare)
@@ -359,12 +358,10 @@ class StressDriver(UserActions):
             for ref in gc.get_referrers(alive()):
                 if ref is not self.__dict__ and not isinstance(ref, type(sys._getframe())):
                     up = {type(r).__name__ for r in gc.get_referrers(ref)} - {"list", "frame"}
-                    holders.append(
-                        f"{stress_report.describe_referrer(ref)} (held by {sorted(up)[:6]})"
-                    )
-            self.kept_windows.append(
-                f"a closed window is still alive after deleteLater and gc; held by: {holders[:8]}"
-            )
+                    held = f"{stress_report.describe_referrer(ref)} (held by {sorted(up)[:6]})"
+                    holders.append(held)
+            text = "a closed window is still alive after deleteLater and gc; held by"
+            self.kept_windows.append(f"{text}: {holders[:8]}")
 
     def spin(self, seconds: float) -> None:
         """Run the event loop for ``seconds``."""

@@ -31,17 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.workspace.session_state import Session
 
 __all__ = [
-    "HOST_SIGNALS",
-    "Feature",
-    "FeatureBase",
-    "FeatureJob",
-    "Host",
-    "StepsAndLine",
-    "WindowHost",
-    "channels_text",
-    "refill_combo",
-    "show_line",
-]
+    "HOST_SIGNALS", "Feature", "FeatureBase", "FeatureJob", "Host", "StepsAndLine", "WindowHost",
+    "channels_text", "refill_combo", "show_line",
+]  # fmt: skip
 
 
 #: The window's signals a feature may connect to: the host re-exposes them (plugins' guarded).

@@ -294,26 +294,15 @@ class Worker(QObject):
         lane: int = 0,
         threads: int | None = None,
     ) -> Job:
-        """Queue ``job``; by default every earlier job is superseded and asked to stop.
+        """Queue ``job(should_stop, progress)`` (it may return :class:`Staged`); by default
+        every earlier job is superseded and asked to stop, and has emitted ``superseded`` by the
+        time the returned :class:`Job` handle comes back.
 
-        Parameters
-        ----------
-        job
-            ``job(should_stop, progress)``; it may return :class:`Staged`.
-        supersede
-            False keeps the earlier jobs current, reporting in order (pipelined live frames).
-        keep
-            Later jobs do not supersede this one (a report, a file written whole); it ends
-            by itself, by a cancel or by :meth:`drop`.
-        lane
-            0: the model's thread. 1: a second thread, for jobs capturing a copy of the model.
-        threads
-            torch's thread count for the first stage (None: :attr:`threads`).
-
-        Returns
-        -------
-        Job
-            The handle; the jobs it supersedes have emitted ``superseded`` by then.
+        ``supersede=False`` keeps the earlier jobs current, reporting in order (pipelined live
+        frames). ``keep``: later jobs do not supersede this one (a report, a file written
+        whole); it ends by itself, by a cancel or by :meth:`drop`. ``lane``: 0 the model's
+        thread, 1 a second thread for jobs capturing a copy of the model. ``threads``: torch's
+        thread count for the first stage (None: :attr:`threads`).
         """
         if lane not in (0, 1):
             raise ValueError(f"lane must be 0 or 1, not {lane!r}")

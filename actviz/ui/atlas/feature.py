@@ -436,10 +436,8 @@ class AtlasFeature(FeatureBase, QObject):
         p = atlas.projection
         channel = f"channel {self.view.channel_spin.value()}'s mean activation"
         by = {"Correct": "correctness", "Channel": channel}.get(mode, mode.lower())
-        caption = (
-            f"Atlas of {atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}), "
-            f"coloured by {by}"
-        )
+        caption = f"Atlas of {atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()})"
+        caption += f", coloured by {by}"
         if len(selection):
             caption += f"; {len(selection):,} selected"
 

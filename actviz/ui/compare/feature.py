@@ -315,9 +315,8 @@ class CompareController(FeatureBase, QObject):
                 raise ValueError("The pinned result was unpinned: pin a result to compare with.")
             if pin.result.capture is None:
                 raise ValueError(f"The pinned result {pin.label} holds no capture to compare.")
-            return CompareRequest(
-                mode=PIN, cap_b=pin.result.capture, **common
-            ), f"pinned {pin.label}"
+            request = CompareRequest(mode=PIN, cap_b=pin.result.capture, **common)
+            return request, f"pinned {pin.label}"
         if v.source == INPUT:
             request = CompareRequest(
                 mode=INPUT,

@@ -25,7 +25,6 @@ NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none
 SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
 _STILL, _FOLDER, _TENSOR, _WEBCAM = range(4)
 
-
 #: ``chooser(parent) -> path or ""``
 Chooser = Callable[[QtWidgets.QWidget], str]
 
@@ -267,11 +266,10 @@ class LiveControls(QtWidgets.QDockWidget):
         v.addWidget(self.frame_label)
         row2 = QtWidgets.QHBoxLayout()
         row2.addWidget(QtWidgets.QLabel("speed"))
+        tip = "Playback speed; frames the model cannot keep up with are skipped"
         self.speed_spin = QtWidgets.QDoubleSpinBox(minimum=0.25, maximum=60.0, suffix=" fps")
         self.speed_spin.setValue(self.controller.player.fps)
-        self.speed_spin.setToolTip(
-            "Playback speed; frames the model cannot keep up with are skipped"
-        )
+        self.speed_spin.setToolTip(tip)
         self.speed_spin.valueChanged.connect(self.controller.set_speed)
         self.controller.speed_changed.connect(self._on_speed_changed)
         row2.addWidget(self.speed_spin)
@@ -330,16 +328,13 @@ class LiveControls(QtWidgets.QDockWidget):
         v.addWidget(self.memory_label)
         row = QtWidgets.QHBoxLayout()
         row.addWidget(QtWidgets.QLabel("memory budget"))
-        self.budget_spin = QtWidgets.QSpinBox(
-            minimum=16, maximum=1 << 20, singleStep=256, suffix=" MiB"
-        )
+        tip = "A capture that would hold more than this is refused instead of running out of memory"
+        self.budget_spin = QtWidgets.QSpinBox(minimum=16, maximum=1 << 20, toolTip=tip)
+        self.budget_spin.setSingleStep(256)
+        self.budget_spin.setSuffix(" MiB")
         self.budget_spin.setValue(max(16, self.controller.memory_budget >> 20))
-        self.budget_spin.setToolTip(
-            "A capture that would hold more than this is refused instead of running out of memory"
-        )
-        self.budget_spin.valueChanged.connect(
-            lambda mib: self.controller.set_memory_budget(int(mib) << 20)
-        )
+        budget = self.controller.set_memory_budget
+        self.budget_spin.valueChanged.connect(lambda mib: budget(int(mib) << 20))
         row.addWidget(self.budget_spin)
         v.addLayout(row)
 
@@ -405,9 +400,8 @@ class LiveControls(QtWidgets.QDockWidget):
         for w in (self.play_action, self.next_action, self.back_action, self.frame_slider):
             w.setEnabled(sequence)
         nothing = c.source is None and c.host.session.input is None  # no frame to count
-        self._set_frame(
-            c.player.index, n, "no input" if nothing else f"frame {c.player.index + 1}/{n}"
-        )
+        text = "no input" if nothing else f"frame {c.player.index + 1}/{n}"
+        self._set_frame(c.player.index, n, text)
         self._on_controller_playing_changed(c.playing)
 
     def _on_controller_status_changed(self, status: LiveStatus) -> None:
@@ -490,6 +484,5 @@ def show_dock(dock: QtWidgets.QDockWidget) -> None:
 
 def _icon(name: str) -> QIcon:
     """One of Qt's standard media icons (drawn by the style, so always available)."""
-    return QtWidgets.QApplication.style().standardIcon(
-        getattr(QtWidgets.QStyle.StandardPixmap, name)
-    )
+    pixmap = getattr(QtWidgets.QStyle.StandardPixmap, name)
+    return QtWidgets.QApplication.style().standardIcon(pixmap)

@@ -173,16 +173,10 @@ class PlayClock:
 class LiveController(QObject):
     """Drives live frames through the worker and panels of the window's ``host``.
 
-    Parameters
-    ----------
-    max_fps
-        Upper bound of frames started per second (and so of repaints).
-    capture_threads
-        torch threads while capturing. None: two lanes at half the worker's count each while a
-        sequence plays, else the worker's count. A number: one lane of it.
-    memory_budget
-        Bytes one capture may hold; larger selections are refused with a message.
-    """
+    ``max_fps``: the most frames started per second (and so repaints). ``capture_threads``:
+    torch threads while capturing; None: two lanes at half the worker's count each while a
+    sequence plays, else the worker's count; a number: one lane of it. ``memory_budget``: bytes
+    one capture may hold; larger selections are refused with a message."""
 
     #: A :class:`LiveStatus` after every shown frame, and when the state changes.
     status_changed = Signal(object)

@@ -387,10 +387,8 @@ class ModuleDetails(QWidget):
 
     def row_texts(self) -> list[list[str]]:
         """The table's cells (tests and accessibility)."""
-        return [
-            [self.table.item(r, c).text() for c in range(self.table.columnCount())]
-            for r in range(self.table.rowCount())
-        ]
+        t = self.table
+        return [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
 
 
 class ModelDock(QDockWidget):
@@ -438,15 +436,9 @@ class ModelDock(QDockWidget):
         self._fit_pending = False
         # Measured once per change of the rows shown, not per resize (it asks every cell).
         self._wanted: dict[int, int] | None = None
-        for signal in (
-            self.tree_proxy.modelReset,
-            self.tree_proxy.layoutChanged,
-            self.tree_proxy.rowsInserted,
-            self.tree_proxy.rowsRemoved,
-            self.tree_proxy.dataChanged,
-            self.tree_view.expanded,
-            self.tree_view.collapsed,
-        ):
+        p, t = self.tree_proxy, self.tree_view
+        changes = (p.modelReset, p.layoutChanged, p.rowsInserted, p.rowsRemoved, p.dataChanged)
+        for signal in (*changes, t.expanded, t.collapsed):
             signal.connect(lambda *_: setattr(self, "_wanted", None))
         self._fit_soon = DeferredCall(self, self._fit)
         self.tree_view.installEventFilter(self)
@@ -498,11 +490,8 @@ class ModelDock(QDockWidget):
             header.resizeSection(0, min(name, room - 24))
         for c in shown[:-1]:
             header.resizeSection(c, wanted[c])
-        last = shown[-1]
-        header.resizeSection(
-            last,
-            max(24, room - header.sectionSize(0) - sum(header.sectionSize(c) for c in shown[:-1])),
-        )
+        used = header.sectionSize(0) + sum(header.sectionSize(c) for c in shown[:-1])
+        header.resizeSection(shown[-1], max(24, room - used))
 
     def _wanted_widths(self) -> dict[int, int]:
         """Columns 1-3: the widest text of the rows shown (or the header's) plus margins."""
