@@ -326,8 +326,7 @@ class LayerCache:
             "spatial": np.array(state.spatial or (), dtype=np.int64),
         }
         if embedding is not None:
-            arrays["embed_dim"] = np.array(embedding[0])
-            arrays["embed_axis"] = np.array(embedding[1])
+            arrays.update(embed_dim=np.array(embedding[0]), embed_axis=np.array(embedding[1]))
         # Copies: the state changes in place, and the store writes every layer at each batch.
         if saved := state.arrays():
             idx = saved.pop("indices")
@@ -341,6 +340,5 @@ class LayerCache:
 
 def log_line(kind: str, source: str | int, signature: str, reason: str = "") -> str:
     """One log line; tabs and newlines in a reason are replaced so lines stay one record."""
-    if reason:
-        reason = re.sub(r"[\t\r\n]+", " ", reason)
+    reason = re.sub(r"[\t\r\n]+", " ", reason)
     return f"{kind}\t{source}\t{signature}\t{reason}\n"

@@ -202,11 +202,8 @@ def folder_images(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
                 files.append((prefix + fn, os.path.join(dirpath, fn)))
     files.sort()
     # ImageFolder layout: every image one folder below the root; the folders are the classes.
-    tops = {rel.split("/", 1)[0] for rel, _ in files if "/" in rel}
-    flat = [rel for rel, _ in files if "/" not in rel]
-    classes = tuple(sorted(tops)) if files and tops and not flat else None
-    if classes is not None and any(rel.count("/") != 1 for rel, _ in files):
-        classes = None
+    one_down = files and all(rel.count("/") == 1 for rel, _ in files)
+    classes = tuple(sorted({rel.split("/", 1)[0] for rel, _ in files})) if one_down else None
     return [full for _, full in files], classes
 
 

@@ -301,9 +301,8 @@ def compare_job(
     report = progress or (lambda _msg: None)
     cap_a = request.cap_a
     layers = list(cap_a.names)
-    description = ""
     if request.mode == PIN:
-        cap_b = request.cap_b
+        cap_b, description = request.cap_b, ""
     else:
         cap_b, description = _capture_b(request, layers, should_stop, report)
     common = [n for n in layers if n in cap_b]
@@ -344,7 +343,6 @@ def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
     view, m = layer.view, layer.mosaic
     if view is None or m is None or view.kind != "maps":
         return layer
-    grad_view = magnitude_view(view)
     grad_mosaic = mosaic(
         view.data,
         absolute=True,
@@ -352,7 +350,7 @@ def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
         first_channel=m.first_channel,
         max_channels=m.page_size,
     )
-    return replace(layer, grad_view=grad_view, grad_mosaic=grad_mosaic)
+    return replace(layer, grad_view=magnitude_view(view), grad_mosaic=grad_mosaic)
 
 
 def _capture_b(

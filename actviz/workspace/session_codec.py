@@ -75,10 +75,9 @@ def edits_to_json(
                     continue
                 row["pin"] = pin
             if edit.kind == "concept":
-                found = [i for i, d in enumerate(dictionaries) if d is edit.concepts]
-                if not found:
+                if not any(d is edit.concepts for d in dictionaries):
                     dictionaries.append(edit.concepts)
-                row["concepts"] = found[0] if found else len(dictionaries) - 1
+                row["concepts"] = next(i for i, d in enumerate(dictionaries) if d is edit.concepts)
             row["enabled"] = bool(edit.enabled)
             rows.append(row)
     return rows, warnings
