@@ -25,8 +25,9 @@ TEXT_SLACK_PX = 3
 
 
 def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:
+    pen = pg.mkPen(colour, width=2)
     return pg.PlotDataItem(
-        pen=pg.mkPen(colour, width=2),
+        pen=pen,
         symbol=symbol,
         symbolSize=8,
         symbolBrush=colour,
@@ -62,11 +63,8 @@ class SimilarityChart(PlotPanel):
         self.distance_curve = _series(DISTANCE_COLOUR, "s", "relative L2 distance")
         self.plot.addItem(self.cosine_curve)
         self.plot.addItem(self.distance_curve)
-        self.divergence_line = pg.InfiniteLine(
-            angle=90,
-            movable=False,
-            pen=pg.mkPen(DIVERGENCE_COLOUR, width=2, style=QtCore.Qt.PenStyle.DashLine),
-        )
+        dashed = pg.mkPen(DIVERGENCE_COLOUR, width=2, style=QtCore.Qt.PenStyle.DashLine)
+        self.divergence_line = pg.InfiniteLine(angle=90, movable=False, pen=dashed)
         self.divergence_text = pg.TextItem("", color=DIVERGENCE_COLOUR, anchor=(0, 0))
         for item in (self.divergence_line, self.divergence_text):
             item.setVisible(False)
@@ -203,10 +201,8 @@ class SimilarityChart(PlotPanel):
         if self.divergence is None:
             return f"{n} layers · no layer differs beyond rel L2 {self.tol:g}"
         d = self.divergence
-        return (
-            f"{n} layers · first divergence at {self._label(d)} "
-            f"(rel L2 {style.format_value(float(self.rel_l2[d]))} > {self.tol:g})"
-        )
+        rel = style.format_value(float(self.rel_l2[d]))
+        return f"{n} layers · first divergence at {self._label(d)} (rel L2 {rel} > {self.tol:g})"
 
     def index_at(self, x: float) -> int | None:
         """The layer whose point is nearest data x-coordinate ``x`` (None off the points)."""

@@ -46,9 +46,8 @@ class CompareView(QtWidgets.QWidget):
         self._bar_split = False
         self._busy, self._missing = False, ""
         self.message_label = QtWidgets.QLabel("", wordWrap=True)
-        self.message_label.setTextInteractionFlags(
-            QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
-        )
+        selectable = QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
+        self.message_label.setTextInteractionFlags(selectable)
         outer.addWidget(self.message_label)
 
         self.chart = SimilarityChart()
@@ -89,9 +88,8 @@ class CompareView(QtWidgets.QWidget):
         self.source_combo.currentIndexChanged.connect(self._on_source_index_changed)
         bar.addWidget(self.source_combo)
         self.source_stack = QtWidgets.QStackedWidget()
-        self.source_stack.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
-        )
+        policy = QtWidgets.QSizePolicy.Policy
+        self.source_stack.setSizePolicy(policy.Expanding, policy.Fixed)
 
         self.pin_combo = QtWidgets.QComboBox()
         style.fit_combo(self.pin_combo, 10)
@@ -276,9 +274,8 @@ class DifferenceArea(QtWidgets.QScrollArea):
         container = QtWidgets.QWidget()
         self.grid = QtWidgets.QGridLayout(container, spacing=style.PANEL_SPACING)
         self.grid.setContentsMargins(*[style.PAGE_MARGIN] * 4)
-        self.placeholder = QtWidgets.QLabel(
-            NO_DIFFERENCES, wordWrap=True, alignment=QtCore.Qt.AlignmentFlag.AlignCenter
-        )
+        centre = QtCore.Qt.AlignmentFlag.AlignCenter
+        self.placeholder = QtWidgets.QLabel(NO_DIFFERENCES, wordWrap=True, alignment=centre)
         self.grid.addWidget(self.placeholder, 0, 0)
         self.setWidget(container)
         bar = self.verticalScrollBar()
@@ -342,10 +339,9 @@ class DifferenceArea(QtWidgets.QScrollArea):
             self._discard(self.panels.pop(name))
         cells: dict[str, QtWidgets.QWidget] = {}
         for name in order:
-            cell = self.panels.get(name, self.cells.get(name))
-            cells[name] = (
-                QtWidgets.QWidget(minimumHeight=MIN_PANEL_HEIGHT) if cell is None else cell
-            )
+            if (cell := self.panels.get(name, self.cells.get(name))) is None:
+                cell = QtWidgets.QWidget(minimumHeight=MIN_PANEL_HEIGHT)  # a stand-in
+            cells[name] = cell
         for name, cell in self.cells.items():
             if not isinstance(cell, DifferencePanel) and cells.get(name) is not cell:
                 self._discard(cell)
@@ -407,11 +403,8 @@ class DifferenceArea(QtWidgets.QScrollArea):
         self.settle()
         top = self.verticalScrollBar().value() - margin
         bottom = top + self.viewport().height() + 2 * margin
-        return [
-            name
-            for name, cell in self.cells.items()
-            if name in names and cell.y() < bottom and cell.y() + cell.height() > top
-        ]
+        cells = self.cells.items()
+        return [n for n, c in cells if n in names and c.y() < bottom and c.y() + c.height() > top]
 
     def anchor(self) -> tuple[str, int] | None:
         """The first panel whose bottom is in view and its top's offset, for :meth:`keep_anchor`."""

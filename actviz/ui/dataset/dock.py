@@ -139,11 +139,8 @@ class DatasetDock(QDockWidget):
         notes = list(getattr(scan, "warnings", ()) or ())
         # In the dock, not the banner: the scan itself succeeded.
         text = " ".join(([skipped_text(skipped)] if skipped else []) + notes)
-        self.set_message(
-            text,
-            error=bool(text),
-            tooltip="\n".join([f"{path}: {reason}" for path, reason in skipped] + notes),
-        )
+        tip = "\n".join([f"{path}: {reason}" for path, reason in skipped] + notes)
+        self.set_message(text, error=bool(text), tooltip=tip)
 
     def show_progress(self, done: int, total: int, images_per_s: float, eta: float) -> None:
         """Show the running scan's progress (a busy bar until the total is known)."""
@@ -390,9 +387,8 @@ class TopKGrid(QtWidgets.QWidget):
         font.setPointSize(style.LABEL_POINT_SIZE)
         self.tiles.setFont(font)
         # The images above keep the height: the tiles take the rows they need, one or two.
-        self.tiles.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed
-        )
+        policy = QtWidgets.QSizePolicy.Policy
+        self.tiles.setSizePolicy(policy.Preferred, policy.Fixed)
         self.tiles.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         layout.addWidget(self.tiles)
         #: The views shown (the engine's TopView objects), in tile order.

@@ -124,17 +124,14 @@ class EffectBars(QtWidgets.QWidget):
             half = width / 2 - 2
             scale = self.scale()
             painter.setPen(QtGui.QPen(QtGui.QColor(160, 160, 160)))
-            painter.drawLine(
-                QtCore.QPointF(zero, MARGIN), QtCore.QPointF(zero, self.height() - MARGIN)
-            )
+            bottom = self.height() - MARGIN
+            painter.drawLine(QtCore.QPointF(zero, MARGIN), QtCore.QPointF(zero, bottom))
+            align = int(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
             for i, row in enumerate(self.rows):
                 top = MARGIN + i * ROW_HEIGHT
                 painter.setPen(ink)
-                painter.drawText(
-                    QtCore.QRectF(0, top, left - 4, ROW_HEIGHT),
-                    int(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter),
-                    unit_label(self.unit, row.channel),
-                )
+                label = unit_label(self.unit, row.channel)
+                painter.drawText(QtCore.QRectF(0, top, left - 4, ROW_HEIGHT), align, label)
                 bars = [(row.estimate, False)]
                 if row.exact is not None:
                     bars.append((row.exact, True))
@@ -146,10 +143,8 @@ class EffectBars(QtWidgets.QWidget):
                     x = zero if value >= 0 else zero - length
                     rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
                     rgb = tuple(int(c * 0.6) for c in rgb) if exact else rgb  # exact: darker
-                    painter.fillRect(
-                        QtCore.QRectF(x, top + 2 + j * h, max(1.0, length), h - 1),
-                        QtGui.QColor(*rgb),
-                    )
+                    rect = QtCore.QRectF(x, top + 2 + j * h, max(1.0, length), h - 1)
+                    painter.fillRect(rect, QtGui.QColor(*rgb))
         finally:
             painter.end()
 

@@ -290,12 +290,9 @@ class SessionsFeature(FeatureBase, QObject):
         assert state is not None
         if state.model is None:
             if self.session.model is None:
-                self._fail_open(
-                    opening,
-                    f"Not opened: {opening.path.name} names no model to open (it was given "
-                    "in memory): show the model first, then open the session",
-                    level="error",
-                )
+                why = "(it was given in memory): show the model first, then open the session"
+                text = f"Not opened: {opening.path.name} names no model to open {why}"
+                self._fail_open(opening, text, level="error")
                 return
             opening.notes.append("the session's model was given in memory: the model shown is used")
             self._adopt(opening, None)
@@ -317,12 +314,9 @@ class SessionsFeature(FeatureBase, QObject):
             self._fail_open(opening, f"Not opened: {error.path} was not trusted.", "warning")
             return
         assert opening.state is not None and opening.state.model is not None
-        self._fail_open(
-            opening,
-            f"Could not open the session's model {opening.state.model.source!r}: "
-            f"{describe_error(error)}",
-            level="error",
-        )
+        source = opening.state.model.source
+        text = f"Could not open the session's model {source!r}: {describe_error(error)}"
+        self._fail_open(opening, text, level="error")
 
     def _adopt(self, opening: _Opening, loaded: Any) -> None:
         """Put the session on the window (GUI thread), then prepare its saved runs."""
@@ -337,12 +331,8 @@ class SessionsFeature(FeatureBase, QObject):
         if loaded is not None:
             src = state.model
             assert src is not None
-            host.adopt_model(
-                loaded,
-                ticks=ticks,
-                gradcam_layer=state.gradcam_layer,
-                open_args={"arch": src.arch, "weights": src.weights, "trust": opening.trust},
-            )
+            args = {"arch": src.arch, "weights": src.weights, "trust": opening.trust}
+            host.adopt_model(loaded, ticks=ticks, gradcam_layer=state.gradcam_layer, open_args=args)
         else:
             host.stop_current_run()
             s.pins.clear()
@@ -377,11 +367,8 @@ class SessionsFeature(FeatureBase, QObject):
         host = self.host
         notes = list(opening.notes)
         notes += restore_pins(self.session, pins, self.session.memory_budget)
-        notes += [
-            f"pin {p.label!r} was saved without its capture: not restored"
-            for p in state.pins
-            if p.capture is None
-        ]
+        lost = [p.label for p in state.pins if p.capture is None]
+        notes += [f"pin {label!r} was saved without its capture: not restored" for label in lost]
         if result is not None:
             host.show_result(result, request)
         elif self.session.can_run():
@@ -453,11 +440,8 @@ def prepare_saved(
 
     spec = request.display_spec()
     result = None if state.capture is None else prepare(state.capture, spec, model=request.model)
-    pins = [
-        (pin, prepare(pin.capture, spec, model=request.model))
-        for pin in state.pins
-        if pin.capture is not None
-    ]
+    kept = [pin for pin in state.pins if pin.capture is not None]
+    pins = [(pin, prepare(pin.capture, spec, model=request.model)) for pin in kept]
     return result, pins
 
 

@@ -148,10 +148,8 @@ class VisualizeFeature(FeatureBase, QObject):
     def fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
         """The entries of a layer panel's tile menu: this page's channels."""
         menu.addSeparator()
-        action = menu.addAction("Visualise channels", lambda: self.visualise_page(layer))
-        action.setToolTip(
-            "Synthesise what each channel of this page wants (What channels want dock)"
-        )
+        tip = "Synthesise what each channel of this page wants (What channels want dock)"
+        menu.addAction("Visualise channels", lambda: self.visualise_page(layer)).setToolTip(tip)
 
     def export_to(self, folder: str | Path) -> list[Path]:
         """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``: PNGs, a contact

@@ -174,12 +174,9 @@ class PageVisualiser(QObject):
             caption = f"{self._order_label}: {self._pos + 1}-{self._pos + n} of {self.total}"
         else:
             caption = f"ch {self.channels[0]}-{self.channels[-1]} of {self.total or '?'}"
+        has_next = bool(self.total) and self._pos + n < self.total
         self.dock.set_page(
-            self.layer,
-            self.channels,
-            caption,
-            has_prev=self._pos > 0,
-            has_next=bool(self.total) and self._pos + n < self.total,
+            self.layer, self.channels, caption, has_prev=self._pos > 0, has_next=has_next
         )
 
     def cancel(self) -> bool:
@@ -236,12 +233,8 @@ class PageVisualiser(QObject):
             self.total = total if type(total) is int and total > 0 else self._known_total(layer)
         first, size = state.get("first"), state.get("size")
         self.copy.abandon()  # a copy asked for earlier starts nothing now
-        self._new_page(
-            layer,
-            first if type(first) is int else 0,
-            size if type(size) is int else self._page_size(layer),
-            settings,
-        )
+        size = size if type(size) is int else self._page_size(layer)
+        self._new_page(layer, first if type(first) is int else 0, size, settings)
         # The tiles the cache holds (on :attr:`worker`; no forward pass, no hooks).
         loaded = self.session.loaded_model
         self._run(loaded if loaded is not None and loaded.model is model else model, False)

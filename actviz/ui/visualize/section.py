@@ -97,9 +97,8 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         self.size_spin = spin(minimum=8, maximum=1024, singleStep=16, value=defaults.size[0])
         self.size_spin.setToolTip("Image side in pixels")
         self.size_spin.setSuffix(" px")
-        self.objective_box = QtWidgets.QComboBox(
-            toolTip="channel: the channel's mean activation; neuron: its centre position"
-        )
+        tip = "channel: the channel's mean activation; neuron: its centre position"
+        self.objective_box = QtWidgets.QComboBox(toolTip=tip)
         self.objective_box.addItems(OBJECTIVES)
         self.objective_box.setCurrentText(defaults.objective)
         # The settings in a popover, so that the row stays one button wide in a narrow view.
@@ -112,10 +111,8 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         holder = QtWidgets.QWidgetAction(self.settings_menu)
         holder.setDefaultWidget(form_box)
         self.settings_menu.addAction(holder)
-        self.button = QtWidgets.QPushButton("What it wants")
-        self.button.setToolTip(
-            "Synthesise the image this channel responds to most (activation maximisation)"
-        )
+        tip = "Synthesise the image this channel responds to most (activation maximisation)"
+        self.button = QtWidgets.QPushButton("What it wants", toolTip=tip)
         self.button.clicked.connect(self.requested)
         layout.addLayout(self._run_row(self.button, "Stop the synthesis (Esc)", self.settings_menu))
         align = QtCore.Qt.AlignmentFlag
@@ -157,9 +154,8 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         big = max(h, w) > MAX_SHOWN
         pixmap = style.rgb_pixmap(self.image, MAX_SHOWN if big else None)
         if (factor := max(1, -(-MIN_SHOWN // max(1, min(h, w))))) > 1 and not big:
-            pixmap = pixmap.scaled(
-                w * factor, h * factor, mode=QtCore.Qt.TransformationMode.FastTransformation
-            )
+            fast = QtCore.Qt.TransformationMode.FastTransformation
+            pixmap = pixmap.scaled(w * factor, h * factor, mode=fast)
         self.picture.setPixmap(pixmap)
         drawn = f"{w}x{h} px, drawn at {pixmap.width()}x{pixmap.height()} (Export writes it whole)"
         self.picture.setToolTip(drawn if big else "")
@@ -258,9 +254,8 @@ class WantsMosaic(QtWidgets.QWidget):
                 else:
                     painter.drawImage(rect, image)
                 label = str(channel)
-                box = QtCore.QRect(
-                    rect.left(), rect.top(), metrics.horizontalAdvance(label) + 6, metrics.height()
-                )
+                width = metrics.horizontalAdvance(label) + 6
+                box = QtCore.QRect(rect.left(), rect.top(), width, metrics.height())
                 painter.fillRect(box, QtGui.QColor(255, 255, 255, 200))
                 painter.setPen(QtGui.QColor(30, 30, 30))
                 painter.drawText(box, QtCore.Qt.AlignmentFlag.AlignCenter, label)
@@ -276,12 +271,10 @@ class WantsMosaic(QtWidgets.QWidget):
 
     def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         channel = self.channel_at(event.position().toPoint())
-        self.setToolTip(
-            ""
-            if channel is None
-            else f"ch {channel}: click to open it in the channel view"
-            + ("" if channel in self._images else " (not synthesised yet)")
-        )
+        tip = "" if channel is None else f"ch {channel}: click to open it in the channel view"
+        if channel is not None and channel not in self._images:
+            tip += " (not synthesised yet)"
+        self.setToolTip(tip)
         super().mouseMoveEvent(event)
 
 
@@ -317,12 +310,9 @@ class MosaicDock(QtWidgets.QDockWidget, RunRow):
         self.export_button = style.tool_button(
             "Export…", "Write the pictures as PNGs with visualize.json", self.export_requested.emit
         )
-        row = self._run_row(
-            self.visualise_button,
-            "Stop the synthesis (Esc); finished tiles stay",
-            settings_menu,
-            ((self.prev_button, self.next_button), (self.export_button,)),
-        )
+        around = ((self.prev_button, self.next_button), (self.export_button,))
+        tip = "Stop the synthesis (Esc); finished tiles stay"
+        row = self._run_row(self.visualise_button, tip, settings_menu, around)
         row.setSpacing(2)
         layout.addLayout(row)
         self.mosaic = WantsMosaic()
