@@ -104,8 +104,7 @@ class Baseline:
         key = ("patch", layer, call, b, t.device, t.dtype)
         if (rep := self._repeated.get(key)) is None:
             src = self._source(layer, call, t, t.shape[0] // b).to(t.device, t.dtype)
-            rep = src.repeat(b, *([1] * (src.ndim - 1)))
-            self._repeated[key] = rep
+            rep = self._repeated[key] = src.repeat(b, *([1] * (src.ndim - 1)))
         return rep
 
 
@@ -328,8 +327,7 @@ class Effects:
         """Spearman's rank correlation of estimate and exact over ``layer``'s verified
         channels; NaN with fewer than two, or when either side is constant."""
         res = self[layer]
-        mask = res.verified
-        return spearman(res.estimate[mask], res.exact[mask])
+        return spearman(res.estimate[res.verified], res.exact[res.verified])
 
     def to_dict(self, top: int = DEFAULT_VERIFY) -> dict[str, Any]:
         """A JSON-ready summary (what ``effects.json`` holds): every channel's estimate, the

@@ -99,7 +99,6 @@ def visualize(
     obj = visualization.make_objective(settings.objective, target, module, settings.negative)
     norm = model_normalisation(loaded, settings.mean, settings.std)
     record = settings.record(obj.name, norm)
-    # Objectives without channels (and one direction) repeat the same objective per key.
     if batch is not None and int(batch) < 1:
         raise VisualizeError(f"batch must be at least 1 image per pass, not {batch}")
     chunk = len(keys) if batch is None else int(batch)

@@ -4,6 +4,7 @@ weights, a patch source) is saved beside it; an unimportable custom edit becomes
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from collections.abc import Mapping, Sequence
@@ -144,11 +145,9 @@ def _importable(fn: Any) -> tuple[str, str] | None:
     module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
     if not module or module == "__main__" or not name or "<" in name or "." in name:
         return None
-    try:
+    with contextlib.suppress(ImportError):
         if getattr(importlib.import_module(module), name, None) is fn:
             return module, name
-    except ImportError:
-        return None
     return None
 
 
@@ -231,14 +230,12 @@ def reproduce_script(
     source = source or RunSource()
     saved = dict(saved or {})
     notes: list[str] = []
-    lines: list[str] = []
     head = [
         '"""Rebuild the run exported in this folder with actviz\'s public API and save the same',
         "per-layer arrays (<layer>.npz) into OUT (default: ./reproduced beside this script).",
         f"Model: {source.model or '(unknown)'}   Input: {source.input or '(saved tensors)'}",
     ]
-    lines += _open_lines(source, saved, notes)
-    lines.append("")
+    lines = [*_open_lines(source, saved, notes), ""]
     edit_lines: list[str] = []
     fn_defs: list[str] = []
     patch_index = custom_index = 0
