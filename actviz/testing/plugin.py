@@ -129,16 +129,11 @@ def _left_behind(request: pytest.FixtureRequest, drivers: list, allowed: set[str
     if "process" not in allowed:
         problems.extend(checks.ProcessState.now().changes_since(state_before))
     if "widgets" not in allowed:
-        problems.extend(
-            f"top-level widget left: {checks.describe_widget(w)}"
-            for w in checks.leaked_widgets(widgets_before)
-        )
+        leaked = checks.leaked_widgets(widgets_before)
+        problems.extend(f"top-level widget left: {checks.describe_widget(w)}" for w in leaked)
     if problems and not request.node.stash.get(_CALL_FAILED, False):
-        pytest.fail(
-            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
-            + "\n  ".join(problems),
-            pytrace=False,
-        )
+        said = "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
+        pytest.fail(said + "\n  ".join(problems), pytrace=False)
 
 
 @pytest.fixture

@@ -81,11 +81,8 @@ def first_use_modules() -> list[str]:
     benchmarks, and timm (the architecture guess) when installed."""
     import actviz
 
-    names = [
-        info.name
-        for info in pkgutil.walk_packages(actviz.__path__, "actviz.")
-        if not info.name.startswith("actviz.bench") and not info.name.endswith("__main__")
-    ]
+    found = (info.name for info in pkgutil.walk_packages(actviz.__path__, "actviz."))
+    names = [n for n in found if not n.startswith("actviz.bench") and not n.endswith("__main__")]
     return names + (["timm"] if importlib.util.find_spec("timm") is not None else [])
 
 
@@ -96,15 +93,13 @@ def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Any]:
 
     models = folder / "models"
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
-    gpt2 = models / "tiny-gpt2"
+    gpt2, checkpoint = models / "tiny-gpt2", models / "my_resnet18.pt"
     # Files and models are made when first opened (ModelSetup.prepare), not all up front.
     made = {
         "demo": demo_model(),
         "resnet18": module_model("resnet18", _resnet18, x),
         "gpt2": dropped_model("gpt2", gpt2, lambda: save_tiny_gpt2(gpt2)),
-        "checkpoint": dropped_model(
-            "checkpoint", models / "my_resnet18.pt", lambda: save_checkpoint(models)
-        ),
+        "checkpoint": dropped_model("checkpoint", checkpoint, lambda: save_checkpoint(models)),
     }
     if case not in made:
         raise ValueError(f"unknown stress case {case!r} ({', '.join(CASES)})")

@@ -53,17 +53,15 @@ class ScanDialog(QtWidgets.QDialog):
         layout.addWidget(intro)
         form = QtWidgets.QFormLayout()
         row = QtWidgets.QHBoxLayout()
-        self.folder_edit = QtWidgets.QLineEdit(
-            folder, placeholderText="a folder of images (an ImageFolder layout names classes)"
-        )
+        hint = "a folder of images (an ImageFolder layout names classes)"
+        self.folder_edit = QtWidgets.QLineEdit(folder, placeholderText=hint)
         self.browse_button = QtWidgets.QPushButton("Browse…")
         self.browse_button.clicked.connect(self._on_browse_clicked)
         row.addWidget(self.folder_edit, 1)
         row.addWidget(self.browse_button)
         form.addRow("Folder", row)
-        self.k_spin = QtWidgets.QSpinBox(
-            minimum=1, maximum=MAX_K, value=int(k), toolTip="Images kept per channel (the best k)"
-        )
+        tip = "Images kept per channel (the best k)"
+        self.k_spin = QtWidgets.QSpinBox(minimum=1, maximum=MAX_K, value=int(k), toolTip=tip)
         form.addRow("Top k", self.k_spin)
         self.batch_spin = QtWidgets.QSpinBox(maximum=4096, specialValueText="auto")
         self.batch_spin.setToolTip("Images per batch; auto: chosen within the memory budget")
@@ -100,12 +98,10 @@ class ScanDialog(QtWidgets.QDialog):
 
     def set_checked(self, names: Sequence[str]) -> None:
         """Check exactly ``names``."""
-        wanted = set(names)
+        wanted, checked, unchecked = set(names), Qt.CheckState.Checked, Qt.CheckState.Unchecked
         for i in range(self.layer_list.count()):
             item = self.layer_list.item(i)
-            item.setCheckState(
-                Qt.CheckState.Checked if item.text() in wanted else Qt.CheckState.Unchecked
-            )
+            item.setCheckState(checked if item.text() in wanted else unchecked)
 
     def spec(self) -> ScanSpec | str:
         """The :class:`ScanSpec` chosen, or why there is none (a sentence)."""

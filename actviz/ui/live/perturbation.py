@@ -62,8 +62,7 @@ class Perturbation:
         if self.is_identity():
             return value, image
         noise_field: torch.Tensor | None = None
-        new_value = value
-        new_image = None
+        new_value, new_image = value, None
         target = image_tensor(value)
         if target is not None:
             perturbed, noise_field = self._apply_tensor(target)

@@ -307,10 +307,8 @@ class TokenLayerPanel(LayerPanel):
         if row < 0:
             text = ""
         elif diff is not None and not gradient:
-            text = (
-                f"token {row} {view.tokens[row]!r}, feature {col}: "
-                f"edited − unedited {float(diff[row, col]):.4g}"
-            )
+            value = float(diff[row, col])
+            text = f"token {row} {view.tokens[row]!r}, feature {col}: edited − unedited {value:.4g}"
         else:
             text = view.describe(row, col, gradient=gradient)
         self.status_label.setText(text or self._token_description())
@@ -322,9 +320,8 @@ class TokenLayerPanel(LayerPanel):
         # Never shown first by the base class: a shown widget lays out all visible ancestors.
         self.gradient_slot.setHidden(True)
         if self.token_grad_canvas is not None:
-            self.token_grad_canvas.setVisible(
-                self._gradients_visible and view.grad_heat is not None
-            )
+            shown = self._gradients_visible and view.grad_heat is not None
+            self.token_grad_canvas.setVisible(shown)
 
     def _show_description(self) -> None:
         if getattr(self, "token_view", None) is not None:
