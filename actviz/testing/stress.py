@@ -364,7 +364,6 @@ class StressDriver(UserActions):
             self.kept_windows.append(f"{text}: {holders[:8]}")
 
     def spin(self, seconds: float) -> None:
-        """Run the event loop for ``seconds``."""
         self._wait(lambda: False, seconds)
 
     def _wait(self, condition: Callable[[], bool], timeout_s: float = IDLE_TIMEOUT_S) -> bool:

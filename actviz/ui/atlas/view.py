@@ -314,7 +314,6 @@ class AtlasView(QtWidgets.QWidget):
         self.set_colours(colours, refit=True)
 
     def set_colours(self, colours: Colouring, *, refit: bool = False) -> None:
-        """Colour the dots."""
         self.dots.set_data(self.coords, colours.rgb())
         if refit and len(self.coords):
             self.box.autoRange(padding=0.05)

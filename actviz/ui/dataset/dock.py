@@ -265,7 +265,6 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
         return np.argsort(sign * values, kind="stable")
 
     def row_of(self, channel: int) -> int:
-        """The row showing ``channel``."""
         return int(np.flatnonzero(self.order == channel)[0])
 
     def rowCount(self, parent: Any = QtCore.QModelIndex()) -> int:  # noqa: N802, B008
@@ -422,7 +421,6 @@ class TopKGrid(QtWidgets.QWidget):
         self._fit_height()
 
     def clear(self) -> None:
-        """No tiles."""
         self.views = ()
         self.tiles.clear()
         self.caption.setText("")

@@ -174,7 +174,6 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             self.colorbar.fit_to(self.plot.vb.sceneBoundingRect())
 
     def clear_heat(self) -> None:
-        """Show nothing."""
         self.heat = None
         self.image.clear()
         if self.colorbar is not None:

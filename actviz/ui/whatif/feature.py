@@ -196,7 +196,6 @@ class EditsDock(QtWidgets.QDockWidget):
         return row
 
     def row(self, key: int) -> EditRow:
-        """The row of edit ``key``."""
         return next(r for r in self.rows if r.key == key)
 
     def set_summary(self, text: str) -> None:
