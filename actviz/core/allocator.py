@@ -168,7 +168,7 @@ def mark_arena() -> None:
 
 def release_kernel_buffers() -> bool:
     """Free the scratch buffers MKL's matrix products keep per thread (``mkl_free_buffers``):
-    with AVX-512 kernels a pool thread's stay allocated after it ends, so a long session's heap
+    on some CPUs (Intel's, AVX-512) a pool thread's stay after it ends, so a long session's heap
     grew with every thread the pools replaced. Call it with no torch work running; False without MKL."""
     # MKL's ``mkl_serv_free_buffers`` in the torch loaded (never loads one), looked up once.
     if not _mkl_free and (torch := sys.modules.get("torch")) is not None:

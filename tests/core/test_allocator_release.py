@@ -147,11 +147,12 @@ def _cpu_flags() -> set[str]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 @pytest.mark.parametrize("isa", ["AVX2", "AVX512"])
 def test_the_matrix_product_buffers_of_ended_threads_come_back(isa):
-    # MKL picks its kernels by the CPU: its AVX-512 products keep ~0.2 MiB per thread after
-    # the thread ends, its AVX2 ones keep only the first thread's (seen: 9.0 vs 0.1 MiB grown
-    # over 40 threads). Each is pinned here so that the test asks the same of every machine.
+    # What MKL keeps after a thread ends depends on the CPU as well as on its kernels (grown
+    # over 40 threads, seen: 9.0 MiB with AVX-512 on an Intel CPU, 0.05-1.0 on AMD ones with
+    # avx512f too; 0.1-1.0 with AVX2). So the test asks that what stayed comes back, and the
+    # main thread's buffers, kept on every machine (0.7-4.5 MiB seen, 0 without the call), too.
     if isa == "AVX512" and "avx512f" not in _cpu_flags():
-        pytest.skip("this CPU has no AVX-512: MKL keeps no per-thread buffers to leak")
+        pytest.skip("this CPU has no AVX-512")
     env = {**os.environ, "MKL_ENABLE_INSTRUCTIONS": isa}
     out = subprocess.run(
         [sys.executable, "-c", THREADS],
@@ -164,7 +165,5 @@ def test_the_matrix_product_buffers_of_ended_threads_come_back(isa):
     freed, grown, back = int(out[0]), float(out[1]), float(out[2])
     if not freed:
         pytest.skip("this torch has no MKL")
-    if isa == "AVX512":
-        assert grown > 4  # each thread's buffers stay after it ends (~0.2 MiB each here)
     assert back > 0.9 * grown
-    assert back > 3  # the main thread's buffers, kept by both kernels, go too
+    assert back > 0.5  # the main thread's buffers go too
