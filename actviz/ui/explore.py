@@ -39,19 +39,35 @@ def explore(
     categories: Sequence[str] | None = None,
     settings: AppSettings | QSettings | bool | None = None,
 ) -> Explorer | None:
-    """Open the actviz explorer on ``model``: an ``nn.Module``, or any source ``open_model``
-    accepts (``"resnet18"``, a checkpoint). Returns the window's script façade
-    (:class:`Explorer`) when ``block`` is False; None after a blocking call.
+    """Open the actviz explorer on ``model``.
 
-    ``inputs``: a tensor, a tuple/list or dict of tensors, or a path / ``"random:..."`` spec
-    (None: no input yet). ``layers``: module names (from ``named_modules()``) to tick, None
-    ticking a few block outputs; a name not in the model raises ValueError (with suggestions).
-    ``block``: True runs the Qt event loop until the window is closed, like ``plt.show()``;
-    False shows the window and returns at once (notebooks with ``%gui qt``, tests).
-    ``categories``: class names of the output logits, for the prediction panel and the target
-    selector. ``settings``: None reads the user's settings and writes nothing back; True: the
-    user's, written back; a ``QSettings`` or :class:`~actviz.ui.window.settings.AppSettings`:
-    that store.
+    Parameters
+    ----------
+    model
+        An ``nn.Module``, or any source ``open_model`` accepts (``"resnet18"``, a checkpoint).
+    inputs
+        A tensor, a tuple/list or dict of tensors, or a path / ``"random:..."`` spec. None: no
+        input yet.
+    layers
+        Module names (from ``named_modules()``) to tick; None ticks a few block outputs.
+    block
+        True: run the Qt event loop until the window is closed, like ``plt.show()``. False:
+        show the window and return it at once (notebooks with ``%gui qt``, tests).
+    categories
+        Class names of the output logits, for the prediction panel and the target selector.
+    settings
+        None: read the user's settings, write nothing back; True: the user's, written back; a
+        ``QSettings`` or :class:`~actviz.ui.window.settings.AppSettings`: that store.
+
+    Returns
+    -------
+    Explorer or None
+        The window's script façade when ``block`` is False; None after a blocking call.
+
+    Raises
+    ------
+    ValueError
+        A name in ``layers`` is not in ``model.named_modules()`` (with suggestions).
     """
     import torch
 

@@ -111,13 +111,24 @@ class VisualizeSettings:
 class Visualization:
     """The result of :func:`visualize`: one image per sample (a channel, usually).
 
-    ``layer`` is the layer optimised ("" for a class logit of the model's output); ``channels``
-    the sample keys: channel (or ``target=`` class) indices, or ``0..K-1`` without channels;
-    ``images`` ``(K, 3, H, W)`` float32 in [0, 1]; ``objective`` ``(steps, K)`` float64, each
-    image's (transformed) objective at each step; ``activations`` ``(K,)`` float64, the objective
-    of each final image fed as it is; ``settings`` everything that made the images (JSON-able:
-    :meth:`VisualizeSettings.record`); ``elapsed_s`` the call's wall time; ``from_cache`` per
-    sample, whether it was read from the cache. Arrays are read-only.
+    Attributes
+    ----------
+    layer
+        The layer optimised ("" for a class logit of the model's output).
+    channels
+        The sample keys: channel (or ``target=`` class) indices, or ``0..K-1`` without channels.
+    images
+        ``(K, 3, H, W)`` float32 in [0, 1], read-only.
+    objective
+        ``(steps, K)`` float64: each image's objective at each step (transformed), read-only.
+    activations
+        ``(K,)`` float64: the objective of each final image fed as it is (no transforms).
+    settings
+        Everything that made the images (JSON-able: :meth:`VisualizeSettings.record`).
+    elapsed_s
+        Wall time of the call.
+    from_cache
+        Per sample, whether it was read from the cache rather than computed.
     """
 
     layer: str

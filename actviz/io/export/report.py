@@ -66,16 +66,28 @@ def write_report(
 ) -> ReportInfo:
     """Write one self-contained HTML report of ``cap`` to ``path`` (atomically).
 
-    ``model_name``, ``input_name``, ``layers``, ``source`` as
-    :func:`~actviz.io.export.capture_export.export_capture` takes them, and ``display``
-    (``image``, ``categories``, ``cmap``, ``normalize``, ``gradcam_layer``, ``tokens``,
-    ``tokenizer``, ``layout``, ``token_saliency``) as
-    :func:`~actviz.io.export.capture_export.prepare_export` does; ``model`` an ``nn.Module`` or
-    ``LoadedModel`` for the summary and sequence views; ``baseline`` the unedited capture of the
-    same input (before/after predictions); ``comparison`` a
-    :class:`~actviz.core.compare.Comparison` with another run (``comparison_label``: which runs);
-    ``scan_sheets`` a dataset scan's ``{layer: contact sheet}``; ``figures`` further ``(title,
-    picture)`` pairs; ``notes`` lines under the title; ``progress(done, total, what)``.
+    Parameters
+    ----------
+    model_name, input_name, layers, source
+        As :func:`~actviz.io.export.capture_export.export_capture` takes them.
+    model
+        An ``nn.Module`` or ``LoadedModel`` for the summary and sequence views.
+    baseline
+        The unedited capture of the same input (before/after predictions).
+    comparison, comparison_label
+        A :class:`~actviz.core.compare.Comparison` with another run, and which runs.
+    scan_sheets
+        ``{layer: contact sheet}`` of a dataset scan.
+    figures
+        Further ``(title, picture)`` pairs (channel effects, visualisations).
+    notes
+        Lines shown under the title.
+    progress
+        Called as ``progress(done, total, what)``.
+    display
+        ``image``, ``categories``, ``cmap``, ``normalize``, ``gradcam_layer``, ``tokens``,
+        ``tokenizer``, ``layout``, ``token_saliency``: as
+        :func:`~actviz.io.export.capture_export.prepare_export` takes them.
     """
     out = Path(path)
     report = progress or (lambda _done, _total, _what: None)
