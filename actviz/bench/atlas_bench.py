@@ -202,7 +202,7 @@ def pan_frames(
     one image, moved by a pan); ``"scatter"``, a ``ScatterPlotItem`` with a brush per point
     (a comparison). ``zoom``: each frame zooms in or out by 5% instead (what a wheel does).
     """
-    from actviz.bench.ui_bench import ensure_qt_app
+    from actviz.bench.ui_bench import delete_widgets, ensure_qt_app
 
     app = ensure_qt_app()
     import pyqtgraph as pg
@@ -264,9 +264,7 @@ def pan_frames(
                 times.append(dt)
         renders = getattr(shown, "renders", 0) - before
     finally:
-        widget.close()
-        widget.deleteLater()
-        app.processEvents()
+        delete_widgets(widget)
     if painted[0] < frames // 2:
         raise RuntimeError(f"the scatter painted {painted[0]} times in {frames} frames")
     return times, renders

@@ -109,7 +109,7 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
     edits_bench.print_table(edits)
     summary["edits_ratio"] = edits["edits_ratio"]
     # The same figures with the explorer window open (idle, a model loaded).
-    from actviz.bench.ui_bench import ensure_qt_app, scratch_settings
+    from actviz.bench.ui_bench import delete_widgets, ensure_qt_app, scratch_settings
     from actviz.ui.window.main_window import MainWindow
 
     app = ensure_qt_app()
@@ -120,9 +120,7 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
     try:
         with_window = capture_bench.run(("resnet18",), pairs=pairs, size=224)
     finally:
-        window.close()
-        window.deleteLater()
-        app.processEvents()
+        delete_widgets(window)
     print("capture overhead with the explorer window open:")
     for row in with_window["rows"]:
         print(row.row())

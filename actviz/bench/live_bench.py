@@ -25,7 +25,14 @@ from typing import Any
 
 import torch
 
-from actviz.bench.ui_bench import LagProbe, ensure_qt_app, lag_summary, scratch_settings, wait_until
+from actviz.bench.ui_bench import (
+    LagProbe,
+    delete_widgets,
+    ensure_qt_app,
+    lag_summary,
+    scratch_settings,
+    wait_until,
+)
 
 
 def pick_layers(model: torch.nn.Module, n: int) -> list[str]:
@@ -183,9 +190,7 @@ class LiveRig:
 
     def close(self) -> None:
         self.live.shutdown()
-        self.window.close()
-        self.window.deleteLater()
-        self.app.processEvents()
+        delete_widgets(self.window)
         self._undo_threads()
 
 

@@ -113,7 +113,7 @@ def render(repeats: int = 30, shape: tuple[int, int, int] = (256, 43, 43)) -> di
     import numpy as np
 
     from actviz.bench.render_bench import _mosaics
-    from actviz.bench.ui_bench import ensure_qt_app
+    from actviz.bench.ui_bench import delete_widgets, ensure_qt_app
     from actviz.plugins import LayerData, ViewContext, ViewSettings
     from actviz.ui.panels.feature_map import LayerPanel
 
@@ -153,10 +153,7 @@ def render(repeats: int = 30, shape: tuple[int, int, int] = (256, 43, 43)) -> di
                 times["view"].append(t2 - t0)
                 times["panel"].append(t3 - t2)
     finally:
-        for item in (widget, panel):
-            item.close()
-            item.deleteLater()
-        app.processEvents()
+        delete_widgets(widget, panel)
     assert np.isfinite(data.matrix).all()
     return {
         "plugin_view_render_p95_ms": _p95(times["view"]),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from actviz.bench.ui_bench import ensure_qt_app
+from actviz.bench.ui_bench import delete_widgets, ensure_qt_app
 
 #: (channels, height, width, how the mosaic is built, counted in the p95 target?)
 CASES: tuple[tuple[int, int, int, str, bool], ...] = (
@@ -108,9 +108,7 @@ def run(repeats: int = 30, panel_size: tuple[int, int] = (900, 700)) -> dict:
                 )
             )
     finally:
-        panel.close()
-        panel.deleteLater()
-        app.processEvents()
+        delete_widgets(panel)
     in_target = [r.p95_ms for r in rows if r.target]
     return {
         "rows": rows,

@@ -206,7 +206,13 @@ def _umap_child(folder: Path) -> dict:
 def _window_child(folder: Path) -> dict:
     """Open the saved scan in the explorer window (Data > Open a saved scan…, the Atlas tab
     shown): seconds from choosing the folder to the atlas painted."""
-    from actviz.bench.ui_bench import ensure_qt_app, scratch_dir, scratch_settings, wait_until
+    from actviz.bench.ui_bench import (
+        delete_widgets,
+        ensure_qt_app,
+        scratch_dir,
+        scratch_settings,
+        wait_until,
+    )
     from actviz.ui.window.main_window import MainWindow
 
     started = time.perf_counter()
@@ -249,9 +255,7 @@ def _window_child(folder: Path) -> dict:
     empty.mkdir(exist_ok=True)
     out["refused"] = not window.features["dataset"].open_saved_scan(str(empty))
     out["kept"] = window.session.scan is scan
-    window.close()
-    window.deleteLater()
-    app.processEvents()
+    delete_widgets(window)
     return out
 
 

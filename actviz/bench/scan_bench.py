@@ -387,12 +387,18 @@ def window_lag(
     scan competes with the window's own work for the cores). Each scan starts afresh (its
     cache folder, under the benchmark's scratch ``XDG_CACHE_HOME``, is emptied); a scan
     taking over ``timeout_s`` raises ``TimeoutError``."""
-    from actviz.bench.ui_bench import LagProbe, ensure_qt_app, scratch_settings, wait_until
+    from actviz.bench.ui_bench import (
+        LagProbe,
+        delete_widgets,
+        ensure_qt_app,
+        scratch_settings,
+        wait_until,
+    )
     from actviz.ui.dataset.dialog import ScanSpec
     from actviz.ui.live.frames import TensorFrames
     from actviz.ui.window.main_window import MainWindow
 
-    app = ensure_qt_app()
+    ensure_qt_app()
     w = MainWindow(settings=scratch_settings(), auto_run=False)
     live = None
     out: dict[str, dict[str, float]] = {}
@@ -437,9 +443,7 @@ def window_lag(
     finally:
         if live is not None:
             live.shutdown()
-        w.close()
-        w.deleteLater()
-        app.processEvents()
+        delete_widgets(w)
     return out
 
 

@@ -59,6 +59,17 @@ def scratch_settings() -> Any:
     return QSettings(path, QSettings.Format.IniFormat)
 
 
+def delete_widgets(*widgets: Any) -> None:
+    """Close ``widgets`` and delete them now: ``deleteLater`` waits for an event loop, and a
+    bench's ``processEvents`` alone left them alive, their filters seeing later sections' events."""
+    from actviz.testing.checks import flush_deletes
+
+    for widget in widgets:
+        widget.close()
+        widget.deleteLater()
+    flush_deletes()
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, step_ms: int = 2) -> bool:
     """Run the Qt event loop until ``condition()`` holds or ``timeout_s`` passes."""
     from PySide6.QtCore import QEventLoop, QTimer

@@ -338,7 +338,13 @@ def page_ratio(
 
     import torchvision
 
-    from actviz.bench.ui_bench import ensure_qt_app, scratch_dir, scratch_settings, wait_until
+    from actviz.bench.ui_bench import (
+        delete_widgets,
+        ensure_qt_app,
+        scratch_dir,
+        scratch_settings,
+        wait_until,
+    )
     from actviz.core.threads import parallel_in_workers_only
     from actviz.ui.window.main_window import MainWindow
 
@@ -394,9 +400,7 @@ def page_ratio(
                     page() if which == "page" else singles()
                 )
     finally:
-        window.close()
-        window.deleteLater()
-        app.processEvents()
+        delete_widgets(window)
         undo()
         if cache_before is None:
             os.environ.pop("XDG_CACHE_HOME", None)
