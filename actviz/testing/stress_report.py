@@ -306,16 +306,14 @@ _THREAD = re.compile(r"(?:Current thread|Thread) 0x([0-9a-fA-F]+)")
 
 class BlockSampler:
     """Where the GUI thread was when it blocked: samples its stack while the lag ``probe`` is
-    overdue by ``after_ms`` and keeps each block's most frequent actviz frame."""
+    overdue by ``after_ms`` and names the deepest actviz function most of the samples were in."""
 
     def __init__(self, probe: Any, *, after_ms: float = 40.0, every_ms: float = 5.0) -> None:
         self.probe = probe
         self.after_s = after_ms / 1e3
         self.every_s = every_ms / 1e3
         self._gui = threading.main_thread().ident
-        self._samples: Counter[str] = Counter()
-        self._stacks: dict[str, str] = {}
-        self._others: dict[str, str] = {}
+        self._samples: list[tuple[list[str], str]] = []  # (stack innermost first, others)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -333,16 +331,34 @@ class BlockSampler:
             self._thread = None
 
     def take(self) -> str:
-        """Where the GUI thread was most often in the blocks since the last call: ``"file:line
-        in function"`` with the actviz frames that led there (outermost first), or ``""``."""
+        """Where the GUI thread was in the blocks since the last call: ``"file:line in function
+        <- callers (k of n samples)"``, or ``""``. A block is often many small steps under one
+        handler: the most frequent line alone named one of them by chance, and leans to calls
+        that let the sampler's thread run (numpy's, which release the GIL)."""
         with self._lock:
-            samples, stacks, others = self._samples, self._stacks, self._others
-            self._samples, self._stacks, self._others = Counter(), {}, {}
+            samples, self._samples = self._samples, []
         if not samples:
             return ""
-        where, _ = samples.most_common(1)[0]
+        depth, kept = _dominant([stack for stack, _ in samples])
+        if depth < 0:  # no function most samples share: the most frequent innermost line
+            where = Counter(stack[0] for stack, _ in samples).most_common(1)[0][0]
+            kept = [i for i, (stack, _) in enumerate(samples) if stack[0] == where]
+            depth = len(samples[kept[0]][0]) - 1
+        stack, others = samples[kept[0]]
+        at = len(stack) - 1 - depth  # innermost-first index of the chosen frame
+        callers = [frame.split(" in ", 1)[1] for frame in stack[at + 1 : at + 7]]
+        text = " <- ".join([stack[at], *callers]) + f" ({len(kept)} of {len(samples)} samples"
+        if at:  # and the line those samples stopped at most
+            line, count = Counter(samples[i][0][0] for i in kept).most_common(1)[0]
+            text += f"; most often {line}, {count}"
+        text += ")"
         # A GUI thread that waited (for the GIL, for malloc's lock) shows who held it here.
-        return stacks[where] + (f"; other threads in {others[where]}" if others.get(where) else "")
+        return text + (f"; other threads in {others}" if others else "")
+
+    def add(self, stack: list[str], others: str = "") -> None:
+        """Keep one sample: the GUI thread's actviz frames, innermost first."""
+        with self._lock:
+            self._samples.append((stack, others))
 
     def _loop(self) -> None:
         # faulthandler, not sys._current_frames() (which from here can crash the GUI thread).
@@ -359,12 +375,26 @@ class BlockSampler:
                 dump = out.read()
                 if not (stack := _gui_stack(dump, self._gui)):
                     continue
-                where = stack[0]
-                path = " <- ".join(name for name in stack[1:7])
-                with self._lock:
-                    self._samples[where] += 1
-                    self._stacks.setdefault(where, where + (f" <- {path}" if path else ""))
-                    self._others.setdefault(where, ", ".join(_other_threads(dump, self._gui)))
+                self.add(stack, ", ".join(_other_threads(dump, self._gui)))
+
+
+def _dominant(stacks: list[list[str]], share: float = 0.6) -> tuple[int, list[int]]:
+    """The depth (0: outermost) of the deepest function that at least ``share`` of ``stacks``
+    (innermost first) pass through by the same path, and those stacks; ``-1`` for none."""
+    kept, depth = list(range(len(stacks))), -1
+    while True:
+        d = depth + 1
+        below = [i for i in kept if len(stacks[i]) > d]
+        counts = Counter(_function(stacks[i][-1 - d]) for i in below)
+        if not counts or (best := counts.most_common(1)[0])[1] < share * len(stacks):
+            return depth, kept
+        depth, kept = d, [i for i in below if _function(stacks[i][-1 - d]) == best[0]]
+
+
+def _function(frame: str) -> str:
+    """``"file:line in name"`` less the line: the samples of one call stop on several lines."""
+    where, _, name = frame.partition(" in ")
+    return f"{where.rsplit(':', 1)[0]} in {name}"
 
 
 def _frames(dump: str) -> Iterator[tuple[str, int, str, str, str]]:
@@ -383,7 +413,7 @@ def _gui_stack(dump: str, ident: int | None) -> list[str]:
     for _, thread, filename, lineno, name in _frames(dump):
         if thread == ident and "actviz/" in filename and not any(s in filename for s in _SKIP):
             where = filename[filename.rfind("actviz/") :]
-            found.append(f"{where}:{lineno} in {name}" if not found else name)
+            found.append(f"{where}:{lineno} in {name}")
     return found
 
 

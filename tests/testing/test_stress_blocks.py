@@ -55,7 +55,7 @@ def test_a_dump_is_read_for_the_gui_thread_only():
     )
     assert _gui_stack(dump, ident) == [
         "actviz/ui/panels/canvas.py:928 in paintEvent",
-        "apply_result",
+        "actviz/ui/window/result_display.py:40 in apply_result",
     ]
     # Who else ran: each other thread's innermost frame (a GUI thread that waited for the GIL
     # or malloc's lock shows the holder there).
@@ -63,3 +63,25 @@ def test_a_dump_is_read_for_the_gui_thread_only():
         "dock.py:9 in other",
         "allocator.py:190 in release_freed_memory",
     ]
+
+
+def test_a_block_of_many_small_steps_is_named_by_the_handler_they_share():
+    # A result's handler painting ten panels: the samples stop in the panels' paints (the most
+    # frequent line, p0's twice, would name one panel by chance); one sample was elsewhere.
+    sampler = BlockSampler(_Probe())
+    handler = [
+        "actviz/ui/window/result_display.py:88 in show_result",
+        "actviz/ui/worker.py:5 in _end",
+    ]
+    for k in range(10):
+        sampler.add([f"actviz/ui/panels/p{k}.py:{k + 1} in paint", *handler])
+    sampler.add(["actviz/ui/panels/p0.py:1 in paint", *handler])
+    sampler.add(["actviz/ui/tree/dock.py:7 in fit_columns", "actviz/ui/tree/dock.py:3 in update"])
+    assert sampler.take() == (
+        "actviz/ui/window/result_display.py:88 in show_result <- _end"
+        " (11 of 12 samples; most often actviz/ui/panels/p0.py:1 in paint, 2)"
+    )
+    # Where no function holds most of the samples, the most frequent line, with its share.
+    for frame in ("a.py:1 in f", "b.py:2 in g", "c.py:3 in h", "a.py:1 in f"):
+        sampler.add([f"actviz/{frame}"])
+    assert sampler.take() == "actviz/a.py:1 in f (2 of 4 samples)"
