@@ -469,21 +469,18 @@ class WhatIfController(FeatureBase, QObject):
 
     def _on_result_changed(self) -> None:
         self._diff_cache.clear()
-        result = self.session.result
+        result, change = self.session.result, None
         if result is None or result.baseline is None or result.capture is None:
+            live = result is not None and self.session.edits.active() and result.origin
+            why = "Live frames apply the edits (no unedited twin)." if live else ""
+        else:
+            self.dock.set_error("")
+            change = self.prediction_change(result)
+            why = f"No before/after predictions: {change.message}" if change.message else ""
+        if change is None or not change.rows:  # not a classifier: the bars stay (no table)
             self.change_view.clear()
             self.host.set_prediction_bars_visible(True)
-            self.dock.set_summary("")
-            if result is not None and self.session.edits.active() and result.origin:
-                self.dock.set_summary("Live frames apply the edits (no unedited twin).")
-            return
-        self.dock.set_error("")
-        change = self.prediction_change(result)
-        if not change.rows:  # not a classifier: the bars stay, the dock says why (no table)
-            self.change_view.clear()
-            self.host.set_prediction_bars_visible(True)
-            message = change.message
-            self.dock.set_summary(f"No before/after predictions: {message}" if message else "")
+            self.dock.set_summary(why)
             return
         self.change_view.set_change(change)
         self.host.set_prediction_bars_visible(False)  # the table has "after" too
