@@ -190,12 +190,9 @@ class DatasetScans(QObject):
         """The model changed: stop the scan and views (unseen) and drop the scan and copies."""
         self.scan_worker.drop()
         self.views_worker.drop()
-        self.scan = None
-        self.session.set_scan(None)
+        self._adopt(None)
         self.spec = self._scan_spec = None
         self._partial.clear()
-        self._views_key = None
-        self._views_cache.clear()
         self.scan_copy.forget()
         self.views_copy.forget()
 
