@@ -274,12 +274,11 @@ class PageVisualiser(QObject):
         def job(should_stop: Any, report: Any) -> None:
             def give_way() -> bool:
                 # Before each step: the window's run or live frame first (a bounded wait); stop?
-                if capture_worker.is_busy():
-                    deadline = time.monotonic() + YIELD_S
-                    while capture_worker.is_busy() and time.monotonic() < deadline:
-                        if should_stop():
-                            return True
-                        time.sleep(0.002)
+                deadline = time.monotonic() + YIELD_S
+                while capture_worker.is_busy() and time.monotonic() < deadline:
+                    if should_stop():
+                        return True
+                    time.sleep(0.002)
                 return bool(should_stop())
 
             todo = channels
