@@ -130,11 +130,21 @@ class PluginRegistry:
     def add(self, given: Any, *, name: str | None = None) -> PluginRecord:
         """Add a plugin: a :class:`Plugin`, a factory, a contribution or a list of them (wrapped
         in a plugin named ``name``), or a ``"package.module:attr"`` string."""
-        if isinstance(given, str) and ":" in given:  # loaded as an installed one's entry point
-            from importlib.metadata import EntryPoint
+        if isinstance(given, str) and ":" in given:
+            record = PluginRecord(name or given, given)
+            self.records.append(record)
+            module, _, attr = given.partition(":")
+            try:
+                import importlib
 
-            point = EntryPoint(name or given, given, ENTRY_POINT_GROUP)
-            return self.discover(entry_points=[point])[0]
+                obj: Any = importlib.import_module(module)
+                for part in attr.split("."):
+                    obj = getattr(obj, part)
+            except Exception as exc:  # noqa: BLE001
+                self.fail(record, "import", exc)
+                return record
+            self._construct(record, obj)
+            return record
         if isinstance(given, (LayerView, InputOpener, ModelOpener, WindowFeature)):
             given = [given]
         if isinstance(given, (list, tuple)):
