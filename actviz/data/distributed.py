@@ -150,11 +150,6 @@ class ShardContext:
         dist.gather_object(obj, out, dst=0, group=self.group)
         return out
 
-    def barrier(self) -> None:
-        import torch.distributed as dist
-
-        dist.barrier(group=self.group)
-
 
 def shard_context(distributed: bool | None = None) -> ShardContext | None:
     """This process's shard context in an initialised group of several ranks (unless
@@ -282,8 +277,7 @@ def _merge_into(runs: list[Any], parts: list[dict[str, Any]], n: int) -> None:
     """Rank 0: every rank's figures merged into ``runs`` (states, done, skipped, vectors)."""
     for j, r in enumerate(runs):
         mine = [p["layers"][j] for p in parts]
-        if r.group is not None:
-            r.group = None
+        r.group = None
         r._state = merge_states([m["state"] for m in mine])
         r.spatial = r._state.spatial
         for m in mine:
