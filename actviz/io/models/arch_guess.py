@@ -91,11 +91,6 @@ def _pattern(key: str) -> str:
     return ".".join("#" if part.isdigit() else part for part in key.split("."))
 
 
-def _shape(value: Any) -> Shape | None:
-    shape = getattr(value, "shape", None)
-    return None if shape is None else tuple(int(s) for s in shape)
-
-
 @functools.cache
 def _signature(name: str, num_classes: int | None) -> _Signature | None:
     store, key = signature_store(), f"{name}|{num_classes}"
@@ -120,11 +115,10 @@ def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None
                 # RegNet computes widths with tensors: real (uninitialised, cheap) memory.
                 with _SkipInit():
                     model = zoo.construct(name, num_classes=num_classes)
-            shapes = {k: _shape(v) for k, v in model.state_dict().items()}
+            return _checkpoint_shapes(model.state_dict())
     except Exception as exc:  # noqa: BLE001 - any builder may fail; the others still count
         log.debug("no signature for %s (num_classes=%s): %s", name, num_classes, exc)
         return None
-    return {k: s for k, s in shapes.items() if s is not None}
 
 
 # Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
@@ -194,9 +188,13 @@ def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
 
 
 def _checkpoint_shapes(state_dict: Mapping[str, Any]) -> dict[str, Shape]:
+    """Key -> shape of every tensor of a state_dict (a built model's or a checkpoint's)."""
     cleaned, _ = drop_compile_prefix(state_dict)
-    shapes = {k: _shape(v) for k, v in cleaned.items() if isinstance(k, str)}
-    return {k: s for k, s in shapes.items() if s is not None}
+    return {
+        k: tuple(int(s) for s in v.shape)
+        for k, v in cleaned.items()
+        if isinstance(k, str) and getattr(v, "shape", None) is not None
+    }
 
 
 def _head_resize(inside: Mapping[str, Shape], sig: _Signature) -> tuple[int, int] | None:
