@@ -331,8 +331,7 @@ def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> t
 
 def shape_text(t: Any) -> str:
     """A tensor's shape as Python writes the tuple: ``(3,)``, ``(1, 3, 8, 8)``."""
-    shape = tuple(getattr(t, "shape", ()))
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    return str(tuple(int(s) for s in getattr(t, "shape", ())))
 
 
 def _listing(items: list[str], limit: int = 3) -> str:
