@@ -176,15 +176,8 @@ def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> Recep
         resolve_layers(net, [layer])  # raises with suggestions
     shape = _input_shape(spec, input_shape)
     known = _FIELDS.setdefault(net, {})
-    key = (layer, shape, len(modules))
-    if key not in known:
-        known[key] = _receptive_field(spec, net, modules, layer, shape)
-    return known[key]
-
-
-def _receptive_field(
-    spec: ModelSpec, net: nn.Module, modules: dict, layer: str, shape: tuple[int, ...]
-) -> ReceptiveField:
+    if (key := (layer, shape, len(modules))) in known:
+        return known[key]
     target = modules[layer]
     calls: list[tuple[nn.Module, int, int]] = []  # (module, id(input), id(output))
     keep: list[Any] = []
@@ -213,7 +206,8 @@ def _receptive_field(
     map_hw = (int(out_shape[-2]), int(out_shape[-1])) if len(out_shape) == 4 else None
     chain = _chain(calls[: layer_out[1]], id(x), layer_out[0])
     method = "analytic" if chain is not None else "gradient"
-    return ReceptiveField(shape[2:], map_hw, chain, method, weakref.ref(net), layer, shape)
+    known[key] = ReceptiveField(shape[2:], map_hw, chain, method, weakref.ref(net), layer, shape)
+    return known[key]
 
 
 def _chain(calls: list[tuple[nn.Module, int, int]], input_id: int, output_id: int) -> tuple | None:
