@@ -177,7 +177,10 @@ LATER_CAPABILITIES = (
 # signatures, one-use helpers and locals, wrapped calls through a local (public docstrings kept).
 # +30 on 2026-12-06 evening (#37): the stress report's block sampler names the handler most of
 # a block's samples share (one frame by chance before).
-TODAYS_FEATURES_LINES = 44_742
+# -3 on 2026-12-06 night (net): one job's end reported per event-loop turn, a session's saved
+# run shown on a turn after its layout (#37, +16); repeated steps merged, a one-caller helper and
+# an unused method removed (#38, -19 counted).
+TODAYS_FEATURES_LINES = 44_739
 
 
 def todays_feature_lines() -> int:

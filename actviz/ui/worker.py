@@ -246,21 +246,26 @@ class Worker(QObject):
         self._signals.relay.connect(self._relay)
         self._signals.done.connect(self._on_runner_done)
         self._jobs: dict[int, Job] = {}  # current jobs by generation
-        self._held: dict[int, tuple[object, object]] = {}  # results waiting for an earlier job
+        # Results waiting for an earlier job, or for the next turn: one job's end is reported a
+        # turn (Qt handles every posted event in one go: a session's model and its saved run
+        # ended in one block of both handlers).
+        self._held: dict[int, tuple[object, object]] = {}
+        self._turn = QTimer(self, singleShot=True, interval=0)
+        self._turn.timeout.connect(self._report_held)
 
     def jobs(self) -> list[Job]:
         """The jobs that will still report, oldest first."""
         return list(self._jobs.values())
 
     def is_busy(self) -> bool:
-        """True while any job (current or stale) is queued or running."""
-        return bool(self._running)
+        """True while any job (current or stale) is queued, running or yet to report."""
+        return bool(self._running or self._held)
 
     def has_current_job(self) -> bool:
-        """True while a current job is queued or running (stale ones aside)."""
+        """True while a current job is queued, running or yet to report (stale ones aside)."""
         with self._lock:
             floor = self._floor
-        return any(self._live(gen, floor) for gen in self._running)
+        return any(self._live(gen, floor) for gen in (*self._running, *self._held))
 
     def _live(self, generation: int, floor: int) -> bool:
         """Whether a later job (``floor``) left ``generation`` current."""
@@ -382,8 +387,11 @@ class Worker(QObject):
     def _on_runner_done(self, gen: int, result: object, error: object) -> None:
         self._running.discard(gen)
         self._held[gen] = (result, error)
+        self._report_held()
+
+    def _report_held(self) -> None:
         # In submission order: a result waits for every earlier current job; stale ones dropped.
-        while self._held:
+        while self._held and not self._turn.isActive():
             with self._lock:
                 floor = self._floor
             first = min(self._held)
@@ -391,9 +399,10 @@ class Worker(QObject):
                 self._live(g, floor) for g in self._running if g < first
             ):
                 break
-            self._report(first, *self._held.pop(first))
+            if self._report(first, *self._held.pop(first)):
+                self._turn.start()  # the next end on the next turn
 
-    def _report(self, gen: int, result: object, error: object) -> None:
+    def _report(self, gen: int, result: object, error: object) -> bool:
         with self._lock:
             current = self._live(gen, self._floor) and gen <= self._generation
             was_cancelled = gen in self._cancelled
@@ -402,7 +411,7 @@ class Worker(QObject):
         job = self._jobs.pop(gen, None)
         if not current or job is None:
             log.debug("dropping stale result of job %d", gen)
-            return
+            return False
         # Finished before it noticed the cancel: the user asked not to see it either.
         if was_cancelled or isinstance(error, CaptureCancelled):
             job._end("cancelled")  # noqa: SLF001 - the worker ends its jobs
@@ -410,6 +419,7 @@ class Worker(QObject):
             job._end("failed", error)  # noqa: SLF001
         else:
             job._end("finished", result)  # noqa: SLF001
+        return True
 
 
 #: How long the window must stay idle (no job, no display step) before memory is handed back.

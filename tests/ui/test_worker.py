@@ -751,3 +751,22 @@ def test_each_stages_thread_marks_its_malloc_arena_for_the_idle_trim(qtbot, work
         free.argtypes = [ctypes.c_void_p]
         for block in allocator._marks.values():
             free(block)
+
+
+def test_ends_that_arrive_together_are_reported_one_a_turn(qtbot, worker):
+    """Two jobs' ends queued at once (Qt handles posted events in one go) reach their slots on
+    two event-loop turns, so their handlers are two short blocks, not one long one; the worker
+    stays busy until the second has reported."""
+    from PySide6.QtCore import QTimer
+
+    order: list[str] = []
+    turn = lambda: order.append("next turn")  # noqa: E731 - a zero timer's slot
+    first = worker.submit(lambda stop, progress: "a", supersede=False)
+    second = worker.submit(lambda stop, progress: "b", supersede=False)
+    first.on(finished=lambda value: (order.append(value), QTimer.singleShot(0, turn)))
+    second.on(finished=order.append)
+    assert worker._pool.waitForDone(10_000)  # noqa: SLF001 - both ends now queued to this thread
+    assert worker.is_busy()
+    qtbot.waitUntil(lambda: len(order) == 3, timeout=10_000)
+    assert order == ["a", "next turn", "b"]
+    assert not worker.is_busy() and not worker.has_current_job()

@@ -361,7 +361,10 @@ class SessionsFeature(FeatureBase, QObject):
             self.host.restore_layout_state(layout)
 
     def _opened(self, opening: _Opening, result: Any, pins: list, request: Any = None) -> None:
-        self._put_layout(opening)  # (the saved run may be ready before the layout's turn)
+        if opening.layout is not None:  # the saved run came before the layout's turn: the
+            self._put_layout(opening)  # layout now, the run on a turn of its own
+            self._later(opening, lambda: self._opened(opening, result, pins, request))
+            return
         state = opening.state
         assert state is not None
         host = self.host
