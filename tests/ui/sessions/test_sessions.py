@@ -210,6 +210,39 @@ def test_a_sessions_layout_is_put_back_on_a_turn_of_its_own(actviz_window, check
     assert _dock(other, "Dataset").isVisible() and other.session.model is not None
 
 
+def test_a_saved_run_ready_before_the_layouts_turn_is_shown_a_turn_after_it(
+    actviz_window, checkpoint, tmp_path
+):
+    """When the saved run is prepared before the layout's display pass comes, the layout is put
+    back first and the run shown on the next turn: not both in one block."""
+    from PySide6.QtCore import QTimer
+
+    win = actviz_window()
+    _investigation(win, checkpoint)
+    win.open_dock("Dataset")
+    path = tmp_path / "study.actviz"
+    _sessions(win).ask_pin_captures = lambda *_: True
+    assert _sessions(win).save_session(path, wait=True)
+
+    other = actviz_window()
+    sessions, host, order = _sessions(other), other.window.host, []
+    later = sessions._later  # noqa: SLF001 - the layout's pass comes late, after the saved run
+    sessions._later = lambda opening, step: QTimer.singleShot(300, lambda: later(opening, step))  # noqa: SLF001
+    restore, show = host.restore_layout_state, host.show_result
+
+    def restored(data: bytes) -> bool:
+        order.append("layout")
+        QTimer.singleShot(0, lambda: order.append("next turn"))
+        return restore(data)
+
+    host.restore_layout_state = restored
+    host.show_result = lambda *args: (order.append("run"), show(*args))[1]
+    assert sessions.open_session(path, wait=True)
+    other.wait_idle()
+    assert order == ["layout", "next turn", "run"]
+    assert _dock(other, "Dataset").isVisible() and other.session.result is not None
+
+
 def test_a_missing_checkpoint_asks_where_it_is(actviz_window, checkpoint, tmp_path):
     win = actviz_window()
     _investigation(win, checkpoint)
