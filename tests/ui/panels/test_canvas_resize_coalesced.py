@@ -51,3 +51,41 @@ def test_resizes_in_one_turn_fit_the_scene_once(qtbot, monkeypatch):
     assert fitted[-1] == (320, 200) and scene_fits(canvas)
     rect = canvas.image_rect_on_screen()
     assert abs(corner.x() - rect.right()) <= 1.5 and abs(corner.y() - rect.bottom()) <= 1.5
+
+
+def test_one_paint_fits_scenes_up_to_the_turns_budget_and_the_rest_on_later_turns(
+    qtbot, monkeypatch
+):
+    """Six canvases resized at once and painted in one pass: with no fit budget left after the
+    first fit (:data:`FIT_BUDGET_S` 0), that paint fits one scene and paints the others as they
+    were; the others fit on the turns after, and all end fitted to their new size."""
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    import actviz.ui.panels.scene_fit as scene_fit
+
+    box = QWidget()
+    qtbot.addWidget(box)
+    column = QVBoxLayout(box)
+    canvases = [ImageCanvas() for _ in range(6)]
+    image = np.arange(20 * 30, dtype=np.float32).reshape(20, 30)
+    for canvas in canvases:
+        column.addWidget(canvas)
+        canvas.set_image(image, (0.0, float(image.max())))
+    box.resize(300, 900)
+    box.show()
+    qtbot.waitExposed(box)
+    qtbot.waitUntil(lambda: all(scene_fits(c) for c in canvases))
+    monkeypatch.setattr(scene_fit, "FIT_BUDGET_S", 0.0, raising=False)
+    before = [c.width() for c in canvases]
+    fitted = []
+    resize = ImageCanvas._resize
+    monkeypatch.setattr(
+        ImageCanvas, "_resize", lambda self, event: (fitted.append(self), resize(self, event))[1]
+    )
+    box.resize(420, 900)
+    box.repaint()  # one paint pass over all six, before any deferred fit
+    assert len(fitted) == 1
+    assert sum(not scene_fits(c) for c in canvases) == 5
+    qtbot.waitUntil(lambda: all(scene_fits(c) for c in canvases))
+    assert sorted(map(id, fitted)) == sorted(map(id, canvases))  # each fitted once
+    assert all(c.width() == w + 120 for c, w in zip(canvases, before, strict=True))
