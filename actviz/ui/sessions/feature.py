@@ -376,6 +376,12 @@ class SessionsFeature(FeatureBase, QObject):
             host.show_result(result, request)
         elif self.session.can_run():
             host.run()  # no saved run (only pins): run it as it was set up
+        # The rest on a turn of its own, after the result's: each is a block on its own.
+        self._later(opening, lambda: self._restore_parts(opening, result, notes))
+
+    def _restore_parts(self, opening: _Opening, result: Any, notes: list[str]) -> None:
+        state, host = opening.state, self.host
+        assert state is not None
         # After the pins: a comparison set-up names its run B by a pin's label.
         parts = {**state.settings, "comparison": state.comparison, "scan_key": state.scan_key}
         host.restore_session_parts(parts)

@@ -243,6 +243,37 @@ def test_a_saved_run_ready_before_the_layouts_turn_is_shown_a_turn_after_it(
     assert _dock(other, "Dataset").isVisible() and other.session.result is not None
 
 
+def test_a_sessions_parts_are_restored_a_turn_after_its_run_is_shown(
+    actviz_window, checkpoint, tmp_path
+):
+    """The saved run is shown on one turn, the session's other parts (comparison, scan, docks'
+    settings) put back on a later one, and only then is the session opened."""
+    from PySide6.QtCore import QTimer
+
+    win = actviz_window()
+    _investigation(win, checkpoint)
+    path = tmp_path / "study.actviz"
+    _sessions(win).ask_pin_captures = lambda *_: True
+    assert _sessions(win).save_session(path, wait=True)
+
+    other = actviz_window()
+    sessions, host, order = _sessions(other), other.window.host, []
+    show, parts = host.show_result, host.restore_session_parts
+
+    def shown(*args):
+        order.append("run")
+        QTimer.singleShot(0, lambda: order.append("next turn"))
+        return show(*args)
+
+    host.show_result = shown
+    host.restore_session_parts = lambda saved: (order.append("parts"), parts(saved))[1]
+    sessions.session_opened.connect(lambda _path: order.append("opened"))
+    assert sessions.open_session(path, wait=True)
+    other.wait_idle()
+    assert order == ["run", "next turn", "parts", "opened"]
+    assert other.session.result is not None
+
+
 def test_a_missing_checkpoint_asks_where_it_is(actviz_window, checkpoint, tmp_path):
     win = actviz_window()
     _investigation(win, checkpoint)
