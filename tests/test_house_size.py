@@ -180,9 +180,8 @@ LATER_CAPABILITIES = (
 # -3 on 2026-12-06 night (net): one job's end reported per event-loop turn, a session's saved
 # run shown on a turn after its layout (#37, +16); repeated steps merged, a one-caller helper and
 # an unused method removed (#38, -19 counted).
-# +32 on 2026-12-06 night (#37): scene fits share a budget per event-loop turn (the rest on
-# later turns), a session's parts restored on a turn after its run is shown.
-TODAYS_FEATURES_LINES = 44_771
+# +6 on 2026-12-06 night (#37): a session's parts restored on a turn after its run is shown.
+TODAYS_FEATURES_LINES = 44_745
 
 
 def todays_feature_lines() -> int:

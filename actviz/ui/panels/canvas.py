@@ -487,7 +487,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         return QtCore.QRectF(self.mapFromScene(scene).boundingRect())
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
-        self.ensure_scene(budgeted=True)
+        self.ensure_scene()
         if (grid := getattr(self, "grid", None)) is not None and grid.labels_stale:
             grid.request_labels()
         light = getattr(self, "_light", None)

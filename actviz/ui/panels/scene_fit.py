@@ -4,7 +4,6 @@ margins, the colour bar's margins, and the scene's size (fitted once, when next 
 from __future__ import annotations
 
 import math
-import time
 
 from PySide6 import QtCore, QtGui
 
@@ -14,16 +13,6 @@ from actviz.ui.panels.deferred import DeferredCall
 _CANVAS_MARGIN = 1
 _CANVAS_MARGIN_V = 7
 _CANVAS_SPACING = 2
-#: Scene fits one event-loop turn does before the others wait for the next (seconds): a layout
-#: change resizes every canvas on screen, and one paint fitting them all blocked the window.
-FIT_BUDGET_S = 0.02
-_spent = [0.0]  # this turn's fits (seconds); a zero timer starts the next turn's count
-
-
-def _charge(seconds: float) -> None:
-    if not _spent[0]:
-        QtCore.QTimer.singleShot(0, lambda: _spent.__setitem__(0, 0.0))
-    _spent[0] += seconds
 
 
 class SceneFit:
@@ -164,44 +153,29 @@ class SceneFit:
             self.resized.emit()  # whoever follows the width hears now
         finally:
             self._announcing = False
-        self._fit_later()
-
-    def _fit_later(self) -> None:
         if getattr(self, "_fit_soon", None) is None:
-            self._fit_soon = DeferredCall(self, self._fit_on_screen)
+            self._fit_soon = DeferredCall(self, lambda: self.on_screen() and self.ensure_scene())
         self._fit_soon.request()
-
-    def _fit_on_screen(self) -> None:
-        if self.on_screen() and self.ensure_scene(budgeted=True):
-            self.viewport().update()  # painted with the scene of the old size meanwhile
 
     def on_screen(self) -> bool:
         """Whether part of the canvas is on screen (its viewport's region: its own is empty)."""
         return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
 
-    def ensure_scene(self, *, budgeted: bool = False) -> bool:
-        """Fit the scene to the canvas's size if a resize left that for later (True: fitted
-        now); ``budgeted`` (a paint, the deferred fit): not once this turn's fits took
-        :data:`FIT_BUDGET_S`, but on a later turn."""
+    def ensure_scene(self) -> None:
+        """Fit the scene to the canvas's size if a resize left that for later."""
         if not getattr(self, "_scene_stale", False) or getattr(self, "_resizing", False):
-            return False
-        if budgeted and _spent[0] > FIT_BUDGET_S:
-            self._fit_later()
-            return False
+            return
         self._scene_stale = False
         if self.closed:
-            return False
+            return
         old = self.ci.geometry().size().toSize()
         if old == self.size() == getattr(self, "_fitted_size", None):
-            return False  # resized and back within the turn: the scene is fitted to this size
+            return  # resized and back within the turn: the scene is fitted to this size
         self._resizing = True
-        start = time.perf_counter()
         try:
             self._resize(QtGui.QResizeEvent(self.size(), old))
         finally:
             self._resizing = False
-            _charge(time.perf_counter() - start)
-        return True
 
     def _resize(self, event: QtGui.QResizeEvent) -> None:
         bar = getattr(self, "colorbar", None)
