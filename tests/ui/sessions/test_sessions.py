@@ -179,6 +179,31 @@ def test_a_changed_checkpoint_is_named_and_the_user_chooses(actviz_window, check
     assert any("without its capture" in m for m in other.banner_messages())
 
 
+def _saved_study(actviz_window, checkpoint, tmp_path, *, pins: bool, dock: str | None = None):
+    """A session of :func:`_investigation` saved to a file (``pins``: their captures too, and
+    so the saved run; ``dock`` opened first); the file's path."""
+    win = actviz_window()
+    _investigation(win, checkpoint)
+    if dock is not None:
+        win.open_dock(dock)
+    path = tmp_path / "study.actviz"
+    _sessions(win).ask_pin_captures = lambda *_: pins
+    assert _sessions(win).save_session(path, wait=True)
+    return path
+
+
+def _marking_turns(order: list, label: str, call):
+    """``call`` that first notes ``label`` in ``order``, then "next turn" once that turn ends."""
+    from PySide6.QtCore import QTimer
+
+    def marked(*args):
+        order.append(label)
+        QTimer.singleShot(0, lambda: order.append("next turn"))
+        return call(*args)
+
+    return marked
+
+
 def test_a_sessions_layout_is_put_back_on_a_turn_of_its_own(actviz_window, checkpoint, tmp_path):
     """The window's layout (docks, panel sizes) is restored after the model is adopted, not in
     the same event-loop turn: the two together blocked the GUI 74 ms in the stress run."""
@@ -217,25 +242,13 @@ def test_a_saved_run_ready_before_the_layouts_turn_is_shown_a_turn_after_it(
     back first and the run shown on the next turn: not both in one block."""
     from PySide6.QtCore import QTimer
 
-    win = actviz_window()
-    _investigation(win, checkpoint)
-    win.open_dock("Dataset")
-    path = tmp_path / "study.actviz"
-    _sessions(win).ask_pin_captures = lambda *_: True
-    assert _sessions(win).save_session(path, wait=True)
-
+    path = _saved_study(actviz_window, checkpoint, tmp_path, pins=True, dock="Dataset")
     other = actviz_window()
     sessions, host, order = _sessions(other), other.window.host, []
     later = sessions._later  # noqa: SLF001 - the layout's pass comes late, after the saved run
     sessions._later = lambda opening, step: QTimer.singleShot(300, lambda: later(opening, step))  # noqa: SLF001
-    restore, show = host.restore_layout_state, host.show_result
-
-    def restored(data: bytes) -> bool:
-        order.append("layout")
-        QTimer.singleShot(0, lambda: order.append("next turn"))
-        return restore(data)
-
-    host.restore_layout_state = restored
+    show = host.show_result
+    host.restore_layout_state = _marking_turns(order, "layout", host.restore_layout_state)
     host.show_result = lambda *args: (order.append("run"), show(*args))[1]
     assert sessions.open_session(path, wait=True)
     other.wait_idle()
@@ -248,24 +261,11 @@ def test_a_sessions_parts_are_restored_a_turn_after_its_run_is_shown(
 ):
     """The saved run is shown on one turn, the session's other parts (comparison, scan, docks'
     settings) put back on a later one, and only then is the session opened."""
-    from PySide6.QtCore import QTimer
-
-    win = actviz_window()
-    _investigation(win, checkpoint)
-    path = tmp_path / "study.actviz"
-    _sessions(win).ask_pin_captures = lambda *_: True
-    assert _sessions(win).save_session(path, wait=True)
-
+    path = _saved_study(actviz_window, checkpoint, tmp_path, pins=True)
     other = actviz_window()
     sessions, host, order = _sessions(other), other.window.host, []
-    show, parts = host.show_result, host.restore_session_parts
-
-    def shown(*args):
-        order.append("run")
-        QTimer.singleShot(0, lambda: order.append("next turn"))
-        return show(*args)
-
-    host.show_result = shown
+    parts = host.restore_session_parts
+    host.show_result = _marking_turns(order, "run", host.show_result)
     host.restore_session_parts = lambda saved: (order.append("parts"), parts(saved))[1]
     sessions.session_opened.connect(lambda _path: order.append("opened"))
     assert sessions.open_session(path, wait=True)
