@@ -52,19 +52,10 @@ def edit_fields(edit: Edit) -> dict[str, Any]:
     return {"kind": edit.kind, "channels": channels, **values}
 
 
-def run_source(
-    loaded: Any,
-    input: str | None,
-    *,
-    arch: str | None = None,
-    weights: Any = "DEFAULT",
-    trust: bool = False,
-    device: str = "cpu",
-    list_input: bool | None = None,
-    target: Any = None,
-) -> RunSource:
+def run_source(loaded: Any, input: str | None, **options: Any) -> RunSource:
     """The :class:`RunSource` of a model opened with :func:`actviz.io.models.loading.open_model`
-    (``loaded``) with these arguments; its weights are kept when a new open would give other
+    (``loaded``) and of ``input``; ``options`` its other fields (``arch``, ``weights``, ``trust``,
+    ``device``, ``list_input``, ``target``). Its weights are kept when a new open would give other
     ones (random init: a torchvision name without weights, model code)."""
     random = loaded.kind == "code" or (
         loaded.kind == "torchvision" and "random init" in str(loaded.name)
@@ -72,14 +63,9 @@ def run_source(
     return RunSource(
         # a module handed over in Python has no source to reopen
         model=None if loaded.kind == "module" else str(loaded.source),
-        arch=arch,
-        weights=weights,
-        trust=trust,
-        device=str(device),
         input=input,
-        list_input=list_input,
-        target=target,
         state=loaded.model.state_dict() if random else None,
+        **options,
     )
 
 
