@@ -168,11 +168,11 @@ def capture_pair(
     reuse: bool = True,
     target: Any = None,
     input_grads: bool = True,
-    should_stop: Callable[[], bool] | None = None,
-    max_bytes: int | None = None,
+    **options: Any,
 ) -> tuple[Capture, Capture | None]:
     """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one (None
-    without edits; cached with ``reuse``); a ``target`` of None is the unedited top-1."""
+    without edits; cached with ``reuse``); a ``target`` of None is the unedited top-1. ``options``
+    (``should_stop``, ``max_bytes``) go to both captures."""
     from actviz.core.capture import capture
 
     def run(with_edits: Mapping[str, Sequence[Any]] | None, target: Any = target) -> Capture:
@@ -181,10 +181,9 @@ def capture_pair(
             inputs,
             list(layers),
             target=target,
-            should_stop=should_stop,
-            max_bytes=max_bytes,
             input_grads=input_grads,
             edits=dict(with_edits) if with_edits else None,
+            **options,
         )
 
     def unedited() -> Capture:
