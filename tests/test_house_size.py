@@ -181,7 +181,10 @@ LATER_CAPABILITIES = (
 # run shown on a turn after its layout (#37, +16); repeated steps merged, a one-caller helper and
 # an unused method removed (#38, -19 counted).
 # +6 on 2026-12-06 night (#37): a session's parts restored on a turn after its run is shown.
-TODAYS_FEATURES_LINES = 44_745
+# -1 on 2026-12-07 (net): RunSource's fields as options, capture options passed through (#38,
+# -15); the worker's news in one queued wake (#39, +10); workers niced further, the stress
+# report's blocks say how long the GUI thread waited for a core (#37, +4).
+TODAYS_FEATURES_LINES = 44_744
 
 
 def todays_feature_lines() -> int:

@@ -107,10 +107,13 @@ class LagProbe:
         #: The GUI thread's CPU time over each lag's interval (s): a block with little of it
         #: waited (for the GIL, for a core) rather than worked.
         self.cpu: list[float] = []
+        #: The time the GUI thread waited for a core over each lag's interval (s, Linux; 0
+        #: elsewhere): what is neither CPU nor this waited for a lock (the GIL).
+        self.queued: list[float] = []
         #: The longest lag so far (s), kept when :meth:`stop` drains the samples.
         self.peak = 0.0
         self._last: float | None = None
-        self._last_cpu = 0.0
+        self._last_cpu = self._last_queued = 0.0
         self.timer = QTimer()
         self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(interval_ms)
@@ -128,15 +131,26 @@ class LagProbe:
         if drain:
             self.lags.clear()
             self.cpu.clear()
+            self.queued.clear()
 
     def _on_timeout(self) -> None:
-        now, cpu = time.perf_counter(), time.thread_time()
+        now, cpu, queued = time.perf_counter(), time.thread_time(), _run_queue_wait()
         if self._last is not None:
             lag = max(0.0, now - self._last - self.interval_s)
             self.lags.append(lag)
             self.cpu.append(cpu - self._last_cpu)
+            self.queued.append(queued - self._last_queued)
             self.peak = max(self.peak, lag)
-        self._last, self._last_cpu = now, cpu
+        self._last, self._last_cpu, self._last_queued = now, cpu, queued
+
+
+def _run_queue_wait() -> float:
+    """The calling thread's total wait for a core (s; Linux ``schedstat``, else 0)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
     def summary(self) -> dict[str, float]:
         """p50 / p99 / max lag in milliseconds and the number of samples."""

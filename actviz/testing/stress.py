@@ -255,7 +255,9 @@ class StressDriver(UserActions):
                     if len(probe.lags) > mark:
                         ms, k = max((v * 1e3, j) for j, v in enumerate(probe.lags[mark:]))
                         cpu = probe.cpu[mark + k] * 1e3  # working, or waiting (GIL, a core)?
-                        seen = f" [GUI thread {cpu:.0f} ms on CPU{' in ' + where if where else ''}]"
+                        queued = probe.queued[mark + k] * 1e3
+                        seen = f" [GUI thread {cpu:.0f} ms on CPU, {queued:.0f} ms waiting for one"
+                        seen += f"{' in ' + where if where else ''}]"
                         worst = sorted([*worst, (ms, f"{i}:{text}{seen}")])[-WORST_BLOCKS:]
                         if ms > self.block_limit_ms:
                             blocks.append(self._failure(i, "block", f"{ms:.0f} ms at {text}{seen}"))
