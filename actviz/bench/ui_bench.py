@@ -143,6 +143,10 @@ class LagProbe:
             self.peak = max(self.peak, lag)
         self._last, self._last_cpu, self._last_queued = now, cpu, queued
 
+    def summary(self) -> dict[str, float]:
+        """p50 / p99 / max lag in milliseconds and the number of samples."""
+        return lag_summary(self.lags)
+
 
 def _run_queue_wait() -> float:
     """The calling thread's total wait for a core (s; Linux ``schedstat``, else 0)."""
@@ -151,10 +155,6 @@ def _run_queue_wait() -> float:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return 0.0
-
-    def summary(self) -> dict[str, float]:
-        """p50 / p99 / max lag in milliseconds and the number of samples."""
-        return lag_summary(self.lags)
 
 
 def lag_summary(lags: list[float]) -> dict[str, float]:
