@@ -156,20 +156,33 @@ _SIGNAL_METHODS = {
 
 
 class _RunnerSignals(QObject):
-    # The runners' news (job, signal name or None: its end, arguments): one wake for a burst.
+    """The runners' news for the GUI thread, in order: one queued ``wake`` for all that came
+    while it waited (a frame's staged and the next one's started: one event, not two)."""
+
     wake = Signal()
 
     def __init__(self, parent: QObject) -> None:
         super().__init__(parent)
-        self.box: deque[tuple[int, str | None, tuple[Any, ...]]] = deque()
+        self._box: deque[tuple[Any, ...]] = deque()
         self._lock = threading.Lock()
 
-    def post(self, gen: int, name: str | None, args: tuple[Any, ...]) -> None:
+    def relay(self, gen: int, name: str, args: tuple[Any, ...]) -> None:
+        self._post((gen, name, args))
+
+    def done(self, gen: int, result: object, error: object) -> None:
+        self._post((gen, None, (result, error)))
+
+    def _post(self, item: tuple[Any, ...]) -> None:
         with self._lock:
-            self.box.append((gen, name, args))
-            first = len(self.box) == 1
+            first = not self._box
+            self._box.append(item)
         if first:
             self.wake.emit()
+
+    def take(self) -> tuple[Any, ...] | None:
+        """The oldest item (one at a time: a slot's nested event loop keeps the order)."""
+        with self._lock:
+            return self._box.popleft() if self._box else None
 
 
 @dataclass(eq=False)
@@ -196,10 +209,12 @@ class _Runner:
             if job is None or self.should_stop():
                 raise CaptureCancelled("superseded before it started")
             if not second:
-                signals.post(gen, "started", ())
+                signals.relay(gen, "started", ())
             # One torch thread for a second stage: another OpenMP team slows the capture beside it.
             with torch_threads(1 if second else self.threads):
-                result = job(self.should_stop, lambda msg: signals.post(gen, "progress", (msg,)))
+                result = job(
+                    self.should_stop, lambda msg: signals.relay(gen, "progress", (msg,))
+                )
             if isinstance(result, Staged):
                 if (second_stage := self.second_stage) is None:
                     raise TypeError("a Staged job's `then` returned Staged again")
@@ -208,7 +223,7 @@ class _Runner:
                     gen, result.then, self.should_stop, signals, second=True, nice=self.nice
                 )
                 self.release()
-                signals.post(gen, "staged", ())
+                signals.relay(gen, "staged", ())
                 second_stage.start(continuation.run)
                 mark_arena()
                 return
@@ -217,7 +232,7 @@ class _Runner:
         self.release()
         del job
         mark_arena()  # what the job freed in this thread's arena goes back at the idle trim
-        signals.post(gen, None, (result, error))
+        signals.done(gen, result, error)
 
     def release(self) -> None:
         """Drop what the job holds (request, tensors, images) and the pools."""
@@ -261,7 +276,8 @@ class Worker(QObject):
         # ended in one block of both handlers).
         self._held: dict[int, tuple[object, object]] = {}
         self._turn = QTimer(self, singleShot=True, interval=0)
-        self._turn.timeout.connect(self._report_held)
+        self._turn.timeout.connect(self._next_turn)
+        self._reported = False  # an end was reported this turn (the next waits for _turn)
 
     def jobs(self) -> list[Job]:
         """The jobs that will still report, oldest first."""
@@ -388,10 +404,10 @@ class Worker(QObject):
 
     @Slot()
     def _drain(self) -> None:
-        """What the runners posted, in order: a current job's signal, or a job's end (None)."""
-        box = self._signals.box
-        while box:  # (one at a time: a slot's nested event loop keeps the order)
-            gen, name, args = box.popleft()
+        """What the runners posted: a signal ``name`` of job ``gen`` (if current), or its end."""
+        self._reported = False  # a new turn
+        while (item := self._signals.take()) is not None:
+            gen, name, args = item
             if name is None:
                 self._running.discard(gen)
                 self._held[gen] = args
@@ -399,9 +415,16 @@ class Worker(QObject):
             elif (job := self._jobs.get(gen) if self._is_current(gen) else None) is not None:
                 job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
 
+    def _next_turn(self) -> None:
+        self._reported = False
+        self._report_held()
+
     def _report_held(self) -> None:
         # In submission order: a result waits for every earlier current job; stale ones dropped.
         while self._held and not self._turn.isActive():
+            if self._reported:  # the next end on the next turn
+                self._turn.start()
+                return
             with self._lock:
                 floor = self._floor
             first = min(self._held)
@@ -409,9 +432,7 @@ class Worker(QObject):
                 self._live(g, floor) for g in self._running if g < first
             ):
                 break
-            # The next end on the next turn (none waiting: no turn).
-            if self._report(first, *self._held.pop(first)) and (self._held or self._signals.box):
-                self._turn.start()
+            self._reported = self._report(first, *self._held.pop(first))
 
     def _report(self, gen: int, result: object, error: object) -> bool:
         with self._lock:
