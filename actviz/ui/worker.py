@@ -16,7 +16,6 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -156,33 +155,9 @@ _SIGNAL_METHODS = {
 
 
 class _RunnerSignals(QObject):
-    """The runners' news for the GUI thread, in order: one queued ``wake`` for all that came
-    while it waited (a frame's staged and the next one's started: one event, not two)."""
-
-    wake = Signal()
-
-    def __init__(self, parent: QObject) -> None:
-        super().__init__(parent)
-        self._box: deque[tuple[Any, ...]] = deque()
-        self._lock = threading.Lock()
-
-    def relay(self, gen: int, name: str, args: tuple[Any, ...]) -> None:
-        self._post((gen, name, args))
-
-    def done(self, gen: int, result: object, error: object) -> None:
-        self._post((gen, None, (result, error)))
-
-    def _post(self, item: tuple[Any, ...]) -> None:
-        with self._lock:
-            first = not self._box
-            self._box.append(item)
-        if first:
-            self.wake.emit()
-
-    def take(self) -> tuple[Any, ...] | None:
-        """The oldest item (one at a time: a slot's nested event loop keeps the order)."""
-        with self._lock:
-            return self._box.popleft() if self._box else None
+    # Emitted from the pool thread; received (queued) by the Worker on the GUI thread.
+    relay = Signal(int, str, object)  # generation, the job's signal name, its arguments
+    done = Signal(int, object, object)  # generation, result, exception
 
 
 @dataclass(eq=False)
@@ -209,11 +184,11 @@ class _Runner:
             if job is None or self.should_stop():
                 raise CaptureCancelled("superseded before it started")
             if not second:
-                signals.relay(gen, "started", ())
+                signals.relay.emit(gen, "started", ())
             # One torch thread for a second stage: another OpenMP team slows the capture beside it.
             with torch_threads(1 if second else self.threads):
                 result = job(
-                    self.should_stop, lambda msg: signals.relay(gen, "progress", (msg,))
+                    self.should_stop, lambda msg: signals.relay.emit(gen, "progress", (msg,))
                 )
             if isinstance(result, Staged):
                 if (second_stage := self.second_stage) is None:
@@ -223,7 +198,7 @@ class _Runner:
                     gen, result.then, self.should_stop, signals, second=True, nice=self.nice
                 )
                 self.release()
-                signals.relay(gen, "staged", ())
+                signals.relay.emit(gen, "staged", ())
                 second_stage.start(continuation.run)
                 mark_arena()
                 return
@@ -232,7 +207,7 @@ class _Runner:
         self.release()
         del job
         mark_arena()  # what the job freed in this thread's arena goes back at the idle trim
-        signals.done(gen, result, error)
+        signals.done.emit(gen, result, error)
 
     def release(self) -> None:
         """Drop what the job holds (request, tensors, images) and the pools."""
@@ -269,15 +244,15 @@ class Worker(QObject):
         self._cancelled: set[int] = set()
         self._running: set[int] = set()  # generations queued or running, until ``done``
         self._signals = _RunnerSignals(self)  # every runner's, queued to the GUI thread
-        self._signals.wake.connect(self._drain)
+        self._signals.relay.connect(self._relay)
+        self._signals.done.connect(self._on_runner_done)
         self._jobs: dict[int, Job] = {}  # current jobs by generation
         # Results waiting for an earlier job, or for the next turn: one job's end is reported a
         # turn (Qt handles every posted event in one go: a session's model and its saved run
         # ended in one block of both handlers).
         self._held: dict[int, tuple[object, object]] = {}
         self._turn = QTimer(self, singleShot=True, interval=0)
-        self._turn.timeout.connect(self._next_turn)
-        self._reported = False  # an end was reported this turn (the next waits for _turn)
+        self._turn.timeout.connect(self._report_held)
 
     def jobs(self) -> list[Job]:
         """The jobs that will still report, oldest first."""
@@ -402,29 +377,22 @@ class Worker(QObject):
             log.warning("a capture was still running after %d ms", timeout_ms)
         return done
 
-    @Slot()
-    def _drain(self) -> None:
-        """What the runners posted: a signal ``name`` of job ``gen`` (if current), or its end."""
-        self._reported = False  # a new turn
-        while (item := self._signals.take()) is not None:
-            gen, name, args = item
-            if name is None:
-                self._running.discard(gen)
-                self._held[gen] = args
-                self._report_held()
-            elif (job := self._jobs.get(gen) if self._is_current(gen) else None) is not None:
-                job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
+    @Slot(int, str, object)
+    def _relay(self, gen: int, name: str, args: tuple[Any, ...]) -> None:
+        """Signal ``name`` with ``args`` on job ``gen`` if it is current."""
+        job = self._jobs.get(gen) if self._is_current(gen) else None
+        if job is not None:
+            job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
 
-    def _next_turn(self) -> None:
-        self._reported = False
+    @Slot(int, object, object)
+    def _on_runner_done(self, gen: int, result: object, error: object) -> None:
+        self._running.discard(gen)
+        self._held[gen] = (result, error)
         self._report_held()
 
     def _report_held(self) -> None:
         # In submission order: a result waits for every earlier current job; stale ones dropped.
         while self._held and not self._turn.isActive():
-            if self._reported:  # the next end on the next turn
-                self._turn.start()
-                return
             with self._lock:
                 floor = self._floor
             first = min(self._held)
@@ -432,7 +400,8 @@ class Worker(QObject):
                 self._live(g, floor) for g in self._running if g < first
             ):
                 break
-            self._reported = self._report(first, *self._held.pop(first))
+            if self._report(first, *self._held.pop(first)):
+                self._turn.start()  # the next end on the next turn
 
     def _report(self, gen: int, result: object, error: object) -> bool:
         with self._lock:

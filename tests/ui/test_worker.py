@@ -770,26 +770,3 @@ def test_ends_that_arrive_together_are_reported_one_a_turn(qtbot, worker):
     qtbot.waitUntil(lambda: len(order) == 3, timeout=10_000)
     assert order == ["a", "next turn", "b"]
     assert not worker.is_busy() and not worker.has_current_job()
-
-
-def test_what_a_job_posts_while_the_gui_thread_is_busy_comes_in_one_queued_event(qtbot, worker):
-    """Its start, progress and end reach the GUI thread in one event (a live frame's staged and
-    the next one's started: one wake-up, not two), in order; a lone end starts no extra turn."""
-    from PySide6.QtCore import QEvent, QObject
-
-    class MetaCalls(QObject):
-        count = 0
-
-        def eventFilter(self, _obj, event):  # noqa: N802 - Qt name
-            self.count += event.type() == QEvent.Type.MetaCall
-            return False
-
-    calls = MetaCalls()
-    worker.installEventFilter(calls)
-    got: list[str] = []
-    job = worker.submit(lambda stop, progress: (progress("a"), progress("b"), "done")[-1])
-    job.on(started=lambda: got.append("started"), progress=got.append, finished=got.append)
-    assert worker._pool.waitForDone(10_000)  # noqa: SLF001 - all of it posted meanwhile
-    qtbot.waitUntil(lambda: "done" in got, timeout=10_000)
-    assert got == ["started", "a", "b", "done"] and calls.count == 1
-    assert not worker._turn.isActive()  # noqa: SLF001 - nothing held: no zero-timer turn
