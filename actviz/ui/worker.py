@@ -37,8 +37,7 @@ JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
 GIL_SWITCH_INTERVAL_S = 0.001
 #: Nice steps of the capture worker and the features' workers below the GUI thread: a CPU
-#: weight 13x lower, so a paint sharing a core with a job's thread waits little (5 steps, 3x:
-#: a third of a long GUI turn waited for a core).
+#: weight 13x lower, so a paint sharing a core with a job's thread hardly waits for it.
 CAPTURE_NICE = 12
 
 
