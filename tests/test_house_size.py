@@ -181,11 +181,10 @@ LATER_CAPABILITIES = (
 # run shown on a turn after its layout (#37, +16); repeated steps merged, a one-caller helper and
 # an unused method removed (#38, -19 counted).
 # +6 on 2026-12-06 night (#37): a session's parts restored on a turn after its run is shown.
-# -12 on 2026-12-07 (net): RunSource's fields as options, capture options passed through (#38,
-# -15); workers niced further, the stress report's blocks say how long the GUI thread waited
-# for a core (#37, +3). (The worker's news in one queued wake, +10, was reverted: a saved
-# "What channels want" page reopened without its cached pictures in 4 of 8 runs.)
-TODAYS_FEATURES_LINES = 44_733
+# -13 on 2026-12-07 (net): RunSource's fields as options, capture options passed through (#38,
+# -15); the stress report's blocks say how long the GUI thread waited for a core (#37, +2).
+# (Reverted: the worker's news in one queued wake, +10, and workers niced 12/17, +2.)
+TODAYS_FEATURES_LINES = 44_732
 
 
 def todays_feature_lines() -> int:

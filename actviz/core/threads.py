@@ -19,9 +19,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-#: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest):
-#: below the window's captures (``CAPTURE_NICE``), so live mode comes first.
-BACKGROUND_NICE = 17
+#: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest).
+BACKGROUND_NICE = 10
 #: The count the window's workers run their jobs at (None: each thread's own).
 _worker_threads: int | None = None
 # Native thread id -> its lowered priority (a Qt pool thread's Python thread state is not kept).

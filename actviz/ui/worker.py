@@ -36,9 +36,9 @@ JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
 GIL_SWITCH_INTERVAL_S = 0.001
-#: Nice steps of the capture worker and the features' workers below the GUI thread: a CPU
-#: weight 13x lower, so a paint sharing a core with a job's thread hardly waits for it.
-CAPTURE_NICE = 12
+#: Nice steps of the capture worker and the features' workers below the GUI thread (at one
+#: priority a paint waits for a time slice beside a long job).
+CAPTURE_NICE = 5
 
 
 def favour_gui_thread() -> None:

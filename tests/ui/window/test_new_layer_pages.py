@@ -39,6 +39,7 @@ def test_a_layer_ticked_after_a_run_is_prepared_at_its_panels_page_size(
     # A normalisation change keeps its page (the pages are re-made from the session's sizes).
     combo = win.window.commands.normalize_combo
     combo.setCurrentIndex(combo.findData("shared"))
+    assert win.wait_idle()  # the pages are re-made in a job (a loaded machine: after settle)
     win.settle()
     shared = session.result.layers[NEW].mosaic
     assert shared.normalize == "shared" and shared.page_size == shared.channels == size
