@@ -35,11 +35,8 @@ def classifier_layer(scan: Any, categories: Any) -> str | None:
     """The last scanned layer whose embeddings are as wide as the class list, or None."""
     if not categories:
         return None
-    hits = [
-        name
-        for name in scan.embedding_layers
-        if scan.spatial(name) in (None, ()) and scan.channels(name) == len(categories)
-    ]
+    flat = [n for n in scan.embedding_layers if scan.spatial(n) in (None, ())]
+    hits = [n for n in flat if scan.channels(n) == len(categories)]
     return hits[-1] if hits else None
 
 
@@ -200,16 +197,14 @@ class AtlasFeature(FeatureBase, QObject):
             self.worker.drop()
             self._on_built(fitted)
             return None
-
-        def job(_should_stop: Any, _progress: Any) -> Any:
-            return build_atlas(scan, layer, method=method, logits=logits)
-
         text = f"Atlas: mapping {layer} ({method.upper()}, {scan.count:,} images)…"
         self.view.status_label.setText(text)
         self.host.show_status(text)
-        job_ = self.worker.submit(job).on(finished=self._on_built, failed=self._on_build_failed)
-        job_.finished.connect(self.fitted.emit)
-        return job_
+        job = self.worker.submit(
+            lambda _stop, _progress: build_atlas(scan, layer, method=method, logits=logits)
+        ).on(finished=self._on_built, failed=self._on_build_failed)
+        job.finished.connect(self.fitted.emit)
+        return job
 
     def _on_built(self, atlas: Any) -> None:
         if atlas.scan is not self.session.scan:
@@ -218,9 +213,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.atlas = atlas
         # A session's map being restored: this one, if it is of the saved scan and layer.
         saved = self._restoring
-        if saved is not None and (
-            saved.get("layer") != atlas.layer or not made_of(saved, atlas.scan)
-        ):
+        if saved and (saved.get("layer") != atlas.layer or not made_of(saved, atlas.scan)):
             saved = None
         spin = self.view.channel_spin
         with QSignalBlocker(spin):
@@ -280,9 +273,7 @@ class AtlasFeature(FeatureBase, QObject):
         xy = atlas.projection.transform(vector)
         self._show_input(np.asarray(xy).reshape(-1)[:2], atlas.nearest(vector, NEAREST_K))
 
-    def _show_input(
-        self, xy: np.ndarray | None, nearest: tuple[Any, ...], why: str = "run an input"
-    ) -> None:
+    def _show_input(self, xy: np.ndarray | None, nearest: tuple[Any, ...], why: str = "") -> None:
         in_view = self.view.set_marker(xy)
         self.nearest = tuple(nearest)
         row_of = rows_of(self.atlas)
@@ -304,8 +295,7 @@ class AtlasFeature(FeatureBase, QObject):
         return str(self.atlas.embeddings.sources[row])
 
     def _describe(self, row: int, *, thumbnail: str | None = None) -> str:
-        """HTML naming row ``row``'s image: file, class, prediction (``thumbnail``: the URI of
-        a picture above it)."""
+        """HTML naming row ``row``'s image: file, class, prediction (under ``thumbnail``, a URI)."""
         atlas, categories = self.atlas, self.session.categories
         emb = atlas.embeddings
         path = str(emb.sources[row])
@@ -322,10 +312,7 @@ class AtlasFeature(FeatureBase, QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
         """Keep the hovered dot's thumbnail up when the plot's tooltip event comes."""
         if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
-            if self.hover_text:
-                QToolTip.showText(event.globalPos(), self.hover_text, self.view.plot)
-            else:
-                QToolTip.hideText()
+            QToolTip.showText(event.globalPos(), self.hover_text, self.view.plot)  # "": hidden
             return True
         return super().eventFilter(watched, event)
 

@@ -42,8 +42,7 @@ class SelectBox(pg.ViewBox):
         ev.accept()
         if self.mode == "lasso":
             self._lasso_drag(ev)
-            return
-        if ev.isFinish():
+        elif ev.isFinish():
             self.rbScaleBox.hide()
             a = self.mapToView(ev.buttonDownPos())
             self.rect_selected.emit(QRectF(a, self.mapToView(ev.pos())).normalized())
@@ -106,12 +105,11 @@ class RasterDots(pg.GraphicsObject):
         order = rgb[:, ::-1] if sys.byteorder == "little" else rgb
         alpha = np.full((len(rgb), 1), 255, np.uint8)
         self._bgra = np.ascontiguousarray(np.concatenate([order, alpha], axis=1))
+        self._rect = QRectF()
         if len(self.xy):
             lo, hi = self.xy.min(axis=0), self.xy.max(axis=0)
             span = np.maximum(hi - lo, 1e-9)
             self._rect = QRectF(lo[0], lo[1], span[0], span[1])
-        else:
-            self._rect = QRectF()
         self._raster = None
         self.update()
 

@@ -42,8 +42,6 @@ MIN_MAP_W, MIN_MAP_H, MIN_MAP_H_NARROW = 160, 200, 280
 COLOUR_MODES = ("Class", "Prediction", "Correct", "Channel")
 #: Dots whose class (or prediction) is unknown.
 GREY = np.array([150, 150, 150], np.uint8)
-_RIGHT = np.array([60, 170, 75], np.uint8)
-_WRONG = np.array([220, 50, 50], np.uint8)
 #: Steps of the channel colour scale: a few dozen brushes for any number of dots.
 LEVELS = 64
 
@@ -124,7 +122,7 @@ def colouring(
         known = truth >= 0
         right = known & (np.asarray(predictions) == truth)
         index = np.where(known, np.where(right, 0, 1), 2).astype(np.int64)
-        palette = np.stack([_RIGHT, _WRONG, GREY])
+        palette = np.array([(60, 170, 75), (220, 50, 50), GREY], np.uint8)  # green, red, grey
         names = ("correct", "wrong", "class unknown to the model")
         return Colouring(index, palette, _legend(names, palette, np.bincount(index, minlength=3)))
     if mode == "Channel":
