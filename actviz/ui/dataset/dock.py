@@ -1,6 +1,5 @@
-"""The dataset feature's passive widgets: DatasetDock (the scan's summary and progress, the
-per-layer channel table) and TopKGrid (a channel's top-k images, cropped around the maximum,
-heat overlaid)."""
+"""The dataset feature's passive widgets: DatasetDock (the scan's summary, progress, channel
+table) and TopKGrid (a channel's top-k images, cropped around the maximum, heat overlaid)."""
 
 from __future__ import annotations
 
@@ -421,30 +420,23 @@ class TopKGrid(QtWidgets.QWidget):
         self._fit_height()
 
     def clear(self) -> None:
-        self.views = ()
-        self.tiles.clear()
-        self.caption.setText("")
-        self._fit_height()
-
-    def _tall(self) -> bool:
-        window = self.window()
-        return window is not None and window.height() >= TWO_ROWS_MIN_WINDOW_HEIGHT
-
-    def rows_shown(self) -> int:
-        """Rows of tiles shown without scrolling (one, or two in a tall window)."""
-        grid = self.tiles.gridSize()
-        per_row = max(1, (self.tiles.viewport().width() or self.width()) // max(1, grid.width()))
-        return min(max(1, -(-self.tiles.count() // per_row)), 2 if self._tall() else 1)
+        self.set_views(())
 
     def _fit_height(self) -> None:
-        side = TILE_PX if self._tall() else SMALL_TILE_PX
+        """Tiles sized for the window; the rows they need shown (one, two in a tall window)."""
+        window = self.window()
+        tall = window is not None and window.height() >= TWO_ROWS_MIN_WINDOW_HEIGHT
+        side = TILE_PX if tall else SMALL_TILE_PX
         if side != self._tile_px:
             self._tile_px = side
             self.tiles.setIconSize(QtCore.QSize(side, side))
             line = self.tiles.fontMetrics().height()
             # The grid holds the gaps (no spacing): rows fit the height exactly.
             self.tiles.setGridSize(QtCore.QSize(side + 12, side + 2 * line + 10))
-        height = self.rows_shown() * self.tiles.gridSize().height() + 2 * self.tiles.frameWidth()
+        grid = self.tiles.gridSize()
+        per_row = max(1, (self.tiles.viewport().width() or self.width()) // max(1, grid.width()))
+        rows = min(max(1, -(-self.tiles.count() // per_row)), 2 if tall else 1)
+        height = rows * grid.height() + 2 * self.tiles.frameWidth()
         if self.tiles.height() != height:
             self.tiles.setFixedHeight(height)
 

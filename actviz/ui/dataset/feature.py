@@ -192,13 +192,12 @@ class DatasetScanUI(FeatureBase, QObject):
         if self.dialog is not None:
             self.dialog.raise_()
             return self.dialog
-        spec = self.scans.spec
         dialog = ScanDialog(
             self.host.dialog_parent(),
             self._layers(),
             self.session.ticked,
             folder=self._last_folder,
-            k=spec.k if spec else self._last_k,
+            k=self.scans.spec.k if self.scans.spec else self._last_k,
         )
         dialog.scan_requested.connect(self.start)
         dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))

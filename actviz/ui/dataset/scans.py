@@ -115,9 +115,8 @@ class DatasetScans(QObject):
         transform = self.session.transforms
         num_workers = 0 if peek else self.num_workers
         holder: list[Job | None] = [None]
-        copy = self.scan_copy
         # Built on the scan's thread (a running capture's hooks stay out); the box lets it go.
-        box = [copy.unbuilt(model)]
+        box = [self.scan_copy.unbuilt(model)]
 
         def progress(done: int, total: int, ips: float) -> None:
             self._progressed.emit(holder[0], int(done), int(total), float(ips))
@@ -130,7 +129,7 @@ class DatasetScans(QObject):
             entry = box[0]
             entry.build()
             if entry.twin is None:
-                copy.let_go(box.pop())
+                self.scan_copy.let_go(box.pop())
                 raise entry.error or RuntimeError("the model could not be copied")
             target = with_loading(entry.twin, model, loaded)
             del entry
@@ -171,7 +170,7 @@ class DatasetScans(QObject):
                 raise
             finally:
                 # A copy is as large as the model; scans are long, so the next makes its own.
-                copy.let_go(box.pop())
+                self.scan_copy.let_go(box.pop())
 
         # Each scan supersedes the one before: what reports is the latest.
         handle = self._scan_job = holder[0] = self.scan_worker.submit(job)
@@ -296,5 +295,4 @@ class DatasetScans(QObject):
         if self._views_key is None:
             return
         log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
-        layer, channel = self._views_key
-        self.views_failed.emit(layer, channel, describe_error(error))
+        self.views_failed.emit(*self._views_key, describe_error(error))
