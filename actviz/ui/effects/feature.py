@@ -11,7 +11,7 @@ from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea, QWidget
 
 from actviz.analysis.concepts import layer_effects as units
-from actviz.analysis.effects.effect_results import DEFAULT_VERIFY, effects_chart
+from actviz.analysis.effects.effect_results import DEFAULT_VERIFY, Effects, effects_chart
 from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
 from actviz.ui.effects.view import BarRow, EffectsView, measured_text
@@ -21,7 +21,6 @@ from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.edits_board import StaleEditError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.analysis.effects.effect_results import Effects
     from actviz.display.prepared import RunResult
 
 #: Title of the dock (and its View menu entry).
@@ -195,10 +194,9 @@ class EffectsFeature(FeatureBase, QObject):
         #: Channels each "Verify" measures per layer.
         self.verify_count = DEFAULT_VERIFY
         self.view = EffectsView(self.verify_count)
-        scroll = scroll_area(self.view, wrap=True, cls=_DockScroll)
         self.dock = QDockWidget(DOCK_TITLE, host.dialog_parent())
         self.dock.setObjectName("ChannelsThatMatterDock")
-        self.dock.setWidget(scroll)
+        self.dock.setWidget(scroll_area(self.view, wrap=True, cls=_DockScroll))
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         #: The effects shown (estimates, exact values once verified); None before a result.
         self.effects: Effects | None = None
@@ -256,8 +254,7 @@ class EffectsFeature(FeatureBase, QObject):
     def restore_session_part(self, parts: Any) -> None:
         """Put back :meth:`session_part`'s settings (nothing runs)."""
         setup = parts.get("effects") or {}
-        top = setup.get("top")
-        if type(top) is int:
+        if type(top := setup.get("top")) is int:
             self.view.top_spin.setValue(top)
         for key, check in (("mark", self.view.mark_check), ("sort", self.view.sort_check)):
             if isinstance(setup.get(key), bool):

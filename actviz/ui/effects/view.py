@@ -83,7 +83,7 @@ class EffectBars(QtWidgets.QWidget):
         """Show these bars (in this order); ``unit``: what they are (their labels)."""
         self.rows = tuple(rows)
         self.unit, self.names = unit, dict(names or {})
-        self.setFixedHeight(max(1, len(self.rows)) * ROW_HEIGHT + 2 * MARGIN)
+        self.setFixedHeight(self.sizeHint().height())
         self.update()
 
     def scale(self) -> float:
@@ -152,10 +152,7 @@ class EffectBars(QtWidgets.QWidget):
         index = self.row_at(event.position().y())
         text = self.hover_text(index) if index is not None else ""
         self.setToolTip(text)
-        if text:
-            QtWidgets.QToolTip.showText(event.globalPosition().toPoint(), text, self)
-        else:
-            QtWidgets.QToolTip.hideText()
+        QtWidgets.QToolTip.showText(event.globalPosition().toPoint(), text, self)  # "": hidden
         super().mouseMoveEvent(event)
 
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
@@ -243,21 +240,19 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         super().__init__(parent)
         outer = QtWidgets.QVBoxLayout(self, contentsMargins=QtCore.QMargins(6, 6, 6, 6))
         controls = QtWidgets.QHBoxLayout()
-        controls.addWidget(QtWidgets.QLabel("Top"))
         self.top_spin = QtWidgets.QSpinBox(minimum=1, maximum=MAX_TOP, value=DEFAULT_TOP)
         self.top_spin.setToolTip("Channels shown per layer (and ablated or kept by its buttons)")
         self.top_spin.valueChanged.connect(self.top_changed.emit)
-        controls.addWidget(self.top_spin)
         self.run_button = self.verify_button = QtWidgets.QPushButton(f"Verify top {verify_count}")
         self.verify_button.setToolTip(
             f"Measure the true effect of each layer's top {verify_count} channels by ablating "
             "them one at a time (in the background; Esc cancels)"
         )
         self.verify_button.clicked.connect(self.verify_requested.emit)
-        controls.addWidget(self.verify_button)
         self.cancel_button = QtWidgets.QPushButton("Cancel", visible=False)
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
-        controls.addWidget(self.cancel_button)
+        for w in (QtWidgets.QLabel("Top"), self.top_spin, self.verify_button, self.cancel_button):
+            controls.addWidget(w)
         controls.addStretch(1)
         outer.addLayout(controls)
         self.mark_check = QtWidgets.QCheckBox("Mark the top channels")
@@ -266,7 +261,6 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
             "the first (a right click on one then edits them all)"
         )
         self.mark_check.toggled.connect(self.mark_toggled.emit)
-        outer.addWidget(self.mark_check)
         self.sort_check = QtWidgets.QCheckBox("Sort tiles by effect")
         self.sort_check.setToolTip(
             "Order each layer's tiles by |estimated effect|, largest first, so its first page "
@@ -274,9 +268,9 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
             "read-out says 'by effect'). Unticked: the natural order and the page you were on"
         )
         self.sort_check.toggled.connect(self.sort_toggled.emit)
-        outer.addWidget(self.sort_check)
         for box in (self.mark_check, self.sort_check):  # as wide as their text: all of it clicks
             box.setSizePolicy(_POLICY.Maximum, box.sizePolicy().verticalPolicy())
+            outer.addWidget(box)
         self.progress = ProgressBar(visible=False)
         outer.addWidget(self.progress)
         self.message = QtWidgets.QLabel(wordWrap=True)
@@ -291,7 +285,6 @@ class EffectsView(QtWidgets.QWidget, StepsAndLine):
         self.sections_box = QtWidgets.QVBoxLayout(spacing=0)
         outer.addLayout(self.sections_box)
         outer.addStretch(1)
-        #: The sections shown, by layer.
         self.sections: dict[str, EffectsSection] = {}
         self._spare: list[EffectsSection] = []
         #: The layers to show, in order; those whose sections are still to be made.
