@@ -374,7 +374,6 @@ class AtlasFeature(FeatureBase, QObject):
             self.host.open_channel(self.atlas.layer, int(item.data(0x0100)))
 
     def _on_thumb_loaded(self, path: str) -> None:
-        """A thumbnail decoded: on the strips' items that show its image."""
         pixmap = self._thumbs.get(path)
         if self.atlas is not None and pixmap is not None:
             for strip in (self.view.nearest_strip, self.view.selection_strip):

@@ -341,8 +341,7 @@ class ChannelTable(QtWidgets.QTableView):
 
 
 #: Side of a tile on screen (pixels) in a tall window, and in a small one.
-TILE_PX = 88
-SMALL_TILE_PX = 72
+TILE_PX, SMALL_TILE_PX = 88, 72
 #: Opacity of the heat where strongest (fading with the value, the picture shows elsewhere).
 HEAT_ALPHA = 0.6
 #: Rows of tiles shown without scrolling: one in a window less tall than this, else two.

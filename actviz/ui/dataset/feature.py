@@ -32,10 +32,8 @@ log = logging.getLogger(__name__)
 
 #: The banner's source for scan messages.
 BANNER_SOURCE = "scan"
-#: Settings keys of the last folder scanned and its k.
-FOLDER_KEY = "dataset/folder"
-K_KEY = "dataset/k"
-LAYERS_KEY = "dataset/layers"
+#: Settings keys of the last scan's folder, k and layers.
+FOLDER_KEY, K_KEY, LAYERS_KEY = "dataset/folder", "dataset/k", "dataset/layers"
 #: Top images named in the dock for a channel without maps to open.
 TOP_NAMED = 5
 

@@ -28,8 +28,7 @@ DOCK_TITLE = "Channels that matter"
 #: Width of the dock when it first opens.
 PREFERRED_WIDTH = 380
 #: Height the dock asks for (its controls and a layer's top bars), and the least it takes.
-PREFERRED_HEIGHT = 520
-MIN_HEIGHT = 160
+PREFERRED_HEIGHT, MIN_HEIGHT = 520, 160
 #: What the dock says before a result of the model shown.
 RUN_FIRST = "Run the model: the channels of each ticked layer are ranked here."
 #: What the page read-out of a sorted layer panel calls the order.
@@ -374,8 +373,7 @@ class EffectsFeature(FeatureBase, QObject):
         v = self.view
         if v.sort_check.isChecked() != bool(on):
             v.sort_check.setChecked(bool(on))  # its signal comes back here
-            return
-        if not on:
+        elif not on:
             self.marks.unsort()
         elif self.effects is not None:
             self._apply_order()

@@ -13,14 +13,11 @@ from actviz.ui.host import StepsAndLine
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import ProgressBar
 
-#: Channels shown per layer unless the user chooses otherwise.
-DEFAULT_TOP = 8
-#: Most channels a section may show.
-MAX_TOP = 64
+#: Channels shown per layer unless the user chooses otherwise, and the most a section shows.
+DEFAULT_TOP, MAX_TOP = 8, 64
 ROW_HEIGHT = 20
-LABEL_WIDTH = 56
-#: The labels' width where the bars are concepts ("concept 1234").
-CONCEPT_LABEL_WIDTH = 84
+#: The labels' width, and where the bars are concepts ("concept 1234").
+LABEL_WIDTH, CONCEPT_LABEL_WIDTH = 56, 84
 MARGIN = 4
 #: Sections made per event-loop turn (about those a dock shows), so no turn holds the GUI long.
 SECTIONS_PER_TURN = 2
