@@ -123,9 +123,8 @@ class AtlasFeature(FeatureBase, QObject):
         self._hover_thumbs = ThumbCache(2 * THUMB, self, as_uri=True)
         self._hover_thumbs.loaded.connect(lambda _path: self._show_hover())
         self._hovered = -1
-        methods = ["PCA"] + (["UMAP"] if umap_available() else [])
-        self.view.set_choices(self.view.method_combo, methods, "PCA")
         v = self.view
+        v.set_choices(v.method_combo, ["PCA"] + (["UMAP"] if umap_available() else []), "PCA")
         v.options_changed.connect(self.rebuild)
         v.colour_changed.connect(
             lambda: self.atlas is not None and v.set_colours(self._colouring())
