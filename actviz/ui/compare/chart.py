@@ -25,9 +25,8 @@ TEXT_SLACK_PX = 3
 
 
 def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:
-    pen = pg.mkPen(colour, width=2)
     return pg.PlotDataItem(
-        pen=pen,
+        pen=pg.mkPen(colour, width=2),
         symbol=symbol,
         symbolSize=8,
         symbolBrush=colour,
@@ -198,9 +197,8 @@ class SimilarityChart(PlotPanel):
     def _summary_text(self) -> str:
         if (n := len(self.names)) == 0:
             return "no layer in common"
-        if self.divergence is None:
+        if (d := self.divergence) is None:
             return f"{n} layers · no layer differs beyond rel L2 {self.tol:g}"
-        d = self.divergence
         rel = style.format_value(float(self.rel_l2[d]))
         return f"{n} layers · first divergence at {self._label(d)} (rel L2 {rel} > {self.tol:g})"
 

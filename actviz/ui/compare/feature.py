@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -23,13 +23,11 @@ from actviz.workspace.run_request import (
     INPUT,
     MODEL,
     PIN,
+    CompareOutcome,
     CompareRequest,
     compare_job,
     layer_mismatch,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.workspace.run_request import CompareOutcome
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +111,9 @@ class CompareController(FeatureBase, QObject):
 
     def cancel(self) -> bool:
         """Esc: a comparison waiting for the run before it never starts."""
-        if self._waiting:
+        if waiting := self._waiting:
             self._give_up("The comparison was cancelled.")
-            return True
-        return False
+        return waiting
 
     def is_busy(self) -> bool:
         """True while a comparison waits for the worker, runs, or model B opens."""
@@ -287,8 +284,7 @@ class CompareController(FeatureBase, QObject):
 
     def _request(self) -> tuple[CompareRequest, str]:
         """The comparison of the latest run with run B, and B's label; ValueError without B."""
-        s, v = self.session, self.view
-        result = s.result
+        s, v, result = self.session, self.view, self.session.result
         assert result is not None and result.capture is not None
         cap_a = result.capture
         spec = DisplaySpec(
@@ -358,12 +354,11 @@ class CompareController(FeatureBase, QObject):
             job.on(**dict.fromkeys(ends, self._start_if_waiting))
 
     def _start_if_waiting(self, *_args: Any) -> None:
-        result = self.session.result
         if not self._waiting:
             return
         if self.worker.has_current_job():
             self._await_worker()  # still a run on its way (a newer one may have replaced it)
-        elif result is None or result.capture is None:
+        elif (result := self.session.result) is None or result.capture is None:
             self._give_up("The run failed, so there is no run A to compare.")
         else:  # after the window's own slot: the result it just showed is run A
             QTimer.singleShot(0, lambda: self._waiting and not self._closed and self._start())
@@ -453,8 +448,7 @@ def describe_outcome(outcome: CompareOutcome, label_b: str) -> str:
         parts.append(f"no layer differs beyond rel L2 {comparison.tol:g}")
     else:
         parts.append(f"first divergence: {first.name or '(model)'} (rel L2 {first.rel_l2:.3g})")
-    if comparison.output is not None:
-        out = comparison.output
+    if (out := comparison.output) is not None:
         parts.append(f"output: cosine {out.cosine:.4g}, rel L2 {out.rel_l2:.3g}")
     if comparison.skipped:
         parts.append(f"{len(comparison.skipped)} layer call(s) not comparable (shapes)")

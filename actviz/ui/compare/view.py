@@ -43,11 +43,9 @@ class CompareView(QtWidgets.QWidget):
         # The bar's second half goes under the first when the tab is too narrow.
         self._bar_second = QtWidgets.QHBoxLayout(spacing=6)
         outer.addLayout(self._bar_second)
-        self._bar_split = False
-        self._busy, self._missing = False, ""
-        self.message_label = QtWidgets.QLabel("", wordWrap=True)
+        self._bar_split, self._busy, self._missing = False, False, ""
         selectable = QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
-        self.message_label.setTextInteractionFlags(selectable)
+        self.message_label = QtWidgets.QLabel("", wordWrap=True, textInteractionFlags=selectable)
         outer.addWidget(self.message_label)
 
         self.chart = SimilarityChart()
@@ -144,8 +142,7 @@ class CompareView(QtWidgets.QWidget):
         wanted = QtCore.Qt.Orientation.Horizontal if across else QtCore.Qt.Orientation.Vertical
         if self.top_splitter.orientation() != wanted:
             self.top_splitter.setOrientation(wanted)
-        split = width < needed
-        if split == self._bar_split:
+        if (split := width < needed) == self._bar_split:
             return
         self._bar_split = split
         source, target = (self._bar, self._bar_second) if split else (self._bar_second, self._bar)
@@ -307,9 +304,8 @@ class DifferenceArea(QtWidgets.QScrollArea):
         if (panel := self.panels.get(name)) is not None:
             return panel
         panel = DifferencePanel(name)
-        panel.page_requested.connect(self.page_requested)
-        panel.mosaic_width_changed.connect(self.mosaic_width_changed)
-        panel.channel_clicked.connect(self.channel_clicked)
+        for signal in ("page_requested", "mosaic_width_changed", "channel_clicked"):
+            getattr(panel, signal).connect(getattr(self, signal))
         panel.set_selected(name == self._selected)
         self.panels[name] = panel
         if (stand_in := self.cells.get(name)) is not None:
@@ -417,7 +413,5 @@ class DifferenceArea(QtWidgets.QScrollArea):
     def keep_anchor(self, anchor: tuple[str, int] | None) -> None:
         """Scroll so that ``anchor`` (from :meth:`anchor`) is where it was."""
         self.settle()
-        if anchor is None or anchor[0] not in self.cells:
-            return
-        name, offset = anchor
-        self.verticalScrollBar().setValue(self.cells[name].y() - offset)
+        if anchor is not None and anchor[0] in self.cells:
+            self.verticalScrollBar().setValue(self.cells[anchor[0]].y() - anchor[1])

@@ -138,10 +138,6 @@ class SessionsFeature(FeatureBase, QObject):
         self.refresh_recent_menu()
         host.offer_session_store(self)
 
-    def _remember(self, path: Path) -> None:
-        self.host.settings.add_recent_session(str(path))
-        self.refresh_recent_menu()
-
     def refresh_recent_menu(self) -> None:
         menu = self.recent_menu
         menu.clear()
@@ -234,9 +230,10 @@ class SessionsFeature(FeatureBase, QObject):
         return False if self._closed else self.saver.save_as(path, wait=wait)
 
     def saved(self, path: Path) -> None:
-        """A session file was written: Ctrl+S writes it again; it heads Recent sessions."""
+        """``path`` was written or opened: Ctrl+S writes it again; it heads Recent sessions."""
         self.path = path
-        self._remember(path)
+        self.host.settings.add_recent_session(str(path))
+        self.refresh_recent_menu()
 
     def open_session_dialog(self) -> bool:
         """File > Open session…: pick a session file and open it."""
@@ -367,15 +364,13 @@ class SessionsFeature(FeatureBase, QObject):
             return
         state = opening.state
         assert state is not None
-        host = self.host
-        notes = list(opening.notes)
-        notes += restore_pins(self.session, pins, self.session.memory_budget)
+        notes = opening.notes + restore_pins(self.session, pins, self.session.memory_budget)
         lost = [p.label for p in state.pins if p.capture is None]
         notes += [f"pin {label!r} was saved without its capture: not restored" for label in lost]
         if result is not None:
-            host.show_result(result, request)
+            self.host.show_result(result, request)
         elif self.session.can_run():
-            host.run()  # no saved run (only pins): run it as it was set up
+            self.host.run()  # no saved run (only pins): run it as it was set up
         # The rest on a turn of its own, after the result's: each is a block on its own.
         self._later(opening, lambda: self._restore_parts(opening, result, notes))
 
@@ -393,8 +388,7 @@ class SessionsFeature(FeatureBase, QObject):
         opening.done = True
         kept = opening.path == self.kept.path
         if not kept:  # Ctrl+S never writes over the session kept on quit
-            self.path = opening.path
-            self._remember(opening.path)
+            self.saved(opening.path)
         host.clear_messages(BANNER_SOURCE)
         if notes:
             host.show_warning("Session opened; " + "; ".join(notes), BANNER_SOURCE)
@@ -450,8 +444,7 @@ def prepare_saved(
     spec = request.display_spec()
     result = None if state.capture is None else prepare(state.capture, spec, model=request.model)
     kept = [pin for pin in state.pins if pin.capture is not None]
-    pins = [(pin, prepare(pin.capture, spec, model=request.model)) for pin in kept]
-    return result, pins
+    return result, [(pin, prepare(pin.capture, spec, model=request.model)) for pin in kept]
 
 
 def apply_view(host: WindowHost, state: SessionState) -> list[str]:

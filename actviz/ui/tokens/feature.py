@@ -69,9 +69,8 @@ class AttentionPanel(PanelBase):
         if maps is None or not maps.layers:
             self.clear()
             return
-        self.maps, self.sample = maps, sample
+        self.maps, self.sample, self.layout_info = maps, sample, layout
         self.tokens = tuple(tokens) if tokens is not None else None
-        self.layout_info = layout
         layer, head = self.layer_combo.currentText(), self.head_combo.currentIndex()
         refill_combo(self.layer_combo, maps.layers, layer)
         self._fill_heads(head)
@@ -253,9 +252,8 @@ class TokenViews(FeatureBase):
         text = getattr(self.session.loaded_model, "tokenizer", None) is not None
         self.text_bar.setVisible(text)
         self.text_action.setEnabled(text)
-        self.attention_panel.clear()
-        self.lens_panel.clear()
-        self.rollout_panel.clear()
+        for panel in (self.attention_panel, self.lens_panel, self.rollout_panel):
+            panel.clear()
         self.host.set_tab_visible(self.attention_page, False)
         self.rollout_panel.setVisible(False)
         self._shown_empty = True

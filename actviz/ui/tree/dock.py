@@ -340,10 +340,8 @@ class ModuleDetails(QWidget):
 
     def fit_columns(self) -> None:
         """Give each column its contents' width, shortening the widest (never scroll sideways)."""
-        table = self.table
-        header = table.horizontalHeader()
-        room = table.viewport().width()
-        count = table.columnCount()
+        table, header = self.table, self.table.horizontalHeader()
+        room, count = table.viewport().width(), table.columnCount()
         if room <= 0 or count == 0:
             return
         wanted = [max(table.sizeHintForColumn(c), header.sectionSizeHint(c)) for c in range(count)]
@@ -419,16 +417,12 @@ class ModelDock(QDockWidget):
         header.setMinimumSectionSize(24)
         for column, width in enumerate((170, 110, 90)):
             header.resizeSection(column, width)
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.tree_view)
-        self.details = ModuleDetails()
-        splitter.addWidget(self.details)
-        preview_box = QWidget()
-        self.input_preview = InputPreview()
+        self.details, self.input_preview, preview_box = ModuleDetails(), InputPreview(), QWidget()
         style.bare_box(preview_box, vertical=True).addWidget(self.input_preview)
-        splitter.addWidget(preview_box)
-        for index, stretch in enumerate((5, 2, 2)):  # tree, details, preview
-            splitter.setStretchFactor(index, stretch)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        for widget, stretch in ((self.tree_view, 5), (self.details, 2), (preview_box, 2)):
+            splitter.addWidget(widget)
+            splitter.setStretchFactor(splitter.indexOf(widget), stretch)
         layout.addWidget(splitter, 1)
         self.setWidget(panel)
         self.setMinimumWidth(MIN_WIDTH)
@@ -473,8 +467,7 @@ class ModelDock(QDockWidget):
 
     def fit_columns(self) -> None:
         """Fit the columns to the tree's width: hide Params, then Output shape; shrink the rest."""
-        view = self.tree_view
-        header = view.header()
+        view, header = self.tree_view, self.tree_view.header()
         if (room := view.viewport().width()) <= 0 or header.count() < 4:
             return
         name = header.sectionSize(0)
@@ -530,9 +523,8 @@ class ModelDock(QDockWidget):
     def show_current_details(self) -> None:
         """Show the current row's parameters (nothing changes when no row is current)."""
         tree, name = self.tree_model.tree, self.tree_view.currentIndex().data(NameRole)
-        if tree is None or name is None or name not in tree:
-            return
-        self.details.show_node(tree[name])
+        if tree is not None and name is not None and name in tree:
+            self.details.show_node(tree[name])
 
     def detach(self) -> None:
         """Stop listening to the session (the window calls this before it goes away)."""

@@ -82,7 +82,6 @@ class VisualizeFeature(FeatureBase, QObject):
             "visualize.json, which says how to make them again"
         )
         host.add_action("File", "Export visualisations…", self.export_dialog, tip, before="Quit")
-        # A layer panel's tile menu (a right click on its tiles).
         host.add_tile_menu_entries(self.fill_tile_menu)
 
     def cancel(self) -> bool:
@@ -255,11 +254,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._asked, self._pending = key, True
         # The opened model (its preprocessing and input size) when there is one.
         model = self.session.loaded_model or self.session.model
-
-        def job(_should_stop: Any, _report: Any) -> tuple[tuple[Any, ...], Visualization]:
-            return key, _visualize_key(model, key, only_cached=True)
-
-        self.lookups.submit(job).on(
+        self.lookups.submit(lambda *_: (key, _visualize_key(model, key, only_cached=True))).on(
             finished=self._on_lookup_finished, failed=self._on_lookup_errored
         )
 

@@ -122,13 +122,10 @@ class EditsDock(QtWidgets.QDockWidget):
             wordWrap=True, styleSheet=f"color: {style.BAR_BAD};", visible=False
         )
         outer.addWidget(self.error_label)
-        buttons = QtWidgets.QHBoxLayout()
-        buttons.addStretch(1)
         self.clear_button = QtWidgets.QPushButton("Clear all")
         self.clear_button.setToolTip("Remove every edit and show the unedited run")
         self.clear_button.clicked.connect(self.clear_requested)
-        buttons.addWidget(self.clear_button)
-        outer.addLayout(buttons)
+        outer.addWidget(self.clear_button, 0, Qt.AlignmentFlag.AlignRight)
         self.setWidget(body)
         #: The rows placed, in order; the entries still to place, with the rows kept for them.
         self.rows: list[EditRow] = []
@@ -194,9 +191,6 @@ class EditsDock(QtWidgets.QDockWidget):
             )
         row.remove_button.clicked.connect(lambda _=False, k=key: self.remove_requested.emit(k))
         return row
-
-    def row(self, key: int) -> EditRow:
-        return next(r for r in self.rows if r.key == key)
 
     def set_summary(self, text: str) -> None:
         _set_note(self.summary, text)
