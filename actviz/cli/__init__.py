@@ -234,7 +234,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     loaded = _open(args, plugins)
     views = args.plugin_views.split(",") if args.plugin_views else None
     cap, pictures = kit.capture_run(args, loaded, plugins.open_input(args.input), _progress)
-    # Sequence views (token maps, attention, rollout, logit lens): write_sequence_views
     files = export_capture(
         cap,
         args.out,

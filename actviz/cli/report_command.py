@@ -90,7 +90,6 @@ def _from_session(args: argparse.Namespace, progress: kit.Say) -> tuple[Any, dic
     baseline = None
     if cap.edits and loaded is not None and state.input is not None:
         baseline = actviz.capture(loaded.model, state.input.value, cap.names, target=state.target)
-    # The session's comparison when both its runs have captures.
     setup, comparison, label = state.comparison or {}, None, ""
     runs = {"current": cap, **{p.label: p.capture for p in state.pins}}
     if runs.get(setup.get("a")) is not None and runs.get(setup.get("b")) is not None:

@@ -103,7 +103,6 @@ def run(args: argparse.Namespace, open_model: kit.Opener, say: kit.Say) -> int:
         if rows:
             from actviz.data.scan_file import save_scan
 
-            # The whole scan beside its rows: the window opens it (Data > Open a saved scan…).
             say(f"saved the scan in {save_scan(result, rows).parent} (the window opens it)")
         kit.report_scan(result, say)
         files = write_scan(

@@ -130,17 +130,12 @@ def _read_slot(path: Path) -> tuple[int, dict[str, np.ndarray]] | None:
     """``(sequence, arrays)`` of a whole slot; None when missing, torn or of another format."""
     try:
         data = path.read_bytes()
-    except OSError:
-        return None
-    if len(data) < _HEADER.size:
-        return None
-    magic, fmt, sequence, size, crc = _HEADER.unpack_from(data)
-    payload = memoryview(data)[_HEADER.size :]
-    if magic != _MAGIC or fmt != _FORMAT or len(payload) != size or zlib.crc32(payload) != crc:
-        return None
-    try:
+        magic, fmt, sequence, size, crc = _HEADER.unpack_from(data)
+        payload = memoryview(data)[_HEADER.size :]
+        if magic != _MAGIC or fmt != _FORMAT or len(payload) != size or zlib.crc32(payload) != crc:
+            return None
         return sequence, _unpack(payload)
-    except (ValueError, KeyError, TypeError):
+    except (OSError, struct.error, ValueError, KeyError, TypeError):
         return None
 
 

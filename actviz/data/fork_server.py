@@ -17,10 +17,6 @@ from typing import Any
 #: What the server imports before forking: a scan loader's needs (torch, sources, preprocessing).
 PRELOAD = ["torch", "torch.utils.data", "PIL.Image", "torchvision.transforms", "actviz.data.scan"]
 
-_available = "forkserver" in multiprocessing.get_all_start_methods() and not getattr(
-    sys, "frozen", False
-)
-
 
 class _Server(forkserver.ForkServer):
     """A fork server of actviz's own (not the one ``multiprocessing`` shares)."""
@@ -36,7 +32,7 @@ class _Server(forkserver.ForkServer):
 
 _SERVER = _Server()
 
-if _available:
+if "forkserver" in multiprocessing.get_all_start_methods() and not getattr(sys, "frozen", False):
     from multiprocessing import popen_forkserver
 
     class _Popen(popen_forkserver.Popen):

@@ -26,8 +26,7 @@ from actviz.data.fork_server import loader_context
 from actviz.data.rows import attach_rows, new_vectors
 from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_result
 from actviz.data.scan_sizing import ACTIVATION_BUDGET, MAX_BATCH, default_workers, estimate_memory
-from actviz.data.sources import ScanData, collate, open_data, preprocessing_id
-from actviz.data.sources import resolve_model as resolve_model
+from actviz.data.sources import ScanData, collate, open_data, preprocessing_id, resolve_model
 
 __all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "estimate_memory", "log_lines", "scan"]
 
@@ -450,11 +449,8 @@ class _Group:
 def _joinable(runs: list[_LayerRun], reduced: dict[str, Reduced], indices: np.ndarray) -> list:
     """The layers that can form a group at this batch (fired, same images done before)."""
     fired = [r for r in runs if r.name in reduced and not r.done[indices].any()]
-    if not fired:
-        return []
-    first = fired[0]
     return [
         r
         for r in fired
-        if r._state.count == first._state.count and np.array_equal(r.done, first.done)
+        if r._state.count == fired[0]._state.count and np.array_equal(r.done, fired[0].done)
     ]

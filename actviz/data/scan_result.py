@@ -40,11 +40,9 @@ class ScanMemory:
 
     def describe(self) -> str:
         """One line for a status bar or a log: "embeddings: 2000 images x 832 values = 3.2 MB"."""
-        values = sum(self.widths.values())
-        layers = len(self.widths)
-        where = f" in {layers} layers" if layers > 1 else ""
+        where = f" in {len(self.widths)} layers" if len(self.widths) > 1 else ""
         return (
-            f"embeddings: {self.images} images x {values} values{where} = "
+            f"embeddings: {self.images} images x {sum(self.widths.values())} values{where} = "
             f"{format_bytes(self.embedding_bytes)}"
         )
 

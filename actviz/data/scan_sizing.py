@@ -27,7 +27,6 @@ GPU_MAX_WORKERS = 16
 
 
 def _embedding_layers(net: nn.Module, names: list[str], embeddings: Any) -> set[str]:
-    """The scanned layers that record embeddings."""
     if embeddings is True:
         return set(names)
     if not embeddings:

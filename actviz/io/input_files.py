@@ -196,9 +196,7 @@ _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".w
 def input_kind(value: Any, source: str = "") -> str:
     """``"text"`` (token ids, ``text:`` inputs), ``"image"`` (an image file or a float
     (N, C, H, W) tensor) or ``"tensor"`` (anything else)."""
-    if source.startswith(TEXT_PREFIX):
-        return "text"
-    if isinstance(value, Mapping) and "input_ids" in value:
+    if source.startswith(TEXT_PREFIX) or (isinstance(value, Mapping) and "input_ids" in value):
         return "text"
     if isinstance(value, torch.Tensor) and not value.is_floating_point() and value.ndim <= 2:
         return "text"

@@ -136,7 +136,6 @@ def export_capture(
     pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
     for key in ("saliency", "gradcam"):
         written += _save_attribution(out, key, pictures, attribution)
-    # The target: index, name, sentence, value and how it was chosen.
     index, kind, label = cap.target_index, prepared.prediction_kind, None
     if index is not None and categories and 0 <= index < len(categories):
         label = str(categories[index])
@@ -152,7 +151,6 @@ def export_capture(
         "chosen": _how_chosen(cap),
     }
     if (tokens := prepared.token_saliency) is not None:
-        # A text input's saliency per token: a .json record and a .csv row per token.
         shares = tokens.shares()
         rows = [
             {"index": i, "token": t, "saliency": float(tokens.values[i]), "share": float(shares[i])}
@@ -239,7 +237,6 @@ def prepare_export(
     ``model``, ``tokenizer``, ``logit_lens``, ``layout``, ``token_saliency`` for the sequence
     views (:func:`write_sequence_views`), not recomputed when given. ``ValueError`` for an unknown
     normalisation or colour map."""
-    # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
     if cmap != colormaps.AUTO and cmap not in colormaps.COLORMAPS:
@@ -254,13 +251,11 @@ def prepare_export(
         categories=tuple(categories) if categories else None,
         gradcam_layer=gradcam_layer,
         colormap=cmap,
-        # The sequence views' tokens, patch layout and tokenizer.
         tokens=tuple(str(t) for t in tokens) if tokens else None,
         layout=layout or (sequence_layout(model) if model is not None else None),
         tokenizer=tokenizer,
     )
     if model is not None and cap.extra.get("attention") is None:
-        # With a model and no attention yet, a copy of ``cap`` gets it recorded.
         if (attention := capture_attention(model, cap.inputs)) is not None:
             cap = replace(cap, extra={**cap.extra, "attention": attention})
     prepared = prepare(cap, spec, eager_hist=(), model=model)
@@ -377,9 +372,7 @@ def write_sequence_views(
         summary["tokens"] = list(tokens)
     token_files: dict[str, list[str]] = {}
     for name in names:
-        layer = result.layers.get(name)
-        view = layer.tokens if layer is not None else None
-        if view is None:
+        if (view := getattr(result.layers.get(name), "tokens", None)) is None:
             continue
         base = safe_name(name)
         parts = [
@@ -428,8 +421,7 @@ def write_sequence_views(
         np.savez_compressed(npz, **{safe_name(n): attention.probs[n] for n in attention.layers})
         written.append(npz)
         summary["attention"] = {"layers": list(attention.layers), "files": [*files, npz.name]}
-    if result.logit_lens is not None:
-        lens = result.logit_lens
+    if (lens := result.logit_lens) is not None:
         path = out / "logit_lens.json"
         table = {
             "layers": list(lens.layers),

@@ -196,7 +196,6 @@ def write_report(
         "<p>The script <code>actviz export</code> writes beside its arrays; it rebuilds this run "
         "with actviz's public API.</p>"
     )
-    # The script export writes beside its arrays, under the same file names.
     saved = {key: name for key, name, _obj in beside_script(cap, source)}
     files = {name: f"{safe_name(name)}.npz" for name in names}
     page.add(f"<pre>{esc(reproduce_script(cap, source, names, files=files, saved=saved))}</pre>")

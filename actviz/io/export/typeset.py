@@ -67,7 +67,6 @@ def _framed(
     """Add a title above ``body`` and, with a ``cmap``, a colour bar with its range below."""
     font, small = _font(14), _font(11)
     bar_h, margin = 14, 8
-    # Widened for the title (min 320 px), which is cut past _MAX_TITLE_PX.
     probe = ImageDraw.Draw(body)
     title_w = min(_text_w(probe, title, font), _MAX_TITLE_PX)
     width = max(body.width + 2 * margin, 320, title_w + 2 * margin)
@@ -384,8 +383,7 @@ def attribution_images(
         # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
         backdrop = image if image is not None and sal.shape == image.shape[:2] else None
         pictures["saliency"] = (_heat_png(sal, backdrop, "saliency |d target / d input|"), sal)
-    elif prepared.token_saliency is not None:
-        tokens = prepared.token_saliency
+    elif (tokens := prepared.token_saliency) is not None:
         values = np.asarray(tokens.values, dtype=np.float32)
         # "x", not "×": the pictures' default font has no such glyph.
         title = f"saliency per token: |gradient x input embedding| at {tokens.layer}"

@@ -252,17 +252,11 @@ _WEIGHT_KEYS = tuple(
 
 
 def _is_state_dict(obj: Any) -> bool:
-    if not isinstance(obj, Mapping) or not obj:
+    """Names to tensors, at least one (``*_extra_state`` entries may hold anything)."""
+    if not isinstance(obj, Mapping) or not all(isinstance(k, str) for k in obj):
         return False
-    tensors = 0
-    for key, value in obj.items():
-        if not isinstance(key, str):
-            return False
-        if isinstance(value, torch.Tensor):
-            tensors += 1
-        elif not key.endswith("_extra_state"):
-            return False
-    return tensors > 0
+    tensors = {k for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    return bool(tensors) and all(k in tensors or k.endswith("_extra_state") for k in obj)
 
 
 def extract_weights(obj: Any, path: str) -> tuple[nn.Module | dict[str, torch.Tensor], str]:

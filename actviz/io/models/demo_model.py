@@ -25,10 +25,6 @@ DEMO_INPUT_SIZE: tuple[int, int] = (64, 64)
 #: The last conv block, where Grad-CAM is meaningful (8x8 maps, one cell = 8x8 input pixels).
 DEMO_GRADCAM_LAYER = "features.block4"
 
-_RESOURCE_DIR = "demo"
-_WEIGHTS_NAME = "demo_cnn.pt"
-_SAMPLES_DIR = "samples"
-
 # Shapes drawn this much larger and box-filtered down, so first-layer filters learn edges.
 _SUPERSAMPLE = 4
 
@@ -75,12 +71,12 @@ def build_demo_model() -> DemoNet:
 
 
 def _resource_dir() -> Traversable:
-    return resources.files("actviz.resources") / _RESOURCE_DIR
+    return resources.files("actviz.resources") / "demo"
 
 
 def demo_weights_path() -> Traversable:
     """The bundled float32 ``state_dict`` file (``actviz.resources/demo/demo_cnn.pt``)."""
-    return _resource_dir() / _WEIGHTS_NAME
+    return _resource_dir() / "demo_cnn.pt"
 
 
 def load_demo_model() -> DemoNet:
@@ -95,8 +91,7 @@ def load_demo_model() -> DemoNet:
         state = torch.load(fh, map_location="cpu", weights_only=True)
     model = build_demo_model()
     model.load_state_dict(state)
-    model.eval()
-    return model
+    return model.eval()
 
 
 def demo_transform(image: Image.Image) -> Tensor:
@@ -111,7 +106,7 @@ def demo_transform(image: Image.Image) -> Tensor:
 
 def demo_samples() -> list[pathlib.Path]:
     """The bundled sample PNGs, named after their class, sorted (empty without resources)."""
-    samples = _resource_dir() / _SAMPLES_DIR
+    samples = _resource_dir() / "samples"
     if not samples.is_dir():
         return []
     return sorted(
@@ -125,15 +120,10 @@ def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
     ``(1, 3, H, W)`` float32 tensor in [0, 1] and its uint8 pixels (``FileNotFoundError``)."""
     if not (samples := demo_samples()):
         raise FileNotFoundError("no demo samples in actviz.resources/demo/samples")
-    if name is None:
-        path = samples[0]
-    else:
-        matches = [p for p in samples if name in (p.name, p.stem)]
-        if not matches:
-            known = ", ".join(p.stem for p in samples)
-            raise FileNotFoundError(f"no demo sample named {name!r}; known: {known}")
-        path = matches[0]
-    with Image.open(path) as image:
+    if not (matches := [p for p in samples if name in (None, p.name, p.stem)]):
+        known = ", ".join(p.stem for p in samples)
+        raise FileNotFoundError(f"no demo sample named {name!r}; known: {known}")
+    with Image.open(matches[0]) as image:
         x = demo_transform(image)
     rgb = np.ascontiguousarray((x.permute(1, 2, 0).numpy() * 255.0).round().astype(np.uint8))
     return x.unsqueeze(0), rgb

@@ -219,7 +219,6 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
             f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
             "save the model with save_pretrained"
         )
-    # With eager attention; the default for models that lack it.
     kwargs = {"local_files_only": True, "trust_remote_code": trust, **_PLACEMENT[-1]}
     warnings: list[str] = []
     from transformers.utils import logging as hf_logging
@@ -359,8 +358,7 @@ class TimmTransform:
         self.resize_size = None
         for step in getattr(transform, "transforms", ()):
             if type(step).__name__ == "Resize":
-                value = step.size
-                self.resize_size = [value] if isinstance(value, int) else list(value)
+                self.resize_size = [step.size] if isinstance(step.size, int) else list(step.size)
 
     def __call__(self, image: Any) -> torch.Tensor:
         return self.transform(image)

@@ -85,7 +85,6 @@ def open_model(
     from actviz.io.models import big
 
     where = big.placement(device_map, max_memory, offload_folder)
-    # The device must exist here; else ModelLoadError.
     try:
         dev = torch.device(device if device is not None else "cpu")
     except (RuntimeError, TypeError) as exc:

@@ -96,9 +96,7 @@ TIMM_PREFIX = "timm/"
 def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
     """Build an architecture (torchvision or ``timm/<name>``) with random weights, no download;
     ``ModelLoadError`` when timm is missing or ``num_classes`` is refused."""
-    kwargs: dict[str, Any] = {}
-    if num_classes is not None:
-        kwargs["num_classes"] = num_classes
+    kwargs: dict[str, Any] = {} if num_classes is None else {"num_classes": num_classes}
     if name.startswith(TIMM_PREFIX):
         try:
             import timm
