@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -38,6 +39,7 @@ import time
 import torch
 
 from actviz.bench.timing import StealMeter
+from actviz.core.openmp import APP_OPENMP
 
 #: Sections whose bench lives in its own module: ``run(quick: bool, summary: dict) -> None``
 #: prints its table and adds its figures to the JSON summary.
@@ -212,7 +214,9 @@ def _run_in_child(section: str, args: argparse.Namespace, summary: dict) -> None
         command.append("--quick")
     if args.pairs:
         command += ["--pairs", str(args.pairs)]
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    # As the app's own process: its OpenMP policy set before torch loads (actviz/core/openmp.py).
+    env = {**APP_OPENMP, **os.environ}
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     lines = proc.stdout.splitlines()
     figures: dict = {}
     if lines and lines[-1].startswith("{"):

@@ -318,6 +318,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    from actviz.core.openmp import use_app_openmp
+
+    use_app_openmp()  # before torch loads (with the window below)
     from actviz.ui.explore import run_app
 
     given = {k: getattr(args, k, None) for k in ("model", "arch", "input", "session")}
