@@ -60,9 +60,8 @@ class DiffPainter(QObject):
         self.unpainted = set(order)
         self._reveal_name = reveal if reveal in order else None
         self.paint_in_view()
-        for name in order:
-            if name in self.unpainted:
-                self.view.diffs.blank(name, panel_title(outcome.differences[name]))
+        for name in self.waiting():
+            self.view.diffs.blank(name, panel_title(outcome.differences[name]))
 
     def clear(self) -> None:
         """Forget the comparison shown."""

@@ -309,10 +309,9 @@ class DifferenceArea(QtWidgets.QScrollArea):
         panel.set_selected(name == self._selected)
         self.panels[name] = panel
         if (stand_in := self.cells.get(name)) is not None:
-            grid = self.grid
-            row, column, _, _ = grid.getItemPosition(grid.indexOf(stand_in))
+            row, column, _, _ = self.grid.getItemPosition(self.grid.indexOf(stand_in))
             self._discard(stand_in)
-            grid.addWidget(panel, row, column)
+            self.grid.addWidget(panel, row, column)
             panel.setVisible(True)  # now: a hidden widget takes no room in the layout
             self.cells[name] = panel
             self.panels = {n: self.panels[n] for n in self.cells if n in self.panels}

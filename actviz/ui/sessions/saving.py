@@ -55,7 +55,6 @@ REPORT_FILTER = "HTML reports (*.html)"
 def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
     """What ``host`` shows, as a :class:`SessionState` (``with_model``: the model's source now)."""
     s = host.session
-    result = s.result
     pins = tuple(PinState(p.label, float(p.pinned_at), p.result.capture) for p in s.pins)
     parts = dict(host.session_parts())
     view = host.channel_view
@@ -82,7 +81,7 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
         comparison=parts.pop("comparison", None),
         scan_key=parts.pop("scan_key", None),
         layout=host.layout_state(),
-        capture=None if result is None else result.capture,
+        capture=None if s.result is None else s.result.capture,
         settings=parts,
     )
     return model_part(state, ModelOpened.of(s)) if with_model else state
@@ -333,8 +332,7 @@ class ReportExport(QObject):
         if (result := self.host.result) is None or result.capture is None:
             self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
             return False
-        out = Path(path)
-        s = self.session
+        out, s = Path(path), self.session
         kwargs = {
             "model": s.loaded_model if s.loaded_model is not None else s.model,
             "model_name": s.model_name,

@@ -7,34 +7,9 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import (
-    QAbstractItemModel,
-    QEvent,
-    QMargins,
-    QModelIndex,
-    QObject,
-    QPersistentModelIndex,
-    QPoint,
-    QSize,
-    QSortFilterProxyModel,
-    Qt,
-    Signal,
-)
-from PySide6.QtGui import QFont, QResizeEvent
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QDockWidget,
-    QLabel,
-    QLineEdit,
-    QMenu,
-    QSplitter,
-    QStyle,
-    QTableWidget,
-    QTableWidgetItem,
-    QTreeView,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt
+from PySide6.QtWidgets import QWidget
 
 from actviz.display.text import format_count, format_shape
 from actviz.ui.panels import style
@@ -50,10 +25,10 @@ NAME, TYPE, SHAPE, PARAMS = range(4)
 #: Role returning a row's qualified module name ("" for the model itself).
 NameRole = Qt.ItemDataRole.UserRole + 1
 
-_Index = QModelIndex | QPersistentModelIndex
+_Index = QModelIndex | QtCore.QPersistentModelIndex
 
 
-class ModuleTreeModel(QAbstractItemModel):
+class ModuleTreeModel(QtCore.QAbstractItemModel):
     """Tree of ``session.tree``: one row per module, root (the model itself) on top."""
 
     def __init__(self, session: Session, parent: QObject | None = None) -> None:
@@ -65,7 +40,7 @@ class ModuleTreeModel(QAbstractItemModel):
         self._id_of: dict[str, int] = {}
         #: Ticked layers inside each module (a collapsed row still says it holds ticks).
         self._inside: dict[str, int] | None = None
-        self._bold = QFont()
+        self._bold = QtGui.QFont()
         self._bold.setBold(True)
         self._reload()
         session.model_changed.connect(self._on_session_model_changed)
@@ -237,7 +212,7 @@ class ModuleTreeModel(QAbstractItemModel):
             )
 
 
-class ModuleFilterProxy(QSortFilterProxyModel):
+class ModuleFilterProxy(QtCore.QSortFilterProxyModel):
     """Keeps rows whose name or type contains the filter text, with their ancestors."""
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -250,7 +225,7 @@ class ModuleFilterProxy(QSortFilterProxyModel):
         if hasattr(self, "beginFilterChange"):
             self.beginFilterChange()
             self._text = text.strip().lower()
-            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+            self.endFilterChange(QtCore.QSortFilterProxyModel.Direction.Rows)
         else:  # pragma: no cover - Qt < 6.10
             self._text = text.strip().lower()
             self.invalidateFilter()
@@ -308,15 +283,15 @@ class ModuleDetails(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = style.bare_box(self, vertical=True)
-        self.header = QLabel("Select a module to see its parameters.", wordWrap=True)
+        self.header = QtWidgets.QLabel("Select a module to see its parameters.", wordWrap=True)
         # At the top of the pane also when the table under it is hidden.
         self.header.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.header)
-        self.table = QTableWidget(0, 5)
+        self.table = QtWidgets.QTableWidget(0, 5)
         self.table.setHorizontalHeaderLabels(["Name", "Kind", "Shape", "dtype", "L2 norm"])
         self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         # Columns fit the table's width (fit_columns); a shortened cell has its text as tooltip.
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.horizontalHeader().setMinimumSectionSize(MIN_COLUMN_PX)
@@ -328,7 +303,7 @@ class ModuleDetails(QWidget):
             self.fit_columns()
         return super().eventFilter(watched, event)
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
         self._fit_header()
 
@@ -378,7 +353,7 @@ class ModuleDetails(QWidget):
             values = [info.name, kind + frozen, format_shape(info.shape) or "scalar", info.dtype,
                       f"{info.norm:.4g}"]  # fmt: skip
             for c, text in enumerate(values):
-                item = QTableWidgetItem(text)
+                item = QtWidgets.QTableWidgetItem(text)
                 item.setToolTip(text)
                 self.table.setItem(r, c, item)
         self.fit_columns()
@@ -389,24 +364,24 @@ class ModuleDetails(QWidget):
         return [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
 
 
-class ModelDock(QDockWidget):
+class ModelDock(QtWidgets.QDockWidget):
     """Module tree, details and input preview; ``module_selected(name)`` ("" for the model)."""
 
-    module_selected = Signal(str)
+    module_selected = QtCore.Signal(str)
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__("Model", parent, objectName="modelDock")
         self.session = session
         panel = _WidePanel()
-        layout = QVBoxLayout(panel, contentsMargins=QMargins(4, 4, 4, 4))
-        self.filter_edit = QLineEdit(clearButtonEnabled=True)
+        layout = QtWidgets.QVBoxLayout(panel, contentsMargins=QtCore.QMargins(4, 4, 4, 4))
+        self.filter_edit = QtWidgets.QLineEdit(clearButtonEnabled=True)
         self.filter_edit.setPlaceholderText("Filter modules by name or type, e.g. Conv2d")
         self.filter_edit.textChanged.connect(self._on_filter_changed)
         layout.addWidget(self.filter_edit)
         self.tree_model = ModuleTreeModel(session, self)
         self.tree_proxy = ModuleFilterProxy(self)
         self.tree_proxy.setSourceModel(self.tree_model)
-        self.tree_view = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
+        self.tree_view = QtWidgets.QTreeView(uniformRowHeights=True, alternatingRowColors=True)
         self.tree_view.setModel(self.tree_proxy)
         self.tree_view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.tree_view.customContextMenuRequested.connect(self._on_tree_context_menu)
@@ -419,7 +394,7 @@ class ModelDock(QDockWidget):
             header.resizeSection(column, width)
         self.details, self.input_preview, preview_box = ModuleDetails(), InputPreview(), QWidget()
         style.bare_box(preview_box, vertical=True).addWidget(self.input_preview)
-        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter = QtWidgets.QSplitter(Qt.Orientation.Vertical)
         for widget, stretch in ((self.tree_view, 5), (self.details, 2), (preview_box, 2)):
             splitter.addWidget(widget)
             splitter.setStretchFactor(splitter.indexOf(widget), stretch)
@@ -498,15 +473,17 @@ class ModelDock(QDockWidget):
                     if text := index.siblingAtColumn(c).data():
                         widest[c] = max(widest[c], metrics.horizontalAdvance(str(text)))
                 index = view.indexBelow(index)
-            margin = 2 * (view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1)
+            margin = 2 * (
+                view.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_FocusFrameHMargin) + 1
+            )
             self._wanted = {
                 c: max(w + margin, header.sectionSizeHint(c)) + 6 for c, w in widest.items()
             }
         return self._wanted
 
-    def tree_context_menu(self, name: str | None) -> QMenu:
+    def tree_context_menu(self, name: str | None) -> QtWidgets.QMenu:
         """The module tree's context menu for row ``name`` (built, not shown)."""
-        menu = QMenu(self)
+        menu = QtWidgets.QMenu(self)
         session, tree = self.session, self.session.tree
         if name is not None and tree is not None and name in tree:
             node, label, below = tree[name], name or "the model", [name, *tree.descendants(name)]
@@ -557,7 +534,7 @@ class ModelDock(QDockWidget):
         if (name := current.data(NameRole)) is not None:
             self.module_selected.emit(name)
 
-    def _on_tree_context_menu(self, pos: QPoint) -> None:
+    def _on_tree_context_menu(self, pos: QtCore.QPoint) -> None:
         menu = self.tree_context_menu(self.tree_view.indexAt(pos).data(NameRole))
         try:
             menu.exec(self.tree_view.viewport().mapToGlobal(pos))
@@ -567,6 +544,6 @@ class ModelDock(QDockWidget):
 
 class _WidePanel(QWidget):
     # The dock area sizes a new dock from its contents' size hint; a restored layout wins.
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802
         hint = super().sizeHint()
-        return QSize(max(hint.width(), PREFERRED_WIDTH), hint.height())
+        return QtCore.QSize(max(hint.width(), PREFERRED_WIDTH), hint.height())

@@ -355,5 +355,4 @@ class PageVisualiser(QObject):
 
 
 def _count(n: int) -> str:
-    """``"1 channel"``, ``"4 channels"``."""
     return f"{n} channel" if n == 1 else f"{n} channels"

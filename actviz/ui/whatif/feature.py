@@ -184,12 +184,12 @@ class EditsDock(QtWidgets.QDockWidget):
     def _new_row(self, entry: EditEntry) -> EditRow:
         row = EditRow(entry)
         key = entry.key
-        row.enabled_box.toggled.connect(lambda on, k=key: self.enabled_changed.emit(k, on))
+        row.enabled_box.toggled.connect(lambda on: self.enabled_changed.emit(key, on))
         if row.value_box is not None:
             row.value_box.valueChanged.connect(
-                lambda value, k=key: self.value_changed.emit(k, float(value))
+                lambda value: self.value_changed.emit(key, float(value))
             )
-        row.remove_button.clicked.connect(lambda _=False, k=key: self.remove_requested.emit(k))
+        row.remove_button.clicked.connect(lambda _=False: self.remove_requested.emit(key))
         return row
 
     def set_summary(self, text: str) -> None:
