@@ -30,7 +30,6 @@ from actviz.ui.sessions.saving import (
 )
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace.session_file import (
-    InputSource,
     ModelCheck,
     PinState,
     SessionState,
@@ -451,8 +450,7 @@ def apply_view(host: WindowHost, state: SessionState) -> list[str]:
     """Put ``state``'s input, target, views, pages and edits on the window; lines not restored."""
     s = host.session
     notes: list[str] = []
-    inp: InputSource | None = state.input
-    if inp is not None:  # its fields are set_input's arguments
+    if (inp := state.input) is not None:  # its fields are set_input's arguments
         s.set_input(**{f.name: getattr(inp, f.name) for f in fields(inp)})
     try:
         s.set_input_as_list(bool(state.input_as_list))

@@ -80,8 +80,7 @@ class RunRow(StepsAndLine):
 
 
 class WantsSection(QtWidgets.QWidget, RunRow):
-    """ "What it wants" under the channel's maps; ``requested``, ``cancel_requested``,
-    ``settings_changed``."""
+    """ "What it wants" under the channel's maps: settings, a button, progress and picture."""
 
     requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()
@@ -279,8 +278,7 @@ class WantsMosaic(QtWidgets.QWidget):
 
 
 class MosaicDock(QtWidgets.QDockWidget, RunRow):
-    """The dock's title, buttons, progress, mosaic and message. Signals: ``page_requested(int)``
-    (-1 or +1), ``visualise_requested``, ``cancel_requested``, ``export_requested``."""
+    """The dock's title, buttons, progress, mosaic and message; ``page_requested``: -1 or +1."""
 
     page_requested = QtCore.Signal(int)
     visualise_requested = QtCore.Signal()
