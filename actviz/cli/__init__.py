@@ -18,7 +18,6 @@ from actviz.display.text import format_count
 
 EXIT_ERROR = 2
 _BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "bench")
-
 #: Commands in ``actviz.cli.<name>_command``: ``add_parser(sub, add_model_args)``, ``run(args,
 #: open_model, progress) -> int``; imported to build the parser, so torch is imported in ``run``.
 _FEATURE_COMMANDS = {

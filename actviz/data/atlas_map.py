@@ -21,6 +21,20 @@ from actviz.data.accumulate import pool
 
 #: Rows converted to float64 at a time, so the working copy stays a few MB.
 _CHUNK = 4096
+#: Projection methods :func:`project` knows.
+METHODS = ("pca", "umap")
+#: UMAP's own choice for large sets at every size (it takes 500 under 10,000 vectors).
+UMAP_EPOCHS = 200
+#: Vectors wider than this go through PCA to this many values before UMAP.
+UMAP_PCA_DIMS = 50
+#: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
+UMAP_EXACT_MAX = 50_000
+#: UMAP fits at most this many vectors, a seeded sample; ``transform`` places the others.
+UMAP_FIT_MAX = UMAP_EXACT_MAX
+#: Vectors placed by one ``transform`` call of a sampled UMAP fit.
+_PLACE_CHUNK = 50_000
+#: How a scan's warning begins when its embeddings were left out for the memory budget.
+NO_ATLAS_NOTE = "No atlas for this scan"
 
 
 def _rows(vectors: Any) -> np.ndarray:
@@ -194,10 +208,6 @@ def separating_channels(
     )
 
 
-#: How a scan's warning begins when its embeddings were left out for the memory budget.
-NO_ATLAS_NOTE = "No atlas for this scan"
-
-
 @dataclass(frozen=True)
 class Atlas:
     """One layer's map of a scanned dataset (read-only arrays): rows are the images with a vector
@@ -264,21 +274,6 @@ def build_atlas(
         j = row_of[emb.indices]
         predictions = frozen(np.where(j >= 0, best[np.maximum(j, 0)], -1).astype(np.int64))
     return Atlas(scan, layer, emb, projection, predictions)
-
-
-#: Projection methods :func:`project` knows.
-METHODS = ("pca", "umap")
-
-#: UMAP's own choice for large sets at every size (it takes 500 under 10,000 vectors).
-UMAP_EPOCHS = 200
-#: Vectors wider than this go through PCA to this many values before UMAP.
-UMAP_PCA_DIMS = 50
-#: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
-UMAP_EXACT_MAX = 50_000
-#: UMAP fits at most this many vectors, a seeded sample; ``transform`` places the others.
-UMAP_FIT_MAX = UMAP_EXACT_MAX
-#: Vectors placed by one ``transform`` call of a sampled UMAP fit.
-_PLACE_CHUNK = 50_000
 
 
 def umap_available() -> bool:

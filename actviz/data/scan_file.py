@@ -30,6 +30,8 @@ _FORMAT = 1
 #: The arrays saved per layer, of its result and of its statistics.
 _RESULT_ARRAYS = ("values", "indices", "locations", "positive")
 _STATS_ARRAYS = ("mean", "std", "frac_positive")
+_LABEL_H = 14
+_DEAD = (170, 40, 40)
 
 
 def save_scan(scan: Scan, folder: str | os.PathLike[str]) -> Path:
@@ -140,10 +142,6 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
         pooled_axis=axes,
         labels=arrays.get("labels"),
     )
-
-
-_LABEL_H = 14
-_DEAD = (170, 40, 40)
 
 
 def _crops(

@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Sources starting with this are text for the model's tokenizer.
 TEXT_PREFIX = "text:"
+#: What a text model reads when it is opened without an input.
+DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog because it"
+#: Side of the random image given to an image model of unknown input size.
+DEFAULT_SIDE = 224
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
 
 def load_input(source: Any, **options: Any) -> Any:
@@ -184,13 +189,6 @@ def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -
 
 def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-#: What a text model reads when it is opened without an input.
-DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog because it"
-#: Side of the random image given to an image model of unknown input size.
-DEFAULT_SIDE = 224
-_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
 
 def input_kind(value: Any, source: str = "") -> str:

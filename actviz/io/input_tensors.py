@@ -31,6 +31,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from actviz.io.models.loaded_model import LoadedModel
 
+#: Seed of ``random:`` inputs when none is given, so runs repeat.
+RANDOM_SEED = 0
+_TENSOR_FORMATS = (
+    FileFormat.TORCH_ZIP, FileFormat.PICKLE, FileFormat.NPY, FileFormat.NPZ, FileFormat.SAFETENSORS
+)  # fmt: skip
+# ITU-R 601-2 luma, the weights PIL's convert("L") uses.
+_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+# Parameter names ending the keys of a state_dict (a dict of keyword inputs has none of them).
+_WEIGHT_KEY = re.compile(
+    r"\.(weight|bias|running_mean|running_var|num_batches_tracked|in_proj_\w+)$"
+)
+
 
 @dataclass(frozen=True)
 class LoadedInput:
@@ -121,10 +133,6 @@ def expected_input(
         out = getattr(conv, "out_channels", "?")
         exp.layer = f"first layer {name or '(model)'}: {type_name}({exp.channels}, {out}, ...)"
     return exp
-
-
-# ITU-R 601-2 luma, the weights PIL's convert("L") uses.
-_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
 def _open_image(path: Path, src: str) -> Image.Image:
@@ -272,13 +280,6 @@ def _from_image(
     return LoadedInput(value, src, "image", _to_uint8_rgb(shown), description)
 
 
-#: Seed of ``random:`` inputs when none is given, so runs repeat.
-RANDOM_SEED = 0
-_TENSOR_FORMATS = (
-    FileFormat.TORCH_ZIP, FileFormat.PICKLE, FileFormat.NPY, FileFormat.NPZ, FileFormat.SAFETENSORS
-)  # fmt: skip
-
-
 def _array_to_tensor(arr: np.ndarray, src: str) -> torch.Tensor:
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise InputError(f"{src}: holds a {arr.dtype} array; expected numbers")
@@ -354,12 +355,6 @@ def _tensor_structure(obj: Any, src: str) -> Any:
         f"{src}: holds a {type(obj).__name__}; expected a tensor, a tuple/list of tensors "
         "(positional inputs) or a dict of tensors (keyword inputs)"
     )
-
-
-# Parameter names ending the keys of a state_dict (a dict of keyword inputs has none of them).
-_WEIGHT_KEY = re.compile(
-    r"\.(weight|bias|running_mean|running_var|num_batches_tracked|in_proj_\w+)$"
-)
 
 
 def _model_weights(obj: dict[str, Any]) -> str:

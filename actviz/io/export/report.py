@@ -31,7 +31,6 @@ from actviz.io.files import atomic_write, check_out_file
 log = logging.getLogger(__name__)
 #: The largest input tensors the report carries for reproduce.py (bytes, before base64).
 CARRIED_INPUT_BYTES = 32 * 2**20
-
 __all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
 
 
@@ -274,7 +273,6 @@ pre { background: #f4f4f2; padding: 10px; overflow-x: auto; font-size: 12px; max
 .warn { color: #9a3a12; } .muted { color: #777; }
 @media (max-width: 900px) { .page { display: block; } nav { position: static; width: auto; } }
 """
-
 #: Only embedded pictures and the inline style: a browser makes no request for this page.
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 

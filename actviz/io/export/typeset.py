@@ -27,6 +27,12 @@ _MAX_IMAGE_PX = 2400
 EXPORT_PAGE_CHANNELS = 1024
 #: A picture is widened to show its whole title up to this width; a longer title is elided.
 _MAX_TITLE_PX = 1800
+#: Colour of mosaic padding (and of non-finite values) in exported PNGs.
+MOSAIC_BACKGROUND = (235, 235, 235)
+_HEAT_INK = (32, 33, 36)
+_CELL = 14  # pixels per heat-map cell (at least)
+_MAX_SIDE = 1400  # the longest side of a heat map body
+_LABEL_CHARS = 16
 
 
 def safe_name(layer: str) -> str:
@@ -90,10 +96,6 @@ def _framed(
         (margin + bar_w - _text_w(draw, hi_s, small), y + bar_h + 2), hi_s, fill=_INK, font=small
     )
     return canvas
-
-
-#: Colour of mosaic padding (and of non-finite values) in exported PNGs.
-MOSAIC_BACKGROUND = (235, 235, 235)
 
 
 def tile_sheet(
@@ -280,12 +282,6 @@ def layer_pictures(
             m = mosaic(view.data, max_channels=EXPORT_PAGE_CHANNELS, **page)
             pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
     return pictures
-
-
-_HEAT_INK = (32, 33, 36)
-_CELL = 14  # pixels per heat-map cell (at least)
-_MAX_SIDE = 1400  # the longest side of a heat map body
-_LABEL_CHARS = 16
 
 
 def _short(label: str) -> str:

@@ -29,7 +29,6 @@ from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 from actviz.io.models.loaded_model import ArchGuess
 
 log = logging.getLogger(__name__)
-
 #: Zoos searched by default, in order of preference when two match equally well.
 ZOOS = ("torchvision", "timm")
 #: Guesses scoring below this are not worth showing.
@@ -62,6 +61,11 @@ _HEAD_MIN_SCORE = 0.5
 # Scores: exact 1.0, exact once the head is resized _HEAD_FIT, unloadable below both.
 _HEAD_FIT = 0.99
 _NO_FIT = 0.98
+# Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
+_SIZE_WORDS = frozenset(
+    {"t", "s", "m", "b", "l", "h", "small", "large", "tiny", "base", "huge", "mf", "gf"}
+)
+Shape = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -119,12 +123,6 @@ def _built_shapes(name: str, num_classes: int | None) -> dict[str, Shape] | None
     except Exception as exc:  # noqa: BLE001 - any builder may fail; the others still count
         log.debug("no signature for %s (num_classes=%s): %s", name, num_classes, exc)
         return None
-
-
-# Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
-_SIZE_WORDS = frozenset(
-    {"t", "s", "m", "b", "l", "h", "small", "large", "tiny", "base", "huge", "mf", "gf"}
-)
 
 
 @functools.cache
@@ -331,9 +329,6 @@ def confident_guess(guesses: Iterable[ArchGuess]) -> ArchGuess | None:
     best = ranked[0]
     tied = any(o.fits and o.score == best.score and o.zoo == best.zoo for o in ranked[1:])
     return None if tied else best
-
-
-Shape = tuple[int, ...]
 
 
 class SignatureStore:

@@ -44,6 +44,11 @@ _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 _NPY_MAGIC = b"\x93NUMPY"
 # Above this a safetensors header would be implausible (the format itself caps it at 100 MB).
 _SAFETENSORS_MAX_HEADER = 100_000_000
+# Keys training scripts nest the weights under, most specific (EMA, as timm's loader) first.
+_WEIGHT_KEYS = tuple(
+    "state_dict_ema model_ema state_dict model_state_dict model_state "
+    "model module net network weights".split()
+)
 
 
 def one_line(exc: BaseException | str, limit: int = 300) -> str:
@@ -242,13 +247,6 @@ def export_needs_trust(path: str | os.PathLike[str]) -> str:
                 except (KeyError, RuntimeError, EOFError) as exc:
                     return f"{fqn} is unreadable ({one_line(exc)})"
     return ""
-
-
-# Keys training scripts nest the weights under, most specific (EMA, as timm's loader) first.
-_WEIGHT_KEYS = tuple(
-    "state_dict_ema model_ema state_dict model_state_dict model_state "
-    "model module net network weights".split()
-)
 
 
 def _is_state_dict(obj: Any) -> bool:

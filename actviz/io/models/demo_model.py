@@ -18,13 +18,10 @@ from torch import Tensor, nn
 
 #: Class names by logit index (samples: ``<class>.png``); "background" keeps Grad-CAM on shapes.
 DEMO_CLASSES: list[str] = "background circle square triangle star cross ring arrow".split()
-
 #: (height, width) of the model input; images are RGB, values in [0, 1], no normalisation.
 DEMO_INPUT_SIZE: tuple[int, int] = (64, 64)
-
 #: The last conv block, where Grad-CAM is meaningful (8x8 maps, one cell = 8x8 input pixels).
 DEMO_GRADCAM_LAYER = "features.block4"
-
 # Shapes drawn this much larger and box-filtered down, so first-layer filters learn edges.
 _SUPERSAMPLE = 4
 

@@ -23,7 +23,6 @@ from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.zoo import TIMM_PREFIX
 
 log = logging.getLogger(__name__)
-
 CONFIG_FILE = "config.json"
 WEIGHT_FILES = tuple(
     "model.safetensors model.safetensors.index.json "
@@ -39,6 +38,12 @@ _HELPERS = {
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
+#: ``from_pretrained`` placement arguments of the model being opened (see :func:`placed`).
+_PLACEMENT: list[dict[str, Any]] = [{}]
+_PREFIXES = ("timm:", TIMM_PREFIX)
+_HUB_HOST = "huggingface.co"
+#: Where a name's next part begins (``vit_tiny`` in ``deit3.vit_tiny``, not ``convit_tiny``).
+_PART_BREAKS = "_.-/:"
 
 
 def looks_like_hub_id(text: str) -> bool:
@@ -124,10 +129,6 @@ def _model_class(
             "(named in config.json's architectures); a newer transformers may have it"
         )
     return transformers.AutoModel, "AutoModel", ""
-
-
-#: ``from_pretrained`` placement arguments of the model being opened (see :func:`placed`).
-_PLACEMENT: list[dict[str, Any]] = [{}]
 
 
 @contextlib.contextmanager
@@ -271,10 +272,6 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> Loa
     )
 
 
-_PREFIXES = ("timm:", TIMM_PREFIX)
-_HUB_HOST = "huggingface.co"
-
-
 def timm_names() -> tuple[str, ...]:
     """Every architecture timm can build (empty when timm is not installed)."""
     try:
@@ -283,10 +280,6 @@ def timm_names() -> tuple[str, ...]:
         return ()
     # Not cached: listing takes milliseconds, and tests swap timm for a stand-in.
     return tuple(timm.list_models())
-
-
-#: Where a name's next part begins (``vit_tiny`` in ``deit3.vit_tiny``, not ``convit_tiny``).
-_PART_BREAKS = "_.-/:"
 
 
 def rank_matches(query: str, names: Sequence[str]) -> list[str]:

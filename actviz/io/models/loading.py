@@ -31,8 +31,14 @@ from actviz.io.models.checkpoints import FileFormat, on_sys_path, one_line
 from actviz.io.models.loaded_model import LoadedModel
 
 log = logging.getLogger(__name__)
-
 _MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pt2", ".pkl", ".tar", ".py"}
+#: The zoos' builders by kind: ``build(name, weights, *, num_classes=None, src="")``.
+BUILDERS = {"torchvision": zoo.build_torchvision, "timm": hf_models.build_timm}
+_HOW_TO_NAME_ARCH = (
+    "pass the architecture with --arch on the command line or arch= in Python "
+    "(a torchvision name such as resnet18, timm:NAME, or file.py:ClassName)"
+)
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 def load_model(source: str | os.PathLike[str] | nn.Module, **options: Any) -> nn.Module:
@@ -176,10 +182,6 @@ def _open_source(
     raise ModelLoadError(unknown_name_message(src, "model"))
 
 
-#: The zoos' builders by kind: ``build(name, weights, *, num_classes=None, src="")``.
-BUILDERS = {"torchvision": zoo.build_torchvision, "timm": hf_models.build_timm}
-
-
 def resolve_named(text: str) -> tuple[str, Any] | None:
     """``("timm", "timm/NAME")``, ``("code", CodeRef)`` or ``("torchvision", name)`` for a name
     the zoos or code define, else None (the order opening by name and ``arch=`` share)."""
@@ -284,12 +286,6 @@ def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: boo
     return loaded
 
 
-_HOW_TO_NAME_ARCH = (
-    "pass the architecture with --arch on the command line or arch= in Python "
-    "(a torchvision name such as resnet18, timm:NAME, or file.py:ClassName)"
-)
-
-
 def _guess_arch(
     state_dict: dict[str, torch.Tensor], src: str, *, guess: bool
 ) -> tuple[str, tuple[ArchGuess, ...]]:
@@ -369,9 +365,6 @@ def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
     return LoadedModel(
         model, name, src, "export", input_size=input_size, input_shape=input_shape, warnings=[note]
     )
-
-
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 @dataclass(frozen=True)

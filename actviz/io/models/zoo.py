@@ -21,12 +21,13 @@ from actviz.io.models.checkpoints import one_line
 from actviz.io.models.loaded_model import LoadedModel
 
 log = logging.getLogger(__name__)
-
 #: Set to 1/true/yes to forbid any download attempt.
 OFFLINE_ENV = "ACTVIZ_OFFLINE"
 #: Seconds the connectivity probe may take before the machine counts as offline.
 PROBE_TIMEOUT_S = 3.0
 _DEFAULT_HOST = "download.pytorch.org"
+#: Prefix of timm architecture names (``timm/resnet18``), as on the Hugging Face hub.
+TIMM_PREFIX = "timm/"
 
 
 def torchvision_names() -> list[str]:
@@ -87,10 +88,6 @@ def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_
     except OSError:
         return False
     return True
-
-
-#: Prefix of timm architecture names (``timm/resnet18``), as on the Hugging Face hub.
-TIMM_PREFIX = "timm/"
 
 
 def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
