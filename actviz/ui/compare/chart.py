@@ -189,8 +189,7 @@ class SimilarityChart(PlotPanel):
         self.set_summary("no comparison yet")
 
     def _label(self, index: int) -> str:
-        name = self.names[index] or "(model)"
-        calls = self.calls
+        name, calls = self.names[index] or "(model)", self.calls
         repeated = calls.count(calls[index]) < len(calls) and any(c > 0 for c in calls)
         return f"{name} (call {calls[index]})" if repeated or calls[index] > 0 else name
 

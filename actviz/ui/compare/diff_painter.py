@@ -57,8 +57,7 @@ class DiffPainter(QObject):
         self.outcome = outcome
         order = list(outcome.differences)
         self.view.diffs.layout_panels(order)
-        self.unpainted = set(order)
-        self._reveal_name = reveal if reveal in order else None
+        self.unpainted, self._reveal_name = set(order), reveal if reveal in order else None
         self.paint_in_view()
         for name in self.waiting():
             self.view.diffs.blank(name, panel_title(outcome.differences[name]))

@@ -133,8 +133,7 @@ class CompareController(FeatureBase, QObject):
 
     def compare_with_pin(self, pin: Any) -> bool:
         """Compare the latest run with ``pin`` (a :class:`~actviz.workspace.pins.Pin`)."""
-        pins = list(self.session.pins)
-        if pin not in pins:
+        if pin not in (pins := list(self.session.pins)):
             return False
         self.host.show_tab(self.page)
         self.view.set_source(PIN)
@@ -272,8 +271,7 @@ class CompareController(FeatureBase, QObject):
         except ValueError as exc:
             self._give_up(str(exc))
             return
-        self._label_b = label
-        self._compared_a = weakref.ref(self.session.result)
+        self._label_b, self._compared_a = label, weakref.ref(self.session.result)
         self.job.start(
             lambda stop, progress: compare_job(request, stop, progress),
             message=f"Comparing the latest run (A) with {label} (B)…",
@@ -333,8 +331,7 @@ class CompareController(FeatureBase, QObject):
         self.outcome, v, comparison = outcome, self.view, outcome.comparison
         try:
             v.chart.set_comparison(comparison)
-            change = outcome.predictions
-            if not change.rows:
+            if not (change := outcome.predictions).rows:
                 v.predictions.set_message(f"No predictions to compare: {change.message}.")
             else:
                 v.predictions.set_change(change)

@@ -383,8 +383,7 @@ class SessionsFeature(FeatureBase, QObject):
         if view and result is not None and view.get("layer") in result.layers:
             layer, channel = str(view["layer"]), int(view.get("channel", 0))
             host.defer_display(lambda: host.open_channel(layer, channel))
-        self._opening = None
-        opening.done = True
+        self._opening, opening.done = None, True
         kept = opening.path == self.kept.path
         if not kept:  # Ctrl+S never writes over the session kept on quit
             self.saved(opening.path)

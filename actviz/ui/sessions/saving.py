@@ -258,8 +258,7 @@ class Autosave(QObject):
         except Exception:  # noqa: BLE001 - keeping a copy must never disturb the user
             log.exception("could not gather the session to keep it")
             return
-        opened = ModelOpened.of(self.session)
-        path = self.path
+        opened, path = ModelOpened.of(self.session), self.path
 
         def write() -> None:
             try:

@@ -83,8 +83,7 @@ class AttentionPanel(PanelBase):
 
     def _fill_heads(self, keep: int | None = None) -> None:
         """The layer's heads (``keep``: the one chosen, default the head chosen now), shown."""
-        name = self.current_layer()
-        if self.maps is None or name is None:
+        if (name := self.current_layer()) is None or self.maps is None:
             return
         heads = self.maps.heads(name, self.sample).shape[0]
         keep = self.head_combo.currentIndex() if keep is None else keep
@@ -92,8 +91,7 @@ class AttentionPanel(PanelBase):
         self._show()
 
     def _show(self, *_args: object) -> None:
-        name = self.current_layer()
-        if self.maps is None or name is None:
+        if (name := self.current_layer()) is None or self.maps is None:
             return
         # The head selector's first entry is the mean over heads.
         head, maps, sample = self.head_combo.currentIndex() - 1, self.maps, self.sample
@@ -165,8 +163,7 @@ class LogitLensPanel(PanelBase):
     def _show(self, *_args: object) -> None:
         if (lens := self.lens) is None or self.position() < 0:
             return
-        rows = lens.rows(self.position())
-        k = lens.ids.shape[2]
+        rows, k = lens.rows(self.position()), lens.ids.shape[2]
         self.table.clear()
         self.table.setRowCount(len(rows))
         self.table.setColumnCount(k)

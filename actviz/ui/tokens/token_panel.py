@@ -251,8 +251,7 @@ class TokenLayerPanel(LayerPanel):
 
     def set_tokens(self, view: TokenView | None) -> None:
         """Show ``view`` instead of the mosaic slots (None: the ordinary panel)."""
-        self.token_view = view
-        self.difference_heat = None
+        self.token_view, self.difference_heat = view, None
         if view is None:
             if self.token_box is not None:
                 self.token_box.setVisible(False)
@@ -283,8 +282,7 @@ class TokenLayerPanel(LayerPanel):
         super().set_difference(view, mosaic, colormap)
         if (tv := self.token_view) is None or self.token_canvas is None or view.kind != "heatmap":
             return
-        data = np.asarray(view.data, dtype=np.float32)
-        if data.shape != tv.heat.shape:
+        if (data := np.asarray(view.data, dtype=np.float32)).shape != tv.heat.shape:
             return
         self.difference_heat = data
         norms = np.linalg.norm(data.astype(np.float64), axis=1).astype(np.float32)

@@ -52,8 +52,7 @@ class ModuleTreeModel(QtCore.QAbstractItemModel):
         self._session.ticks_changed.disconnect(self._on_session_ticks_changed)
 
     def _reload(self) -> None:
-        self.tree = self._session.tree
-        self._inside = None
+        self.tree, self._inside = self._session.tree, None
         self._row_of.clear()
         self._id_of.clear()
         if self.tree is None:
@@ -378,8 +377,7 @@ class ModelDock(QtWidgets.QDockWidget):
         self.filter_edit.setPlaceholderText("Filter modules by name or type, e.g. Conv2d")
         self.filter_edit.textChanged.connect(self._on_filter_changed)
         layout.addWidget(self.filter_edit)
-        self.tree_model = ModuleTreeModel(session, self)
-        self.tree_proxy = ModuleFilterProxy(self)
+        self.tree_model, self.tree_proxy = ModuleTreeModel(session, self), ModuleFilterProxy(self)
         self.tree_proxy.setSourceModel(self.tree_model)
         self.tree_view = QtWidgets.QTreeView(uniformRowHeights=True, alternatingRowColors=True)
         self.tree_view.setModel(self.tree_proxy)

@@ -45,8 +45,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.settings_changed.connect(self._show_cached)
         self.channel_view.channel_changed.connect(self._on_channel_changed)
         #: The synthesis: on :attr:`synth_worker`, on the model's copy (:attr:`copy`).
-        self.synth_worker = Worker(self, nice=CAPTURE_NICE)
-        self.copy = host.private_model(self)
+        self.synth_worker, self.copy = Worker(self, nice=CAPTURE_NICE), host.private_model(self)
         #: Its context: the key it computes.
         self.job = FeatureJob(
             self,
@@ -214,8 +213,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def synthesise(self) -> bool:
         """Synthesise the channel shown in the background; False when not started."""
-        key = self.key()
-        if self._closed or self.is_synthesising() or key is None:
+        if (key := self.key()) is None or self._closed or self.is_synthesising():
             return False
         self.section.set_busy(True)
         self.section.set_message(f"Synthesising what ch {key[1]} wants…")
@@ -292,8 +290,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _on_page_pictures(self, _token: int, kind: str, vis: Any) -> None:
         """The page's pictures hold the channel shown, with the same settings: shown here too."""
-        key = self.key()
-        if kind != "part" or key is None or self._closed or self.is_synthesising():
+        if (key := self.key()) is None or kind != "part" or self._closed or self.is_synthesising():
             return
         layer, _, settings = self._key_of(vis)
         if (layer, settings) != (key[0], key[2]) or key[1] not in vis.channels:

@@ -217,8 +217,7 @@ class PageVisualiser(QObject):
             return False
         if isinstance(state.get("open"), bool):
             self.dock.setVisible(state["open"])
-        layer = state.get("layer")
-        settings = read_saved_settings(state.get("settings"))
+        layer, settings = state.get("layer"), read_saved_settings(state.get("settings"))
         tree, model = self.session.tree, self.session.model
         if not isinstance(layer, str) or not layer or settings is None or model is None:
             return False

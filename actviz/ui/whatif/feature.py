@@ -182,8 +182,7 @@ class EditsDock(QtWidgets.QDockWidget):
             self._defer(lambda: self._place_rows(step=True), stale_ok=True)
 
     def _new_row(self, entry: EditEntry) -> EditRow:
-        row = EditRow(entry)
-        key = entry.key
+        row, key = EditRow(entry), entry.key
         row.enabled_box.toggled.connect(lambda on: self.enabled_changed.emit(key, on))
         if row.value_box is not None:
             row.value_box.valueChanged.connect(
