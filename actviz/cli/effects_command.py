@@ -101,12 +101,11 @@ def run(args: argparse.Namespace, open_model: kit.Opener, progress: kit.Say) -> 
         files.append(path)
     print(f"target: {result.target_description}{name} = {result.target_value:.4g}")
     for layer in result.layers:
-        rows = result.top(layer, 5)
         shown = ", ".join(
             f"{r.channel} ({r.estimate:+.3g}"
             + ("" if r.exact is None else f", exact {r.exact:+.3g}")
             + ")"
-            for r in rows
+            for r in result.top(layer, 5)
         )
         rho = result.rank_correlation(layer)
         rho_text = f"; rank correlation {rho:.2f}" if math.isfinite(rho) else ""

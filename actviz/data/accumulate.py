@@ -52,8 +52,7 @@ class Reduced:
             return out
         arg, width = self.argmax[b, c], self.widths[c]
         ok = width > 0
-        out[ok, 0] = arg[ok] // width[ok]
-        out[ok, 1] = arg[ok] % width[ok]
+        out[ok] = np.stack(np.divmod(arg[ok], width[ok]), axis=-1)
         return out
 
     @staticmethod

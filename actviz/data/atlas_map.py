@@ -182,8 +182,7 @@ def separating_channels(
     n_in, n_out = int(mask.sum()), int(n - mask.sum())
     if n_in == 0 or n_out == 0:
         raise ValueError("select some of the images, not none or all")
-    s_in, s_out = np.zeros(c), np.zeros(c)
-    q_in, q_out = np.zeros(c), np.zeros(c)
+    s_in, s_out, q_in, q_out = (np.zeros(c) for _ in range(4))
     for lo, chunk in _chunks(a):
         m = mask[lo : lo + len(chunk)]
         s_in += chunk[m].sum(axis=0)
@@ -359,10 +358,7 @@ def project(
 
 def _pca(a: np.ndarray, dims: int) -> Projection:
     n, d = a.shape
-    mean = np.zeros(d)
-    for _, c in _chunks(a):
-        mean += c.sum(axis=0)
-    mean /= n
+    mean = sum(c.sum(axis=0) for _, c in _chunks(a)) / n
     if n >= d:
         cov = np.zeros((d, d))
         for _, c in _chunks(a):

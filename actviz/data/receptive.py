@@ -261,14 +261,11 @@ def _gradient_box(
     with torch.enable_grad():
         value = out[:, :, int(location[0]), int(location[1])].abs().sum()
         (grad,) = torch.autograd.grad(value, x, allow_unused=True)
-    h, w = shape[2], shape[3]
-    if grad is None:
-        return (0, h, 0, w)
-    support = grad.detach().abs().sum(dim=(0, 1)) > 0
+    support = None if grad is None else grad.detach().abs().sum(dim=(0, 1)) > 0
+    if support is None or not support.any():
+        return (0, shape[2], 0, shape[3])
     rows = torch.nonzero(support.any(dim=1)).flatten()
     cols = torch.nonzero(support.any(dim=0)).flatten()
-    if rows.numel() == 0:
-        return (0, h, 0, w)
     return (int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1)
 
 

@@ -125,14 +125,13 @@ def open_scan(folder: str | os.PathLike[str]) -> Scan:
         if name in embedded:
             pooled[name] = rows[name][0]
             axes[name] = int(entry["axis"])
-    names = meta["class_names"]
     return Scan(
         layers=tuple(e["name"] for e in meta["layers"]),
         k=int(meta["k"]),
         count=int(meta["count"]),
         skipped=tuple((str(s), str(r)) for s, r in meta["skipped"]),
         sources=sources,
-        class_names=tuple(names) if names is not None else None,
+        class_names=tuple(meta["class_names"]) if meta["class_names"] is not None else None,
         from_cache=True,
         cache_path=None,
         results=results,
@@ -229,10 +228,8 @@ def write_scan(
         path = folder / f"{safe_name(layer)}.png"
         contact_sheet(model, scan, layer, tile=tile, data=data).save(path)
         files.append(path)
-    summary = scan.to_dict()
-    summary["sheets"] = {layer: f.name for layer, f in zip(scan.layers, files, strict=True)}
-    if extra:
-        summary.update(extra)
+    sheets = {layer: f.name for layer, f in zip(scan.layers, files, strict=True)}
+    summary = {**scan.to_dict(), "sheets": sheets, **(extra or {})}
     path = folder / "scan.json"
     path.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     files.append(path)

@@ -1,9 +1,6 @@
-"""Tensors and images as model inputs: what an opened input is (:class:`LoadedInput`) and what a
-model expects (:class:`ExpectedInput`, :func:`expected_input`, :func:`reads_text`); reading tensor
-files, refusing what is not an input, fitting a tensor to the model (:func:`_fit_tensor`), seeded
-``random:`` tensors; images shared with scans so an image gives the same input in both: any PIL
-mode to floats, channels fitted, the model's preprocessing and the picture it sees
-(:func:`_from_image`)."""
+"""Tensors and images as model inputs: what an opened input is (:class:`LoadedInput`), what a
+model expects (:func:`expected_input`); tensor files read and fitted to the model, seeded
+``random:`` tensors, and images read as scans read them (an image gives the same input in both)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Writing a capture to disk (no Qt): per layer the mosaics, their one-pixel-per-value
-``_1x.png`` and the raw ``.npz``, as :func:`actviz.display.prepare.prepare` makes them for the
-window; saliency, Grad-CAM and ``summary.json`` for the model. And a comparison of two runs:
-``compare.json`` and per layer the difference PNGs (:func:`write_comparison`). The sequence views
-(token heat maps, attention, rollout, logit lens) are written from the window's own prepared
-result (:func:`write_sequence_views`), so files show the window's arrays, maps and levels."""
+``_1x.png`` and the raw ``.npz``; saliency, Grad-CAM and ``summary.json``; two runs' comparison
+(:func:`write_comparison`) and the sequence views (:func:`write_sequence_views`). All are drawn
+from the window's own preparation, so files show the window's arrays, maps and levels."""
 
 from __future__ import annotations
 
