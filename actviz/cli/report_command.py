@@ -95,8 +95,7 @@ def _from_session(args: argparse.Namespace, progress: kit.Say) -> tuple[Any, dic
     if runs.get(setup.get("a")) is not None and runs.get(setup.get("b")) is not None:
         from actviz.core.compare import compare
 
-        tol = float(setup.get("tol", 1e-4))
-        comparison = compare(runs[setup["a"]], runs[setup["b"]], tol=tol)
+        comparison = compare(runs[setup["a"]], runs[setup["b"]], tol=float(setup.get("tol", 1e-4)))
         label = f"Run A ({setup['a']}) against run B ({setup['b']})."
     src = state.model
     source = None
