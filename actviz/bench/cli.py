@@ -199,10 +199,11 @@ def _scan(quick: bool, summary: dict) -> None:
         summary["scan_ui_lag_max_ms"] = max(lag["max_ms"] for lag in lags)
 
 
-#: Sections run in a process of their own within a full run. Under libgomp a thread that ran
-#: torch in parallel keeps its OpenMP team for good, and the earlier sections capture on the
-#: main thread: live mode's capture thread would then share the process with a second team,
-#: which slows both (actviz/core/threads.py), where the window's own process has one.
+#: Sections run in a process of their own within a full run, and alone unless the app's OpenMP
+#: policy is set (its process sets it before torch loads: actviz/core/openmp.py). Under libgomp
+#: a thread that ran torch in parallel keeps its OpenMP team for good, and the earlier sections
+#: capture on the main thread: live mode's capture thread would then share the process with a
+#: second team, which slows both (actviz/core/threads.py), where the window's own process has one.
 _OWN_PROCESS = ("live",)
 
 
@@ -260,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     for section in wanted:
         t0 = time.perf_counter()
         steal = StealMeter()
-        if section in _OWN_PROCESS and len(wanted) > 1:
+        # In a process of its own within a run, or where the app's OpenMP policy is not set yet.
+        unset = any(key not in os.environ for key in APP_OPENMP)
+        if section in _OWN_PROCESS and (len(wanted) > 1 or unset):
             _run_in_child(section, args, summary)
         elif section == "capture":
             _capture(pairs, args.quick, summary)
