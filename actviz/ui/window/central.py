@@ -8,27 +8,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from PySide6 import QtWidgets
 from PySide6.QtCore import QMargins, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QResizeEvent
-from PySide6.QtWidgets import (
-    QComboBox,
-    QCompleter,
-    QFrame,
-    QGridLayout,
-    QHBoxLayout,
-    QLabel,
-    QMainWindow,
-    QMenu,
-    QMessageBox,
-    QScrollArea,
-    QSizePolicy,
-    QSplitter,
-    QStyle,
-    QTabWidget,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QComboBox, QCompleter, QLabel, QMainWindow, QSizePolicy, QWidget
 
 from actviz.core.targets import AUTO_TARGET_TEXT
 from actviz.ui.panels import style
@@ -67,11 +50,11 @@ class Centre:
 
     def __init__(self, window: QMainWindow) -> None:
         central = QWidget()
-        layout = QVBoxLayout(central, spacing=PAGE_MARGIN)
+        layout = QtWidgets.QVBoxLayout(central, spacing=PAGE_MARGIN)
         layout.setContentsMargins(*[PAGE_MARGIN] * 4)
         self.banner = MessageBanner()
         layout.addWidget(self.banner)
-        self.tabs = QTabWidget()
+        self.tabs = QtWidgets.QTabWidget()
         layout.addWidget(self.tabs, 1)
         window.setCentralWidget(central)
         self._layers_tab()
@@ -80,7 +63,7 @@ class Centre:
         self.tabs.addTab(self.overview_tab, "Overview")
 
     def _layers_tab(self) -> None:
-        splitter = self.layers_splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter = self.layers_splitter = QtWidgets.QSplitter(Qt.Orientation.Horizontal)
         scroll = self.layers_scroll = style.scroll_area(cls=_LayersScroll)
         scroll.setMinimumWidth(LAYERS_MIN_WIDTH)
         # Heights follow widths: a scroll bar that came and went would change the widths.
@@ -130,7 +113,7 @@ class Centre:
             for index, share in enumerate(shares):
                 splitter.setStretchFactor(index, share)
         content = QWidget()
-        QVBoxLayout(content, contentsMargins=QMargins(*[PAGE_MARGIN] * 4)).addWidget(rows)
+        QtWidgets.QVBoxLayout(content, contentsMargins=QMargins(*[PAGE_MARGIN] * 4)).addWidget(rows)
         page = self.overview_tab = style.scroll_area(
             name="overviewPage", frameless=True, cls=_OverviewPage
         )
@@ -138,7 +121,7 @@ class Centre:
         page.setWidget(content)
 
 
-class _LayersScroll(QScrollArea):
+class _LayersScroll(QtWidgets.QScrollArea):
     """The Layers tab's scroll area; says when its viewport's width changes (grid columns)."""
 
     viewport_resized = Signal(int)
@@ -155,7 +138,7 @@ class _LayersScroll(QScrollArea):
         super().resizeEvent(event)
 
 
-class LayersGrid(QGridLayout):
+class LayersGrid(QtWidgets.QGridLayout):
     """The Layers tab's panel grid, whose container takes the rows' height before they are
     placed: Qt lays a grid out at once, before the scroll area grows it (rows squeezed)."""
 
@@ -182,11 +165,11 @@ class LayersGrid(QGridLayout):
             self.setGeometry(rect)  # at the new pages' heights, before a paint at the old ones
 
 
-class _OverviewPage(QScrollArea):
+class _OverviewPage(QtWidgets.QScrollArea):
     """The Overview's page: rows turn into columns when too narrow, so it scrolls only down."""
 
     #: The splitters whose panels go across or down.
-    rows: tuple[QSplitter, ...] = ()
+    rows: tuple[QtWidgets.QSplitter, ...] = ()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
@@ -206,8 +189,8 @@ class _OverviewPage(QScrollArea):
                 row.setOrientation(wanted)
 
 
-def _splitter(orientation: Qt.Orientation, *widgets: QWidget) -> QSplitter:
-    splitter = QSplitter(orientation, handleWidth=PANEL_SPACING)
+def _splitter(orientation: Qt.Orientation, *widgets: QWidget) -> QtWidgets.QSplitter:
+    splitter = QtWidgets.QSplitter(orientation, handleWidth=PANEL_SPACING)
     splitter.setChildrenCollapsible(False)  # a dragged handle never makes a panel vanish
     for widget in widgets:
         splitter.addWidget(widget)
@@ -238,7 +221,7 @@ _LONG_RUN = re.compile(r"[^ \n]{24,}")
 # After a path separator, a dot, a comma or an underscore inside such a run.
 _BREAK_AFTER = re.compile(r"([/\\._,:=&?-])")
 _ZERO_WIDTH_SPACE = "\u200b"
-_SP = QStyle.StandardPixmap
+_SP = QtWidgets.QStyle.StandardPixmap
 
 
 def breakable(text: str) -> str:
@@ -247,7 +230,7 @@ def breakable(text: str) -> str:
     return _LONG_RUN.sub(soften, text)
 
 
-class MessageBanner(QFrame):
+class MessageBanner(QtWidgets.QFrame):
     """Warnings and errors under the toolbar until dismissed or replaced, grouped by source
     ("action", "model", "run") so a new run replaces only its own."""
 
@@ -267,7 +250,7 @@ class MessageBanner(QFrame):
         self._details: dict[str, str] = {}
         #: The level whose icon is shown ("" while hidden).
         self.level = ""
-        layout = QHBoxLayout(self, spacing=6, contentsMargins=QMargins(6, 4, 4, 4))
+        layout = QtWidgets.QHBoxLayout(self, spacing=6, contentsMargins=QMargins(6, 4, 4, 4))
         self.icon_label = QLabel()
         self.icon_label.setFixedSize(ICON_PX, ICON_PX)
         layout.addWidget(self.icon_label, 0, Qt.AlignmentFlag.AlignTop)
@@ -279,14 +262,12 @@ class MessageBanner(QFrame):
         self.label.setSizePolicy(policy)
         layout.addWidget(self.label, 1)
         # The message is one readable sentence; the traceback is one click away, not in it.
-        tip = "The technical details (traceback) of this message"
-        self.details_button = QToolButton(
-            autoRaise=True, text="Details", toolTip=tip, visible=False
-        )
+        self.details_button = QtWidgets.QToolButton(autoRaise=True, text="Details", visible=False)
+        self.details_button.setToolTip("The technical details (traceback) of this message")
         self.details_button.clicked.connect(self.show_details)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.close_button = close = QToolButton(autoRaise=True, toolTip="Dismiss")
-        close.setIcon(close.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton))
+        self.close_button = close = QtWidgets.QToolButton(autoRaise=True, toolTip="Dismiss")
+        close.setIcon(close.style().standardIcon(_SP.SP_TitleBarCloseButton))
         close.setIconSize(QSize(12, 12))
         # Not connected to clear() directly: clicked(bool) would pass False as the source.
         close.clicked.connect(lambda _=False: self.clear())
@@ -308,9 +289,9 @@ class MessageBanner(QFrame):
         """The details of the messages shown (tracebacks), "" when there are none."""
         return "\n\n".join(d for s, d in self._details.items() if d and self._messages.get(s))
 
-    def show_details(self) -> QMessageBox:
+    def show_details(self) -> QtWidgets.QMessageBox:
         """Open the details in a window-modal box (not blocking)."""
-        box = QMessageBox(self.window(), icon=QMessageBox.Icon.Information)
+        box = QtWidgets.QMessageBox(self.window(), icon=QtWidgets.QMessageBox.Icon.Information)
         box.setWindowTitle("Details — actviz")
         box.setText("\n".join(self.texts()))
         box.setDetailedText(self.details())
@@ -457,26 +438,24 @@ class WindowActions:
         bar.addSeparator()
         from actviz.display.colormaps import AUTO, COLORMAPS
 
-        self.colormap_combo = QComboBox()
-        self.colormap_combo.addItems([AUTO, *COLORMAPS])
-        self.colormap_combo.setToolTip(
-            "Colour map of the feature maps; auto: diverging about 0 for signed layers, "
+        self.colormap_combo = QComboBox(
+            toolTip="Colour map of the feature maps; auto: diverging about 0 for signed layers, "
             "sequential for non-negative ones and |gradient|"
         )
+        self.colormap_combo.addItems([AUTO, *COLORMAPS])
         bar.addWidget(self.colormap_combo)
         #: Per-channel or shared scale (the mode is the item's data).
-        self.normalize_combo = combo = QComboBox()
+        self.normalize_combo = combo = QComboBox(
+            toolTip="Per-channel: each map stretched to its own range; shared: one range for the layer"
+        )
         for mode in NORMALIZATIONS:
             combo.addItem("per-channel" if mode == "channel" else "shared scale", mode)
-        combo.setToolTip(
-            "Per-channel: each map stretched to its own range; shared: one range for the layer"
-        )
         bar.addWidget(self.normalize_combo)
         bar.addAction(self.gradients_action)
         bar.addSeparator()
-        self.export_button = QToolButton(popupMode=QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.export_button.setText("Export")
-        export_menu = QMenu(self.export_button)
+        instant = QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup
+        self.export_button = QtWidgets.QToolButton(popupMode=instant, text="Export")
+        export_menu = QtWidgets.QMenu(self.export_button)
         export_menu.addActions(self.exports)
         self.export_button.setMenu(export_menu)
         bar.addWidget(self.export_button)

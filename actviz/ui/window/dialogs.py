@@ -11,25 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PySide6 import QtWidgets
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
-    QCompleter,
-    QDialog,
-    QDialogButtonBox,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QListWidget,
-    QListWidgetItem,
-    QMessageBox,
-    QPushButton,
-    QTabWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QCompleter, QLabel, QLineEdit, QListWidgetItem, QMessageBox, QWidget
 
 from actviz.ui.feature_job import show_line
 from actviz.ui.file_dialogs import open_file, open_folder
@@ -121,7 +105,7 @@ def prefetch_model_names() -> None:
         _MODEL_NAMES = _ModelNames()
 
 
-class OpenModelDialog(QDialog):
+class OpenModelDialog(QtWidgets.QDialog):
     """Choose a torchvision model, a model file (with an architecture), or a recent one.
 
     Parameters
@@ -152,28 +136,27 @@ class OpenModelDialog(QDialog):
         self.keep_open = keep_open
         self.setWindowTitle("Open model — actviz")
         self.resize(560, 520)
-        self._given_names = names
+        self._given_names, self._names_ready = names, False
         self._names: list[str] = list(names) if names is not None else []
-        self._names_ready = False
-        layout = QVBoxLayout(self)
-        self.tabs = QTabWidget()
+        layout = QtWidgets.QVBoxLayout(self)
+        self.tabs = QtWidgets.QTabWidget()
         layout.addWidget(self.tabs, 1)
         zoo_names = ["demo", *self._names]
         self.zoo = _NameTab(self, "torchvision", "resnet, vit, mobilenet", zoo_names, names is None)
 
         # file + architecture
         file_tab = QWidget()
-        form = QFormLayout(file_tab)
-        row = QHBoxLayout()
+        form = QtWidgets.QFormLayout(file_tab)
+        row = QtWidgets.QHBoxLayout()
         self.file_edit = QLineEdit(
             placeholderText="checkpoint, TorchScript, .pt2 or safetensors file; Hugging Face model folder; timm:NAME"
         )
         row.addWidget(self.file_edit, 1)
-        browse = QPushButton("Browse…")
+        browse = QtWidgets.QPushButton("Browse…")
         browse.clicked.connect(self._on_browse_clicked)
         row.addWidget(browse)
         form.addRow("File", row)
-        self.arch_combo = QComboBox(editable=True)
+        self.arch_combo = QtWidgets.QComboBox(editable=True)
         self.arch_combo.addItem("")
         self.arch_combo.lineEdit().setPlaceholderText(
             "resnet18, timm:NAME or path/model.py:ClassName"
@@ -182,7 +165,7 @@ class OpenModelDialog(QDialog):
         form.addRow("Architecture", self.arch_combo)
         # Candidates for weights whose architecture is not certain (filled by show_failure).
         tip = "Architectures whose tensor names and shapes fit the weights"
-        self.arch_list = QListWidget(toolTip=tip, visible=False)
+        self.arch_list = QtWidgets.QListWidget(toolTip=tip, visible=False)
         self.arch_list.currentItemChanged.connect(self._on_candidate_changed)
         self.arch_list.itemDoubleClicked.connect(lambda _item: self.accept())
         form.addRow(self.arch_list)
@@ -196,7 +179,7 @@ class OpenModelDialog(QDialog):
         form.addRow(self.hint_label)
         self.tabs.addTab(file_tab, "File")
 
-        self.recent_list = QListWidget()  # the Recent tab
+        self.recent_list = QtWidgets.QListWidget()  # the Recent tab
         for entry in recent or []:
             source, arch = split_recent_model(entry)
             item = QListWidgetItem(f"{source}  (arch {arch})" if arch else source)
@@ -216,8 +199,8 @@ class OpenModelDialog(QDialog):
         self.message_label = QLabel("", wordWrap=True, visible=False)
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.message_label)
-        std = QDialogButtonBox.StandardButton
-        self.buttons = QDialogButtonBox(std.Open | std.Cancel)
+        std = QtWidgets.QDialogButtonBox.StandardButton
+        self.buttons = QtWidgets.QDialogButtonBox(std.Open | std.Cancel)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
@@ -358,14 +341,14 @@ class _NameTab(QWidget):
         self.search = QLineEdit(placeholderText=f"Search {title} models, e.g. {e_g}")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _text: self.refill(select=True))
-        self.list = QListWidget()
+        self.list = QtWidgets.QListWidget()
         self.list.itemDoubleClicked.connect(lambda _item: dialog.accept())
-        self.random_check = QCheckBox("Random initialisation (no pretrained weights)")
+        self.random_check = QtWidgets.QCheckBox("Random initialisation (no pretrained weights)")
         self.random_check.setToolTip(
             "Unchecked: pretrained weights when they are cached or downloadable; otherwise "
             "actviz falls back to random weights and says so in the banner."
         )
-        layout = QVBoxLayout(self)
+        layout = QtWidgets.QVBoxLayout(self)
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.random_check)
@@ -411,28 +394,28 @@ class _NameTab(QWidget):
         return ModelSpec(self.prefix + name, None, weights)
 
 
-class ExportFolderDialog(QDialog):
+class ExportFolderDialog(QtWidgets.QDialog):
     """Where "Export everything" writes: a folder typed or browsed to (``start`` at first)."""
 
     def __init__(self, parent: QWidget | None = None, start: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle("Export everything — actviz")
         self.resize(520, 140)
-        layout = QVBoxLayout(self)
+        layout = QtWidgets.QVBoxLayout(self)
         layout.addWidget(QLabel("Folder to write the pictures, arrays and summary.json into:"))
-        row = QHBoxLayout()
+        row = QtWidgets.QHBoxLayout()
         self.folder_edit = QLineEdit(start)
         self.folder_edit.setPlaceholderText("e.g. ~/actviz-export (created if missing)")
         self.folder_edit.textChanged.connect(self._on_text_changed)
         row.addWidget(self.folder_edit, 1)
-        browse = QPushButton("Browse…")
+        browse = QtWidgets.QPushButton("Browse…")
         browse.clicked.connect(self._on_browse_clicked)
         row.addWidget(browse)
         layout.addLayout(row)
         self.note_label = QLabel("", wordWrap=True)
         layout.addWidget(self.note_label)
-        std = QDialogButtonBox.StandardButton
-        self.buttons = QDialogButtonBox(std.Save | std.Cancel)
+        std = QtWidgets.QDialogButtonBox.StandardButton
+        self.buttons = QtWidgets.QDialogButtonBox(std.Save | std.Cancel)
         self.buttons.button(std.Save).setText("Export")
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
@@ -456,7 +439,7 @@ class ExportFolderDialog(QDialog):
             note = "This folder does not exist yet: it will be created."
         self.note_label.setText(note)
         ok = path is not None and not (path.exists() and not path.is_dir())
-        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(ok)
+        self.buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save).setEnabled(ok)
 
     def _on_browse_clicked(self) -> None:
         if folder := open_folder(self, "Export to folder", self.folder()):
@@ -466,4 +449,4 @@ class ExportFolderDialog(QDialog):
 def ask_export_folder(parent: QWidget | None, start: str = "") -> str:
     """Ask where to export (a new folder is fine); "" when cancelled."""
     dialog = ExportFolderDialog(parent, start)
-    return dialog.folder() if dialog.exec() == QDialog.DialogCode.Accepted else ""
+    return dialog.folder() if dialog.exec() == QtWidgets.QDialog.DialogCode.Accepted else ""
