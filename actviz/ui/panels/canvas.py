@@ -52,8 +52,7 @@ class ClickableImageItem(pg.ImageItem):
     def _show(self, qimage: QtGui.QImage) -> bool:
         # Premultiplied ARGB is Qt's fast draw path; the conversion copies, so the array may go.
         self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-        self._renderRequired = False
-        self._unrenderable = False
+        self._renderRequired = self._unrenderable = False
         return True
 
     def _render_indexed(self) -> bool:
@@ -137,10 +136,8 @@ class _GridCellCanvas:
         self._passive, self._inside = passive, False
         self.setBackground(style.PLOT_BACKGROUND)
         # The view fills its whole background: Qt need not paint the panel behind it first.
-        for flag in (
-            QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent,
-            QtCore.Qt.WidgetAttribute.WA_NoSystemBackground,
-        ):
+        attribute = QtCore.Qt.WidgetAttribute
+        for flag in (attribute.WA_OpaquePaintEvent, attribute.WA_NoSystemBackground):
             self.viewport().setAttribute(flag)
         self.ci.setContentsMargins(*margins)
         self.ci.setSpacing(spacing)
@@ -205,8 +202,7 @@ class LightPaint:
         """New pixels for the image item (same shape and options), painted here if possible."""
         item = self._canvas.image
         item.image = image.view()
-        item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
-        item._imageNanLocations = None  # noqa: SLF001
+        item._imageHasNans = item._imageNanLocations = None  # noqa: SLF001 - as setImage does
         item._renderRequired = True  # noqa: SLF001 - rendered when painted, here or there
         if not self.request():
             item.update()
@@ -490,8 +486,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self.ensure_scene()
         if (grid := getattr(self, "grid", None)) is not None and grid.labels_stale:
             grid.request_labels()
-        light = getattr(self, "_light", None)
-        if light is None or not light.paint_event(event):
+        if (light := getattr(self, "_light", None)) is None or not light.paint_event(event):
             super().paintEvent(event)
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802 - Qt name
@@ -554,8 +549,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     def image_to_widget(self, x: float, y: float) -> QtCore.QPoint:
         """Map image pixel (x, y) to a point in this widget's viewport (for tests and tools)."""
         self.ensure_scene()
-        scene_point = self.image.mapToScene(QtCore.QPointF(x, y))
-        return self.mapFromScene(scene_point)
+        return self.mapFromScene(self.image.mapToScene(QtCore.QPointF(x, y)))
 
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         self.ensure_scene()

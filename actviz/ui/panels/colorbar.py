@@ -15,30 +15,32 @@ from actviz.ui.panels import style
 
 # pyqtgraph ImageItem is fastest with a LUT of at most 256 entries.
 LUT_SIZE = 256
+#: Widths of a colour bar's strip and of its value axis, pixels.
+STRIP_WIDTH = 10
+AXIS_WIDTH = 46
+_COLOR_TABLES: dict[bytes, list[int]] = {}
+#: Least pixels between two labelled values of a colour bar.
+TICK_SPACING_PX = 32
+_TICK_LENGTH = 4
+#: Laid-out value axes by (width, height, range, words, font), most recently used last.
+_PICTURES: dict[tuple, QtGui.QPicture] = {}
+_PICTURES_KEPT = 64
 
 
 @cache
 def lut(name: str) -> np.ndarray:
     """The (256, 4) uint8 RGBA table of map ``name`` for float images (shared, read-only)."""
-    rgb = table(name)
     out = np.empty((LUT_SIZE, 4), dtype=np.uint8)
-    out[:, :3] = rgb
+    out[:, :3] = table(name)
     out[:, 3] = 255
     out.setflags(write=False)
     return out
 
 
-#: Widths of a colour bar's strip and of its value axis, pixels.
-STRIP_WIDTH = 10
-AXIS_WIDTH = 46
-_COLOR_TABLES: dict[bytes, list[int]] = {}
-
-
 def color_table(table: np.ndarray) -> list[int]:
     """The QImage colour table (0xAARRGGBB ints) of a (256, 4) RGBA uint8 table, cached."""
     key = table.tobytes()
-    cached = _COLOR_TABLES.get(key)
-    if cached is None:
+    if (cached := _COLOR_TABLES.get(key)) is None:
         rgba = table.astype(np.uint32)
         argb = (rgba[:, 3] << 24) | (rgba[:, 0] << 16) | (rgba[:, 1] << 8) | rgba[:, 2]
         cached = _COLOR_TABLES[key] = [int(v) for v in argb]
@@ -84,11 +86,6 @@ class _GradientStrip(pg.GraphicsWidget):
         painter.drawRect(rect)
 
 
-#: Least pixels between two labelled values of a colour bar.
-TICK_SPACING_PX = 32
-_TICK_LENGTH = 4
-
-
 def nice_ticks(low: float, high: float, most: int) -> list[float]:
     """At most ``most`` round values (1, 2 or 5 times a power of ten) from ``low`` to ``high``."""
     span = high - low
@@ -115,11 +112,6 @@ def tick_texts(values: list[float], step: float) -> list[str]:
 def _short_e(text: str) -> str:
     mantissa, _, exponent = text.partition("e")
     return f"{mantissa}e{int(exponent)}" if exponent else text
-
-
-#: Laid-out value axes by (width, height, range, words, font), most recently used last.
-_PICTURES: dict[tuple, QtGui.QPicture] = {}
-_PICTURES_KEPT = 64
 
 
 class ValueAxis(pg.GraphicsWidget):
@@ -245,8 +237,7 @@ class ColorBar(pg.GraphicsLayout):
         close = abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
         if labels == self._labels and close:
             return  # live frames mostly repeat the range; under 1% is not readable
-        self._levels = (low, high)
-        self._labels = labels
+        self._levels, self._labels = (low, high), labels
         self.axis.show_range(low, high, labels)
 
     def levels(self) -> tuple[float, float]:

@@ -145,7 +145,20 @@ class LayerPanel(PanelBase):
         self._difference_shown = False
         #: What the tiles are when they are not channels ("concept"), else "".
         self._tile_unit = ""
-        self._build_edit_bar()
+        self.difference_button = QtWidgets.QToolButton(
+            text="difference",
+            checkable=True,
+            autoRaise=True,
+            visible=False,  # shown while there are edits
+            toolTip="Show the edited activation minus the unedited one "
+            "(diverging colours, 0 white)",
+        )
+        # No taller than the title: showing it must not change the panel's height.
+        self.difference_button.setFixedHeight(self.title_label.sizeHint().height())
+        self.difference_button.toggled.connect(
+            lambda on: self.difference_toggled.emit(self.name, bool(on))
+        )
+        self.title_row.addWidget(self.difference_button)
 
         row = self._sides = style.bare_box(spacing=6)
         self.activation_slot = ViewSlot("activation", style.BAR_POSITIVE)
@@ -157,6 +170,8 @@ class LayerPanel(PanelBase):
         self.content.addLayout(row, 1)
         bottom = self._readouts = style.bare_box(spacing=2)
         self.status_label = style.readout_label()
+        # The badge goes on the read-out line: beside the title it would squeeze a long name.
+        self.edit_badge = BadgeLabel()
         bottom.addWidget(self.edit_badge)
         bottom.addWidget(self.status_label, 1)
         self.page_bar = PageBar()
@@ -176,24 +191,6 @@ class LayerPanel(PanelBase):
             slot.context_requested.connect(self._on_slot_context)
         self._update_title()
         self._update_gradient_visibility()
-
-    def _build_edit_bar(self) -> None:
-        # The badge goes on the read-out line: beside the title it would squeeze a long name.
-        self.edit_badge = BadgeLabel()
-        self.difference_button = QtWidgets.QToolButton(
-            text="difference",
-            checkable=True,
-            autoRaise=True,
-            visible=False,  # shown while there are edits
-            toolTip="Show the edited activation minus the unedited one "
-            "(diverging colours, 0 white)",
-        )
-        # No taller than the title: showing it must not change the panel's height.
-        self.difference_button.setFixedHeight(self.title_label.sizeHint().height())
-        self.difference_button.toggled.connect(
-            lambda on: self.difference_toggled.emit(self.name, bool(on))
-        )
-        self.title_row.addWidget(self.difference_button)
 
     def set_module_type(self, type_name: str) -> None:
         """Set the module class name shown in the title (e.g. "Conv2d")."""
@@ -222,10 +219,9 @@ class LayerPanel(PanelBase):
             if view.kind == "maps"
             else max(self._min_height, MIN_PANEL_HEIGHT)
         )
-        shape_text = style.format_shape(data_shape(view))
-        if shape_text != self._shape_text:  # the same with every live frame
+        if (shape_text := style.format_shape(data_shape(view))) != self._shape_text:
             self._shape_text = shape_text
-            self._update_title()
+            self._update_title()  # not with every live frame: their shape is the same
         self.page_bar.show_page(mosaic if view.kind == "maps" else None)
         self._show_description()
 
@@ -359,8 +355,7 @@ class LayerPanel(PanelBase):
         return self.activation_slot.image_width()
 
     def _on_activation_resized(self) -> None:
-        width = self.mosaic_width()
-        if width and width != self._mosaic_width:
+        if (width := self.mosaic_width()) and width != self._mosaic_width:
             self._mosaic_width = width
             self.mosaic_width_changed.emit(self.name, width)
 

@@ -80,8 +80,7 @@ class StatsModel(QtCore.QAbstractTableModel):
     def data(self, index: QtCore.QModelIndex, role: int = _Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        row = self._rows[index.row()]
-        column = COLUMNS[index.column()]
+        row, column = self._rows[index.row()], COLUMNS[index.column()]
         value = row.get(column.key)
         if role == _Qt.ItemDataRole.DisplayRole:
             return _display(column.key, value)
@@ -163,21 +162,19 @@ class StatsTable(PanelBase):
             header.setSortIndicatorShown(True)
             # Start unsorted (execution order) until the user clicks a header.
             header.setSortIndicator(-1, _Qt.SortOrder.AscendingOrder)
-        header = self.view.horizontalHeader()
+        header, frozen = self.view.horizontalHeader(), self.name_view
         header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Interactive)
         for column in range(1, len(COLUMNS)):
             header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+            frozen.setColumnHidden(column, True)
         header.resizeSection(0, self.NAME_MIN_PX)
         # The frozen name column: no scroll bars or frame of its own, one selection.
-        frozen = self.name_view
         frozen.setFocusPolicy(_Qt.FocusPolicy.NoFocus)
         frozen.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
         frozen.setHorizontalScrollBarPolicy(_Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         frozen.setVerticalScrollBarPolicy(_Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         frozen.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Fixed)
         frozen.setSelectionModel(self.view.selectionModel())
-        for column in range(1, len(COLUMNS)):
-            frozen.setColumnHidden(column, True)
         frozen.setStyleSheet("QTableView { border-right: 1px solid palette(mid); }")
         frozen.verticalScrollBar().valueChanged.connect(self.view.verticalScrollBar().setValue)
         self.view.verticalScrollBar().valueChanged.connect(frozen.verticalScrollBar().setValue)
@@ -223,15 +220,11 @@ class StatsTable(PanelBase):
         self._place_name_view()
 
     def _place_name_view(self) -> None:
-        view, frame = self.view, self.view.frameWidth()
-        self.name_view.setColumnWidth(0, view.columnWidth(0))
-        self.name_view.horizontalHeader().setFixedHeight(view.horizontalHeader().height())
-        self.name_view.setGeometry(
-            frame,
-            frame,
-            view.columnWidth(0),
-            view.viewport().height() + view.horizontalHeader().height(),
-        )
+        view, frame, width = self.view, self.view.frameWidth(), self.view.columnWidth(0)
+        header = view.horizontalHeader().height()
+        self.name_view.setColumnWidth(0, width)
+        self.name_view.horizontalHeader().setFixedHeight(header)
+        self.name_view.setGeometry(frame, frame, width, view.viewport().height() + header)
 
     def _on_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
         # The frozen header shows the indicator only when the names are the sort column.
@@ -273,6 +266,5 @@ class StatsTable(PanelBase):
         self.summary_label.setText("no capture")
 
     def _on_selection_changed(self, *_args: object) -> None:
-        rows = self.view.selectionModel().selectedRows()
-        if rows and self._emit_selection:
+        if (rows := self.view.selectionModel().selectedRows()) and self._emit_selection:
             self.layer_selected.emit(str(self.model.row_dict(rows[0].row()).get("name", "")))

@@ -44,6 +44,7 @@ READOUT_INTERVAL_S = 0.5
 
 TICK_POINT_SIZE = 8
 LABEL_POINT_SIZE = 9
+_W = TypeVar("_W", bound=QtWidgets.QWidget)
 
 
 def tick_font() -> QtGui.QFont:
@@ -244,9 +245,6 @@ def _measurable(text: str, width: int, mode: QtCore.Qt.TextElideMode) -> str:
     return text[:keep]
 
 
-_W = TypeVar("_W", bound=QtWidgets.QWidget)
-
-
 def _dress(
     widget: _W,
     color: str = MUTED_TEXT,
@@ -278,9 +276,7 @@ def title_label(text: str = "", *, point_size: int = 10) -> ElidedLabel:
 
 def caption_label(text: str = "", *, wrap: bool = False) -> QtWidgets.QLabel:
     """A small muted label for captions and notes (``wrap``: over as many lines as it needs)."""
-    label = _dress(QtWidgets.QLabel(text))
-    label.setWordWrap(wrap)
-    return label
+    return _dress(QtWidgets.QLabel(text, wordWrap=wrap))
 
 
 def readout_label() -> ElidedLabel:

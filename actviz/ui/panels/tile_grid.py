@@ -34,9 +34,7 @@ class TileGrid:
         self.path_item.setPen(self._pen)
         self.path_item.setZValue(10)
         self.label_item = QtWidgets.QGraphicsPixmapItem()
-        self.label_item.setFlag(
-            QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True
-        )
+        self.label_item.setFlag(QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)
         self.label_item.setZValue(11)
         view.addItem(self.path_item, ignoreBounds=True)
         view.addItem(self.label_item, ignoreBounds=True)
@@ -68,8 +66,7 @@ class TileGrid:
         if tiles == self._tiles and channel_ids == self._channel_ids:
             return
         self._tiles, self._channel_ids = tiles, channel_ids
-        width = cols * (tile_w + pad) - pad
-        height = rows * (tile_h + pad) - pad
+        width, height = cols * (tile_w + pad) - pad, rows * (tile_h + pad) - pad
         path, half = QtGui.QPainterPath(), pad / 2.0
         for x in (c * (tile_w + pad) - half for c in range(1, cols)):
             path.moveTo(x, 0.0)
@@ -105,10 +102,9 @@ class TileGrid:
             return 0.0
         if transform is None:
             transform = self._device_transform()
-            if transform is None:
-                return 0.0
-        scale = math.hypot(transform.m11(), transform.m12())
-        return scale * self._tiles[3]
+        if transform is None:
+            return 0.0
+        return math.hypot(transform.m11(), transform.m12()) * self._tiles[3]
 
     def labels(self, transform: QtGui.QTransform | None = None) -> list[tuple[int, QtCore.QPointF]]:
         """``(channel, screen point of its tile's corner)`` for the numbers drawn now."""

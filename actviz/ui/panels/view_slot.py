@@ -133,11 +133,10 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.addItem(self.view, row=0, col=1)
         self.addItem(self.bottom_axis, row=1, col=1)
         self.zero_line = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen(style.AXIS_PEN))
-        self.view.addItem(self.zero_line)
         self.positive = bar_series(positive_color, height=np.zeros(0))
         self.negative = bar_series(style.BAR_NEGATIVE, height=np.zeros(0))
-        self.view.addItem(self.positive)
-        self.view.addItem(self.negative)
+        for item in (self.zero_line, self.positive, self.negative):
+            self.view.addItem(item)
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
 
     def bar_at(self, scene_pos: QtCore.QPointF) -> int | None:
@@ -150,8 +149,7 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     def _on_scene_clicked(self, ev) -> None:
         if ev.button() != QtCore.Qt.MouseButton.RightButton:
             return
-        index = self.bar_at(ev.scenePos())
-        if index is not None:
+        if (index := self.bar_at(ev.scenePos())) is not None:
             ev.accept()
             screen = ev.screenPos()
             self.context_requested.emit(index, QtCore.QPoint(int(screen.x()), int(screen.y())))
@@ -159,8 +157,7 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     def set_values(self, values: np.ndarray) -> None:
         """Draw one bar per entry of the 1-D array ``values`` (NaN entries draw no bar)."""
         values = np.asarray(values, dtype=np.float32).reshape(-1)
-        count = values.size
-        self._count = count
+        self._count = count = values.size
         x = np.arange(count, dtype=np.float64)
         clean = np.where(np.isfinite(values), values, 0.0)
         # Bars are thinner when there are few of them so two bars do not look like a wall.
@@ -173,8 +170,7 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         if count == 0:
             self.view.setRange(xRange=(-0.5, 0.5), yRange=(0.0, 1.0), padding=0.0)
             return
-        low = min(0.0, float(clean.min()))
-        high = max(0.0, float(clean.max()))
+        low, high = min(0.0, float(clean.min())), max(0.0, float(clean.max()))
         if high == low:
             high = low + 1.0
         margin = 0.08 * (high - low)
@@ -189,8 +185,7 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         return self._count
 
     def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
-        index = self.bar_at(scene_pos)
-        if index is not None:
+        if (index := self.bar_at(scene_pos)) is not None:
             self._inside = True
             self.hovered.emit(index)
         else:
@@ -381,15 +376,13 @@ class ViewSlot(QtWidgets.QWidget):
         return None
 
     def _on_image_hovered(self, x: float, y: float) -> None:
-        loc = self.locate(x, y)
-        if loc is None:
+        if (loc := self.locate(x, y)) is None:
             self.hover_left.emit()
         else:
             self.hovered.emit(loc)
 
     def _emit_at(self, signal: QtCore.SignalInstance, x: float, y: float, *extra: object) -> None:
-        loc = self.locate(x, y)
-        if loc is not None:
+        if (loc := self.locate(x, y)) is not None:
             signal.emit(loc, *extra)
 
 
@@ -423,11 +416,9 @@ def hover_text(
     else:
         where = f"unit {loc.channel}"
     parts = [where]
-    value = value_at(activation, loc)
-    if value is not None:
+    if (value := value_at(activation, loc)) is not None:
         parts.append(fmt(value) if short else f"value {fmt(value)}")
-    grad = value_at(gradient, loc)
-    if grad is not None:
+    if (grad := value_at(gradient, loc)) is not None:
         parts.append(f"{'|g|' if short else '|grad|'} {fmt(grad)}")
     return (" " if short else "  ").join(parts)
 
