@@ -15,8 +15,7 @@ import pytest
 #: What ``@pytest.mark.actviz_allow_leaks(...)`` can name.
 LEAK_CHECKS = ("widgets", "hooks", "process")
 
-_CALL_FAILED = pytest.StashKey[bool]()
-_DRIVERS = pytest.StashKey[list]()
+_CALL_FAILED, _DRIVERS = pytest.StashKey[bool](), pytest.StashKey[list]()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -122,7 +122,6 @@ class StressDriver(UserActions):
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.log_path = Path(self.log_path) if self.log_path is not None else None
         self.rng = np.random.default_rng(self.seed)
         self.window: Any = None
@@ -410,7 +409,6 @@ class StressDriver(UserActions):
 
     def _sample(self, action: int) -> Sample:
         self.settle()
-        counts: dict[str, int] = {}
         # A cancelled job may still be finishing on its pool thread: give its runner a moment.
         for _ in range(10):
             flush_deletes(collect=2)

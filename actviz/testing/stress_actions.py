@@ -56,9 +56,8 @@ def choose(p: dict[str, Any], key: str, items: Sequence[Any], i: int = 0) -> Any
         return None
     if key in p and p[key] in items:
         return p[key]
-    chosen = items[min(len(items) - 1, int(_r(p, i) * len(items)))]
-    p[key] = chosen
-    return chosen
+    p[key] = items[min(len(items) - 1, int(_r(p, i) * len(items)))]
+    return p[key]
 
 
 class UserActions:
@@ -236,12 +235,11 @@ class UserActions:
         if key is not None:
             p["key"] = key
         name = choose(p, "key", KEYS, 0)
-        target = self.window
         if name in KEYS[3:]:  # the channel view's step keys
             if not self.window.centre.channel_box.isVisible():
                 return f"key {name} (no channel view)"
             self.window.centre.channel_view.setFocus()
-        self._key(target, name)
+        self._key(self.window, name)
         return f"key {name}"
 
     def act_close_channel(self, p: dict[str, Any]) -> str:

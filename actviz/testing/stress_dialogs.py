@@ -217,9 +217,7 @@ class FilePickers:
     def _folder(self, _parent: Any = None, caption: str = "", *_a: Any, **_k: Any) -> str:
         if "image" in caption.casefold():
             return str(self.driver.images)
-        folder = self.driver.scratch("exports") / f"d{int(_r(self.driver.params, 1) * 3)}"
-        folder.mkdir(parents=True, exist_ok=True)
-        return str(folder)
+        return str(self.driver.scratch(f"exports/d{int(_r(self.driver.params, 1) * 3)}"))
 
     def _double(self, *_a: Any) -> tuple[float, bool]:
         return float((0.5, 2.0, 0.0)[int(_r(self.driver.params, 1) * 3)]), True

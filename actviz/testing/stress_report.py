@@ -96,17 +96,14 @@ class StressReport:
     hangs: tuple[Failure, ...] = ()
     steps: tuple[tuple[str, dict[str, Any]], ...] = ()
 
-    def growth(self, type_name: str) -> int:
-        """How many more objects of ``type_name`` were alive at the last checkpoint than at
-        the first (0 with fewer than two checkpoints)."""
-        if len(self.samples) < 2:
-            return 0
-        return self.samples[-1].counts.get(type_name, 0) - self.samples[0].counts.get(type_name, 0)
-
     @property
     def objects_growth(self) -> int:
-        """The largest growth of the :data:`FLAT_TYPES` between the first and last checkpoint."""
-        return max((self.growth(t) for t in FLAT_TYPES), default=0)
+        """The largest growth of the :data:`FLAT_TYPES` between the first and last checkpoint
+        (how many more were alive; 0 with fewer than two checkpoints)."""
+        if len(self.samples) < 2:
+            return 0
+        first, last = self.samples[0].counts, self.samples[-1].counts
+        return max(last.get(t, 0) - first.get(t, 0) for t in FLAT_TYPES)
 
     @property
     def rss_growth_mib(self) -> float:
@@ -277,14 +274,12 @@ class _Catcher:
                 if hasattr(sys, name):
                     setattr(sys, name, None)
 
-        def on_thread(args: Any) -> None:
-            on_exception(args.exc_type, args.exc_value, args.exc_traceback)
-
         def on_message(mode: Any, _context: Any, message: str) -> None:
             if mode in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
                 self.found.append(f"Qt critical: {message}")
 
-        sys.excepthook, threading.excepthook = on_exception, on_thread
+        sys.excepthook = on_exception
+        threading.excepthook = lambda a: on_exception(a.exc_type, a.exc_value, a.exc_traceback)
         old_qt = qInstallMessageHandler(on_message)
         try:
             yield self
