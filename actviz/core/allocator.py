@@ -20,9 +20,7 @@ log = logging.getLogger(__name__)
 #: The environment variable: ``1`` tunes at the first capture, ``0`` never tunes.
 ENV = "ACTVIZ_TUNE_ALLOCATOR"
 
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-_M_ARENA_MAX = -8
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # mallopt's (malloc.h)
 # Allocations up to this size come from the heap (and are reused) instead of fresh mmaps.
 MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.

@@ -432,10 +432,9 @@ def to_host(tensors: Iterable[torch.Tensor]) -> dict[int, torch.Tensor]:
 
 def _copy_flat(flat: torch.Tensor) -> torch.Tensor:
     """A 1-D device tensor on the host, through a page-locked staging buffer from CUDA."""
-    nbytes = flat.numel() * flat.element_size()
-    if flat.device.type != "cuda" or nbytes <= DIRECT_BYTES:
-        return flat.cpu()
     n = flat.numel()
+    if flat.device.type != "cuda" or n * flat.element_size() <= DIRECT_BYTES:
+        return flat.cpu()
     host = torch.empty(n, dtype=flat.dtype)
     chunk = max(1, STAGING_BYTES // flat.element_size())
     stage = torch.empty(min(chunk, n), dtype=flat.dtype, pin_memory=True)

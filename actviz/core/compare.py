@@ -87,8 +87,7 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
     xa, xb = a.detach().reshape(n, -1), b.detach().reshape(n, -1)
     width = max(1, CHUNK // max(n, 1))
     dot = sq_a = sq_b = sq_d = max_abs = 0.0
-    gram_a = torch.zeros(n, n, dtype=torch.float64)
-    gram_b = torch.zeros(n, n, dtype=torch.float64)
+    gram_a, gram_b = torch.zeros(n, n, dtype=torch.float64), torch.zeros(n, n, dtype=torch.float64)
     for start in range(0, xa.shape[1], width):
         x, y = (  # complex values by their magnitude
             (t.abs() if t.is_complex() else t).to("cpu", torch.float64)

@@ -20,8 +20,7 @@ log = logging.getLogger(__name__)
 
 #: Buffer copies kept per model for its next capture up to this size; larger ones are made anew.
 KEEP_COPIES_BYTES = 64 * 2**20
-_data_ptr = torch.Tensor.data_ptr
-_buffers_of = operator.attrgetter("_buffers")
+_data_ptr, _buffers_of = torch.Tensor.data_ptr, operator.attrgetter("_buffers")
 _KEPT: weakref.WeakKeyDictionary[nn.Module, _SavedBuffers] = weakref.WeakKeyDictionary()
 #: Per model (weakly): its modules and what :class:`UnregisteredCheck` last found.
 _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
@@ -263,9 +262,8 @@ def _set_mode(module: nn.Module, train: bool) -> None:
 
 def _torch_inplace(module: nn.Module) -> bool:
     # Only torch.nn's own modules, where ``inplace`` means exactly this (read from __dict__).
-    return module.__dict__.get("inplace") is True and type(module).__module__.startswith(
-        "torch.nn."
-    )
+    torch_nn = type(module).__module__.startswith("torch.nn.")
+    return module.__dict__.get("inplace") is True and torch_nn
 
 
 class UnregisteredCheck:

@@ -31,14 +31,8 @@ def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     _, modules = model_plan(model)
     # One flat comprehension (no nested generator): asked on the GUI thread for live frames.
     groups = [g for m in modules for g in (m._parameters, m._buffers) if g]  # noqa: SLF001
-    return tuple(
-        [
-            (id(t), t.data_ptr(), t._version)  # noqa: SLF001 - the version counter
-            for group in groups
-            for t in group.values()
-            if t is not None
-        ]
-    )
+    flat = [(id(t), t.data_ptr(), t._version) for g in groups for t in g.values() if t is not None]
+    return tuple(flat)
 
 
 def model_bytes(model: nn.Module) -> int:

@@ -126,12 +126,11 @@ class RecordPool:
     def release(self) -> int:
         """Free every buffer not in use; returns the bytes given back."""
         with self._lock:
-            freed = self.free_bytes
+            freed, self.free_bytes = self.free_bytes, 0
             for bufs in self._free.values():
                 for buf in bufs:
                     self._flat.pop(id(buf), None)
             self._free.clear()
-            self.free_bytes = 0
             return freed
 
     def _trim(self) -> None:

@@ -92,8 +92,7 @@ class Capture:
     def __getattr__(self, name: str) -> Any:
         # Reached only for attributes not set: the target fields that defer_target left.
         state = self.__dict__
-        numbers = state.get("_target_numbers")
-        if numbers is None or name not in _TARGET_FIELDS:
+        if (numbers := state.get("_target_numbers")) is None or name not in _TARGET_FIELDS:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         state.update(zip(_TARGET_FIELDS, numbers(), strict=True))
         state.pop("_target_numbers", None)

@@ -51,8 +51,7 @@ def parallel_in_workers_only() -> Callable[[], None]:
     """Run torch single-threaded on the calling (GUI) thread and the worker jobs at the previous
     count (an OpenMP team on the GUI thread slows every later capture); returns the undo."""
     global _worker_threads
-    before = torch.get_num_threads()
-    _worker_threads = before
+    _worker_threads = before = torch.get_num_threads()
     torch.set_num_threads(1)
 
     def undo() -> None:
@@ -129,8 +128,7 @@ class ThreadTuner:
         self._clock = clock
         self.original = torch.get_num_threads()
         cores = available_cores() if cores is None else cores
-        fewer = max(1, cores - workers)
-        self.candidate = fewer
+        self.candidate = fewer = max(1, cores - workers)
         self.active = (
             device.type == "cpu"
             and workers > 0
