@@ -2,7 +2,5 @@
 
 from actviz.core.moved import moved
 
-__getattr__ = moved(
-    __name__,
-    {n: "actviz.analysis.visualize.picture_files" for n in ("reproduce", "write_visualization")},
-)
+_NEW = "actviz.analysis.visualize.picture_files"
+__getattr__ = moved(__name__, {"reproduce": _NEW, "write_visualization": _NEW})

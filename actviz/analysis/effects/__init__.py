@@ -2,7 +2,5 @@
 
 from actviz.core.moved import moved
 
-__getattr__ = moved(
-    __name__,
-    {n: "actviz.analysis.effects.channel_effects" for n in ("estimate_from_capture", "verify")},
-)
+_NEW = "actviz.analysis.effects.channel_effects"
+__getattr__ = moved(__name__, {"estimate_from_capture": _NEW, "verify": _NEW})

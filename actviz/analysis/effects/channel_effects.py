@@ -139,9 +139,8 @@ def verify(
     start = time.perf_counter()
     if (ctx := eff.context) is None:
         raise ValueError("these effects carry no run to verify (make them with actviz.effects)")
-    asked = _jobs(eff, channels)
     position = {name: i for i, name in enumerate(ctx.run_order)}
-    jobs = sorted(asked, key=lambda job: position.get(job[0], len(position)))
+    jobs = sorted(_jobs(eff, channels), key=lambda job: position.get(job[0], len(position)))
     reader = TargetReader(ctx.output, ctx.target)
     clean = reader.clean_value(eff.target_value)
     inputs = ctx.inputs if inputs is None else inputs

@@ -134,8 +134,8 @@ def one_sample(inputs: Any, model: nn.Module | None = None) -> bool:
 class _SampleEdit:
     """The forward hook of one layer: sample ``i`` of the batch gets its channel replaced."""
 
-    def __init__(self, layer: str, module: nn.Module, baseline: Baseline) -> None:
-        self.layer, self.module, self.baseline = layer, module, baseline
+    def __init__(self, layer: str, baseline: Baseline) -> None:
+        self.layer, self.baseline = layer, baseline
         self.rows: list[tuple[int, int]] = []
         self.b, self.calls, self.expand = 1, 0, False
         self.masks: dict[tuple, torch.Tensor] = {}
@@ -159,8 +159,7 @@ class _SampleEdit:
                 flat[i, :, c] = True
             shape = [1] * t.ndim
             shape[0], shape[dim] = b * n, size
-            mask = flat.reshape(shape).to(t.device)
-            self.masks[key] = mask
+            mask = self.masks[key] = flat.reshape(shape).to(t.device)
         return mask
 
     def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
@@ -197,7 +196,7 @@ def run_exact(
     """The target with each ``(layer, channel)`` of ``jobs`` set to the baseline, ``batch`` per
     pass (``edits``: the clean run's). Returns ``(values, forwards, seconds)``."""
     modules = dict(model.named_modules())
-    hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
+    hooks = {layer: _SampleEdit(layer, baseline) for layer, _ in jobs}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
     start = time.perf_counter()
 

@@ -2,6 +2,5 @@
 
 from actviz.core.moved import moved
 
-__getattr__ = moved(
-    __name__, {n: "actviz.analysis.visualize.feature_vis" for n in ("visualize", "layer_channels")}
-)
+_NEW = "actviz.analysis.visualize.feature_vis"
+__getattr__ = moved(__name__, {"visualize": _NEW, "layer_channels": _NEW})

@@ -41,20 +41,17 @@ class ImageParam:
         if param not in ("fourier", "pixel"):
             raise ValueError(f"param must be 'fourier' or 'pixel', not {param!r}")
         self.size = (int(size[0]), int(size[1]))
-        self.param = param
         h, w = self.size
+        self.scale: torch.Tensor | None = None
         if param == "fourier":
             fy, fx = np.fft.fftfreq(h)[:, None], np.fft.fftfreq(w)[: w // 2 + (2 if w % 2 else 1)]
             freqs = np.sqrt(fx * fx + fy * fy)
             shape: tuple[int, ...] = (3, *freqs.shape, 2)
             # 1/f scaling and Lucid's divisor folded into one constant (the inverse FFT is linear).
             scale = 1.0 / np.maximum(freqs, 1.0 / max(w, h)) / _FOURIER_DIVISOR
-            self.scale: torch.Tensor | None = torch.tensor(
-                scale, dtype=torch.float32, device=device
-            )[None, None, :, :, None]
+            self.scale = torch.tensor(scale, dtype=torch.float32, device=device)[:, :, None]
         else:
             shape = (3, h, w)
-            self.scale = None
         # Each image from its own generator: the same seed gives the same start in any batch.
         init = [
             torch.randn(shape, generator=torch.Generator().manual_seed(s)) * _INIT_SD for s in seeds
@@ -108,7 +105,6 @@ class RobustTransforms:
         spec = TRANSFORM_SETS[transforms]
         pad = int(spec["pad"])  # type: ignore[call-overload]
         h, w = image_size
-        self.pad = pad
         self.canvas = (h + 2 * pad, w + 2 * pad)
         self.out_size = tuple(out_size) if out_size is not None else self.canvas
         self.identity = transforms == "none" and self.out_size == (h, w)

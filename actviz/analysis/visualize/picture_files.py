@@ -27,8 +27,7 @@ from actviz.core.model_copy import weights_signature
 from actviz.data.cache import cache_root, weights_fingerprint
 from actviz.io.export.typeset import _INK, _font, safe_name, tile_sheet
 
-_LABEL_H = 16
-_BG = (250, 250, 250)
+_LABEL_H, _BG = 16, (250, 250, 250)  # a contact sheet's label height and background
 
 
 def contact_sheet(

@@ -248,10 +248,9 @@ def make_objective(
         digest = hashlib.sha1(data).hexdigest()[:16]
         return Objective(direction, f"{prefix}direction:{digest}", False)
     if callable(objective) and not isinstance(objective, str):
-        user = objective
 
         def custom(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-            value = user(act)
+            value = objective(act)
             if not isinstance(value, torch.Tensor) or (
                 value.numel() != 1 and tuple(value.shape) != (act.shape[0],)
             ):
@@ -293,11 +292,10 @@ def check_keys(
     if not obj.has_channels:
         return
     if module is None:
-        count, what = out.shape[-1], "classes"
+        count, what, where = out.shape[-1], "classes", "the model's output"
     else:
-        count, what = channels_first(out, module).shape[1], "channels"
+        count, what, where = channels_first(out, module).shape[1], "channels", f"layer {layer!r}"
     if bad := [k for k in keys if not 0 <= k < count]:
-        where = f"layer {layer!r}" if module is not None else "the model's output"
         # Every key named (as ranges, so 0-200 stays short) and the range there is.
         asked = "is" if len(bad) == 1 else f"{len(bad)} asked for are"
         raise VisualizeError(
