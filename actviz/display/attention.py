@@ -154,7 +154,6 @@ def capture_attention(
     with eager_attention(model):
         cap = capture(model, inputs, records, gradients=False, keep_inputs=False, **limits)
     probs: dict[str, np.ndarray] = {}
-    order: list[str] = []
     for site in sites:
         if site.record not in cap:
             continue
@@ -166,13 +165,12 @@ def capture_attention(
             log.debug("no attention probabilities at %s", site.name)
             continue
         probs[site.name] = np.ascontiguousarray(as_numpy(out))
-        order.append(site.name)
     if not probs:
         return None
     # The order the modules ran in (an encoder-decoder runs its modules out of tree order).
     ran = {name: i for i, name in enumerate(cap.names)}
     by_record = {s.name: s.record for s in sites}
-    order.sort(key=lambda n: ran.get(by_record[n], len(ran)))
+    order = sorted(probs, key=lambda n: ran.get(by_record[n], len(ran)))
     return AttentionMaps(tuple(order), probs)
 
 

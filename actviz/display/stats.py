@@ -31,8 +31,7 @@ def stats_vector(t: torch.Tensor, g: torch.Tensor | None = None) -> torch.Tensor
     """Exact statistics of ``t`` (and the L2 norm of ``g``) as a float64 vector laid out as
     :data:`STAT_FIELDS`, computed on ``t``'s device without any host synchronisation."""
     f = as_float(t).reshape(-1)
-    n = f.numel()
-    dev = f.device
+    n, dev = f.numel(), f.device
     fin = torch.isfinite(f)
     n_fin = fin.sum().to(torch.float64)
     v = torch.where(fin, f, torch.zeros((), dtype=f.dtype, device=dev)).to(torch.float64)
