@@ -21,20 +21,7 @@ from actviz.data.scan import estimate_memory
 from actviz.data.scan_result import Embeddings, Neighbour, ScanMemory, ScanTooLarge
 
 __all__ = [
-    "METHODS",
-    "Atlas",
-    "ChannelSplit",
-    "Embeddings",
-    "Neighbour",
-    "Projection",
-    "ScanMemory",
-    "ScanTooLarge",
-    "build_atlas",
-    "cosine_top",
-    "estimate_memory",
-    "points_in_polygon",
-    "project",
-    "query_vector",
-    "separating_channels",
-    "umap_available",
-]
+    "METHODS", "Atlas", "ChannelSplit", "Embeddings", "Neighbour", "Projection", "ScanMemory",
+    "ScanTooLarge", "build_atlas", "cosine_top", "estimate_memory", "points_in_polygon", "project",
+    "query_vector", "separating_channels", "umap_available",
+]  # fmt: skip

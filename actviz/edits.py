@@ -19,16 +19,6 @@ from actviz.core.edit_kinds import (
 )
 
 __all__ = [
-    "KINDS",
-    "Edit",
-    "EditError",
-    "ablate",
-    "channel_dim",
-    "clamp",
-    "concept",
-    "custom",
-    "keep",
-    "normalize_edits",
-    "patch",
-    "scale",
-]
+    "KINDS", "Edit", "EditError", "ablate", "channel_dim", "clamp", "concept", "custom", "keep",
+    "normalize_edits", "patch", "scale",
+]  # fmt: skip

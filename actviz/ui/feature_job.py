@@ -126,9 +126,8 @@ class FeatureJob(QObject):
     ) -> Job:
         """Submit ``job(should_stop, report)``, the view saying ``message``, the status bar
         ``status`` then ``done`` (``failed``: failure prefix); the handle."""
-        self.context = context
+        self.context, self._done = context, done
         self._failed = failed if failed is not None else self._failed_default
-        self._done = done
         self.view.set_busy(True)
         self.view.set_message(message)
         self._message, self._began = message, time.monotonic()

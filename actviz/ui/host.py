@@ -35,7 +35,6 @@ __all__ = [
     "channels_text", "refill_combo", "show_line",
 ]  # fmt: skip
 
-
 #: The window's signals a feature may connect to: the host re-exposes them (plugins' guarded).
 HOST_SIGNALS = tuple(
     "run_started run_finished run_failed run_cancelled model_loaded model_load_failed input_loaded "
@@ -84,10 +83,9 @@ class Docks:
         hidden: bool = True,
     ) -> None:
         """Add ``dock`` where a saved layout put it (else in ``area``) and list it in View."""
-        main = self._w
         if not dock.objectName():
             dock.setObjectName(dock.windowTitle().replace(" ", "") + "Dock")
-        if not main.restoreDockWidget(dock):
+        if not self._w.restoreDockWidget(dock):
             self.dock_back(dock, area, width=width)
             dock.setVisible(not hidden)
         # Sized to what it asks for when shown, not to Qt's default share.

@@ -122,9 +122,8 @@ class PrivateModel(QObject):
         # supersede=False: a run already queued still reports.
         handle = self._job = self.service.worker.submit(job, supersede=False)
         # A run or another job's Cancel stopped the copy's job: ask again (abandon() ends it).
-        handle.on(
-            superseded=lambda: self._ask_again(handle), cancelled=lambda: self._ask_again(handle)
-        )
+        again = lambda: self._ask_again(handle)  # noqa: E731
+        handle.on(superseded=again, cancelled=again)
 
     def _ask_again(self, job: Job) -> None:
         if self.pending and job is self._job and not self.closed:
@@ -156,8 +155,7 @@ class ModelCopyService(QObject):
 
     def __init__(self, window: Any) -> None:
         super().__init__(window)
-        self.session = session = window.session
-        self.worker = window.worker
+        self.session, self.worker = window.session, window.worker
         #: Guards the hand-over of held copies between threads (:meth:`PrivateModel.let_go`).
         self.lock = threading.Lock()
         self._owners: weakref.WeakSet[PrivateModel] = weakref.WeakSet()
@@ -166,7 +164,7 @@ class ModelCopyService(QObject):
         if self._idle is not None:
             self._idle.connect(self.trim)
         # Another model: a copy of the old one (and so the old model, its original) goes now.
-        session.model_changed.connect(self._on_model_changed)
+        self.session.model_changed.connect(self._on_model_changed)
         window.closed.connect(self.close)
 
     def private_model(

@@ -32,13 +32,14 @@ log = logging.getLogger(__name__)
 
 #: A job's function receives ``should_stop()`` and ``progress(message)``; returns its result.
 JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
-
-
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
 GIL_SWITCH_INTERVAL_S = 0.001
 #: Nice steps of the capture worker and the features' workers below the GUI thread (at one
 #: priority a paint waits for a time slice beside a long job).
 CAPTURE_NICE = 5
+# Windows (GUI thread only) holding the short interval, and the interval before the first.
+_favour_count = 0
+_interval_before: float | None = None
 
 
 def favour_gui_thread() -> None:
@@ -60,11 +61,6 @@ def release_gui_thread() -> None:
         if sys.getswitchinterval() == GIL_SWITCH_INTERVAL_S:
             sys.setswitchinterval(_interval_before)
         _interval_before = None
-
-
-# Windows (GUI thread only) holding the short interval, and the interval before the first.
-_favour_count = 0
-_interval_before: float | None = None
 
 
 @dataclass
@@ -246,9 +242,8 @@ class Worker(QObject):
         self._signals.relay.connect(self._relay)
         self._signals.done.connect(self._on_runner_done)
         self._jobs: dict[int, Job] = {}  # current jobs by generation
-        # Results waiting for an earlier job, or for the next turn: one job's end is reported a
-        # turn (Qt handles every posted event in one go: a session's model and its saved run
-        # ended in one block of both handlers).
+        # Results waiting for an earlier job, or for the next turn: one job's end a turn (Qt
+        # handles every posted event in one go: a model and its saved run in one block).
         self._held: dict[int, tuple[object, object]] = {}
         self._turn = QTimer(self, singleShot=True, interval=0)
         self._turn.timeout.connect(self._report_held)
@@ -378,7 +373,6 @@ class Worker(QObject):
 
     @Slot(int, str, object)
     def _relay(self, gen: int, name: str, args: tuple[Any, ...]) -> None:
-        """Signal ``name`` with ``args`` on job ``gen`` if it is current."""
         job = self._jobs.get(gen) if self._is_current(gen) else None
         if job is not None:
             job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
@@ -430,7 +424,6 @@ SLACK_MIB = 64.0
 FULL_IDLE_MS = 20_000
 #: Idle moments between two full collections.
 FULL_EVERY = 50
-
 _FREEZE = [False]
 
 
