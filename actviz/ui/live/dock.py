@@ -24,6 +24,12 @@ NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none
 #: Entries of the source selector, in order.
 SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
 _STILL, _FOLDER, _TENSOR, _WEBCAM = range(4)
+#: What the perturbation pad says before there is an input.
+NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
+#: What it says for an input without a picture: perturbations change image-like tensors only.
+NOT_AN_IMAGE_TEXT = "No picture: not an image"
+#: Light grey on the pad's dark background.
+_PLACEHOLDER_TEXT = "#bdc1c6"
 
 #: ``chooser(parent) -> path or ""``
 Chooser = Callable[[QtWidgets.QWidget], str]
@@ -38,14 +44,6 @@ def _ask_tensor_file(parent: QtWidgets.QWidget) -> str:
     return QtWidgets.QFileDialog.getOpenFileName(
         parent, "Play the frames of a tensor", "", filters
     )[0]
-
-
-#: What the perturbation pad says before there is an input.
-NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
-#: What it says for an input without a picture: perturbations change image-like tensors only.
-NOT_AN_IMAGE_TEXT = "No picture: not an image"
-#: Light grey on the pad's dark background.
-_PLACEHOLDER_TEXT = "#bdc1c6"
 
 
 class OcclusionPad(QWidget):
@@ -236,16 +234,14 @@ class LiveControls(QtWidgets.QDockWidget):
         self.source_combo.activated.connect(self._on_source_activated)
         # Sized to the dock, not to its longest item; the open list shows items in full.
         style.fit_combo(self.source_combo, 16)
-        form.addWidget(self.source_combo)
         self.webcam_label = QtWidgets.QLabel(
             "" if ok else why, wordWrap=True, visible=not ok, styleSheet="color: #5f6368;"
         )
-        form.addWidget(self.webcam_label)
         self.source_label = QtWidgets.QLabel("the opened input", wordWrap=True)
-        form.addWidget(self.source_label)
         # Under the source, where the user looks after choosing one.
         self.message_label = QtWidgets.QLabel("", wordWrap=True, visible=False)
-        form.addWidget(self.message_label)
+        for widget in (self.source_combo, self.webcam_label, self.source_label, self.message_label):
+            form.addWidget(widget)
 
     def _build_transport(self, v: QtWidgets.QBoxLayout) -> None:
         row = QtWidgets.QHBoxLayout()
@@ -449,8 +445,7 @@ class LiveControls(QtWidgets.QDockWidget):
             tip = NO_INPUT_TEXT  # nothing to perturb yet
         # Sequences are pictures; the opened input may not be.
         elif (c.source is None or isinstance(c.source, StillFrame)) and session.input is not None:
-            problem = session.input_problem()
-            if problem or image_tensor(session.input.value) is None:
+            if (problem := session.input_problem()) or image_tensor(session.input.value) is None:
                 tip = problem or NO_PERTURBATION_TEXT
         for widget in self.perturbation_controls():
             widget.setEnabled(not tip)
@@ -458,14 +453,13 @@ class LiveControls(QtWidgets.QDockWidget):
 
     def _show_still_input(self) -> None:
         """The opened input on the pad, perturbed, until a frame computed from it arrives."""
-        c = self.controller
-        inp = c.host.session.input
-        if c.source is not None or inp is None:
-            if inp is None and c.source is None:
-                self.pad.set_image(None, NO_INPUT_TEXT)
-                self._sync_perturbation_enabled()
+        c, inp = self.controller, self.controller.host.session.input
+        if c.source is not None:
             return
         self._sync_perturbation_enabled()
+        if inp is None:
+            self.pad.set_image(None, NO_INPUT_TEXT)
+            return
         value, image = c.perturbation.apply(inp.value, inp.image)
         # The picture a frame of this input gets (as prepare makes it); None without one.
         self.pad.set_image(display_image(value, image))

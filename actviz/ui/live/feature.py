@@ -51,8 +51,7 @@ class LiveMode(FeatureBase):
     def configure(self, **kwargs: Any) -> LiveController:
         """Set controller options (``max_fps``, ``memory_budget``, ``capture_threads``)."""
         for key, value in kwargs.items():
-            setter = getattr(self.controller, f"set_{key}", None)
-            if setter is not None:
+            if (setter := getattr(self.controller, f"set_{key}", None)) is not None:
                 setter(value)
             elif key == "capture_threads":
                 self.controller.capture_threads = value

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 #: Least pixel budget of a live frame's mosaic (a canvas not laid out yet is tiny).
 MIN_LIVE_MOSAIC_PIXELS = 128 * 128
+#: Frames captured or queued for capture at once while a sequence plays (1 when paused).
+CAPTURES_AHEAD = 2
 
 
 @dataclass
@@ -127,8 +129,7 @@ def frame_job(
         p.clear()
 
         def finish(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> RunResult:
-            t3 = time.perf_counter()
-            c3 = time.thread_time()
+            t3, c3 = time.perf_counter(), time.thread_time()
             result = prepare(
                 cap,
                 request.display_spec(),
@@ -171,10 +172,6 @@ def mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
         ratio = canvas.devicePixelRatioF()
         most = max(most, canvas.image_area_width() * canvas.height() * ratio * ratio)
     return int(min(MAX_MOSAIC_PIXELS, max(most, MIN_LIVE_MOSAIC_PIXELS)))
-
-
-#: Frames captured or queued for capture at once while a sequence plays (1 when paused).
-CAPTURES_AHEAD = 2
 
 
 @dataclass
@@ -225,8 +222,7 @@ class FrameRunner:
         ok, spec = self.coalescer.take()
         if ok:
             self.submit(spec)
-            return
-        if self.coalescer.has_pending and not self.coalescer.busy:
+        elif self.coalescer.has_pending and not self.coalescer.busy:
             self._pump_timer.start(max(1, int(self.coalescer.wait_s() * 1000) + 1))
 
     def submit(self, spec: FrameSpec) -> None:

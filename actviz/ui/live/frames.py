@@ -25,6 +25,8 @@ from actviz.display.attribution import display_image
 
 log = logging.getLogger(__name__)
 
+WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
+
 
 @dataclass
 class LiveFrame:
@@ -115,8 +117,7 @@ class TensorFrames(FrameSource):
         """Read a ``(T, C, H, W)`` tensor file (ValueError if not such, ``InputError`` if unread)."""
         from actviz.io.input_files import open_input
 
-        loaded = open_input(str(path))  # no model: the (T, ...) layout is not checked as (N, ...)
-        value = loaded.value
+        value = open_input(str(path)).value  # no model: (T, ...) is not checked as (N, ...)
         if not isinstance(value, torch.Tensor):
             raise ValueError(
                 f"{Path(path).name}: holds a {type(value).__name__}; a frame sequence is one "
@@ -164,8 +165,7 @@ class ImageFolder(FrameSource):
                 f"{folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder "
                 "or its subfolders"
             )
-        self.folder = folder
-        self.name = folder.name or str(folder)
+        self.folder, self.name = folder, folder.name or str(folder)
         files = self.files
 
         @functools.lru_cache(maxsize=max(1, cache))  # a closure: no cycle through ``self``
@@ -185,9 +185,6 @@ class ImageFolder(FrameSource):
         return self._read(int(index) % len(self))
 
 
-WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
-
-
 def webcam_status() -> tuple[bool, str]:
     """``(True, camera description)`` where a webcam can work, else ``(False, why)``."""
     try:
@@ -202,8 +199,7 @@ def webcam_status() -> tuple[bool, str]:
         cameras = QMediaDevices.videoInputs()
     except Exception as exc:  # noqa: BLE001 - a broken multimedia backend is "unavailable"
         # A missing system library is named.
-        missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", str(exc))
-        if missing:
+        if missing := re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", str(exc)):
             why = f"Qt's camera support needs {missing.group(1)}, which is not installed"
             return False, f"webcam unavailable: {why}"
         return False, f"webcam unavailable: Qt's camera support did not load ({exc})"
@@ -226,9 +222,8 @@ class WebcamSource(FrameSource):
         self._lock = threading.Lock()
         self._latest: np.ndarray | None = None
         self._count = 0
-        self.camera = QCamera()
+        self.camera, self.sink = QCamera(), QVideoSink()
         self.capture_session = QMediaCaptureSession()
-        self.sink = QVideoSink()
         self.capture_session.setCamera(self.camera)
         self.capture_session.setVideoSink(self.sink)
         self.sink.videoFrameChanged.connect(self._on_frame)
@@ -276,9 +271,7 @@ class Player:
     MAX_FPS = 60.0
 
     def __init__(self, length: int = 1, fps: float = 10.0, loop: bool = True) -> None:
-        self.length = max(1, int(length))
-        self.index = 0
-        self.playing = False
+        self.length, self.index, self.playing = max(1, int(length)), 0, False
         self.loop, self.fps = loop, fps
         self.set_fps(fps)
 

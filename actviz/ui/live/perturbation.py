@@ -63,8 +63,7 @@ class Perturbation:
             return value, image
         noise_field: torch.Tensor | None = None
         new_value, new_image = value, None
-        target = image_tensor(value)
-        if target is not None:
+        if (target := image_tensor(value)) is not None:
             perturbed, noise_field = self._apply_tensor(target)
             new_value = map_tensors(value, lambda t: perturbed if t is target else t)  # types kept
             if image is not None:
@@ -106,8 +105,7 @@ class Perturbation:
             gen = torch.Generator(device="cpu").manual_seed(self.seed)
             field = torch.randn(t.shape, generator=gen).to(t.device)
             t = t + self.noise * t.std(dim=(1, 2, 3), keepdim=True) * field
-        box = self.patch_box(t.shape[2], t.shape[3])
-        if box is not None:
+        if (box := self.patch_box(t.shape[2], t.shape[3])) is not None:
             y0, y1, x0, x1 = box
             # Each channel's mean: the "grey" of this input's own scale.
             fill = t.mean(dim=dims, keepdim=True).expand(-1, -1, y1 - y0, x1 - x0)
@@ -132,8 +130,7 @@ class Perturbation:
             else:
                 z = np.random.default_rng(self.seed).standard_normal((h, w, 3)).astype(np.float32)
             img = img + self.noise * float(img.std()) * z
-        box = self.patch_box(h, w)
-        if box is not None:
+        if (box := self.patch_box(h, w)) is not None:
             y0, y1, x0, x1 = box
             img[y0:y1, x0:x1] = img.mean(axis=(0, 1))
         return np.ascontiguousarray(np.clip(img + 0.5, 0, 255).astype(np.uint8))

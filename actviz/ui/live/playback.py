@@ -56,8 +56,7 @@ class LiveStatus:
         """e.g. ``"2.1 fps · capture 410 ms · prepare 55 ms · shown +20 ms · dropped 3"``,
         ``"paused · capture 410 ms · ..."`` when paused."""
         parts = [self.state_text()]
-        if self.last is not None:
-            t = self.last
+        if (t := self.last) is not None:
             parts += [f"capture {t.capture_ms:.0f} ms", f"prepare {t.prepare_ms:.0f} ms"]
             if t.load_ms >= 1:
                 parts.append(f"load {t.load_ms:.0f} ms")
@@ -141,8 +140,7 @@ class PlayClock:
         return self._held_at is not None
 
     def start(self, interval_ms: int) -> None:
-        self._held_at = None
-        self._interval_ms = max(1, int(interval_ms))
+        self._held_at, self._interval_ms = None, max(1, int(interval_ms))
         self._timer.start(self._interval_ms)
 
     def stop(self) -> None:
