@@ -210,8 +210,6 @@ def capture_pair(
 
 
 _SEQUENCES: weakref.WeakKeyDictionary[nn.Module, tuple] = weakref.WeakKeyDictionary()
-
-
 #: Where run B comes from.
 PIN, INPUT, MODEL = "pin", "input", "model"
 

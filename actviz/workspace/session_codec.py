@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import time
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -240,12 +241,11 @@ def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
                 **{k: _decode(r[k], arrays) for k in _RECORD_TENSORS},
             )
         )
-    tv = d["target_value"]
     return Capture(
         names=list(d["names"]),
         records=records,
         **{k: _decode(d[k], arrays) for k in _CAPTURE_TENSORS},
-        target_value=None if tv is None else float(tv),
+        target_value=None if d["target_value"] is None else float(d["target_value"]),
         **{k: d[k] for k in _CAPTURE_AS_IS},
         **{k: kind(d[k]) for k, kind in _CAPTURE_TYPED},
     )
@@ -350,7 +350,5 @@ _FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
 
 def _when(stamp: float) -> str:
     """``"4 Mar 09:05"``: a file's time as the window says it (local time)."""
-    import time
-
     local = time.localtime(stamp)
     return f"{local.tm_mday} {time.strftime('%b %H:%M', local)}"

@@ -420,7 +420,6 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
                 warnings += left_out
         edits, left_out = edits_from_json(manifest["edits"], pins, dictionaries)
         warnings += left_out
-        layout = manifest["layout"]
         return SessionState(
             model=model,
             model_weights=weights,
@@ -429,7 +428,7 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             **{name: load(manifest[name]) for name, _, load in _PLAIN},
             edits=edits,
             pins=tuple(pins),
-            layout=None if layout is None else base64.b64decode(layout),
+            layout=None if manifest["layout"] is None else base64.b64decode(manifest["layout"]),
             capture=capture,
             settings=dict(manifest.get("settings") or {}),
             actviz_version=str(manifest.get("actviz", "")),

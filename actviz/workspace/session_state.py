@@ -287,14 +287,11 @@ class Session(DisplaySettings, TargetChoice):
 
         self.model = model
         self.model_name = name or type(model).__name__
-        self.model_source = source
-        self.model_kind = kind
+        self.model_source, self.model_kind = source, kind
         self.categories = list(categories) if categories else None
-        self.transforms = transforms
-        self.input_size = input_size
+        self.transforms, self.input_size = transforms, input_size
         self.model_warnings = list(warnings)
-        self.loaded_model = loaded
-        self.model_open_args = {}
+        self.loaded_model, self.model_open_args = loaded, {}
         self.tree = module_tree(model)
         self.result = None
         self.pins.clear()  # captures of another model: their panels would not match the tree

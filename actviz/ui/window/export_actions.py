@@ -20,6 +20,8 @@ from actviz.ui.window.dialogs import ask_export_folder
 from actviz.ui.window.input_loads import outcome
 
 log = logging.getLogger(__name__)
+#: The banner's source for the exports' failures: the next export that succeeds clears them.
+BANNER_SOURCE = "export"
 
 
 @dataclass(eq=False)
@@ -28,10 +30,6 @@ class ExportRequest:
 
     out: Path
     succeeded: bool | None = None
-
-
-#: The banner's source for the exports' failures: the next export that succeeds clears them.
-BANNER_SOURCE = "export"
 
 
 class ExportActions:
@@ -117,8 +115,7 @@ class ExportActions:
         """Run again with the input gradient the saliency needs, then export; False if not."""
         from actviz.display.attribution import token_input
 
-        window: Any = self.window  # the MainWindow: its run signals
-        runs = window.runs
+        runs = self.window.runs
         if (
             result.capture.input_grads is not None
             or result.token_saliency is not None
@@ -149,9 +146,9 @@ class ExportActions:
 
         # Connected once the run started (a run ends on a later event-loop pass).
         pairs = [
-            (window.run_finished, settle),
-            (window.run_failed, settle),
-            (window.run_cancelled, lambda: settle("the run for the saliency was cancelled")),
+            (self.window.run_finished, settle),
+            (self.window.run_failed, settle),
+            (self.window.run_cancelled, lambda: settle("the run for the saliency was cancelled")),
         ]
         for signal, slot in pairs:
             signal.connect(slot)

@@ -132,11 +132,10 @@ class InputLoads:
             return
         self.request = None
         request.succeeded = True
-        banner = self.banner
-        banner.clear("action")
+        self.banner.clear("action")
         if not (request.quiet or request.swap):
             # The user's own input: a note that another stands in for theirs is stale.
-            banner.clear("input")
+            self.banner.clear("input")
         self.session.set_loaded_input(loaded)
         if request.remember:
             self.files.settings.add_recent_input(request.source)

@@ -29,7 +29,6 @@ from actviz.ui.worker import CAPTURE_NICE, Worker
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes):
 #: the pass that makes them is the longest the GUI waits while a result with many layers shows.
 CREATE_BUDGET_S = 0.012
-
 #: Dropped panels deleted per event-loop pass (all at once blocks a model switch).
 DELETES_PER_PASS = 4
 #: Share of the Layers tab's width the channel view takes when it opens.
@@ -83,8 +82,7 @@ class OverviewDisplay:
         one still to compute is made off the GUI thread first (``now``: here)."""
         if self.waiting:
             return
-        result = self.session.result
-        name = self._selected_layer()
+        result, name = self.session.result, self._selected_layer()
         if not now and result is not None and not result.overview_ready(name):
             return self._when_ready(result, name, lambda: self.show_histogram(now=True))
         layer = result.layers.get(name) if result is not None and name is not None else None
@@ -484,8 +482,7 @@ class ResultDisplay:
             return False
         name, channel = self.opened_channel
         order = self.session.channel_orders.get(name)
-        at = order.position(channel) if order is not None else None
-        if order is not None and at is not None:
+        if order is not None and (at := order.position(channel)) is not None:
             if not 0 <= at + step < len(order.channels):
                 return False
             return self.open_channel(name, order.channels[at + step])
