@@ -360,7 +360,7 @@ def _capture_b(
 
     if (model := request.model) is None:
         raise ValueError("no model to run for B")
-    description = ""
+    description, inputs = "", request.inputs
     if request.mode == INPUT:
         if request.input_loader is None:
             raise ValueError("no input loader")
@@ -374,10 +374,8 @@ def _capture_b(
             from actviz.core.input_copies import list_layout
 
             inputs = list_layout(inputs, True)
-    else:
-        if mismatch := layer_mismatch(request.cap_a, model, layers):
-            raise LayersMismatch(mismatch)
-        inputs = request.inputs
+    elif mismatch := layer_mismatch(request.cap_a, model, layers):
+        raise LayersMismatch(mismatch)
     report("running B (forward only)")
     # Only the values are compared: no backward, no layer inputs kept.
     cap_b = capture(

@@ -140,8 +140,7 @@ class _Arrays:
 
     def __init__(self, measure: bool = False) -> None:
         self.arrays: dict[str, np.ndarray] = {}
-        self.measure = measure
-        self.count = 0
+        self.measure, self.count = measure, 0
         self.nbytes = 22  # the zip's end record
 
     def add(self, a: np.ndarray) -> str:

@@ -384,8 +384,7 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
     try:
         model = None if manifest["model"] is None else ModelSource(**manifest["model"])
         inp = None
-        if manifest["input"] is not None:
-            m = manifest["input"]
+        if (m := manifest["input"]) is not None:
             arrays = arrays_of(m)
             inp = InputSource(
                 **{k: m[k] for k in ("source", "kind", "description")},

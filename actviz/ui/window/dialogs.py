@@ -144,7 +144,6 @@ class OpenModelDialog(QtWidgets.QDialog):
         zoo_names = ["demo", *self._names]
         self.zoo = _NameTab(self, "torchvision", "resnet, vit, mobilenet", zoo_names, names is None)
 
-        # file + architecture
         file_tab = QWidget()
         form = QtWidgets.QFormLayout(file_tab)
         row = QtWidgets.QHBoxLayout()

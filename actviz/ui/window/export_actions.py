@@ -68,7 +68,6 @@ class ExportActions:
         return outcome(request, wait, self._wait_until)
 
     def _export(self, request: ExportRequest, result: Any) -> None:
-        """Write ``result``'s export for ``request`` on the export worker."""
         from actviz.core.capture import CaptureCancelled
         from actviz.io.export.capture_export import export_capture
 
@@ -175,8 +174,7 @@ class ExportActions:
 
     def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
         """Save ``panel`` (default: the selected layer's panel, else the current tab) as PNG."""
-        if panel is None:
-            panel = self.display.selected_panel()
+        panel = self.display.selected_panel() if panel is None else panel
         path = Path(path)
         try:
             if hasattr(panel, "export_png"):

@@ -205,10 +205,7 @@ class InputLoads:
 
     def restore(self, kept: Any) -> None:
         """Hold a kept input again as it was (made in memory: nothing to read again)."""
-        self.session.set_input(
-            kept.value, source=kept.source, kind=kept.kind, image=kept.image,
-            description=kept.description, tokens=kept.tokens,
-        )  # fmt: skip
+        self.session.set_loaded_input(kept)
 
     def _note(self, loaded: Any, why: str, shown: str) -> None:
         shown = shown.removeprefix("text:")

@@ -123,9 +123,8 @@ class PanelGrid:
 
     def queue(self, pending: dict[str, PreparedLayer]) -> None:
         """Replace the panel updates still waiting (an older result's) with ``pending``."""
-        self.pending = pending
+        self.pending, self._scheduled = pending, False
         self._epoch += 1
-        self._scheduled = False
         self._off_screen.clear()
         self.schedule()
 

@@ -269,7 +269,6 @@ class ResultDisplay:
         self.centre.banner.set_messages("run", messages)
         if result.tree is not None:
             self.model_dock.update_tree(result.tree)
-
         # Layer panels: exactly the ticked layers that ran, in execution order.
         for name in [n for n in self.layer_panels if n not in result.layers]:
             self._drop_panel(self.layer_panels.pop(name))
@@ -281,10 +280,8 @@ class ResultDisplay:
             if name in self.layer_panels:
                 self.grid.configure(self.layer_panels[name], result.layers[name])
         self._create_panels(self._create_epoch, budget_s=CREATE_BUDGET_S)
-        # Filled a few per pass, on-screen first.
         pending = {name: result.layers[name] for name in result.shown if name in self.layer_panels}
-        self.grid.queue(pending)
-
+        self.grid.queue(pending)  # filled a few per pass, on-screen first
         if self.selected_layer not in result.layers:
             self.selected_layer = default_selected_layer(result)
         self.steps.epoch += 1
