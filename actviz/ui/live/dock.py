@@ -10,7 +10,7 @@ import numpy as np
 from PySide6 import QtGui, QtWidgets
 from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QAction, QColor, QIcon, QImage, QKeySequence, QPainter, QPen
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSlider, QWidget
+from PySide6.QtWidgets import QLabel, QSizePolicy, QSlider, QWidget
 
 from actviz.display.attribution import display_image
 from actviz.ui.host import show_line
@@ -150,8 +150,7 @@ def with_value(slider: QSlider, label: QLabel, fmt: str, parent: QWidget) -> QWi
     """``slider`` with ``label`` showing its value. ``parent`` owns the row at once: an unowned
     row would die with its Python reference."""
     row = QWidget(parent)
-    h = QHBoxLayout(row)
-    h.setContentsMargins(0, 0, 0, 0)
+    h = style.bare_box(row)
     h.addWidget(slider, 1)
     # Wide enough for the longest value, so the slider does not jump as the text changes.
     label.setMinimumWidth(label.fontMetrics().horizontalAdvance(fmt.format(-100) + "0"))

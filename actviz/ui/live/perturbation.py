@@ -108,8 +108,7 @@ class Perturbation:
         if (box := self.patch_box(t.shape[2], t.shape[3])) is not None:
             y0, y1, x0, x1 = box
             # Each channel's mean: the "grey" of this input's own scale.
-            fill = t.mean(dim=dims, keepdim=True).expand(-1, -1, y1 - y0, x1 - x0)
-            t[:, :, y0:y1, x0:x1] = fill
+            t[:, :, y0:y1, x0:x1] = t.mean(dim=dims, keepdim=True).expand(-1, -1, y1 - y0, x1 - x0)
         t = t.to(dtype)
         return (t[0] if squeeze else t), field
 

@@ -13,14 +13,6 @@ from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
 
 __all__ = [
-    "COLORMAPS",
-    "ChannelView",
-    "GradFlowPanel",
-    "HistogramPanel",
-    "InputPreview",
-    "LayerPanel",
-    "OverlayPanel",
-    "PredictionPanel",
-    "StatsTable",
-    "lut",
-]
+    "COLORMAPS", "ChannelView", "GradFlowPanel", "HistogramPanel", "InputPreview", "LayerPanel",
+    "OverlayPanel", "PredictionPanel", "StatsTable", "lut",
+]  # fmt: skip

@@ -152,8 +152,7 @@ class ChannelView(PanelBase):
         self._gradients_visible = True  # the toolbar's Gradients toggle
         self.image: np.ndarray | None = None
         self.stats: dict[str, float] = {}
-        self._signed = False
-        self._choice = AUTO
+        self._signed, self._choice = False, AUTO
         self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
 
         self.content.addLayout(self._build_controls())

@@ -125,8 +125,7 @@ class ValueAxis(pg.GraphicsWidget):
         self._words: tuple[str, str] | None = None
         self._picture: QtGui.QPicture | None = None
         self._font = style.tick_font()
-        self._line_pen = pg.mkPen(style.AXIS_PEN)
-        self._text_pen = pg.mkPen(style.TEXT)
+        self._line_pen, self._text_pen = pg.mkPen(style.AXIS_PEN), pg.mkPen(style.TEXT)
 
     def show_range(self, low: float, high: float, words: tuple[str, str] | None = None) -> None:
         """Values from ``low`` to ``high``, or ``words`` at the bottom and top (None: numbers)."""
@@ -196,8 +195,7 @@ class ColorBar(pg.GraphicsLayout):
         self.margins = (4.0, 4.0)
         self.layout.setContentsMargins(0, 4, 0, 4)
         self.layout.setSpacing(0)
-        self.strip = _GradientStrip(width)
-        self.axis = ValueAxis(axis_width)
+        self.strip, self.axis = _GradientStrip(width), ValueAxis(axis_width)
         self.addItem(self.strip, row=0, col=0)
         self.addItem(self.axis, row=0, col=1)
         self._levels = (0.0, 1.0)

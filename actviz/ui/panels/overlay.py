@@ -342,8 +342,7 @@ class OverlayPanel(PanelBase):
         if 0 <= token < len(self._token_describe):
             self.status_label.setText(self._token_describe[token])
         elif self.token_strip is not None and 0 <= token < len(self.token_strip.labels):
-            value = float(self.token_strip.values[token])
-            label = self.token_strip.labels[token]
+            label, value = self.token_strip.labels[token], self.token_strip.values[token]
             self.status_label.setText(f"token {token} {label!r}: {style.format_value(value)}")
         else:
             self.status_label.setText("")

@@ -99,8 +99,7 @@ class HistogramPanel(PlotPanel):
             pen=pg.mkPen(style.BAR_POSITIVE, width=1),
         )
         self.plot.addItem(self.curve)
-        self.counts = np.zeros(0, dtype=np.float64)
-        self.edges = np.zeros(0, dtype=np.float64)
+        self.counts, self.edges = np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.float64)
         self.setMinimumHeight(180)
         self.clear()
 
@@ -280,8 +279,7 @@ class GradFlowPanel(PlotPanel):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Gradient flow", AXIS_TITLE, "gradient L2 norm", parent)
-        self.axis = LayerAxis()
-        self.value_axis = LogValueAxis("left")
+        self.axis, self.value_axis = LayerAxis(), LogValueAxis("left")
         self.plot.setAxisItems({"bottom": self.axis, "left": self.value_axis})
         style.style_axis(self.axis, AXIS_TITLE)
         # Its width as drawn (the label's own font and size), for the fit on resize.
@@ -320,8 +318,7 @@ class GradFlowPanel(PlotPanel):
         self.names, self.norms = list(names), norms
         x = np.arange(norms.size, dtype=np.float64)
         good = np.isfinite(norms) & (norms > 0)
-        zero = norms == 0
-        bad = ~np.isfinite(norms)
+        zero, bad = norms == 0, ~np.isfinite(norms)
         logs = np.log10(norms[good]) if good.any() else np.zeros(0)
         if logs.size:
             floor = float(np.floor(logs.min() - 0.5))

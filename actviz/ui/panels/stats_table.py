@@ -157,11 +157,8 @@ class StatsTable(PanelBase):
             view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
             view.setHorizontalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
             view.setVerticalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
-            header = view.horizontalHeader()
-            header.setStretchLastSection(False)
-            header.setSortIndicatorShown(True)
             # Start unsorted (execution order) until the user clicks a header.
-            header.setSortIndicator(-1, _Qt.SortOrder.AscendingOrder)
+            view.horizontalHeader().setSortIndicator(-1, _Qt.SortOrder.AscendingOrder)
         header, frozen = self.view.horizontalHeader(), self.name_view
         header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Interactive)
         for column in range(1, len(COLUMNS)):

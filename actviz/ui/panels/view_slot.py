@@ -223,10 +223,8 @@ class ViewSlot(QtWidgets.QWidget):
         self.legend = style.caption_label(wrap=True)
         self.legend.setVisible(False)
         layout.addWidget(self.legend)
-        self._bar_color = bar_color
-        self._unit_label = "unit"
-        self._gradient = gradient
-        self._choice = AUTO
+        self._bar_color, self._unit_label = bar_color, "unit"  # the bars'
+        self._gradient, self._choice = gradient, AUTO  # the colour map's
         self.image_canvas: ImageCanvas | None = None
         self.bar_canvas: BarCanvas | None = None
         self.scalar_label: QtWidgets.QLabel | None = None
