@@ -286,7 +286,7 @@ class LiveControls(QtWidgets.QDockWidget):
         self.occlusion_check.setToolTip("Grey out a square; drag it over the picture above")
         self.occlusion_check.toggled.connect(self._on_occlusion_toggled)
         self.size_slider = slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
-        self.size_slider.valueChanged.connect(self._on_size_changed)
+        self.size_slider.valueChanged.connect(lambda v: self._set_patch(occlusion_size=v / 100.0))
         self.size_value = QtWidgets.QLabel()
         form.addRow(self.occlusion_check, with_value(self.size_slider, self.size_value, "{}%", box))
         #: ``(slider, value label, format, unperturbed value)`` of the noise, brightness, contrast.
@@ -342,7 +342,7 @@ class LiveControls(QtWidgets.QDockWidget):
         with QSignalBlocker(self.occlusion_check):
             self.occlusion_check.setChecked(False)
         self.controller.reset_perturbation()
-        self._sync_patch()
+        self._set_patch()
         self._show_still_input()
 
     def _on_source_activated(self, index: int) -> None:
@@ -370,21 +370,18 @@ class LiveControls(QtWidgets.QDockWidget):
 
     def _on_occlusion_toggled(self, on: bool) -> None:
         centre = (self.controller.perturbation.occlusion or (0.5, 0.5)) if on else None
-        self.controller.update_perturbation(occlusion=centre)
-        self._sync_patch()
-
-    def _on_size_changed(self, value: int) -> None:
-        self.controller.update_perturbation(occlusion_size=value / 100.0)
-        self._sync_patch()
+        self._set_patch(occlusion=centre)
 
     def _on_pad_moved(self, fx: float, fy: float) -> None:
         if not self.occlusion_check.isChecked():
             with QSignalBlocker(self.occlusion_check):
                 self.occlusion_check.setChecked(True)
-        self.controller.update_perturbation(occlusion=(fx, fy))
-        self._sync_patch()
+        self._set_patch(occlusion=(fx, fy))
 
-    def _sync_patch(self) -> None:
+    def _set_patch(self, **changes: Any) -> None:
+        """Change the patch (``occlusion``, ``occlusion_size``; none: no change) and draw it."""
+        if changes:
+            self.controller.update_perturbation(**changes)
         p: Perturbation = self.controller.perturbation
         self.pad.set_patch(p.occlusion, p.occlusion_size)
 

@@ -281,8 +281,7 @@ class FrameRunner:
                 if made is None
                 else {n: m for n, m in reusable_mosaics(result).items() if n not in made},
                 "visible": made,
-                # A hidden Overview waits for its tab: so do the frame's histogram, Grad-CAM
-                # map and statistics table.
+                # With the Overview hidden, its histogram, Grad-CAM and statistics wait for its tab.
                 "eager": [selected] if (selected := self.host.selected_layer) and overview else [],
                 "cams": None if overview else [],
                 "stats": None if overview else [],

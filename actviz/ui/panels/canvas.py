@@ -317,14 +317,12 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         super().__init__(parent)
         # Before _fit_width (resizeEvent asks for it once that is set).
         self._sync_scene_soon = DeferredCall(self, self._sync_scene)
-        self._fit_width = fit_width
-        self._lock_aspect = True
+        self._fit_width, self._lock_aspect = fit_width, True
         self._shape: tuple[int, ...] | None = None
         #: The shape of an image still to come that the layout already makes room for.
         self._expected_shape: tuple[int, ...] | None = None
         margins = (_CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V)
         self._init_cell(passive, margins, _CANVAS_SPACING)
-
         # No context menu: it is costly to build per canvas.
         self.view = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
         self.addItem(self.view, row=0, col=0)
@@ -351,9 +349,8 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self._marked: list[QtCore.QRectF] = []
         self._light = LightPaint(self)
 
-        self.colorbar: ColorBar | None = None
-        if colorbar:
-            self.colorbar = ColorBar()
+        self.colorbar: ColorBar | None = ColorBar() if colorbar else None
+        if self.colorbar is not None:
             self.addItem(self.colorbar, row=0, col=1)
             # The bar spans the image, not the whole canvas (the image is letterboxed).
             self.view.sigResized.connect(self._fit_colorbar)

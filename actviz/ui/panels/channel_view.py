@@ -179,7 +179,6 @@ class ChannelView(PanelBase):
         self.backdrop.setZValue(-1)
         self.backdrop.setVisible(False)
         self.activation_canvas.view.addItem(self.backdrop)
-
         # The layer's what-if edits (the layer panel's badge is out of sight here).
         self.edit_label = style.ElidedLabel()
         self.edit_label.setStyleSheet(style.EDITED_BADGE)

@@ -137,8 +137,7 @@ class ValueAxis(pg.GraphicsWidget):
         low, high = self._range
         if self._words is not None:
             return [(low, self._words[0]), (high, self._words[1])]
-        most = int(self.boundingRect().height() // TICK_SPACING_PX) + 1
-        values = nice_ticks(low, high, most)
+        values = nice_ticks(low, high, int(self.boundingRect().height() // TICK_SPACING_PX) + 1)
         step = values[1] - values[0] if len(values) > 1 else abs(high - low) or 1.0
         return list(zip(values, tick_texts(values, step), strict=True))
 

@@ -133,16 +133,14 @@ class LayerPanel(PanelBase):
     ) -> None:
         super().__init__(name, parent)
         self.name = name
-        self._module_type = module_type
-        self._shape_text = ""
+        self._module_type, self._shape_text = module_type, ""  # the title's
         self._gradients_visible = True
         self._min_height = MIN_PANEL_HEIGHT
         self.title_label.setToolTip(name)
         #: Channels picked with Ctrl/Shift+click (the tile menu's edits apply to them).
         self._selection = TileSelection()
         self._unit_names: tuple[str, ...] = ()
-        self._edited = ""
-        self._difference_shown = False
+        self._edited, self._difference_shown = "", False
         #: What the tiles are when they are not channels ("concept"), else "".
         self._tile_unit = ""
         self.difference_button = QtWidgets.QToolButton(

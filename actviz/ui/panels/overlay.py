@@ -193,7 +193,6 @@ class OverlayPanel(PanelBase):
             row, self.layer_combo = layer_row(12)
             self.layer_combo.currentTextChanged.connect(self.layer_changed)
             self.content.addLayout(row)
-
         # The heat map is the canvas's own item (with the colour bar), the picture one below.
         self.canvas = ImageCanvas(passive=False, colorbar=True, cmap=OVERLAY_CMAP)
         self.heat_item = self.canvas.image
@@ -208,7 +207,6 @@ class OverlayPanel(PanelBase):
         self.message_label = style.caption_label(wrap=True)
         self.message_label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.content.addWidget(self.message_label)
-
         #: The per-token strip of a text input, made on first use (image inputs never need it).
         self.token_strip: TokenStrip | None = None
         self._token_describe: list[str] = []

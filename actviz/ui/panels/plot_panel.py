@@ -215,8 +215,7 @@ class LayerAxis(pg.AxisItem):
         half = min(self.slot_px, MAX_LABEL_PX) / 2 / per_bar
         first = max(0, math.ceil(minVal + half))
         last = min(n - 1, math.floor(maxVal - half))
-        values = [float(i) for i in range(first, last + 1, self.step)]
-        return [(float(self.step), values)]
+        return [(float(self.step), [float(i) for i in range(first, last + 1, self.step)])]
 
     def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
         metrics = self._metrics()
@@ -246,8 +245,7 @@ class LogValueAxis(pg.AxisItem):
         # A label centred on the top edge would be cut by what is above the plot.
         top = maxVal - (label_px - VALUE_LABEL_GAP_PX) / 2 / per_decade
         major = [float(v) for v in range(lo, hi + 1) if v % step == 0 and v <= top + 1e-9]
-        major = major or [float(lo)]
-        levels = [(float(step), major)]
+        levels = [(float(step), major or [float(lo)])]
         if step == 1 and per_decade >= 40:
             minor = [
                 d + math.log10(k)

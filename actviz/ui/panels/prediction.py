@@ -68,19 +68,16 @@ class _Row:
 
     def __init__(self, grid: QtWidgets.QGridLayout, row: int) -> None:
         right = QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
-        self.index = style.caption_label()
-        self.index.setAlignment(right)
+        self.index = style.caption_label(alignment=right)
         self.label = style.ElidedLabel()
         self.bar = ProbabilityBar()
         font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
         self.percent = QtWidgets.QLabel(alignment=right, font=font)
         self.percent.setMinimumWidth(self.percent.fontMetrics().horizontalAdvance("100.0 %") + 4)
         self.bar.setFixedHeight(BAR_HEIGHT)
-        line = 2 * row
-        grid.addWidget(self.index, line, 0)
-        grid.addWidget(self.label, line, 1)
-        grid.addWidget(self.percent, line, 2)
-        grid.addWidget(self.bar, line + 1, 1, 1, 2)
+        for column, widget in enumerate((self.index, self.label, self.percent)):
+            grid.addWidget(widget, 2 * row, column)
+        grid.addWidget(self.bar, 2 * row + 1, 1, 1, 2)
 
     def set_visible(self, visible: bool) -> None:
         for widget in (self.index, self.label, self.bar, self.percent):
@@ -220,8 +217,7 @@ class PredictionChangeView(PanelBase):
             self.setSizePolicy(policy.Preferred, policy.Maximum)
         self._reference_first = bool(reference_first)
         self._empty_text = empty_text
-        self.caption = style.caption_label(caption, wrap=True)
-        self.caption.setVisible(False)  # it reads the table: shown with it
+        self.caption = style.caption_label(caption, wrap=True, visible=False)  # with the table
         self.content.addWidget(self.caption)
 
         (a, b), (a_tip, b_tip) = names, tips
@@ -244,8 +240,7 @@ class PredictionChangeView(PanelBase):
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 4)
         table.setVisible(False)
         self.content.addWidget(table)
-        self.message_label = style.caption_label(empty_text, wrap=True)
-        self.message_label.setVisible(bool(empty_text))
+        self.message_label = style.caption_label(empty_text, wrap=True, visible=bool(empty_text))
         self.content.addWidget(self.message_label)
         # A panel taller than its table keeps the table at the top, the space below it.
         self.content.addStretch(1)

@@ -156,8 +156,7 @@ class ElidedLabel(QtWidgets.QLabel):
             head, tail = text[:cut], text[cut:]
             room = width - metrics.horizontalAdvance(tail)
             if room > metrics.horizontalAdvance("M…M"):
-                mode = QtCore.Qt.TextElideMode.ElideMiddle
-                return metrics.elidedText(head, mode, room) + tail
+                return metrics.elidedText(head, QtCore.Qt.TextElideMode.ElideMiddle, room) + tail
         return metrics.elidedText(text, self._mode, width)
 
     def shown_lines(self) -> list[str]:
@@ -274,9 +273,10 @@ def title_label(text: str = "", *, point_size: int = 10) -> ElidedLabel:
     return _dress(label, TEXT, point_size, font)
 
 
-def caption_label(text: str = "", *, wrap: bool = False) -> QtWidgets.QLabel:
-    """A small muted label for captions and notes (``wrap``: over as many lines as it needs)."""
-    return _dress(QtWidgets.QLabel(text, wordWrap=wrap))
+def caption_label(text: str = "", *, wrap: bool = False, **props: Any) -> QtWidgets.QLabel:
+    """A small muted label for captions and notes (``wrap``: over as many lines as it needs;
+    ``props``: more of the label's Qt properties, e.g. ``visible=False``)."""
+    return _dress(QtWidgets.QLabel(text, wordWrap=wrap, **props))
 
 
 def readout_label() -> ElidedLabel:

@@ -117,8 +117,7 @@ class TileGrid:
         rows, cols, tile_h, tile_w, pad, channels, first = self._tiles
         visible = self._view.viewRect()
         step_x, step_y = tile_w + pad, tile_h + pad
-        # Only the rows and columns the view can show are tried (a zoomed-in view of a page of
-        # 512 tiles shows a few): one more each side, the intersection decides.
+        # Only rows and columns in view (one more each side): a zoomed-in page shows a few tiles.
         col_range = _span(visible.left(), visible.right(), tile_w, step_x, cols)
         out: list[tuple[int, QtCore.QPointF]] = []
         for row in _span(visible.top(), visible.bottom(), tile_h, step_y, rows):
@@ -149,11 +148,8 @@ class TileGrid:
             self._set_pixmap(QtGui.QPixmap())
             return
         ratio = views[0].devicePixelRatioF() if views else 1.0
-        # Drawn about the image's origin: a view moved without scaling (a canvas's height
-        # settling around its image) moves the pixmap, not its pixels.
-        linear = QtGui.QTransform(
-            transform.m11(), transform.m12(), transform.m21(), transform.m22(), 0.0, 0.0
-        )
+        # Drawn about the image's origin: a view moved but not scaled moves the pixmap only.
+        linear = (transform.m11(), transform.m12(), transform.m21(), transform.m22())
         labels = self.labels(transform)
         origin = transform.map(QtCore.QPointF(0.0, 0.0))
         # The whole pixels of the origin move the pixmap; its fraction is drawn in (crisp text).
@@ -161,7 +157,7 @@ class TileGrid:
         key = (
             self._tiles,
             self._channel_ids,
-            tuple(round(v, 4) for v in (linear.m11(), linear.m12(), linear.m21(), linear.m22())),
+            tuple(round(v, 4) for v in linear),
             (round(origin.x() - base.x(), 4), round(origin.y() - base.y(), 4)),
             tuple(channel for channel, _ in labels),
             ratio,

@@ -220,8 +220,7 @@ class ViewSlot(QtWidgets.QWidget):
         self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.placeholder)
         #: What the colour bar means (mosaics only).
-        self.legend = style.caption_label(wrap=True)
-        self.legend.setVisible(False)
+        self.legend = style.caption_label(wrap=True, visible=False)
         layout.addWidget(self.legend)
         self._bar_color, self._unit_label = bar_color, "unit"  # the bars'
         self._gradient, self._choice = gradient, AUTO  # the colour map's
