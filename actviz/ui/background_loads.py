@@ -12,6 +12,8 @@ MODEL_SUFFIXES = {".pt2", ".safetensors", ".pth", ".ckpt", ".ts", ".torchscript"
 #: File-dialog filters of the inputs the window opens.
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
 TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
+#: Longest error text the banner shows (the first line of the message, cut).
+MAX_ERROR_CHARS = 240
 
 #: ``model_loader(source, *, arch, weights, trust) -> LoadedModel``; raises on failure
 #: (``UntrustedFileError`` when a full pickle needs ``trust=True``).
@@ -70,10 +72,6 @@ def short_source(source: str) -> str:
     """What the status bar calls a source: a file's name, or the source as given."""
     text = str(source)
     return (Path(text).name or text) if "/" in text or "\\" in text else text
-
-
-#: Longest error text the banner shows (the first line of the message, cut).
-MAX_ERROR_CHARS = 240
 
 
 def format_eta(seconds: float) -> str:

@@ -21,6 +21,9 @@ from actviz.ui.worker import keep_collector_off_clicks
 
 # block=False windows stay referenced until closed, or a dropped return value collects them.
 _OPEN_WINDOWS: list[MainWindow] = []
+#: Set to 1, the window exits on its own once its first result is painted (CI, smoke tests).
+EXIT_AFTER_SHOW_ENV = "ACTVIZ_EXIT_AFTER_SHOW"
+EXIT_AFTER_SHOW_TIMEOUT_MS = 300_000
 
 
 def ensure_app() -> QApplication:
@@ -129,11 +132,6 @@ def explore(
     loop.exec()
     window.deleteLater()  # closed and not returned: nothing can use it any more
     return None
-
-
-#: Set to 1, the window exits on its own once its first result is painted (CI, smoke tests).
-EXIT_AFTER_SHOW_ENV = "ACTVIZ_EXIT_AFTER_SHOW"
-EXIT_AFTER_SHOW_TIMEOUT_MS = 300_000
 
 
 def run_app(

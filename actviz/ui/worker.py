@@ -40,6 +40,15 @@ CAPTURE_NICE = 5
 # Windows (GUI thread only) holding the short interval, and the interval before the first.
 _favour_count = 0
 _interval_before: float | None = None
+#: How long the window must stay idle (no job, no display step) before memory is handed back.
+IDLE_MS = 2000
+#: Freed memory kept beyond the heap in use before a trim is worth its few milliseconds.
+SLACK_MIB = 64.0
+#: How long the window must stay idle before a due full collection (~0.2 s) runs.
+FULL_IDLE_MS = 20_000
+#: Idle moments between two full collections.
+FULL_EVERY = 50
+_FREEZE = [False]
 
 
 def favour_gui_thread() -> None:
@@ -414,17 +423,6 @@ class Worker(QObject):
         else:
             job._end("finished", result)  # noqa: SLF001
         return True
-
-
-#: How long the window must stay idle (no job, no display step) before memory is handed back.
-IDLE_MS = 2000
-#: Freed memory kept beyond the heap in use before a trim is worth its few milliseconds.
-SLACK_MIB = 64.0
-#: How long the window must stay idle before a due full collection (~0.2 s) runs.
-FULL_IDLE_MS = 20_000
-#: Idle moments between two full collections.
-FULL_EVERY = 50
-_FREEZE = [False]
 
 
 def keep_collector_off_clicks(on: bool = True) -> None:

@@ -12,6 +12,10 @@ log = logging.getLogger(__name__)
 
 #: Default memory budget of one capture; ``ACTVIZ_MEMORY_BUDGET`` (bytes, or e.g. "2GiB") overrides.
 DEFAULT_MEMORY_BUDGET = 1 << 30
+#: How long a resident size read is reused (s): the live dock asks on the GUI thread often.
+RSS_MAX_AGE_S = 1.0
+#: ``(time.monotonic(), bytes)`` of the last read (a tuple: replaced whole, thread-safe).
+_rss_read: tuple[float, int | None] | None = None
 
 
 def parse_bytes(text: str) -> int:
@@ -40,12 +44,6 @@ def default_budget() -> int:
         except ValueError as exc:
             log.warning("ignoring ACTVIZ_MEMORY_BUDGET: %s", exc)
     return DEFAULT_MEMORY_BUDGET
-
-
-#: How long a resident size read is reused (s): the live dock asks on the GUI thread often.
-RSS_MAX_AGE_S = 1.0
-#: ``(time.monotonic(), bytes)`` of the last read (a tuple: replaced whole, thread-safe).
-_rss_read: tuple[float, int | None] | None = None
 
 
 def rss_bytes(max_age_s: float = RSS_MAX_AGE_S) -> int | None:

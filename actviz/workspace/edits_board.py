@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 T = TypeVar("T")
 #: ``EditBoard.add``'s ``model`` when the caller names none: the edit is of the model shown.
 _SHOWN: Any = object()
+#: Edits that change nothing when made twice in a row on one layer.
+IDEMPOTENT_KINDS = ("ablate", "keep", "clamp")
 
 
 class StaleEditError(ValueError):
@@ -51,10 +53,6 @@ def with_value(edit: Edit, value: float) -> Edit:
     if edit.kind == "scale":
         return dataclasses.replace(edit, factor=float(value))
     raise ValueError(f"a {edit.kind} edit has no value to change")
-
-
-#: Edits that change nothing when made twice in a row on one layer.
-IDEMPOTENT_KINDS = ("ablate", "keep", "clamp")
 
 
 class Board(Generic[T]):

@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The share of the memory budget pinned captures may hold (the rest is the shown run's).
 PINS_SHARE = 0.25
+#: Never hold arrays (a lazy value's lock included): not walked into.
+_LOCK = type(threading.Lock())
+_ATOMS = (int, float, str, bytes, bool, type(None), np.generic, torch.Tensor, _LOCK)
+#: ``id(result) -> bytes`` of the results counted (a result is immutable; dropped with it).
+_counted: dict[int, int] = {}
 
 
 class PinRefused(ValueError):
@@ -38,13 +43,6 @@ class Pin:
     @property
     def nbytes(self) -> int:
         return result_bytes(self.result)
-
-
-#: Never hold arrays (a lazy value's lock included): not walked into.
-_LOCK = type(threading.Lock())
-_ATOMS = (int, float, str, bytes, bool, type(None), np.generic, torch.Tensor, _LOCK)
-#: ``id(result) -> bytes`` of the results counted (a result is immutable; dropped with it).
-_counted: dict[int, int] = {}
 
 
 def result_bytes(result: RunResult) -> int:

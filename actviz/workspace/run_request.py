@@ -26,6 +26,10 @@ from actviz.workspace.edits_board import BaselineCache, BaselineKey
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
 
+_SEQUENCES: weakref.WeakKeyDictionary[nn.Module, tuple] = weakref.WeakKeyDictionary()
+#: Where run B comes from.
+PIN, INPUT, MODEL = "pin", "input", "model"
+
 
 @dataclass
 class RunRequest:
@@ -207,11 +211,6 @@ def capture_pair(
         return run(edits, fixed_default(baseline.output)), baseline
     # The edited capture first: a bad edit fails before the unedited forward is spent.
     return run(edits), unedited() if baseline is None else baseline
-
-
-_SEQUENCES: weakref.WeakKeyDictionary[nn.Module, tuple] = weakref.WeakKeyDictionary()
-#: Where run B comes from.
-PIN, INPUT, MODEL = "pin", "input", "model"
 
 
 class LayersMismatch(ValueError):

@@ -26,14 +26,22 @@ from actviz.io.input_tensors import LoadedInput
 
 #: An input as a session keeps it: a :class:`~actviz.io.input_tensors.LoadedInput`.
 InputSource = LoadedInput
+#: Edit kinds that a session file can hold (custom edits are Python callables).
+_SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch", "concept")
+#: Bytes an array adds to an ``.npz`` besides its data (its .npy header and zip entry).
+_NPZ_OVERHEAD = 250
+#: The nested tensor structures of a record and of a capture, as saved.
+_RECORD_TENSORS = ("inputs", "output", "grad_output", "grad_inputs")
+_CAPTURE_TENSORS = ("output", "input_grads", "inputs")
+#: A capture's plain values, saved as they are, and with the type each is saved and read as.
+_CAPTURE_AS_IS = ("target_index", "target_description", "mode")
+_CAPTURE_TYPED = (("warnings", list), ("nbytes", int), ("elapsed_s", float), ("gradients", bool))
+#: Model kinds that come from one file whose bytes can be hashed.
+_FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
 
 
 class SessionFileError(ActvizError):
     """A session file that cannot be opened or written (one line: the file and the cause)."""
-
-
-#: Edit kinds that a session file can hold (custom edits are Python callables).
-_SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch", "concept")
 
 
 @dataclass(frozen=True)
@@ -131,10 +139,6 @@ def edits_from_json(
     return {k: tuple(v) for k, v in out.items()}, warnings
 
 
-#: Bytes an array adds to an ``.npz`` besides its data (its .npy header and zip entry).
-_NPZ_OVERHEAD = 250
-
-
 class _Arrays:
     """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ... (``measure``: only sized)."""
 
@@ -192,14 +196,6 @@ _DECODERS: dict[str, Any] = {
     "float": lambda n, a: float(n["v"]),
     "none": lambda n, a: None,
 }
-
-
-#: The nested tensor structures of a record and of a capture, as saved.
-_RECORD_TENSORS = ("inputs", "output", "grad_output", "grad_inputs")
-_CAPTURE_TENSORS = ("output", "input_grads", "inputs")
-#: A capture's plain values, saved as they are, and with the type each is saved and read as.
-_CAPTURE_AS_IS = ("target_index", "target_description", "mode")
-_CAPTURE_TYPED = (("warnings", list), ("nbytes", int), ("elapsed_s", float), ("gradients", bool))
 
 
 def _capture_to_json(
@@ -341,10 +337,6 @@ def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
 def input_source_of(loaded: LoadedInput) -> InputSource:
     """An opened input as a session keeps it (its tokens a tuple)."""
     return replace(loaded, tokens=tuple(loaded.tokens) if loaded.tokens else None)
-
-
-#: Model kinds that come from one file whose bytes can be hashed.
-_FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
 
 
 def _when(stamp: float) -> str:

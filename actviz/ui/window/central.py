@@ -31,6 +31,16 @@ LAYERS_MIN_WIDTH = 180
 SCREEN_FRACTION = 0.9
 #: The smallest size the window is laid out for (a first start never opens it smaller).
 MINIMUM_SIZE = QSize(1024, 640)
+#: Message sources in the banner, shown in this order.
+SOURCES = ("action", "model", "run")
+#: Side of the level icon, in pixels.
+ICON_PX = 16
+#: Runs of 24 characters or more without a space (paths, URLs) get break opportunities.
+_LONG_RUN = re.compile(r"[^ \n]{24,}")
+# After a path separator, a dot, a comma or an underscore inside such a run.
+_BREAK_AFTER = re.compile(r"([/\\._,:=&?-])")
+_ZERO_WIDTH_SPACE = "\u200b"
+_SP = QtWidgets.QStyle.StandardPixmap
 
 
 def default_window_size(available: QSize | None) -> QSize:
@@ -71,9 +81,8 @@ class Centre:
         container = QWidget()
         # Grown by each new row: only the new part paints, not every panel on screen again.
         container.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
-        self.layers_grid = scroll.grid = LayersGrid(container)
+        self.layers_grid = scroll.grid = LayersGrid(container, spacing=PANEL_SPACING)
         self.layers_grid.setContentsMargins(*[PAGE_MARGIN] * 4)
-        self.layers_grid.setSpacing(PANEL_SPACING)
         # Its text says what it waits for (PanelGrid).
         self.layers_placeholder = QLabel(alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
         self.layers_grid.addWidget(self.layers_placeholder, 0, 0)
@@ -210,18 +219,6 @@ class StatusWidgets:
         #: The last run's timing and the memory held.
         self.timing_label = ElidedLabel(grow=True)
         status.addPermanentWidget(self.timing_label)
-
-
-#: Message sources in the banner, shown in this order.
-SOURCES = ("action", "model", "run")
-#: Side of the level icon, in pixels.
-ICON_PX = 16
-#: Runs of 24 characters or more without a space (paths, URLs) get break opportunities.
-_LONG_RUN = re.compile(r"[^ \n]{24,}")
-# After a path separator, a dot, a comma or an underscore inside such a run.
-_BREAK_AFTER = re.compile(r"([/\\._,:=&?-])")
-_ZERO_WIDTH_SPACE = "\u200b"
-_SP = QtWidgets.QStyle.StandardPixmap
 
 
 def breakable(text: str) -> str:

@@ -29,6 +29,8 @@ MODEL_FILE_FILTER = (
     "Model files (*.pt *.pth *.ckpt *.pt2 *.safetensors *.bin *.pkl *.ts *.torchscript);;"
     "All files (*)"
 )
+# Built on first use, on the GUI thread (its signal's receivers live there).
+_MODEL_NAMES: _ModelNames | None = None
 
 
 @dataclass
@@ -92,10 +94,6 @@ class _ModelNames(QObject):
             log.exception("could not list the model names")
         self._done.set()
         self.loaded.emit()
-
-
-# Built on first use, on the GUI thread (its signal's receivers live there).
-_MODEL_NAMES: _ModelNames | None = None
 
 
 def prefetch_model_names() -> None:
