@@ -408,11 +408,10 @@ class ChannelView(PanelBase):
         return "  ".join(parts)
 
     def _show_summary(self) -> None:
-        if self.activation is None:
-            return
-        self.status_label.setText(
-            "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
-        )
+        if self.activation is not None:
+            self.status_label.setText(
+                "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
+            )
 
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
         # A step key asks for the next or previous channel while one is shown (filtered on the

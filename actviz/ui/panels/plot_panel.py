@@ -189,8 +189,7 @@ class LayerAxis(pg.AxisItem):
         """Name bar ``i`` after ``names[i]`` (its last dotted component)."""
         self.names = list(names)
         # Room for the names from the start, so the plot does not move on the first paint.
-        height = math.ceil(self._metrics().height())
-        if height > self.textHeight:
+        if (height := math.ceil(self._metrics().height())) > self.textHeight:
             self.textHeight = height
             self._updateHeight()
         self.picture = None

@@ -361,8 +361,7 @@ class ViewSlot(QtWidgets.QWidget):
 
     def locate(self, x: float, y: float) -> Location | None:
         """Map a pixel of the image canvas to a location in the view's data."""
-        view = self.view
-        if view is None:
+        if (view := self.view) is None:
             return None
         if view.kind == "maps" and self.mosaic is not None:
             return locate_in_mosaic(view, self.mosaic, x, y)
