@@ -23,6 +23,21 @@ from actviz.ui.panels.overlay import MiddleElidedComboBox
 PREFERRED_WIDTH = 330
 #: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
 SKIPPED_NAMED = 3
+#: The channel table's columns: (figure, header, header tooltip).
+COLUMNS = (
+    ("channel", "ch", "channel index"),
+    ("mean", "mean", "mean activation over the scanned images"),
+    ("std", "std", "standard deviation over the scanned images"),
+    ("frac_positive", "> 0", "fraction of images where the channel is above zero"),
+    ("best", "best", "largest per-image maximum (the top image's value)"),
+    ("dead", "dead", "never above zero on the scanned data"),
+)
+#: Side of a tile on screen (pixels) in a tall window, and in a small one.
+TILE_PX, SMALL_TILE_PX = 88, 72
+#: Opacity of the heat where strongest (fading with the value, the picture shows elsewhere).
+HEAT_ALPHA = 0.6
+#: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
+TWO_ROWS_MIN_WINDOW_HEIGHT = 900
 
 
 def progress_text(done: int, total: int, images_per_s: float, eta: float) -> str:
@@ -218,16 +233,6 @@ def layer_figures(scan: Any, layer: str) -> LayerFigures:
     return LayerFigures(layer, mean, std, frac, best, dead)
 
 
-COLUMNS = (
-    ("channel", "ch", "channel index"),
-    ("mean", "mean", "mean activation over the scanned images"),
-    ("std", "std", "standard deviation over the scanned images"),
-    ("frac_positive", "> 0", "fraction of images where the channel is above zero"),
-    ("best", "best", "largest per-image maximum (the top image's value)"),
-    ("dead", "dead", "never above zero on the scanned data"),
-)
-
-
 class ChannelTableModel(QtCore.QAbstractTableModel):
     """Rows: one layer's channels (row ``r``: ``order[r]``); columns: :data:`COLUMNS`. Sorted by
     one ``argsort`` (a ``QSortFilterProxyModel`` calls :meth:`data` per comparison)."""
@@ -338,14 +343,6 @@ class ChannelTable(QtWidgets.QTableView):
     def _on_clicked(self, index: QtCore.QModelIndex) -> None:
         if (f := self.table_model.figures) is not None and index.isValid():
             self.channel_clicked.emit(f.layer, self.channel_at(index.row()))
-
-
-#: Side of a tile on screen (pixels) in a tall window, and in a small one.
-TILE_PX, SMALL_TILE_PX = 88, 72
-#: Opacity of the heat where strongest (fading with the value, the picture shows elsewhere).
-HEAT_ALPHA = 0.6
-#: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
-TWO_ROWS_MIN_WINDOW_HEIGHT = 900
 
 
 def source_name(source: str | int) -> str:

@@ -21,6 +21,9 @@ from actviz.ui.panels.colorbar import ColorBar, lut
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.overlay import LightPlot
 
+#: Least height of a panel showing tokens (room for a dozen readable token labels).
+MIN_TOKEN_PANEL_HEIGHT = 300
+
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:
     """A bar axis's ticks: 0 unlabelled (labels collide in a narrow strip) and one round value
@@ -200,10 +203,6 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
         self.hovered.emit(-1, -1)
         super().leaveEvent(event)
-
-
-#: Least height of a panel showing tokens (room for a dozen readable token labels).
-MIN_TOKEN_PANEL_HEIGHT = 300
 
 
 class TokenLayerPanel(LayerPanel):

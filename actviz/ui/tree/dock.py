@@ -24,6 +24,20 @@ COLUMNS = ("Name", "Type", "Output shape", "Params")
 NAME, TYPE, SHAPE, PARAMS = range(4)
 #: Role returning a row's qualified module name ("" for the model itself).
 NameRole = Qt.ItemDataRole.UserRole + 1
+#: The Name column may take at most this share of the tree's width after fitting its contents.
+NAME_COLUMN_MAX_FRACTION = 0.6
+#: ... and at least this many pixels.
+NAME_COLUMN_MIN_PX = 140
+#: Type is shortened first, down to this many pixels, when Name and Type do not both fit.
+TYPE_COLUMN_MIN_PX = 100
+#: Width the dock asks for on first start (a torchvision model's Name and Type columns).
+PREFERRED_WIDTH = 300
+#: The dock never forces the window wider than this (a laptop screen must fit).
+MIN_WIDTH = 200
+#: Trees up to this many modules open two levels deep; bigger ones show only the top level.
+EXPAND_LIMIT = 400
+#: A column of the details table is never shortened below this width.
+MIN_COLUMN_PX = 36
 
 _Index = QModelIndex | QtCore.QPersistentModelIndex
 
@@ -238,22 +252,6 @@ class ModuleFilterProxy(QtCore.QSortFilterProxyModel):
         return self._text in name or self._text in type_name
 
 
-#: The Name column may take at most this share of the tree's width after fitting its contents.
-NAME_COLUMN_MAX_FRACTION = 0.6
-#: ... and at least this many pixels.
-NAME_COLUMN_MIN_PX = 140
-#: Type is shortened first, down to this many pixels, when Name and Type do not both fit.
-TYPE_COLUMN_MIN_PX = 100
-#: Width the dock asks for on first start (a torchvision model's Name and Type columns).
-PREFERRED_WIDTH = 300
-#: The dock never forces the window wider than this (a laptop screen must fit).
-MIN_WIDTH = 200
-#: Trees up to this many modules open two levels deep; bigger ones show only the top level.
-EXPAND_LIMIT = 400
-#: A column of the details table is never shortened below this width.
-MIN_COLUMN_PX = 36
-
-
 def _shrink_to(wanted: list[int], room: int, floor: int) -> list[int]:
     """Widths of columns wanting ``wanted`` pixels in ``room``, the widest shortened first."""
     widths = list(wanted)
@@ -369,7 +367,7 @@ class ModelDock(QtWidgets.QDockWidget):
     module_selected = QtCore.Signal(str)
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
-        super().__init__("Model", parent, objectName="modelDock")
+        super().__init__("Model", parent, objectName="modelDock", minimumWidth=MIN_WIDTH)
         self.session = session
         panel = _WidePanel()
         layout = QtWidgets.QVBoxLayout(panel, contentsMargins=QtCore.QMargins(4, 4, 4, 4))
@@ -398,7 +396,6 @@ class ModelDock(QtWidgets.QDockWidget):
             splitter.setStretchFactor(splitter.indexOf(widget), stretch)
         layout.addWidget(splitter, 1)
         self.setWidget(panel)
-        self.setMinimumWidth(MIN_WIDTH)
         # A model set before the window is shown is fitted once the tree has its real width.
         self._fit_pending = False
         # Measured once per change of the rows shown, not per resize (it asks every cell).

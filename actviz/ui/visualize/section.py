@@ -21,6 +21,13 @@ OBJECTIVES = ("channel", "neuron")
 MIN_SHOWN = 96
 #: Largest side it is drawn at, so the maps above keep their room (the export writes it whole).
 MAX_SHOWN = 192
+#: Tiles are drawn at least this many pixels across (a narrow dock scrolls instead).
+MIN_TILE = 48
+#: ... and at most this many (a wide dock leaves room to the right).
+MAX_TILE = 128
+_GAP = 4
+_PENDING = QtGui.QColor(220, 220, 220)
+_POLICY = QtWidgets.QSizePolicy.Policy
 
 
 def read_saved_settings(saved: Any) -> VisualizeSettings | None:
@@ -159,15 +166,6 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         drawn = f"{w}x{h} px, drawn at {pixmap.width()}x{pixmap.height()} (Export writes it whole)"
         self.picture.setToolTip(drawn if big else "")
         self.picture.setVisible(True)
-
-
-#: Tiles are drawn at least this many pixels across (a narrow dock scrolls instead).
-MIN_TILE = 48
-#: ... and at most this many (a wide dock leaves room to the right).
-MAX_TILE = 128
-_GAP = 4
-_PENDING = QtGui.QColor(220, 220, 220)
-_POLICY = QtWidgets.QSizePolicy.Policy
 
 
 class WantsMosaic(QtWidgets.QWidget):
