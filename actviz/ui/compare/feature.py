@@ -19,15 +19,8 @@ from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import CAPTURE_NICE, Worker
-from actviz.workspace.run_request import (
-    INPUT,
-    MODEL,
-    PIN,
-    CompareOutcome,
-    CompareRequest,
-    compare_job,
-    layer_mismatch,
-)
+from actviz.workspace import run_request
+from actviz.workspace.run_request import INPUT, MODEL, PIN, CompareOutcome, CompareRequest
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +266,7 @@ class CompareController(FeatureBase, QObject):
             return
         self._label_b, self._compared_a = label, weakref.ref(self.session.result)
         self.job.start(
-            lambda stop, progress: compare_job(request, stop, progress),
+            lambda stop, progress: run_request.compare_job(request, stop, progress),
             message=f"Comparing the latest run (A) with {label} (B)…",
             status=f"Comparing with {label}…",
             done=f"Compared with {label}",
@@ -406,7 +399,7 @@ class CompareController(FeatureBase, QObject):
         # Run A's layers, else (no run yet) the ticked ones, must be in model B.
         cap = None if session.result is None else session.result.capture
         names = list(session.ticked) if cap is None else list(cap.names)
-        if text := layer_mismatch({} if cap is None else cap, loaded.model, names):
+        if text := run_request.layer_mismatch({} if cap is None else cap, loaded.model, names):
             self._b_failed(request, text)
             return
         self.b_request, self.model_b = None, loaded

@@ -109,8 +109,7 @@ class PanelMarks:
             order = ChannelOrder(tuple(int(c) for c in eff[layer].order()), ORDER_LABEL)
             if not order.fits(shown.mosaic.total_channels):
                 continue
-            old = s.channel_orders.get(layer)
-            if order == old:
+            if (old := s.channel_orders.get(layer)) == order:
                 continue
             if layer in self.sorted and old is not None:
                 size = max(1, self.host.page_channels(layer))
@@ -416,8 +415,7 @@ class EffectsFeature(FeatureBase, QObject):
             return
         v = self.view
         v.set_sections(list(eff.layers))
-        k = v.top
-        verified_any = False
+        k, verified_any = v.top, False
         for layer in eff.layers:
             res, unit = eff[layer], units.unit_name(eff, layer)
             verified = int(res.verified.sum())
@@ -479,8 +477,7 @@ class EffectsFeature(FeatureBase, QObject):
         if (eff := self.effects) is None or layer not in eff.results:
             self.view.set_message(f"No effects of {layer} to act on: run the model.", error=True)
             return False
-        k = self.view.top if k is None else int(k)
-        channels = eff.top_channels(layer, k)
+        channels = eff.top_channels(layer, self.view.top if k is None else int(k))
         try:
             edit = units.unit_edit(eff, layer, channels, keep=verb == "kept")
         except (TypeError, ValueError) as exc:
@@ -499,8 +496,7 @@ class EffectsFeature(FeatureBase, QObject):
         return True
 
     def _on_estimate_finished(self, eff: Effects) -> None:
-        self._estimate = None
-        self.effects = eff
+        self._estimate, self.effects = None, eff
         self.view.verify_button.setEnabled(True)
         self.show_effects()
         pending, self.verification.pending = self.verification.pending, None

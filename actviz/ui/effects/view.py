@@ -64,14 +64,13 @@ class EffectBars(QtWidgets.QWidget):
     channel_clicked = QtCore.Signal(str, int)
 
     def __init__(self, layer: str, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, mouseTracking=True)
         self.layer = layer
         self.rows: tuple[BarRow, ...] = ()
         #: What the bars are: ``"channel"`` or ``"concept"`` (a panel showing concepts).
         self.unit = "channel"
         #: Names the user gave the concepts.
         self.names: Mapping[int, str] = {}
-        self.setMouseTracking(True)
         self.setSizePolicy(_POLICY.Expanding, _POLICY.Fixed)
 
     def set_rows(
@@ -117,8 +116,7 @@ class EffectBars(QtWidgets.QWidget):
             ink = self.palette().color(QtGui.QPalette.ColorRole.WindowText)
             left = LABEL_WIDTH if self.unit != "concept" else CONCEPT_LABEL_WIDTH
             width = max(10, self.width() - left - MARGIN)
-            zero = left + width / 2
-            half = width / 2 - 2
+            zero, half = left + width / 2, width / 2 - 2
             scale = self.scale()
             painter.setPen(QtGui.QPen(QtGui.QColor(160, 160, 160)))
             bottom = self.height() - MARGIN

@@ -29,14 +29,8 @@ from actviz.ui.sessions.saving import (
     gather_state,
 )
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
-from actviz.workspace.session_file import (
-    ModelCheck,
-    PinState,
-    SessionState,
-    load_state,
-    open_model_source,
-    verify_model_source,
-)
+from actviz.workspace import session_file
+from actviz.workspace.session_file import ModelCheck, PinState, SessionState, verify_model_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
@@ -251,7 +245,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.host.show_status(f"Opening the session {short_source(str(path))}…")
 
         def read(_stop: Any, _progress: Any) -> tuple[SessionState, ModelCheck]:
-            state = load_state(opening.path)
+            state = session_file.load_state(opening.path)
             return state, verify_model_source(state)
 
         self._step(opening, read, lambda value: self._read(opening, *value))
@@ -297,7 +291,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.host.show_status(f"Opening {short_source(state.model.source)}…")
 
         def job(_stop: Any, _progress: Any) -> Any:
-            return open_model_source(state, where, trust=trust)
+            return session_file.open_model_source(state, where, trust=trust)
 
         self._step(opening, job, lambda loaded: self._adopt(opening, loaded), self._model_failed)
 

@@ -20,18 +20,8 @@ from actviz.ui.background_loads import describe_error, format_eta
 from actviz.ui.file_dialogs import save_file
 from actviz.ui.host import WindowHost, report_value
 from actviz.ui.worker import Job
-from actviz.workspace.session_file import (
-    SUFFIX,
-    PinState,
-    SessionFileError,
-    SessionState,
-    describe_session_file,
-    input_source_of,
-    model_source_of,
-    pin_capture_bytes,
-    save_state,
-    weights_to_keep,
-)
+from actviz.workspace import session_file
+from actviz.workspace.session_file import SUFFIX, PinState, SessionState, save_state
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.edit_kinds import Edit
@@ -65,7 +55,7 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
     for entry in s.edits:
         edits.setdefault(entry.layer, []).append(entry.edit)
     state = SessionState(
-        input=None if s.input is None else input_source_of(s.input),
+        input=None if s.input is None else session_file.input_source_of(s.input),
         ticked=tuple(s.ticked),
         target=s.target,
         categories=tuple(s.categories) if s.categories else None,
@@ -107,8 +97,9 @@ def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
     """``state`` with how to open the model again (hashes the checkpoint: off the GUI thread)."""
     if opened is None:
         return state
-    source = model_source_of(opened.loaded, **opened.open_args)
-    return dataclasses.replace(state, model=source, model_weights=weights_to_keep(opened.loaded))
+    source = session_file.model_source_of(opened.loaded, **opened.open_args)
+    weights = session_file.weights_to_keep(opened.loaded)
+    return dataclasses.replace(state, model=source, model_weights=weights)
 
 
 class SessionSaver:
@@ -139,7 +130,7 @@ class SessionSaver:
             state = gather_state(self.host, with_model=False)
             pin_captures = True
             if any(p.capture is not None for p in state.pins):
-                extra = pin_capture_bytes(state)
+                extra = session_file.pin_capture_bytes(state)
                 answer = self.feature.ask_pin_captures(
                     self.host.dialog_parent(),
                     f"The pinned results hold their captures: {format_bytes(extra)} more in the "
@@ -183,7 +174,7 @@ class SessionSaver:
     @staticmethod
     def failure_text(error: BaseException, doing: str) -> str:
         """What to say of ``error`` while ``doing``: a session file's own words, else logged."""
-        if isinstance(error, SessionFileError):
+        if isinstance(error, session_file.SessionFileError):
             return str(error)
         log.error("%s failed", doing, exc_info=(type(error), error, error.__traceback__))
         return describe_error(error)
@@ -207,7 +198,7 @@ def autosave_path(store: QSettings) -> Path:
 def _keep(state: SessionState, path: Path, pin_limit: int) -> None:
     """Write ``state`` to ``path``, pinned captures only when together within ``pin_limit``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_state(state, path, pin_captures=pin_capture_bytes(state) <= pin_limit)
+    save_state(state, path, pin_captures=session_file.pin_capture_bytes(state) <= pin_limit)
 
 
 class Autosave(QObject):
@@ -281,7 +272,7 @@ class Autosave(QObject):
         """At start, ``ask`` whether to restore the session kept; True when it is opening."""
         if not self.can_offer():
             return False
-        what = describe_session_file(self.path)
+        what = session_file.describe_session_file(self.path)
         text = "actviz kept your last session when it closed"
         asked = ask(self.host.dialog_parent(), f"{text}{f' ({what})' if what else ''}. Restore it?")
         return asked and open_session(self.path)
