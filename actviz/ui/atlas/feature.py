@@ -414,10 +414,8 @@ class AtlasFeature(FeatureBase, QObject):
         """The map as the tab shows it, drawn when the report is written."""
         if (atlas := self.atlas) is None:
             return {}
-        colours = self._colouring()
-        mode = self.view.colour_combo.currentText()
-        marker = self.view.marker_position()
-        selection = self.selection.copy()
+        colours, mode = self._colouring(), self.view.colour_combo.currentText()
+        marker, selection = self.view.marker_position(), self.selection.copy()
         p = atlas.projection
         channel = f"channel {self.view.channel_spin.value()}'s mean activation"
         by = {"Correct": "correctness", "Channel": channel}.get(mode, mode.lower())
@@ -444,8 +442,7 @@ class AtlasFeature(FeatureBase, QObject):
     def stop(self) -> None:
         """Stop the map's worker (waited for)."""
         self.worker.shutdown()
-        self.atlas = None
-        self._fitted = {}
+        self.atlas, self._fitted = None, {}
         self._thumbs.shutdown()
         self._hover_thumbs.shutdown()
 

@@ -53,8 +53,7 @@ class SelectBox(pg.ViewBox):
         if ev.isStart():
             self._lasso = [self.mapToView(ev.buttonDownPos())]
             self._last_px = QPointF(ev.buttonDownPos())
-        pos = QPointF(ev.pos())
-        last = self._last_px
+        pos, last = QPointF(ev.pos()), self._last_px
         if last is None or (pos - last).manhattanLength() >= self.LASSO_STEP_PX or ev.isFinish():
             self._lasso.append(self.mapToView(pos))
             self._last_px = pos
@@ -86,8 +85,7 @@ class RasterDots(pg.GraphicsObject):
     def __init__(self, dot: int = 5) -> None:
         super().__init__()
         self.dot = int(dot)
-        self.xy = np.zeros((0, 2), np.float64)
-        self._bgra = np.zeros((0, 4), np.uint8)
+        self.xy, self._bgra = np.zeros((0, 2), np.float64), np.zeros((0, 4), np.uint8)
         self._rect = QRectF()
         self._raster: _Raster | None = None
         #: How many times the dots were splatted into a new image (the rest were moves).

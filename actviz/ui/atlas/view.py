@@ -303,8 +303,7 @@ class AtlasView(QtWidgets.QWidget):
 
     def set_coords(self, coords: np.ndarray, colours: Colouring) -> None:
         """Put the dots at ``coords`` (M, 2) in ``colours``; the old map's marks go."""
-        self.coords = np.asarray(coords, np.float64)[:, :2]
-        self._hovered = -1
+        self.coords, self._hovered = np.asarray(coords, np.float64)[:, :2], -1
         # Their places were on the map before: left there, the refit would cover them too.
         self.set_marker(None)
         self.neighbour_dots.setData([], [])

@@ -12,16 +12,9 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt
 
 from actviz.ui.background_loads import format_eta
+from actviz.ui.dataset import dock as dataset_dock
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
-from actviz.ui.dataset.dock import (
-    PREFERRED_WIDTH,
-    DatasetDock,
-    TopKGrid,
-    is_partial,
-    kept,
-    layer_figures,
-    source_name,
-)
+from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, TopKGrid, kept, source_name
 from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.file_dialogs import open_folder
 from actviz.ui.host import FeatureBase, WindowHost, refill_combo
@@ -271,7 +264,7 @@ class DatasetScanUI(FeatureBase, QObject):
         asked = self._asked_scan
         # A partial scan is a saved one, shown when the model opened.
         partial = "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
-        self._scan_ended(scan, partial if is_partial(scan) else None)
+        self._scan_ended(scan, partial if dataset_dock.is_partial(scan) else None)
         # A scan asked for shows its end even in a closed dock; a saved one found waits there.
         if asked and not self.dock.isVisible():
             self.dock.show()
@@ -315,7 +308,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_figures(None)
             return
         try:
-            self.dock.set_figures(layer_figures(scan, layer))
+            self.dock.set_figures(dataset_dock.layer_figures(scan, layer))
         except Exception as exc:  # noqa: BLE001 - a layer without figures must not break the dock
             log.exception("no figures for %s", layer)
             self.dock.set_message(f"No channel figures for {layer}: {exc}", error=True)

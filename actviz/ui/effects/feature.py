@@ -86,8 +86,7 @@ class PanelMarks:
             if not top or units.dictionary_of(eff, layer) is not None:
                 continue  # concept tiles have no pages: the most active come first
             size = max(1, self.host.page_channels(layer))
-            order = s.channel_orders.get(layer)
-            if page_start(top[0], size, order) != s.page_start(layer, size):
+            if page_start(top[0], size, s.channel_orders.get(layer)) != s.page_start(layer, size):
                 s.set_channel_page(layer, top[0])
                 self.host.refresh_panel(layer)
 

@@ -197,8 +197,7 @@ class TokenViews(FeatureBase):
 
     def __init__(self, host: WindowHost) -> None:
         super().__init__(host)
-        self.attention_panel = AttentionPanel()
-        self.lens_panel = LogitLensPanel()
+        self.attention_panel, self.lens_panel = AttentionPanel(), LogitLensPanel()
         self.attention_tab = QSplitter(Qt.Orientation.Horizontal, handleWidth=PANEL_SPACING)
         self.attention_tab.setChildrenCollapsible(False)
         self.attention_tab.addWidget(self.attention_panel)
@@ -266,8 +265,7 @@ class TokenViews(FeatureBase):
         if result is None:
             return
         empty = result.attention is None and result.logit_lens is None and result.rollout is None
-        if empty and self._shown_empty:
-            # Already cleared and hidden: not again per live frame.
+        if empty and self._shown_empty:  # already cleared and hidden: not again per live frame
             return
         self._shown_empty = empty
         spec = result.spec

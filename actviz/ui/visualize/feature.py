@@ -64,7 +64,6 @@ class VisualizeFeature(FeatureBase, QObject):
         # The section's Cancel stops its own synthesis only; Esc stops the page too.
         self.section.cancel_requested.connect(self.job.cancel)
         self.listen(self.session.model_changed, self._on_model_changed)
-
         #: The "What channels want" dock and its background synthesis.
         self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
         self.dock = self.page.dock  # reset with the window's layout

@@ -44,8 +44,7 @@ class PageVisualiser(QObject):
         self, host: WindowHost, settings: Callable[[], VisualizeSettings], settings_menu: Any
     ) -> None:
         super().__init__(host.dialog_parent())
-        self.host, self.session = host, host.session
-        self.settings = settings
+        self.host, self.session, self.settings = host, host.session, settings
         self.dock = MosaicDock(host.dialog_parent(), settings_menu)
         host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
         #: The synthesis (on the model's copy); one page at a time, newest wins.

@@ -183,8 +183,7 @@ class WantsMosaic(QtWidgets.QWidget):
 
     def set_channels(self, channels: Sequence[int]) -> None:
         """Show these channels' tiles, all pending."""
-        self.channels = tuple(int(c) for c in channels)
-        self._images = {}
+        self.channels, self._images = tuple(int(c) for c in channels), {}
         self.updateGeometry()
         self.update()
 

@@ -41,8 +41,7 @@ class EditRow(QtWidgets.QWidget):
 
     def __init__(self, entry: EditEntry, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.key = entry.key
-        self.signature = self.signature_of(entry)
+        self.key, self.signature = entry.key, self.signature_of(entry)
         layout = QtWidgets.QHBoxLayout(self, spacing=4, contentsMargins=QMargins(0, 1, 0, 1))
         self.enabled_box = QtWidgets.QCheckBox(checked=entry.edit.enabled)
         self.enabled_box.setToolTip("Apply this edit (unticked: listed, not applied)")
@@ -210,9 +209,8 @@ class RangeDialog(QtWidgets.QDialog):
     """Ask for ``[min, max]`` (an empty field: no bound; one at least)."""
 
     def __init__(self, parent: QtWidgets.QWidget | None, prompt: str) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Clamp channels")
-        self.setMinimumWidth(380)  # the prompt names the layer: on one or two lines, not four
+        # At least 380 px wide: the prompt names the layer, on one or two lines, not four.
+        super().__init__(parent, windowTitle="Clamp channels", minimumWidth=380)
         form = QtWidgets.QFormLayout(self)
         form.addRow(QtWidgets.QLabel(prompt, wordWrap=True))
         self.min_edit = QtWidgets.QLineEdit("0", placeholderText="no bound")
