@@ -152,8 +152,7 @@ class Verification:
         self.asked: dict[str, tuple[int, ...]] = {}
         # A measurement asked for before the estimates of the result shown were made.
         self.pending: tuple[str, tuple[int, ...]] | None = None
-        # Said under the next result's bars too.
-        self.note = ""
+        self.note = ""  # said under the next result's bars too
 
     def forget(self) -> None:
         """Another model: its channels are others."""
