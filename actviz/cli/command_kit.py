@@ -15,6 +15,8 @@ Say = Callable[[str], None]
 Opener = Callable[[argparse.Namespace], Any]
 #: What adds the model options to a command's parser: ``add_model_args(parser, required)``.
 ModelArgs = Callable[[argparse.ArgumentParser, bool], None]
+#: ``--layers`` as the commands with every leaf by default take it.
+LAYERS_HELP = "comma-separated layer names (default: every leaf)"
 
 
 def add_data_args(p: argparse.ArgumentParser, *, data: bool = True, workers: bool = True) -> None:
@@ -35,10 +37,6 @@ def add_list_input(p: argparse.ArgumentParser) -> None:
         help="give the model a list of (C, H, W) images, as detection models take "
         "(default: when the model's forward is annotated to take a list)",
     )
-
-
-#: ``--layers`` as the commands with every leaf by default take it.
-LAYERS_HELP = "comma-separated layer names (default: every leaf)"
 
 
 def add_run_args(

@@ -16,10 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-
 #: The environment variable: ``1`` tunes at the first capture, ``0`` never tunes.
 ENV = "ACTVIZ_TUNE_ALLOCATOR"
-
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # mallopt's (malloc.h)
 # Allocations up to this size come from the heap (and are reused) instead of fresh mmaps.
 MMAP_THRESHOLD = 32 * 2**20
@@ -27,7 +25,6 @@ MMAP_THRESHOLD = 32 * 2**20
 TRIM_THRESHOLD = 1 * 2**30
 #: Arenas a tuned process may have at least, so no thread shares the GUI thread's arena.
 MIN_ARENAS = 16
-
 _tuned: bool | None = None  # None: not tried yet in this process
 _asked: bool | None = None
 _MALLINFO_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"

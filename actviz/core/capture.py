@@ -34,7 +34,6 @@ from actviz.core.tree import leaf_names as leaf_names
 from actviz.core.tree import resolve_layers as resolve_layers
 
 log = logging.getLogger(__name__)
-
 _MAX_ATTEMPTS = 3
 #: Records go to the host in one transfer per device and dtype (:func:`to_host`); CUDA buffers
 #: cross through a page-locked staging buffer of this size (bytes)...

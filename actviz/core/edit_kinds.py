@@ -30,6 +30,20 @@ _DESCRIBED = {
     "scale": "scale {ch} x{factor:g}",
     "patch": "patch {ch} from another run",
 }
+# Modules whose 3-D output is (N, C, L): channels in dimension 1, not last.
+_POOLS_1D = "MaxPool1d AvgPool1d AdaptiveAvgPool1d AdaptiveMaxPool1d LPPool1d".split()
+_CHANNEL_FIRST = (
+    nn.modules.conv._ConvNd,
+    nn.modules.batchnorm._NormBase,  # BatchNorm*d, InstanceNorm*d
+    nn.GroupNorm,
+    nn.Upsample,
+    *(getattr(nn, name) for name in _POOLS_1D),
+)
+# Attributes that hold the channel count of a module's output, most specific first.
+_COUNT_ATTRS = "out_dim dim embed_dim num_features out_channels out_features hidden_size".split()
+_RMS_NORM: tuple[type, ...] = (nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()
+# torch.nn's own modules that act on the last dimension only.
+_LAST_DIM_TYPES = frozenset({nn.Linear, nn.LayerNorm, *_RMS_NORM})
 
 
 class EditError(ValueError):
@@ -284,22 +298,6 @@ def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit
                     )
                 if first_tensor(source.records[name][0].output) is None:
                     raise EditError(f"patch on layer {name!r}: the source record has no tensor")
-
-
-# Modules whose 3-D output is (N, C, L): channels in dimension 1, not last.
-_POOLS_1D = "MaxPool1d AvgPool1d AdaptiveAvgPool1d AdaptiveMaxPool1d LPPool1d".split()
-_CHANNEL_FIRST = (
-    nn.modules.conv._ConvNd,
-    nn.modules.batchnorm._NormBase,  # BatchNorm*d, InstanceNorm*d
-    nn.GroupNorm,
-    nn.Upsample,
-    *(getattr(nn, name) for name in _POOLS_1D),
-)
-# Attributes that hold the channel count of a module's output, most specific first.
-_COUNT_ATTRS = "out_dim dim embed_dim num_features out_channels out_features hidden_size".split()
-_RMS_NORM: tuple[type, ...] = (nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ()
-# torch.nn's own modules that act on the last dimension only.
-_LAST_DIM_TYPES = frozenset({nn.Linear, nn.LayerNorm, *_RMS_NORM})
 
 
 def channel_dim(module: nn.Module | None, output: torch.Tensor | int) -> int:

@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 log = logging.getLogger(__name__)
-
 #: Buffer copies kept per model for its next capture up to this size; larger ones are made anew.
 KEEP_COPIES_BYTES = 64 * 2**20
 _data_ptr, _buffers_of = torch.Tensor.data_ptr, operator.attrgetter("_buffers")

@@ -20,7 +20,6 @@ from actviz.core.tree import model_plan
 
 #: The largest model copied for a live lane (parameters and buffers, bytes).
 MAX_COPY_BYTES = 512 * 2**20
-
 _UNWRAPPED = object()  # stands in for a capture's forward wrapper while copying
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 

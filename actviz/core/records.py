@@ -11,7 +11,6 @@ import torch
 from actviz.core.structures import first_tensor, iter_tensors
 
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
-
 #: What a capture with gradients warns when the model's weights are inference tensors.
 INFERENCE_WEIGHTS_WARNING = (
     "no gradients: the model's weights were made inside torch.inference_mode(), and such "

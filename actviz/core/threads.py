@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 import torch
 
 log = logging.getLogger(__name__)
-
 #: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest).
 BACKGROUND_NICE = 10
 #: The count the window's workers run their jobs at (None: each thread's own).

@@ -19,6 +19,12 @@ from torch import nn
 from actviz.core.records import Capture
 
 _PLANS: weakref.WeakKeyDictionary[nn.Module, ModelPlan] = weakref.WeakKeyDictionary()
+#: Default ticks are capped at this many layers so the first run stays quick to look at.
+DEFAULT_TICK_LIMIT = 8
+#: Generic containers: their outputs are their last child's output, so they are walked through.
+_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
+#: A text model's default ticks are every block (spread over this many when there are more).
+DEFAULT_BLOCK_LIMIT = 48
 
 
 class ModelPlan:
@@ -283,14 +289,6 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
         if node.parent is not None and node.parent not in names:
             node.parent = ""
     return ModuleTree(nodes)
-
-
-#: Default ticks are capped at this many layers so the first run stays quick to look at.
-DEFAULT_TICK_LIMIT = 8
-#: Generic containers: their outputs are their last child's output, so they are walked through.
-_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
-#: A text model's default ticks are every block (spread over this many when there are more).
-DEFAULT_BLOCK_LIMIT = 48
 
 
 def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:

@@ -21,7 +21,6 @@ from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
 
 log = logging.getLogger(__name__)
-
 _MISSING = object()
 
 

@@ -23,7 +23,6 @@ HOOK_ATTRS = (
     "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
     "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
 )  # fmt: skip
-
 #: Hooks torch runs for every module (``register_module_forward_hook`` and friends).
 _GLOBAL_HOOKS = tuple(f"_global{name}" for name in HOOK_ATTRS[:4])
 

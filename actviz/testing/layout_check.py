@@ -31,6 +31,15 @@ FILL_PROPERTY = "layoutFill"
 MIN_FILL = 0.4
 #: Maps longer than this many times their width leave bands anyway: not held to MIN_FILL.
 MAX_FILL_ASPECT = 3.0
+_TEXT_BUTTONS = (
+    QtWidgets.QToolButton,
+    QtWidgets.QPushButton,
+    QtWidgets.QCheckBox,
+    QtWidgets.QRadioButton,
+)
+_ICON_ONLY = Qt.ToolButtonStyle.ToolButtonIconOnly
+#: What a check yields: a problem's kind, widget path and detail.
+Found = Iterator[tuple[str, str, str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +95,6 @@ def layout_problems(window: QWidget) -> list[LayoutProblem]:
     """Everything cut off, clipped or squeezed among a shown, settled ``window``'s widgets."""
     checks = (_canvases, _labels, _buttons, _scroll_bars, _cells, _tiles, _blanks)
     return [LayoutProblem(*found) for check in checks for found in check(window)]
-
-
-#: What a check yields: a problem's kind, widget path and detail.
-Found = Iterator[tuple[str, str, str]]
 
 
 def _inside(inner: QRectF, outer: QRectF) -> bool:
@@ -184,15 +189,6 @@ def _label_cut(label: QLabel) -> str:
     needed = max(label.fontMetrics().horizontalAdvance(line) for line in text.split("\n"))
     cut = needed > room + SLACK
     return f"text needs {needed} px, has {room} px (cut, no ellipsis)" if cut else ""
-
-
-_TEXT_BUTTONS = (
-    QtWidgets.QToolButton,
-    QtWidgets.QPushButton,
-    QtWidgets.QCheckBox,
-    QtWidgets.QRadioButton,
-)
-_ICON_ONLY = Qt.ToolButtonStyle.ToolButtonIconOnly
 
 
 def _buttons(window: QWidget) -> Found:

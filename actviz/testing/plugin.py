@@ -14,7 +14,6 @@ import pytest
 
 #: What ``@pytest.mark.actviz_allow_leaks(...)`` can name.
 LEAK_CHECKS = ("widgets", "hooks", "process")
-
 _CALL_FAILED, _DRIVERS = pytest.StashKey[bool](), pytest.StashKey[list]()
 
 

@@ -26,11 +26,20 @@ from actviz.testing.checks import hooks_left
 FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Worker", "MainWindow")
 #: Types whose count follows what is shown (bounded, not flat).
 BOUNDED_TYPES = ("LayerPanel",)
-
 #: Actions of a process's warm-up, left out of the memory slopes.
 WARM_UP_ACTIONS = 250
 #: After how many actions #37's "RSS over the heap in use" is read.
 RATIO_AFTER_ACTIONS = 1_000
+#: Frames of these files say nothing about the block (the driver itself, Qt's test helpers).
+_SKIP = ("actviz/testing/", "actviz/bench/")
+#: A frame line of a faulthandler dump.
+_FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')
+_THREAD = re.compile(r"(?:Current thread|Thread) 0x([0-9a-fA-F]+)")
+#: The columns of :meth:`StressReport.describe`'s memory table.
+_MEMORY_KEYS = (
+    "rss", "files", "anonymous", "rss_anon", "heap_in_use", "heap_free", "python_heap", "tensors",
+    "arrays", "held", "pins",
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,13 +233,6 @@ def describe_referrer(ref: Any) -> str:
     return "cell"
 
 
-#: The columns of :meth:`StressReport.describe`'s memory table.
-_MEMORY_KEYS = (
-    "rss", "files", "anonymous", "rss_anon", "heap_in_use", "heap_free", "python_heap", "tensors",
-    "arrays", "held", "pins",
-)  # fmt: skip
-
-
 def _per_1k(points: Sequence[tuple[int, float]]) -> float:
     xs, ys = [x for x, _ in points], [y for _, y in points]
     try:
@@ -290,13 +292,6 @@ class _Catcher:
     def take(self) -> list[str]:
         found, self.found = self.found, []
         return found
-
-
-#: Frames of these files say nothing about the block (the driver itself, Qt's test helpers).
-_SKIP = ("actviz/testing/", "actviz/bench/")
-#: A frame line of a faulthandler dump.
-_FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')
-_THREAD = re.compile(r"(?:Current thread|Thread) 0x([0-9a-fA-F]+)")
 
 
 class BlockSampler:

@@ -22,6 +22,15 @@ from torch import nn
 from actviz.io.errors import ModelLoadError, UntrustedFileError
 
 log = logging.getLogger(__name__)
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_NPY_MAGIC = b"\x93NUMPY"
+# Above this a safetensors header would be implausible (the format itself caps it at 100 MB).
+_SAFETENSORS_MAX_HEADER = 100_000_000
+# Keys training scripts nest the weights under, most specific (EMA, as timm's loader) first.
+_WEIGHT_KEYS = tuple(
+    "state_dict_ema model_ema state_dict model_state_dict model_state "
+    "model module net network weights".split()
+)
 
 
 class FileFormat:
@@ -38,17 +47,6 @@ class FileFormat:
     NPY = "npy"
     PICKLE = "pickle"  # legacy torch.save or a plain pickle
     UNKNOWN = "unknown"
-
-
-_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
-_NPY_MAGIC = b"\x93NUMPY"
-# Above this a safetensors header would be implausible (the format itself caps it at 100 MB).
-_SAFETENSORS_MAX_HEADER = 100_000_000
-# Keys training scripts nest the weights under, most specific (EMA, as timm's loader) first.
-_WEIGHT_KEYS = tuple(
-    "state_dict_ema model_ema state_dict model_state_dict model_state "
-    "model module net network weights".split()
-)
 
 
 def one_line(exc: BaseException | str, limit: int = 300) -> str:
