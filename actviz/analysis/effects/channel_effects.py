@@ -14,14 +14,7 @@ import torch
 from torch import nn
 
 from actviz.analysis.effects import effect_results
-from actviz.analysis.effects.effect_results import (
-    Baseline,
-    Effects,
-    LayerEffects,
-    RunContext,
-    pick_units,
-    resolve_baseline,
-)
+from actviz.analysis.effects.effect_results import Baseline, Effects, LayerEffects, RunContext
 from actviz.analysis.effects.exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
 from actviz.core.edit_kinds import channel_dim
@@ -94,7 +87,7 @@ def estimate_from_capture(
             "estimates need a capture with gradients (gradients=True)" + (f": {why}" if why else "")
         )
     names = list(cap.names) if layers is None else resolve_layers(model, layers)
-    base = resolve_baseline(baseline)
+    base = effect_results.resolve_baseline(baseline)
     modules = dict(model.named_modules())
     warnings: list[str] = []
     results: dict[str, LayerEffects] = {}
@@ -119,7 +112,8 @@ def _jobs(eff: Effects, channels: Any) -> list[tuple[str, int]]:
         chosen: Any = channels.get(layer, ()) if isinstance(channels, Mapping) else channels
         kinds = "channels: 'all', an int, channels or a dict"
         unit = f"channel {{}} of layer {layer!r}"
-        out.extend((layer, c) for c in pick_units(res.order(), chosen, res.channels, kinds, unit))
+        picked = effect_results.pick_units(res.order(), chosen, res.channels, kinds, unit)
+        out.extend((layer, c) for c in picked)
     return out
 
 
@@ -204,7 +198,7 @@ def effects(
     start = time.perf_counter()
     if not (names := resolve_layers(model, layers)):
         raise ValueError("no layers given")
-    base = resolve_baseline(baseline)
+    base = effect_results.resolve_baseline(baseline)
     # Only the layers' output gradients are needed: no input saliency, no layer inputs.
     cap = capture(
         model,

@@ -25,6 +25,16 @@ from actviz.data.atlas_map import frozen
 from actviz.data.scan_result import Scan
 from actviz.io.export.typeset import _BG, _INK, _fmt, _font, _text_w
 
+#: Negative effect: setting the channel to the baseline lowers the target.
+SUPPORTS_RGB = (52, 112, 184)
+#: Positive effect: setting the channel to the baseline raises the target.
+OPPOSES_RGB = (200, 70, 60)
+_GRID = (215, 215, 215)
+#: Channels verified per layer when ``channels`` is not given.
+DEFAULT_VERIFY = 16
+#: Samples per forward pass of the exact method.
+DEFAULT_BATCH = 16
+
 
 class Baseline:
     """A resolved baseline: ``"zero"``, ``"mean"`` (a per-channel value) or ``"patch"`` (another
@@ -130,12 +140,6 @@ def resolve_baseline(baseline: Any) -> Baseline:
         "baseline must be 'zero', a Scan (actviz.scan), a dict {layer: channel means} or a "
         f"Capture of another run, not {type(baseline).__name__}"
     )
-
-
-#: Channels verified per layer when ``channels`` is not given.
-DEFAULT_VERIFY = 16
-#: Samples per forward pass of the exact method.
-DEFAULT_BATCH = 16
 
 
 def pick_units(order: Any, chosen: Any, count: int, kinds: str, unit: str) -> list[int]:
@@ -389,13 +393,6 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     rb -= rb.mean()
     denom = math.sqrt(float((ra * ra).sum()) * float((rb * rb).sum()))
     return float((ra * rb).sum() / denom) if denom > 0 else math.nan
-
-
-#: Negative effect: setting the channel to the baseline lowers the target.
-SUPPORTS_RGB = (52, 112, 184)
-#: Positive effect: setting the channel to the baseline raises the target.
-OPPOSES_RGB = (200, 70, 60)
-_GRID = (215, 215, 215)
 
 
 def effect_colour(value: float, exact: bool = False) -> tuple[int, int, int]:

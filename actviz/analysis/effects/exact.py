@@ -33,12 +33,11 @@ class TargetReader:
         self.callable = callable(target) and not isinstance(target, (int, torch.Tensor))
         self.weights: list[torch.Tensor | None] = []
         if not self.callable:
-            leaves = list(iter_tensors(clean))
             # Under a caller's inference_mode the weights are read outside it, as under no_grad.
             with torch.inference_mode(False), torch.enable_grad():
                 made = [
                     t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach()
-                    for t in leaves
+                    for t in iter_tensors(clean)
                 ]
                 it = iter(made)
                 rebuilt = map_tensors(clean, lambda _t: next(it))

@@ -25,6 +25,9 @@ from actviz.core.structures import first_tensor
 from actviz.data.atlas_map import frozen
 from actviz.data.receptive import _Reached
 
+#: Steps of redirected gradient an image takes, once, after a zero gradient (more: no settling).
+_REDIRECT_STEPS = 4
+
 
 def visualize(
     model: Any,
@@ -97,8 +100,7 @@ def visualize(
     if len(set(keys)) != len(keys):
         raise VisualizeError("channels repeat; each channel gives one image")
     obj = visualization.make_objective(settings.objective, target, module, settings.negative)
-    norm = model_normalisation(loaded, settings.mean, settings.std)
-    record = settings.record(obj.name, norm)
+    record = settings.record(obj.name, model_normalisation(loaded, settings.mean, settings.std))
     if batch is not None and int(batch) < 1:
         raise VisualizeError(f"batch must be at least 1 image per pass, not {batch}")
     chunk = len(keys) if batch is None else int(batch)
@@ -415,10 +417,6 @@ class LayerRunner:
         self.state.restore()
 
 
-#: Steps of redirected gradient an image takes, once, after a zero gradient (more: no settling).
-_REDIRECT_STEPS = 4
-
-
 def next_stuck(grad: torch.Tensor | None, left: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Which images take the redirected gradient next step, and the countdown (no host sync):
     ``left`` per image is 0 never redirected, ``n > 0`` steps of redirection left, -1 done."""
@@ -448,8 +446,7 @@ def probe_input(
         tries.append(tuple(known_size))
     error: Exception | None = None
     for size in tries:
-        shape = size if size is not None else canvas
-        x = torch.full((1, 3, *shape), 0.5, device=device)
+        x = torch.full((1, 3, *(size if size is not None else canvas)), 0.5, device=device)
         try:
             with torch.no_grad():
                 return size, runner(feed(x))

@@ -18,6 +18,17 @@ _COLOR = _COLOR_SQRT / np.max(np.linalg.norm(_COLOR_SQRT, axis=0))
 # Lucid's: a larger divisor gives less saturated pictures.
 _FOURIER_DIVISOR = 4.0
 _INIT_SD = 0.01
+#: Transform sets: pad (px, 0.5 grey), jitter (px), scales, angles (degrees, as Lucid), jitter.
+TRANSFORM_SETS: dict[str, dict[str, object]] = {
+    "standard": {
+        "pad": 12,
+        "jitter": 8,
+        "scales": tuple(1 + (i - 5) / 50.0 for i in range(11)),
+        "angles": tuple(range(-10, 11)) + (0,) * 5,
+        "jitter2": 4,
+    },
+    "none": {"pad": 0, "jitter": 0, "scales": (1.0,), "angles": (0,), "jitter2": 0},
+}
 
 
 def sample_seed(seed: int, key: int) -> int:
@@ -68,19 +79,6 @@ class ImageParam:
         if self.color is not None:
             x = torch.einsum("kchw,cd->kdhw", x, self.color)
         return torch.sigmoid(x)
-
-
-#: Transform sets: pad (px, 0.5 grey), jitter (px), scales, angles (degrees, as Lucid), jitter.
-TRANSFORM_SETS: dict[str, dict[str, object]] = {
-    "standard": {
-        "pad": 12,
-        "jitter": 8,
-        "scales": tuple(1 + (i - 5) / 50.0 for i in range(11)),
-        "angles": tuple(range(-10, 11)) + (0,) * 5,
-        "jitter2": 4,
-    },
-    "none": {"pad": 0, "jitter": 0, "scales": (1.0,), "angles": (0,), "jitter2": 0},
-}
 
 
 class RobustTransforms:

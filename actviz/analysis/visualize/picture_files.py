@@ -27,7 +27,13 @@ from actviz.core.model_copy import weights_signature
 from actviz.data.cache import cache_root, weights_fingerprint
 from actviz.io.export.typeset import _INK, _font, safe_name, tile_sheet
 
+log = logging.getLogger(__name__)
 _LABEL_H, _BG = 16, (250, 250, 250)  # a contact sheet's label height and background
+_FORMAT = 1
+_FINGERPRINTS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], str]] = (
+    weakref.WeakKeyDictionary()
+)
+_LOCK = threading.Lock()
 
 
 def contact_sheet(
@@ -113,16 +119,6 @@ def write_visualization(
     path.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     files.append(path)
     return files
-
-
-log = logging.getLogger(__name__)
-
-_FORMAT = 1
-
-_FINGERPRINTS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], str]] = (
-    weakref.WeakKeyDictionary()
-)
-_LOCK = threading.Lock()
 
 
 def visualize_cache_root() -> Path:
