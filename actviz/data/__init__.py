@@ -7,12 +7,6 @@ from actviz.data.scan import scan
 from actviz.data.scan_result import ChannelStats, Scan, ScanCancelled, TopEntry
 
 __all__ = [
-    "ChannelStats",
-    "Scan",
-    "ScanCancelled",
-    "TopEntry",
-    "TopView",
-    "receptive_box",
-    "scan",
+    "ChannelStats", "Scan", "ScanCancelled", "TopEntry", "TopView", "receptive_box", "scan",
     "top_views",
-]
+]  # fmt: skip

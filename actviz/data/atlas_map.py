@@ -369,8 +369,7 @@ def _pca(a: np.ndarray, dims: int) -> Projection:
         total = float(np.trace(cov))
     else:
         centred = a.astype(np.float64) - mean
-        gram = centred @ centred.T
-        values, vecs = np.linalg.eigh(gram)
+        values, vecs = np.linalg.eigh(centred @ centred.T)
         order = np.argsort(values)[::-1][:dims]
         top = values[order]
         total = float(np.maximum(values, 0).sum())

@@ -16,17 +16,10 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from actviz.io import input_tensors
 from actviz.io.errors import InputError
 from actviz.io.input_files import _is_pil_image
-from actviz.io.input_tensors import (
-    _TENSOR_FORMATS,
-    ExpectedInput,
-    _fit_tensor,
-    _from_image,
-    _open_image,
-    _read_tensor_file,
-    expected_input,
-)
+from actviz.io.input_tensors import ExpectedInput, _from_image, _open_image, expected_input
 from actviz.io.models.checkpoints import sniff_format
 
 #: File suffixes a folder scan picks up (case-insensitive).
@@ -223,12 +216,12 @@ def open_data(data: Any, spec: ModelSpec) -> ScanData:
                 )
             return _files(files, classes, f"folder:{path.resolve()}", spec)
         fmt = sniff_format(path)
-        if fmt not in _TENSOR_FORMATS:
+        if fmt not in input_tensors._TENSOR_FORMATS:
             raise InputError(
                 f"{src}: give a folder of images, a list of image paths, or a .pt/.npy file of "
                 "N samples"
             )
-        value, word = _read_tensor_file(path, src, fmt)
+        value, word = input_tensors._read_tensor_file(path, src, fmt)
         if not isinstance(value, torch.Tensor):
             raise InputError(f"{src}: holds several tensors; a scan needs one (N, C, H, W) tensor")
         st = path.stat()
@@ -272,7 +265,7 @@ def _files(
 
 
 def _samples(value: torch.Tensor, src: str, word: str, identity: str | None, exp) -> ScanData:
-    t, _ = _fit_tensor(value, src, word, exp)
+    t, _ = input_tensors._fit_tensor(value, src, word, exp)
     if t.ndim < 2:
         raise InputError(f"{src}: a scan needs N samples along the first dimension")
     if identity is None:

@@ -91,7 +91,6 @@ def _fast_stats(t: torch.Tensor, g: torch.Tensor | None) -> dict[str, Any] | Non
         return None
     n = a.size
     mean = float(a.sum()) / n
-    var = _sum_of_squares(a - np.float32(mean)) / n
     return {
         "shape": tuple(t.shape),
         "numel": n,
@@ -99,7 +98,7 @@ def _fast_stats(t: torch.Tensor, g: torch.Tensor | None) -> dict[str, Any] | Non
         "inf": 0,
         "zero_frac": float(np.count_nonzero(a == 0)) / n,
         "mean": mean,
-        "std": math.sqrt(var),
+        "std": math.sqrt(_sum_of_squares(a - np.float32(mean)) / n),
         "min": lo,
         "max": hi,
         "grad_norm": grad_norm(g, exact=False),

@@ -10,17 +10,11 @@ from typing import Any
 
 import numpy as np
 import shiboken6
+from PySide6 import QtWidgets
 from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import (
-    QApplication,
-    QDialogButtonBox,
-    QFileDialog,
-    QInputDialog,
-    QMenu,
-    QMessageBox,
-)
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QMenu, QMessageBox
 
 #: Menu bar entries never triggered (closing the window is an action of its own).
 MENU_SKIP = ("Quit",)
@@ -171,11 +165,11 @@ class FilePickers:
 
     def install(self) -> None:
         for cls, name, picker, cancelled in (
-            (QFileDialog, "getOpenFileName", self._open, ("", "")),
-            (QFileDialog, "getOpenFileNames", self._open_many, ([], "")),
-            (QFileDialog, "getSaveFileName", self._save, ("", "")),
-            (QFileDialog, "getExistingDirectory", self._folder, ""),
-            (QInputDialog, "getDouble", self._double, (0.0, False)),
+            (QtWidgets.QFileDialog, "getOpenFileName", self._open, ("", "")),
+            (QtWidgets.QFileDialog, "getOpenFileNames", self._open_many, ([], "")),
+            (QtWidgets.QFileDialog, "getSaveFileName", self._save, ("", "")),
+            (QtWidgets.QFileDialog, "getExistingDirectory", self._folder, ""),
+            (QtWidgets.QInputDialog, "getDouble", self._double, (0.0, False)),
         ):
             self._saved[cls, name] = cls.__dict__[name]
             setattr(cls, name, staticmethod(functools.partial(self._pick, picker, cancelled)))

@@ -30,15 +30,9 @@ from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.display.token_maps import sequence_layout, token_labels
 from actviz.io.errors import ActvizError
+from actviz.io.export import typeset
 from actviz.io.export.reproduce import RunSource, edit_fields, record_arrays, write_reproduce
-from actviz.io.export.typeset import (
-    EXPORT_PAGE_CHANNELS,
-    attribution_images,
-    heat_png,
-    layer_pictures,
-    safe_name,
-    tile_sheet,
-)
+from actviz.io.export.typeset import heat_png, layer_pictures, safe_name
 from actviz.io.files import check_out_folder
 
 ProgressFn = Callable[[int, int, str], None]
@@ -131,7 +125,7 @@ def export_capture(
         written += files
         layer_summary[name] = entry
     report(len(names), total, "saliency and Grad-CAM")
-    pictures, attribution = attribution_images(cap, prepared, image, spec.gradcam_layer)
+    pictures, attribution = typeset.attribution_images(cap, prepared, image, spec.gradcam_layer)
     for key in ("saliency", "gradcam"):
         written += _save_attribution(out, key, pictures, attribution)
     index, kind, label = cap.target_index, prepared.prediction_kind, None
@@ -325,7 +319,7 @@ def write_comparison(
     spec = DisplaySpec(
         layers=tuple(names),
         normalize=normalize,
-        page_channels={n: EXPORT_PAGE_CHANNELS for n in names},
+        page_channels={n: typeset.EXPORT_PAGE_CHANNELS for n in names},
     )
     prepared = prepare_difference(cap_a, cap_b, spec)
     written: list[Path] = []
@@ -440,4 +434,4 @@ def write_sequence_views(
 
 def _grid(parts: list[Image.Image], columns: int = 4) -> Image.Image:
     size = (max(p.width for p in parts), max(p.height for p in parts))
-    return tile_sheet(parts, size, min(columns, len(parts)), gap=0, margin=0)
+    return typeset.tile_sheet(parts, size, min(columns, len(parts)), gap=0, margin=0)
