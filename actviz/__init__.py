@@ -9,24 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = [
-    "capture",
-    "compare",
-    "edits",
-    "scan",
-    "module_tree",
-    "load_model",
-    "load_input",
-    "explore",
-    "visualize",
-    "VisualizeSettings",
-    "effects",
-    "atlas",
-    "concepts",
-    "session",
-    "tune_allocator",
-    "release_memory",
-    "__version__",
-]
+    "capture", "compare", "edits", "scan", "module_tree", "load_model", "load_input", "explore",
+    "visualize", "VisualizeSettings", "effects", "atlas", "concepts", "session", "tune_allocator",
+    "release_memory", "__version__",
+]  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz import concepts, edits
