@@ -152,8 +152,7 @@ class Throttle:
     """Lets a progress line through once a second (and always a ``final`` one)."""
 
     def __init__(self, say: Say) -> None:
-        self.say = say
-        self.last = 0.0
+        self.say, self.last = say, 0.0
 
     def __call__(self, text: str, final: bool = False) -> None:
         now = time.perf_counter()

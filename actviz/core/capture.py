@@ -203,8 +203,7 @@ def capture(
                 output = model(*prepared.args, **prepared.kwargs)
             if watch_faults:
                 pool.observe(model, pool.minor_faults() - faults, recorder.nbytes, recorder.records)
-            stale = recorder.stale_owners()
-            unhooked = recorder.unhooked_changed()
+            stale, unhooked = recorder.stale_owners(), recorder.unhooked_changed()
             if stale or unhooked or recorder.retry_needed:
                 NEEDS_COPY.update(stale)
                 NEEDS_GRAD_HOOK.update(unhooked)

@@ -64,8 +64,7 @@ class RecordPool:
         # The weak references that give buffers back, kept alive until they fire.
         self._watch: dict[int, weakref.ref] = {}
         #: buffers made and reused, for benchmarks and tests
-        self.made = 0
-        self.reused = 0
+        self.made = self.reused = 0
 
     def copy(self, t: torch.Tensor) -> torch.Tensor | None:
         """A detached copy of ``t`` in a pooled buffer, strides kept; None unless ``t`` is a

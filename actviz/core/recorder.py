@@ -60,8 +60,7 @@ class Recorder:
         self.pending: list[tuple[LayerRecord, list, list | None]] = []
         # (tensor, version when recorded, gradient slot, module when no hook fills the slot)
         self.grad_requests: list[tuple[torch.Tensor, int, list, nn.Module | None]] = []
-        self.retry_needed = False
-        self.copy_all = False
+        self.retry_needed = self.copy_all = False
         # Large CPU records go into pooled memory (core/pool.py).
         self.pool = False
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []

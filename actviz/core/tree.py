@@ -191,8 +191,7 @@ class ModuleTree:
     """Every module of a model in ``named_modules()`` order (root first)."""
 
     def __init__(self, nodes: list[ModuleNode]):
-        self.nodes = nodes
-        self._by_name = {n.name: n for n in nodes}
+        self.nodes, self._by_name = nodes, {n.name: n for n in nodes}
 
     def __getitem__(self, name: str) -> ModuleNode:
         return self._by_name[name]

@@ -251,9 +251,7 @@ class LayerState:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Copies of the top-k and statistics arrays (the state changes them in place)."""
-        if self.channels is None:
-            return {}
-        return {name: getattr(self, name).copy() for name in _ARRAYS}
+        return {} if self.channels is None else {n: getattr(self, n).copy() for n in _ARRAYS}
 
     def std(self) -> np.ndarray:
         if self.count == 0 or self.channels is None:

@@ -462,8 +462,7 @@ class ExactNeighbours:
         n = self._data.shape[0]
         k = min(int(k), n)
         rows = max(1, 8_000_000 // max(n, 1))  # at most 64 MB of distances at a time
-        indices = np.empty((len(q), k), np.int32)
-        dists = np.empty((len(q), k), np.float32)
+        indices, dists = np.empty((len(q), k), np.int32), np.empty((len(q), k), np.float32)
         for lo in range(0, len(q), rows):
             c = q[lo : lo + rows]
             # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: self-distance 0 to ~1e-6.

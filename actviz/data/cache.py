@@ -85,8 +85,7 @@ class ScanStore:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.layers: dict[str, dict[str, np.ndarray]] = {}
-        self.sequence = 0
-        self._made = False
+        self.sequence, self._made = 0, False
         self._next = 0  # the slot the next write goes to: the one not holding the newest
         found = [(got, i) for i, name in enumerate(_SLOTS) if (got := _read_slot(folder / name))]
         if found:  # the newest slot (of two as new, the first)

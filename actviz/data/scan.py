@@ -398,8 +398,7 @@ class _LayerRun:
                     self.cache.save_rows(self.vectors[order], self.cache.lines)
                     embedding = (int(self.vectors.shape[1]), int(self.axis or 1))
             self.cache.save(self.state, self.lines, self.log_of_index, embedding)
-        self.lines = []
-        self.line_indices = []
+        self.lines, self.line_indices = [], []
         return new
 
 

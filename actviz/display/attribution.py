@@ -298,8 +298,7 @@ def top_predictions(
         return [(i, repr(text), p) for (i, _label, p), text in zip(rows, texts, strict=True)]
     if (dets := detections(output)) is not None:
         det = dets[min(sample, len(dets) - 1)]
-        scores = det["scores"].detach().float().cpu()
-        labels = det["labels"].detach().cpu()
+        scores, labels = det["scores"].detach().float().cpu(), det["labels"].detach().cpu()
         rows = []
         for i in torch.argsort(scores, descending=True)[:k].tolist():
             label = int(labels[i])

@@ -36,8 +36,7 @@ class UntrustedFileError(ActvizError):
     risk = "opening this file would run code stored in it{why}; only open {name}"
 
     def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:
-        self.path = os.fspath(path)
-        self.detail = detail
+        self.path, self.detail = os.fspath(path), detail
         name = os.path.basename(self.path) or self.path
         why = f" ({detail})" if detail else ""
         super().__init__(

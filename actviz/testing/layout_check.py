@@ -291,8 +291,7 @@ def _blanks(window: QWidget) -> Found:
             across = "one above the other in a view wider than tall"
         for canvas in canvases:
             _left, top, _right, bottom = canvas.ci.getContentsMargins()
-            room_w = canvas.image_area_width()
-            room_h = canvas.height() - top - bottom
+            room_w, room_h = canvas.image_area_width(), canvas.height() - top - bottom
             image = canvas.image_rect_on_screen()
             if room_w <= 0 or room_h <= 0 or image.isEmpty():
                 continue

@@ -64,8 +64,7 @@ class Sample:
     def rss_anon_over_heap(self) -> float | None:
         """``RssAnon`` over :attr:`heap_counted_mib`: 1.0 when all of it is in use; above it, memory
         freed but kept or outside both heaps."""
-        anon = (self.breakdown or {}).get("rss_anon")
-        heap = self.heap_counted_mib
+        anon, heap = (self.breakdown or {}).get("rss_anon"), self.heap_counted_mib
         return None if anon is None or not heap else anon / heap
 
 
@@ -300,12 +299,10 @@ class BlockSampler:
 
     def __init__(self, probe: Any, *, after_ms: float = 40.0, every_ms: float = 5.0) -> None:
         self.probe = probe
-        self.after_s = after_ms / 1e3
-        self.every_s = every_ms / 1e3
+        self.after_s, self.every_s = after_ms / 1e3, every_ms / 1e3
         self._gui = threading.main_thread().ident
         self._samples: list[tuple[list[str], str]] = []  # (stack innermost first, others)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:

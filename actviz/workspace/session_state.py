@@ -285,15 +285,13 @@ class Session(DisplaySettings, TargetChoice):
         ``forward`` takes a list of images (torchvision's detectors) gets the input as a list."""
         from actviz.core.input_copies import forward_takes_list
 
-        self.model = model
-        self.model_name = name or type(model).__name__
+        self.model, self.model_name = model, name or type(model).__name__
         self.model_source, self.model_kind = source, kind
         self.categories = list(categories) if categories else None
         self.transforms, self.input_size = transforms, input_size
         self.model_warnings = list(warnings)
         self.loaded_model, self.model_open_args = loaded, {}
-        self.tree = module_tree(model)
-        self.result = None
+        self.tree, self.result = module_tree(model), None
         self.pins.clear()  # captures of another model: their panels would not match the tree
         self.baseline.clear()
         # Edits name the old model's layers: they go, and only this model's are taken.

@@ -336,8 +336,7 @@ class SignatureStore:
     when grown; a file made with other ``versions`` is ignored (and replaced)."""
 
     def __init__(self, path: Path, versions: Mapping[str, str]) -> None:
-        self.path = path
-        self.versions = dict(versions)
+        self.path, self.versions = path, dict(versions)
         self._lock = threading.Lock()
         self._entries: dict[str, dict[str, list[int]]] | None = None
         self._grown = False

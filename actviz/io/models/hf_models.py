@@ -162,13 +162,11 @@ class ProcessorTransform:
 
     def __init__(self, processor: Any) -> None:
         self.processor = processor
-        self.mean = getattr(processor, "image_mean", None)
-        self.std = getattr(processor, "image_std", None)
+        self.mean, self.std = (getattr(processor, k, None) for k in ("image_mean", "image_std"))
         size, crop_size = (getattr(processor, k, None) for k in ("size", "crop_size"))
         resize = _hw(size) if getattr(processor, "do_resize", True) else None
         crop = _hw(crop_size) if getattr(processor, "do_center_crop", False) else None
-        self.resize_size = list(resize) if resize else None
-        self.crop_size = crop
+        self.resize_size, self.crop_size = (list(resize) if resize else None), crop
         #: What the model gets, ``(H, W)``, when the processor fixes it.
         self.input_size = crop or resize
 
@@ -342,8 +340,7 @@ class TimmTransform:
     ``config`` and torchvision-style ``mean``, ``std``, ``crop_size`` and ``resize_size``."""
 
     def __init__(self, transform: Any, config: dict[str, Any]) -> None:
-        self.transform = transform
-        self.config = dict(config)
+        self.transform, self.config = transform, dict(config)
         self.mean = tuple(float(v) for v in config.get("mean", ())) or None
         self.std = tuple(float(v) for v in config.get("std", ())) or None
         size = config.get("input_size")
