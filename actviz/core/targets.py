@@ -330,8 +330,7 @@ def parse_target(
         raise ValueError(
             f"{text!r} is not a class index, and this model has no class names to search"
         )
-    lowered = [c.lower() for c in categories]
-    key = text.lower()
+    lowered, key = [c.lower() for c in categories], text.lower()
     if key in lowered:
         return lowered.index(key)
     hits = [i for i, c in enumerate(lowered) if key in c]

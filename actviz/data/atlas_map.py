@@ -365,8 +365,7 @@ def _pca(a: np.ndarray, dims: int) -> Projection:
             c -= mean
             cov += c.T @ c
         top, vecs = _top_eigen(cov, dims)
-        components = vecs.T
-        total = float(np.trace(cov))
+        components, total = vecs.T, float(np.trace(cov))
     else:
         centred = a.astype(np.float64) - mean
         values, vecs = np.linalg.eigh(centred @ centred.T)

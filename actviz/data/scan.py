@@ -129,8 +129,7 @@ def scan(
 
     def run(pending: np.ndarray, progress: Any, should_stop: Any) -> int:
         """Run the ``pending`` items; returns the CPU threads it ended on."""
-        device = sizing._model_device(net)
-        dtype = spec.expected.dtype
+        device, dtype = sizing._model_device(net), spec.expected.dtype
         modules = dict(net.named_modules())
         # Each layer's first output of the batch, reduced in the hook; merged after the forward.
         reduced: dict[str, Reduced] = {}

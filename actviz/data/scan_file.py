@@ -188,8 +188,7 @@ def contact_sheet(
     ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles);
     ``should_stop`` is asked before each channel (true: raises ``CaptureCancelled``)."""
     crops = _crops(model, scan, layer, tile, data, should_stop)
-    channels = len(crops)
-    dead = set(scan.dead(layer).tolist())
+    channels, dead = len(crops), set(scan.dead(layer).tolist())
     k = max(1, scan.k)
     kc = math.ceil(math.sqrt(k))
     kr = math.ceil(k / kc)

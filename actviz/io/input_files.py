@@ -211,8 +211,7 @@ def _fixed_size(model: nn.Module | None) -> tuple[int, int] | None:
     if isinstance(size, int):
         return (size, size)
     embed = getattr(model, "patch_embed", None)  # timm
-    strict = getattr(embed, "strict_img_size", False)
-    img = getattr(embed, "img_size", None)
+    strict, img = getattr(embed, "strict_img_size", False), getattr(embed, "img_size", None)
     if strict and isinstance(img, Sequence) and len(img) == 2:
         return (int(img[0]), int(img[1]))
     config = getattr(model, "config", None)  # Hugging Face vision models

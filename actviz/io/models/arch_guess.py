@@ -225,8 +225,7 @@ def _score(
     common = [k for k in inside if k in sig.shapes]
     differ = [k for k in common if inside[k] != sig.shapes[k]]
     matched = len(common) - len(differ)
-    missing = len(sig.shapes) - len(common)
-    unexpected = len(ckpt) - len(common)
+    missing, unexpected = len(sig.shapes) - len(common), len(ckpt) - len(common)
     union = len(ckpt) + len(sig.shapes) - len(common)
     # Jaccard over tensors; a key found with another shape earns half.
     similarity = (matched + 0.5 * len(differ)) / union if union else 0.0
