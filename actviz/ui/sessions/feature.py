@@ -20,14 +20,8 @@ from actviz.io.errors import UntrustedFileError
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import open_file
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.sessions.saving import (
-    BANNER_SOURCE,
-    SESSION_FILTER,
-    Autosave,
-    ReportExport,
-    SessionSaver,
-    gather_state,
-)
+from actviz.ui.sessions import saving
+from actviz.ui.sessions.saving import BANNER_SOURCE, ReportExport
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 from actviz.workspace import session_file
 from actviz.workspace.session_file import ModelCheck, PinState, SessionState, verify_model_source
@@ -114,9 +108,9 @@ class SessionsFeature(FeatureBase, QObject):
         self.worker = Worker(self, nice=CAPTURE_NICE)
         self._jobs: dict[Job, _Opening | None] = {}  # a save's: None
         self._opening: _Opening | None = None
-        self.kept = Autosave(host, paused=lambda: self._opening is not None)
+        self.kept = saving.Autosave(host, paused=lambda: self._opening is not None)
         self.reports = ReportExport(host, lambda: self.path)
-        self.saver = SessionSaver(self)
+        self.saver = saving.SessionSaver(self)
         #: ``report_written(str)``: File > Export report wrote that file.
         self.report_written = self.reports.report_written
         keys, before = QKeySequence.StandardKey, "Export everything…"
@@ -140,7 +134,7 @@ class SessionsFeature(FeatureBase, QObject):
 
     def session_state(self) -> SessionState:
         """What the window shows, as a :class:`SessionState` (``actviz.session.save``)."""
-        return gather_state(self.host)
+        return saving.gather_state(self.host)
 
     def is_busy(self) -> bool:
         return self.reports.is_busy() or bool(self._jobs) or self._opening is not None
@@ -231,7 +225,7 @@ class SessionsFeature(FeatureBase, QObject):
     def open_session_dialog(self) -> bool:
         """File > Open session…: pick a session file and open it."""
         start = (self.host.settings.recent_sessions() or [None])[0]
-        filters = ";;".join([SESSION_FILTER, "All files (*)"])
+        filters = ";;".join([saving.SESSION_FILTER, "All files (*)"])
         path = open_file(self.host.dialog_parent(), "Open session", filters, start)
         return self.open_session(path) if path else False
 

@@ -151,11 +151,8 @@ class VisualizeFeature(FeatureBase, QObject):
     def export_to(self, folder: str | Path) -> list[Path]:
         """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``: PNGs, a contact
         sheet and ``visualize.json`` (settings, model, how to remake). The files written."""
-        from actviz.analysis.visualize.picture_files import (
-            model_fingerprint,
-            reproduce,
-            write_visualization,
-        )
+        from actviz.analysis.visualize import picture_files
+        from actviz.analysis.visualize.picture_files import write_visualization
 
         loaded, model = self.session.loaded_model, self.session.model
         source = getattr(loaded, "source", None)
@@ -165,7 +162,7 @@ class VisualizeFeature(FeatureBase, QObject):
         }
         if model is not None:
             # Remembered from the cache's look-ups: no second hashing of the weights.
-            extra["weights"] = model_fingerprint(model)
+            extra["weights"] = picture_files.model_fingerprint(model)
         note = ""
         if loaded is not None and source:
             from actviz.io.export.reproduce import run_source
@@ -181,7 +178,7 @@ class VisualizeFeature(FeatureBase, QObject):
         files: list[Path] = []
         for sub, vis in (("page", self.page.result()), ("channel", self.shown)):
             if vis is not None:
-                again = reproduce(vis, source) | ({"note": note} if note else {})
+                again = picture_files.reproduce(vis, source) | ({"note": note} if note else {})
                 files += write_visualization(vis, Path(folder) / sub, {**extra, "reproduce": again})
         return files
 

@@ -9,12 +9,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from actviz.analysis.visualize import visualization
 from actviz.analysis.visualize.feature_vis import layer_channels, visualize
-from actviz.analysis.visualize.visualization import (
-    Visualization,
-    VisualizeSettings,
-    merge_visualizations,
-)
+from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.visualize.section import MosaicDock, read_saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
@@ -94,7 +91,7 @@ class PageVisualiser(QObject):
         """The pictures of the page shown so far, in tile order (None: none yet)."""
         if not self._parts:
             return None
-        merged = merge_visualizations(self._parts)
+        merged = visualization.merge_visualizations(self._parts)
         return merged.select([c for c in self.channels if c in merged.channels])
 
     def visualise(self, layer: str, first: int | None = None, *, size: int | None = None) -> bool:

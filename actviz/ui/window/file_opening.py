@@ -13,18 +13,8 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.threads import reporting
 from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
-from actviz.ui.background_loads import (
-    IMAGE_FILTER,
-    MODEL_SUFFIXES,
-    TENSOR_FILTER,
-    InputRequest,
-    ModelRequest,
-    arch_needed_text,
-    error_details,
-    failed_status,
-    failure_reason,
-    short_source,
-)
+from actviz.ui import background_loads as loads
+from actviz.ui.background_loads import IMAGE_FILTER, ModelRequest, failure_reason, short_source
 from actviz.ui.file_dialogs import open_file
 from actviz.ui.window.central import WindowActions
 from actviz.ui.window.input_loads import InputLoads, outcome, while_current
@@ -85,7 +75,7 @@ class FileOpening:
         """Open an input in the background; returns as :meth:`open_model_source` does."""
         if self.window.is_closed():
             return False
-        request = InputRequest(str(source), remember=remember)
+        request = loads.InputRequest(str(source), remember=remember)
         self.inputs.ask(request)
         return outcome(request, wait, self.window.wait_until)
 
@@ -107,7 +97,7 @@ class FileOpening:
         if self.model_request is None:
             source = self._natural_source(self.session.loaded_model, source)
         # While a model is being opened, the source is chosen for it once it is adopted.
-        self.inputs.ask(InputRequest(source, remember=False, quiet=True))
+        self.inputs.ask(loads.InputRequest(source, remember=False, quiet=True))
         return True
 
     def _natural_source(self, loaded: Any, fallback: str) -> str:
@@ -121,11 +111,11 @@ class FileOpening:
     def open_dropped(self, path: str | Path) -> bool:
         """Open a dropped file: a model by suffix or folder, anything else as an input."""
         path = Path(path)
-        if path.suffix.lower() in MODEL_SUFFIXES or (path / "config.json").is_file():
+        if path.suffix.lower() in loads.MODEL_SUFFIXES or (path / "config.json").is_file():
             return self.open_model_source(str(path))
         if self.window.is_closed():
             return False
-        self.inputs.ask(InputRequest(str(path), dropped=True))
+        self.inputs.ask(loads.InputRequest(str(path), dropped=True))
         return True
 
     def is_loading(self) -> bool:
@@ -188,11 +178,11 @@ class FileOpening:
                 return
             log.info("could not open %s %r: %s", name, source, error)
             if isinstance(error, ArchitectureNeededError):  # asked in the dialog, never --arch
-                text = arch_needed_text(error, in_dialog=request.dialog is not None)
+                text = loads.arch_needed_text(error, in_dialog=request.dialog is not None)
                 path, more = error.path, dict(candidates=error.candidates)
             else:
                 text = f"Could not open {name} {source!r}: {failure_reason(error, source)}"
-                path, more = source, dict(details=error_details(error))
+                path, more = source, dict(details=loads.error_details(error))
             # A path typed or picked stays in the dialog; a zoo name or a recent entry keeps its tab.
             keep = path if path and Path(path).exists() else ""
             failed(request, text, level="error", path=keep, **more)
@@ -255,7 +245,7 @@ class FileOpening:
         elif shown == "warning":
             self.window.host.show_warning(text)
         # An error's whole sentence is in the banner; the one-line status bar would cut it.
-        self.window.refresh_busy(failed_status(request.source) if shown == "error" else text)
+        self.window.refresh_busy(loads.failed_status(request.source) if shown == "error" else text)
         self.window.model_load_failed.emit(text)
         self.inputs.model_failed()
         if dialog is not None and level is None:
@@ -365,7 +355,7 @@ class OpenMenus:
     def ask_input_file(self, title: str = "Open input") -> str:
         """An input file picked in a dialog (the plugins' formats too), "" when cancelled."""
         start = (self.settings.recent_inputs() or [None])[0]
-        filters = [IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]
+        filters = [IMAGE_FILTER, loads.TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]
         return open_file(self.files.window, title, ";;".join(filters), start)
 
     def _open_input(self) -> None:

@@ -8,13 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actviz.ui.background_loads import (
-    InputRequest,
-    error_details,
-    failed_status,
-    failure_reason,
-    short_source,
-)
+from actviz.ui import background_loads as loads
+from actviz.ui.background_loads import InputRequest, failure_reason, short_source
 from actviz.ui.worker import Job, Worker
 
 log = logging.getLogger(__name__)
@@ -159,9 +154,9 @@ class InputLoads:
             self.window.host.show_warning(text := INPUT_HINT)
         else:
             text = f"Could not open input {source!r}: {(reason := failure_reason(error, source))}"
-            self.window.host.show_error(text, details=error_details(error))
+            self.window.host.show_error(text, details=loads.error_details(error))
             self.failure = (repr(short_source(source.removeprefix("text:"))), reason.rstrip("."))
-        self.window.refresh_busy(text if request.quiet else failed_status(source))
+        self.window.refresh_busy(text if request.quiet else loads.failed_status(source))
         self.window.input_load_failed.emit(text)
         self.refit()
         self.failure = None  # said by the input put in its place, or not needed

@@ -11,14 +11,8 @@ from PySide6.QtCore import QEventLoop, QSettings, QSignalBlocker, Qt, QTimer, Si
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
-from actviz.ui.background_loads import (
-    InputLoader,
-    ModelLoader,
-    load_input_source,
-    load_model_source,
-    local_files,
-    short_source,
-)
+from actviz.ui import background_loads as loads
+from actviz.ui.background_loads import InputLoader, ModelLoader, local_files, short_source
 from actviz.ui.host import Feature, Host
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
@@ -118,8 +112,8 @@ class MainWindow(QMainWindow):
         self.session = session or Session()
         self.settings = settings if isinstance(settings, AppSettings) else AppSettings(settings)
         self.confirm_untrusted: ConfirmUntrusted = confirm_untrusted or ask_untrusted
-        self.model_loader: ModelLoader = model_loader or load_model_source
-        self.input_loader: InputLoader = input_loader or load_input_source
+        self.model_loader: ModelLoader = model_loader or loads.load_model_source
+        self.input_loader: InputLoader = input_loader or loads.load_input_source
         self._closed = False
         #: The last height not forced by the docks' minimum heights (0: none yet).
         self.chosen_height = 0
