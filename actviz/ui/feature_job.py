@@ -227,8 +227,7 @@ def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:
     """``message`` + "Step 40 of 800, about 2 min left." (the estimate from the first step)."""
     text = f"{message} Step {done} of {total}"
     if 0 < done < total and elapsed_s > 0:
-        left = elapsed_s / done * (total - done)
-        text += f", about {_duration(left)} left"
+        text += f", about {_duration(elapsed_s / done * (total - done))} left"
     return text + "."
 
 

@@ -209,9 +209,8 @@ class _Raster:
 
     def same_scale(self, t: Any) -> bool:
         """Whether transform ``t`` has this image's zoom (it may be moved)."""
-        scale = (t.m11(), t.m12(), t.m21(), t.m22())
         # A pan recomputes the scale from the moved range: equal to a few parts in 1e15.
-        pairs = zip(scale, self.scale, strict=True)
+        pairs = zip((t.m11(), t.m12(), t.m21(), t.m22()), self.scale, strict=True)
         return all(abs(a - b) <= 1e-7 * max(abs(b), 1e-300) for a, b in pairs)
 
     def covers(self, t: Any, w: int, h: int, slack: tuple[int, int] = (0, 0)) -> bool:

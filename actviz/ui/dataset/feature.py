@@ -367,8 +367,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
             made, began, n = {}, time.perf_counter(), len(scan.layers)
             for i, layer in enumerate(scan.layers):  # a wide layer's sheet takes seconds
-                left = (time.perf_counter() - began) * (n - i) / i if i else -1.0
-                eta = format_eta(left)
+                eta = format_eta((time.perf_counter() - began) * (n - i) / i if i else -1.0)
                 progress(f"Report: the scan's top images of {layer} ({i + 1}/{n}, ETA {eta})")
                 made[layer] = contact_sheet(model, scan, layer, should_stop=should_stop)
             return made

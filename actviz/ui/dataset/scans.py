@@ -224,8 +224,7 @@ class DatasetScans(QObject):
     def _adopt(self, scan: Any) -> None:
         self.scan = scan
         self.session.set_scan(scan)  # what other views of the dataset read
-        self._scan_spec = self.spec
-        self._views_key = None
+        self._scan_spec, self._views_key = self.spec, None
         self._views_cache.clear()
 
     def _on_scan_errored(self, error: BaseException, peek: bool) -> None:

@@ -413,8 +413,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         reshaped = shape != self._shape
         expected, self._expected_shape = self._expected_shape, None
         if reshaped:
-            self._shape = shape
-            self._lock_aspect = lock_aspect
+            self._shape, self._lock_aspect = shape, lock_aspect
             self.view.setAspectLocked(lock_aspect)
             self.reset_view()
             self._fit_sides()  # after the reset: the sides follow the range shown

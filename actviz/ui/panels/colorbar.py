@@ -171,8 +171,7 @@ class ValueAxis(pg.GraphicsWidget):
             half, left = QtGui.QFontMetricsF(self._font).height() / 2, _TICK_LENGTH + 2
             align = int(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter)
             for value, text in self.ticks():
-                frac = (value - low) / span if span else 0.5
-                y = rect.bottom() - frac * rect.height()
+                y = rect.bottom() - ((value - low) / span if span else 0.5) * rect.height()
                 painter.setPen(self._line_pen)
                 painter.drawLine(QtCore.QPointF(0.0, y), QtCore.QPointF(_TICK_LENGTH, y))
                 # Kept inside the bar's height: the end values sit at its edges.

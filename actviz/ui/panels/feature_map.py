@@ -134,8 +134,7 @@ class LayerPanel(PanelBase):
         super().__init__(name, parent)
         self.name = name
         self._module_type, self._shape_text = module_type, ""  # the title's
-        self._gradients_visible = True
-        self._min_height = MIN_PANEL_HEIGHT
+        self._gradients_visible, self._min_height = True, MIN_PANEL_HEIGHT
         self.title_label.setToolTip(name)
         #: Channels picked with Ctrl/Shift+click (the tile menu's edits apply to them).
         self._selection = TileSelection()

@@ -108,8 +108,7 @@ class PredictionPanel(PanelBase):
         self.content.addWidget(self.placeholder)
         self._rows: list[_Row] = []
         self._data: list[tuple[int, str, float]] = []
-        self._kind = "class"
-        self._bars_visible = True
+        self._kind, self._bars_visible = "class", True
         self.clear()
 
     def set_bars_visible(self, visible: bool) -> None:
@@ -215,8 +214,7 @@ class PredictionChangeView(PanelBase):
             # Inside another panel's layout: as tall as its content, never more.
             policy = QtWidgets.QSizePolicy.Policy
             self.setSizePolicy(policy.Preferred, policy.Maximum)
-        self._reference_first = bool(reference_first)
-        self._empty_text = empty_text
+        self._reference_first, self._empty_text = bool(reference_first), empty_text
         self.caption = style.caption_label(caption, wrap=True, visible=False)  # with the table
         self.content.addWidget(self.caption)
 

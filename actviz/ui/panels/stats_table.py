@@ -193,8 +193,7 @@ class StatsTable(PanelBase):
     def fit_name_column(self) -> int:
         """Fit the name column to the names shown, within its bounds; returns its width."""
         fitted = max(self.view.sizeHintForColumn(0), self.NAME_MIN_PX)
-        cap = max(self.NAME_MIN_PX, int(self.view.width() * self.NAME_MAX_FRACTION))
-        width = min(fitted, cap)
+        width = min(fitted, max(self.NAME_MIN_PX, int(self.view.width() * self.NAME_MAX_FRACTION)))
         self.view.horizontalHeader().resizeSection(0, width)
         return width
 

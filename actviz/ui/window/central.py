@@ -223,8 +223,7 @@ class StatusWidgets:
 
 def breakable(text: str) -> str:
     """``text`` with zero-width breaks in long runs, so a long path cannot widen a wrapped label."""
-    soften = lambda run: _BREAK_AFTER.sub(r"\1" + _ZERO_WIDTH_SPACE, run.group())  # noqa: E731
-    return _LONG_RUN.sub(soften, text)
+    return _LONG_RUN.sub(lambda run: _BREAK_AFTER.sub(r"\1" + _ZERO_WIDTH_SPACE, run.group()), text)
 
 
 class MessageBanner(QtWidgets.QFrame):

@@ -123,8 +123,7 @@ class OverviewDisplay:
         c.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
         c.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
         if not now and not result.overview_ready(name := self._selected_layer()):
-            refill = lambda: self._fill(result, run, *more, now=True)  # noqa: E731
-            return self._when_ready(result, name, refill)
+            return self._when_ready(result, name, lambda: self._fill(result, run, *more, now=True))
         for step in (
             lambda: self._show_saliency(result),
             lambda: self._show_gradcam_result(result),
