@@ -184,7 +184,11 @@ LATER_CAPABILITIES = (
 # -13 on 2026-12-07 (net): RunSource's fields as options, capture options passed through (#38,
 # -15); the stress report's blocks say how long the GUI thread waited for a core (#37, +2).
 # (Reverted: the worker's news in one queued wake, +10, and workers niced 12/17, +2.)
-TODAYS_FEATURES_LINES = 44_732
+# -754 on 2026-12-07 morning (net): three passes over every package by helpers: dead code,
+# one-use locals and helpers, module constants in one block, Qt and project names used once
+# by module, constructor keywords, paired state, packed __all__ lists (#38, -776); the app's
+# OpenMP wait policy set before torch loads (#37, #39, +22).
+TODAYS_FEATURES_LINES = 43_978
 
 
 def todays_feature_lines() -> int:
