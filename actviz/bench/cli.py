@@ -39,7 +39,7 @@ import time
 import torch
 
 from actviz.bench.timing import StealMeter
-from actviz.core.openmp import APP_OPENMP
+from actviz.core.openmp import use_app_openmp
 
 #: Sections whose bench lives in its own module: ``run(quick: bool, summary: dict) -> None``
 #: prints its table and adds its figures to the JSON summary.
@@ -200,11 +200,18 @@ def _scan(quick: bool, summary: dict) -> None:
 
 
 #: Sections run in a process of their own within a full run, and alone unless the app's OpenMP
-#: policy is set (its process sets it before torch loads: actviz/core/openmp.py). Under libgomp
-#: a thread that ran torch in parallel keeps its OpenMP team for good, and the earlier sections
-#: capture on the main thread: live mode's capture thread would then share the process with a
-#: second team, which slows both (actviz/core/threads.py), where the window's own process has one.
+#: settings are made (its process makes them before torch loads: actviz/core/openmp.py). Under
+#: libgomp a thread that ran torch in parallel keeps its OpenMP team for good, and the earlier
+#: sections capture on the main thread: live mode's capture thread would then share the process
+#: with a second team, which slows both (actviz/core/threads.py); the window's process has one.
 _OWN_PROCESS = ("live",)
+
+
+def _app_env() -> dict[str, str]:
+    """This process's environment with the app's OpenMP settings (actviz/core/openmp.py)."""
+    env = dict(os.environ)
+    use_app_openmp(env)
+    return env
 
 
 def _run_in_child(section: str, args: argparse.Namespace, summary: dict) -> None:
@@ -215,9 +222,7 @@ def _run_in_child(section: str, args: argparse.Namespace, summary: dict) -> None
         command.append("--quick")
     if args.pairs:
         command += ["--pairs", str(args.pairs)]
-    # As the app's own process: its OpenMP policy set before torch loads (actviz/core/openmp.py).
-    env = {**APP_OPENMP, **os.environ}
-    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=_app_env())
     lines = proc.stdout.splitlines()
     figures: dict = {}
     if lines and lines[-1].startswith("{"):
@@ -261,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     for section in wanted:
         t0 = time.perf_counter()
         steal = StealMeter()
-        # In a process of its own within a run, or where the app's OpenMP policy is not set yet.
-        unset = any(key not in os.environ for key in APP_OPENMP)
+        # In a process of its own within a run, or where the app's OpenMP settings are not made yet.
+        unset = _app_env() != dict(os.environ)
         if section in _OWN_PROCESS and (len(wanted) > 1 or unset):
             _run_in_child(section, args, summary)
         elif section == "capture":

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-#: A team thread done with its share sleeps instead of spinning: beside the GUI thread and any
-#: other load on few cores, spinning team threads took the cores their own team waited for.
-APP_OPENMP = {"OMP_WAIT_POLICY": "PASSIVE"}
+#: A team thread done with its share spins this long, then sleeps (libgomp's default, 300,000,
+#: let spinning threads take the cores their team waited for: docs/performance.md).
+APP_OPENMP = {"GOMP_SPINCOUNT": "1000"}
 
 
 def use_app_openmp(env: MutableMapping[str, str] = os.environ) -> None:
-    """Put :data:`APP_OPENMP` in ``env`` where it sets nothing (the user's own values stay)."""
-    for key, value in APP_OPENMP.items():
-        env.setdefault(key, value)
+    """Put :data:`APP_OPENMP` in ``env`` unless the user chose a wait policy or spin count."""
+    if not {"OMP_WAIT_POLICY", *APP_OPENMP} & set(env):
+        env.update(APP_OPENMP)

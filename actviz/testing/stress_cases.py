@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from actviz.core.openmp import APP_OPENMP
+from actviz.core.openmp import use_app_openmp
 from actviz.testing.stress_report import Failure, StressReport
 
 #: The cases, in the order the bench runs them.
@@ -192,8 +192,8 @@ def run_case(
         # The child imports this very actviz (a checkout need not be the one installed).
         root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-        # As the app's own process, its OpenMP policy set before torch loads (core/openmp.py).
-        env = {**APP_OPENMP, **os.environ, "ACTVIZ_OFFLINE": "1", "PYTHONPATH": path}
+        env = {**os.environ, "ACTVIZ_OFFLINE": "1", "PYTHONPATH": path}
+        use_app_openmp(env)  # as the app's process, before torch loads (core/openmp.py)
         env.setdefault("QT_QPA_PLATFORM", "offscreen")
         limit = timeout_s if timeout_s is not None else 120 + 10.0 * n + hang_s
         started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The app's process sets its OpenMP wait policy before torch loads; a user's own value stays."""
+"""The app's process sets its OpenMP spin count before torch loads; a user's own choice stays."""
 
 from __future__ import annotations
 
@@ -10,23 +10,24 @@ import textwrap
 from actviz.core.openmp import APP_OPENMP, use_app_openmp
 
 
-def test_the_app_policy_fills_only_what_the_user_left_unset():
+def test_the_app_spin_count_is_set_only_where_the_user_chose_nothing():
     env: dict[str, str] = {}
     use_app_openmp(env)
-    assert env == {"OMP_WAIT_POLICY": "PASSIVE"} == APP_OPENMP
-    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
-    use_app_openmp(mine)
-    assert mine == {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert env == {"GOMP_SPINCOUNT": "1000"} == APP_OPENMP
+    for mine in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "50"}):
+        kept = dict(mine)
+        use_app_openmp(kept)
+        assert kept == mine
 
 
 def _gui_sees(env: dict[str, str]) -> str:
-    """What ``actviz gui`` leaves for the window: the policy, and whether torch had loaded."""
+    """What ``actviz gui`` leaves for the window: the spin count, and whether torch had loaded."""
     script = textwrap.dedent(
         """
         import os, sys, types
         fake = types.ModuleType("actviz.ui.explore")
         def run_app(**_kwargs):
-            print(os.environ.get("OMP_WAIT_POLICY"), "torch" in sys.modules)
+            print(os.environ.get("GOMP_SPINCOUNT"), "torch" in sys.modules)
             return 0
         fake.run_app = run_app
         sys.modules["actviz.ui.explore"] = fake
@@ -41,7 +42,8 @@ def _gui_sees(env: dict[str, str]) -> str:
     return done.stdout.strip()
 
 
-def test_the_gui_command_sets_the_policy_before_torch_loads():
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    assert _gui_sees(env) == "PASSIVE False"
-    assert _gui_sees({**env, "OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE False"
+def test_the_gui_command_sets_the_spin_count_before_torch_loads():
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    assert _gui_sees(env) == "1000 False"
+    assert _gui_sees({**env, "GOMP_SPINCOUNT": "7"}) == "7 False"
+    assert _gui_sees({**env, "OMP_WAIT_POLICY": "PASSIVE"}) == "None False"
