@@ -187,8 +187,9 @@ LATER_CAPABILITIES = (
 # -754 on 2026-12-07 morning (net): three passes over every package by helpers: dead code,
 # one-use locals and helpers, module constants in one block, Qt and project names used once
 # by module, constructor keywords, paired state, packed __all__ lists (#38, -776); the app's
-# OpenMP spin count set before torch loads (#37, #39, +22).
-TODAYS_FEATURES_LINES = 43_978
+# OpenMP spin count set before torch loads (#37, #39, +22); an opening's steps each on a turn
+# after the one that asks, even from inside a display pass (#37, +2).
+TODAYS_FEATURES_LINES = 43_980
 
 
 def todays_feature_lines() -> int:

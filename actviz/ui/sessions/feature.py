@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QMenu, QMessageBox, QWidget
 
@@ -198,11 +198,13 @@ class SessionsFeature(FeatureBase, QObject):
             self._open_failed(opening, exc)
 
     def _later(self, opening: _Opening, step: Callable[[], object]) -> None:
-        """Run ``step`` of ``opening`` on a later display pass, while it is still current."""
-        self.host.defer_display(
-            lambda: self._opening is opening and self._step_done(opening, lambda _v: step(), None),
-            stale_ok=True,
-        )
+        """Run ``step`` of ``opening``, if still current, on a display pass after this turn's."""
+
+        def run() -> None:
+            if self._opening is opening:
+                self._step_done(opening, lambda _v: step(), None)
+
+        QTimer.singleShot(0, self, lambda: self.host.defer_display(run, stale_ok=True))
 
     def _open_failed(self, opening: _Opening, error: BaseException) -> None:
         said = self.saver.failure_text(error, "opening the session")

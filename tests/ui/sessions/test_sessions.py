@@ -274,6 +274,29 @@ def test_a_sessions_parts_are_restored_a_turn_after_its_run_is_shown(
     assert other.session.result is not None
 
 
+def test_a_step_of_an_opening_asked_for_inside_a_display_pass_waits_for_a_later_turn(
+    actviz_window,
+):
+    """An opening's steps each get a turn of their own, even when one is asked for from inside
+    a display pass with time left (the saved run shown there, its parts restored in the same
+    pass: the two blocks of one turn the stress run measured)."""
+    from PySide6.QtCore import QTimer
+
+    win = actviz_window()
+    sessions, order = _sessions(win), []
+    opening = sessions._opening = object()  # an opening under way
+
+    def in_a_pass():
+        order.append("pass")
+        sessions._later(opening, lambda: order.append("step"))
+        QTimer.singleShot(0, lambda: order.append("next turn"))
+
+    win.window.host.defer_display(in_a_pass)
+    win.qtbot.waitUntil(lambda: "step" in order)
+    sessions._opening = None
+    assert order == ["pass", "next turn", "step"]
+
+
 def test_a_missing_checkpoint_asks_where_it_is(actviz_window, checkpoint, tmp_path):
     win = actviz_window()
     _investigation(win, checkpoint)
