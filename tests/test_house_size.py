@@ -188,8 +188,9 @@ LATER_CAPABILITIES = (
 # one-use locals and helpers, module constants in one block, Qt and project names used once
 # by module, constructor keywords, paired state, packed __all__ lists (#38, -776); the app's
 # OpenMP spin count set before torch loads (#37, #39, +22); an opening's steps each on a turn
-# after the one that asks, even from inside a display pass (#37, +2).
-TODAYS_FEATURES_LINES = 43_980
+# after the one that asks, even from inside a display pass (#37, +2); live mode given back for
+# the opened input shows it in the Input panel and the pad, however it was asked (#39, +6).
+TODAYS_FEATURES_LINES = 43_986
 
 
 def todays_feature_lines() -> int:

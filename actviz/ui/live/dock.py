@@ -348,8 +348,7 @@ class LiveControls(QtWidgets.QDockWidget):
     def _on_source_activated(self, index: int) -> None:
         c = self.controller
         if index == _STILL:
-            c.set_source(None)
-            self._show_still_input()
+            c.set_source(None)  # the pad follows (_on_controller_source_changed)
         elif index == _FOLDER and (path := self.choose_folder(self)):
             c.open_folder(path)
         elif index == _TENSOR and (path := self.choose_tensor_file(self)):
@@ -416,6 +415,8 @@ class LiveControls(QtWidgets.QDockWidget):
         self.source_label.setText(text or "the opened input")
         self._sync_perturbation_enabled()
         self._sync_source()
+        if not text:  # back to the opened input, however it was asked for
+            self._show_still_input()
 
     def _sync_source(self) -> None:
         """The selector shows what really plays (a choice refused or cancelled included)."""

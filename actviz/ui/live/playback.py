@@ -289,9 +289,14 @@ class LiveController(QObject):
         self.message.emit("")
         if source is not None:
             self.request(0)
-        elif self.host.session.can_run():
-            # Back to the opened input's own frame, not the sequence's last.
-            self.host.run() if self.perturbation.is_identity() else self.request(0)
+        elif (inp := self.host.session.input) is not None and self.host.session.can_run():
+            # Back to the opened input's own frame, not the sequence's last (a run of the
+            # window's own shows no picture: the Input panel is given the opened input's).
+            if self.perturbation.is_identity():
+                self.host.show_input_image(inp.image, inp.caption)
+                self.host.run()
+            else:
+                self.request(0)
         self.emit_status()
 
     def _play_new(self, make: Callable[[], Any], failed: str) -> Any:

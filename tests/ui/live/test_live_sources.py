@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from actviz.ui.live import dock as live_dock
-from actviz.ui.live.frames import ImageFolder
+from actviz.ui.live.frames import ImageFolder, TensorFrames
 from tests.ui.tiny_models import TinyCNN
 
 
@@ -75,3 +75,25 @@ def test_back_to_the_opened_input_shows_it_at_once(actviz_window, tmp_path):
     assert shown.shape == opened.shape and not torch.equal(shown, folder_frame)
     patched, _ = live.perturbation.apply(opened, None)
     torch.testing.assert_close(shown, patched, rtol=0, atol=0)  # the opened input, occluded
+
+
+def test_a_clip_given_back_for_the_opened_input_leaves_no_frame_in_the_input_panel_or_pad(
+    actviz_window,
+):
+    """Without a perturbation the way back is a run of the window's own, which shows no picture:
+    the Input panel and the pad show the opened input again, not the clip's last frame, whether
+    the combo or a script (``set_source(None)``) asked."""
+    win = _running_window(actviz_window)
+    dock = win.open_dock("Live")
+    live = win.live.controller
+    caption = win.window.model_dock.input_preview.caption_label.text
+    opened_caption, opened_pad = caption(), dock.pad.rgb.copy()
+    live.set_source(TensorFrames(torch.rand(3, 3, 16, 16), "clip"))
+    win.qtbot.waitUntil(lambda: live.frames_shown > 0 and live.idle, timeout=30_000)
+    win.wait_idle()
+    assert caption() != opened_caption
+    live.set_source(None)
+    win.qtbot.waitUntil(lambda: live.idle, timeout=30_000)
+    win.wait_idle()
+    assert caption() == opened_caption
+    assert (dock.pad.rgb == opened_pad).all()
