@@ -190,7 +190,8 @@ LATER_CAPABILITIES = (
 # OpenMP spin count set before torch loads (#37, #39, +22); an opening's steps each on a turn
 # after the one that asks, even from inside a display pass (#37, +2); live mode given back for
 # the opened input shows it in the Input panel and the pad, however it was asked (#39, +6).
-TODAYS_FEATURES_LINES = 43_986
+# +3 on 2026-12-07 late morning (#37): a run's bytes counted on the worker, not the GUI thread.
+TODAYS_FEATURES_LINES = 43_989
 
 
 def todays_feature_lines() -> int:

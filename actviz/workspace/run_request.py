@@ -22,6 +22,7 @@ from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.display.token_maps import sequence_layout
 from actviz.workspace.edits_board import BaselineCache, BaselineKey
+from actviz.workspace.pins import result_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
@@ -104,7 +105,9 @@ def run_job(
 
         edited = bool(getattr(cap, "edits", None))
         changes["target_text"] = auto_description(index, edited) + text[len(f"class {index}") :]
-    return dataclasses.replace(result, **changes) if changes else result
+    result = dataclasses.replace(result, **changes) if changes else result
+    result_bytes(result)  # counted here: on the GUI thread, the memory read-outs' walk took ms
+    return result
 
 
 def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -117,6 +118,42 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, actviz_window, tin
     win.run_and_wait()
     gc.collect()
     assert kept() is None
+
+
+def test_a_runs_bytes_are_counted_on_the_worker_not_the_gui_thread(
+    qtbot, actviz_window, tiny_cnn, monkeypatch
+):
+    """Ctrl+R's result is counted for the memory read-outs before it reaches the GUI thread:
+    walking a text model's result took ~10 ms of the turn that shows it (#37's blocks)."""
+    from PySide6.QtCore import Qt
+
+    from actviz.workspace import pins
+
+    walked_on_gui: list[bool] = []
+    real = pins._owned_arrays
+
+    def spy(obj, roots, seen, depth=0):
+        if depth == 0:
+            walked_on_gui.append(threading.current_thread() is threading.main_thread())
+        return real(obj, roots, seen, depth)
+
+    monkeypatch.setattr(pins, "_owned_arrays", spy)
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1200, 800))
+    window = win.window
+    win.wait_idle()
+    walked_on_gui.clear()
+    before = window.session.result
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=10_000)
+    qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: window.session.result is not before, timeout=RUN_TIMEOUT_MS)
+    win.wait_idle()
+    result = window.session.result
+    held = window.session.held_bytes()
+    assert walked_on_gui == [False]  # once, on the worker
+    assert held == result_bytes(result) > 2 * result.nbytes
+    assert window.status.timing_label.text().endswith("held")
+    assert walked_on_gui == [False]  # read again from what the worker counted
 
 
 def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
