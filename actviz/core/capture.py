@@ -107,8 +107,7 @@ def capture(
     ValueError
         Unknown layers, a bad target or ``mode``; ``EditError`` for an edit that cannot apply.
     CaptureCancelled, CaptureTooLarge
-        See ``should_stop`` and ``max_bytes``. The model's own exceptions propagate unchanged.
-    """
+        See ``should_stop`` and ``max_bytes``. The model's own exceptions propagate unchanged."""
     if mode not in ("eval", "train"):
         raise ValueError(f"mode must be 'eval' or 'train', not {mode!r}")
     if not isinstance(model, nn.Module):

@@ -132,8 +132,7 @@ def compare(
     Raises
     ------
     ValueError
-        A layer one capture lacks, or a negative ``tol``.
-    """
+        A layer one capture lacks, or a negative ``tol``."""
     if not (isinstance(tol, (int, float)) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0, not {tol!r}")
     if layers is None:

@@ -340,8 +340,7 @@ def project(
     ValueError
         An unknown method, ``dims`` out of range, NaN in the vectors.
     ImportError
-        ``"umap"`` without ``umap-learn``.
-    """
+        ``"umap"`` without ``umap-learn``."""
     if method not in METHODS:
         raise ValueError(f"unknown projection method {method!r} (known: {', '.join(METHODS)})")
     a = _rows(vectors)

@@ -88,8 +88,7 @@ def scan(
     ValueError
         Unknown layers, ``k < 1``, or ``embeddings`` naming a layer not scanned.
     ScanCancelled, ScanTooLarge, RankFailed
-        See ``should_stop``, ``memory_budget`` and ``distributed``.
-    """
+        See ``should_stop``, ``memory_budget`` and ``distributed``."""
     if int(k) < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     k = int(k)

@@ -80,8 +80,7 @@ class Mosaic:
     tiles, the ``i``-th at row ``i // cols``, column ``i % cols``; ``scale`` source pixels per tile
     pixel; ``symmetric``: normalised about 0 (0 paints mid-scale); ``order`` a channel order
     other than the natural one, tile ``i`` showing ``order.channels[position + i]``;
-    ``scale_range`` the values mapped to 0 and 1 (nominal ``(0, 1)`` / ``(-1, 1)`` per channel).
-    """
+    ``scale_range`` the values mapped to 0 and 1 (nominal ``(0, 1)`` / ``(-1, 1)`` per channel)."""
 
     #: None until first read, then made from ``_tiles`` (live frames paint ``indices`` only).
     _image: np.ndarray | None = field(repr=False, compare=False)
@@ -352,8 +351,7 @@ def mosaic(
     ``max_pixels``, are downsampled; ``pad`` pixels of NaN go between tiles (default
     :func:`mosaic_pad`); ``order`` tiles in that order (``first_channel`` counts positions;
     ignored if it does not fit); ``absolute`` tiles ``|fmap|`` (a gradient's magnitude), taken
-    of the page only.
-    """
+    of the page only."""
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
     data = _as_maps(fmap)

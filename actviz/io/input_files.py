@@ -69,8 +69,7 @@ def open_input(
     Raises
     ------
     InputError
-        Missing or unreadable file, or data that does not fit the model.
-    """
+        Missing or unreadable file, or data that does not fit the model."""
     if model is not None and not isinstance(model, nn.Module) and hasattr(model, "model"):
         # open_input(src, model=loaded): what open_model returned, not the module.
         model, loaded_model = None, loaded_model or model

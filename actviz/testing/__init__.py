@@ -7,8 +7,7 @@ With pytest-qt installed, any test can ask for the ``actviz_window`` fixture::
         win.run_and_wait()
         pixels = win.shown_pixels("conv1")  # (H, W, 4) uint8, as painted
 
-Only the driver needs Qt: ``from actviz.testing import assert_no_hooks`` does not import it.
-"""
+Only the driver needs Qt: ``from actviz.testing import assert_no_hooks`` does not import it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 see cut, clipped or squeezed::
 
     problems = layout_problems(window)
-    assert not problems, "\\n".join(map(str, problems))
-"""
+    assert not problems, "\\n".join(map(str, problems))"""
 
 from __future__ import annotations
 

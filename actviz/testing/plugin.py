@@ -141,8 +141,7 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720), debounce_ms=20,
     auto_run=False, settings=None, show=True, plugins=None, features=None, **window_kwargs)``
     builds a window with only ``features`` (None: all) on scratch settings. Nothing runs until
-    :meth:`~actviz.testing.WindowDriver.run_and_wait`.
-    """
+    :meth:`~actviz.testing.WindowDriver.run_and_wait`."""
     drivers: list = []
     request.node.stash[_DRIVERS] = drivers
     with _left_behind(request, drivers, set()):

@@ -3,8 +3,7 @@ exceptions, Qt criticals, GUI blocks, hooks left on models, objects and memory. 
 replay (``run(steps=...)``), which is how :mod:`stress_cases` shrinks a failure::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
-    assert not report.exceptions, report.describe()
-"""
+    assert not report.exceptions, report.describe()"""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Stress cases, each in a process of its own (a segfault is a crash, a silent GUI thread a hang);
 a failure is shrunk to its shortest action list::
 
-    python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink
-"""
+    python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink"""
 
 from __future__ import annotations
 

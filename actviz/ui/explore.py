@@ -70,8 +70,7 @@ def explore(
     Raises
     ------
     ValueError
-        A name in ``layers`` is not in ``model.named_modules()`` (with suggestions).
-    """
+        A name in ``layers`` is not in ``model.named_modules()`` (with suggestions)."""
     import torch
 
     ensure_app()
@@ -147,8 +146,7 @@ def run_app(
     The arguments are the ``actviz`` command's ``--model`` (None: the demo on its first sample),
     ``--arch``, ``--input``, ``--trust`` (else the window asks before unpickling code),
     ``--session`` (without one, the last session is offered) and the installed plugins' use.
-    ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first result (0) or a failure (1).
-    """
+    ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first result (0) or a failure (1)."""
     tune_allocator()  # the app's own process captures again and again: keep freed memory
     # Torch in parallel on the worker threads only (core/threads.py), until the window closes.
     undo_threads = parallel_in_workers_only()

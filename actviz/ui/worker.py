@@ -311,8 +311,7 @@ class Worker(QObject):
         frames). ``keep``: later jobs do not supersede this one (a report, a file written
         whole); it ends by itself, by a cancel or by :meth:`drop`. ``lane``: 0 the model's
         thread, 1 a second thread for jobs capturing a copy of the model. ``threads``: torch's
-        thread count for the first stage (None: :attr:`threads`).
-        """
+        thread count for the first stage (None: :attr:`threads`)."""
         if lane not in (0, 1):
             raise ValueError(f"lane must be 0 or 1, not {lane!r}")
         pool = self._lane if lane else self._pool

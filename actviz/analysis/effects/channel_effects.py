@@ -189,8 +189,7 @@ def effects(
     Raises
     ------
     ValueError
-        Unknown layers or method, a bad target, a baseline that does not fit a layer.
-    """
+        Unknown layers or method, a bad target, a baseline that does not fit a layer."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     if not isinstance(model, nn.Module):

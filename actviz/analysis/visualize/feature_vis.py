@@ -78,8 +78,7 @@ def visualize(
     VisualizeError
         Not an image model, an unknown layer, a channel out of range, a bad setting.
     CaptureCancelled
-        ``should_stop()`` turned True.
-    """
+        ``should_stop()`` turned True."""
     t0 = time.perf_counter()
     net, loaded = unwrap_model(model)
     settings = replace(settings or VisualizeSettings(), **overrides)

@@ -58,8 +58,7 @@ class VisualizeSettings:
     Raises
     ------
     VisualizeError
-        A value out of range.
-    """
+        A value out of range."""
 
     objective: Any = "channel"
     steps: int = 256
@@ -128,8 +127,7 @@ class Visualization:
     elapsed_s
         Wall time of the call.
     from_cache
-        Per sample, whether it was read from the cache rather than computed.
-    """
+        Per sample, whether it was read from the cache rather than computed."""
 
     layer: str
     channels: tuple[int, ...]

@@ -83,8 +83,7 @@ def export_capture(
         Called as ``progress(done, total, what)``.
     display
         How to draw (``image``, ``categories``, ``cmap``, ``normalize``, ``gradcam_layer``) and
-        the sequence views' inputs, as :func:`prepare_export` takes them.
-    """
+        the sequence views' inputs, as :func:`prepare_export` takes them."""
     out = check_out_folder(out_dir)
     report = progress or (lambda _done, _total, _what: None)
     names = list(layers) if layers is not None else list(cap.names)

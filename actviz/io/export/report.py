@@ -86,8 +86,7 @@ def write_report(
     display
         ``image``, ``categories``, ``cmap``, ``normalize``, ``gradcam_layer``, ``tokens``,
         ``tokenizer``, ``layout``, ``token_saliency``: as
-        :func:`~actviz.io.export.capture_export.prepare_export` takes them.
-    """
+        :func:`~actviz.io.export.capture_export.prepare_export` takes them."""
     out = Path(path)
     report = progress or (lambda _done, _total, _what: None)
     names = list(layers) if layers is not None else list(cap.names)
@@ -271,8 +270,7 @@ td.l, th.l { text-align: left; } tr.hit td { background: #fff4d6; }
 .bar { display: inline-block; height: 10px; background: #4a7fb0; vertical-align: middle; }
 pre { background: #f4f4f2; padding: 10px; overflow-x: auto; font-size: 12px; max-height: 420px; }
 .warn { color: #9a3a12; } .muted { color: #777; }
-@media (max-width: 900px) { .page { display: block; } nav { position: static; width: auto; } }
-"""
+@media (max-width: 900px) { .page { display: block; } nav { position: static; width: auto; } }"""
 #: Only embedded pictures and the inline style: a browser makes no request for this page.
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 

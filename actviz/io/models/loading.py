@@ -86,8 +86,7 @@ def open_model(
     ArchitectureNeededError
         Weights whose architecture is uncertain; ``candidates`` are the best guesses.
     UntrustedFileError
-        The file needs ``trust=True``.
-    """
+        The file needs ``trust=True``."""
     from actviz.io.models import big
 
     where = big.placement(device_map, max_memory, offload_folder)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 
 from PySide6.QtCore import QObject
@@ -14,13 +13,13 @@ from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepared import PreparedLayer
 from actviz.display.repage import with_page
 from actviz.ui.compare.view import CompareView
-from actviz.ui.panels.deferred import DeferredCall
+from actviz.ui.panels.deferred import DeferredCall, TurnBudget
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
 from actviz.workspace.run_request import CompareOutcome
 
 #: How far outside the view (a fraction of its height) panels are painted, one per pass.
 PAINT_MARGIN = 0.5
-#: Seconds a pass may paint panels (past the first); the rest follow on the next turns.
+#: Seconds a turn's passes may paint panels (past the first); the rest follow on the next turns.
 PAINT_BUDGET_S = 0.025
 
 
@@ -46,6 +45,8 @@ class DiffPainter(QObject):
         self._margin_soon = DeferredCall(self, lambda: self.paint_in_view(near=True))
         self._widths_soon = DeferredCall(self, self._apply_widths)
         self._new_widths: dict[str, int] = {}
+        # A first paint builds canvases (~20 ms): each is expected to cost what the last did.
+        self._turn, self._cost = TurnBudget(self), 0.0
         view.page_requested.connect(self.turn_page)
         view.mosaic_width_changed.connect(self._on_width_changed)
         # Scrolled: painted at once (before the area is drawn); resized: once laid out.
@@ -85,7 +86,7 @@ class DiffPainter(QObject):
             if self._reveal_name is not None:
                 name, self._reveal_name = self._reveal_name, None
                 self.view.diffs.reveal(name)
-            if not self._paint_each(0, deadline=time.perf_counter() + PAINT_BUDGET_S):
+            if not self._paint_each(0):
                 self._paint_soon.request()  # panels in view still wait: the next turn
             elif near:
                 self._paint_each(self._margin_px(), most=1)
@@ -94,19 +95,19 @@ class DiffPainter(QObject):
         if self._near_view():
             self._margin_soon.request()
 
-    def _paint_each(self, margin: int, most: int | None = None, deadline: float = math.inf) -> bool:
-        """Paint panels within ``margin`` of the view (``most``, until ``deadline``); False: some wait."""
+    def _paint_each(self, margin: int, most: int | None = None) -> bool:
+        """Paint panels within ``margin`` of the view (``most``, in budget); False: some wait."""
         # One at a time, in depth order: a painted panel's height moves the others.
         v = self.view
         painted = 0
         while self.unpainted and not self._closed and (most is None or painted < most):
             if not (names := v.diffs.near_view(self.unpainted, margin)):
                 break
-            if painted and time.perf_counter() > deadline:
+            if not self._turn.allows(PAINT_BUDGET_S, self._cost):
                 return False
             anchor = v.diffs.anchor()  # panels above grow as painted: what is in view stays
             self.unpainted.discard(names[0])
-            self.paint(names[0])
+            self._timed_paint(names[0])
             v.diffs.keep_anchor(anchor)
             painted += 1
         return True
@@ -158,6 +159,11 @@ class DiffPainter(QObject):
         panel.set_activation(layer.view, layer.mosaic)
         panel.set_gradient(layer.grad_view, layer.grad_mosaic)
 
+    def _timed_paint(self, name: str) -> None:
+        start = time.perf_counter()
+        self.paint(name)
+        self._cost = time.perf_counter() - start
+
     def _page(self, name: str, layer: PreparedLayer) -> tuple[int, int]:
         """Layer ``name``'s page: its first channel and its size."""
         if (size := self.page_sizes.get(name)) is None:
@@ -185,13 +191,8 @@ class DiffPainter(QObject):
         self._widths_soon.request()
 
     def _apply_widths(self) -> None:
-        items, self._new_widths = list(self._new_widths.items()), {}
-        outcome, deadline, painted = self.outcome, time.perf_counter() + PAINT_BUDGET_S, False
+        items, self._new_widths, outcome = list(self._new_widths.items()), {}, self.outcome
         for i, (name, width) in enumerate(items):
-            if painted and time.perf_counter() > deadline:  # the rest on the next turn
-                self._new_widths = {**dict(items[i:]), **self._new_widths}
-                self._widths_soon.request()
-                return
             if name in self.unpainted:
                 continue  # painted with the page size its width takes once in view
             layer = outcome.differences.get(name) if outcome is not None else None
@@ -200,9 +201,12 @@ class DiffPainter(QObject):
             total, height, tile_w = layer.view.data.shape
             size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
             if size != self.page_sizes.get(name):
+                if not self._turn.allows(PAINT_BUDGET_S, self._cost):  # the rest next turn
+                    self._new_widths = {**dict(items[i:]), **self._new_widths}
+                    self._widths_soon.request()
+                    return
                 self.page_sizes[name] = size
-                self.paint(name)
-                painted = True
+                self._timed_paint(name)
 
     def stop(self) -> None:
         """The window closes: nothing more is painted."""

@@ -74,8 +74,7 @@ def frame_job(
     building ``build``'s copy), then stage a fast preparation of the ``visible`` mosaics; the
     Overview's parts (``eager`` histograms) wait for a read while it is hidden. ``payload``:
     those and the rest the job needs (:meth:`~actviz.ui.live.frame_runner.FrameRunner.submit`),
-    emptied when the job starts or is dropped (the closure may outlive it and must pin nothing).
-    """
+    emptied when the job starts or is dropped (the closure may outlive it and must pin nothing)."""
     from actviz.core.capture import CaptureCancelled, capture
 
     spec.payload = payload

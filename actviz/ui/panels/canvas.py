@@ -390,8 +390,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         indices
             ``to_indices(image, levels)`` computed off the GUI thread.
         source
-            Makes the float image behind ``image``, for :meth:`source_image` (only if read).
-        """
+            Makes the float image behind ``image``, for :meth:`source_image` (only if read)."""
         self._levels = (float(levels[0]), float(levels[1]))
         if image.ndim == 2:
             self._source = source if source is not None else image

@@ -135,8 +135,7 @@ class ImageColumn(QtWidgets.QWidget):
 
 class ChannelView(PanelBase):
     """A channel's activation and |gradient| side by side, zoom linked. ``step_requested(int)``:
-    -1 / +1; ``channel_changed(str, int)``: shown, ``("", -1)`` when cleared.
-    """
+    -1 / +1; ``channel_changed(str, int)``: shown, ``("", -1)`` when cleared."""
 
     step_requested = QtCore.Signal(int)
     close_requested = QtCore.Signal()

@@ -5,6 +5,7 @@ and layouts held to one pass over a block of changes."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 
 from PySide6 import QtCore, QtWidgets
@@ -42,3 +43,20 @@ class DeferredCall:
     def pending(self) -> bool:
         """Whether a call is waiting for the event loop."""
         return self._timer.isActive()
+
+
+class TurnBudget:
+    """Seconds that deferred steps share in one event-loop turn (two passes in a turn, each on a
+    budget of its own, held the window twice as long); a turn's first step always runs."""
+
+    def __init__(self, owner: QtCore.QObject) -> None:
+        self._turn = QtCore.QTimer(owner, singleShot=True, interval=0)  # fires the next turn
+        self._start, self._stepped = 0.0, False
+
+    def allows(self, seconds: float, cost: float = 0.0) -> bool:
+        """Whether a step of about ``cost`` seconds fits in this turn's ``seconds``."""
+        if not self._turn.isActive():
+            self._turn.start()
+            self._start, self._stepped = time.perf_counter(), False
+        first, self._stepped = not self._stepped, True
+        return first or time.perf_counter() + cost <= self._start + seconds

@@ -117,8 +117,7 @@ class LayerPanel(PanelBase):
 
     Every signal carries the layer ``name`` first. ``mosaic_width_changed``: the pixels the
     mosaic may fill; ``tile_clicked`` / ``tiles_context_requested`` replace the channel signals
-    while the tiles are another unit (:meth:`set_tile_unit`).
-    """
+    while the tiles are another unit (:meth:`set_tile_unit`)."""
 
     channel_clicked = QtCore.Signal(str, int)
     page_requested = QtCore.Signal(str, int)

@@ -191,8 +191,7 @@ class PredictionChangeView(PanelBase):
 
     ``names``/``tips``: headers and tooltips of A's and B's columns; ``reference_first``: B's
     first; ``caption``: a line above; ``empty_text``: :meth:`clear`'s message (empty: hidden);
-    ``framed``: False inside another panel.
-    """
+    ``framed``: False inside another panel."""
 
     def __init__(
         self,

@@ -296,8 +296,7 @@ def format_value(value: float) -> str:
     >>> format_value(0.5321)
     '0.532'
     >>> format_value(1.5e-05)
-    '1.500e-05'
-    """
+    '1.500e-05'"""
     value = float(value)
     if math.isnan(value):
         return "nan"

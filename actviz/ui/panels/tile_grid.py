@@ -19,8 +19,7 @@ MAX_TILE_LABELS = 256
 
 class TileGrid:
     """Lines between a mosaic's tiles (a cosmetic pen: one pixel at every zoom) and channel
-    numbers (one pixmap). Plain Qt items: a scene painting after its canvas went calls no Python.
-    """
+    numbers (one pixmap). Plain Qt items: a scene painting after its canvas went calls no Python."""
 
     def __init__(self, view: pg.ViewBox) -> None:
         self._view = view

@@ -116,8 +116,7 @@ class OpenModelDialog(QtWidgets.QDialog):
         Open emits ``open_requested(ModelSpec)`` and waits for :meth:`opened` or
         :meth:`show_failure` instead of closing.
 
-    Signals: ``open_requested(ModelSpec)`` (``keep_open`` only), ``names_loaded()``.
-    """
+    Signals: ``open_requested(ModelSpec)`` (``keep_open`` only), ``names_loaded()``."""
 
     open_requested = Signal(object)
     names_loaded = Signal()

@@ -70,8 +70,7 @@ class MainWindow(QMainWindow):
         Plugins to load (:func:`actviz.ui.plugins.build_registry`).
 
     The signals are :data:`~actviz.ui.host.HOST_SIGNALS` and ``export_finished(list)``,
-    ``export_failed(str)``.
-    """
+    ``export_failed(str)``."""
 
     run_started = Signal()
     pinned_shown = Signal()
