@@ -257,8 +257,9 @@ class CompareOutcome:
         """Bytes the pictures of this comparison hold (views and mosaics; no capture)."""
         total = 0
         for layer in self.differences.values():
-            for view in (layer.view, layer.grad_view):
-                total += int(view.data.nbytes) if view is not None else 0
+            for view in (layer.view, layer.grad_view):  # a magnitude not read yet holds none
+                data = vars(view).get("data") if view is not None else None
+                total += int(data.nbytes) if data is not None else 0
             total += sum(m.nbytes for m in (layer.mosaic, layer.grad_mosaic) if m is not None)
         return total
 

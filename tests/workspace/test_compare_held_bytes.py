@@ -29,3 +29,20 @@ def test_held_bytes_count_what_the_mosaics_hold_without_making_their_images():
     image = act.image
     assert act.nbytes == image.nbytes + act.indices.nbytes
     assert outcome.held_bytes == expected - tiles + image.nbytes
+
+
+def test_held_bytes_leave_a_magnitude_not_read_unmade():
+    """``|A - B|`` of a difference is made when read (a hover, a page): counting what the
+    comparison holds made it for every layer on the GUI thread (a stress block of 115 ms after
+    Compare), and held the copies."""
+    from actviz.display.layer_views import layer_view, magnitude_view
+
+    diff = np.random.default_rng(1).standard_normal((1, 6, 4, 4)).astype(np.float32)
+    view = layer_view(diff)
+    grad_view = magnitude_view(view)
+    layer = SimpleNamespace(view=view, grad_view=grad_view, mosaic=None, grad_mosaic=None)
+    outcome = CompareOutcome(comparison=None, differences={"conv": layer}, predictions=None)
+    assert outcome.held_bytes == view.data.nbytes
+    assert "data" not in vars(grad_view)  # not made by counting
+    np.testing.assert_array_equal(grad_view.data, np.abs(diff[0]))  # read: made, then counted
+    assert outcome.held_bytes == 2 * view.data.nbytes
