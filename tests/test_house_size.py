@@ -194,7 +194,8 @@ LATER_CAPABILITIES = (
 # -10 on 2026-12-07 afternoon (net): Compare's passes share one budget a turn (#37, +22);
 # docstrings closed on their last line as everywhere else (-32). +1: a comparison's held bytes
 # leave the |A - B| not read yet unmade (#37).
-TODAYS_FEATURES_LINES = 43_980
+# +2 on 2026-12-07 evening (#37): the Layers grid never lays panels out below their least height.
+TODAYS_FEATURES_LINES = 43_982
 
 
 def todays_feature_lines() -> int:

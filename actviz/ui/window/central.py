@@ -165,7 +165,9 @@ class LayersGrid(QtWidgets.QGridLayout):
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt name
         container = self.parentWidget()
-        need = self.totalHeightForWidth(rect.width()) if self.hasHeightForWidth() else -1
+        # Token panels have no height for width: their least heights must fit all the same.
+        hfw = self.totalHeightForWidth(rect.width()) if self.hasHeightForWidth() else -1
+        need = max(hfw, self.totalMinimumSize().height())
         if container is not None and container.height() < need:
             container.resize(container.width(), need)  # lays the grid out at that height
             return

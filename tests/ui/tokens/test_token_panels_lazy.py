@@ -184,3 +184,42 @@ def test_a_new_result_does_not_resize_the_token_maps(gpt2_window):
     assert all(s.height() > 200 for s in sizes), sizes
     panel = next(p for p in w.host.layer_panels.values() if isinstance(p, TokenLayerPanel))
     assert panel.gradient_slot.isHidden() and panel.token_box.isVisible()
+
+
+class _Heights(QObject):
+    """Records each resized widget's new height beside the least height it asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.squeezed: list[tuple[str, int, int]] = []
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
+        if event.type() == QEvent.Type.Resize and obj.isVisible():
+            least = obj.minimumSizeHint().height()
+            if event.size().height() < least:
+                self.squeezed.append((obj.name, event.size().height(), least))
+        return False
+
+
+def test_new_panels_never_squeeze_the_ones_on_screen(gpt2_window):
+    # Token panels have no height for width: the grid laid each pass's new panels out in the
+    # old container's height, squeezing every panel on screen (300 -> 104 px) and painting it
+    # so, then again at its height once the container grew (two repaints a pass, ~2 ms each).
+    win = gpt2_window
+    w = win.window
+    heights = _Heights()
+
+    def watch(_name: str, panel: QObject) -> None:
+        panel.installEventFilter(heights)
+
+    w.panel_created.connect(watch)
+    with win.expect_run(LOAD_MS):
+        assert w.files.open_input_source("text:the cat sat on the")
+    assert win.settle()
+    names = [n for n, _ in w.session.model.named_modules() if n][:30]
+    win.tick(*names)
+    with win.expect_run(LOAD_MS):
+        QTest.keyClick(w, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)  # Ctrl+R
+    assert win.settle()
+    assert len(w.host.layer_panels) >= 25
+    assert heights.squeezed == []
