@@ -23,6 +23,8 @@ from actviz.ui.panels.overlay import LightPlot
 
 #: Least height of a panel showing tokens (room for a dozen readable token labels).
 MIN_TOKEN_PANEL_HEIGHT = 300
+# How pyqtgraph's axes measure a label: its box in a 100 px square, centred.
+_MEASURE = (QtCore.QRectF(0, 0, 100, 100), QtCore.Qt.AlignmentFlag.AlignCenter)
 
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:
@@ -35,10 +37,15 @@ def bar_ticks(peak: float) -> list[tuple[float, str]]:
 
 
 def _set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
-    """Give ``axis`` these ticks unless it has them (redrawing text is most of a paint)."""
+    """Give ``axis`` these ticks unless it has them (redrawing text is most of a paint); a side
+    axis the width they need now (found as it paints, it laid the plot out and painted again)."""
     if getattr(axis, "_actviz_ticks", "unset") != ticks:
         axis._actviz_ticks = ticks  # type: ignore[attr-defined]
         axis.setTicks(ticks)
+        if ticks and axis.orientation in ("left", "right"):
+            metrics = QtGui.QFontMetricsF(axis.style["tickFont"])
+            widths = [metrics.boundingRect(*_MEASURE, t).width() for lv in ticks for _, t in lv]
+            axis._updateMaxTextSize(max(widths, default=0.0))
 
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
@@ -121,12 +128,10 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             self.colorbar.setVisible(True)
             self._fit_colorbar()
         self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
-        if self.bars_plot is not None:
-            if self.bar_values is None:
-                if self.bars is not None:
-                    self.bars_plot.vb.removeItem(self.bars)
-                    self.bars = None
-                return
+        if self.bars_plot is not None and self.bar_values is None and self.bars is not None:
+            self.bars_plot.vb.removeItem(self.bars)
+            self.bars = None
+        elif self.bars_plot is not None and self.bar_values is not None:
             shape = dict(x0=np.zeros(rows), y=np.arange(rows) + 0.5, width=self.bar_values)
             if self.bars is None:
                 self.bars = pg.BarGraphItem(**shape, height=0.8, brush=self._bar_color, pen=None)
@@ -138,6 +143,13 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             self.bars_plot.vb.setXRange(0, peak, padding=0.05)
             # One round value: pyqtgraph's own ticks collide in a strip this narrow.
             _set_ticks(self.bars_plot.getAxis("bottom"), [bar_ticks(peak), []])
+        # Laid out and transformed now: pyqtgraph does both as it paints (an axis widened by
+        # new labels, a view box's new range), and each change painted the canvas again.
+        self.ci.layout.activate()
+        for plot in (self.plot, self.bars_plot):
+            if plot is not None:
+                plot.layout().activate()
+                plot.vb.prepareForPaint()
 
     def _update_ticks(self) -> None:
         """As many token labels as fit on the axes (rows ~12 px apart, columns ~48 px)."""
@@ -150,6 +162,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         cols = min(MAX_TICKS, max(2, int(width // 48)))
         ticks = None if self.col_labels is None else [axis_ticks(self.col_labels, cols)]
         _set_ticks(self.plot.getAxis("bottom"), ticks)
+        self.plot.layout().activate()  # an axis's new width now, not after a paint at the old
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         if not self.isVisible() or self.viewport().visibleRegion().isEmpty():
