@@ -135,17 +135,30 @@ def test_a_panel_export_fills_only_that_panel(gpt2_window, monkeypatch, tmp_path
     assert canvas.heat.shape == w.session.result.layers[waiting[-1]].tokens.heat.shape
 
 
-class _Resizes(QObject):
-    """Counts the resize events of the widgets it is installed on."""
+class _Events(QObject):
+    """Counts the events of one type each widget it is installed on receives (by id)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: QEvent.Type) -> None:
         super().__init__()
-        self.count = 0
+        self.kind, self.counts = kind, {}
 
-    def eventFilter(self, _obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
-        if event.type() == QEvent.Type.Resize:
-            self.count += 1
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
+        if event.type() == self.kind:
+            self.counts[id(obj)] = self.counts.get(id(obj), 0) + 1
         return False
+
+
+def _token_maps(w, *, on_screen: bool = False) -> list[LabelledHeatCanvas]:
+    """The token panels' shown maps (``on_screen``: only those with a part on screen)."""
+    return [
+        c
+        for p in w.host.layer_panels.values()
+        if isinstance(p, TokenLayerPanel)
+        for c in (p.token_canvas, p.token_grad_canvas)
+        if c is not None
+        and c.isVisible()
+        and not (on_screen and c.viewport().visibleRegion().isEmpty())
+    ]
 
 
 def test_a_new_result_does_not_resize_the_token_maps(gpt2_window):
@@ -157,16 +170,10 @@ def test_a_new_result_does_not_resize_the_token_maps(gpt2_window):
     with win.expect_run(LOAD_MS):
         assert w.files.open_input_source("text:the cat sat on the")
     assert win.settle()  # the first result laid out (on a loaded machine it can take passes)
-    canvases = [
-        c
-        for p in w.host.layer_panels.values()
-        if isinstance(p, TokenLayerPanel)
-        for c in (p.token_canvas, p.token_grad_canvas)
-        if c is not None and c.isVisible()
-    ]
+    canvases = _token_maps(w)
     assert len(canvases) >= 4
     sizes = [c.size() for c in canvases]
-    resizes = _Resizes()
+    resizes = _Events(QEvent.Type.Resize)
     for canvas in canvases:
         canvas.installEventFilter(resizes)
     try:
@@ -177,7 +184,7 @@ def test_a_new_result_does_not_resize_the_token_maps(gpt2_window):
     finally:
         for canvas in canvases:
             canvas.removeEventFilter(resizes)
-    assert resizes.count == 0
+    assert sum(resizes.counts.values()) == 0
     # The maps kept their size (before, the first result's maps stayed squeezed to 120 px
     # tall until a later layout pass).
     assert [c.size() for c in canvases] == sizes
@@ -225,19 +232,6 @@ def test_new_panels_never_squeeze_the_ones_on_screen(gpt2_window):
     assert heights.squeezed == []
 
 
-class _Paints(QObject):
-    """Counts the paint events of each widget it is installed on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: dict[int, int] = {}
-
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
-        if event.type() == QEvent.Type.Paint:
-            self.counts[id(obj)] = self.counts.get(id(obj), 0) + 1
-        return False
-
-
 def test_new_tokens_paint_each_token_map_once(gpt2_window):
     # Longer tokens widen the label axis, found by pyqtgraph as it paints; the new width laid
     # the plot out again and the view boxes' new ranges were applied in the paint too: each
@@ -247,15 +241,9 @@ def test_new_tokens_paint_each_token_map_once(gpt2_window):
     with win.expect_run(LOAD_MS):
         assert w.files.open_input_source("text:the cat sat on the")
     assert win.settle()
-    canvases = [
-        c
-        for p in w.host.layer_panels.values()
-        if isinstance(p, TokenLayerPanel)
-        for c in (p.token_canvas, p.token_grad_canvas)
-        if c is not None and c.isVisible() and not c.viewport().visibleRegion().isEmpty()
-    ]
+    canvases = _token_maps(w, on_screen=True)
     assert len(canvases) >= 4
-    paints = _Paints()
+    paints = _Events(QEvent.Type.Paint)
     for canvas in canvases:
         canvas.viewport().installEventFilter(paints)
     try:
