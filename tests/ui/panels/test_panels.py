@@ -273,6 +273,32 @@ def test_a_bar_chart_lays_each_axis_label_out_once(qtbot, monkeypatch):
     assert bars.bottom_axis.height() == plain.height()
 
 
+def test_a_bar_chart_draws_major_and_minor_ticks_only(qtbot):
+    from actviz.ui.panels.view_slot import BarCanvas
+
+    bars = BarCanvas()
+    bars.resize(600, 300)
+    show_widget(qtbot, bars)
+    bars.set_values(np.arange(512, dtype=np.float32) - 200)
+    image = QtGui.QImage(600, 300, QtGui.QImage.Format.Format_ARGB32)
+    painter = QtGui.QPainter(image)
+
+    def drawn(axis: pg.AxisItem) -> tuple[int, list[str]]:
+        _, ticks, texts = axis.generateDrawSpecs(painter)
+        return len(ticks), [text for *_, text in texts]
+
+    try:
+        for axis in (bars.bottom_axis, bars.left_axis):
+            lines, labels = drawn(axis)
+            axis.setStyle(maxTickLevel=2, maxTextLevel=2)  # pyqtgraph's default
+            default_lines, default_labels = drawn(axis)
+            # The third level's lines were all but invisible and took half the paint time.
+            assert labels == default_labels and len(labels) >= 3
+            assert 0 < lines < default_lines / 2
+    finally:
+        painter.end()
+
+
 def test_layer_panel_heatmap_and_scalar(qtbot):
     torch.manual_seed(1)
     tokens = torch.randn(1, 6, 20)
