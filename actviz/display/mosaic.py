@@ -102,6 +102,7 @@ class Mosaic:
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
     order: ChannelOrder | None = None
     position: int = 0
+    flat_tiles: int = 0  # tiles of one non-zero value (no min-max range): painted mid-scale
     #: ``(tiles (C, H*W), lo, mul, constant, absolute)`` the image is normalised from when read:
     #: the page's values (a view of the layer's, mostly), not a float copy of the page.
     _tiles: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
@@ -455,6 +456,7 @@ def mosaic(
         scale_range=scale_range,
         order=order,
         position=position,
+        flat_tiles=0 if constant is None else int(constant.sum()),
     )
 
 

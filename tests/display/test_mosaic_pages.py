@@ -148,3 +148,15 @@ def test_a_pages_shape_is_known_before_it_is_made(channels, tile, page, position
     shown = mosaic(maps, max_channels=8, order=order)
     made = mosaic(maps, first_channel=position, max_channels=page, order=order)
     assert page_image_shape(shown, page, position) == made.image.shape
+
+
+def test_a_mosaic_counts_its_flat_tiles():
+    maps = np.stack([np.full((4, 4), 2.0), np.zeros((4, 4)), np.arange(16.0).reshape(4, 4)])
+    maps = maps.astype(np.float32)
+    # Per channel: the tile of one non-zero value is flat (mid-scale); all zeros is no signal.
+    assert mosaic(maps).flat_tiles == 1
+    assert mosaic(maps).image[:4, :4] == pytest.approx(np.full((4, 4), 0.5))
+    assert mosaic(maps, normalize="shared").flat_tiles == 0
+    # One value over the whole page under one shared scale: every tile is flat.
+    assert mosaic(np.full((3, 4, 4), -1.5, np.float32), normalize="shared").flat_tiles == 3
+    assert mosaic(maps, symmetric=True).flat_tiles == 0  # +-max |x|: its value is an end

@@ -61,8 +61,7 @@ def style_axis(axis: pg.AxisItem, label: str | None = None) -> None:
     axis.setTickFont(tick_font())
     # SI prefixes turn 0.7 into "700 (x0.001)", which misreads as a different value.
     axis.enableAutoSIPrefix(False)
-    # Major and minor ticks: a third level drew the same picture at twice the paint time.
-    axis.setStyle(maxTickLevel=1, maxTextLevel=1)
+    axis.setStyle(maxTickLevel=1, maxTextLevel=1)  # a third level: same look, 2x the paint time
     if label is not None:
         axis.setLabel(label, color=MUTED_TEXT, **{"font-size": f"{LABEL_POINT_SIZE}pt"})
 

@@ -26,14 +26,16 @@ NB_HYPHEN = "\u2011"
 
 
 def scale_legend(mosaic: Mosaic) -> str:
-    """What a mosaic's colour bar means, in words (hyphens never split over two lines)."""
-    if mosaic.normalize == "channel":
-        if mosaic.symmetric:
-            return f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
-        return f"per{NB_HYPHEN}channel: each tile 0-1 of its own min{NB_HYPHEN}max"
-    if mosaic.symmetric:
-        return "shared: one scale for all tiles, symmetric about 0"
-    return "shared: one scale for all tiles"
+    """What a mosaic's colour bar and its flat tiles mean, in words (hyphens never split)."""
+    if mosaic.normalize != "channel":
+        text = "shared: one scale for all tiles" + ", symmetric about 0" * mosaic.symmetric
+    elif mosaic.symmetric:
+        text = f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
+    else:
+        text = f"per{NB_HYPHEN}channel: each tile 0-1 of its own min{NB_HYPHEN}max"
+    if n := mosaic.flat_tiles:  # e.g. a gradient an average pool spread evenly: one colour
+        text += f" · {n} flat tile{'s' * (n != 1)} (one value), painted mid{NB_HYPHEN}scale"
+    return text
 
 
 @dataclass(frozen=True)

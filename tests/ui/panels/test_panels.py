@@ -823,3 +823,14 @@ def test_new_pixels_of_the_same_shape_are_painted_exactly(qtbot):
         )
         np.testing.assert_array_equal(painted, want)
     assert canvas.image_shape() == (5, 6)
+
+
+def test_the_scale_legend_names_one_flat_tile_in_the_singular():
+    from actviz.ui.panels.view_slot import scale_legend
+
+    maps = np.stack([np.full((4, 4), 2.0), np.arange(16.0).reshape(4, 4)]).astype(np.float32)
+    assert scale_legend(mosaic(maps)) == (
+        "per\u2011channel: each tile 0-1 of its own min\u2011max"
+        " · 1 flat tile (one value), painted mid\u2011scale"
+    )
+    assert scale_legend(mosaic(maps[1:], normalize="shared")) == "shared: one scale for all tiles"

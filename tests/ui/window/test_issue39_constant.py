@@ -28,6 +28,14 @@ def test_a_constant_gradient_tile_is_not_painted_as_no_gradient(actviz_window):
     bottom = table("inferno")[0]
     assert len(tiles) and np.all(np.abs(tiles.astype(int) - mid).max(axis=1) <= 2), tiles[:3]
     assert not np.any(np.all(tiles == bottom, axis=1))
+    # The legend says why a tile is one colour (a "0-1 of its own min-max" has no range there).
+    channels = grad.shape[0]
+    assert panel.gradient_slot.legend.text().endswith(
+        f" · {channels} flat tiles (one value), painted mid\u2011scale"
+    )
+    assert "flat" not in panel.activation_slot.legend.text()
+    assert result.layers["conv2"].grad_mosaic.flat_tiles == channels
+    assert result.layers["conv2"].mosaic.flat_tiles == 0
 
 
 CLASSES = ["circle", "square", "star", "arrow", "cross"]
