@@ -197,7 +197,8 @@ LATER_CAPABILITIES = (
 # +2 on 2026-12-07 evening (#37): the Layers grid never lays panels out below their least height.
 # +13 (#37): a token map is laid out and transformed before its paint, not in it (five paints).
 # +1 on 2026-12-07 night (#37): axes draw major and minor ticks only (half the paint time).
-# +2 (#39): a mosaic's legend counts its flat tiles (one value, painted mid-scale).
+# +2 (#39): a mosaic's legend counts its flat tiles (one value, painted mid-scale). 0 (#39):
+# (N, C, 1, 1) outputs shown as bars; a relabelled axis centres its title again.
 TODAYS_FEATURES_LINES = 44_000
 
 

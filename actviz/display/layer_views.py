@@ -55,7 +55,7 @@ def layer_view(
     tensor: Any, sample: int = 0, *, full_shape: tuple[int, ...] | None = None
 ) -> LayerView:
     """Pick a display for one sample of a batched layer output by its rank: ``(N, C, H, W)``
-    maps, ``(N, C)`` bars, ``(N, L, D)`` heatmap, 5-D the middle depth slice as maps;
+    maps, ``(N, C)`` and ``(N, C, 1, 1)`` bars, ``(N, L, D)`` heatmap, 5-D its middle slice;
     ``full_shape`` is the whole output's when ``tensor`` is already the one-sample slice."""
     data = as_numpy(tensor)
     shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)
@@ -70,9 +70,9 @@ def layer_view(
         kind, shown, text = "bars", pick, f"{shape[1]} units"
     elif pick.ndim == 2:
         kind, shown, text = "heatmap", pick, f"{shape[1]} x {shape[2]}"
-    elif pick.ndim == 3:
-        c, h, w = pick.shape
-        kind, shown, text = "maps", pick, f"{c} channels of {h}x{w}"
+    elif pick.ndim == 3:  # one value a channel (a global pool): bars, not a wall of 1x1 tiles
+        kind, shown = ("bars", pick.reshape(-1)) if pick.shape[1:] == (1, 1) else ("maps", pick)
+        text = "{} channels of {}x{}".format(*pick.shape)
     elif pick.ndim == 4:
         c, depth, h, w = pick.shape
         kind, shown = "maps", pick[:, depth // 2]

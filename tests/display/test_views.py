@@ -10,7 +10,7 @@ import torchvision
 import actviz
 from actviz.display.attribution import grad_cam, saliency, top_k
 from actviz.display.colormaps import colorize, overlay, table
-from actviz.display.layer_views import layer_view
+from actviz.display.layer_views import layer_view, magnitude_view
 from actviz.display.mosaic import clamp_first_channel, mosaic
 from actviz.display.stats import histogram, layer_stats, tensor_stats
 from tests.core.seed_models import SeedMLP
@@ -101,6 +101,22 @@ def test_layer_view_kinds_by_rank():
     cap = actviz.capture(SeedMLP(), torch.tensor([0.05, 0.1]))
     bars = layer_view(cap["s1"].output)
     assert bars.kind == "bars" and np.allclose(bars.data, [0.5933, 0.5969], atol=1e-4)
+
+
+def test_a_global_pool_of_channels_shows_as_bars_not_one_pixel_tiles():
+    # ResNet-18's avgpool: one value a channel. As 1x1 tiles, each "0-1 of its own min-max"
+    # was one colour (every tile mid-scale, dead channels dark): the values were not shown.
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    cap = actviz.capture(model, torch.randn(2, 3, 64, 64), layers=["avgpool", "layer4"])
+    pooled = layer_view(cap["avgpool"].output, sample=1)
+    expected = cap["layer4"].output[1].mean(dim=(1, 2))
+    assert pooled.kind == "bars" and pooled.shape == (2, 512, 1, 1)
+    np.testing.assert_allclose(pooled.data, expected.numpy(), rtol=1e-5, atol=1e-6)
+    assert pooled.description == "512 channels of 1x1 (sample 1 of 2)"
+    grad = magnitude_view(layer_view(cap["avgpool"].grad, sample=1))
+    assert grad.kind == "bars" and grad.data.shape == (512,)
+    assert layer_view(torch.randn(1, 8, 1, 2)).kind == "maps"  # 1 x 2: still a map
 
 
 @pytest.fixture(scope="module")

@@ -58,12 +58,12 @@ def style_axis(axis: pg.AxisItem, label: str | None = None) -> None:
     """Give ``axis`` dark tick labels on a light background and an optional label."""
     axis.setPen(pg.mkPen(AXIS_PEN))
     axis.setTextPen(pg.mkPen(TEXT))
-    axis.setTickFont(tick_font())
     # SI prefixes turn 0.7 into "700 (x0.001)", which misreads as a different value.
     axis.enableAutoSIPrefix(False)
-    axis.setStyle(maxTickLevel=1, maxTextLevel=1)  # a third level: same look, 2x the paint time
+    axis.setStyle(tickFont=tick_font(), maxTickLevel=1, maxTextLevel=1)  # 3 levels: 2x the paint
     if label is not None:
         axis.setLabel(label, color=MUTED_TEXT, **{"font-size": f"{LABEL_POINT_SIZE}pt"})
+        axis.resizeEvent()  # pyqtgraph centres a label only when resized: a new one ran off
 
 
 def style_plot(

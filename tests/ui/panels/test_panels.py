@@ -834,3 +834,17 @@ def test_the_scale_legend_names_one_flat_tile_in_the_singular():
         " · 1 flat tile (one value), painted mid\u2011scale"
     )
     assert scale_legend(mosaic(maps[1:], normalize="shared")) == "shared: one scale for all tiles"
+
+
+def test_a_new_axis_title_is_centred_under_its_axis(qtbot):
+    """pyqtgraph centres an axis label when the axis is resized, not when its text changes: the
+    gradient flow's whole title, replacing "layer" as the panel widened, ran off its right."""
+    panel = show_widget(qtbot, GradFlowPanel(), width=190, height=260)
+    panel.set_norms(["layer3", "layer4", "avgpool", "fc"], np.array([0.15, 0.14, 0.6, 1.0]))
+    qtbot.waitUntil(lambda: panel.axis.labelText == "layer")
+    panel.resize(420, 260)
+    qtbot.waitUntil(lambda: panel.axis.labelText == "layer (execution order)")
+    label, width = panel.axis.label, panel.axis.size().width()
+    left = label.pos().x()
+    right = left + label.boundingRect().width()
+    assert 0 <= left and right <= width and abs((left + right) / 2 - width / 2) <= 2

@@ -53,7 +53,8 @@ def test_marking_lays_out_no_panel_whose_page_keeps_its_shape(actviz_window, res
 
     from PySide6.QtWidgets import QLayout
 
-    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    # 64 px: layer4's maps are 2x2 (at 32 px they are 1x1, shown as bars: no mosaic to mark).
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
     win = actviz_window(resnet, x, ["layer3", "layer4"])
     win.run_and_wait()
     feature = win.effects.feature
