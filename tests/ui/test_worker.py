@@ -464,7 +464,9 @@ def test_a_hundred_jobs_leave_no_runner_or_signals_alive(qtbot, worker):
         wait_result(qtbot, worker, job)
     assert not worker.is_busy()
     _flush_deletes()
-    assert _live(_Runner) - runners == 0
+    # The last runner's thread may still be returning from run() (its end is already
+    # reported): freed within moments, or never (a leak).
+    qtbot.waitUntil(lambda: _live(_Runner) - runners == 0, timeout=5_000)
     assert _live(_RunnerSignals) - signals == 0
 
 
