@@ -276,9 +276,7 @@ def test_a_bar_chart_lays_each_axis_label_out_once(qtbot, monkeypatch):
 def test_a_bar_chart_draws_major_and_minor_ticks_only(qtbot):
     from actviz.ui.panels.view_slot import BarCanvas
 
-    bars = BarCanvas()
-    bars.resize(600, 300)
-    show_widget(qtbot, bars)
+    bars = show_widget(qtbot, BarCanvas(), width=600, height=300)
     bars.set_values(np.arange(512, dtype=np.float32) - 200)
     image = QtGui.QImage(600, 300, QtGui.QImage.Format.Format_ARGB32)
     painter = QtGui.QPainter(image)
