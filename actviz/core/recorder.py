@@ -61,8 +61,7 @@ class Recorder:
         # (tensor, version when recorded, gradient slot, module when no hook fills the slot)
         self.grad_requests: list[tuple[torch.Tensor, int, list, nn.Module | None]] = []
         self.retry_needed = self.copy_all = False
-        # Large CPU records go into pooled memory (core/pool.py).
-        self.pool = False
+        self.pool = False  # Large CPU records go into pooled memory (core/pool.py).
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
         # Built once: ``module in WeakSet`` makes a weak reference per test.
         self._copy_ids: set[int] = set()

@@ -64,7 +64,7 @@ class LoadedInput:
     def caption(self) -> str:
         """The line under the input's preview: its file's name and how it was made."""
         caption = self.description or self.source
-        if self.source and (name := Path(self.source).name) not in caption:
+        if self.source and self.text is None and (name := Path(self.source).name) not in caption:
             caption = f"{name} · {caption}"
         return caption
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyqtgraph as pg
 import shiboken6
-from PySide6.QtCore import QCoreApplication, QPoint, QPointF, Qt
+from PySide6.QtCore import QCoreApplication, QEventLoop, QPoint, QPointF, Qt, QTimer
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDockWidget, QMenu, QWidget
@@ -311,7 +311,7 @@ class EventBot:
         while not condition():
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"{what or 'the condition was not met'} within {timeout} ms")
-            QTest.qWait(5)
+            self.wait(5)
 
     def mouseClick(  # noqa: N802
         self,
@@ -325,8 +325,10 @@ class EventBot:
         QTest.mouseClick(widget, button, modifier, pos or widget.rect().center(), delay)
 
     def wait(self, ms: int) -> None:
-        """Process events for ``ms`` milliseconds."""
-        QTest.qWait(ms)
+        """Process events for ``ms`` milliseconds, in an event loop: ``QTest.qWait`` holds the GIL
+        all along (PySide6 6.11), so no worker thread (a run, a live frame) moves meanwhile."""
+        QTimer.singleShot(ms, (loop := QEventLoop()).quit)
+        loop.exec()
 
 
 # The per-feature drivers (:mod:`actviz.testing.feature_drivers`): ``win.live``, ``win.compare``...

@@ -33,14 +33,18 @@ def _member(kind: str, path: str, doc: str) -> Any:
         self.driver.window.centre.tabs.setCurrentWidget(page)
         return page
 
-    def until(self: FeatureDriver, timeout_ms: int = JOB_TIMEOUT_MS) -> None:
+    def until(self: FeatureDriver, timeout_ms: int = JOB_TIMEOUT_MS) -> bool:
         feature = self.feature
 
         def done() -> bool:
             value = read(feature)
             return bool(value() if callable(value) else value) != negate
 
-        self.driver.qtbot.waitUntil(done, timeout=timeout_ms)
+        try:  # False on a timeout, as the window's wait_idle (pytest-qt's or Qt's TimeoutError)
+            self.driver.qtbot.waitUntil(done, timeout=timeout_ms)
+        except Exception:  # noqa: BLE001 - an error of done() itself is raised again below
+            return done()
+        return True
 
     if kind == "get":
         return property(get, doc=doc)

@@ -67,8 +67,7 @@ class DialogAnswerer:
                 for kept in (self._seen, self._tried, self._said):
                     kept.clear()
                 return
-        # Shown for a moment first, as a person reads before clicking.
-        now = time.perf_counter()
+        now = time.perf_counter()  # Shown for a moment first, as a person reads before clicking.
         first = self._seen.setdefault(id(widget), now)
         if len(self._seen) > 200:
             self._seen = {id(widget): first}
@@ -87,8 +86,7 @@ class DialogAnswerer:
             if shiboken6.isValid(widget) and widget.isVisible():
                 how(widget) if how is not None else widget.close()
 
-        # The click runs after this timeout returns, never inside it.
-        self._busy = True
+        self._busy = True  # The click runs after this timeout returns, never inside it.
         QTimer.singleShot(0, answer)
 
     def _answer_menu(self, menu: Any) -> None:

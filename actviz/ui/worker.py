@@ -99,8 +99,7 @@ class Job(QObject):
     superseded = Signal()
 
     def __init__(self, worker: Worker, number: int, lane: int) -> None:
-        # No Qt parent: the submitter holds it, and the worker until it ends.
-        super().__init__()
+        super().__init__()  # No Qt parent: the submitter holds it, and the worker until it ends.
         self._worker, self._number, self.lane = worker, number, lane
         #: How it ended: "", "finished", "failed", "cancelled" or "superseded".
         self.outcome = ""

@@ -458,3 +458,53 @@ def test_a_driver_wraps_an_explore_window_without_qtbot():
         assert win.window.is_closed()
     finally:
         win.delete()  # closed and deleted now: a plain test has no qtbot to delete it
+
+
+def test_a_driver_without_qtbot_lets_the_workers_run_while_it_waits():
+    # PySide6's QTest.qWait holds the GIL while it sleeps: a driver waiting with it stopped every
+    # worker thread, so an explore() window's live mode showed no frame in a second's wait.
+    import threading
+
+    from actviz.testing import WindowDriver
+    from actviz.testing.driver import EventBot
+    from actviz.ui.live.frames import TensorFrames
+
+    steps, stop = [0], threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            steps[0] += 1
+            time.sleep(0)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        EventBot().wait(50)  # the thread under way
+        before = steps[0]
+        EventBot().wait(300)
+        assert steps[0] - before > 100  # was 0-2 (one GIL hand-over at most)
+    finally:
+        stop.set()
+        counter.join()
+
+    model, x = _conv_classifier(), torch.randn(1, 3, 12, 12)
+    win = WindowDriver(actviz.explore(model, x, layers=["0"], block=False))
+    try:
+        assert win.wait_idle()
+        live = win.live.controller
+        live.set_source(TensorFrames(torch.randn(4, 3, 12, 12), "clip"))
+        live.set_speed(20.0)
+        live.play()
+        win.qtbot.wait(1500)
+        assert live.frames_shown >= 5  # was 0 or 1
+        live.pause()
+        assert win.live.wait_idle() is True  # a bool, as the window's wait_idle (was None)
+    finally:
+        win.delete()
+    # A feature driver's wait that runs out says False (it raised TimeoutError).
+    from types import SimpleNamespace
+
+    from actviz.testing.feature_drivers import _member
+
+    never = SimpleNamespace(feature=SimpleNamespace(busy=True), driver=win)
+    assert _member("until", "not busy", "")(never, timeout_ms=20) is False

@@ -26,8 +26,7 @@ CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
 #: What besides the weights makes two dictionaries encode alike.
 _ENCODING = ("architecture", "k", "apply_b_dec_to_input")
-# Rows encoded at once by fvu(): bounds the (rows, d_sae) temporaries.
-_CHUNK = 8192
+_CHUNK = 8192  # Rows encoded at once by fvu(): bounds the (rows, d_sae) temporaries.
 # Whether oneDNN's dense linear may encode on the CPU (not public API: a failure turns it off).
 _ONEDNN = {"ok": True}
 

@@ -86,8 +86,7 @@ def concept_estimate_from_capture(
         with torch.no_grad():
             z = concepts.encode(_vectors(a.detach(), dim, concepts.d_in, layer))
             gv = _vectors(g.detach(), dim, concepts.d_in, layer).cpu().double()
-            # d_i . dT/dx at every position, then weighted by z_i there.
-            along = gv @ w_dec.T
+            along = gv @ w_dec.T  # d_i . dT/dx at every position, then weighted by z_i there.
             total += (z.cpu().double() * along).sum(0)
     est = (-(1.0 - float(scale)) * total).numpy()
     result = LayerEffects.estimated(layer, est, dim, shape, len(recs))

@@ -15,8 +15,7 @@ _COLOR_SQRT = np.asarray(
     [[0.26, 0.09, 0.02], [0.27, 0.00, -0.05], [0.27, -0.09, 0.03]], dtype=np.float32
 )
 _COLOR = _COLOR_SQRT / np.max(np.linalg.norm(_COLOR_SQRT, axis=0))
-# Lucid's: a larger divisor gives less saturated pictures.
-_FOURIER_DIVISOR = 4.0
+_FOURIER_DIVISOR = 4.0  # Lucid's: a larger divisor gives less saturated pictures.
 _INIT_SD = 0.01
 #: Transform sets: pad (px, 0.5 grey), jitter (px), scales, angles (degrees, as Lucid), jitter.
 TRANSFORM_SETS: dict[str, dict[str, object]] = {

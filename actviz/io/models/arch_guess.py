@@ -297,8 +297,7 @@ def guess_architecture(
         if zoo_name not in _FAMILIES:
             raise ValueError(f"unknown model zoo {zoo_name!r}; known: {', '.join(_FAMILIES)}")
         if any(g.fits for g in guesses):
-            # An earlier zoo's fit wins over a later zoo's copies (each build costs seconds).
-            break
+            break  # An earlier zoo's fit wins over a later zoo's copies (each build costs seconds).
         for name in _candidates(patterns, zoo_name):
             if (guess := _compare(name, zoo_name, ckpt)) is not None and guess.score >= MIN_SCORE:
                 guesses.append(guess)

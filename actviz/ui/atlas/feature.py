@@ -192,8 +192,7 @@ class AtlasFeature(FeatureBase, QObject):
         method, logits = self.view.method_combo.currentText().lower() or "pca", self.logits
         fitted = self._fitted.get((layer, method, logits))
         if fitted is not None and fitted.scan is scan:
-            # Fitted before: at once (not behind a UMAP fit still running).
-            self.worker.drop()
+            self.worker.drop()  # Fitted before: at once (not behind a UMAP fit still running).
             self._on_built(fitted)
             return None
         text = f"Atlas: mapping {layer} ({method.upper()}, {scan.count:,} images)…"

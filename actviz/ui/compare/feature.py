@@ -180,8 +180,7 @@ class CompareController(FeatureBase, QObject):
             return False
         self.host.show_tab(None)
         self.host.select_layer(name)
-        # Once the tab is laid out, bring the panel into view.
-        self._to_reveal = name
+        self._to_reveal = name  # Once the tab is laid out, bring the panel into view.
         self._reveal_soon.request()
         return True
 

@@ -288,8 +288,7 @@ class DatasetScanUI(FeatureBase, QObject):
         shown = [n for n in (self.dock.current_layer(), self.channel_view.name) if n in layers]
         refill_combo(self.dock.layer_combo, layers, next(iter([*shown, *layers]), None))
         self._show_layer(self.dock.current_layer())
-        # The channel open now gets its grid from the new scan.
-        self._grid_key = None
+        self._grid_key = None  # The channel open now gets its grid from the new scan.
         if self.channel_view.channel is not None:
             self._on_channel_changed(self.channel_view.name, self.channel_view.channel)
 

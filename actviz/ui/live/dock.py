@@ -462,8 +462,7 @@ class LiveControls(QtWidgets.QDockWidget):
         self.pad.set_image(display_image(value, image))
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt name
-        # Closing the dock pauses playback; perturbations stay until reset.
-        self.controller.pause()
+        self.controller.pause()  # Closing the dock pauses playback; perturbations stay until reset.
         super().closeEvent(event)
 
 

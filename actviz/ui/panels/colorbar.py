@@ -13,8 +13,7 @@ from PySide6 import QtCore, QtGui
 from actviz.display.colormaps import table
 from actviz.ui.panels import style
 
-# pyqtgraph ImageItem is fastest with a LUT of at most 256 entries.
-LUT_SIZE = 256
+LUT_SIZE = 256  # pyqtgraph ImageItem is fastest with a LUT of at most 256 entries.
 #: Widths of a colour bar's strip and of its value axis, pixels.
 STRIP_WIDTH = 10
 AXIS_WIDTH = 46

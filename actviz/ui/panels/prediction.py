@@ -247,8 +247,7 @@ class PredictionChangeView(PanelBase):
         #: What set_rows showed last, to skip a repeat: so far, what clear() shows.
         self._shown: tuple = ((), None, None, None, empty_text)
         if not empty_text:
-            # Hidden until set_rows has something to show.
-            self.setVisible(False)
+            self.setVisible(False)  # Hidden until set_rows has something to show.
 
     def set_change(self, change: PredictionChange) -> None:
         """Show a :class:`~actviz.display.difference.PredictionChange`."""

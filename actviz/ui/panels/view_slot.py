@@ -264,7 +264,7 @@ class ViewSlot(QtWidgets.QWidget):
         return self.bar_canvas
 
     def set_unit_label(self, label: str) -> None:
-        """The bars' axis label ("unit", or "class" for the model's class scores)."""
+        """The bars' axis label ("unit", "channel" for a pool's, "class" for class scores)."""
         self._unit_label = label
         if self.bar_canvas is not None:
             style.style_axis(self.bar_canvas.bottom_axis, label)
@@ -308,6 +308,9 @@ class ViewSlot(QtWidgets.QWidget):
                 canvas.set_image(data, levels, levels, lock_aspect=False)
             self.legend.setVisible(kind == "maps")
         elif kind == "bars":
+            unit = "channel" if len(view.shape) == 4 else "unit"  # a pool's (N, C, 1, 1): channels
+            if self._unit_label not in ("class", unit):
+                self.set_unit_label(unit)
             (shown := self._bars()).set_values(view.data)
         elif kind == "scalar":
             (shown := self._scalar()).setText(f"{float(np.asarray(view.data).reshape(-1)[0]):.6g}")
@@ -411,8 +414,8 @@ def hover_text(
         where = f"({loc.y},{loc.x})" if short else f"(row={loc.y}, col={loc.x})"
     elif unit_names and loc.channel is not None and loc.channel < len(unit_names):
         where = f"class {loc.channel}: {unit_names[loc.channel]}"
-    else:
-        where = f"unit {loc.channel}"
+    else:  # a pool's (N, C, 1, 1) bars are channels
+        where = f"{'ch' if len(getattr(activation, 'shape', ())) == 4 else 'unit'} {loc.channel}"
     parts = [where]
     if (value := value_at(activation, loc)) is not None:
         parts.append(fmt(value) if short else f"value {fmt(value)}")

@@ -328,8 +328,7 @@ class SessionsFeature(FeatureBase, QObject):
         if state.layout:  # on a turn of its own: its resizes and the new tree's are two blocks
             opening.layout = state.layout
             self._later(opening, lambda: self._put_layout(opening))
-        # The saved run is shown as it was: no automatic run replaces it.
-        host.stop_current_run()
+        host.stop_current_run()  # The saved run is shown as it was: no automatic run replaces it.
         if state.capture is None and not any(p.capture is not None for p in state.pins):
             self._later(opening, lambda: self._opened(opening, None, []))
             return

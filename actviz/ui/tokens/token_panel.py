@@ -307,7 +307,10 @@ class TokenLayerPanel(LayerPanel):
         t, d = view.shape[1], view.shape[2]
         batch = f" (sample {view.sample} of {view.shape[0]})" if view.shape[0] > 1 else ""
         edited = "edited − unedited: " if self.difference_heat is not None else ""
-        return f"{edited}{t} tokens x {d} features{batch}"
+        # Black rows read alike; no gradient at all (a causal model's later tokens) is said.
+        n = 0 if view.grad_norms is None else int(np.count_nonzero(view.grad_norms == 0))
+        zero = f" · gradient exactly 0 at {n} of {t} tokens" if n else ""
+        return f"{edited}{t} tokens x {d} features{batch}{zero}"
 
     def _on_token_hovered(self, row: int, col: int, gradient: bool) -> None:
         if (view := self.token_view) is None:

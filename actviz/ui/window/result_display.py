@@ -316,8 +316,7 @@ class ResultDisplay:
                 hook(panel)
             self.grid.configure(panel, layer)
             made.append(name)
-        # Execution order, whatever order the panels were made in.
-        panels = self.layer_panels
+        panels = self.layer_panels  # Execution order, whatever order the panels were made in.
         self.layer_panels = {n: panels[n] for n in result.shown if n in panels}
         self.grid.layout(list(self.layer_panels))
         # New panels are filled in later passes, not in the pass that made them.

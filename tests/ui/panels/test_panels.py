@@ -37,6 +37,7 @@ from actviz.ui.panels import (
 from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.colorbar import nice_ticks, tick_texts
 from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
+from actviz.ui.panels.view_slot import Location
 from tests.core.seed_models import SeedMLP
 from tests.ui.qt_helpers import cell_texts, show_widget
 
@@ -255,6 +256,29 @@ def test_layer_panel_bars_for_the_two_unit_seed_mlp(qtbot, mlp_capture):
     point = bars.mapFromScene(bars.view.mapViewToScene(QtCore.QPointF(1.0, 0.1)))
     qtbot.mouseMove(bars.viewport(), point)
     qtbot.waitUntil(lambda: panel.status_label.text() == "unit 1  value 0.392", timeout=10_000)
+
+
+def test_a_global_pools_bars_are_named_channels_on_the_axis_and_in_the_read_out(qtbot):
+    # (N, C, 1, 1) shows as bars, one a channel: "unit" would be another thing than the menus'
+    # "ch 2" (ablate, open) for the same bar.
+    panel = LayerPanel("avgpool", module_type="AdaptiveAvgPool2d")
+    pooled = torch.tensor([0.25, -0.5, 0.75]).reshape(1, 3, 1, 1)
+    panel.set_activation(layer_view(pooled), None)
+    show_widget(qtbot, panel)
+    bars = panel.activation_slot.bar_canvas
+    assert bars.bottom_axis.labelText == "channel"
+    point = bars.mapFromScene(bars.view.mapViewToScene(QtCore.QPointF(2.0, 0.1)))
+    qtbot.mouseMove(bars.viewport(), point)
+    qtbot.waitUntil(lambda: panel.status_label.text() == "ch 2  value 0.750", timeout=10_000)
+    # A layer of units (N, C) in the same panel (another run) is units again; class names win.
+    units = layer_view(pooled.reshape(1, 3))
+    panel.set_activation(units, None)
+    assert bars.bottom_axis.labelText == "unit"
+    assert panel.hover_text(Location("bars", 1)) == "unit 1  value -0.500"
+    panel.set_unit_names(("cat", "dog", "bird"))
+    panel.set_activation(units, None)
+    assert bars.bottom_axis.labelText == "class"
+    assert panel.hover_text(Location("bars", 1)) == "class 1: dog  value -0.500"
 
 
 def test_a_bar_chart_lays_each_axis_label_out_once(qtbot, monkeypatch):

@@ -87,6 +87,9 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     named = f"token {first} {words[0]!r}"
     assert named in panel.target_label.text()
     assert named in win.status_text()
+    # The Input panel says the text once (the source, "text:...", is not its file name).
+    caption = w.model_dock.input_preview.caption_label.text()
+    assert caption.startswith(f"text {TEXT!r}: 5 tokens") and caption.count(TEXT) == 1
 
     # Saliency: |gradient x input embedding| per token, on the tokens.
     sal = w.centre.saliency_panel
@@ -100,6 +103,17 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     want = (emb * grad).sum(dim=-1).abs()[0].numpy()
     np.testing.assert_allclose(sal.token_strip.values, want, rtol=1e-5, atol=1e-9)
     assert "transformer.wte" not in w.host.layer_panels  # recorded for saliency, not shown
+
+    # The last block's outputs at the earlier tokens never reach the last token's logit: their
+    # gradient is exactly 0 and the panel says so; the first block's reach it by attention.
+    last, first = win.reveal("transformer.h.1"), win.reveal("transformer.h.0")
+    zero = (cap["transformer.h.1"].grad[0].abs().sum(-1) == 0).tolist()
+    assert zero == [True, True, True, True, False]
+    assert (
+        last.status_label.text() == "5 tokens x 16 features · gradient exactly 0 at 4 of 5 tokens"
+    )
+    assert (cap["transformer.h.0"].grad[0].abs().sum(-1) > 0).all()
+    assert first.status_label.text() == "5 tokens x 16 features"
 
     # The statistics table shortens long names in the middle, the full name on hover.
     stats = w.centre.stats_table

@@ -43,4 +43,8 @@ def test_the_difference_toggle_shows_edited_minus_unedited_on_the_tokens(actviz_
     panel.difference_button.setChecked(False)
     win.wait_idle()
     np.testing.assert_array_equal(panel.token_canvas.heat, edited)
-    assert panel.status_label.text() == "5 tokens x 32 features"
+    # (The classifier reads [CLS] alone: the last layer's other tokens get no gradient.)
+    assert (
+        panel.status_label.text() == "5 tokens x 32 features · gradient exactly 0 at 4 of 5 tokens"
+    )
+    assert (result.capture[LAYER].grad[0, 1:] == 0).all() and result.capture[LAYER].grad[0, 0].any()
