@@ -21,8 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The version of this API; a plugin written for another (``Plugin.api_version``) is refused.
 API_VERSION = 1
-#: The entry-point group actviz reads at start.
-ENTRY_POINT_GROUP = "actviz.plugins"
+ENTRY_POINT_GROUP = "actviz.plugins"  #: The entry-point group actviz reads at start.
 #: The :class:`Session` events a plugin may connect to (``host.session.<event>.connect(fn)``).
 SESSION_EVENTS = (
     "model_changed",

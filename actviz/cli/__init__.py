@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument(
         "--input", "-i", help="image, tensor file (.pt/.npy/.npz) or random:1x3x224x224"
     )
-    gui.add_argument("session", nargs="?", help="a session file (.actviz) to open")
+    gui.add_argument("session", nargs="?", help="a session file (.actviz), else a model or input")
     gui.add_argument(
         "--no-plugins", action="store_true", help="start without the installed plugins"
     )

@@ -111,8 +111,7 @@ class ThreadTuner:
 
     #: Batches left out before timing starts (worker start-up, first-call costs).
     WARMUP = 4
-    #: Batches timed at each count.
-    TRIAL = 4
+    TRIAL = 4  #: Batches timed at each count.
     #: The candidate is given up after one batch below this share of the original's rate.
     GIVE_UP = 0.8
 

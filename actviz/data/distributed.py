@@ -106,9 +106,7 @@ class ShardContext:
         return report
 
     def _add(self, key: str, delta: int) -> int:
-        if self.store is None:
-            return 0
-        return int(self.store.add(f"{self.prefix}/{key}", int(delta)))
+        return 0 if self.store is None else int(self.store.add(f"{self.prefix}/{key}", int(delta)))
 
     def failed(self) -> str | None:
         """The first error another rank reported, if any."""
@@ -116,9 +114,7 @@ class ShardContext:
             return None
         key = f"{self.prefix}/failed"
         try:
-            if not self.store.check([key]):
-                return None
-            return self.store.get(key).decode()
+            return self.store.get(key).decode() if self.store.check([key]) else None
         except Exception:  # a store that went away: the collective will tell
             return None
 

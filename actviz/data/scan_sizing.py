@@ -20,8 +20,7 @@ from actviz.data.sources import ModelSpec, ScanData, open_data, resolve_model
 
 #: Bytes of layer outputs one batch may produce when the batch size is chosen automatically.
 ACTIVATION_BUDGET = 256 << 20
-#: Largest automatic batch size.
-MAX_BATCH = 64
+MAX_BATCH = 64  #: Largest automatic batch size.
 #: Loader processes at most for a scan whose forward runs on a GPU (the loaders set its pace).
 GPU_MAX_WORKERS = 16
 

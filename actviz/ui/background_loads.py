@@ -22,6 +22,12 @@ ModelLoader = Callable[..., Any]
 InputLoader = Callable[..., Any]
 
 
+def names_a_model(path: str | Path) -> bool:
+    """Whether a dropped ``path`` opens as a model (by suffix, or a Hugging Face folder); a
+    ``.pt`` file opens as an input first, and as a model when it holds one."""
+    return Path(path).suffix.lower() in MODEL_SUFFIXES or (Path(path) / "config.json").is_file()
+
+
 def load_model_source(
     source: str, *, arch: str | None = None, weights: str | None = "DEFAULT", trust: bool = False
 ) -> Any:

@@ -14,10 +14,12 @@ from PySide6.QtWidgets import QApplication
 
 from actviz.core.allocator import tune_allocator
 from actviz.core.threads import parallel_in_workers_only
+from actviz.ui.background_loads import names_a_model
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.script import Explorer
 from actviz.ui.window.settings import AppSettings, ensure_app_identity, user_settings
 from actviz.ui.worker import keep_collector_off_clicks
+from actviz.workspace.session_file import SUFFIX
 
 # block=False windows stay referenced until closed, or a dropped return value collects them.
 _OPEN_WINDOWS: list[MainWindow] = []
@@ -157,19 +159,25 @@ def run_app(
         # Everything opens in the background while the window is already on screen.
         if (sessions := window.session_store) is not None:
             sessions.autosave = True
-        offer = model is None and input is None and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
+        # `actviz resnet.pt`, a model folder or a picture: opened as if dropped on the window.
+        dropped = session if session and not session.lower().endswith(SUFFIX) else None
+        session, dropped_model = (None, names_a_model(dropped)) if dropped else (session, False)
+        offer = model is None and input is None and not dropped
+        offer = offer and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
         if session is not None and sessions is not None:
             sessions.open_session(session)
         elif offer and sessions is not None and sessions.can_offer_restore():
             # Asked over the window once it is on screen; declined, the demo opens as usual.
             QTimer.singleShot(0, lambda: sessions.offer_restore() or window.files.load_demo())
-        elif model is None:
+        elif model is None and not dropped_model:
             window.files.load_demo()
-        else:
+        elif model is not None:
             window.files.open_model_source(model, arch=arch, trust=trust)
+        if dropped:
+            window.files.open_dropped(dropped)
         if session is None and input is not None:
             window.files.open_input_source(input)  # replaces the demo's own sample
-        elif session is None and model is not None:
+        elif session is None and (model is not None or dropped_model):
             window.files.open_default_input()
         if os.environ.get(EXIT_AFTER_SHOW_ENV) == "1":
             _exit_after_first_result(app, window)

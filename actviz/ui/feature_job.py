@@ -236,6 +236,4 @@ def _duration(seconds: float) -> str:
         return "1 s"
     if seconds < 90:
         return f"{round(seconds)} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
+    return f"{round(seconds / 60)} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -460,8 +460,7 @@ class Host(Docks):
         self._w.centre.banner.set_messages(source, [("warning", text)])
 
 
-#: The name features and plugins know the host by.
-WindowHost = Host
+WindowHost = Host  #: The name features and plugins know the host by.
 
 
 class Feature(Protocol):

@@ -46,8 +46,7 @@ IDLE_MS = 2000
 SLACK_MIB = 64.0
 #: How long the window must stay idle before a due full collection (~0.2 s) runs.
 FULL_IDLE_MS = 20_000
-#: Idle moments between two full collections.
-FULL_EVERY = 50
+FULL_EVERY = 50  #: Idle moments between two full collections.
 _FREEZE = [False]
 
 
@@ -240,8 +239,7 @@ class Worker(QObject):
         self.threads = worker_threads() or torch.get_num_threads()
         self._lock = threading.Lock()
         self._generation = 0  # number of the latest job submitted (or drop)
-        #: How many jobs were submitted so far.
-        self.submitted = 0
+        self.submitted = 0  #: How many jobs were submitted so far.
         self._floor = 0  # generations below it are stale (superseded or dropped)
         self._kept: set[int] = set()  # below the floor but current: submitted with ``keep``
         self._cancelled: set[int] = set()

@@ -269,6 +269,35 @@ def test_run_app_demo_with_an_input_uses_that_input(qtbot, tmp_path):
     assert seen[0][3] == str(path)
 
 
+@pytest.mark.usefixtures("demo_resources")
+def test_the_command_line_opens_a_model_folder_or_a_picture_as_a_drop_would(qtbot, tmp_path):
+    # `actviz ./gpt2-folder` said "Could not open the session: ... is a folder, not a session
+    # file": the one positional argument was a session file only.
+    pytest.importorskip("transformers")
+    from actviz.cli import build_parser
+    from actviz.testing.stress_cases import save_tiny_gpt2
+
+    folder = save_tiny_gpt2(tmp_path / "gpt2")
+    assert build_parser().parse_args(["gui", str(folder)]).session == str(folder)
+    seen = []
+    _close_when(lambda w: w.session.result is not None and not w.files.is_loading(), seen)
+    assert run_app(session=str(folder)) == 0
+    ((title, banner, panels, source),) = seen
+    assert "gpt2" in title and not banner  # no error: the model, and its default prompt
+    assert panels == ["transformer.h.0", "transformer.h.1", "lm_head"]
+    assert source.startswith("text:")
+    # A picture opens on the demo model, as dropped on the window.
+    path = tmp_path / "ring.png"
+    generate_image("ring", np.random.default_rng(3)).save(path)
+    seen.clear()
+    _close_when(
+        lambda w: w.session.result is not None and w.session.input.source == str(path), seen
+    )
+    assert run_app(session=str(path)) == 0
+    ((title, banner, panels, source),) = seen
+    assert "demo" in title and not banner and len(panels) == 5
+
+
 def test_explore_a_model_by_name_waits_for_the_background_load(qtbot):
     shown = actviz.explore("resnet18", "random:1x3x32x32", layers=["layer1"], block=False)
     window = window_of(shown)

@@ -138,9 +138,7 @@ def verify_layers(
     total = n_channels + sum(len(c) for c in concept_jobs.values())
 
     def step(offset: int) -> Callable[[int, int], None] | None:
-        if progress is None:
-            return None
-        return lambda done, _total: progress(offset + done, total)
+        return None if progress is None else lambda done, _total: progress(offset + done, total)
 
     checked = sub
     if n_channels:

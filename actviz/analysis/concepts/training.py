@@ -343,10 +343,7 @@ class _Trainer:
     @torch.no_grad()
     def step(self, xb: torch.Tensor) -> torch.Tensor:
         """One optimisation step on ``xb`` (scaled); returns the per-vector squared errors."""
-        if self.arch == "topk":
-            per, fired = self._step_topk(xb)
-        else:
-            per, fired = self._step_autograd(xb)
+        per, fired = self._step_topk(xb) if self.arch == "topk" else self._step_autograd(xb)
         w_dec = self.w_dec
         # The gradient along each (unit) row only changes its norm, which the projection
         # below undoes: remove it so Adam's step goes to the direction.

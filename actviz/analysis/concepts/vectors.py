@@ -140,9 +140,7 @@ class Reservoir:
 
     def vectors(self) -> torch.Tensor:
         """The kept vectors ``(len, d)`` (a view of the buffer)."""
-        if self.buffer is None:
-            return torch.zeros(0, 0)
-        return self.buffer[: len(self)]
+        return torch.zeros(0, 0) if self.buffer is None else self.buffer[: len(self)]
 
 
 @dataclass

@@ -31,8 +31,7 @@ from actviz.io.models.loaded_model import ArchGuess
 log = logging.getLogger(__name__)
 #: Zoos searched by default, in order of preference when two match equally well.
 ZOOS = ("torchvision", "timm")
-#: Guesses scoring below this are not worth showing.
-MIN_SCORE = 0.2
+MIN_SCORE = 0.2  #: Guesses scoring below this are not worth showing.
 #: A family is searched when this share of its key patterns (or the checkpoint's) matches.
 FAMILY_OVERLAP = 0.5
 #: At most this many timm architectures are compared.

@@ -19,12 +19,10 @@ from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import rgb_image
 from actviz.ui.worker import CAPTURE_NICE, Job, Worker
 
-#: Images in the "Nearest in the dataset" strip.
-NEAREST_K = 8
+NEAREST_K = 8  #: Images in the "Nearest in the dataset" strip.
 #: Thumbnails the selection strip shows at most (the channels use the whole selection).
 SELECTION_THUMBS = 24
-#: Channels listed for a selection.
-SEPARATING_K = 10
+SEPARATING_K = 10  #: Channels listed for a selection.
 #: What the nearest images' title adds when the input's star lies too far off the map.
 FAR_OFF_MAP = "the input lies far off the map, out of view (zoom out to see its star)"
 #: Thumbnails kept (a strip shows at most 24; the map may be hovered over thousands).

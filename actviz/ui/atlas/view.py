@@ -28,8 +28,7 @@ HOVER_HINT = "Point at an image on the map; click it to open it"
 SELECTION_HINT = "Selection: drag a rectangle (Select) or draw a shape around images (Lasso)"
 #: The frame of selected dots (the report's picture draws the same).
 SELECTION_RGB = np.array(SELECTED_RGB, np.uint8)
-#: Side of the thumbnails in the strips.
-THUMB = 72
+THUMB = 72  #: Side of the thumbnails in the strips.
 #: Room left beyond the input's star when the view widens to show it (a share of the span).
 MARKER_MARGIN = 0.06
 #: At most this many times the view's size to show the star (the dots would be specks).

@@ -13,10 +13,8 @@ from actviz.ui.panels import style
 
 #: Side of the concept's picture in the view (screen pixels, at most).
 PICTURE_PX = 240
-#: Side of one top image.
-THUMB_PX = 76
-#: Top images per row.
-THUMB_COLUMNS = 3
+THUMB_PX = 76  #: Side of one top image.
+THUMB_COLUMNS = 3  #: Top images per row.
 
 
 def concept_stats(tiles: Any, scan: Any, concept: int) -> str:

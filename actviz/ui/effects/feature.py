@@ -23,10 +23,8 @@ from actviz.workspace.edits_board import StaleEditError
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
 
-#: Title of the dock (and its View menu entry).
-DOCK_TITLE = "Channels that matter"
-#: Width of the dock when it first opens.
-PREFERRED_WIDTH = 380
+DOCK_TITLE = "Channels that matter"  #: Title of the dock (and its View menu entry).
+PREFERRED_WIDTH = 380  #: Width of the dock when it first opens.
 #: Height the dock asks for (its controls and a layer's top bars), and the least it takes.
 PREFERRED_HEIGHT, MIN_HEIGHT = 520, 160
 #: What the dock says before a result of the model shown.

@@ -258,10 +258,8 @@ class LogValueAxis(pg.AxisItem):
     def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
         if not self.logMode:
             return super().tickStrings(values, scale, spacing)
-        if spacing < 1:
-            return [""] * len(values)
         # One notation for every decade (pyqtgraph mixes "0.1" and "10¹" on one axis).
-        return [_decade(int(round(v))) for v in values]
+        return [""] * len(values) if spacing < 1 else [_decade(int(round(v))) for v in values]
 
 
 def _decade(power: int) -> str:

@@ -50,9 +50,7 @@ def _display(key: str, value: Any) -> str:
         return str(int(number)) if number is not None and math.isfinite(number) else str(value)
     if number is None:
         return str(value)
-    if key == "zero_frac":
-        return f"{100.0 * number:.1f} %"
-    return style.format_value(number)
+    return f"{100.0 * number:.1f} %" if key == "zero_frac" else style.format_value(number)
 
 
 class StatsModel(QtCore.QAbstractTableModel):

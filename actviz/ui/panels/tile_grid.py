@@ -91,9 +91,7 @@ class TileGrid:
         """Image coordinates to the viewport's pixels, as painted now (None: not in a view)."""
         scene = self.path_item.scene()
         views = scene.views() if scene is not None else []
-        if not views:
-            return None
-        return self.path_item.sceneTransform() * views[0].viewportTransform()
+        return self.path_item.sceneTransform() * views[0].viewportTransform() if views else None
 
     def tile_screen_px(self, transform: QtGui.QTransform | None = None) -> float:
         """Screen width of one tile under ``transform`` (default: as the item is drawn now)."""

@@ -23,8 +23,7 @@ from actviz.ui.panels.style import PANEL_SPACING
 from actviz.ui.tokens.token_panel import LabelledHeatCanvas
 
 TEXT_PREFIX = "text:"
-#: The head selector's first entry.
-MEAN = "mean of heads"
+MEAN = "mean of heads"  #: The head selector's first entry.
 
 
 class AttentionPanel(PanelBase):

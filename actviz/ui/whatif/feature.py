@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
 
-#: Classes of each run in the before/after table.
-TOP_K = 5
+TOP_K = 5  #: Classes of each run in the before/after table.
 #: Preferred width of the Edits dock (it shares the right side with Live).
 PREFERRED_WIDTH = 250
 #: Rows built in one event-loop turn: until this long, at most this many (a row is ~0.4 ms).

@@ -33,8 +33,7 @@ SCREEN_FRACTION = 0.9
 MINIMUM_SIZE = QSize(1024, 640)
 #: Message sources in the banner, shown in this order.
 SOURCES = ("action", "model", "run")
-#: Side of the level icon, in pixels.
-ICON_PX = 16
+ICON_PX = 16  #: Side of the level icon, in pixels.
 #: Runs of 24 characters or more without a space (paths, URLs) get break opportunities.
 _LONG_RUN = re.compile(r"[^ \n]{24,}")
 # After a path separator, a dot, a comma or an underscore inside such a run.

@@ -111,7 +111,7 @@ class FileOpening:
     def open_dropped(self, path: str | Path) -> bool:
         """Open a dropped file: a model by suffix or folder, anything else as an input."""
         path = Path(path)
-        if path.suffix.lower() in loads.MODEL_SUFFIXES or (path / "config.json").is_file():
+        if loads.names_a_model(path):
             return self.open_model_source(str(path))
         if self.window.is_closed():
             return False
