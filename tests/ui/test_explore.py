@@ -296,6 +296,14 @@ def test_the_command_line_opens_a_model_folder_or_a_picture_as_a_drop_would(qtbo
     assert run_app(session=str(path)) == 0
     ((title, banner, panels, source),) = seen
     assert "demo" in title and not banner and len(panels) == 5
+    # A .pt file that holds a model (not a tensor) opens as one, with an input of its own.
+    path = tmp_path / "scripted.pt"
+    torch.jit.script(_conv_classifier()).save(str(path))
+    seen.clear()
+    _close_when(lambda w: w.session.result is not None and not w.files.is_loading(), seen)
+    assert run_app(session=str(path)) == 0
+    ((title, banner, panels, source),) = seen
+    assert "scripted" in title and source is not None  # was no input: "Open an input (Ctrl+I)"
 
 
 def test_explore_a_model_by_name_waits_for_the_background_load(qtbot):

@@ -147,6 +147,8 @@ class InputLoads:
         if request.dropped and isinstance(error, ModelFileAsInputError):
             # ".pt" names inputs and models alike: what the file holds decides.
             self.files.open_model_source(request.source)
+            if self.session.input is None:  # (`actviz ckpt.pt`): the model's own, as --model
+                self.files.open_default_input()
             return
         source = request.source
         if request.quiet:
