@@ -242,9 +242,15 @@ class TokensDriver(FeatureDriver):
 class SessionsDriver(FeatureDriver):
     """Session files (``win.sessions``): save and open a session, and wait for it."""
 
-    def save(self, path: Any) -> None:
-        """Save the session to ``path`` and wait until it is written."""
-        saved = self.feature.save_session(path, wait=True)
+    def save(self, path: Any, *, pin_captures: bool = True) -> None:
+        """Save the session to ``path`` and wait until it is written; the question a user gets
+        when pins hold captures (a modal box: it waited for good) is answered ``pin_captures``."""
+        feature, asked = self.feature, self.feature.ask_pin_captures
+        feature.ask_pin_captures = lambda *_: pin_captures
+        try:
+            saved = feature.save_session(path, wait=True)
+        finally:
+            feature.ask_pin_captures = asked
         assert saved, f"could not save {path}: {self.driver.banner_messages()}"
 
     def open(self, path: Any) -> None:

@@ -88,6 +88,27 @@ def test_the_sessions_driver_saves_and_opens_a_session(actviz_window, tmp_path):
     assert torch.equal(other.session.input.value, frame(2))
 
 
+def test_the_sessions_driver_saves_pins_without_waiting_on_the_question(actviz_window, tmp_path):
+    # Pins holding captures make saving ask keep-or-leave-out in a modal box: the driver's save
+    # waited on it for good. It answers ``pin_captures`` (keep, unless False).
+    win = actviz_window(seeded_tiny_cnn(), frame(2), ["conv1", "fc"], features=["sessions"])
+    win.run_and_wait()
+    win.window.commands.pin_action.trigger()  # Ctrl+P
+    assert len(win.session.pins) == 1
+    kept, left = tmp_path / "kept.actviz", tmp_path / "left.actviz"
+    win.sessions.save(kept)
+    win.sessions.save(left, pin_captures=False)
+    assert kept.stat().st_size > left.stat().st_size
+    pinned = list(win.session.pins)[0].result.capture["conv1"].tensor
+    other = actviz_window(seeded_tiny_cnn(), frame(4), ["conv1"], features=["sessions"])
+    other.sessions.open(kept)
+    (pin,) = other.session.pins
+    assert torch.equal(pin.result.capture["conv1"].tensor, pinned)
+    other.sessions.open(left)  # a pin without its capture is named, not restored
+    assert not list(other.session.pins)
+    assert any("saved without its capture: not restored" in m for m in other.banner_messages())
+
+
 def test_a_driver_says_whether_its_feature_is_built(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], features=["live"])
     assert win.live.present and not win.compare.present and not win.visualize.present
