@@ -195,10 +195,8 @@ class HeapPin:
             self.storage, self.address = None, 0
 
 
-#: The process's pool (records of every capture in it).
-POOL = RecordPool()
-#: The process's heap pin (see :class:`HeapPin`).
-HEAP_PIN = HeapPin()
+POOL = RecordPool()  #: The process's pool (records of every capture in it).
+HEAP_PIN = HeapPin()  #: The process's heap pin (see :class:`HeapPin`).
 
 
 def wanted(model: Any) -> bool:

@@ -24,8 +24,7 @@ from actviz.data.sources import resolve_model
 from actviz.io.errors import InputError
 from actviz.io.export.typeset import _INK, _font, _framed, _text_w, safe_name, tile_sheet
 
-#: The file that marks a folder as a saved scan.
-SCAN_FILE = "scan.json"
+SCAN_FILE = "scan.json"  #: The file that marks a folder as a saved scan.
 _FORMAT = 1
 #: The arrays saved per layer, of its result and of its statistics.
 _RESULT_ARRAYS = ("values", "indices", "locations", "positive")

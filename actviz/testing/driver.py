@@ -70,6 +70,22 @@ class WindowDriver:
         #: Kept beside the window: its model is checked for hooks after the window is deleted.
         self.session = window.session
         self.models: list[Any] = []
+        # A modal box nobody answers (a moved checkpoint, a pickle to trust) would hang the test.
+        self._modal: tuple[Any, float] | None = None
+        (timer := QTimer(window, interval=250)).timeout.connect(self._reject_unanswered)
+        timer.start()
+
+    #: Seconds a modal box may wait for an answer before it is rejected (Esc) and reported.
+    modal_patience_s = UI_TIMEOUT_MS / 1000
+
+    def _reject_unanswered(self) -> None:
+        box, now = QApplication.activeModalWidget(), time.perf_counter()
+        if box is None or self._modal is None or self._modal[0] is not box:
+            self._modal = None if box is None else (box, now)
+        elif now - self._modal[1] > self.modal_patience_s:
+            self._modal, text = None, f"{box.windowTitle()}: {getattr(box, 'text', str)()}"
+            box.reject()  # raised into Qt: pytest-qt fails the test, else sys.excepthook says it
+            raise TimeoutError(f"nobody answered {text!r} in {self.modal_patience_s:g} s (Esc)")
 
     def __repr__(self) -> str:
         return f"WindowDriver({self.window.windowTitle()!r})"

@@ -94,8 +94,7 @@ class FeatureJob(QObject):
         super().__init__(parent)
         self.host, self.view = host, view
         self.worker = worker if worker is not None else host.worker
-        #: The job running (None: none).
-        self.job: Job | None = None
+        self.job: Job | None = None  #: The job running (None: none).
         #: What :meth:`start` was given to hand to ``on_finished`` (None when none runs).
         self.context: Any = None
         #: ``(done, total)`` steps of the job running (written by its thread).

@@ -41,8 +41,7 @@ class PrivateModel(QObject):
         #: True from :meth:`get` until the copy asked for is handed over (or abandoned).
         self.pending = False
         self._job: Job | None = None  # the copy's job on the capture worker
-        #: The copy held now (built or not; None: none).
-        self.held: ModelCopy | None = None
+        self.held: ModelCopy | None = None  #: The copy held now (built or not; None: none).
         self._then: list[Callable[[Any], None]] = []
         self._failed: Callable[[BaseException], None] | None = None
         self.closed = False

@@ -39,8 +39,7 @@ from actviz.workspace.session_codec import weights_to_keep as weights_to_keep
 
 #: The format this actviz writes (and the newest it reads).
 FORMAT_VERSION = 1
-#: The file name suffix of session files.
-SUFFIX = ".actviz"
+SUFFIX = ".actviz"  #: The file name suffix of session files.
 _KIND = "actviz-session"
 _MANIFEST = "manifest.json"
 #: The member holding the dictionaries of concept edits.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PySide6.QtWidgets import QApplication
 
 from actviz.core.capture import capture
 from actviz.io.input_files import open_input
@@ -156,3 +157,21 @@ def test_the_effects_driver_opens_the_dock_and_returns_the_estimates(actviz_wind
     assert estimates is win.effects.feature.effects
     assert win.effects.dock.isVisible()
     assert set(win.effects.view.sections) == set(LAYERS)
+
+
+def test_a_modal_box_nobody_answers_fails_the_test_instead_of_hanging_it(
+    actviz_window, qtbot, tmp_path
+):
+    # Opening a full pickle asks whether to trust it, in a modal box: a test that did not expect
+    # the question waited on it for good. The driver rejects it (Esc) after its patience and
+    # raises into Qt, which pytest-qt turns into the test's failure.
+    path = tmp_path / "whole.pt"
+    torch.save(seeded_tiny_cnn(), path)  # a whole pickled model: not opened without trust
+    win = actviz_window(features=[])
+    win.modal_patience_s = 0.5
+    with qtbot.capture_exceptions() as raised:
+        assert win.window.files.open_model_source(str(path))
+        assert win.wait_idle()
+    ((kind, error, _),) = raised
+    assert kind is TimeoutError and "whole.pt" in str(error) and "(Esc)" in str(error)
+    assert win.session.model is None and QApplication.activeModalWidget() is None

@@ -111,8 +111,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.nearest: tuple[Any, ...] = ()
         #: A session's saved map, put back once its scan is shown (see restore_session_part).
         self._restoring: dict[str, Any] | None = None
-        #: The hover text last shown (the tooltip's HTML).
-        self.hover_text = ""
+        self.hover_text = ""  #: The hover text last shown (the tooltip's HTML).
         # Maps fitted of the scan shown, by (layer, method, logits layer): shown again at once.
         self._fitted: dict[tuple[str, str, str | None], Any] = {}
         self._thumbs = ThumbCache(THUMB, self)

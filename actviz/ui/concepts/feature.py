@@ -23,8 +23,7 @@ from actviz.ui.panels.style import scroll_area
 
 log = logging.getLogger(__name__)
 
-#: Width of the Concept dock.
-DOCK_WIDTH = 360
+DOCK_WIDTH = 360  #: Width of the Concept dock.
 
 
 class ConceptsFeature(FeatureBase, QObject):

@@ -65,10 +65,8 @@ class ConceptTraining(QObject):
         self.copy = host.private_model(self, to_eval=True)
         self.on_trained = on_trained
         self.worker = Worker(self, nice=CAPTURE_NICE)
-        #: The dialog (made on first use).
-        self.dialog: TrainConceptsDialog | None = None
-        #: The training's job (None: none runs).
-        self.job: Job | None = None
+        self.dialog: TrainConceptsDialog | None = None  #: The dialog (made on first use).
+        self.job: Job | None = None  #: The training's job (None: none runs).
         self.last: Any = None  # the last TrainProgress
         self._copying = False  # waiting for the copy of the model
         self._closed = False

@@ -45,8 +45,7 @@ class ConceptView(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        #: ``(layer, concept)`` shown (None: none).
-        self.shown: tuple[str, int] | None = None
+        self.shown: tuple[str, int] | None = None  #: ``(layer, concept)`` shown (None: none).
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
         outer.setSpacing(4)

@@ -23,8 +23,7 @@ from actviz.ui.worker import Job
 
 log = logging.getLogger(__name__)
 
-#: The banner's source for scan messages.
-BANNER_SOURCE = "scan"
+BANNER_SOURCE = "scan"  #: The banner's source for scan messages.
 #: Settings keys of the last scan's folder, k and layers.
 FOLDER_KEY, K_KEY, LAYERS_KEY = "dataset/folder", "dataset/k", "dataset/layers"
 #: Top images named in the dock for a channel without maps to open.

@@ -185,8 +185,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.estimates = Worker(self, nice=CAPTURE_NICE)
         #: The estimates being made (each replaces, and silences, the one before).
         self._estimate: Job | None = None
-        #: Channels each "Verify" measures per layer.
-        self.verify_count = DEFAULT_VERIFY
+        self.verify_count = DEFAULT_VERIFY  #: Channels each "Verify" measures per layer.
         self.view = EffectsView(self.verify_count)
         self.dock = QDockWidget(DOCK_TITLE, host.dialog_parent())
         self.dock.setObjectName("ChannelsThatMatterDock")

@@ -69,8 +69,7 @@ class EffectBars(QtWidgets.QWidget):
         self.rows: tuple[BarRow, ...] = ()
         #: What the bars are: ``"channel"`` or ``"concept"`` (a panel showing concepts).
         self.unit = "channel"
-        #: Names the user gave the concepts.
-        self.names: Mapping[int, str] = {}
+        self.names: Mapping[int, str] = {}  #: Names the user gave the concepts.
         self.setSizePolicy(_POLICY.Expanding, _POLICY.Fixed)
 
     def set_rows(

@@ -182,8 +182,7 @@ class LightPaint:
         self._option = QtWidgets.QStyleOptionGraphicsItem()
         #: :meth:`request`'s last geometry and viewport rectangle, and what they follow.
         self._key, self._known = None, None
-        #: Paints done here (for tests and benchmarks).
-        self.painted = 0
+        self.painted = 0  #: Paints done here (for tests and benchmarks).
 
     def geometry(self) -> tuple[QtGui.QTransform, QtCore.QRectF] | None:
         """The image's transform to viewport pixels and the view box's clip (None: not ready)."""

@@ -182,8 +182,7 @@ class LayerAxis(pg.AxisItem):
         self.names: list[str] = []
         #: Width a label may take at the current step (set by :meth:`tickValues`).
         self.slot_px = float(MAX_LABEL_PX)
-        #: Bars between two labels at the current zoom.
-        self.step = 1
+        self.step = 1  #: Bars between two labels at the current zoom.
 
     def set_names(self, names: list[str]) -> None:
         """Name bar ``i`` after ``names[i]`` (its last dotted component)."""

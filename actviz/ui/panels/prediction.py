@@ -15,8 +15,7 @@ from actviz.ui.panels.base import PanelBase
 if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; panels never do
     from actviz.display.difference import PredictionChange
 
-#: Height of a probability bar under its class name.
-BAR_HEIGHT = 8
+BAR_HEIGHT = 8  #: Height of a probability bar under its class name.
 #: ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)`` as ``PredictionRow``, A minus B.
 ChangeRow = tuple[int, str, float, float, float, float, float, float]
 #: Colours of a change up / down.

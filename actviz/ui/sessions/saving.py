@@ -30,8 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 SESSION_FILTER = f"actviz sessions (*{SUFFIX})"
-#: The banner's source for session messages.
-BANNER_SOURCE = "session"
+BANNER_SOURCE = "session"  #: The banner's source for session messages.
 AUTOSAVE_NAME = "autosave" + SUFFIX
 #: Pins' captures bigger than this are left out on quit (written on the GUI thread).
 AUTOSAVE_PIN_LIMIT = 256 * 2**20

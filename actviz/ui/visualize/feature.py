@@ -33,8 +33,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section = WantsSection()
         self.section.setVisible(False)
         self.channel_view.add_section(self.section)
-        #: The visualisation shown (None: none).
-        self.shown: Visualization | None = None
+        self.shown: Visualization | None = None  #: The visualisation shown (None: none).
         #: Cache look-ups (no model run, no hooks: a thread of their own, newest wins).
         self.lookups = Worker(self, nice=CAPTURE_NICE)
         # Last key asked for: a live frame showing the same channel asks nothing.

@@ -16,8 +16,7 @@ from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.visualize.section import MosaicDock, read_saved_settings
 from actviz.ui.worker import CAPTURE_NICE, Worker
 
-#: The dock's width when first shown.
-DOCK_WIDTH = 340
+DOCK_WIDTH = 340  #: The dock's width when first shown.
 #: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).
 VECTOR_PAGE = 16
 #: The most channels a page holds (a whole layer would be an hour of CPU, in tiny tiles).

@@ -175,8 +175,7 @@ class WantsMosaic(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        #: The channels shown, in tile order.
-        self.channels: tuple[int, ...] = ()
+        self.channels: tuple[int, ...] = ()  #: The channels shown, in tile order.
         self._images: dict[int, QtGui.QImage] = {}
         self.setMouseTracking(True)
         self.setSizePolicy(_POLICY.Expanding, _POLICY.Preferred)

@@ -245,8 +245,7 @@ class MessageBanner(QtWidgets.QFrame):
         self._messages: dict[str, list[tuple[str, str]]] = {}
         #: The technical details of a source's messages (a traceback), behind "Details".
         self._details: dict[str, str] = {}
-        #: The level whose icon is shown ("" while hidden).
-        self.level = ""
+        self.level = ""  #: The level whose icon is shown ("" while hidden).
         layout = QtWidgets.QHBoxLayout(self, spacing=6, contentsMargins=QMargins(6, 4, 4, 4))
         self.icon_label = QLabel()
         self.icon_label.setFixedSize(ICON_PX, ICON_PX)

@@ -20,8 +20,7 @@ class DisplaySteps:
     """The steps waiting to show a result, tagged with its epoch; ``show_error`` says failures."""
 
     def __init__(self, parent: QObject, show_error: Callable[[str, str], None]) -> None:
-        #: The result shown: a step of an older epoch is skipped.
-        self.epoch = 0
+        self.epoch = 0  #: The result shown: a step of an older epoch is skipped.
         self._steps: deque[tuple[int | None, Callable[[], None]]] = deque()
         self._show_error = show_error
         self._timer = QTimer(parent, interval=0)
