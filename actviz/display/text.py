@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-#: Most token labels an axis shows; longer sequences label every n-th token.
-MAX_TICKS = 48
-#: Characters of a token label on an axis ("…" past them).
-LABEL_CHARS = 14
+MAX_TICKS = 48  #: Most token labels an axis shows; longer sequences label every n-th token.
+LABEL_CHARS = 14  #: Characters of a token label on an axis ("…" past them).
 
 
 def format_shape(shape: Sequence[int] | None) -> str:

@@ -37,8 +37,7 @@ from actviz.workspace.session_codec import input_source_of as input_source_of
 from actviz.workspace.session_codec import model_source_of as model_source_of
 from actviz.workspace.session_codec import weights_to_keep as weights_to_keep
 
-#: The format this actviz writes (and the newest it reads).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  #: The format this actviz writes (and the newest it reads).
 SUFFIX = ".actviz"  #: The file name suffix of session files.
 _KIND = "actviz-session"
 _MANIFEST = "manifest.json"

@@ -18,8 +18,7 @@ import torch
 from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 
-#: The file name of the script in an export folder.
-SCRIPT_NAME = "reproduce.py"
+SCRIPT_NAME = "reproduce.py"  #: The file name of the script in an export folder.
 #: An edit's values besides its kind and channels (None: not set), as files record them.
 EDIT_VALUES = ("factor", "min", "max", "call", "dim")
 _EDITS_IMPORT = (

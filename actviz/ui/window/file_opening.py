@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.threads import reporting
 from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
+from actviz.io.input_tensors import reads_text
 from actviz.ui import background_loads as loads
 from actviz.ui.background_loads import IMAGE_FILTER, ModelRequest, failure_reason, short_source
 from actviz.ui.file_dialogs import open_file
@@ -301,7 +302,7 @@ class OpenMenus:
         except Exception:  # noqa: BLE001 - no samples is fine
             pass
         self.sample_combo.addItems(["Sample…", *(path.stem for path in self.samples)])
-        self.sample_combo.setEnabled(bool(self.samples))
+        self.fit_samples()
         #: The Open model dialog while it is open (None otherwise).
         self.model_dialog: OpenModelDialog | None = None
         self._note = ""
@@ -361,6 +362,13 @@ class OpenMenus:
     def _open_input(self) -> None:
         if path := self.ask_input_file():
             self.files.open_input_source(path)
+
+    def fit_samples(self) -> None:
+        """Offer the samples to an image model (pictures: a text model reads the text box)."""
+        text = reads_text(self.files.session.loaded_model)
+        self.sample_combo.setEnabled(bool(self.samples) and not text)
+        tip = "The samples are pictures: this model reads the text typed in the box above"
+        self.sample_combo.setToolTip(tip if text else "Pick a bundled sample image")
 
     def _on_sample_activated(self, index: int) -> None:
         if index <= 0 or index > len(self.samples):

@@ -245,6 +245,7 @@ class MainWindow(QMainWindow):
         self.display.clear_panels()
         self.runs.last_request = None  # it holds the model before: that would stay in memory
         self.model_dock.show_model()
+        self.files.menus.fit_samples()
         self.runs.sync_target_combo(rebuild=True)
         action = self.commands.input_list_action
         with QSignalBlocker(action):  # the session already chose from the model's forward

@@ -90,6 +90,9 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     # The Input panel says the text once (the source, "text:...", is not its file name).
     caption = w.model_dock.input_preview.caption_label.text()
     assert caption.startswith(f"text {TEXT!r}: 5 tokens") and caption.count(TEXT) == 1
+    # The sample picker offers pictures: off for a text model, with why (it offered them).
+    combo = w.commands.sample_combo
+    assert not combo.isEnabled() and "reads the text typed" in combo.toolTip()
 
     # Saliency: |gradient x input embedding| per token, on the tokens.
     sal = w.centre.saliency_panel
@@ -127,6 +130,10 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     row = stats.names().index("transformer.h.1")
     index = stats.model.index(row, 0)
     assert stats.model.data(index, QtCore.Qt.ItemDataRole.ToolTipRole) == "transformer.h.1"
+
+    # An image model again: the samples are offered again.
+    win.set_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), ["0"])
+    assert combo.isEnabled() and combo.toolTip() == "Pick a bundled sample image"
 
 
 def test_a_sequence_classifier_gets_class_names_and_token_saliency(actviz_window, tmp_path):
