@@ -33,25 +33,25 @@ class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
     def __init__(
         self,
         parent: QtWidgets.QWidget | None,
-        layers: list[str],
+        layers: dict[str, int | None],
         *,
         layer: str | None = None,
         data: str = "",
         out: str = "",
-        channels: int = 64,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Train concepts")
         form = QtWidgets.QFormLayout()
         self.layer_combo = QtWidgets.QComboBox()
-        self.layer_combo.addItems(layers)
-        if layer in layers:
-            self.layer_combo.setCurrentText(layer)
         form.addRow("Layer:", self.layer_combo)
         self.n_spin = QtWidgets.QSpinBox()
         self.n_spin.setRange(2, 1 << 16)
-        self.n_spin.setValue(max(16, 8 * int(channels)))
         self.n_spin.setToolTip("Concepts in the dictionary (8 x the layer's channels is usual)")
+        self._channels: dict[str, int | None] = {}
+        self._n_typed = False  # the user's own count stays; else it follows the layer chosen
+        self.n_spin.valueChanged.connect(self._on_n_typed)
+        self.layer_combo.currentTextChanged.connect(self._suggest_n)
+        self.set_layers(layers, layer)
         form.addRow("Concepts:", self.n_spin)
         self.k_spin = QtWidgets.QSpinBox()
         self.k_spin.setRange(1, 1024)
@@ -69,7 +69,7 @@ class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
         row.addWidget(self.data_edit, 1)
         row.addWidget(browse)
         form.addRow("Data folder:", row)
-        self.out_edit = QtWidgets.QLineEdit(out)
+        self.out_edit = QtWidgets.QLineEdit(out, placeholderText="empty: a new folder in the cache")
         self.out_edit.setToolTip("Where the dictionary is saved (a SAELens folder)")
         form.addRow("Save to:", self.out_edit)
 
@@ -104,6 +104,25 @@ class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
             int(self.epochs_spin.value()),
             self.out_edit.text().strip(),
         )
+
+    def set_layers(self, layers: dict[str, int | None], layer: str | None = None) -> None:
+        """Offer ``layers`` (name: channels, None when not known yet), ``layer`` chosen (else
+        the one chosen before, if still offered)."""
+        keep = layer if layer in layers else self.layer_combo.currentText()
+        self._channels = dict(layers)
+        with QtCore.QSignalBlocker(self.layer_combo):
+            self.layer_combo.clear()
+            self.layer_combo.addItems(list(layers))
+            self.layer_combo.setCurrentIndex(max(0, self.layer_combo.findText(keep)))
+        self._suggest_n(self.layer_combo.currentText())
+
+    def _on_n_typed(self, _n: int) -> None:
+        self._n_typed = True
+
+    def _suggest_n(self, layer: str) -> None:
+        if not self._n_typed:
+            with QtCore.QSignalBlocker(self.n_spin):  # not the user's count
+                self.n_spin.setValue(max(16, 8 * (self._channels.get(layer) or 64)))
 
     def set_busy(self, busy: bool) -> None:
         """While training: the bar shows, Cancel is on, Train and the fields are off."""

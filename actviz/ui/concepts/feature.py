@@ -72,6 +72,7 @@ class ConceptsFeature(FeatureBase, QObject):
             self._on_panel_created(name, panel)
         self.listen(self.session.concepts_changed, self._on_concepts_changed)
         self.listen(self.session.model_changed, self._on_model_changed)
+        self.listen(self.session.ticks_changed, self.training_.offer_layers)
         self.listen(self.session.result_changed, self._on_result_changed)
 
     # ------------------------------------------------------------------ attaching
@@ -358,6 +359,7 @@ class ConceptsFeature(FeatureBase, QObject):
             self.host.schedule_run()
 
     def _on_model_changed(self) -> None:
+        self.training_.offer_layers()
         self.copies.forget()
         self.tiles.clear()
         self.view.clear()

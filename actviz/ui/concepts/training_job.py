@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from actviz.core.edit_kinds import channel_dim
 from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.host import WindowHost
@@ -67,6 +69,7 @@ class ConceptTraining(QObject):
         self.worker = Worker(self, nice=CAPTURE_NICE)
         self.dialog: TrainConceptsDialog | None = None  #: The dialog (made on first use).
         self.job: Job | None = None  #: The training's job (None: none runs).
+        self.trained_for: Callable[[], Any] = lambda: None  # the model the training reads
         self.last: Any = None  # the last TrainProgress
         self._copying = False  # waiting for the copy of the model
         self._closed = False
@@ -76,23 +79,30 @@ class ConceptTraining(QObject):
     def open_dialog(self) -> TrainConceptsDialog:
         """Data > Train concepts…: the dialog (made on first use), shown."""
         if self.dialog is None:
-            tree = self.session.tree
-            ticked = self.session.ticked
-            layers = list(ticked) if ticked else (list(tree.leaves()) if tree is not None else [])
-            selected = self.host.selected_layer
-            channels = 64
-            result = self.session.result
-            if result is not None and selected in result.layers:
-                shape = result.layers[selected].shape
-                channels = int(shape[1]) if shape and len(shape) > 1 else channels
-            self.dialog = TrainConceptsDialog(
-                self.host.dialog_parent(), layers, layer=selected, channels=channels
-            )
+            self.dialog = TrainConceptsDialog(self.host.dialog_parent(), {})
             self.dialog.train_requested.connect(self.train)
             self.dialog.cancel_requested.connect(self.cancel)
+        self.offer_layers(selected=self.host.selected_layer)
         self.dialog.show()
         self.dialog.raise_()
         return self.dialog
+
+    def offer_layers(self, *_event: object, selected: str | None = None) -> None:
+        """The dialog offers the model's ticked layers (none ticked: its leaves) with their
+        channels, now: a model switch or new ticks change them (not while training)."""
+        if self.dialog is None or self.running():
+            return
+        tree, ticked = self.session.tree, self.session.ticked
+        names = list(ticked) if ticked else (list(tree.leaves()) if tree is not None else [])
+        result, model = self.session.result, self.session.model
+        shapes = result.output_shapes if result is not None else {}
+        modules = dict(model.named_modules()) if model is not None else {}
+        # The channels a dictionary reads: a text model's (N, T, D) has D, a conv's (N, C, ...) C.
+        channels = {
+            n: s[channel_dim(modules.get(n), len(s))] if len(s := shapes.get(n) or ()) > 1 else None
+            for n in names
+        }
+        self.dialog.set_layers(channels, selected)
 
     def default_out(self, spec: TrainSpec) -> str:
         """Where a dictionary goes when the dialog names no folder: the user's cache."""
@@ -122,6 +132,7 @@ class ConceptTraining(QObject):
         handover = self.handover
         self.last = None
         self._copying = True
+        self.trained_for = weakref.ref(self.session.model)  # a model switched to gets none
 
         def run(clone: Any) -> None:
             model = self.copy.engine_model(clone)
@@ -194,12 +205,18 @@ class ConceptTraining(QObject):
         fvu_text = f"held-out FVU {fvu:.3f}, " if fvu is not None else ""
         seen = int(concepts.info.get("vectors_seen", 0))
         dead = 100 * (concepts.dead_fraction or 0)
+        # Trained on a model the window no longer shows: saved, not put on another model's layer.
+        other = self.trained_for() is not self.session.model
         self._end(
             f"Trained {concepts.d_sae} concepts on {seen:,} vectors of {spec.layer}: "
-            f"{fvu_text}L0 {concepts.l0 or 0:.1f}, dead {dead:.0f}%; saved in {spec.out}.",
-            False,
-        )
-        self.on_trained(spec, concepts, found)
+            f"{fvu_text}L0 {concepts.l0 or 0:.1f}, dead {dead:.0f}%; saved in {spec.out}"
+            + (" (not shown: the window's model changed since; open the model again and "
+               "Data > Open concepts…)." if other else "."),
+            other,
+        )  # fmt: skip
+        if not other:
+            self.on_trained(spec, concepts, found)
+        self.offer_layers()
 
     def _on_errored(self, error: BaseException) -> None:
         if not self._closed:

@@ -248,3 +248,51 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     assert dialog.train_button.isEnabled()
     assert not (tmp_path / "never").exists()
     assert win.session.concepts[LAYER].folder == str(tmp_path / "trained")
+
+
+def test_train_concepts_dialog_follows_the_model(actviz_window, tmp_path):
+    """The dialog offers the window's model's ticked layers each time (it kept the first
+    model's), its concept count follows the layer chosen until typed, and a training that ends
+    after a model switch is saved but not put on the new model's layers."""
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", LAYER])
+    win.run_and_wait()
+    feature = win.concepts.feature
+    menu_action(win, "Data", "Train concepts…").trigger()
+    dialog = feature.dialog
+    combo = dialog.layer_combo
+    assert [combo.itemText(i) for i in range(combo.count())] == ["conv1", LAYER]
+    combo.setCurrentText("conv1")
+    assert dialog.n_spin.value() == 32  # 8 x its 4 channels
+    combo.setCurrentText(LAYER)
+    assert dialog.n_spin.value() == 48  # 8 x 6
+    win.qtbot.mouseClick(dialog.close_button, Qt.MouseButton.LeftButton)
+    other = torch.nn.Sequential()
+    other.add_module("stem", torch.nn.Conv2d(3, 10, 3, padding=1))
+    other.add_module("act", torch.nn.ReLU())
+    win.set_model(other.eval(), layers=["stem"])
+    win.set_input(frame(0))
+    win.run_and_wait()
+    menu_action(win, "Data", "Train concepts…").trigger()
+    assert [combo.itemText(i) for i in range(combo.count())] == ["stem"]
+    assert dialog.n_spin.value() == 80
+    win.tick("act")  # ticked while the dialog shows: offered at once
+    assert [combo.itemText(i) for i in range(combo.count())] == ["stem", "act"]
+    assert combo.currentText() == "stem"
+    dialog.n_spin.setValue(24)  # the user's count stays whatever layer is chosen
+    combo.setCurrentText("act")
+    assert dialog.n_spin.value() == 24
+
+    # A training on this model, ended after the window switched back to the CNN.
+    dialog.k_spin.setValue(2)
+    dialog.epochs_spin.setValue(40)
+    dialog.data_edit.setText(str(_pictures(tmp_path / "pictures", 24)))
+    dialog.out_edit.setText(str(tmp_path / "trained"))
+    win.qtbot.mouseClick(dialog.train_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: "Training: epoch" in dialog.message.text(), timeout=60_000)
+    win.set_model(TinyCNN().eval(), layers=["conv1", LAYER])
+    win.qtbot.waitUntil(lambda: not feature.training(), timeout=120_000)
+    text = dialog.message.text()
+    assert text.startswith("Trained 24 concepts on") and "not shown: the window's model" in text
+    assert (tmp_path / "trained").is_dir() and dict(win.session.concepts) == {}
+    assert [combo.itemText(i) for i in range(combo.count())] == ["conv1", LAYER]
