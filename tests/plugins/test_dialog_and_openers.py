@@ -27,6 +27,7 @@ def test_help_plugins_lists_them_and_a_tick_is_kept(
     dialog = win.window.plugins.dialog
     assert dialog is not None and dialog.isVisible()
     rows = dialog.row_texts()
+    assert "No plugin is installed" not in dialog.note.text()
     assert rows[1] == (
         "on", "correlation", "0.1.0", "layer view: Channel correlation", "loaded",
     )  # fmt: skip
@@ -48,6 +49,17 @@ def test_help_plugins_lists_them_and_a_tick_is_kept(
     assert records["correlation"].status == "disabled" and records["correlation"].plugin is None
     assert records["wav"].status == "active"
     assert again.window.plugins.registry.layer_views() == []
+
+
+def test_help_plugins_says_when_none_is_installed(actviz_window):
+    win = actviz_window(plugins="installed")  # the test process has none installed
+    menu = win.window.host.menu("Help")
+    next(a for a in menu.actions() if a.text() == "Plugins…").trigger()
+    dialog = win.window.plugins.dialog
+    assert dialog.row_texts() == []
+    assert (
+        "No plugin is installed" in dialog.note.text() and "docs/plugins.md" in dialog.note.text()
+    )
 
 
 def test_a_model_opener_that_unpickles_asks_first(actviz_window, tmp_path):

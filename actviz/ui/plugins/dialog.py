@@ -56,6 +56,7 @@ class PluginsDialog(QDialog):
             "(pip install them). Untick one to disable it; it stays off at the next start."
         )
         self.note.setWordWrap(True)
+        self._note = self.note.text()
         layout.addWidget(self.note)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
@@ -79,6 +80,12 @@ class PluginsDialog(QDialog):
         """List the registry's plugins as they are now."""
         disabled = self._disabled()
         records = self.registry.records
+        # An empty table alone reads as "still loading" or "broken": say there are none.
+        none = (
+            "\n\nNo plugin is installed. A plugin is a small package: docs/plugins.md in actviz's "
+            "repository goes from an empty folder to a view in the window in three files."
+        )
+        self.note.setText(self._note + ("" if records else none))
         self.table.blockSignals(True)
         self.table.setRowCount(len(records))
         for row, record in enumerate(records):
