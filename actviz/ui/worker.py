@@ -100,8 +100,7 @@ class Job(QObject):
     def __init__(self, worker: Worker, number: int, lane: int) -> None:
         super().__init__()  # No Qt parent: the submitter holds it, and the worker until it ends.
         self._worker, self._number, self.lane = worker, number, lane
-        #: How it ended: "", "finished", "failed", "cancelled" or "superseded".
-        self.outcome = ""
+        self.outcome = ""  #: How it ended: "", "finished", "failed", "cancelled" or "superseded".
         # Slots given to :meth:`on`, by signal name: called directly, not through Qt.
         self._slots: dict[str, list[Callable[..., Any]]] = {}
 

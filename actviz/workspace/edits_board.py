@@ -34,8 +34,7 @@ class EditEntry:
     key: int
     layer: str
     edit: Edit
-    #: Where a patch takes its values (the pin's label), for the dock.
-    note: str = ""
+    note: str = ""  #: Where a patch takes its values (the pin's label), for the dock.
 
     def describe(self) -> str:
         """``layer: ablate ch 3`` (what the dock says; ``(pin 1)`` after a patch)."""

@@ -50,8 +50,7 @@ class RunRequest:
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     baseline_cache: BaselineCache | None = field(default=None, repr=False)
     reuse_baseline: bool = False
-    #: Record attention probabilities too (a model with attention modules).
-    attention: bool = False
+    attention: bool = False  #: Record attention probabilities too (a model with attention modules).
 
     def display_spec(self) -> DisplaySpec:
         """What :func:`actviz.display.prepare.prepare` needs of this request."""

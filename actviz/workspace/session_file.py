@@ -41,8 +41,7 @@ FORMAT_VERSION = 1  #: The format this actviz writes (and the newest it reads).
 SUFFIX = ".actviz"  #: The file name suffix of session files.
 _KIND = "actviz-session"
 _MANIFEST = "manifest.json"
-#: The member holding the dictionaries of concept edits.
-_CONCEPTS_MEMBER = "concepts.npz"
+_CONCEPTS_MEMBER = "concepts.npz"  #: The member holding the dictionaries of concept edits.
 
 
 @dataclass(frozen=True)

@@ -79,8 +79,7 @@ class DisplaySettings:
     view_changed: Event
 
     def __init__(self) -> None:
-        #: The colour-map choice of the feature maps ("auto": one per layer).
-        self.colormap = AUTO
+        self.colormap = AUTO  #: The colour-map choice of the feature maps ("auto": one per layer).
         self.normalize = "channel"
         self.gradcam_layer: str | None = None
         # {layer: first channel} of the mosaic page the user turned to; cleared with the model.

@@ -113,7 +113,10 @@ class FileOpening:
         """Open a dropped file: a model by suffix or folder, anything else as an input."""
         path = Path(path)
         if loads.names_a_model(path):
-            return self.open_model_source(str(path))
+            opened = self.open_model_source(str(path))
+            if opened and self.session.input is None:  # none yet: the model's own comes with it
+                self.open_default_input()
+            return opened
         if self.window.is_closed():
             return False
         self.inputs.ask(loads.InputRequest(str(path), dropped=True))

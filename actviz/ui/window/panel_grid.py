@@ -13,6 +13,7 @@ from actviz.display.layer_views import class_units
 from actviz.display.mosaic import page_image_shape
 from actviz.display.prepared import PreparedLayer
 from actviz.display.repage import current_mosaics, symmetric_for, with_page
+from actviz.io.input_tensors import reads_text
 from actviz.ui.panels.deferred import held_layouts
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 
@@ -20,8 +21,7 @@ from actviz.ui.tokens.token_panel import TokenLayerPanel
 MAPS_PANEL_MIN_HEIGHT = 300
 #: From this width of the Layers tab's viewport on, the layer panels go in two columns.
 TWO_COLUMNS_PX = 1300
-#: Layer panels updated per display step when a result arrives.
-PANELS_PER_PASS = 1
+PANELS_PER_PASS = 1  #: Layer panels updated per display step when a result arrives.
 
 
 def grid_columns(width: int) -> int:
@@ -185,6 +185,8 @@ class PanelGrid:
             text = (
                 "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
             )
+        elif s.input is None and reads_text(s.loaded_model):
+            text = "Type a text in the box above and press Enter to run the ticked layers."
         elif s.input is None:
             text = "Open an input (Ctrl+I) or pick a sample to run the ticked layers."
         elif running:

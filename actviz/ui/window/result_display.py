@@ -31,8 +31,7 @@ from actviz.ui.worker import CAPTURE_NICE, Worker
 CREATE_BUDGET_S = 0.012
 #: Dropped panels deleted per event-loop pass (all at once blocks a model switch).
 DELETES_PER_PASS = 4
-#: Share of the Layers tab's width the channel view takes when it opens.
-CHANNEL_VIEW_SHARE = 0.62
+CHANNEL_VIEW_SHARE = 0.62  #: Share of the Layers tab's width the channel view takes when it opens.
 
 
 def default_selected_layer(result: RunResult) -> str | None:
@@ -49,8 +48,7 @@ class OverviewDisplay:
         self.session, self.centre, self.steps = display.session, display.centre, display.steps
         self.input_preview = display.model_dock.input_preview
         self._selected_layer = lambda: display.selected_layer
-        #: Live frames left the hidden Overview waiting: filled when it shows.
-        self.waiting = False
+        self.waiting = False  #: Live frames left the hidden Overview waiting: filled when it shows.
         #: Computes what a live frame left for a read (statistics, a histogram, Grad-CAM) off
         #: the GUI thread; the Overview fills once it is there.
         self.lazies = Worker(parent, nice=CAPTURE_NICE)

@@ -97,3 +97,24 @@ def test_a_model_folder_typed_in_the_open_dialog_opens_with_its_tokenizer(
     # The target box reads a token's text through the model's tokenizer.
     mat = loaded.tokenizer.get_vocab()["mat"]
     assert window.session.set_target_text("mat") == mat and window.session.target == mat
+
+
+def test_a_text_model_without_input_says_to_type_and_a_dropped_one_brings_its_prompt(
+    qtbot, actviz_window, tmp_path
+):
+    """A window with no input asked to "pick a sample" for a text model (the picker is off for
+    one); a model folder dropped on such a window waited for an input with no word of one."""
+    folder = save_tiny_gpt2(tmp_path / "gpt2")
+    win = actviz_window(size=(1280, 720), auto_run=True)
+    window = win.window
+    assert window.files.open_model_source(str(folder), wait=True)
+    win.wait_idle()
+    assert window.session.input is None
+    placeholder = window.display.layers_placeholder.text()
+    assert placeholder.startswith("Type a text in the box above and press Enter"), placeholder
+
+    dropped = actviz_window(size=(1280, 720), auto_run=True)
+    with qtbot.waitSignal(dropped.window.input_loaded, timeout=LOAD_TIMEOUT_MS):
+        dropped.window.files.open_dropped(folder)
+    dropped.wait_idle()
+    assert dropped.session.input.kind == "text" and dropped.session.result is not None
