@@ -459,8 +459,8 @@ class Session(DisplaySettings, TargetChoice):
             if source == "frames":
                 return f"The frames are pictures; {self.model_name} reads text."
             return (
-                f"{self.model_name} reads text, not images: a dataset scan runs a folder of "
-                "images through the model. Open an image model to scan one."
+                f"{self.model_name} reads text, not images: scans and concept training run a "
+                "folder of images through the model. Open an image model for them."
             )
         if self.input is None:
             return "Open an input first (an image, a tensor file or a sample)."

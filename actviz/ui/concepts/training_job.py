@@ -72,6 +72,7 @@ class ConceptTraining(QObject):
         self.trained_for: Callable[[], Any] = lambda: None  # the model the training reads
         self.last: Any = None  # the last TrainProgress
         self._copying = False  # waiting for the copy of the model
+        self._refusal = ""  # why the dialog's model cannot train, as said there
         self._closed = False
         self.handover = _Handover(self)
         self.handover.progressed.connect(self._on_progressed)
@@ -103,6 +104,16 @@ class ConceptTraining(QObject):
             for n in names
         }
         self.dialog.set_layers(channels, selected)
+        self._refused()  # said as it opens, not once the fields are filled
+
+    def _refused(self) -> bool:
+        """Say in the dialog and return True when the model cannot take a folder of images."""
+        problem = self.session.input_problem(source="images") if self.session.model else ""
+        said = self.dialog.message.text() if self.dialog is not None else ""
+        if self.dialog is not None and (problem or said == self._refusal):  # (or one no more)
+            self.dialog.set_message(problem, error=True)
+        self._refusal = problem
+        return bool(problem)
 
     def default_out(self, spec: TrainSpec) -> str:
         """Where a dictionary goes when the dialog names no folder: the user's cache."""
@@ -122,9 +133,9 @@ class ConceptTraining(QObject):
         from actviz.analysis.concepts.concept_scan import scan_concepts
         from actviz.analysis.concepts.training import train
 
-        if self.running():
-            return
         dialog = self.dialog
+        if self.running() or self._refused():
+            return
         if not spec.out:
             spec = TrainSpec(**{**spec.__dict__, "out": self.default_out(spec)})
             if dialog is not None:

@@ -8,6 +8,7 @@ concepts… trains on a folder of pictures with progress, and Cancel stops it.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 from PySide6.QtCore import QPoint, Qt
@@ -296,3 +297,23 @@ def test_train_concepts_dialog_follows_the_model(actviz_window, tmp_path):
     assert text.startswith("Trained 24 concepts on") and "not shown: the window's model" in text
     assert (tmp_path / "trained").is_dir() and dict(win.session.concepts) == {}
     assert [combo.itemText(i) for i in range(combo.count())] == ["conv1", LAYER]
+
+
+def test_train_concepts_refuses_a_text_model_up_front(actviz_window, tmp_path):
+    """Images through a text model failed after the fields were filled, with torch's words
+    ("Expected tensor for argument #1 'indices' to have one of the following scalar types")."""
+    pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
+    from tests.io.hf_tiny import save_tiny_gpt2
+
+    win = actviz_window(size=(1280, 720))
+    assert win.window.files.open_model_source(str(save_tiny_gpt2(tmp_path / "gpt2")), wait=True)
+    feature = win.concepts.feature
+    menu_action(win, "Data", "Train concepts…").trigger()
+    dialog = feature.dialog
+    said = "reads text, not images: scans and concept training run a folder of images"
+    assert said in dialog.message.text() and dialog.message.isVisible()
+    dialog.data_edit.setText(str(_pictures(tmp_path / "pictures", 4)))
+    win.qtbot.mouseClick(dialog.train_button, Qt.MouseButton.LeftButton)
+    assert not feature.training() and said in dialog.message.text()
+    win.set_model(TinyCNN().eval(), layers=["conv1", LAYER])  # an image model: said no more
+    assert dialog.message.text() == "" and not dialog.message.isVisible()

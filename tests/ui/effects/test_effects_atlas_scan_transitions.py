@@ -454,7 +454,7 @@ def test_a_text_model_is_told_a_scan_needs_images(actviz_window, qtbot, tmp_path
     assert dataset.start(ScanSpec(str(images), ("transformer.h.0",), 3)) is None
     assert not dataset.is_busy()
     said = [m for m in win.banner_messages() if "reads text, not images" in m]
-    assert said and "Open an image model to scan one." in said[0]
+    assert said and "Open an image model for them." in said[0]
 
 
 def test_a_new_map_forgets_the_image_pointed_at_on_the_map_before(actviz_window, qtbot, tmp_path):
