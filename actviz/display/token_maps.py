@@ -67,6 +67,8 @@ class TokenView:
     grad_norms: np.ndarray | None
     shape: tuple[int, ...]
     sample: int
+    unit: str = "feature"  #: What a column is ("concept": a dictionary's page of concepts).
+    columns: tuple[int, ...] | None = None  #: Each column's number (None: 0, 1, ...).
 
     def __post_init__(self) -> None:
         for arr in (self.heat, self.norms, self.grad_heat, self.grad_norms):
@@ -79,8 +81,9 @@ class TokenView:
         if data is None or not (0 <= token < data.shape[0] and 0 <= feature < data.shape[1]):
             return ""
         what = "|grad|" if gradient else "value"
+        column = self.columns[feature] if self.columns is not None else feature
         return (
-            f"token {token} {self.tokens[token]!r}, feature {feature}: "
+            f"token {token} {self.tokens[token]!r}, {self.unit} {column}: "
             f"{what} {float(data[token, feature]):.4g}"
         )
 

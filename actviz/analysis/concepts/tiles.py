@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ import torch
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
+from actviz.display.token_maps import TokenView
 
 #: What the page read-out calls the concepts' order.
 ORDER_LABEL = "most active"
@@ -84,10 +85,12 @@ def concept_tiles(
         order=ChannelOrder(order, ORDER_LABEL),
     )
     h, w = maps.shape[1:]
+    # A text model's (concepts, T) maps: titled tokens x concepts, as the layer is.
+    shape = (1, w, maps.shape[0]) if got.ndim == 2 else (1, *maps.shape)
     view = LayerView(
         "maps",
         maps,
-        (1, *maps.shape),
+        shape,
         f"{active} of {concepts.d_sae} concepts fire ({h}x{w} maps)",
     )
     return ConceptTiles(layer, view, shown, order, peaks, active)
@@ -126,6 +129,7 @@ class ConceptEffect:
     logit_before: float
     logit_after: float
     top_after: int
+    next_token: bool = False  #: A language model's: the next token's, at the last position.
 
     @property
     def dp(self) -> float:
@@ -147,11 +151,13 @@ def concept_effect(
     """What the prediction does when ``concept`` is removed (``scale=0``) from ``layer``.
 
     ``edits``: the edits the runs already apply (the effect is measured on top of them).
-    None when the model's output is not ``(N, classes)`` scores.
+    None when the model's output is neither ``(N, classes)`` scores nor a language model's
+    ``(N, T, V)`` logits (read at the last position, as the window's target is).
     """
     from actviz.core import edit_kinds as E
     from actviz.core.capture import capture
     from actviz.core.structures import first_tensor
+    from actviz.core.targets import sequence_logits
 
     base_edits = {k: tuple(v) for k, v in (edits or {}).items()}
     with_concept = dict(base_edits)
@@ -159,7 +165,8 @@ def concept_effect(
     outs = []
     for chosen in (base_edits, with_concept):
         cap = capture(model, inputs, [], gradients=False, input_grads=False, edits=chosen or None)
-        out = first_tensor(cap.output)
+        seq = sequence_logits(cap.output)
+        out = first_tensor(cap.output) if seq is None else seq[:, -1]
         if out is None or out.ndim != 2 or out.shape[1] < 2:
             return None
         outs.append(out[0].detach().to("cpu", torch.float64))
@@ -169,5 +176,40 @@ def concept_effect(
         return None
     pb, pa = torch.softmax(before, 0), torch.softmax(after, 0)
     return ConceptEffect(
-        t, float(pb[t]), float(pa[t]), float(before[t]), float(after[t]), int(after.argmax())
+        t,
+        float(pb[t]),
+        float(pa[t]),
+        float(before[t]),
+        float(after[t]),
+        int(after.argmax()),
+        next_token=seq is not None,
     )
+
+
+def concept_token_view(tiles: ConceptTiles, layer: TokenView) -> TokenView:
+    """A text model's layer as its token panel shows a dictionary: ``layer``'s tokens x the
+    concepts of ``tiles``' page (most active first), each cell a concept's value there."""
+    columns = tuple(int(c) for c in tiles.mosaic.tile_channels)
+    heat = np.ascontiguousarray(tiles.view.data[list(columns), 0, :].T, dtype=np.float32)
+    return TokenView(
+        tokens=layer.tokens,
+        heat=heat,
+        norms=np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32),
+        grad_heat=None,
+        grad_norms=None,
+        shape=(layer.shape[0], layer.shape[1], int(tiles.peaks.shape[0])),
+        sample=layer.sample,
+        unit="concept",
+        columns=columns,
+    )
+
+
+def token_firing(tokens: Sequence[str], values: np.ndarray, most: int = 8) -> str:
+    """Where a concept fires in a text, in words: its strongest tokens with their values."""
+    values = np.nan_to_num(np.asarray(values, dtype=np.float32).reshape(-1))
+    firing = [int(i) for i in np.argsort(-values, kind="stable") if values[i] > 0]
+    if not firing:
+        return "It fires on no token of this input."
+    shown = " · ".join(f"{tokens[i]!r} (token {i}) {values[i]:.3g}" for i in firing[:most])
+    more = f" and {len(firing) - most} more" if len(firing) > most else ""
+    return f"Fires on {len(firing)} of {len(values)} tokens: {shown}{more}."

@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 DOCK_WIDTH = 360  #: Width of the Concept dock.
 
 
+#: Concepts a text model's token panel shows at most (the firing ones, most active first).
+TOKEN_PAGE = 64
+
+
 class ConceptsFeature(FeatureBase, QObject):
     """Dictionaries of concepts on the ``host`` window's layers: trained, opened, shown, edited."""
 
@@ -162,8 +166,8 @@ class ConceptsFeature(FeatureBase, QObject):
         panel.tile_clicked.connect(self.open_concept)
         panel.tiles_context_requested.connect(self._on_tiles_context_requested)
 
-    def _on_panel_shown(self, name: str, panel: Any, _layer: Any) -> None:
-        from actviz.analysis.concepts.tiles import concept_tiles
+    def _on_panel_shown(self, name: str, panel: Any, layer: Any) -> None:
+        from actviz.analysis.concepts.tiles import concept_tiles, concept_token_view
 
         att = self.session.concepts.get(name)
         if (att is None or not att.shown) and name not in self.tiles and not panel.tile_unit():
@@ -173,13 +177,15 @@ class ConceptsFeature(FeatureBase, QObject):
             self.tiles.pop(name, None)
             panel.set_tile_unit("")
             return
+        # A text model's layer shows its tokens x the concepts firing most (a page of them).
+        tokens = getattr(layer, "tokens", None)
         try:
             tiles = concept_tiles(
                 att.concepts,
                 result.capture,
                 name,
                 sample=result.spec.sample,
-                page=self.host.page_channels(name),
+                page=TOKEN_PAGE if tokens is not None else self.host.page_channels(name),
                 normalize=self.session.normalize,
             )
         except (ValueError, KeyError) as exc:
@@ -191,6 +197,8 @@ class ConceptsFeature(FeatureBase, QObject):
         panel.set_tile_unit("concept")
         panel.set_activation(tiles.view, tiles.mosaic)
         panel.set_gradient(None, None)
+        if tokens is not None:
+            panel.set_tokens(concept_token_view(tiles, tokens))
         self._refresh_view(name)
 
     def _fill_tile_menu(self, menu: QMenu, layer: str, _channels: tuple[int, ...]) -> None:
@@ -292,7 +300,7 @@ class ConceptsFeature(FeatureBase, QObject):
         return True
 
     def _fill_view(self, layer: str, concept: int, *, jobs: bool) -> None:
-        from actviz.analysis.concepts.tiles import concept_picture
+        from actviz.analysis.concepts.tiles import concept_picture, token_firing
 
         tiles = self.tiles.get(layer)
         att = self.session.concepts.get(layer)
@@ -300,17 +308,29 @@ class ConceptsFeature(FeatureBase, QObject):
         if tiles is None or att is None or concept >= tiles.peaks.shape[0]:
             return
         image = result.image if result is not None else None
+        # A text model's: where it fires is said token by token (there is no picture).
+        text = getattr(self.host.layer_panels.get(layer), "token_view", None)
+        picture = (
+            concept_picture(image, tiles.view.data[concept])
+            if text is None
+            else token_firing(text.tokens, tiles.view.data[concept])
+        )
         self.view.set_concept(
             layer,
             concept,
-            concept_picture(image, tiles.view.data[concept]),
+            picture,
             name=att.names.get(concept, ""),
             stats=concept_stats(tiles, att.scan, concept),
             concepts=int(att.concepts.d_sae),
         )
-        self.view.top_button.setVisible(att.scan is None)
+        self.view.top_button.setVisible(att.scan is None and text is None)
         if jobs:
             self.jobs.start(layer, concept)
+        if text is not None:  # both are pictures: scans and synthesis read images
+            self.view.wants_button.setEnabled(False)
+            self.view.set_top(
+                [], "Top images and what it wants are pictures: this model reads text."
+            )
 
     def _on_name_edited(self, text: str) -> None:
         if self.view.shown is not None:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject
 
+from actviz.display.logit_lens import token_texts
 from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.training_job import TOP_K
 from actviz.ui.concepts.view import ConceptView
@@ -203,14 +204,17 @@ class ConceptJobs(QObject):
 
     def _effect_text(self, effect: Any) -> str:
         if effect is None:
-            return "Effect on the prediction: the model does not output class scores."
-        cats = self.session.categories or []
+            return "Effect on the prediction: the model outputs neither class scores nor next-token logits."
+        cats, what = self.session.categories or [], "class"
         name = f" ({cats[effect.target]})" if effect.target < len(cats) else ""
+        if effect.next_token:  # a language model's next token, named by its text
+            tokenizer = getattr(self.session.loaded_model, "tokenizer", None)
+            name, what = f" {token_texts(tokenizer, [effect.target])[0]!r}", "next token"
         top = ""
         if effect.top_after != effect.target:
-            top = f"; the top class becomes {effect.top_after}"
+            top = f"; the top {what} becomes {effect.top_after}"
         return (
-            f"Removing it: class {effect.target}{name} {100 * effect.p_before:.1f} % → "
+            f"Removing it: {what} {effect.target}{name} {100 * effect.p_before:.1f} % → "
             f"{100 * effect.p_after:.1f} % ({100 * effect.dp:+.1f} pp; logit "
             f"{effect.logit_before:.3g} → {effect.logit_after:.3g}){top}."
         )

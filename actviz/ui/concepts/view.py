@@ -60,6 +60,7 @@ class ConceptView(QtWidgets.QWidget):
         outer.addLayout(name_row)
         self.picture = QtWidgets.QLabel(toolTip="Where the concept fires on this input")
         self.picture.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.picture.setWordWrap(True)  # a text model's tokens, said in words
         self.picture.setMinimumSize(160, 160)
         outer.addWidget(self.picture, 1)
         self.stats_label = style.caption_label(wrap=True)
@@ -121,18 +122,22 @@ class ConceptView(QtWidgets.QWidget):
         self,
         layer: str,
         concept: int,
-        picture: np.ndarray,
+        picture: np.ndarray | str,
         *,
         name: str,
         stats: str,
         concepts: int,
     ) -> None:
-        """Show ``concept`` of ``layer``: ``picture``, ``name``, ``stats`` (of ``concepts``)."""
+        """Show ``concept`` of ``layer``: ``picture`` (a text model's: where it fires, in
+        words), ``name``, ``stats`` (of ``concepts``)."""
         new = self.shown != (layer, concept)
         self.shown = (layer, int(concept))
         self.title.set_text(f"Concept {concept} of {concepts} · {layer}")
         self.name_edit.setText(name)
-        self.picture.setPixmap(style.rgb_pixmap(picture, PICTURE_PX))
+        if isinstance(picture, str):
+            self.picture.setText(picture)
+        else:
+            self.picture.setPixmap(style.rgb_pixmap(picture, PICTURE_PX))
         self.stats_label.setText(stats)
         for button in (self.remove_button, self.scale_button, self.wants_button):
             button.setEnabled(True)

@@ -207,8 +207,7 @@ class Autosave(QObject):
         super().__init__(host.dialog_parent())
         self.host, self.session = host, host.session
         self._store, self._paused = host.settings.store, paused
-        #: Whether the session is kept (:meth:`switch`).
-        self.on = self._closed = False
+        self.on = self._closed = False  #: Whether the session is kept (:meth:`switch`).
         self._timer = QTimer(self, singleShot=True, interval=AUTOSAVE_DELAY_MS)
         self._timer.timeout.connect(self._write_later)
         self._thread: threading.Thread | None = None

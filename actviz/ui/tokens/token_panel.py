@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -53,6 +54,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     ``hovered(int, int)``: the cell under the mouse, ``(-1, -1)`` outside."""
 
     hovered = QtCore.Signal(int, int)
+    clicked = QtCore.Signal(int, int)  #: The cell a left click was on.
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.col_labels: tuple[str, ...] | None = None
         self.bar_values: np.ndarray | None = None
         self.scene().sigMouseMoved.connect(lambda pos: self.hovered.emit(*self.cell_at(pos)))
+        self.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.setMinimumHeight(120)
 
     def set_heat(
@@ -208,6 +211,10 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         rows, cols = self.heat.shape
         return (row, col) if 0 <= row < rows and 0 <= col < cols else (-1, -1)
 
+    def _on_scene_clicked(self, event: Any) -> None:
+        if event.button() == QtCore.Qt.MouseButton.LeftButton:
+            self.clicked.emit(*self.cell_at(event.scenePos()))
+
     def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
         """Widget coordinates of a cell's centre (tests hover there)."""
         self.ensure_layout()
@@ -235,6 +242,7 @@ class TokenLayerPanel(LayerPanel):
         row = style.bare_box(box, spacing=6)
         self.token_canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
         self.token_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, False))
+        self.token_canvas.clicked.connect(self._on_token_clicked)
         row.addWidget(self.token_canvas, 1)
         self.content.insertWidget(0, box, 1)
 
@@ -278,7 +286,10 @@ class TokenLayerPanel(LayerPanel):
         self.gradient_slot.setVisible(False)
         self.token_box.setVisible(True)  # type: ignore[union-attr]
         self._slots_stretch(0)
-        self.token_canvas.set_heat(view.heat, view.tokens, bars=view.norms)
+        columns = None if view.columns is None else [str(c) for c in view.columns]
+        if (axis := self.token_canvas.plot.getAxis("bottom")).labelText != view.unit:
+            style.style_axis(axis, view.unit)  # "concept" while a dictionary's page shows
+        self.token_canvas.set_heat(view.heat, view.tokens, col_labels=columns, bars=view.norms)
         if view.grad_heat is not None:
             self.token_grad_canvas.set_heat(
                 view.grad_heat, view.tokens, bars=view.grad_norms, symmetric=False, gradient=True
@@ -306,6 +317,8 @@ class TokenLayerPanel(LayerPanel):
             return ""
         t, d = view.shape[1], view.shape[2]
         batch = f" (sample {view.sample} of {view.shape[0]})" if view.shape[0] > 1 else ""
+        if view.columns is not None:  # a page of a dictionary's concepts
+            return f"{t} tokens x {len(view.columns)} of {d} {view.unit}s{batch}, most active first"
         edited = "edited − unedited: " if self.difference_heat is not None else ""
         # Black rows read alike; no gradient at all (a causal model's later tokens) is said.
         n = 0 if view.grad_norms is None else int(np.count_nonzero(view.grad_norms == 0))
@@ -324,6 +337,10 @@ class TokenLayerPanel(LayerPanel):
         else:
             text = view.describe(row, col, gradient=gradient)
         self.status_label.setText(text or self._token_description())
+
+    def _on_token_clicked(self, _row: int, col: int) -> None:
+        if (view := self.token_view) is not None and view.columns is not None and col >= 0:
+            self.tile_clicked.emit(self.name, int(view.columns[col]))  # a concept: its view
 
     def _update_gradient_visibility(self) -> None:
         if (view := getattr(self, "token_view", None)) is None:  # in LayerPanel.__init__

@@ -26,18 +26,15 @@ NAME, TYPE, SHAPE, PARAMS = range(4)
 NameRole = Qt.ItemDataRole.UserRole + 1
 #: The Name column may take at most this share of the tree's width after fitting its contents.
 NAME_COLUMN_MAX_FRACTION = 0.6
-#: ... and at least this many pixels.
-NAME_COLUMN_MIN_PX = 140
+NAME_COLUMN_MIN_PX = 140  #: ... and at least this many pixels.
 #: Type is shortened first, down to this many pixels, when Name and Type do not both fit.
 TYPE_COLUMN_MIN_PX = 100
 #: Width the dock asks for on first start (a torchvision model's Name and Type columns).
 PREFERRED_WIDTH = 300
-#: The dock never forces the window wider than this (a laptop screen must fit).
-MIN_WIDTH = 200
+MIN_WIDTH = 200  #: The dock never forces the window wider than this (a laptop screen must fit).
 #: Trees up to this many modules open two levels deep; bigger ones show only the top level.
 EXPAND_LIMIT = 400
-#: A column of the details table is never shortened below this width.
-MIN_COLUMN_PX = 36
+MIN_COLUMN_PX = 36  #: A column of the details table is never shortened below this width.
 
 _Index = QModelIndex | QtCore.QPersistentModelIndex
 

@@ -21,10 +21,8 @@ DOCK_WIDTH = 340  #: The dock's width when first shown.
 VECTOR_PAGE = 16
 #: The most channels a page holds (a whole layer would be an hour of CPU, in tiny tiles).
 MAX_PAGE = 32
-#: The page's key among a session file's parts.
-STATE_KEY = "visualize_page"
-#: Channels synthesised per batch: tiles appear every few seconds, a GPU stays busy.
-CHUNK = 4
+STATE_KEY = "visualize_page"  #: The page's key among a session file's parts.
+CHUNK = 4  #: Channels synthesised per batch: tiles appear every few seconds, a GPU stays busy.
 #: The longest an optimisation step waits for the capture worker's job (live mode still moves).
 YIELD_S = 1.0
 

@@ -15,16 +15,13 @@ from actviz.analysis.visualize.visualization import VisualizeError, VisualizeSet
 from actviz.ui.host import StepsAndLine
 from actviz.ui.panels import style
 
-#: The objectives offered (those with one image per channel).
-OBJECTIVES = ("channel", "neuron")
+OBJECTIVES = ("channel", "neuron")  #: The objectives offered (those with one image per channel).
 #: Smallest side the picture is drawn at (a small image is enlarged by a whole factor).
 MIN_SHOWN = 96
 #: Largest side it is drawn at, so the maps above keep their room (the export writes it whole).
 MAX_SHOWN = 192
-#: Tiles are drawn at least this many pixels across (a narrow dock scrolls instead).
-MIN_TILE = 48
-#: ... and at most this many (a wide dock leaves room to the right).
-MAX_TILE = 128
+MIN_TILE = 48  #: Tiles are drawn at least this many pixels across (a narrow dock scrolls instead).
+MAX_TILE = 128  #: ... and at most this many (a wide dock leaves room to the right).
 _GAP = 4
 _PENDING = QtGui.QColor(220, 220, 220)
 _POLICY = QtWidgets.QSizePolicy.Policy
@@ -125,8 +122,7 @@ class WantsSection(QtWidgets.QWidget, RunRow):
         self.picture = QtWidgets.QLabel(alignment=align.AlignLeft | align.AlignTop)
         layout.addWidget(self.picture)
         layout.addWidget(self.message)
-        #: The picture shown, ``(H, W, 3)`` uint8, or None.
-        self.image: np.ndarray | None = None
+        self.image: np.ndarray | None = None  #: The picture shown, ``(H, W, 3)`` uint8, or None.
         for spin in (self.steps_spin, self.size_spin):
             spin.valueChanged.connect(lambda _v: self.settings_changed.emit())
         self.objective_box.currentTextChanged.connect(lambda _t: self.settings_changed.emit())

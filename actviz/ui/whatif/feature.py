@@ -29,8 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
 
 TOP_K = 5  #: Classes of each run in the before/after table.
-#: Preferred width of the Edits dock (it shares the right side with Live).
-PREFERRED_WIDTH = 250
+PREFERRED_WIDTH = 250  #: Preferred width of the Edits dock (it shares the right side with Live).
 #: Rows built in one event-loop turn: until this long, at most this many (a row is ~0.4 ms).
 ROWS_BUDGET_S, ROWS_PER_TURN = 0.015, 30
 
@@ -283,8 +282,7 @@ class WhatIfController(FeatureBase, QObject):
         super().__init__(host)
         #: ``(parent, prompt) -> factor`` / ``(min, max)``, None when cancelled (tests answer).
         self.ask_factor, self.ask_range = ask_factor, ask_range
-        #: The tile menu shown last (tests trigger its actions).
-        self.menu: QMenu | None = None
+        self.menu: QMenu | None = None  #: The tile menu shown last (tests trigger its actions).
         self._diff_cache: dict[tuple, PreparedLayer] = {}
 
         self.dock = EditsDock(host.dialog_parent(), host.defer_display)

@@ -27,12 +27,10 @@ from actviz.ui.window.settings import NORMALIZATIONS
 PREFERRED_SIZE = QSize(1360, 820)
 #: The Layers tab's panel column is never narrower than this beside the channel view.
 LAYERS_MIN_WIDTH = 180
-#: Share of the screen's available area the window may take at most.
-SCREEN_FRACTION = 0.9
+SCREEN_FRACTION = 0.9  #: Share of the screen's available area the window may take at most.
 #: The smallest size the window is laid out for (a first start never opens it smaller).
 MINIMUM_SIZE = QSize(1024, 640)
-#: Message sources in the banner, shown in this order.
-SOURCES = ("action", "model", "run")
+SOURCES = ("action", "model", "run")  #: Message sources in the banner, shown in this order.
 ICON_PX = 16  #: Side of the level icon, in pixels.
 #: Runs of 24 characters or more without a space (paths, URLs) get break opportunities.
 _LONG_RUN = re.compile(r"[^ \n]{24,}")
@@ -178,8 +176,7 @@ class LayersGrid(QtWidgets.QGridLayout):
 class _OverviewPage(QtWidgets.QScrollArea):
     """The Overview's page: rows turn into columns when too narrow, so it scrolls only down."""
 
-    #: The splitters whose panels go across or down.
-    rows: tuple[QtWidgets.QSplitter, ...] = ()
+    rows: tuple[QtWidgets.QSplitter, ...] = ()  #: The splitters whose panels go across or down.
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
@@ -217,8 +214,7 @@ class StatusWidgets:
         # A busy indicator: a capture has no fraction to report.
         self.progress_bar = ProgressBar(maximum=0, maximumWidth=140, visible=False)
         status.addPermanentWidget(self.progress_bar)
-        #: The last run's timing and the memory held.
-        self.timing_label = ElidedLabel(grow=True)
+        self.timing_label = ElidedLabel(grow=True)  #: The last run's timing and the memory held.
         status.addPermanentWidget(self.timing_label)
 
 

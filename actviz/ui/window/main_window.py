@@ -106,8 +106,7 @@ class MainWindow(QMainWindow):
         #: What the features get: attach points, the session, the worker, the signals.
         self.host = Host(self)
         self.features: dict[str, Feature] = self.host.features
-        #: What a script holds (``actviz.explore()`` returns it).
-        self.script = Explorer(self)
+        self.script = Explorer(self)  #: What a script holds (``actviz.explore()`` returns it).
         self.session = session or Session()
         self.settings = settings if isinstance(settings, AppSettings) else AppSettings(settings)
         self.confirm_untrusted: ConfirmUntrusted = confirm_untrusted or ask_untrusted

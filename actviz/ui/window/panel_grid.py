@@ -17,8 +17,7 @@ from actviz.io.input_tensors import reads_text
 from actviz.ui.panels.deferred import held_layouts
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 
-#: Minimum height of a layer panel showing a heatmap, in pixels.
-MAPS_PANEL_MIN_HEIGHT = 300
+MAPS_PANEL_MIN_HEIGHT = 300  #: Minimum height of a layer panel showing a heatmap, in pixels.
 #: From this width of the Layers tab's viewport on, the layer panels go in two columns.
 TWO_COLUMNS_PX = 1300
 PANELS_PER_PASS = 1  #: Layer panels updated per display step when a result arrives.

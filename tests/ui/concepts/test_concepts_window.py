@@ -317,3 +317,59 @@ def test_train_concepts_refuses_a_text_model_up_front(actviz_window, tmp_path):
     assert not feature.training() and said in dialog.message.text()
     win.set_model(TinyCNN().eval(), layers=["conv1", LAYER])  # an image model: said no more
     assert dialog.message.text() == "" and not dialog.message.isVisible()
+
+
+def test_a_text_models_layer_shows_its_tokens_by_concept(actviz_window, tmp_path):
+    """Concepts on a text model's block: its panel kept the token x feature view while its title
+    said the concept maps' shape, and the Concept dock painted a 1 x T strip as a picture. Now
+    the panel shows tokens x the firing concepts (a click opens one), the dock says on which
+    tokens it fires, and its effect is on the next token (the window's target)."""
+    pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
+    from actviz.analysis.concepts.tiles import concept_tiles
+    from tests.io.hf_tiny import save_tiny_gpt2
+
+    win = actviz_window(size=(1280, 720), auto_run=True)
+    window = win.window
+    assert window.files.open_model_source(str(save_tiny_gpt2(tmp_path / "gpt2")), wait=True)
+    with win.qtbot.waitSignal(window.input_loaded, timeout=30_000):
+        window.files.open_default_input()
+    layer = "transformer.h.0"
+    win.tick(layer)
+    win.wait_idle()
+    torch.manual_seed(0)
+    width = win.session.result.capture[layer].tensor.shape[-1]
+    trained = actviz.concepts.train(torch.randn(1500, width), layer, n_concepts=24, k=3, seed=0)
+    trained.save(tmp_path / "dictionary")
+    feature = win.concepts.feature
+    assert feature.open_folder(str(tmp_path / "dictionary"))
+    win.wait_idle()
+    window.display.flush_panel_updates()
+    panel = win.reveal(layer)
+    view = panel.token_view
+    tiles = concept_tiles(trained, win.session.result.capture, layer, page=64)
+    assert view.unit == "concept" and view.columns == tiles.order[: len(view.columns)]
+    np.testing.assert_array_equal(view.heat, tiles.view.data[list(view.columns), 0, :].T)
+    assert len(view.columns) == tiles.active and view.tokens == win.session.input.tokens
+    text = panel.status_label.text()
+    assert text == f"11 tokens x {tiles.active} of 24 concepts, most active first", text
+    canvas = panel.token_canvas
+    assert canvas.plot.getAxis("bottom").labelText == "concept"
+    assert panel.title_label.text().endswith("· 11×24"), panel.title_label.text()
+    col = 1
+    win.qtbot.mouseClick(
+        canvas.viewport(), Qt.MouseButton.LeftButton, pos=canvas.cell_centre(6, col)
+    )
+    concept = view.columns[col]
+    dock = feature.view
+    assert dock.shown == (layer, concept)
+    values = tiles.view.data[concept].reshape(-1)
+    firing = int((values > 0).sum())
+    assert dock.picture.text().startswith(f"Fires on {firing} of 11 tokens: ")
+    assert not dock.wants_button.isEnabled() and not dock.top_button.isVisible()
+    win.qtbot.waitUntil(lambda: dock.effect_label.text().startswith("Removing it"), timeout=30_000)
+    assert dock.effect_label.text().startswith("Removing it: next token ")
+    # Hidden again: the layer's own token x feature view comes back.
+    feature.set_shown(layer, False)
+    win.wait_idle()
+    window.display.flush_panel_updates()
+    assert panel.token_view.unit == "feature" and panel.token_view.columns is None
