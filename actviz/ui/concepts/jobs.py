@@ -204,7 +204,10 @@ class ConceptJobs(QObject):
 
     def _effect_text(self, effect: Any) -> str:
         if effect is None:
-            return "Effect on the prediction: the model outputs neither class scores nor next-token logits."
+            return (
+                "Effect on the prediction: the model outputs neither class scores nor "
+                "next-token logits."
+            )
         cats, what = self.session.categories or [], "class"
         name = f" ({cats[effect.target]})" if effect.target < len(cats) else ""
         if effect.next_token:  # a language model's next token, named by its text
