@@ -29,8 +29,7 @@ class PrivateModel(QObject):
     between jobs (no sibling takes it, no idle trim) until the model, the window or :meth:`forget`
     lets it go."""
 
-    #: From the capture worker's thread to the GUI thread: the copy made.
-    copied = Signal(object)
+    copied = Signal(object)  #: From the capture worker's thread to the GUI thread: the copy made.
 
     def __init__(
         self, service: ModelCopyService, owner: QObject, *, to_eval: bool, keep: bool

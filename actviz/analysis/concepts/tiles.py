@@ -59,8 +59,10 @@ def concept_tiles(
     sample: int = 0,
     page: int = 64,
     normalize: str = "channel",
+    first: int = 0,
 ) -> ConceptTiles:
-    """The concept page of ``layer`` for ``sample`` of ``capture`` (at most ``page`` tiles).
+    """The concept page of ``layer`` for ``sample`` of ``capture``: at most ``page`` tiles from
+    position ``first`` of the order (clamped to it).
 
     ``ValueError`` when the layer was not captured or its width is not the dictionary's.
     """
@@ -81,6 +83,7 @@ def concept_tiles(
     shown = mosaic(
         maps,
         normalize=normalize,
+        first_channel=first,
         max_channels=max(1, int(page)),
         order=ChannelOrder(order, ORDER_LABEL),
     )

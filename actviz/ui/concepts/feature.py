@@ -43,6 +43,8 @@ class ConceptsFeature(FeatureBase, QObject):
         self.training_ = ConceptTraining(host, self._on_trained, self)
         #: The concept tiles each panel shows now (``{layer: ConceptTiles}``).
         self.tiles: dict[str, Any] = {}
+        #: Where each panel's page of concepts starts in its order (its page arrows move it).
+        self.pages: dict[str, int] = {}
         #: The tile menu of a concept tile shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         #: Asks for a folder (tests replace it): ``(title, start) -> folder or ""``.
@@ -164,6 +166,7 @@ class ConceptsFeature(FeatureBase, QObject):
     # ------------------------------------------------------------------ panels
     def _on_panel_created(self, _name: str, panel: Any) -> None:
         panel.tile_clicked.connect(self.open_concept)
+        panel.page_requested.connect(self._turn_page)
         panel.tiles_context_requested.connect(self._on_tiles_context_requested)
 
     def _on_panel_shown(self, name: str, panel: Any, layer: Any) -> None:
@@ -187,6 +190,7 @@ class ConceptsFeature(FeatureBase, QObject):
                 sample=result.spec.sample,
                 page=TOKEN_PAGE if tokens is not None else self.host.page_channels(name),
                 normalize=self.session.normalize,
+                first=self.pages.get(name, 0),
             )
         except (ValueError, KeyError) as exc:
             self.tiles.pop(name, None)
@@ -200,6 +204,16 @@ class ConceptsFeature(FeatureBase, QObject):
         if tokens is not None:
             panel.set_tokens(concept_token_view(tiles, tokens))
         self._refresh_view(name)
+
+    def _turn_page(self, name: str, step: int) -> None:
+        """A concept panel's page arrows: the previous or next page of its firing concepts."""
+        tiles, result = self.tiles.get(name), self.session.result
+        if tiles is None or result is None or name not in self.host.layer_panels:
+            return  # a panel of channels: the window turns its pages
+        first = tiles.mosaic.position + step * tiles.mosaic.page_size
+        if 0 <= first < len(tiles.order):
+            self.pages[name] = first
+            self._on_panel_shown(name, self.host.layer_panels[name], result.layers.get(name))
 
     def _fill_tile_menu(self, menu: QMenu, layer: str, _channels: tuple[int, ...]) -> None:
         """The channel tile menu's "Show concepts" (with a dictionary: else how to get one)."""
@@ -382,6 +396,7 @@ class ConceptsFeature(FeatureBase, QObject):
         self.training_.offer_layers()
         self.copies.forget()
         self.tiles.clear()
+        self.pages.clear()
         self.view.clear()
         self.jobs.drop()
 

@@ -89,16 +89,21 @@ class PageBar(QtWidgets.QWidget):
         """Where the page is, e.g. ``ch 256-511 of 2048`` ("" when every channel is shown)."""
         return self.label.text() if not self.isHidden() else ""
 
-    def show_page(self, mosaic: Mosaic | None) -> None:
-        """Say which page of its channels ``mosaic`` shows (None: no mosaic, no bar)."""
+    def show_page(self, mosaic: Mosaic | None, unit: str = "") -> None:
+        """Say which page of its channels (``unit``: "concept"...) ``mosaic`` shows (None: no
+        mosaic, no bar)."""
         order, text, tip = mosaic.order if mosaic is not None else None, "", ""
+        unit = unit or "channel"
+        if self.prev_button.toolTip() != (previous := f"Previous {unit}s"):  # (as below)
+            self.prev_button.setToolTip(previous)
+            self.next_button.setToolTip(f"Next {unit}s")
         if mosaic is not None and order is not None:
             # Tiles in an order of their own: the bar says so (even on one page), with ranks.
             start, total = mosaic.position, len(order.channels)
             end = start + mosaic.channels
             text = f"{order.label}: {start + 1}-{end} of {total}"
             tip = f"Tiles in order {order.label} (ranks {start + 1}-{end}); each tile is labelled "
-            tip += "with its channel"
+            tip += f"with its {unit}"
         elif mosaic is not None and mosaic.channels < mosaic.total_channels:
             # Other layers get the bar only with more channels than one mosaic holds.
             start, end, total = mosaic.first_channel, mosaic.last_channel + 1, mosaic.total_channels
@@ -139,8 +144,7 @@ class LayerPanel(PanelBase):
         self._selection = TileSelection()
         self._unit_names: tuple[str, ...] = ()
         self._edited, self._difference_shown = "", False
-        #: What the tiles are when they are not channels ("concept"), else "".
-        self._tile_unit = ""
+        self._tile_unit = ""  #: What the tiles are when they are not channels ("concept"), else "".
         self.difference_button = QtWidgets.QToolButton(
             text="difference",
             checkable=True,
@@ -218,7 +222,7 @@ class LayerPanel(PanelBase):
         if (shape_text := style.format_shape(data_shape(view))) != self._shape_text:
             self._shape_text = shape_text
             self._update_title()  # not with every live frame: their shape is the same
-        self.page_bar.show_page(mosaic if view.kind == "maps" else None)
+        self.page_bar.show_page(mosaic if view.kind == "maps" else None, self._tile_unit)
         self._show_description()
 
     def expect_mosaic_shape(self, shape: tuple[int, int]) -> None:
@@ -286,7 +290,7 @@ class LayerPanel(PanelBase):
         slot.caption.setText("edited − unedited")
         slot.caption.setHidden(False)
         self._update_marks()
-        self.page_bar.show_page(mosaic if view.kind == "maps" else None)
+        self.page_bar.show_page(mosaic if view.kind == "maps" else None, self._tile_unit)
 
     def difference_shown(self) -> bool:
         """Whether the activation side shows the difference now."""

@@ -16,14 +16,12 @@ from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.overlay import layer_row
 from actviz.ui.panels.view_slot import bar_series
 
-#: Pixels kept free between two bar labels.
-LABEL_GAP_PX = 6
+LABEL_GAP_PX = 6  #: Pixels kept free between two bar labels.
 #: A label is elided to at most this width, so one long name does not thin out the others.
 MAX_LABEL_PX = 90
 #: A bar is named when this many characters of its name fit, else only every k-th bar.
 MIN_LABEL_CHARS = 3
-#: Pixels kept free between two labels of the log-scaled value axis.
-VALUE_LABEL_GAP_PX = 4
+VALUE_LABEL_GAP_PX = 4  #: Pixels kept free between two labels of the log-scaled value axis.
 #: The layer axis's title, and the one it takes where that does not fit under the bars.
 AXIS_TITLE = "layer (execution order)"
 SHORT_AXIS_TITLE = "layer"

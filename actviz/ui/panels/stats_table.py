@@ -133,8 +133,7 @@ class StatsTable(PanelBase):
 
     layer_selected = QtCore.Signal(str)
 
-    #: Bounds of the name column (pixels, share of the table's width).
-    NAME_MIN_PX = 80
+    NAME_MIN_PX = 80  #: Bounds of the name column (pixels, share of the table's width).
     NAME_MAX_FRACTION = 0.45
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:

@@ -35,8 +35,7 @@ EDITED_BADGE = f"color: white; background: {EDITED}; border-radius: 3px; padding
 
 #: Margin around a page of panels (the Layers grid, the Overview) and around the banner.
 PAGE_MARGIN = 4
-#: Gap between two panels of a page (grid spacing, splitter handles).
-PANEL_SPACING = 6
+PANEL_SPACING = 6  #: Gap between two panels of a page (grid spacing, splitter handles).
 
 #: Least time between two refreshes of a read-out that follows live frames (fps, memory held):
 #: twice a second reads at a glance, and each refresh counts memory and repaints.

@@ -13,8 +13,7 @@ from actviz.ui.panels.deferred import DeferredCall
 
 #: Channel numbers are drawn on tiles at least this many screen pixels wide ...
 LABEL_MIN_TILE_PX = 40
-#: ... on at most this many tiles (those in view).
-MAX_TILE_LABELS = 256
+MAX_TILE_LABELS = 256  #: ... on at most this many tiles (those in view).
 
 
 class TileGrid:

@@ -485,6 +485,8 @@ class ResultDisplay:
         """Show the previous (-1) or next (+1) page of ``name`` (no new run); False if none."""
         if (layer := self._layer(name)) is None or layer.mosaic is None:
             return False
+        if (panel := self.layer_panels.get(name)) is not None and panel.tile_unit():
+            return False  # concepts, not channels: their feature turns the pages
         first = self.page_first(name) + step * self.page_size(name)
         order = self.session.channel_orders.get(name)
         count = len(order.channels) if order is not None else layer.mosaic.total_channels

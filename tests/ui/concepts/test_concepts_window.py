@@ -373,3 +373,32 @@ def test_a_text_models_layer_shows_its_tokens_by_concept(actviz_window, tmp_path
     win.wait_idle()
     window.display.flush_panel_updates()
     assert panel.token_view.unit == "feature" and panel.token_view.columns is None
+
+
+def test_concept_pages_turn_with_the_panels_arrows(actviz_window, tmp_path):
+    """More concepts fire than a page holds: the panel's "next" arrow turned the layer's
+    channel pages (hidden under the concepts) and the concepts past the first page could not
+    be reached ("most active: 1-40 of 75", the arrow doing nothing)."""
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", LAYER], size=(1024, 640))
+    win.run_and_wait()
+    vectors = torch.randn(3000, 6, generator=torch.Generator().manual_seed(1)).abs()
+    trained = actviz.concepts.train(vectors, LAYER, n_concepts=192, k=4, epochs=1, seed=0)
+    feature = win.concepts.feature
+    assert feature.open_folder(str(trained.save(tmp_path / "many")))
+    win.wait_idle()
+    win.window.display.flush_panel_updates()
+    panel = win.reveal(LAYER)
+    first = panel.activation_slot.mosaic
+    order = feature.tiles[LAYER].order
+    assert first.channels < len(order), (first.channels, len(order))  # more than one page
+    channel_page = win.session.channel_pages.get(LAYER, 0)
+    win.qtbot.mouseClick(panel.page_bar.next_button, Qt.MouseButton.LeftButton)
+    second = panel.activation_slot.mosaic
+    size = first.channels
+    assert second.tile_channels == order[size : 2 * size]
+    assert panel.page_bar.text().startswith(f"{ORDER_LABEL}: {size + 1}-")
+    assert panel.page_bar.next_button.toolTip() == "Next concepts"
+    assert win.session.channel_pages.get(LAYER, 0) == channel_page  # the channels' page stays
+    win.qtbot.mouseClick(panel.page_bar.prev_button, Qt.MouseButton.LeftButton)
+    assert panel.activation_slot.mosaic.tile_channels == order[:size]
