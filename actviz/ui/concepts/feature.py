@@ -337,14 +337,11 @@ class ConceptsFeature(FeatureBase, QObject):
             stats=concept_stats(tiles, att.scan, concept),
             concepts=int(att.concepts.d_sae),
         )
-        self.view.top_button.setVisible(att.scan is None and text is None)
+        self.view.top_button.setVisible(att.scan is None)
         if jobs:
             self.jobs.start(layer, concept)
         if text is not None:  # both are pictures: scans and synthesis read images
-            self.view.wants_button.setEnabled(False)
-            self.view.set_top(
-                [], "Top images and what it wants are pictures: this model reads text."
-            )
+            self.view.pictures_off()
 
     def _on_name_edited(self, text: str) -> None:
         if self.view.shown is not None:

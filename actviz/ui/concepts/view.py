@@ -146,6 +146,12 @@ class ConceptView(QtWidgets.QWidget):
             self.set_top([], "")
             self.set_wants(None, "")
 
+    def pictures_off(self) -> None:
+        """A text model's concept: no top images to find, no picture it wants."""
+        self.top_button.setVisible(False)
+        self.wants_button.setEnabled(False)
+        self.set_top([], "Top images and what it wants are pictures: this model reads text.")
+
     def set_effect(self, text: str) -> None:
         """The concept's effect on the prediction, in words."""
         self.effect_label.setText(text)
