@@ -422,7 +422,7 @@ class ConceptsFeature(FeatureBase, QObject):
 
     def report_part(self) -> dict[str, Any]:
         """File > Export report: each layer's concept tiles for this input, named."""
-        return parts.report_part(self.session, self.tiles)
+        return parts.report_part(self.session, self.tiles, self.host.layer_panels)
 
     # ------------------------------------------------------------------ shutdown
     def stop(self) -> None:

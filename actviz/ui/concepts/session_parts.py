@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 
 def session_part(session: Any) -> dict[str, Any]:
     """``{"concepts": {layer: {folder, names, shown, data}}}`` of saved dictionaries, or {}."""
@@ -42,10 +44,14 @@ def restore_session_part(session: Any, parts: Any) -> list[str]:
     return notes
 
 
-def report_part(session: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
-    """Each layer's concept ``tiles``, its dictionary and named concepts, for the report."""
+def report_part(
+    session: Any, tiles: Mapping[str, Any], panels: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Each layer's concept ``tiles``, its dictionary and named concepts, for the report; a
+    text model's layer as its panel in ``panels`` shows it (tokens x concepts), labelled."""
     from actviz.analysis.concepts.tiles import concept_label
     from actviz.display.colormaps import colorize
+    from actviz.io.export.typeset import heat_png
 
     figures = []
     for layer, att in session.concepts.items():
@@ -60,5 +66,12 @@ def report_part(session: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
             f"Concepts of {layer}: {c.d_sae} concepts ({c.architecture}{k}{fvu}) from "
             f"{att.folder or 'memory'}; {shown.active} fire on this input, most active: {top}"
         )
+        view = getattr((panels or {}).get(layer), "token_view", None)
+        if view is not None and view.columns is not None:  # 1 x T strips would not read
+            cols = [str(c) for c in view.columns or ()]
+            title = f"{layer} · tokens x concepts"
+            picture = heat_png(view.heat, view.tokens, title=title, cols=cols, bars=view.norms)
+            figures.append((caption, np.asarray(picture.convert("RGB"))))
+            continue
         figures.append((caption, colorize(shown.mosaic.image)))
     return {"figures": figures} if figures else {}

@@ -368,6 +368,10 @@ def test_a_text_models_layer_shows_its_tokens_by_concept(actviz_window, tmp_path
     assert not dock.wants_button.isEnabled() and not dock.top_button.isVisible()
     win.qtbot.waitUntil(lambda: dock.effect_label.text().startswith("Removing it"), timeout=30_000)
     assert dock.effect_label.text().startswith("Removing it: next token ")
+    # The report shows it as the panel does: a labelled tokens x concepts map, not 1 x T strips.
+    (caption, picture), *_ = feature.report_part()["figures"]
+    assert caption.startswith(f"Concepts of {layer}: 24 concepts")
+    assert picture.ndim == 3 and picture.shape[0] > 100 and picture.shape[1] > 100, picture.shape
     # Hidden again: the layer's own token x feature view comes back.
     feature.set_shown(layer, False)
     win.wait_idle()
