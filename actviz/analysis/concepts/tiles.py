@@ -207,6 +207,16 @@ def concept_token_view(tiles: ConceptTiles, layer: TokenView) -> TokenView:
     )
 
 
+def where_it_fires(
+    concept_map: np.ndarray, image: np.ndarray | None, tokens: Sequence[str] | None = None
+) -> np.ndarray | str:
+    """The Concept dock's view of a concept's map: over the input picture, or for a text model's
+    layer (``tokens``) in words (:func:`token_firing`: there is no picture)."""
+    if tokens is None:
+        return concept_picture(image, concept_map)
+    return token_firing(tokens, concept_map)
+
+
 def token_firing(tokens: Sequence[str], values: np.ndarray, most: int = 8) -> str:
     """Where a concept fires in a text, in words: its strongest tokens with their values."""
     values = np.nan_to_num(np.asarray(values, dtype=np.float32).reshape(-1))

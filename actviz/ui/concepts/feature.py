@@ -251,8 +251,13 @@ class ConceptsFeature(FeatureBase, QObject):
         if len(concepts) == 1:
             menu.addAction("Name…", lambda: self._ask_name(layer, concepts[0]))
         menu.addSeparator()
-        menu.addAction("Show channels", lambda: self.set_shown(layer, False)).setToolTip(
-            "Show this layer's channels again (the dictionary stays)"
+        unit = (
+            "features"
+            if getattr(self.host.layer_panels.get(layer), "token_view", 0)
+            else "channels"
+        )
+        menu.addAction(f"Show {unit}", lambda: self.set_shown(layer, False)).setToolTip(
+            f"Show this layer's {unit} again (the dictionary stays)"
         )
         return menu
 
@@ -314,7 +319,7 @@ class ConceptsFeature(FeatureBase, QObject):
         return True
 
     def _fill_view(self, layer: str, concept: int, *, jobs: bool) -> None:
-        from actviz.analysis.concepts.tiles import concept_picture, token_firing
+        from actviz.analysis.concepts.tiles import where_it_fires
 
         tiles = self.tiles.get(layer)
         att = self.session.concepts.get(layer)
@@ -322,17 +327,11 @@ class ConceptsFeature(FeatureBase, QObject):
         if tiles is None or att is None or concept >= tiles.peaks.shape[0]:
             return
         image = result.image if result is not None else None
-        # A text model's: where it fires is said token by token (there is no picture).
-        text = getattr(self.host.layer_panels.get(layer), "token_view", None)
-        picture = (
-            concept_picture(image, tiles.view.data[concept])
-            if text is None
-            else token_firing(text.tokens, tiles.view.data[concept])
-        )
+        text = getattr(self.host.layer_panels.get(layer), "token_view", None)  # a text model's
         self.view.set_concept(
             layer,
             concept,
-            picture,
+            where_it_fires(tiles.view.data[concept], image, text.tokens if text else None),
             name=att.names.get(concept, ""),
             stats=concept_stats(tiles, att.scan, concept),
             concepts=int(att.concepts.d_sae),

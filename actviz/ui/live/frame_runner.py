@@ -370,8 +370,7 @@ class FrameLanes:
         self.build_job: Any = None
         #: ``(model, why it gets no copy)``; "" when it may have one; None: not asked yet.
         self.refusal: tuple[Any, str] | None = None
-        #: Frames submitted and not captured yet: job -> lane.
-        self.capturing: dict[Any, int] = {}
+        self.capturing: dict[Any, int] = {}  #: Frames submitted and not captured yet: job -> lane.
         self._last = 1
 
     @property

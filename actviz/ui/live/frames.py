@@ -108,8 +108,7 @@ class TensorFrames(FrameSource):
         if dtype is not None and frames.is_floating_point():
             frames = frames.to(dtype)
         self.frames, self.name = frames, name
-        #: The file the frames were read from ("" for an in-memory tensor).
-        self.path = ""
+        self.path = ""  #: The file the frames were read from ("" for an in-memory tensor).
         self._images: dict[int, np.ndarray | None] = {}
 
     @classmethod

@@ -178,17 +178,14 @@ class LiveController(QObject):
 
     #: A :class:`LiveStatus` after every shown frame, and when the state changes.
     status_changed = Signal(object)
-    #: Index, frame count and label of the frame now shown.
-    frame_changed = Signal(int, int, str)
+    frame_changed = Signal(int, int, str)  #: Index, frame count and label of the frame now shown.
     #: The shown frame's picture as the model received it (what the perturbation pad shows).
     input_image_changed = Signal(object)
     playing_changed = Signal(bool)
-    #: The playback speed (frames per second) was set.
-    speed_changed = Signal(float)
+    speed_changed = Signal(float)  #: The playback speed (frames per second) was set.
     #: A description of the new source ("" when back to the still input).
     source_changed = Signal(str)
-    #: A refusal or error for the controls ("" clears).
-    message = Signal(str)
+    message = Signal(str)  #: A refusal or error for the controls ("" clears).
 
     def __init__(
         self,

@@ -20,8 +20,7 @@ from actviz.ui.panels.canvas import ImageCanvas
 NARROW_VIEW_PX = 480
 #: Stacked in a wider view too when that draws the images this many times larger (hysteresis).
 STACK_GAIN = 1.05
-#: Opacity of the activation over the input picture when the overlay is on.
-OVERLAY_OPACITY = 0.6
+OVERLAY_OPACITY = 0.6  #: Opacity of the activation over the input picture when the overlay is on.
 #: Keys that step to the previous (-1) / next (+1) channel while the view has focus.
 _KEY = QtCore.Qt.Key
 STEP_KEYS = dict.fromkeys((_KEY.Key_BracketLeft, _KEY.Key_PageUp, _KEY.Key_Left), -1)

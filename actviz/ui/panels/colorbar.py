@@ -14,12 +14,10 @@ from actviz.display.colormaps import table
 from actviz.ui.panels import style
 
 LUT_SIZE = 256  # pyqtgraph ImageItem is fastest with a LUT of at most 256 entries.
-#: Widths of a colour bar's strip and of its value axis, pixels.
-STRIP_WIDTH = 10
+STRIP_WIDTH = 10  #: Widths of a colour bar's strip and of its value axis, pixels.
 AXIS_WIDTH = 46
 _COLOR_TABLES: dict[bytes, list[int]] = {}
-#: Least pixels between two labelled values of a colour bar.
-TICK_SPACING_PX = 32
+TICK_SPACING_PX = 32  #: Least pixels between two labelled values of a colour bar.
 _TICK_LENGTH = 4
 #: Laid-out value axes by (width, height, range, words, font), most recently used last.
 _PICTURES: dict[tuple, QtGui.QPicture] = {}

@@ -22,8 +22,7 @@ MIN_PANEL_HEIGHT = 220
 MIN_MAPS_PANEL_HEIGHT = 120
 #: Below this width a panel stacks its activation over its gradient (and its read-outs).
 NARROW_PANEL_PX = 440
-#: A panel's least width, its sides stacked (one canvas, the page buttons).
-NARROW_MIN_PX = 150
+NARROW_MIN_PX = 150  #: A panel's least width, its sides stacked (one canvas, the page buttons).
 #: The width a panel prefers (two canvases of 240 px side by side), whatever its arrangement.
 PREFERRED_PANEL_PX = 500
 #: The "edited: ..." badge is shortened with "…" past this width (its tooltip has it all).
@@ -67,8 +66,7 @@ class BadgeLabel(QtWidgets.QLabel):
 class PageBar(QtWidgets.QWidget):
     """Previous / next page of a mosaic's channels and where the page is (hidden on one page)."""
 
-    #: -1 (previous page) or +1 (next page).
-    requested = QtCore.Signal(int)
+    requested = QtCore.Signal(int)  #: -1 (previous page) or +1 (next page).
 
     def __init__(self) -> None:
         super().__init__()

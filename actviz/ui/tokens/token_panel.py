@@ -55,6 +55,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
 
     hovered = QtCore.Signal(int, int)
     clicked = QtCore.Signal(int, int)  #: The cell a left click was on.
+    context_requested = QtCore.Signal(int, int, QtCore.QPoint)  #: A right click's cell, screen.
 
     def __init__(
         self,
@@ -214,6 +215,10 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     def _on_scene_clicked(self, event: Any) -> None:
         if event.button() == QtCore.Qt.MouseButton.LeftButton:
             self.clicked.emit(*self.cell_at(event.scenePos()))
+        elif event.button() == QtCore.Qt.MouseButton.RightButton:
+            self.context_requested.emit(
+                *self.cell_at(event.scenePos()), event.screenPos().toPoint()
+            )
 
     def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
         """Widget coordinates of a cell's centre (tests hover there)."""
@@ -243,6 +248,7 @@ class TokenLayerPanel(LayerPanel):
         self.token_canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
         self.token_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, False))
         self.token_canvas.clicked.connect(self._on_token_clicked)
+        self.token_canvas.context_requested.connect(self._on_token_context)
         row.addWidget(self.token_canvas, 1)
         self.content.insertWidget(0, box, 1)
 
@@ -341,6 +347,10 @@ class TokenLayerPanel(LayerPanel):
     def _on_token_clicked(self, _row: int, col: int) -> None:
         if (view := self.token_view) is not None and view.columns is not None and col >= 0:
             self.tile_clicked.emit(self.name, int(view.columns[col]))  # a concept: its view
+
+    def _on_token_context(self, _row: int, col: int, screen: QtCore.QPoint) -> None:
+        if (view := self.token_view) is not None and view.columns is not None and col >= 0:
+            self.tiles_context_requested.emit(self.name, [int(view.columns[col])], screen)
 
     def _update_gradient_visibility(self) -> None:
         if (view := getattr(self, "token_view", None)) is None:  # in LayerPanel.__init__

@@ -372,8 +372,19 @@ def test_a_text_models_layer_shows_its_tokens_by_concept(actviz_window, tmp_path
     (caption, picture), *_ = feature.report_part()["figures"]
     assert caption.startswith(f"Concepts of {layer}: 24 concepts")
     assert picture.ndim == 3 and picture.shape[0] > 100 and picture.shape[1] > 100, picture.shape
-    # Hidden again: the layer's own token x feature view comes back.
-    feature.set_shown(layer, False)
+    # A right click on a column: the concept's menu; its last entry shows the features again.
+    win.qtbot.mouseClick(
+        canvas.viewport(), Qt.MouseButton.RightButton, pos=canvas.cell_centre(2, 0)
+    )
+    menu = feature.menu
+    texts = [a.text() for a in menu.actions() if not a.isSeparator()]
+    assert menu.isVisible() and menu.actions()[0].text() == f"{layer} · concept {view.columns[0]}"
+    assert texts == [
+        "Open concept", f"Remove concept {view.columns[0]}",
+        f"Scale concept {view.columns[0]}…", "Name…", "Show features",
+    ]  # fmt: skip
+    menu.close()
+    next(a for a in menu.actions() if a.text() == "Show features").trigger()
     win.wait_idle()
     window.display.flush_panel_updates()
     assert panel.token_view.unit == "feature" and panel.token_view.columns is None
