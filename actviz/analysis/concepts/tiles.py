@@ -60,13 +60,19 @@ def concept_tiles(
     page: int = 64,
     normalize: str = "channel",
     first: int = 0,
+    layout: Any = None,
 ) -> ConceptTiles:
     """The concept page of ``layer`` for ``sample`` of ``capture``: at most ``page`` tiles from
-    position ``first`` of the order (clamped to it).
+    position ``first`` of the order (clamped to it); a ViT's tokens under ``layout`` (a
+    ``SequenceLayout``) as maps on its patch grid, as the layer's own are.
 
     ``ValueError`` when the layer was not captured or its width is not the dictionary's.
     """
     got, top = concepts.maps_and_peaks(capture, layer, index=sample)
+    if layout is not None and got.ndim == 2 and got.shape[1] == layout.tokens:
+        # The patches on their grid (the prefix tokens left out); peaks of what is shown.
+        got = got[:, layout.prefix :].reshape(got.shape[0], *layout.grid)
+        top = got.reshape(got.shape[0], -1).amax(1).clamp_min(0)
     maps = _as_maps(got)
     # The peaks come with the maps (a TopK dictionary's from its k values per position): no
     # second pass over every concept's map to order the tiles.

@@ -180,8 +180,7 @@ class ConceptsFeature(FeatureBase, QObject):
             self.tiles.pop(name, None)
             panel.set_tile_unit("")
             return
-        # A text model's layer shows its tokens x the concepts firing most (a page of them).
-        tokens = getattr(layer, "tokens", None)
+        tokens = getattr(layer, "tokens", None)  # a text model's: tokens x a page of concepts
         try:
             tiles = concept_tiles(
                 att.concepts,
@@ -191,6 +190,7 @@ class ConceptsFeature(FeatureBase, QObject):
                 page=TOKEN_PAGE if tokens is not None else self.host.page_channels(name),
                 normalize=self.session.normalize,
                 first=self.pages.get(name, 0),
+                layout=result.spec.layout,
             )
         except (ValueError, KeyError) as exc:
             self.tiles.pop(name, None)

@@ -417,3 +417,28 @@ def test_concept_pages_turn_with_the_panels_arrows(actviz_window, tmp_path):
     assert win.session.channel_pages.get(LAYER, 0) == channel_page  # the channels' page stays
     win.qtbot.mouseClick(panel.page_bar.prev_button, Qt.MouseButton.LeftButton)
     assert panel.activation_slot.mosaic.tile_channels == order[:size]
+
+
+def test_a_vits_concepts_are_maps_on_its_patch_grid(actviz_window, tmp_path):
+    """A ViT block's concepts were 1 x 17 strips (the class token and 16 patches in a row) where
+    the layer's own channels are maps on its 4 x 4 patch grid."""
+    timm = pytest.importorskip("timm", reason="needs the timm extra")
+    torch.manual_seed(0)
+    vit = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, num_classes=10)
+    win = actviz_window(vit.eval(), torch.randn(1, 3, 64, 64), ["blocks.0"], auto_run=True)
+    win.run_and_wait()
+    width = win.session.result.capture["blocks.0"].tensor.shape[-1]
+    trained = actviz.concepts.train(torch.randn(3000, width), "blocks.0", n_concepts=64, k=4)
+    feature = win.concepts.feature
+    assert feature.open_folder(str(trained.save(tmp_path / "vit")))
+    win.wait_idle()
+    win.window.display.flush_panel_updates()
+    panel = win.reveal("blocks.0")
+    m = panel.activation_slot.mosaic
+    assert (m.tile_h, m.tile_w) == (4, 4) and panel.title_label.text().endswith("64×4×4")
+    maps = trained.maps(win.session.result.capture, "blocks.0").numpy()  # (64, 17)
+    on_grid = maps[:, 1:].reshape(64, 4, 4)
+    tiles = feature.tiles["blocks.0"]
+    np.testing.assert_array_equal(tiles.view.data, on_grid)
+    peaks = on_grid.reshape(64, -1).max(1)
+    assert tiles.order[0] == int(np.argmax(peaks)) and tiles.active == int((peaks > 0).sum())
