@@ -88,6 +88,11 @@ class TokenView:
         )
 
 
+def row_norms(heat: np.ndarray) -> np.ndarray:
+    """Each token's L2 norm over a ``(T, D)`` heat map (float64 sums, float32 out)."""
+    return np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32)
+
+
 def _sample(x: Any, sample: int) -> np.ndarray:
     if (data := as_numpy(x)).ndim != 3:
         raise ValueError(f"a token view needs an (N, T, D) output, got {tuple(data.shape)}")
@@ -105,11 +110,11 @@ def token_view(
     grad_heat = grad_norms = None
     if grad is not None and tuple(as_numpy(grad).shape) == shape:
         grad_heat = np.abs(_sample(grad, sample))
-        grad_norms = np.linalg.norm(grad_heat.astype(np.float64), axis=1).astype(np.float32)
+        grad_norms = row_norms(grad_heat)
     return TokenView(
         tokens=tuple(str(t) for t in tokens),
         heat=heat,
-        norms=np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32),
+        norms=row_norms(heat),
         grad_heat=grad_heat,
         grad_norms=grad_norms,
         shape=shape,

@@ -14,7 +14,7 @@ import torch
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
-from actviz.display.token_maps import TokenView
+from actviz.display.token_maps import TokenView, row_norms
 
 #: What the page read-out calls the concepts' order.
 ORDER_LABEL = "most active"
@@ -203,7 +203,7 @@ def concept_token_view(tiles: ConceptTiles, layer: TokenView) -> TokenView:
     return TokenView(
         tokens=layer.tokens,
         heat=heat,
-        norms=np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32),
+        norms=row_norms(heat),
         grad_heat=None,
         grad_norms=None,
         shape=(layer.shape[0], layer.shape[1], int(tiles.peaks.shape[0])),

@@ -26,8 +26,7 @@ log = logging.getLogger(__name__)
 BANNER_SOURCE = "scan"  #: The banner's source for scan messages.
 #: Settings keys of the last scan's folder, k and layers.
 FOLDER_KEY, K_KEY, LAYERS_KEY = "dataset/folder", "dataset/k", "dataset/layers"
-#: Top images named in the dock for a channel without maps to open.
-TOP_NAMED = 5
+TOP_NAMED = 5  #: Top images named in the dock for a channel without maps to open.
 
 
 class ChannelOpening:

@@ -64,8 +64,7 @@ class DatasetScans(QObject):
         self.views_copy = host.private_model(self, to_eval=True)
         #: The scan's own copy, built on the scan's thread and let go of when the scan ends.
         self.scan_copy = host.private_model(self, to_eval=True, keep=True)
-        #: The last finished scan of the session's model (None before one).
-        self.scan: Any = None
+        self.scan: Any = None  #: The last finished scan of the session's model (None before one).
         #: What the scan running now (else :attr:`scan`) was asked for.
         self.spec: ScanSpec | None = None
         self._scan_spec: ScanSpec | None = None  # what :attr:`scan` was asked for

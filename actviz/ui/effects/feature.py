@@ -29,8 +29,7 @@ PREFERRED_WIDTH = 380  #: Width of the dock when it first opens.
 PREFERRED_HEIGHT, MIN_HEIGHT = 520, 160
 #: What the dock says before a result of the model shown.
 RUN_FIRST = "Run the model: the channels of each ticked layer are ranked here."
-#: What the page read-out of a sorted layer panel calls the order.
-ORDER_LABEL = "by effect"
+ORDER_LABEL = "by effect"  #: What the page read-out of a sorted layer panel calls the order.
 #: What the dock says when a run replaced the verification (until Verify is pressed again).
 INTERRUPTED = "A new run replaced the verification: press Verify again (live mode: pause it first)."
 

@@ -31,8 +31,7 @@ NOT_AN_IMAGE_TEXT = "No picture: not an image"
 #: Light grey on the pad's dark background.
 _PLACEHOLDER_TEXT = "#bdc1c6"
 
-#: ``chooser(parent) -> path or ""``
-Chooser = Callable[[QtWidgets.QWidget], str]
+Chooser = Callable[[QtWidgets.QWidget], str]  #: ``chooser(parent) -> path or ""``
 
 
 def _ask_folder(parent: QtWidgets.QWidget) -> str:
@@ -49,8 +48,7 @@ def _ask_tensor_file(parent: QtWidgets.QWidget) -> str:
 class OcclusionPad(QWidget):
     """The perturbed frame with the occlusion patch outlined; drag to move the patch."""
 
-    #: New patch centre as fractions of the image width and height.
-    moved = Signal(float, float)
+    moved = Signal(float, float)  #: New patch centre as fractions of the image width and height.
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

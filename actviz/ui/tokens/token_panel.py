@@ -16,7 +16,7 @@ from actviz.display.colormaps import heat_levels, resolve
 from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import Mosaic
 from actviz.display.text import MAX_TICKS, axis_ticks
-from actviz.display.token_maps import TokenView
+from actviz.display.token_maps import TokenView, row_norms
 from actviz.ui.panels import style
 from actviz.ui.panels.colorbar import ColorBar, lut
 from actviz.ui.panels.feature_map import LayerPanel
@@ -314,7 +314,7 @@ class TokenLayerPanel(LayerPanel):
         if (data := np.asarray(view.data, dtype=np.float32)).shape != tv.heat.shape:
             return
         self.difference_heat = data
-        norms = np.linalg.norm(data.astype(np.float64), axis=1).astype(np.float32)
+        norms = row_norms(data)
         self.token_canvas.set_heat(data, tv.tokens, bars=norms, symmetric=True)
         self.status_label.setText(self._token_description())
 
