@@ -32,8 +32,7 @@ WARM_UP_ACTIONS = 250
 RATIO_AFTER_ACTIONS = 1_000
 #: Frames of these files say nothing about the block (the driver itself, Qt's test helpers).
 _SKIP = ("actviz/testing/", "actviz/bench/")
-#: A frame line of a faulthandler dump.
-_FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')
+_FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')  #: A frame line of a faulthandler dump.
 _THREAD = re.compile(r"(?:Current thread|Thread) 0x([0-9a-fA-F]+)")
 #: The columns of :meth:`StressReport.describe`'s memory table.
 _MEMORY_KEYS = (

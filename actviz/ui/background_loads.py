@@ -12,8 +12,7 @@ MODEL_SUFFIXES = {".pt2", ".safetensors", ".pth", ".ckpt", ".ts", ".torchscript"
 #: File-dialog filters of the inputs the window opens.
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
 TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
-#: Longest error text the banner shows (the first line of the message, cut).
-MAX_ERROR_CHARS = 240
+MAX_ERROR_CHARS = 240  #: Longest error text the banner shows (the first line of the message, cut).
 
 #: ``model_loader(source, *, arch, weights, trust) -> LoadedModel``; raises on failure
 #: (``UntrustedFileError`` when a full pickle needs ``trust=True``).
@@ -69,8 +68,7 @@ class InputRequest:
     dropped: bool = False
     swap: bool = False
     model: Any = None
-    #: The loader's job reading it (None while it waits for a model being opened).
-    job: Any = None
+    job: Any = None  #: The loader's job reading it (None while it waits for a model being opened).
     succeeded: bool | None = None
 
 

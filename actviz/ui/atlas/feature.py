@@ -95,16 +95,14 @@ class AtlasFeature(FeatureBase, QObject):
     """The Atlas tab (see the module's docstring)."""
 
     name = "atlas"
-    #: A map fitted on the feature's worker arrived (after it was shown).
-    fitted = Signal(object)
+    fitted = Signal(object)  #: A map fitted on the feature's worker arrived (after it was shown).
 
     def __init__(self, host: WindowHost) -> None:
         super().__init__(host)
         self.view = AtlasView()
         host.add_tab(self.view, "Atlas")
         self.worker = Worker(self, nice=CAPTURE_NICE)
-        #: The map shown (:class:`~actviz.data.atlas_map.Atlas`), or None.
-        self.atlas: Any = None
+        self.atlas: Any = None  #: The map shown (:class:`~actviz.data.atlas_map.Atlas`), or None.
         self.logits: str | None = None
         self.selection: np.ndarray = np.zeros(0, np.int64)
         self.separating: tuple[Any, ...] = ()

@@ -20,8 +20,7 @@ class SelectBox(pg.ViewBox):
     rect_selected = Signal(object)
     lasso_selected = Signal(object)
 
-    #: Screen pixels the pointer moves before the lasso takes another vertex.
-    LASSO_STEP_PX = 3.0
+    LASSO_STEP_PX = 3.0  #: Screen pixels the pointer moves before the lasso takes another vertex.
 
     def __init__(self) -> None:
         # No context menu: pyqtgraph's menus are top-level widgets that outlive the window.
@@ -79,8 +78,7 @@ class RasterDots(pg.GraphicsObject):
     MARGIN = 0.5
     #: Largest image splatted (pixels): the margins shrink on a very large view.
     MAX_PIXELS = 12_000_000
-    #: Milliseconds the view rests before the image is splatted again around it.
-    IDLE_MS = 150
+    IDLE_MS = 150  #: Milliseconds the view rests before the image is splatted again around it.
 
     def __init__(self, dot: int = 5) -> None:
         super().__init__()

@@ -20,8 +20,7 @@ from actviz.ui.panels import style
 
 #: What the tab says before a dataset was scanned.
 EMPTY_TEXT = "Scan a dataset first (Data > Scan a dataset…)"
-#: Pixels from a dot within which the pointer is over it.
-HOVER_PX = 8.0
+HOVER_PX = 8.0  #: Pixels from a dot within which the pointer is over it.
 #: What the line over the nearest images says until a dot is pointed at.
 HOVER_HINT = "Point at an image on the map; click it to open it"
 #: What the selection's title says while nothing is selected.
@@ -33,16 +32,13 @@ THUMB = 72  #: Side of the thumbnails in the strips.
 MARKER_MARGIN = 0.06
 #: At most this many times the view's size to show the star (the dots would be specks).
 MAX_WIDEN = 4.0
-#: Below this width the strips go under the map, not beside it.
-NARROW_TAB_PX = 560
+NARROW_TAB_PX = 560  #: Below this width the strips go under the map, not beside it.
 #: The map's least size (higher with the strips under it: the page scrolls instead).
 MIN_MAP_W, MIN_MAP_H, MIN_MAP_H_NARROW = 160, 200, 280
 #: The colour-by choices, in the combo's order.
 COLOUR_MODES = ("Class", "Prediction", "Correct", "Channel")
-#: Dots whose class (or prediction) is unknown.
-GREY = np.array([150, 150, 150], np.uint8)
-#: Steps of the channel colour scale: a few dozen brushes for any number of dots.
-LEVELS = 64
+GREY = np.array([150, 150, 150], np.uint8)  #: Dots whose class (or prediction) is unknown.
+LEVELS = 64  #: Steps of the channel colour scale: a few dozen brushes for any number of dots.
 
 
 @dataclass(frozen=True)

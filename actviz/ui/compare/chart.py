@@ -16,12 +16,10 @@ from actviz.ui.panels.plot_panel import LayerAxis, PlotPanel
 COSINE_COLOUR = "#3b6ea5"
 DISTANCE_COLOUR = "#e07b39"
 DIVERGENCE_COLOUR = "#d93025"
-#: A click this far (in layers) from a point still picks it.
-CLICK_REACH = 0.5
+CLICK_REACH = 0.5  #: A click this far (in layers) from a point still picks it.
 #: The chart asks for at least this width, so the first divergence's name has some room.
 MIN_CHART_PX = 200
-#: Pixels kept free between the first divergence's name and the plot's edge.
-TEXT_SLACK_PX = 3
+TEXT_SLACK_PX = 3  #: Pixels kept free between the first divergence's name and the plot's edge.
 
 
 def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:

@@ -57,14 +57,16 @@ class CompareController(FeatureBase, QObject):
             self, lambda: self._closed or self.host.reveal_panel(self._to_reveal)
         )
         self.painter = DiffPainter(self.view, self.page, self)
+        # The panels a turn after the chart and the predictions: one pass held the window
+        # 120 ms with 56 layers (the chart, the table and the first panels, painted together).
+        self._panels_soon = DeferredCall(self, self._show_panels)
         #: Model B (a ``LoadedModel``) once opened, the Open model B dialog while it is open,
         #: the model B being opened, and its loads (a new module nobody holds: its own threads).
         self.model_b: Any = None
         self.model_dialog: Any = None
         self.b_request: ModelRequest | None = None
         self.b_loads = Worker(self, max_threads=2, nice=CAPTURE_NICE)
-        #: The comparison shown (None before the first).
-        self.outcome: CompareOutcome | None = None
+        self.outcome: CompareOutcome | None = None  #: The comparison shown (None before the first).
         self._label_b = ""
         # Run A of the comparison shown (weak: a comparison must not keep a capture alive).
         self._compared_a: weakref.ref[Any] | None = None
@@ -110,7 +112,8 @@ class CompareController(FeatureBase, QObject):
 
     def is_busy(self) -> bool:
         """True while a comparison waits for the worker, runs, or model B opens."""
-        return self.job.running or self._waiting or self.b_request is not None
+        busy = self.job.running or self._waiting or self.b_request is not None
+        return busy or self._panels_soon.pending()
 
     def open_model_dialog(self) -> Any:
         """Show the window's Open model dialog for model B (open while model B loads)."""
@@ -320,21 +323,33 @@ class CompareController(FeatureBase, QObject):
         return request, f"model {self.model_b.name}"
 
     def _on_compared(self, outcome: CompareOutcome, _context: Any) -> None:
-        self.outcome, v, comparison = outcome, self.view, outcome.comparison
+        self.outcome, v = outcome, self.view
         try:
-            v.chart.set_comparison(comparison)
+            v.chart.set_comparison(outcome.comparison)
             if not (change := outcome.predictions).rows:
                 v.predictions.set_message(f"No predictions to compare: {change.message}.")
             else:
                 v.predictions.set_change(change)
-            first = comparison.first_divergence
-            self.painter.show(outcome, first.name if first is not None else None)
-            v.set_message(describe_outcome(outcome, self._label_b))
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
-            log.exception("could not show the comparison")
-            self._refuse(f"Could not show the comparison: {describe_error(exc)}")
+            self._show_failed(exc)
+            return
+        self._panels_soon.request()
+
+    def _show_panels(self) -> None:
+        if (outcome := self.outcome) is None or self._closed:
+            return  # cleared (or the window closed) in between
+        try:
+            first = outcome.comparison.first_divergence
+            self.painter.show(outcome, first.name if first is not None else None)
+            self.view.set_message(describe_outcome(outcome, self._label_b))
+        except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
+            self._show_failed(exc)
             return
         self.compare_finished.emit()
+
+    def _show_failed(self, exc: Exception) -> None:
+        log.exception("could not show the comparison")
+        self._refuse(f"Could not show the comparison: {describe_error(exc)}")
 
     def _await_worker(self) -> None:
         """Try again when each job now on the capture worker ends."""

@@ -12,8 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from actviz.ui.file_dialogs import open_folder
 from actviz.ui.panels import style
 
-#: Images kept per channel unless the user asks for another number.
-DEFAULT_K = 9
+DEFAULT_K = 9  #: Images kept per channel unless the user asks for another number.
 MAX_K = 64
 
 

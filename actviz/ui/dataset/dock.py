@@ -19,8 +19,7 @@ from actviz.ui.host import refill_combo
 from actviz.ui.panels import style
 from actviz.ui.panels.overlay import MiddleElidedComboBox
 
-#: Width the dock asks for (the table's six columns stay readable).
-PREFERRED_WIDTH = 330
+PREFERRED_WIDTH = 330  #: Width the dock asks for (the table's six columns stay readable).
 #: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
 SKIPPED_NAMED = 3
 #: The channel table's columns: (figure, header, header tooltip).
