@@ -44,7 +44,7 @@ class ChannelOrder:
     label: str = "sorted"
 
     def __post_init__(self) -> None:
-        channels = tuple(int(c) for c in self.channels)
+        channels = tuple(map(int, self.channels))
         if len(set(channels)) != len(channels) or any(c < 0 for c in channels):
             raise ValueError("a channel order names each channel (>= 0) once")
         object.__setattr__(self, "channels", channels)

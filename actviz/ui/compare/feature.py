@@ -175,11 +175,8 @@ class CompareController(FeatureBase, QObject):
     def go_to_layer(self, name: str) -> bool:
         """Show layer ``name``'s panel in the Layers tab, selected (a chart point's click)."""
         if name not in self.host.layer_panels:
-            self.view.set_message(
-                f"{name or '(model)'} has no panel in the Layers tab: tick it in the module "
-                "tree to see it there.",
-                error=True,
-            )
+            text = f"{name or '(model)'} has no panel in the Layers tab: tick it in the module tree"
+            self.view.set_message(f"{text} to see it there.", error=True)
             return False
         self.host.show_tab(None)
         self.host.select_layer(name)
@@ -331,7 +328,8 @@ class CompareController(FeatureBase, QObject):
             else:
                 v.predictions.set_change(change)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
-            self._show_failed(exc)
+            log.exception("could not show the comparison")
+            self._refuse(f"Could not show the comparison: {describe_error(exc)}")
             return
         self._panels_soon.request()
 
@@ -343,13 +341,10 @@ class CompareController(FeatureBase, QObject):
             self.painter.show(outcome, first.name if first is not None else None)
             self.view.set_message(describe_outcome(outcome, self._label_b))
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
-            self._show_failed(exc)
+            log.exception("could not show the comparison")
+            self._refuse(f"Could not show the comparison: {describe_error(exc)}")
             return
         self.compare_finished.emit()
-
-    def _show_failed(self, exc: Exception) -> None:
-        log.exception("could not show the comparison")
-        self._refuse(f"Could not show the comparison: {describe_error(exc)}")
 
     def _await_worker(self) -> None:
         """Try again when each job now on the capture worker ends."""

@@ -102,7 +102,7 @@ class PanelMarks:
             shown = result.layers.get(layer)
             if shown is None or shown.mosaic is None or units.dictionary_of(eff, layer):
                 continue  # bars, a token view, concepts (most active first): not ordered
-            order = ChannelOrder(tuple(int(c) for c in eff[layer].order()), ORDER_LABEL)
+            order = ChannelOrder(eff[layer].order().tolist(), ORDER_LABEL)
             if not order.fits(shown.mosaic.total_channels):
                 continue
             if (old := s.channel_orders.get(layer)) == order:
