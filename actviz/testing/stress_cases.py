@@ -27,10 +27,8 @@ import torch
 from actviz.core.openmp import use_app_openmp
 from actviz.testing.stress_report import Failure, StressReport
 
-#: The cases, in the order the bench runs them.
-CASES = ("demo", "resnet18", "gpt2", "checkpoint")
-#: A GUI thread that serves no event for this long is a hang (s).
-HANG_S = 30.0
+CASES = ("demo", "resnet18", "gpt2", "checkpoint")  #: The cases, in the order the bench runs them.
+HANG_S = 30.0  #: A GUI thread that serves no event for this long is a hang (s).
 Step = tuple[str, dict[str, Any]]
 
 

@@ -24,12 +24,9 @@ from actviz.testing.checks import hooks_left
 
 #: Types whose live count must not grow with the number of actions (jobs, pools, windows).
 FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Worker", "MainWindow")
-#: Types whose count follows what is shown (bounded, not flat).
-BOUNDED_TYPES = ("LayerPanel",)
-#: Actions of a process's warm-up, left out of the memory slopes.
-WARM_UP_ACTIONS = 250
-#: After how many actions #37's "RSS over the heap in use" is read.
-RATIO_AFTER_ACTIONS = 1_000
+BOUNDED_TYPES = ("LayerPanel",)  #: Types whose count follows what is shown (bounded, not flat).
+WARM_UP_ACTIONS = 250  #: Actions of a process's warm-up, left out of the memory slopes.
+RATIO_AFTER_ACTIONS = 1_000  #: After how many actions #37's "RSS over the heap in use" is read.
 #: Frames of these files say nothing about the block (the driver itself, Qt's test helpers).
 _SKIP = ("actviz/testing/", "actviz/bench/")
 _FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')  #: A frame line of a faulthandler dump.

@@ -349,8 +349,12 @@ class TokenLayerPanel(LayerPanel):
             self.tile_clicked.emit(self.name, int(view.columns[col]))  # a concept: its view
 
     def _on_token_context(self, _row: int, col: int, screen: QtCore.QPoint) -> None:
-        if (view := self.token_view) is not None and view.columns is not None and col >= 0:
+        if (view := self.token_view) is None or col < 0:
+            return
+        if view.columns is not None:  # a concept's column: its menu
             self.tiles_context_requested.emit(self.name, [int(view.columns[col])], screen)
+        else:  # a feature's (an image panel's channel): ablate, scale, patch, show concepts
+            self.channels_context_requested.emit(self.name, [col], screen)
 
     def _update_gradient_visibility(self) -> None:
         if (view := getattr(self, "token_view", None)) is None:  # in LayerPanel.__init__

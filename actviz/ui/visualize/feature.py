@@ -143,9 +143,15 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
         """The entries of a layer panel's tile menu: this page's channels."""
+        from actviz.io.input_tensors import reads_text
+
         menu.addSeparator()
         tip = "Synthesise what each channel of this page wants (What channels want dock)"
-        menu.addAction("Visualise channels", lambda: self.visualise_page(layer)).setToolTip(tip)
+        action = menu.addAction("Visualise channels", lambda: self.visualise_page(layer))
+        if (loaded := self.session.loaded_model) is not None and reads_text(loaded):
+            action.setEnabled(False)  # (it failed once clicked)
+            tip = f"{self.session.model_name} reads text: what a channel wants is a picture"
+        action.setToolTip(tip)
 
     def export_to(self, folder: str | Path) -> list[Path]:
         """Write the pictures shown into ``folder``'s ``page/`` and ``channel/``: PNGs, a contact

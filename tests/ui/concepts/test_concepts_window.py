@@ -15,6 +15,7 @@ from PySide6.QtCore import QPoint, Qt
 
 import actviz
 from actviz.analysis.concepts.tiles import ORDER_LABEL
+from actviz.core.structures import first_tensor
 from actviz.display.colormaps import indexed_table
 from actviz.display.mosaic import ChannelOrder, mosaic
 from tests.helpers import frame
@@ -388,6 +389,31 @@ def test_a_text_models_layer_shows_its_tokens_by_concept(actviz_window, tmp_path
     win.wait_idle()
     window.display.flush_panel_updates()
     assert panel.token_view.unit == "feature" and panel.token_view.columns is None
+    # A right click on a feature's column: an image tile's menu (nothing came up, so nothing
+    # on the panel brought the concepts back); what a channel wants is a picture: off.
+    win.qtbot.mouseClick(
+        canvas.viewport(), Qt.MouseButton.RightButton, pos=canvas.cell_centre(2, 3)
+    )
+    menu = win.whatif.feature.menu
+    texts = [a.text() for a in menu.actions() if not a.isSeparator()]
+    assert menu.isVisible() and menu.actions()[0].text() == f"{layer} · ch 3"
+    assert texts[:4] == ["Ablate ch 3", "Scale ch 3…", "Keep only ch 3", "Clamp ch 3…"]
+    action = {a.text(): a for a in menu.actions()}
+    vis = action["Visualise channels"]
+    assert not vis.isEnabled() and vis.toolTip().endswith(
+        "reads text: what a channel wants is a picture"
+    )
+    assert action["Show concepts"].isEnabled()
+    menu.close()
+    action["Ablate ch 3"].trigger()
+    win.wait_idle()
+    assert [r.edit.describe() for r in win.session.edits] == ["ablate ch 3"]
+    hidden = first_tensor(win.session.result.capture[layer].output)
+    assert hidden[..., 3].abs().max() == 0 and hidden[..., 2].abs().max() > 0
+    action["Show concepts"].trigger()
+    win.wait_idle()
+    window.display.flush_panel_updates()
+    assert panel.token_view.unit == "concept"
 
 
 def test_concept_pages_turn_with_the_panels_arrows(actviz_window, tmp_path):
