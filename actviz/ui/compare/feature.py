@@ -59,7 +59,7 @@ class CompareController(FeatureBase, QObject):
         self.painter = DiffPainter(self.view, self.page, self)
         # The panels a turn after the chart and the predictions: one pass held the window
         # 120 ms with 56 layers (the chart, the table and the first panels, painted together).
-        self._panels_soon = DeferredCall(self, self._show_panels)
+        self._panels_soon = DeferredCall(self, self._show)
         #: Model B (a ``LoadedModel``) once opened, the Open model B dialog while it is open,
         #: the model B being opened, and its loads (a new module nobody holds: its own threads).
         self.model_b: Any = None
@@ -320,31 +320,30 @@ class CompareController(FeatureBase, QObject):
         return request, f"model {self.model_b.name}"
 
     def _on_compared(self, outcome: CompareOutcome, _context: Any) -> None:
-        self.outcome, v = outcome, self.view
-        try:
-            v.chart.set_comparison(outcome.comparison)
-            if not (change := outcome.predictions).rows:
-                v.predictions.set_message(f"No predictions to compare: {change.message}.")
-            else:
-                v.predictions.set_change(change)
-        except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
-            log.exception("could not show the comparison")
-            self._refuse(f"Could not show the comparison: {describe_error(exc)}")
-            return
-        self._panels_soon.request()
+        self.outcome = outcome
+        self._show(panels=False)
 
-    def _show_panels(self) -> None:
+    def _show(self, *, panels: bool = True) -> None:
+        """Show the comparison's chart and predictions, or (a turn later) its panels."""
         if (outcome := self.outcome) is None or self._closed:
             return  # cleared (or the window closed) in between
+        v = self.view
         try:
-            first = outcome.comparison.first_divergence
-            self.painter.show(outcome, first.name if first is not None else None)
-            self.view.set_message(describe_outcome(outcome, self._label_b))
+            if panels:
+                first = outcome.comparison.first_divergence
+                self.painter.show(outcome, first.name if first is not None else None)
+                v.set_message(describe_outcome(outcome, self._label_b))
+            elif (change := outcome.predictions).rows:
+                v.chart.set_comparison(outcome.comparison)
+                v.predictions.set_change(change)
+            else:
+                v.chart.set_comparison(outcome.comparison)
+                v.predictions.set_message(f"No predictions to compare: {change.message}.")
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
             log.exception("could not show the comparison")
             self._refuse(f"Could not show the comparison: {describe_error(exc)}")
             return
-        self.compare_finished.emit()
+        (self.compare_finished.emit if panels else self._panels_soon.request)()
 
     def _await_worker(self) -> None:
         """Try again when each job now on the capture worker ends."""
